@@ -1,0 +1,169 @@
+"""The CCL/SPLASH lexer (PLY).
+
+Keywords are case-insensitive; identifiers keep their case. Built-in type names (integer, money, ...)
+are one token kind, BASETYPE, whose value is the lower-cased name. Interval units (`5 MINUTES`) are
+plain identifiers, checked by the parser where an interval is expected, so that a column may be called
+`minutes`. Positions are character offsets (``lexpos``); :class:`LineIndex` turns them into line and
+column only when a node or a diagnostic needs them.
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Callable, Iterator
+
+import ply.lex as lex
+
+from .nodes import Span
+
+# Words with a grammatical role. Which of them may still be used as names is decided in the
+# grammar (parser.SOFT_KEYWORDS), not here.
+KEYWORDS = {w.lower(): w for w in """
+    ADAPTER ALL AND AS ASC ATTACH AUTOGENERATE BEGIN BREAK BY CASE CAST CONTINUE CREATE DECLARE
+    DEDUCED DEFAULT DELTA DESC DICTIONARY ELSE END ERROR EVENTCACHE EVERY EXIT FALSE FILTER FLEX FOR
+    FROM FULL GROUP HASH HAVING IF IMPORT IN INHERITS INNER INPUT JOIN KEEP KEY LAST LEFT LIKE LOAD
+    LOCAL MATCHING MODULE NOT NULL ON OR ORDER OUT OUTER OUTPUT PARAMETER PARAMETERS PARTITION
+    PARTITIONS PER PRIMARY PROPERTIES REFERENCE REFERENCES RETURN RIGHT ROUNDROBIN ROW ROWS SCHEMA
+    SELECT SLACK SPLITTER STORE STORES STREAM SWITCH THEN TO TRUE TYPE TYPEDEF TYPEOF UNION VECTOR
+    WHEN WHERE WHILE WINDOW
+""".split()}
+
+BASE_TYPES = frozenset("""
+    integer long float money decimal string boolean date timestamp msdate bigdatetime interval binary
+""".split())
+
+# Token names of punctuation, with their text (used in messages and by the printer).
+PUNCTUATION = {
+    "SEMI": ";", "COMMA": ",", "LPAREN": "(", "RPAREN": ")", "LBRACKET": "[", "RBRACKET": "]",
+    "LBRACE": "{", "RBRACE": "}", "DOT": ".", "COLON": ":", "ASSIGN": ":=", "EQ": "=", "NE": "!=",
+    "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "PLUS": "+", "MINUS": "-", "TIMES": "*",
+    "DIVIDE": "/", "MOD": "%", "POW": "^", "BAR": "|", "ANDAND": "&&", "OROR": "||", "BANG": "!",
+}
+
+tokens = tuple(sorted(KEYWORDS.values())) + (
+    "ID", "BASETYPE", "INTEGER", "FLOAT", "STRING") + tuple(PUNCTUATION)
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class _Rules:
+    """PLY token rules. Lexical errors go to ``t.lexer.report(code, lexpos, message)``."""
+
+    tokens = tokens
+    t_ignore = " \t\r\n\f\v"
+
+    # Function rules are tried in this order, before the string rules below.
+    def t_COMMENT(self, t):
+        r"//[^\n]*|/\*[\s\S]*?\*/"
+        return None
+
+    def t_BADCOMMENT(self, t):
+        r"/\*[\s\S]*"
+        t.lexer.report("CCL1003", t.lexpos, "unterminated comment: '/*' is never closed by '*/'")
+        return None
+
+    def t_STRING(self, t):
+        r"'(?:[^'\n]|'')*'"
+        t.value = t.value[1:-1].replace("''", "'")
+        return t
+
+    def t_BADSTRING(self, t):
+        r"'[^'\n]*"
+        t.lexer.report("CCL1002", t.lexpos,
+                       "unterminated string literal: a string must end on the line it starts")
+        t.type = "STRING"
+        t.value = t.value[1:]
+        return t
+
+    def t_FLOAT(self, t):
+        r"(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+"
+        t.value = float(t.value)
+        return t
+
+    def t_INTEGER(self, t):
+        r"\d+[lL](?![\w])|\d+"
+        text = t.value
+        is_long = text[-1] in "lL"
+        value = int(text.rstrip("lL"))
+        if value > LONG_MAX:
+            t.lexer.report("CCL1004", t.lexpos, f"integer literal {text} does not fit a 64-bit long")
+            value = LONG_MAX
+        t.value = (value, is_long or value > INT_MAX)
+        return t
+
+    def t_ID(self, t):
+        r"[^\W\d]\w*"
+        low = t.value.lower()
+        kw = KEYWORDS.get(low)
+        if kw is not None:
+            t.type = kw
+        elif low in BASE_TYPES:
+            t.type = "BASETYPE"
+            t.value = low
+        return t
+
+    def t_error(self, t):
+        t.lexer.report("CCL1001", t.lexpos, f"illegal character {t.value[0]!r}")
+        t.lexer.skip(1)
+
+    t_ASSIGN = r":="
+    t_NE = r"!=|<>"
+    t_LE = r"<="
+    t_GE = r">="
+    t_ANDAND = r"&&"
+    t_OROR = r"\|\|"
+    t_SEMI = r";"
+    t_COMMA = r","
+    t_LPAREN = r"\("
+    t_RPAREN = r"\)"
+    t_LBRACKET = r"\["
+    t_RBRACKET = r"\]"
+    t_LBRACE = r"\{"
+    t_RBRACE = r"\}"
+    t_DOT = r"\."
+    t_COLON = r":"
+    t_EQ = r"="
+    t_LT = r"<"
+    t_GT = r">"
+    t_PLUS = r"\+"
+    t_MINUS = r"-"
+    t_TIMES = r"\*"
+    t_DIVIDE = r"/"
+    t_MOD = r"%"
+    t_POW = r"\^"
+    t_BAR = r"\|"
+    t_BANG = r"!"
+
+
+_MASTER = lex.lex(module=_Rules(), optimize=False, errorlog=lex.NullLogger())
+
+
+def make_lexer(report: Callable[[str, int, str], None]) -> lex.Lexer:
+    """A fresh lexer whose lexical errors go to ``report(code, lexpos, message)``."""
+    lexer = _MASTER.clone()
+    lexer.report = report
+    return lexer
+
+
+def tokenize(text: str) -> Iterator[lex.LexToken]:
+    """All tokens of ``text`` (lexical errors are dropped); for tools and tests."""
+    lexer = make_lexer(lambda code, pos, msg: None)
+    lexer.input(text)
+    yield from iter(lexer.token, None)
+
+
+class LineIndex:
+    """Maps character offsets of one text to 1-based (line, column)."""
+
+    def __init__(self, text: str, file: str) -> None:
+        self.file = file
+        self._starts = [0]
+        find = text.find
+        pos = find("\n")
+        while pos >= 0:
+            self._starts.append(pos + 1)
+            pos = find("\n", pos + 1)
+
+    def span(self, offset: int) -> Span:
+        line = bisect.bisect_right(self._starts, offset)
+        return Span(self.file, line, offset - self._starts[line - 1] + 1)

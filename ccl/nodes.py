@@ -1,0 +1,738 @@
+"""AST of CCL and SPLASH: typed dataclasses with source spans.
+
+Every node carries a ``span`` (file, line, column of its first token). Spans take no part in equality,
+so ``parse(print(tree)) == tree`` compares structure only. Identifiers are ``Ident`` nodes so that later
+phases can point a diagnostic at the exact name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Iterator, Optional, Union
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a node starts: file name, 1-based line and column."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass
+class Node:
+    """Base of all nodes."""
+
+    span: Optional[Span] = field(default=None, compare=False, repr=False, kw_only=True)
+
+    def children(self) -> Iterator["Node"]:
+        """The direct child nodes, in field order (lists and tuples are flattened)."""
+        for f in fields(self):
+            if f.name == "span":
+                continue
+            yield from _nodes_in(getattr(self, f.name))
+
+    def walk(self) -> Iterator["Node"]:
+        """This node and all its descendants, depth first."""
+        yield self
+        for child in self.children():
+            yield from child.walk()
+
+
+def _nodes_in(value: object) -> Iterator[Node]:
+    if isinstance(value, Node):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _nodes_in(item)
+
+
+# --------------------------------------------------------------------------------------------------
+# Names, types, intervals
+# --------------------------------------------------------------------------------------------------
+
+@dataclass
+class Ident(Node):
+    """A name as written (case kept: element and column names are case-sensitive)."""
+
+    name: str
+
+
+@dataclass
+class NamedType(Node):
+    """A built-in type (`integer`, `money(2)`, `decimal(10,2)`) or a typedef name."""
+
+    name: str  # built-in types are lower-cased; typedef names keep their case
+    args: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TypeOf(Node):
+    """`typeof(Source)`: the record type of a stream or window."""
+
+    source: Ident
+
+
+@dataclass
+class DictType(Node):
+    key: "TypeSpec"
+    value: "TypeSpec"
+
+
+@dataclass
+class VectorType(Node):
+    element: "TypeSpec"
+
+
+@dataclass
+class RecordField(Node):
+    type: "TypeSpec"
+    name: Ident
+
+
+@dataclass
+class RecordType(Node):
+    """`[integer k; | string v;]`: fields before the bar are the key."""
+
+    key_fields: list[RecordField]
+    fields: list[RecordField]
+    bar: bool
+
+
+@dataclass
+class IntervalPart(Node):
+    amount: int
+    unit: str  # canonical: day, hour, minute, second, millisecond, microsecond
+
+
+@dataclass
+class Interval(Node):
+    """`3 MINUTES 30 SECONDS`; a bare number is one part in microseconds."""
+
+    parts: list[IntervalPart]
+
+    _MICROS = {"day": 86_400_000_000, "hour": 3_600_000_000, "minute": 60_000_000,
+               "second": 1_000_000, "millisecond": 1_000, "microsecond": 1}
+
+    @property
+    def microseconds(self) -> int:
+        return sum(p.amount * self._MICROS[p.unit] for p in self.parts)
+
+
+@dataclass
+class CacheOption(Node):
+    """One option of an eventCache: `10 events`, an interval, `manual`, `coalesce`, `col asc`."""
+
+    kind: str  # events | interval | manual | coalesce | order
+    count: Optional[int] = None
+    interval: Optional[Interval] = None
+    column: Optional[Ident] = None
+    descending: bool = False
+
+
+@dataclass
+class EventCacheType(Node):
+    """`eventCache(Src[k1, k2], 10 events, coalesce, Price asc)`."""
+
+    source: Ident
+    keys: Optional[list[Ident]]
+    options: list[CacheOption]
+
+
+TypeSpec = Union[NamedType, TypeOf, DictType, VectorType, RecordType, EventCacheType]
+
+
+# --------------------------------------------------------------------------------------------------
+# Expressions
+# --------------------------------------------------------------------------------------------------
+
+@dataclass
+class Literal(Node):
+    """kind is one of integer, long, float, string, boolean, null."""
+
+    kind: str
+    value: object
+
+
+@dataclass
+class Var(Node):
+    """A bare name: a column, a source, a variable or a parameter (resolved by analysis)."""
+
+    name: Ident
+
+
+@dataclass
+class FieldAccess(Node):
+    """`base.field`, e.g. `priceW.isin` or `rec.price`."""
+
+    base: "Expr"
+    field: Ident
+
+
+@dataclass
+class IndexAccess(Node):
+    """`base[index]`: dictionary or vector element."""
+
+    base: "Expr"
+    index: "Expr"
+
+
+@dataclass
+class Star(Node):
+    """`*` or `src.*` in a select list, or the argument of `count(*)`."""
+
+    qualifier: Optional[Ident] = None
+
+
+@dataclass
+class Call(Node):
+    """A function call; `name` is lower-cased only for keyword-named functions (left, right, ...)."""
+
+    func: Ident
+    args: list["Expr"]
+
+
+@dataclass
+class Cast(Node):
+    """`cast(type, expr)`."""
+
+    type: TypeSpec
+    expr: "Expr"
+
+
+@dataclass
+class Unary(Node):
+    op: str  # '-', '+', 'not'
+    operand: "Expr"
+
+
+@dataclass
+class Binary(Node):
+    op: str  # or and = != <> < <= > >= like + - * / % ^
+    left: "Expr"
+    right: "Expr"
+
+
+@dataclass
+class InList(Node):
+    expr: "Expr"
+    items: list["Expr"]
+    negated: bool = False
+
+
+@dataclass
+class WhenThen(Node):
+    when: "Expr"
+    then: "Expr"
+
+
+@dataclass
+class Case(Node):
+    """`CASE [subject] WHEN c THEN v ... [ELSE e] END`."""
+
+    subject: Optional["Expr"]
+    whens: list[WhenThen]
+    default: Optional["Expr"]
+
+
+@dataclass
+class FieldInit(Node):
+    name: Ident
+    value: "Expr"
+
+
+@dataclass
+class RecordLit(Node):
+    """`[k=1; | v='x';]`: fields before the bar are the key."""
+
+    key_fields: list[FieldInit]
+    fields: list[FieldInit]
+    bar: bool
+
+
+Expr = Union[Literal, Var, FieldAccess, IndexAccess, Star, Call, Cast, Unary, Binary, InList, Case,
+             RecordLit]
+
+
+# --------------------------------------------------------------------------------------------------
+# SPLASH statements
+# --------------------------------------------------------------------------------------------------
+
+@dataclass
+class Block(Node):
+    stmts: list["Stmt"]
+
+
+@dataclass
+class Declarator(Node):
+    name: Ident
+    init: Optional[Expr] = None
+
+
+@dataclass
+class VarDecl(Node):
+    """`integer a := 1, b;`"""
+
+    type: TypeSpec
+    declarators: list[Declarator]
+
+
+@dataclass
+class ParamDecl(Node):
+    """`PARAMETER integer n := 2;` (value fixed at load time, from the configuration)."""
+
+    type: TypeSpec
+    name: Ident
+    default: Optional[Expr] = None
+
+
+@dataclass
+class TypeDef(Node):
+    type: TypeSpec
+    name: Ident
+
+
+@dataclass
+class Param(Node):
+    type: TypeSpec
+    name: Ident
+
+
+@dataclass
+class FuncDef(Node):
+    """A SPLASH function in a DECLARE block."""
+
+    return_type: TypeSpec
+    name: Ident
+    params: list[Param]
+    body: Block
+
+
+@dataclass
+class Assign(Node):
+    target: Expr
+    value: Expr
+
+
+@dataclass
+class If(Node):
+    cond: Expr
+    then: "Stmt"
+    otherwise: Optional["Stmt"] = None
+
+
+@dataclass
+class While(Node):
+    cond: Expr
+    body: "Stmt"
+
+
+@dataclass
+class ForIn(Node):
+    var: Ident
+    iterable: Expr
+    body: "Stmt"
+
+
+@dataclass
+class SwitchCase(Node):
+    values: list[Expr]  # empty for `default:`
+    stmts: list["Stmt"]
+
+
+@dataclass
+class Switch(Node):
+    subject: Expr
+    cases: list[SwitchCase]
+
+
+@dataclass
+class Break(Node):
+    pass
+
+
+@dataclass
+class Continue(Node):
+    pass
+
+
+@dataclass
+class Return(Node):
+    value: Optional[Expr] = None
+
+
+@dataclass
+class Exit(Node):
+    pass
+
+
+@dataclass
+class OutputStmt(Node):
+    """`output rec;` in a Flex handler."""
+
+    value: Expr
+
+
+@dataclass
+class ExprStmt(Node):
+    expr: Expr
+
+
+Stmt = Union[Block, VarDecl, ParamDecl, TypeDef, FuncDef, Assign, If, While, ForIn, Switch, Break,
+             Continue, Return, Exit, OutputStmt, ExprStmt]
+
+
+# --------------------------------------------------------------------------------------------------
+# CCL clauses
+# --------------------------------------------------------------------------------------------------
+
+@dataclass
+class Column(Node):
+    name: Ident
+    type: TypeSpec
+
+
+@dataclass
+class SchemaName(Node):
+    """`SCHEMA name`"""
+
+    name: Ident
+
+
+@dataclass
+class InlineSchema(Node):
+    """`SCHEMA (col type, ...)`"""
+
+    columns: list[Column]
+
+
+SchemaSpec = Union[SchemaName, InlineSchema]
+
+
+@dataclass
+class PrimaryKey(Node):
+    columns: list[Ident]
+    deduced: bool = False
+
+
+@dataclass
+class Keep(Node):
+    """A retention policy.
+
+    kind: rows (`n ROWS [SLACK s]`), every_rows, time (an interval), every_time, all, last.
+    count is an int or, for rows, a parameter name.
+    """
+
+    kind: str
+    count: Optional[Union[int, Ident]] = None
+    interval: Optional[Interval] = None
+    slack: Optional[int] = None
+    per: list[Ident] = field(default_factory=list)
+
+
+@dataclass
+class StoreRef(Node):
+    name: Ident
+
+
+@dataclass
+class Autogenerate(Node):
+    columns: list[Ident]
+    start: Optional[Expr] = None
+
+
+@dataclass
+class InputWhere(Node):
+    """WHERE on an input stream."""
+
+    cond: Expr
+
+
+@dataclass
+class DeclareBlock(Node):
+    items: list[Stmt]
+
+
+@dataclass
+class PartitionSpec(Node):
+    """One `[BY src] HASH(cols) | ROUNDROBIN | { block }`."""
+
+    source: Optional[Ident]
+    method: str  # hash | roundrobin | custom
+    columns: list[Ident] = field(default_factory=list)
+    body: Optional[Block] = None
+
+
+@dataclass
+class Partition(Node):
+    """`PARTITION spec [, spec] PARTITIONS n|param`."""
+
+    specs: list[PartitionSpec]
+    count: Union[int, Ident]
+
+
+@dataclass
+class SelectItem(Node):
+    expr: Expr
+    alias: Optional[Ident] = None
+
+
+@dataclass
+class FromSource(Node):
+    name: Ident
+    alias: Optional[Ident] = None
+    keep: Optional[Keep] = None
+
+
+@dataclass
+class Join(Node):
+    kind: str  # inner | left | right | full
+    left: "FromItem"
+    right: "FromItem"
+    on: Expr
+
+
+FromItem = Union[FromSource, Join]
+
+
+@dataclass
+class PatternRef(Node):
+    name: Ident
+
+
+@dataclass
+class PatternNot(Node):
+    operand: "Pattern"
+
+
+@dataclass
+class PatternOp(Node):
+    op: str  # ',' (followed by), '&&', '||'
+    left: "Pattern"
+    right: "Pattern"
+
+
+Pattern = Union[PatternRef, PatternNot, PatternOp]
+
+
+@dataclass
+class Matching(Node):
+    interval: Interval
+    pattern: Pattern
+    on: Optional[Expr] = None
+
+
+@dataclass
+class OrderItem(Node):
+    expr: Expr
+    descending: Optional[bool] = None  # None when neither ASC nor DESC is written
+
+
+@dataclass
+class Select(Node):
+    items: list[Union[SelectItem, Star]]
+    sources: list[FromItem]
+    matching: Optional[Matching] = None
+    where: Optional[Expr] = None
+    group_filter: Optional[Expr] = None
+    group_by: list[Expr] = field(default_factory=list)
+    group_order_by: list[OrderItem] = field(default_factory=list)
+    having: Optional[Expr] = None
+
+
+@dataclass
+class Union_(Node):
+    """`select UNION select ...`"""
+
+    selects: list[Select]
+
+
+Query = Union[Select, Union_]
+
+
+@dataclass
+class Property(Node):
+    name: Ident
+    value: Expr
+
+
+# --------------------------------------------------------------------------------------------------
+# CCL statements
+# --------------------------------------------------------------------------------------------------
+
+@dataclass
+class CreateSchema(Node):
+    name: Ident
+    inherits: list[Ident]
+    columns: list[Column]
+
+
+@dataclass
+class CreateElement(Node):
+    """CREATE [INPUT|OUTPUT|LOCAL] STREAM | WINDOW | DELTA STREAM.
+
+    role is input, output, local or None (unspecified: output for derived elements).
+    """
+
+    role: Optional[str]
+    kind: str  # stream | window | delta stream
+    name: Ident
+    schema: Optional[SchemaSpec] = None
+    primary_key: Optional[PrimaryKey] = None
+    store: Optional[StoreRef] = None
+    keep: Optional[Keep] = None
+    autogenerate: Optional[Autogenerate] = None
+    where: Optional[InputWhere] = None
+    declare: Optional[DeclareBlock] = None
+    partition: Optional[Partition] = None
+    query: Optional[Query] = None
+
+
+@dataclass
+class CreateErrorStream(Node):
+    """`CREATE [LOCAL|OUTPUT] ERROR STREAM name ON src, ...`"""
+
+    role: Optional[str]
+    name: Ident
+    sources: list[Ident]
+    partition: Optional["Partition"] = None
+
+
+@dataclass
+class SplitBranch(Node):
+    cond: Expr
+    targets: list[Ident]
+
+
+@dataclass
+class CreateSplitter(Node):
+    """`CREATE SPLITTER name AS WHEN c THEN t1, t2 ... [ELSE t] SELECT ...`"""
+
+    role: Optional[str]
+    name: Ident
+    branches: list[SplitBranch]
+    otherwise: list[Ident]
+    select: Select
+    partition: Optional[Partition] = None
+
+
+@dataclass
+class CreateReference(Node):
+    role: Optional[str]
+    name: Ident
+    schema: Optional[SchemaSpec]
+    primary_key: Optional[PrimaryKey]
+    properties: list[Property]
+    partition: Optional[Partition] = None
+
+
+@dataclass
+class CreateStore(Node):
+    kind: str  # memory | log
+    is_default: bool
+    name: Ident
+    properties: list[Property]
+
+
+@dataclass
+class AttachAdapter(Node):
+    direction: str  # input | output
+    name: Ident
+    type: Ident
+    target: Ident
+    group: Optional[Ident]
+    properties: list[Property]
+    partition: Optional[Partition] = None
+
+
+@dataclass
+class Import(Node):
+    path: str
+
+
+@dataclass
+class GlobalDeclare(Node):
+    block: DeclareBlock
+
+
+@dataclass
+class FlexOutput(Node):
+    role: Optional[str]
+    kind: str  # stream | window | delta stream
+    name: Ident
+    schema: Optional[SchemaSpec] = None
+    primary_key: Optional[PrimaryKey] = None
+    keep: Optional[Keep] = None
+    store: Optional[StoreRef] = None
+
+
+@dataclass
+class OnHandler(Node):
+    """`ON src { ... }`; source is None for ON START/END TRANSACTION (event says which)."""
+
+    event: str  # row | start_transaction | end_transaction
+    source: Optional[Ident]
+    body: Block
+
+
+@dataclass
+class EveryHandler(Node):
+    interval: Interval
+    body: Block
+
+
+@dataclass
+class CreateFlex(Node):
+    name: Ident
+    inputs: list[Ident]
+    output: FlexOutput
+    partition: Optional[Partition]
+    declare: Optional[DeclareBlock]
+    handlers: list[Union[OnHandler, EveryHandler]]
+
+
+@dataclass
+class CreateModule(Node):
+    name: Ident
+    inputs: list[Ident]
+    outputs: list[Ident]
+    references: list[Ident]
+    stores: list[Ident]
+    body: list["Statement"]
+
+
+@dataclass
+class Binding(Node):
+    """`inner = outer` in LOAD MODULE (value is an Ident for IN/OUT/STORES, an Expr for PARAMETERS)."""
+
+    name: Ident
+    value: Union[Ident, Expr]
+
+
+@dataclass
+class LoadModule(Node):
+    """LOAD MODULE. ``clauses`` lists the clause keywords in source order (for the PARTITION-last rule)."""
+
+    module: Ident
+    instance: Ident
+    inputs: list[Binding]
+    outputs: list[Binding]
+    parameters: list[Binding]
+    stores: list[Binding]
+    partition: Optional[Partition] = None
+    clauses: list[str] = field(default_factory=list)
+
+
+Statement = Union[CreateSchema, CreateElement, CreateErrorStream, CreateSplitter, CreateReference,
+                  CreateStore, AttachAdapter, Import, GlobalDeclare, CreateFlex, CreateModule,
+                  LoadModule]
+
+
+@dataclass
+class Project(Node):
+    """A parsed file: its statements in order."""
+
+    statements: list[Statement]

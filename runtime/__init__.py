@@ -1,0 +1,1 @@
+"""Everything that touches Spark: consumes the compiled plan, never the AST."""
