@@ -57,8 +57,9 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "The clause does not belong to this kind of statement: AS SELECT on an input stream or window, "
        "WHERE or AUTOGENERATE on a derived element, a derived element without AS, and so on."),
     # 12xx: project files
-    _c("CCL1201", "error", "imported file not found",
-       "IMPORT names a file that does not exist. Paths are relative to the importing file."),
+    _c("CCL1201", "error", "imported file cannot be read",
+       "IMPORT names a file that does not exist, is a directory, or is not UTF-8 text. Paths are "
+       "relative to the directory of the importing file."),
     _c("CCL1202", "error", "import cycle",
        "A file imports itself, directly or through other files. Remove one IMPORT of the cycle."),
 ]}

@@ -42,6 +42,21 @@ class Node:
             yield from child.walk()
 
 
+def to_json(value: object) -> object:
+    """A JSON-ready form of a tree: each node a dict with its class name, its position and its fields."""
+    if isinstance(value, Node):
+        out: dict[str, object] = {"node": type(value).__name__}
+        if value.span is not None:
+            out["line"], out["col"] = value.span.line, value.span.col
+        for f in fields(value):
+            if f.name != "span":
+                out[f.name] = to_json(getattr(value, f.name))
+        return out
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    return value
+
+
 def _nodes_in(value: object) -> Iterator[Node]:
     if isinstance(value, Node):
         yield value

@@ -146,7 +146,7 @@ class CCLParser:
         expected = self._expected()
         hint = f"; expected {expected}" if expected else ""
         if tok is None:
-            self._error("CCL1102", self.index.span(len(self._text)),
+            self._error("CCL1102", self.index.span(len(self._text.rstrip())),
                         f"unexpected end of file{hint}")
         else:
             self._error("CCL1101", self.index.span(tok.lexpos),
@@ -158,12 +158,7 @@ class CCLParser:
             names = [t for t in self._parser.action[state] if t not in ("error", "$end")]
         except (AttributeError, IndexError, KeyError):
             return ""
-        if not names or len(names) > 12:
-            return ""
-        if "ID" in names:
-            names = [t for t in names if t not in SOFT_KEYWORDS]
-        shown = sorted(_token_text(t) for t in names)
-        return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
+        return describe_expected(set(names))
 
     # ------------------------------------------------------------------------------------------
     # Project and statements
@@ -1274,6 +1269,28 @@ _SELECT_TITLES = {"matching": "MATCHING", "where": "WHERE", "group_filter": "GRO
 
 def _article(what: str) -> str:
     return ("an " if what[:1].lower() in "aeiou" else "a ") + what
+
+
+_EXPR_START = {"ID", "INTEGER", "FLOAT", "STRING", "LPAREN", "MINUS", "PLUS", "NOT", "CASE", "CAST",
+               "LBRACKET", "NULL", "TRUE", "FALSE", "BASETYPE", "LEFT", "RIGHT", "LAST", "LIKE"}
+_STATEMENT_START = {"CREATE", "ATTACH", "LOAD", "DECLARE", "IMPORT"}
+
+
+def describe_expected(names: set[str]) -> str:
+    """A short phrase for the tokens the parser could have accepted ('' when there are too many)."""
+    if "ID" in names:
+        names -= set(SOFT_KEYWORDS)
+    phrases = []
+    if {"INTEGER", "STRING", "LPAREN", "ID"} <= names:
+        names -= _EXPR_START
+        phrases.append("an expression")
+    if _STATEMENT_START <= names:
+        names -= _STATEMENT_START | {"END"}
+        phrases.append("a statement (CREATE, ATTACH, LOAD, DECLARE or IMPORT)")
+    phrases += sorted(_token_text(t) for t in names)
+    if not phrases or len(phrases) > 8:
+        return ""
+    return phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " or " + phrases[-1]
 
 
 def _token_text(name: str) -> str:

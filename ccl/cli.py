@@ -1,0 +1,165 @@
+"""The `ccl` command line: thin wrappers that call library functions and print.
+
+Exit codes: 0 ok (warnings allowed), 1 the project has errors, 2 usage or I/O error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from typing import Optional, Sequence, TextIO
+
+from . import __version__
+from .diagnostics import CATALOGUE, render, render_json
+from .nodes import to_json
+from .printer import to_ccl
+from .project import LoadedProject, UsageError, load_project
+
+EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+
+_CHECK_EXAMPLES = """\
+examples:
+  ccl check project.ccl                 check a project (and the files it IMPORTs)
+  ccl check a.ccl b.ccl                 check several projects
+  ccl check project.ccl --format json   diagnostics as JSON, for editors and CI
+  ccl check --explain CCL1101           what a diagnostic code means
+"""
+
+_PARSE_EXAMPLES = """\
+examples:
+  ccl parse project.ccl                 print the project back as canonical CCL
+  ccl parse project.ccl --json          dump the syntax tree as JSON
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors as one line plus a hint, exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `ccl` command."""
+    parser = _Parser(
+        prog="ccl",
+        description="Check, compile and run SAP ESP CCL projects on Apache Spark.",
+        epilog="Run 'ccl COMMAND --help' for the options and examples of a command.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"ccl {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    check = sub.add_parser(
+        "check", help="check CCL projects and report diagnostics",
+        description="Parse CCL projects (with the files they IMPORT) and report every problem as "
+                    "file:line:col: severity CODE: message.",
+        epilog=_CHECK_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.add_argument("files", nargs="*", metavar="FILE.ccl", help="project files to check")
+    check.add_argument("--format", choices=("text", "json"), default="text",
+                       help="how to print diagnostics (default: text)")
+    check.add_argument("--explain", metavar="CODE", help="explain a diagnostic code and exit")
+    check.set_defaults(func=cmd_check)
+
+    parse = sub.add_parser(
+        "parse", help="parse a CCL file and print its syntax tree or canonical form",
+        description="Parse one CCL file and print it back as canonical CCL, or its syntax tree "
+                    "as JSON.",
+        epilog=_PARSE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parse.add_argument("file", metavar="FILE.ccl")
+    parse.add_argument("--json", action="store_true", help="dump the syntax tree as JSON")
+    parse.set_defaults(func=cmd_parse)
+    return parser
+
+
+def _print_diagnostics(project: LoadedProject, fmt: str, out: TextIO, err: TextIO) -> None:
+    if fmt == "json":
+        out.write(render_json(project.diagnostics) + "\n")
+        return
+    for diag in project.diagnostics:
+        err.write(render(diag, project.sources) + "\n")
+
+
+def _summary(project: LoadedProject) -> str:
+    kinds: Counter[str] = Counter()
+    partitioned = 0
+    for stmt in project.statements:
+        kind = type(stmt).__name__
+        if kind == "CreateElement":
+            kind = f"{stmt.role + ' ' if stmt.role else ''}{stmt.kind}"
+        else:
+            kind = {"CreateSchema": "schema", "CreateErrorStream": "error stream",
+                    "CreateSplitter": "splitter", "CreateReference": "reference",
+                    "CreateStore": "store", "AttachAdapter": "adapter", "GlobalDeclare": "declare block",
+                    "CreateFlex": "flex", "CreateModule": "module", "LoadModule": "module load"}[kind]
+        kinds[kind] += 1
+        if getattr(stmt, "partition", None) is not None:
+            partitioned += 1
+    parts = ", ".join(f"{count} {kind}{'s' if count > 1 else ''}" for kind, count in kinds.items())
+    files = len(project.files)
+    extra = f", {files} files" if files > 1 else ""
+    return f"{project.main}: ok ({parts or 'no statements'}; {partitioned} partitioned{extra})"
+
+
+def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl check`: parse each project and report its diagnostics."""
+    if args.explain:
+        code = CATALOGUE.get(args.explain.upper())
+        if code is None:
+            raise UsageError(f"unknown diagnostic code {args.explain!r} (see docs/diagnostics.md)")
+        out.write(f"{code.code} ({code.severity}): {code.title}\n\n{code.explanation}\n")
+        return EXIT_OK
+    if not args.files:
+        raise UsageError("check needs at least one FILE.ccl (or --explain CODE)")
+    status = EXIT_OK
+    json_diags = []
+    for path in args.files:
+        project = load_project(path)
+        if project.has_errors:
+            status = EXIT_ERRORS
+        if args.format == "json":
+            json_diags.extend(project.diagnostics)
+            continue
+        _print_diagnostics(project, "text", out, err)
+        errors = sum(d.is_error for d in project.diagnostics)
+        warnings = len(project.diagnostics) - errors
+        if errors:
+            err.write(f"{path}: {errors} error(s), {warnings} warning(s)\n")
+        else:
+            out.write(_summary(project) + (f", {warnings} warning(s)" if warnings else "") + "\n")
+    if args.format == "json":
+        out.write(render_json(json_diags) + "\n")
+    return status
+
+
+def cmd_parse(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl parse`: print the canonical CCL or the JSON syntax tree of one file."""
+    project = load_project(args.file)
+    if project.has_errors:
+        _print_diagnostics(project, "text", out, err)
+        return EXIT_ERRORS
+    tree = project.files[project.main]
+    if args.json:
+        out.write(json.dumps(to_json(tree), indent=2) + "\n")
+    else:
+        out.write(to_ccl(tree))
+    return EXIT_OK
+
+
+def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Entry point of the `ccl` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(out)
+        return EXIT_USAGE
+    try:
+        return args.func(args, out, err)
+    except UsageError as exc:
+        err.write(f"ccl: error: {exc}\n")
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Loading a CCL project from disk: the main file and the files it IMPORTs, parsed, with diagnostics.
+
+I/O problems with the file the user named (missing, a directory, not UTF-8) raise :class:`UsageError`
+(one line, exit code 2). Problems with imported files are diagnostics at the IMPORT statement.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from . import nodes as n
+from .diagnostics import Diagnostic, SourceCache, sort_key
+from .parser import parse_text
+
+
+class UsageError(Exception):
+    """A problem with how ccl was called or with the file it was given (exit code 2)."""
+
+
+@dataclass
+class LoadedProject:
+    """A parsed project: every file's AST (main file first, then imports in load order)."""
+
+    main: str
+    files: dict[str, n.Project] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    sources: SourceCache = field(default_factory=SourceCache)
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.is_error for d in self.diagnostics)
+
+    @property
+    def statements(self) -> list[n.Node]:
+        """All statements, each imported file's in place of its IMPORT (first import only)."""
+        out: list[n.Node] = []
+        seen: set[str] = set()
+
+        def expand(name: str) -> None:
+            if name in seen or name not in self.files:
+                return
+            seen.add(name)
+            for stmt in self.files[name].statements:
+                if isinstance(stmt, n.Import):
+                    expand(_import_target(name, stmt.path))
+                else:
+                    out.append(stmt)
+
+        expand(self.main)
+        return out
+
+
+def read_source(path: str) -> str:
+    """The text of a source file; raises UsageError with a one-line reason when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, not a CCL file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: cannot read: not UTF-8 text (byte 0x{data[exc.start]:02x} at "
+                         f"offset {exc.start})") from None
+
+
+def _import_target(importer: str, path: str) -> str:
+    return os.path.normpath(os.path.join(os.path.dirname(importer), path))
+
+
+def load_project(path: str) -> LoadedProject:
+    """Parse ``path`` and, recursively, the files it imports."""
+    project = LoadedProject(main=path)
+    _load(project, path, read_source(path), stack=[])
+    project.diagnostics.sort(key=sort_key)
+    return project
+
+
+def load_text(text: str, name: str = "<string>") -> LoadedProject:
+    """Parse CCL given as text (imports are resolved relative to the current directory)."""
+    project = LoadedProject(main=name)
+    _load(project, name, text, stack=[])
+    project.diagnostics.sort(key=sort_key)
+    return project
+
+
+def _load(project: LoadedProject, name: str, text: str, stack: list[str]) -> None:
+    project.sources.add(name, text)
+    tree, diags = parse_text(text, name)
+    project.files[name] = tree
+    project.diagnostics.extend(diags)
+    for stmt in tree.statements:
+        if isinstance(stmt, n.Import):
+            _load_import(project, name, stmt, stack + [name])
+
+
+def _load_import(project: LoadedProject, importer: str, stmt: n.Import, stack: list[str]) -> None:
+    target = _import_target(importer, stmt.path)
+    if target in stack:
+        chain = " -> ".join(stack[stack.index(target):] + [target])
+        project.diagnostics.append(Diagnostic("CCL1202", f"import cycle: {chain}", stmt.span))
+        return
+    if target in project.files:
+        return
+    try:
+        text = read_source(target)
+    except UsageError as exc:
+        project.diagnostics.append(Diagnostic("CCL1201", f"cannot import '{stmt.path}': {exc}",
+                                              stmt.span))
+        return
+    _load(project, target, text, stack)
