@@ -22,6 +22,7 @@ Grammar notes
 """
 from __future__ import annotations
 
+import gc
 import os
 from typing import Optional
 
@@ -107,7 +108,15 @@ class CCLParser:
         self._statements = []
         self._text = text
         lexer = make_lexer(self._lex_error)
-        result = self._parser.parse(text, lexer=lexer)
+        # The cyclic GC would rescan the growing tree again and again (the tree has no cycles):
+        # pausing it keeps parse time linear in the file size.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            result = self._parser.parse(text, lexer=lexer)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         statements = result.statements if isinstance(result, n.Project) else self._statements
         project = n.Project([s for s in statements if s is not None], span=self.index.span(0))
         return project, self.diagnostics
