@@ -147,8 +147,11 @@ def cmd_parse(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None,
+         err: Optional[TextIO] = None) -> int:
     """Entry point of the `ccl` console script; returns the exit code."""
+    out = out or sys.stdout
+    err = err or sys.stderr
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

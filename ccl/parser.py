@@ -430,12 +430,13 @@ class CCLParser:
         "interval : interval_parts"
         p[0] = self._interval(p[1])
 
-    def _interval(self, raw: list[tuple[int, str, n.Span]]) -> n.Interval:
+    def _interval(self, raw: list[tuple[int, str, n.Span, n.Span]]) -> n.Interval:
+        """An Interval from (amount, unit word, amount span, word span) parts."""
         parts = []
-        for amount, word, span in raw:
+        for amount, word, span, word_span in raw:
             unit = INTERVAL_UNITS.get(word.lower())
             if unit is None:
-                self._error("CCL1103", span, f"{word!r} is not an interval unit (use DAYS, HOURS, "
+                self._error("CCL1103", word_span, f"{word!r} is not an interval unit (use DAYS, HOURS, "
                                              "MINUTES, SECONDS, MILLISECONDS or MICROSECONDS)")
                 unit = "microsecond"
             parts.append(n.IntervalPart(amount, unit, span=span))
@@ -445,9 +446,9 @@ class CCLParser:
         """interval_parts : INTEGER ID
                           | interval_parts INTEGER ID"""
         if len(p) == 3:
-            p[0] = [(p[1][0], p[2], self._at(p, 1))]
+            p[0] = [(p[1][0], p[2], self._at(p, 1), self._at(p, 2))]
         else:
-            p[0] = p[1] + [(p[2][0], p[3], self._at(p, 2))]
+            p[0] = p[1] + [(p[2][0], p[3], self._at(p, 2), self._at(p, 3))]
 
     # --- PARTITION -----------------------------------------------------------------------------
 
@@ -967,7 +968,7 @@ class CCLParser:
     def p_cache_option_amount(self, p):
         "cache_option : interval_parts"
         parts = p[1]
-        amount, word, span = parts[0]
+        amount, word, span, _ = parts[0]
         if len(parts) == 1 and word.lower() in ("event", "events", "row", "rows"):
             p[0] = n.CacheOption("events", count=amount, span=span)
             return

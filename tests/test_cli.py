@@ -1,0 +1,128 @@
+"""The `ccl` command line: output formats and exit codes (called in-process, plus one real subprocess)."""
+import io
+import json
+import subprocess
+from contextlib import redirect_stderr, redirect_stdout
+import sys
+from pathlib import Path
+
+import pytest
+
+from ccl import __version__
+from ccl.cli import main
+
+SEEDS = Path(__file__).parent / "projects" / "seeds"
+
+
+def run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with redirect_stdout(out), redirect_stderr(err):  # argparse writes to sys.stdout/stderr
+            code = main(list(argv), out, err)
+    except SystemExit as exc:  # argparse: --help, --version, usage errors
+        code = exc.code
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def bad_file(tmp_path):
+    path = tmp_path / "bad.ccl"
+    path.write_text("CREATE INPUT STREAM s SCHEMA (a integer);\n"
+                    "CREATE OUTPUT STREAM t AS SELECT a, FROM s;\n"
+                    "CREATE OUTPUT STREAM u AS SELECT a FROM s WHERE;\n")
+    return path
+
+
+def test_check_ok_prints_a_summary_and_exits_0():
+    code, out, err = run("check", str(SEEDS / "hash_vwap_broadcast.ccl"))
+    assert code == 0 and err == ""
+    assert "ok (2 input windows, 1 output window; 1 partitioned)" in out
+
+
+def test_check_reports_all_errors_with_source_line_and_caret(bad_file):
+    code, out, err = run("check", str(bad_file))
+    assert code == 1
+    lines = err.splitlines()
+    assert lines[0] == f"{bad_file}:2:37: error CCL1101: syntax error at 'FROM'; expected an expression or '*'"
+    assert lines[1] == "    CREATE OUTPUT STREAM t AS SELECT a, FROM s;"
+    assert lines[2] == "    " + " " * 36 + "^"
+    assert lines[3].startswith(f"{bad_file}:3:48: error CCL1101")
+    assert lines[-1] == f"{bad_file}: 2 error(s), 0 warning(s)"
+
+
+def test_check_json_format(bad_file):
+    code, out, _ = run("check", "--format", "json", str(bad_file))
+    assert code == 1
+    diags = json.loads(out)
+    assert [(d["line"], d["column"], d["code"], d["severity"]) for d in diags] == [
+        (2, 37, "CCL1101", "error"), (3, 48, "CCL1101", "error")]
+
+
+def test_missing_file_and_bad_encoding_are_one_line_usage_errors(tmp_path):
+    code, out, err = run("check", str(tmp_path / "nope.ccl"))
+    assert (code, out) == (2, "") and err == f"ccl: error: {tmp_path / 'nope.ccl'}: no such file\n"
+    binary = tmp_path / "latin1.ccl"
+    binary.write_bytes("CREATE SCHEMA s (Größe integer);".encode("latin-1"))
+    code, _, err = run("check", str(binary))
+    assert code == 2 and err.count("\n") == 1 and "not UTF-8" in err
+    code, _, err = run("check", str(tmp_path))
+    assert code == 2 and "is a directory" in err
+
+
+def test_imports_are_checked_and_missing_ones_reported(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "schemas.ccl").write_text("CREATE SCHEMA S (a integer);\n")
+    main_file = tmp_path / "main.ccl"
+    main_file.write_text("IMPORT 'lib/schemas.ccl';\nIMPORT 'lib/missing.ccl';\n"
+                         "CREATE INPUT STREAM x SCHEMA S;\n")
+    code, _, err = run("check", str(main_file))
+    assert code == 1
+    assert f"{main_file}:2:1: error CCL1201: cannot import 'lib/missing.ccl'" in err
+
+
+def test_import_cycle(tmp_path):
+    (tmp_path / "a.ccl").write_text("IMPORT 'b.ccl';\n")
+    (tmp_path / "b.ccl").write_text("IMPORT 'a.ccl';\n")
+    code, _, err = run("check", str(tmp_path / "a.ccl"))
+    assert code == 1 and "CCL1202" in err and "import cycle" in err
+
+
+def test_explain():
+    code, out, _ = run("check", "--explain", "ccl1104")
+    assert code == 0 and out.startswith("CCL1104 (error): duplicate clause")
+    code, _, err = run("check", "--explain", "CCL9999")
+    assert code == 2 and "unknown diagnostic code" in err
+
+
+def test_parse_json_and_canonical_output():
+    code, out, _ = run("parse", "--json", str(SEEDS / "hash_maxprice.ccl"))
+    tree = json.loads(out)
+    assert code == 0 and tree["node"] == "Project"
+    window = tree["statements"][1]
+    assert (window["node"], window["line"], window["col"]) == ("CreateElement", 4, 1)
+    assert window["partition"]["specs"][0]["method"] == "hash"
+    code, out, _ = run("parse", str(SEEDS / "hash_maxprice.ccl"))
+    assert code == 0 and "PARTITION BY priceW HASH(isin) PARTITIONS 5" in out
+
+
+def test_help_and_version():
+    code, out, _ = run("--version")
+    assert code == 0 and out.strip() == f"ccl {__version__}"
+    code, out, _ = run("--help")
+    assert code == 0 and "check" in out and "parse" in out
+    for command in ("check", "parse"):
+        code, out, _ = run(command, "--help")
+        assert code == 0 and "examples:" in out and f"ccl {command} " in out
+
+
+def test_usage_errors_exit_2():
+    assert run("frobnicate")[0] == 2
+    assert run("check")[0] == 2
+    assert run()[0] == 2
+
+
+def test_console_script_runs_as_a_process():
+    proc = subprocess.run([sys.executable, "-m", "ccl.cli", "check", str(SEEDS / "custom_maxprice.ccl")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "ok" in proc.stdout and proc.stderr == ""
