@@ -787,14 +787,18 @@ class CCLParser:
     def p_load_module(self, p):
         "load_module : LOAD MODULE ident AS ident load_clauses"
         node = n.LoadModule(p[3], p[5], [], [], [], [], span=self._at(p))
-        for kind, value, span in p[6]:
+        first_at: dict[str, n.Span] = {}
+        for kind, value, span, keyword in p[6]:
+            if kind in first_at:
+                self._error("CCL1104", span, f"{keyword} is given twice (first at line "
+                                             f"{first_at[kind].line})")
+                continue
+            first_at[kind] = span
             node.clauses.append(kind)
             if kind == "partition":
-                if node.partition is not None:
-                    self._error("CCL1104", span, "PARTITION is given twice")
                 node.partition = value
             else:
-                getattr(node, kind).extend(value)
+                setattr(node, kind, value)
         p[0] = node
 
     def p_load_clauses(self, p):
@@ -815,11 +819,11 @@ class CCLParser:
                                                          "not values")
                 else:
                     b.value = b.value.name
-        p[0] = (kind, p[2], self._at(p))
+        p[0] = (kind, p[2], self._at(p), p[1].upper())
 
     def p_load_clause_partition(self, p):
         "load_clause : partition_clause"
-        p[0] = ("partition", p[1], p[1].span)
+        p[0] = ("partition", p[1], p[1].span, "PARTITION")
 
     def p_bindings(self, p):
         """bindings : binding

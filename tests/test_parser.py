@@ -286,6 +286,11 @@ def test_duplicate_and_misplaced_clauses():
         ("CCL1104", 1, 55)]
 
 
+def test_duplicate_load_module_clauses():
+    assert codes("LOAD MODULE m AS m1 IN a = A IN b = B PARTITION HASH(x) PARTITIONS 2 "
+                 "PARTITION ROUNDROBIN PARTITIONS 3;") == [("CCL1104", 1, 30), ("CCL1104", 1, 70)]
+
+
 def test_unknown_words():
     assert codes("CREATE INPUT WINDOW w SCHEMA (a integer) PRIMARY KEY (a) KEEP 5 FORTNIGHTS;") == [
         ("CCL1103", 1, 65)]
