@@ -81,6 +81,18 @@ def _print_diagnostics(project: LoadedProject, fmt: str, out: TextIO, err: TextI
         err.write(render(diag, project.sources) + "\n")
 
 
+_KIND_NAMES = {
+    "CreateSchema": "schema", "CreateErrorStream": "error stream", "CreateSplitter": "splitter",
+    "CreateReference": "reference", "CreateStore": "store", "AttachAdapter": "adapter",
+    "AdapterStart": "adapter start", "GlobalDeclare": "declare block", "CreateFlex": "flex",
+    "CreateModule": "module", "LoadModule": "module load",
+}
+
+
+def _plural(kind: str) -> str:
+    return kind + ("es" if kind.endswith("x") else "s")
+
+
 def _summary(project: LoadedProject) -> str:
     kinds: Counter[str] = Counter()
     partitioned = 0
@@ -89,14 +101,11 @@ def _summary(project: LoadedProject) -> str:
         if kind == "CreateElement":
             kind = f"{stmt.role + ' ' if stmt.role else ''}{stmt.kind}"
         else:
-            kind = {"CreateSchema": "schema", "CreateErrorStream": "error stream",
-                    "CreateSplitter": "splitter", "CreateReference": "reference",
-                    "CreateStore": "store", "AttachAdapter": "adapter", "GlobalDeclare": "declare block",
-                    "CreateFlex": "flex", "CreateModule": "module", "LoadModule": "module load"}[kind]
+            kind = _KIND_NAMES[kind]
         kinds[kind] += 1
         if getattr(stmt, "partition", None) is not None:
             partitioned += 1
-    parts = ", ".join(f"{count} {kind}{'s' if count > 1 else ''}" for kind, count in kinds.items())
+    parts = ", ".join(f"{count} {_plural(kind) if count > 1 else kind}" for kind, count in kinds.items())
     files = len(project.files)
     extra = f", {files} files" if files > 1 else ""
     return f"{project.main}: ok ({parts or 'no statements'}; {partitioned} partitioned{extra})"

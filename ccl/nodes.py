@@ -141,7 +141,7 @@ class Interval(Node):
 class CacheOption(Node):
     """One option of an eventCache: `10 events`, an interval, `manual`, `coalesce`, `col asc`."""
 
-    kind: str  # events | interval | manual | coalesce | order
+    kind: str  # events | interval | manual | auto | coalesce | order
     count: Optional[int] = None
     interval: Optional[Interval] = None
     column: Optional[Ident] = None
@@ -208,6 +208,14 @@ class Call(Node):
 
     func: Ident
     args: list["Expr"]
+    distinct: bool = False  # count(DISTINCT x)
+
+
+@dataclass
+class New(Node):
+    """`new dictionary(string, integer)`, `new vector(float)`: a fresh, empty container."""
+
+    type: "TypeSpec"
 
 
 @dataclass
@@ -268,8 +276,8 @@ class RecordLit(Node):
     bar: bool
 
 
-Expr = Union[Literal, Var, FieldAccess, IndexAccess, Star, Call, Cast, Unary, Binary, InList, Case,
-             RecordLit]
+Expr = Union[Literal, Var, FieldAccess, IndexAccess, Star, Call, New, Cast, Unary, Binary, InList,
+             Case, RecordLit]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -737,13 +745,22 @@ class LoadModule(Node):
     outputs: list[Binding]
     parameters: list[Binding]
     stores: list[Binding]
+    references: list[Binding] = field(default_factory=list)
     partition: Optional[Partition] = None
     clauses: list[str] = field(default_factory=list)
 
 
+@dataclass
+class AdapterStart(Node):
+    """`ADAPTER START GROUPS g1, g2 [NOSTART]`: which adapter groups start with the project."""
+
+    groups: list[Ident]
+    nostart: bool = False
+
+
 Statement = Union[CreateSchema, CreateElement, CreateErrorStream, CreateSplitter, CreateReference,
-                  CreateStore, AttachAdapter, Import, GlobalDeclare, CreateFlex, CreateModule,
-                  LoadModule]
+                  CreateStore, AttachAdapter, AdapterStart, Import, GlobalDeclare, CreateFlex,
+                  CreateModule, LoadModule]
 
 
 @dataclass

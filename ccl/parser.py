@@ -195,6 +195,7 @@ class CCLParser:
                      | create_reference SEMI
                      | create_store SEMI
                      | attach_adapter SEMI
+                     | adapter_start SEMI
                      | import_stmt SEMI
                      | global_declare SEMI
                      | create_flex SEMI
@@ -695,6 +696,18 @@ class CCLParser:
         self._attach_clauses(node, p[10], {"properties", "partition"}, "adapter")
         p[0] = node
 
+    def p_adapter_start(self, p):
+        """adapter_start : ADAPTER ID ID ident_list
+                         | ADAPTER ID ID ident_list ID"""
+        words = [p[2], p[3]] + ([p[5]] if len(p) == 6 else [])
+        expected = ["start", "groups", "nostart"][: len(words)]
+        for k, (word, want) in enumerate(zip(words, expected)):
+            if word.lower() != want:
+                at = self._at(p, 5 if k == 2 else k + 2)
+                self._error("CCL1103", at, f"{word!r} is not expected here "
+                                           "(ADAPTER START GROUPS g1, g2 [NOSTART])")
+        p[0] = n.AdapterStart(p[4], len(p) == 6, span=self._at(p))
+
     def p_group_opt(self, p):
         """group_opt : GROUP ident
                      | """
@@ -810,7 +823,8 @@ class CCLParser:
         """load_clause : IN bindings
                        | OUT bindings
                        | PARAMETERS bindings
-                       | STORES bindings"""
+                       | STORES bindings
+                       | REFERENCES bindings"""
         kind = {"in": "inputs", "out": "outputs"}.get(p[1].lower(), p[1].lower())
         if kind != "parameters":
             for b in p[2]:
@@ -983,7 +997,7 @@ class CCLParser:
                         | ident ASC
                         | ident DESC"""
         word = p[1].name.lower()
-        if len(p) == 2 and word in ("manual", "coalesce"):
+        if len(p) == 2 and word in ("manual", "auto", "coalesce"):
             p[0] = n.CacheOption(word, span=p[1].span)
         else:
             desc = len(p) == 3 and p[2].lower() == "desc"
@@ -1122,7 +1136,8 @@ class CCLParser:
         """expr : postfix
                 | literal
                 | case_expr
-                | record_lit"""
+                | record_lit
+                | new_expr"""
         p[0] = p[1]
 
     def p_expr_list(self, p):
@@ -1163,6 +1178,14 @@ class CCLParser:
                 | BASETYPE LPAREN expr_list RPAREN"""
         func = p[1] if isinstance(p[1], n.Ident) else self._ident(p, 1)
         p[0] = n.Call(func, p[3] if len(p) == 5 else [], span=self._at(p))
+
+    def p_call_distinct(self, p):
+        "call : func_name LPAREN DISTINCT expr_list RPAREN"
+        p[0] = n.Call(p[1], p[4], True, span=self._at(p))
+
+    def p_new(self, p):
+        "new_expr : NEW type_spec"
+        p[0] = n.New(p[2], span=self._at(p))
 
     def p_call_star(self, p):
         "call : func_name LPAREN TIMES RPAREN"
@@ -1286,7 +1309,7 @@ def _article(what: str) -> str:
 
 
 _EXPR_START = {"ID", "INTEGER", "FLOAT", "STRING", "LPAREN", "MINUS", "PLUS", "NOT", "CASE", "CAST",
-               "LBRACKET", "NULL", "TRUE", "FALSE", "BASETYPE", "LEFT", "RIGHT", "LAST", "LIKE"}
+               "LBRACKET", "NULL", "TRUE", "FALSE", "BASETYPE", "LEFT", "RIGHT", "LAST", "LIKE", "NEW"}
 _STATEMENT_START = {"CREATE", "ATTACH", "LOAD", "DECLARE", "IMPORT"}
 
 

@@ -116,7 +116,13 @@ def _(e: n.Star) -> str:
 
 @_expr.register
 def _(e: n.Call) -> str:
-    return f"{e.func.name}({', '.join(expr(a) for a in e.args)})"
+    distinct = "DISTINCT " if e.distinct else ""
+    return f"{e.func.name}({distinct}{', '.join(expr(a) for a in e.args)})"
+
+
+@_expr.register
+def _(e: n.New) -> str:
+    return f"new {type_text(e.type)}"
 
 
 @_expr.register
@@ -439,7 +445,7 @@ def _declare_lines(block: n.DeclareBlock, depth: int) -> list[str]:
 
 def _is_statement(node: n.Node) -> bool:
     return isinstance(node, (n.CreateSchema, n.CreateElement, n.CreateErrorStream, n.CreateSplitter,
-                             n.CreateReference, n.CreateStore, n.AttachAdapter, n.Import,
+                             n.CreateReference, n.CreateStore, n.AttachAdapter, n.AdapterStart, n.Import,
                              n.GlobalDeclare, n.CreateFlex, n.CreateModule, n.LoadModule))
 
 
@@ -497,6 +503,8 @@ def statement(s: n.Node) -> str:
             lines.append(_properties(s.properties))
         if s.partition is not None:
             lines.append(partition(s.partition))
+    elif isinstance(s, n.AdapterStart):
+        lines = [f"ADAPTER START GROUPS {_names(s.groups)}" + (" NOSTART" if s.nostart else "")]
     elif isinstance(s, n.Import):
         lines = [f"IMPORT {expr(n.Literal('string', s.path))}"]
     elif isinstance(s, n.GlobalDeclare):
@@ -519,7 +527,7 @@ def statement(s: n.Node) -> str:
             if kind == "partition":
                 lines.append(partition(s.partition))
             else:
-                kw = {"inputs": "IN", "outputs": "OUT"}.get(kind, kind.upper())
+                kw = {"inputs": "IN", "outputs": "OUT"}.get(kind, kind.upper())  # PARAMETERS, STORES, REFERENCES
                 bindings = getattr(s, kind)
                 lines.append(f"{kw} " + ", ".join(
                     f"{b.name.name} = {expr(b.value)}" for b in bindings))

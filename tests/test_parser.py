@@ -258,6 +258,35 @@ def test_modules():
     assert load.clauses == ["inputs", "outputs", "parameters", "partition"]
 
 
+def test_load_module_references_and_adapter_start():
+    load, start, start2 = parse_ok("""
+        LOAD MODULE m AS m1 IN i1 = S1 OUT o1 = O1 REFERENCES ref1 = CustomerRef STORES st = S;
+        ADAPTER START GROUPS g1, g2 NOSTART;
+        adapter start groups g3;""")
+    assert [(b.name.name, b.value.name) for b in load.references] == [("ref1", "CustomerRef")]
+    assert load.clauses == ["inputs", "outputs", "references", "stores"]
+    assert ([g.name for g in start.groups], start.nostart) == (["g1", "g2"], True)
+    assert ([g.name for g in start2.groups], start2.nostart) == (["g3"], False)
+    assert codes("ADAPTER BEGIN GROUPS g1;") != []
+    assert codes("ADAPTER START TEAMS g1;") == [("CCL1103", 1, 15)]
+
+
+def test_count_distinct_and_new_containers():
+    (decl,) = parse_ok("""
+        DECLARE
+            dictionary(string, vector(string)) rules := new dictionary(string, vector(string));
+            eventCache(S, auto) c;
+        END;""")
+    var, cache = decl.block.items
+    assert var.declarators[0].init == n.New(n.DictType(n.NamedType("string"),
+                                                       n.VectorType(n.NamedType("string"))))
+    assert cache.type.options == [n.CacheOption("auto")]
+    s = parse_one("CREATE OUTPUT WINDOW w PRIMARY KEY DEDUCED AS "
+                  "SELECT t.k, count(DISTINCT t.v) c FROM T t GROUP BY t.k;")
+    assert s.query.items[1].expr == n.Call(n.Ident("count"), [n.FieldAccess(n.Var(n.Ident("t")), n.Ident("v"))],
+                                           distinct=True)
+
+
 def test_flex_handlers():
     (flex,) = parse_ok("""
         CREATE FLEX f IN a, b OUT OUTPUT DELTA STREAM o SCHEMA (k integer) PRIMARY KEY (k)
