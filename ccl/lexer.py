@@ -1,7 +1,7 @@
 """The CCL/SPLASH lexer (PLY).
 
 Keywords are case-insensitive; identifiers keep their case. Built-in type names (integer, money, ...)
-are one token kind, BASETYPE, whose value is the lower-cased name. Interval units (`5 MINUTES`) are
+are one token kind, BASETYPE (the parser lower-cases them where they name a type). Interval units (`5 MINUTES`) are
 plain identifiers, checked by the parser where an interval is expected, so that a column may be called
 `minutes`. Positions are character offsets (``lexpos``); :class:`LineIndex` turns them into line and
 column only when a node or a diagnostic needs them.
@@ -98,8 +98,7 @@ class _Rules:
         if kw is not None:
             t.type = kw
         elif low in BASE_TYPES:
-            t.type = "BASETYPE"
-            t.value = low
+            t.type = "BASETYPE"  # the value keeps its spelling: it may also be a column name
         return t
 
     def t_error(self, t):

@@ -913,7 +913,7 @@ class CCLParser:
 
     def p_type_spec_base(self, p):
         "type_spec : BASETYPE"
-        p[0] = n.NamedType(p[1], span=self._at(p))
+        p[0] = n.NamedType(p[1].lower(), span=self._at(p))
 
     def p_type_spec_base_args(self, p):
         "type_spec : BASETYPE LPAREN expr_list RPAREN"
@@ -924,7 +924,7 @@ class CCLParser:
             else:
                 self._error("CCL1101", e.span, f"syntax error: the arguments of {p[1]}(...) must be "
                                                "integer constants")
-        p[0] = n.NamedType(p[1], args, span=self._at(p))
+        p[0] = n.NamedType(p[1].lower(), args, span=self._at(p))
 
     def p_type_spec_named(self, p):
         "type_spec : ident"
@@ -1169,8 +1169,10 @@ class CCLParser:
         p[0] = p[1] if isinstance(p[1], n.Ident) else self._ident(p, 1)
 
     def p_var(self, p):
-        "var : ident"
-        p[0] = n.Var(p[1], span=p[1].span)
+        """var : ident
+               | BASETYPE"""
+        name = p[1] if isinstance(p[1], n.Ident) else self._ident(p, 1)
+        p[0] = n.Var(name, span=name.span)
 
     def p_call(self, p):
         """call : func_name LPAREN RPAREN

@@ -19,9 +19,9 @@ def test_keywords_are_case_insensitive_and_names_keep_their_case():
     assert kinds("priceW PriceW") == [("ID", "priceW"), ("ID", "PriceW")]
 
 
-def test_base_types_are_one_token_kind_with_lower_case_value():
+def test_base_types_are_one_token_kind_and_keep_their_spelling():
     assert kinds("INTEGER Money bigdatetime") == [
-        ("BASETYPE", "integer"), ("BASETYPE", "money"), ("BASETYPE", "bigdatetime")]
+        ("BASETYPE", "INTEGER"), ("BASETYPE", "Money"), ("BASETYPE", "bigdatetime")]
 
 
 def test_strings_use_single_quotes_and_doubled_quote_escape():

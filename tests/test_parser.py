@@ -145,6 +145,16 @@ def test_soft_keywords_are_names():
     assert [c.name.name for c in s.schema.columns] == ["Type", "Order", "Load", "Key"]
 
 
+def test_type_names_as_column_names_keep_their_spelling():
+    schema, stream = parse_ok("CREATE SCHEMA s (Date DATE, Timestamp timestamp);"
+                              "CREATE OUTPUT STREAM o AS SELECT Date, x.Timestamp, string(Date) FROM x;")
+    assert schema.columns[0] == n.Column(n.Ident("Date"), n.NamedType("date"))
+    items = [i.expr for i in stream.query.items]
+    assert items[0] == n.Var(n.Ident("Date"))
+    assert items[1].field == n.Ident("Timestamp")
+    assert items[2] == n.Call(n.Ident("string"), [n.Var(n.Ident("Date"))])
+
+
 def test_select_forms():
     s = parse_one("""CREATE OUTPUT STREAM o AS
         SELECT t.*, 'TEMP'EVENT_NAME, t.a AS x, count(*) c, -t.b
