@@ -30,8 +30,8 @@ import ply.yacc as yacc
 from ply.lex import LexToken
 
 from . import nodes as n
-from .diagnostics import Diagnostic
-from .lexer import BASE_TYPES, KEYWORDS, PUNCTUATION, LineIndex, make_lexer, tokens  # noqa: F401
+from .diagnostics import Diagnostic, sort_key
+from .lexer import PUNCTUATION, LineIndex, make_lexer, tokens
 
 # Keywords that may also be used as names (columns, elements, aliases, variables).
 SOFT_KEYWORDS = """
@@ -113,13 +113,13 @@ class CCLParser:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            result = self._parser.parse(text, lexer=lexer)
+            # On an unrecoverable error PLY returns None; the statements list built so far is kept.
+            self._parser.parse(text, lexer=lexer)
         finally:
             if gc_was_enabled:
                 gc.enable()
-        statements = result.statements if isinstance(result, n.Project) else self._statements
-        project = n.Project([s for s in statements if s is not None], span=self.index.span(0))
-        return project, self.diagnostics
+        project = n.Project(self._statements, span=self.index.span(0))
+        return project, sorted(self.diagnostics, key=sort_key)
 
     # ------------------------------------------------------------------------------------------
     # Helpers
@@ -175,7 +175,7 @@ class CCLParser:
 
     def p_project(self, p):
         "project : statements"
-        p[0] = n.Project(p[1], span=self.index.span(0))
+        p[0] = p[1]
 
     def p_statements_first(self, p):
         "statements : "
