@@ -62,6 +62,67 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "relative to the directory of the importing file."),
     _c("CCL1202", "error", "import cycle",
        "A file imports itself, directly or through other files. Remove one IMPORT of the cycle."),
+    # 13xx: configuration (.ccr files, config files, parameters)
+    _c("CCL1301", "error", "malformed project configuration",
+       "The .ccr file is not well-formed XML (an unclosed or mismatched tag, a stray '&' or '<', an "
+       "undefined entity). The position is where the XML parser stopped."),
+    _c("CCL1302", "error", "DTD or entity refused",
+       "The .ccr file has a DOCTYPE declaration. DTDs and entity declarations are refused so that a "
+       "configuration can neither read local files (external entities) nor exhaust memory (entity "
+       "expansion). ESP's own .ccr files have none: delete the declaration."),
+    _c("CCL1303", "error", "not a project configuration",
+       "The root element of the file is not <Configuration> in the namespace "
+       "http://www.sybase.com/esp/project_config/2010/08/ (or without a namespace)."),
+    _c("CCL1304", "warning", "unknown configuration element",
+       "An element directly under <Configuration>, <Runtime>, <Deployment> or <Project> is not one "
+       "this reader knows; it is ignored. Check its spelling."),
+    _c("CCL1305", "error", "invalid configuration entry",
+       "A Parameter, Option, PropertySet or Property has no name attribute, has both a value "
+       "attribute and a different text, or a true/false attribute has another value."),
+    _c("CCL1306", "error", "duplicate configuration entry",
+       "The same parameter, option, property set, property or setting is given twice in one file. "
+       "Remove one."),
+    _c("CCL1307", "warning", "ignored on Spark",
+       "A .ccr option or element has no meaning on Spark (time-granularity, java-max-heap, ha, "
+       "failover, affinities, bindings to other ESP projects, ESP cluster manager URLs). It is "
+       "ignored; the message says what takes its place."),
+    _c("CCL1310", "warning", "unknown parameter",
+       "The .ccr sets a parameter that no PARAMETER declaration of the project's global DECLARE "
+       "blocks declares. The value is ignored. Check the spelling (names are case-sensitive)."),
+    _c("CCL1311", "error", "parameter value of the wrong type",
+       "A parameter's value (in the .ccr or as its CCL default) cannot be read as the declared type: "
+       "integer (32-bit), long, float, money(n), decimal(p,s), boolean (true/false), date, "
+       "timestamp, bigdatetime, interval, binary (hex) or string."),
+    _c("CCL1312", "error", "parameter without a value",
+       "A PARAMETER has no default in the CCL and no value in the .ccr or on the command line. Give "
+       "it a default (PARAMETER integer n := 4;), a <Parameter> in the .ccr, or --param n=4."),
+    _c("CCL1313", "error", "partition count out of range",
+       "A parameter used as a PARTITIONS count has a value outside 1..65535. The diagnostic points "
+       "at the value (the .ccr line, or the CCL default) and names the PARTITIONS clause in a note."),
+    _c("CCL1314", "error", "partition count parameter is not an integer",
+       "PARTITIONS names a parameter whose declared type is not integer or long."),
+    _c("CCL1315", "error", "parameter type cannot be configured",
+       "A PARAMETER has a type that no configuration text can give (a dictionary, vector, record, "
+       "event cache, typeof, or an unknown type name). Parameters take built-in scalar types."),
+    _c("CCL1316", "error", "parameter default is not a constant",
+       "The default of a PARAMETER must be a literal (a number, possibly signed, a string, TRUE, "
+       "FALSE or NULL): it is fixed when the project is loaded."),
+    _c("CCL1320", "error", "configuration file is not valid YAML",
+       "A --config file (or config/default.yaml) cannot be read as YAML. The position is where the "
+       "YAML parser stopped."),
+    _c("CCL1321", "error", "unknown setting",
+       "A configuration file names a setting that does not exist. The message suggests the closest "
+       "known key; the keys are listed in docs/configuration.md."),
+    _c("CCL1322", "error", "invalid setting value",
+       "A setting's value is not valid for its key (a Spark master URL, a positive integer, "
+       "rocksdb or hdfs, an interval such as '1 second', a log level, a non-empty path), or a .ccr "
+       "option that maps to a setting (debug-level 0-7, bad-record-file) has a bad value."),
+    _c("CCL1330", "error", "unknown adapter property set",
+       "An ATTACH ADAPTER names a property set (PROPERTIES propertyset = 'name') that the .ccr does "
+       "not define under <AdaptersPropertySet>."),
+    _c("CCL1331", "warning", "adapter property set without a .ccr",
+       "An ATTACH ADAPTER names a property set but no .ccr file was loaded, so its properties are "
+       "unknown. Put FILE.ccr beside FILE.ccl or give --ccr."),
 ]}
 
 
