@@ -11,10 +11,12 @@ from collections import Counter
 from typing import Optional, Sequence, TextIO
 
 from . import __version__
-from .diagnostics import CATALOGUE, render, render_json
+from .config_report import render_config, render_config_json
+from .diagnostics import CATALOGUE, Diagnostic, SourceCache, render, render_json
 from .nodes import to_json
 from .printer import to_ccl
 from .project import LoadedProject, UsageError, load_project
+from .project_config import load_project_config
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -23,7 +25,23 @@ examples:
   ccl check project.ccl                 check a project (and the files it IMPORTs)
   ccl check a.ccl b.ccl                 check several projects
   ccl check project.ccl --format json   diagnostics as JSON, for editors and CI
+  ccl check project.ccl --ccr prod.ccr  check with another .ccr than project.ccr
+  ccl check project.ccl --param numParts=8 --set spark.master=local[2]
   ccl check --explain CCL1101           what a diagnostic code means
+
+project.ccr beside project.ccl is read when it exists (parameters, options, clusters).
+"""
+
+_CONFIG_EXAMPLES = """\
+examples:
+  ccl config project.ccl                       settings and parameters, and where each came from
+  ccl config project.ccl --ccr prod.ccr        with another .ccr than project.ccr
+  ccl config project.ccl --config site.yaml --set runtime.log_level=INFO
+  ccl config project.ccl --param numParts=8    a parameter from the command line
+  ccl config project.ccl --format json         the same as JSON (secrets masked)
+
+precedence: command line (--set, --param) > .ccr > --config file > config/default.yaml
+> the CCL default of a parameter. See docs/configuration.md.
 """
 
 _PARSE_EXAMPLES = """\
@@ -60,7 +78,20 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=("text", "json"), default="text",
                        help="how to print diagnostics (default: text)")
     check.add_argument("--explain", metavar="CODE", help="explain a diagnostic code and exit")
+    _add_config_options(check)
     check.set_defaults(func=cmd_check)
+
+    config = sub.add_parser(
+        "config", help="print a project's effective configuration and parameter values",
+        description="Print the runtime settings and parameter values of a project, each with where "
+                    "it came from (command line, .ccr, --config file, config/default.yaml, CCL "
+                    "default). Passwords are masked.",
+        epilog=_CONFIG_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    config.add_argument("file", metavar="FILE.ccl")
+    config.add_argument("--format", choices=("text", "json"), default="text",
+                        help="text report or JSON (default: text)")
+    _add_config_options(config)
+    config.set_defaults(func=cmd_config)
 
     parse = sub.add_parser(
         "parse", help="parse a CCL file and print its syntax tree or canonical form",
@@ -71,6 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--json", action="store_true", help="dump the syntax tree as JSON")
     parse.set_defaults(func=cmd_parse)
     return parser
+
+
+def _add_config_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ccr", metavar="FILE.ccr",
+                        help="project configuration to use (default: FILE.ccr beside FILE.ccl)")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="set a PARAMETER (overrides the .ccr and the CCL default); repeatable")
+    parser.add_argument("--config", metavar="FILE.yaml",
+                        help="YAML file of settings overriding config/default.yaml")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a runtime setting (overrides everything else); repeatable")
 
 
 def _print_diagnostics(project: LoadedProject, fmt: str, out: TextIO, err: TextIO) -> None:
@@ -121,24 +163,50 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_OK
     if not args.files:
         raise UsageError("check needs at least one FILE.ccl (or --explain CODE)")
+    if len(args.files) > 1 and (args.ccr or args.param):
+        raise UsageError("--ccr and --param apply to one project: check one FILE.ccl at a time")
     status = EXIT_OK
     json_diags = []
     for path in args.files:
-        project = load_project(path)
-        if project.has_errors:
+        config = load_project_config(path, ccr_path=args.ccr, config_file=args.config,
+                                     overrides=args.set, params=args.param)
+        project, diags = config.project, config.all_diagnostics
+        if config.has_errors:
             status = EXIT_ERRORS
         if args.format == "json":
-            json_diags.extend(project.diagnostics)
+            json_diags.extend(diags)
             continue
-        _print_diagnostics(project, "text", out, err)
-        errors = sum(d.is_error for d in project.diagnostics)
-        warnings = len(project.diagnostics) - errors
+        _write_diagnostics(diags, project.sources, err)
+        errors = sum(d.is_error for d in diags)
+        warnings = len(diags) - errors
         if errors:
             err.write(f"{path}: {errors} error(s), {warnings} warning(s)\n")
         else:
             out.write(_summary(project) + (f", {warnings} warning(s)" if warnings else "") + "\n")
     if args.format == "json":
         out.write(render_json(json_diags) + "\n")
+    return status
+
+
+def _write_diagnostics(diags: list[Diagnostic], sources: SourceCache, err: TextIO) -> None:
+    for diag in diags:
+        err.write(render(diag, sources) + "\n")
+
+
+def cmd_config(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl config`: the effective settings and parameters of one project, with their sources."""
+    config = load_project_config(args.file, ccr_path=args.ccr, config_file=args.config,
+                                 overrides=args.set, params=args.param)
+    status = EXIT_ERRORS if config.has_errors else EXIT_OK
+    if args.format == "json":
+        out.write(render_config_json(config) + "\n")
+        return status
+    _write_diagnostics(config.all_diagnostics, config.sources, err)
+    if status == EXIT_OK:
+        out.write(render_config(config))
+    else:
+        errors = sum(d.is_error for d in config.all_diagnostics)
+        err.write(f"{args.file}: {errors} error(s); no configuration printed\n")
     return status
 
 
