@@ -165,13 +165,17 @@ def _(e: n.Case) -> str:
     return " ".join(parts)
 
 
+def _record(keys: list[str], rest: list[str], bar: bool) -> str:
+    """`[k = 1; | v = 2;]` from the printed key and non-key fields."""
+    if not bar:
+        return "[" + " ".join(rest) + "]"
+    return "[" + " ".join(keys + ["|"] + rest) + "]"
+
+
 @_expr.register
 def _(e: n.RecordLit) -> str:
-    keys = " ".join(f"{f.name.name} = {expr(f.value)};" for f in e.key_fields)
-    rest = " ".join(f"{f.name.name} = {expr(f.value)};" for f in e.fields)
-    if e.bar:
-        return f"[{keys} | {rest}]".replace("[ ", "[").replace(" ]", "]")
-    return f"[{rest}]"
+    return _record([f"{f.name.name} = {expr(f.value)};" for f in e.key_fields],
+                   [f"{f.name.name} = {expr(f.value)};" for f in e.fields], e.bar)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -189,9 +193,8 @@ def type_text(t: n.Node) -> str:
     if isinstance(t, n.VectorType):
         return f"vector({type_text(t.element)})"
     if isinstance(t, n.RecordType):
-        keys = " ".join(f"{type_text(f.type)} {f.name.name};" for f in t.key_fields)
-        rest = " ".join(f"{type_text(f.type)} {f.name.name};" for f in t.fields)
-        return f"[{keys} | {rest}]".replace("[ ", "[").replace(" ]", "]") if t.bar else f"[{rest}]"
+        return _record([f"{type_text(f.type)} {f.name.name};" for f in t.key_fields],
+                       [f"{type_text(f.type)} {f.name.name};" for f in t.fields], t.bar)
     if isinstance(t, n.EventCacheType):
         src = t.source.name
         if t.keys is not None:

@@ -1,0 +1,5 @@
+"""Makes the shared Hypothesis strategies (tests/strategies.py) importable as ``strategies``."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
