@@ -7,16 +7,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from typing import Optional, Sequence, TextIO
 
 from . import __version__
+from .analysis import Analysis, analyze
 from .config_report import render_config, render_config_json
-from .diagnostics import CATALOGUE, Diagnostic, SourceCache, render, render_json
+from .diagnostics import CATALOGUE, Diagnostic, SourceCache, render, render_json, sort_key
 from .nodes import to_json
 from .printer import to_ccl
 from .project import LoadedProject, UsageError, load_project
-from .project_config import load_project_config
+from .project_config import ProjectConfig, load_project_config
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -123,34 +123,25 @@ def _print_diagnostics(project: LoadedProject, fmt: str, out: TextIO, err: TextI
         err.write(render(diag, project.sources) + "\n")
 
 
-_KIND_NAMES = {
-    "CreateSchema": "schema", "CreateErrorStream": "error stream", "CreateSplitter": "splitter",
-    "CreateReference": "reference", "CreateStore": "store", "AttachAdapter": "adapter",
-    "AdapterStart": "adapter start", "GlobalDeclare": "declare block", "CreateFlex": "flex",
-    "CreateModule": "module", "LoadModule": "module load",
-}
-
-
 def _plural(kind: str) -> str:
     return kind + ("es" if kind.endswith("x") else "s")
 
 
-def _summary(project: LoadedProject) -> str:
-    kinds: Counter[str] = Counter()
-    partitioned = 0
-    for stmt in project.statements:
-        kind = type(stmt).__name__
-        if kind == "CreateElement":
-            kind = f"{stmt.role + ' ' if stmt.role else ''}{stmt.kind}"
-        else:
-            kind = _KIND_NAMES[kind]
-        kinds[kind] += 1
-        if getattr(stmt, "partition", None) is not None:
-            partitioned += 1
-    parts = ", ".join(f"{count} {_plural(kind) if count > 1 else kind}" for kind, count in kinds.items())
-    files = len(project.files)
-    extra = f", {files} files" if files > 1 else ""
-    return f"{project.main}: ok ({parts or 'no statements'}; {partitioned} partitioned{extra})"
+def _summary(path: str, config: ProjectConfig, analysis: Analysis, warnings: int) -> str:
+    """The one-screen summary of a project that checked without errors."""
+    kinds = ", ".join(f"{count} {_plural(kind) if count > 1 else kind}"
+                      for kind, count in analysis.kinds.items())
+    files = len(config.project.files)
+    lines = [f"{path}: ok ({kinds or 'no elements'}; {len(analysis.partitioned)} partitioned"
+             f"{f', {files} files' if files > 1 else ''})"
+             + (f", {warnings} warning(s)" if warnings else "")]
+    for p in analysis.partitioned:
+        count = f"{p.count} instances" if p.count is not None else f"PARTITIONS {p.count_text}"
+        broadcast = f"; broadcast: {', '.join(p.broadcast)}" if p.broadcast else ""
+        lines.append(f"  partitioned {p.name} ({p.kind}): {'; '.join(p.methods)}, {count}{broadcast}")
+    for param in config.parameters.values():
+        lines.append(f"  parameter {param.name} = {param.value!r} ({param.source})")
+    return "\n".join(lines)
 
 
 def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -171,18 +162,22 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         config = load_project_config(path, ccr_path=args.ccr, config_file=args.config,
                                      overrides=args.set, params=args.param)
         project, diags = config.project, config.all_diagnostics
-        if config.has_errors:
+        analysis = None
+        if not project.has_errors:  # analysing a partly parsed project would only add noise
+            analysis = analyze(project, config.parameters)
+            diags = sorted(diags + analysis.diagnostics, key=sort_key)
+        errors = sum(d.is_error for d in diags)
+        if errors:
             status = EXIT_ERRORS
         if args.format == "json":
             json_diags.extend(diags)
             continue
         _write_diagnostics(diags, project.sources, err)
-        errors = sum(d.is_error for d in diags)
         warnings = len(diags) - errors
         if errors:
             err.write(f"{path}: {errors} error(s), {warnings} warning(s)\n")
         else:
-            out.write(_summary(project) + (f", {warnings} warning(s)" if warnings else "") + "\n")
+            out.write(_summary(path, config, analysis, warnings) + "\n")
     if args.format == "json":
         out.write(render_json(json_diags) + "\n")
     return status

@@ -123,6 +123,146 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
     _c("CCL1331", "warning", "adapter property set without a .ccr",
        "An ATTACH ADAPTER names a property set but no .ccr file was loaded, so its properties are "
        "unknown. Put FILE.ccr beside FILE.ccl or give --ccr."),
+    # 20xx: names
+    _c("CCL2001", "error", "unknown element",
+       "A stream, window, reference, module or schema is used before it is created, or never "
+       "created. CCL resolves names in declaration order: move the CREATE above its first use."),
+    _c("CCL2002", "error", "duplicate name",
+       "Two elements, schemas, modules, global variables, parameters, functions or typedefs have the "
+       "same name, or a local variable repeats one of its scope. Rename one."),
+    _c("CCL2003", "error", "unknown column",
+       "The column is not in the schema of the source it is read from (names are case-sensitive)."),
+    _c("CCL2004", "error", "ambiguous column",
+       "An unqualified column exists in more than one source of the FROM clause. Qualify it with the "
+       "source name or alias (src.col)."),
+    _c("CCL2005", "error", "unknown function",
+       "No built-in function (docs/functions-esp.md) or SPLASH function of the project has this name."),
+    _c("CCL2006", "error", "duplicate column",
+       "A schema has two columns of the same name, directly or through INHERITS, or a select list "
+       "produces two columns with one name. Rename or alias one."),
+    _c("CCL2007", "error", "unknown name",
+       "A name in an expression is neither a column of a source in scope, a source, a variable, a "
+       "parameter nor a constant."),
+    _c("CCL2008", "error", "wrong number of arguments",
+       "The function is called with fewer or more arguments than it takes."),
+    _c("CCL2009", "error", "unknown type",
+       "A type name is neither a built-in type nor a typedef declared before it."),
+    # 21xx: types
+    _c("CCL2101", "error", "type mismatch",
+       "An operand has a type the operator does not accept (a string in arithmetic, a number "
+       "compared with a string, a non-boolean operand of AND/OR/NOT). The caret points at the "
+       "operand. Convert it explicitly (to_string, to_integer, cast)."),
+    _c("CCL2102", "error", "argument of the wrong type",
+       "A function argument has a type the function does not accept."),
+    _c("CCL2103", "error", "assignment of the wrong type",
+       "A value is assigned to (or initialises) a variable, column or field of a type it cannot be "
+       "widened to. Numbers widen integer -> long -> money/decimal -> float."),
+    _c("CCL2104", "error", "select list does not match the schema",
+       "A derived element with an explicit SCHEMA selects a different number of columns, or a "
+       "column whose type cannot be widened to the schema's."),
+    _c("CCL2105", "error", "invalid type arguments",
+       "money(n) takes n in 1..15; decimal(p, s) takes p in 1..34 and s in 0..p."),
+    # 22xx: elements, keys, clauses
+    _c("CCL2201", "error", "missing primary key",
+       "Windows and delta streams are keyed: give PRIMARY KEY (cols) or, on a derived element, "
+       "PRIMARY KEY DEDUCED."),
+    _c("CCL2202", "error", "primary key cannot be deduced",
+       "PRIMARY KEY DEDUCED needs a single source whose key columns are all selected unchanged, or a "
+       "GROUP BY whose columns are all selected. Name the key explicitly."),
+    _c("CCL2203", "error", "PRIMARY KEY DEDUCED not allowed here",
+       "Input windows and Flex outputs have no query to deduce a key from: name the key columns."),
+    _c("CCL2204", "error", "key column not in the schema",
+       "A PRIMARY KEY, PER or AUTOGENERATE column is not a column of the element."),
+    _c("CCL2205", "error", "aggregate in WHERE",
+       "WHERE filters rows before they are grouped, so it cannot use aggregate functions. Move the "
+       "condition to HAVING."),
+    _c("CCL2206", "error", "local variable in WHERE",
+       "Variables of the element's DECLARE block may be used in the select list, not in WHERE."),
+    _c("CCL2207", "error", "aggregation in a stream",
+       "A stream keeps no state, so it cannot GROUP BY. Make the element a window (with PRIMARY KEY "
+       "DEDUCED) or aggregate over an event cache."),
+    _c("CCL2208", "error", "aggregation over a stream without retention",
+       "A window that groups rows of a stream needs a retention policy, or it grows forever: add "
+       "KEEP to the window or to the stream in the FROM clause."),
+    _c("CCL2209", "error", "clause not allowed on a stream",
+       "Streams keep no rows and have no key: KEEP and PRIMARY KEY belong to windows and delta "
+       "streams (a KEEP on a FROM source is allowed)."),
+    _c("CCL2210", "error", "missing schema",
+       "An input element, reference or Flex output needs SCHEMA name or SCHEMA (cols)."),
+    _c("CCL2211", "error", "not a source",
+       "FROM, IN, ON or a binding names something rows cannot come from (a schema, a module, an "
+       "adapter, an output of a module not loaded)."),
+    # 23xx: parameters
+    _c("CCL2301", "error", "PARTITIONS names no parameter",
+       "PARTITIONS takes an integer constant or the name of a PARAMETER declared in a global "
+       "DECLARE block."),
+    _c("CCL2302", "error", "partition count out of range",
+       "A constant partition count is outside 1..65535."),
+    # 24xx: partitioning
+    _c("CCL2401", "error", "element cannot be partitioned",
+       "PARTITION BY is not allowed on input streams and windows, references, unions, splitters, "
+       "adapters and error streams (ESP makes it a syntax error). Partition the element that reads "
+       "from it, or put it in a module and partition the LOAD MODULE."),
+    _c("CCL2402", "error", "partition without BY on several inputs",
+       "An element with several inputs must say which input each partition function applies to: "
+       "PARTITION BY src HASH(...). Inputs named by no BY are broadcast to every instance."),
+    _c("CCL2403", "error", "BY names no input",
+       "The source after BY is not an input of the partitioned element (not in its FROM clause, IN "
+       "list or module IN bindings)."),
+    _c("CCL2404", "error", "input partitioned twice",
+       "Two BY parts of one PARTITION clause name the same input."),
+    _c("CCL2405", "error", "HASH column not in the input",
+       "A HASH column is not a column of the input being partitioned."),
+    _c("CCL2406", "error", "custom partition function does not return an integer",
+       "A custom partition block must return an integer (or long): the instance is the value modulo "
+       "the partition count. Every path should end in return."),
+    _c("CCL2407", "error", "reserved name <target>_partitions",
+       "ESP defines <target>_partitions as the partition count of <target> inside its custom "
+       "partition block; a user variable or parameter of that name is an error."),
+    _c("CCL2408", "error", "PARTITION clause of LOAD MODULE not last",
+       "In LOAD MODULE the partition clause must be the last clause."),
+    # 25xx: modules
+    _c("CCL2501", "error", "module input or output not bound",
+       "LOAD MODULE must bind every IN and OUT of the module exactly once, and only those."),
+    _c("CCL2502", "error", "module parameter not bound",
+       "A PARAMETER of the module has no default and LOAD MODULE does not bind it, or LOAD MODULE "
+       "binds a parameter the module does not declare."),
+    _c("CCL2503", "error", "not allowed in a module",
+       "CREATE MODULE and ATTACH ADAPTER cannot appear inside a module."),
+    # 30xx: partition-safety warnings
+    _c("CCL3001", "warning", "ROUNDROBIN on a stateful element",
+       "Consequence: rows of one key are spread over all instances, so each instance aggregates, "
+       "joins or retains a different part of them and results differ from the unpartitioned "
+       "element. Fix: partition by HASH on the key (or GROUP BY) columns."),
+    _c("CCL3002", "warning", "GROUP BY not determined by the partition key",
+       "Consequence: rows of one group can reach several instances, and each instance emits its own "
+       "partial row for that group. Fix: HASH on columns that the GROUP BY expressions are computed "
+       "from only (or on the GROUP BY columns themselves)."),
+    _c("CCL3003", "warning", "global variable written by a partitioned element",
+       "Consequence: in ESP the instances race on the variable; here each instance has its own copy, "
+       "so no instance sees the others' writes. Fix: keep the state local and partition by its key, "
+       "or do not partition the element."),
+    _c("CCL3004", "warning", "local variable counts per instance",
+       "Consequence: a local variable of a partitioned element is per instance, so a counter counts "
+       "only the rows of its instance. Fix: count per key with GROUP BY, or do not partition."),
+    _c("CCL3005", "warning", "event cache key differs from the partition key",
+       "Consequence: one cache bucket's rows are spread over several instances, so aggregates over "
+       "the cache see only part of the bucket. Fix: partition by HASH on the cache's key columns."),
+    _c("CCL3006", "warning", "row-based retention multiplied by partitioning",
+       "Consequence: a KEEP n ROWS window, or a row-based event cache without coalesce, keeps n rows "
+       "in each of the N instances, N*n rows in all, instead of n. Fix: use a time-based KEEP, a "
+       "per-key KEEP (PER) on the partition key, or do not partition."),
+    _c("CCL3007", "warning", "keyCache reads another key",
+       "Consequence: keyCache(c, key) with a key other than the partition key looks in this "
+       "instance's cache only, and the bucket may live in another instance. Fix: partition by the "
+       "key that is looked up, or do not partition."),
+    _c("CCL3008", "warning", "custom partition function can return null",
+       "Consequence: rows for which the block returns null (or ends without return) are bad records "
+       "and reach no instance. Fix: return an integer on every path (firstnonnull(x, 0))."),
+    _c("CCL3009", "warning", "custom partition function ignores the partition count",
+       "Consequence: the block's result does not use <target>_partitions, so after the modulo some "
+       "instances may get no rows when the count changes (skew). Fix: return expr % "
+       "<target>_partitions."),
 ]}
 
 

@@ -37,6 +37,7 @@ def test_check_ok_prints_a_summary_and_exits_0():
     code, out, err = run("check", str(SEEDS / "hash_vwap_broadcast.ccl"))
     assert code == 0 and err == ""
     assert "ok (2 input windows, 1 output window; 1 partitioned)" in out
+    assert "  partitioned vwapW (window): HASH(isin) by priceW, 2 instances; broadcast: volumeW" in out
 
 
 def test_check_reports_all_errors_with_source_line_and_caret(bad_file):

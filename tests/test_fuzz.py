@@ -1,4 +1,5 @@
-"""No input, however broken, produces a traceback: mutated projects give diagnostics only.
+"""No input, however broken, produces a traceback: mutated projects give diagnostics only
+(from the parser, and from the semantic analysis when they still parse).
 
 2,000 deterministic mutations (byte flips, truncations, token deletions, swaps and duplications,
 inserted keywords) of the valid projects under tests/projects/. A mutant that still parses without
@@ -7,6 +8,7 @@ errors must also survive the printer round trip.
 import random
 from pathlib import Path
 
+from ccl.analysis import analyze
 from ccl.diagnostics import CATALOGUE, render
 from ccl.lexer import KEYWORDS, tokenize
 from ccl.printer import to_ccl
@@ -58,6 +60,10 @@ def check_no_traceback(text: str) -> int:
             assert 1 <= d.span.line <= len(lines) + 1 and d.span.col >= 1, d.header()
         render(d, project.sources)
     errors = [d for d in project.diagnostics if d.is_error and d.span.file == "fuzz.ccl"]
+    if not project.has_errors:
+        for d in analyze(project, {}).diagnostics:
+            assert d.code in CATALOGUE, d.code
+            render(d, project.sources)
     if not errors:
         tree = project.files["fuzz.ccl"]
         again, diags = parse_text(to_ccl(tree), "printed.ccl")

@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 
 import strategies
 from ccl import nodes as n
+from ccl.analysis import analyze
 from ccl.parser import parse_text
+from ccl.project import load_text
 from ccl.printer import to_ccl
 
 PROJECTS = Path(__file__).parent / "projects"
@@ -33,6 +35,7 @@ def assert_round_trip(project: n.Project) -> None:
 @given(strategies.statements())
 def test_random_trees_round_trip(stmts):
     assert_round_trip(n.Project(stmts))
+    analyze(load_text(to_ccl(n.Project(stmts)), "random.ccl"), {})  # never a traceback
 
 
 def _in_declare(item) -> n.Project:

@@ -1,0 +1,742 @@
+"""The semantic analysis: statements in declaration order, with every rule of docs/diagnostics.md
+CCL20xx-CCL25xx. Partition-safety warnings (CCL30xx) are in :mod:`ccl.analysis.safety`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Union
+
+from .. import nodes as n
+from ..diagnostics import Diagnostic
+from ..parameters import ResolvedParameter
+from .expressions import Typer
+from .statements import StatementChecker, always_returns_value
+from .symbols import Context, Element, Module, Scope, Source, Variable
+from .types import ANY, INTEGER, Type, record, scalar, widens
+
+PARTITIONS_MAX = 65535
+
+
+@dataclass
+class PartitionedElement:
+    """A partitioned element as the summary and the planner see it."""
+
+    name: str
+    kind: str
+    methods: list[str]  # e.g. "HASH(isin) by priceW"
+    count: Optional[int]  # None when a parameter has no value
+    count_text: str
+    broadcast: list[str]
+    node: n.Node = field(repr=False, default=None)
+
+
+@dataclass
+class PartitionFacts:
+    """What the safety pass needs to know about one partitioned element."""
+
+    target: str
+    node: n.Node
+    partition: n.Partition
+    inputs: dict[str, Element]  # by the names BY may use
+    specs_by_input: dict[str, n.PartitionSpec]
+    stateful: bool
+    group_by: list[n.Node]
+    select: Optional[n.Select]
+    keep: Optional[n.Keep]
+    declare: Optional[n.DeclareBlock]
+    splash: list[n.Node]  # blocks and functions run by the element's instances
+
+
+class Analyzer:
+    """Analyses the statements of one project (or of one module body)."""
+
+    def __init__(self, parameters: Mapping[str, ResolvedParameter], diagnostics: list[Diagnostic],
+                 module_params: Optional[dict[str, n.ParamDecl]] = None) -> None:
+        self.parameters = parameters
+        self.diagnostics = diagnostics
+        self.elements: dict[str, Element] = {}
+        self.schemas: dict[str, dict[str, Type]] = {}
+        self.modules: dict[str, Module] = {}
+        self.names: dict[str, str] = {}  # element/schema/module/store name -> what it is
+        self.typedefs: dict[str, Type] = {}
+        self.globals = Scope()
+        self.functions: dict[str, n.FuncDef] = {}
+        self.param_decls: dict[str, n.ParamDecl] = dict(module_params or {})
+        self.typer = Typer(self.report, self.type_spec)
+        self.partitioned: list[PartitionedElement] = []
+        self.partition_facts: list[PartitionFacts] = []
+        self.kind_counts: dict[str, int] = {}
+        for decl in self.param_decls.values():
+            self.globals.vars[decl.name.name] = Variable(decl.name.name, self.type_spec(decl.type),
+                                                         "parameter", decl.name.span)
+
+    # --- reporting and registries --------------------------------------------------------------
+
+    def report(self, code: str, span: Optional[n.Span], message: str) -> None:
+        if span is not None:
+            self.diagnostics.append(Diagnostic(code, message, span))
+
+    def claim(self, ident: n.Ident, what: str) -> bool:
+        """Register a top-level name; CCL2002 when it is taken."""
+        if ident.name in self.names:
+            self.report("CCL2002", ident.span, f"'{ident.name}' is already defined "
+                                               f"(as a {self.names[ident.name]})")
+            return False
+        self.names[ident.name] = what
+        self.kind_counts[what] = self.kind_counts.get(what, 0) + 1
+        return True
+
+    def element(self, ident: n.Ident) -> Optional[Element]:
+        """The element a FROM/IN/BY/TO name refers to (CCL2001 / CCL2211 when there is none)."""
+        found = self.elements.get(ident.name)
+        if found is None:
+            what = self.names.get(ident.name)
+            if what is not None:
+                self.report("CCL2211", ident.span, f"'{ident.name}' is a {what}, not a stream or window")
+            else:
+                self.report("CCL2001", ident.span, f"unknown stream or window '{ident.name}' "
+                                                   "(elements must be created before they are used)")
+        return found
+
+    def context(self, scope: Optional[Scope] = None, sources: Optional[list[Source]] = None,
+                splash: bool = False, functions: Optional[dict[str, n.FuncDef]] = None) -> Context:
+        return Context(scope or self.globals, sources or [], functions or self.functions, splash)
+
+    # --- types -----------------------------------------------------------------------------------
+
+    def type_spec(self, spec: n.Node) -> Type:
+        """The Type a CCL type expression names (CCL2009, CCL2105 on the way)."""
+        if isinstance(spec, n.NamedType):
+            if spec.name in self.typedefs:
+                return self.typedefs[spec.name]
+            t = scalar(spec.name, tuple(spec.args))
+            if t is ANY:
+                self.report("CCL2009", spec.span, f"unknown type '{spec.name}'")
+                return ANY
+            self._check_type_args(spec, t)
+            return t
+        if isinstance(spec, n.TypeOf):
+            el = self.element(spec.source)
+            return el.row_type if el else ANY
+        if isinstance(spec, n.DictType):
+            return Type("dictionary", (self.type_spec(spec.key), self.type_spec(spec.value)))
+        if isinstance(spec, n.VectorType):
+            return Type("vector", (self.type_spec(spec.element),))
+        if isinstance(spec, n.RecordType):
+            return record([(f.name.name, self.type_spec(f.type)) for f in spec.key_fields + spec.fields])
+        if isinstance(spec, n.EventCacheType):
+            el = self.element(spec.source)
+            for k in spec.keys or []:
+                if el is not None and not el.open and k.name not in el.columns:
+                    self.report("CCL2003", k.span, f"'{el.name}' has no column '{k.name}'")
+            return Type("eventcache", (el.row_type if el else ANY,))
+        return ANY
+
+    def _check_type_args(self, spec: n.NamedType, t: Type) -> None:
+        args = spec.args
+        if t.name == "money" and args and not (len(args) == 1 and 1 <= args[0] <= 15):
+            self.report("CCL2105", spec.span, f"money({', '.join(map(str, args))}): the scale must be 1..15")
+        elif t.name == "decimal" and args and not (
+                len(args) == 2 and 1 <= args[0] <= 34 and 0 <= args[1] <= args[0]):
+            self.report("CCL2105", spec.span, f"decimal({', '.join(map(str, args))}): precision 1..34 "
+                                              "and scale 0..precision")
+        elif t.name not in ("money", "decimal") and args:
+            self.report("CCL2105", spec.span, f"{t.name} takes no arguments")
+
+    def columns_of(self, schema: n.Node) -> Optional[dict[str, Type]]:
+        """The columns of a SCHEMA clause (named or inline); None for an unknown schema name."""
+        if isinstance(schema, n.SchemaName):
+            found = self.schemas.get(schema.name.name)
+            if found is None:
+                self.report("CCL2001", schema.name.span, f"unknown schema '{schema.name.name}'")
+                return None
+            return dict(found)
+        return self.column_defs(schema.columns)
+
+    def column_defs(self, columns: list[n.Column], inherited: Optional[dict[str, Type]] = None) -> dict[str, Type]:
+        out = dict(inherited or {})
+        for c in columns:
+            if c.name.name in out:
+                self.report("CCL2006", c.name.span, f"column '{c.name.name}' is defined twice")
+                continue
+            out[c.name.name] = self.type_spec(c.type)
+        return out
+
+    # --- statements ------------------------------------------------------------------------------
+
+    def run(self, statements: list[n.Node]) -> None:
+        for stmt in statements:
+            handler = getattr(self, "stmt_" + type(stmt).__name__, None)
+            if handler is not None:
+                handler(stmt)
+
+    def stmt_CreateSchema(self, s: n.CreateSchema) -> None:
+        inherited: dict[str, Type] = {}
+        for base in s.inherits:
+            cols = self.schemas.get(base.name)
+            if cols is None:
+                self.report("CCL2001", base.span, f"unknown schema '{base.name}'")
+                continue
+            for name, t in cols.items():
+                if name in inherited:
+                    self.report("CCL2006", base.span, f"column '{name}' comes from two base schemas")
+                inherited[name] = t
+        columns = self.column_defs(s.columns, inherited)
+        if self.claim(s.name, "schema"):
+            self.schemas[s.name.name] = columns
+
+    def stmt_GlobalDeclare(self, s: n.GlobalDeclare) -> None:
+        checker = StatementChecker(self.typer, self.report, self.type_spec)
+        for item in s.block.items:
+            if isinstance(item, n.VarDecl):
+                checker.declare(self.context(), item, "global")
+            elif isinstance(item, n.ParamDecl):
+                name = item.name.name
+                if name in self.globals.vars:
+                    self.report("CCL2002", item.name.span, f"'{name}' is already declared")
+                    continue
+                self.param_decls[name] = item
+                self.globals.vars[name] = Variable(name, self.type_spec(item.type), "parameter",
+                                                   item.name.span)
+            elif isinstance(item, n.TypeDef):
+                if item.name.name in self.typedefs:
+                    self.report("CCL2002", item.name.span, f"type '{item.name.name}' is already defined")
+                self.typedefs[item.name.name] = self.type_spec(item.type)
+            elif isinstance(item, n.FuncDef):
+                self.function(item, self.functions, self.globals)
+
+    def function(self, f: n.FuncDef, table: dict[str, n.FuncDef], scope: Scope,
+                 sources: Optional[list[Source]] = None) -> None:
+        if f.name.name in table:
+            self.report("CCL2002", f.name.span, f"function '{f.name.name}' is already defined")
+        table[f.name.name] = f  # before the body: recursion is allowed
+        ctx = self.context(scope.child(), sources, splash=True, functions=table)
+        for p in f.params:
+            ctx.scope.vars[p.name.name] = Variable(p.name.name, self.type_spec(p.type), "local", p.name.span)
+        checker = StatementChecker(self.typer, self.report, self.type_spec)
+        checker.block(f.body, ctx)
+        want = self.type_spec(f.return_type)
+        for ret, t in checker.returns:
+            if ret.value is not None and not widens(t, want):
+                self.report("CCL2103", ret.value.span, f"{f.name.name}() returns {want}, not {t}")
+
+    def local_declare(self, block: Optional[n.DeclareBlock], sources: list[Source]
+                      ) -> tuple[Scope, dict[str, n.FuncDef]]:
+        """The scope and functions of an element's own DECLARE block."""
+        scope = self.globals.child()
+        functions = dict(self.functions)
+        if block is None:
+            return scope, functions
+        checker = StatementChecker(self.typer, self.report, self.type_spec)
+        ctx = self.context(scope, sources, splash=True, functions=functions)
+        for item in block.items:
+            if isinstance(item, n.VarDecl):
+                checker.declare(ctx, item, "local")
+            elif isinstance(item, n.FuncDef):
+                self.function(item, functions, scope, sources)
+            elif isinstance(item, n.TypeDef):
+                self.typedefs[item.name.name] = self.type_spec(item.type)
+        return scope, functions
+
+    # --- CREATE [INPUT] STREAM / WINDOW / DELTA STREAM ------------------------------------------
+
+    def stmt_CreateElement(self, s: n.CreateElement) -> None:
+        kind, name = s.kind, s.name.name
+        if s.role == "input":
+            columns = self._schema_or_missing(s.schema, s.name)
+            select = None
+            sources: list[Source] = []
+            if s.primary_key is not None and s.primary_key.deduced:
+                self.report("CCL2203", s.primary_key.span, "an input window has no query to deduce a "
+                                                           "key from: name the key columns")
+            if s.where is not None:
+                own = Element(name, kind, "input", columns)
+                self.typer.type_of(s.where.cond, self.context(sources=[Source(name, own)]))
+        else:
+            select, sources, columns = self.derived(s)
+        element = Element(name, kind, s.role, columns, node=s, keep=s.keep)
+        self.keys(s, element, select, sources)
+        self._element_clauses(s, element, select, sources)
+        if s.partition is not None:
+            if s.role == "input":
+                self.report("CCL2401", s.partition.span, f"an input {kind} cannot be partitioned: "
+                                                         "partition the elements that read it")
+            elif isinstance(s.query, n.Union_):
+                self.report("CCL2401", s.partition.span, "a UNION cannot be partitioned")
+            else:
+                self.partition(s, name, kind, s.partition, sources, select)
+        if self.claim(s.name, f"{s.role + ' ' if s.role else ''}{kind}"):
+            self.elements[name] = element
+
+    def _schema_or_missing(self, schema: Optional[n.Node], name: n.Ident) -> dict[str, Type]:
+        if schema is None:
+            self.report("CCL2210", name.span, f"'{name.name}' needs a SCHEMA")
+            return {}
+        return self.columns_of(schema) or {}
+
+    def derived(self, s: n.CreateElement) -> tuple[Optional[n.Select], list[Source], dict[str, Type]]:
+        """Analyse the query of a derived element: its first SELECT, its sources and its columns."""
+        if s.query is None:
+            return None, [], {}
+        selects = s.query.selects if isinstance(s.query, n.Union_) else [s.query]
+        results = [self.select(sel, s.declare) for sel in selects]
+        select, sources, columns = selects[0], results[0][0], results[0][1]
+        if s.schema is not None:
+            declared = self.columns_of(s.schema)
+            if declared is not None:
+                self._match_schema(select, columns, declared)
+                columns = declared
+        return select, sources, columns
+
+    def _match_schema(self, select: n.Select, produced: dict[str, Type], declared: dict[str, Type]) -> None:
+        if len(produced) != len(declared):
+            self.report("CCL2104", select.span, f"the query produces {len(produced)} column(s), the "
+                                                f"SCHEMA has {len(declared)}")
+            return
+        for item, (pname, ptype), (dname, dtype) in zip(select.items, produced.items(), declared.items()):
+            if not widens(ptype, dtype):
+                at = item.expr.span if isinstance(item, n.SelectItem) else item.span
+                self.report("CCL2104", at, f"column {dname} is {dtype}; the query gives {ptype}")
+
+    def select(self, sel: n.Select, declare: Optional[n.DeclareBlock] = None
+               ) -> tuple[list[Source], dict[str, Type]]:
+        """Analyse one SELECT; returns its sources and output columns (name -> type)."""
+        sources: list[Source] = []
+        joins: list[n.Join] = []
+        for item in sel.sources:
+            self._from_item(item, sources, joins)
+        scope, functions = self.local_declare(declare, sources)
+        ctx = self.context(scope, sources, functions=functions)
+        ctx.local_names = frozenset(scope.vars)
+        for j in joins:
+            self.typer.type_of(j.on, ctx)
+        if sel.matching is not None:
+            for node in sel.matching.pattern.walk():
+                if isinstance(node, n.PatternRef) and ctx.source(node.name.name) is None:
+                    self.report("CCL2007", node.name.span, f"'{node.name.name}' is not a source of this query")
+            if sel.matching.on is not None:
+                self.typer.type_of(sel.matching.on, ctx)
+        if sel.where is not None:
+            where_ctx = self.context(scope, sources, functions=functions)
+            where_ctx.in_where = True
+            self.typer.type_of(sel.where, where_ctx)
+        for e in sel.group_by + [o.expr for o in sel.group_order_by]:
+            self.typer.type_of(e, ctx)
+        for e in (sel.group_filter, sel.having):
+            if e is not None:
+                self.typer.type_of(e, ctx)
+        columns: dict[str, Type] = {}
+        for i, item in enumerate(sel.items):
+            for name, t, at in self._item_columns(item, i, ctx):
+                if name in columns:
+                    self.report("CCL2006", at, f"the query produces two columns named '{name}' "
+                                               "(give one an alias)")
+                    continue
+                columns[name] = t
+        return sources, columns
+
+    def _item_columns(self, item: Union[n.SelectItem, n.Star], index: int, ctx: Context):
+        if isinstance(item, n.Star):
+            chosen = ctx.sources
+            if item.qualifier is not None:
+                src = ctx.source(item.qualifier.name)
+                if src is None:
+                    self.report("CCL2007", item.qualifier.span, f"'{item.qualifier.name}' is not a "
+                                                                "source of this query")
+                    return []
+                chosen = [src]
+            seen, out = set(), []
+            for src in chosen:
+                for name, t in src.element.columns.items():
+                    if name not in seen:
+                        seen.add(name)
+                        out.append((name, t, item.span))
+            return out
+        t = self.typer.type_of(item.expr, ctx)
+        return [(output_name(item, index), t, item.expr.span)]
+
+    def _from_item(self, item: n.Node, sources: list[Source], joins: list[n.Join]) -> None:
+        if isinstance(item, n.Join):
+            self._from_item(item.left, sources, joins)
+            self._from_item(item.right, sources, joins)
+            joins.append(item)
+            return
+        el = self.element(item.name)
+        if el is None:
+            el = Element(item.name.name, "stream", None, {}, open=True)
+        alias = item.alias.name if item.alias else item.name.name
+        sources.append(Source(alias, el, item))
+        if item.keep is not None:
+            for col in item.keep.per:
+                if not el.open and col.name not in el.columns:
+                    self.report("CCL2204", col.span, f"PER column '{col.name}' is not in '{el.name}'")
+
+    # --- keys and element clauses -------------------------------------------------------------
+
+    def keys(self, s: Union[n.CreateElement, n.FlexOutput], element: Element,
+             select: Optional[n.Select], sources: list[Source]) -> None:
+        pk = s.primary_key
+        keyed = element.kind in ("window", "delta stream")
+        if element.kind == "stream":
+            if pk is not None:
+                self.report("CCL2209", pk.span, "a stream has no primary key (make it a window or a "
+                                                "delta stream)")
+            if s.keep is not None:
+                self.report("CCL2209", s.keep.span, "a stream keeps no rows: KEEP belongs to windows "
+                                                    "(or to a FROM source)")
+            return
+        if pk is None:
+            if keyed:
+                self.report("CCL2201", s.name.span, f"{element.kind} '{element.name}' needs a PRIMARY KEY")
+            return
+        if pk.deduced:
+            if select is None:
+                if isinstance(s, n.FlexOutput):
+                    self.report("CCL2203", pk.span, "a Flex output has no query to deduce a key from: "
+                                                    "name the key columns")
+                return
+            key = deduce_key(select, sources, self.elements)
+            if key is None:
+                self.report("CCL2202", pk.span, "cannot deduce the primary key: select the source's key "
+                                                "columns unchanged, or the GROUP BY columns")
+            else:
+                element.key = key
+            return
+        for col in pk.columns:
+            if not element.open and element.columns and col.name not in element.columns:
+                self.report("CCL2204", col.span, f"key column '{col.name}' is not a column of "
+                                                 f"'{element.name}'")
+        element.key = [c.name for c in pk.columns]
+
+    def _element_clauses(self, s: n.CreateElement, element: Element, select: Optional[n.Select],
+                         sources: list[Source]) -> None:
+        for col in (s.keep.per if s.keep else []):
+            if col.name not in element.columns:
+                self.report("CCL2204", col.span, f"PER column '{col.name}' is not a column of '{element.name}'")
+        if s.autogenerate is not None:
+            for col in s.autogenerate.columns:
+                if col.name not in element.columns:
+                    self.report("CCL2204", col.span, f"AUTOGENERATE column '{col.name}' is not a column "
+                                                     f"of '{element.name}'")
+        if select is None:
+            return
+        aggregating = bool(select.group_by) or any(
+            isinstance(x, n.Call) and x in self.typer.aggregates for x in _calls(select))
+        if s.kind == "stream" and select.group_by:
+            self.report("CCL2207", select.group_by[0].span, "a stream cannot GROUP BY: make it a window")
+        if s.kind == "window" and aggregating and s.keep is None:
+            for src in sources:
+                if src.element.kind == "stream" and (src.from_node is None or src.from_node.keep is None):
+                    self.report("CCL2208", s.name.span, f"window '{s.name.name}' aggregates stream "
+                                                        f"'{src.element.name}' without retention: add KEEP")
+                    break
+
+    # --- other statements ------------------------------------------------------------------------
+
+    def stmt_CreateReference(self, s: n.CreateReference) -> None:
+        columns = self._schema_or_missing(s.schema, s.name)
+        element = Element(s.name.name, "reference", s.role, columns, node=s)
+        if s.primary_key is not None:
+            element.key = [c.name for c in s.primary_key.columns]
+            for col in s.primary_key.columns:
+                if col.name not in columns and columns:
+                    self.report("CCL2204", col.span, f"key column '{col.name}' is not in the schema")
+        if s.partition is not None:
+            self.report("CCL2401", s.partition.span, "a reference cannot be partitioned")
+        if self.claim(s.name, "reference"):
+            self.elements[s.name.name] = element
+
+    def stmt_CreateErrorStream(self, s: n.CreateErrorStream) -> None:
+        for src in s.sources:
+            self.element(src)
+        if s.partition is not None:
+            self.report("CCL2401", s.partition.span, "an error stream cannot be partitioned")
+        if self.claim(s.name, "error stream"):
+            self.elements[s.name.name] = Element(s.name.name, "stream", s.role, {}, node=s, open=True)
+
+    def stmt_CreateSplitter(self, s: n.CreateSplitter) -> None:
+        sources, columns = self.select(s.select)
+        ctx = self.context(sources=sources)
+        for branch in s.branches:
+            self.typer.type_of(branch.cond, ctx)
+        if s.partition is not None:
+            self.report("CCL2401", s.partition.span, "a splitter cannot be partitioned")
+        self.claim(s.name, "splitter")
+        for target in [t for b in s.branches for t in b.targets] + s.otherwise:
+            if target.name in self.elements:
+                continue  # one target may take several branches
+            if self.claim(target, "stream"):
+                self.elements[target.name] = Element(target.name, "stream", s.role, dict(columns), node=s)
+
+    def stmt_CreateStore(self, s: n.CreateStore) -> None:
+        self.claim(s.name, "store")
+
+    def stmt_AttachAdapter(self, s: n.AttachAdapter) -> None:
+        self.element(s.target)
+        if s.partition is not None:
+            self.report("CCL2401", s.partition.span, "an adapter cannot be partitioned")
+        self.claim(s.name, "adapter")
+
+    # --- Flex ----------------------------------------------------------------------------------
+
+    def stmt_CreateFlex(self, s: n.CreateFlex) -> None:
+        inputs = [el for el in (self.element(i) for i in s.inputs) if el is not None]
+        out = s.output
+        columns = self._schema_or_missing(out.schema, out.name)
+        element = Element(out.name.name, out.kind, out.role, columns, node=s, keep=out.keep)
+        self.keys(out, element, None, [])
+        # The Flex may share its output's name (Studio does so), and its code may use typeof(output).
+        if s.name.name != out.name.name:
+            self.claim(s.name, "flex")
+        if self.claim(out.name, f"{out.role + ' ' if out.role else ''}{out.kind}"):
+            self.elements[out.name.name] = element
+        sources = [Source(el.name, el) for el in inputs] + [Source(element.name, element)]
+        scope, functions = self.local_declare(s.declare, sources)
+        for el in inputs:
+            scope.vars[el.name + "_old"] = Variable(el.name + "_old", el.row_type, "implicit")
+        input_names = {el.name for el in inputs}
+        for h in s.handlers:
+            if isinstance(h, n.OnHandler) and h.source is not None and h.source.name not in input_names:
+                self.report("CCL2211", h.source.span, f"ON {h.source.name}: not an input of Flex "
+                                                      f"'{s.name.name}'")
+            checker = StatementChecker(self.typer, self.report, self.type_spec)
+            checker.block(h.body, self.context(scope, sources, splash=True, functions=functions))
+        if s.partition is not None:
+            self.partition(s, out.name.name, f"Flex {out.kind}", s.partition,
+                           [Source(el.name, el) for el in inputs], None)
+
+    # --- modules -----------------------------------------------------------------------------
+
+    def stmt_CreateModule(self, s: n.CreateModule) -> None:
+        params: dict[str, n.ParamDecl] = {}
+        for stmt in s.body:
+            if isinstance(stmt, (n.CreateModule, n.AttachAdapter)):
+                what = "CREATE MODULE" if isinstance(stmt, n.CreateModule) else "ATTACH ADAPTER"
+                self.report("CCL2503", stmt.span, f"{what} is not allowed inside a module")
+            elif isinstance(stmt, n.GlobalDeclare):
+                params.update({i.name.name: i for i in stmt.block.items if isinstance(i, n.ParamDecl)})
+        inner = Analyzer({}, self.diagnostics)
+        inner.schemas = dict(self.schemas)
+        inner.typedefs = dict(self.typedefs)
+        inner.run([st for st in s.body if not isinstance(st, (n.CreateModule, n.AttachAdapter))])
+        outputs = {}
+        for name in s.outputs + s.inputs:
+            if name.name not in inner.elements:
+                self.report("CCL2001", name.span, f"module '{s.name.name}' declares '{name.name}' but "
+                                                  "does not create it")
+        for name in s.outputs:
+            if name.name in inner.elements:
+                outputs[name.name] = inner.elements[name.name]
+        if self.claim(s.name, "module"):
+            inputs = {i.name: inner.elements.get(i.name) for i in s.inputs}
+            self.modules[s.name.name] = Module(s, inner.param_decls, inputs, outputs)
+
+    def stmt_LoadModule(self, s: n.LoadModule) -> None:
+        module = self.modules.get(s.module.name)
+        if module is None:
+            self.report("CCL2001", s.module.span, f"unknown module '{s.module.name}'")
+            return
+        if "partition" in s.clauses and s.clauses[-1] != "partition":
+            self.report("CCL2408", s.partition.span, "the PARTITION clause of LOAD MODULE must be "
+                                                     "the last clause")
+        mnode = module.node
+        self._bindings(s, s.inputs, [i.name for i in mnode.inputs], "input", "CCL2501")
+        self._bindings(s, s.outputs, [o.name for o in mnode.outputs], "output", "CCL2501")
+        self._bindings(s, s.parameters, list(module.params), "parameter", "CCL2502",
+                       required=[p for p, d in module.params.items() if d.default is None])
+        bound_inputs: list[Source] = []
+        for b in s.inputs:
+            el = self.element(b.value)
+            inner = module.inputs.get(b.name.name)
+            if el is not None:
+                bound_inputs.append(Source(b.name.name, el))
+                if inner is not None:
+                    bound_inputs.append(Source(el.name, el))
+        self.claim(s.instance, "module instance")
+        for b in s.outputs:
+            inner_el = module.outputs.get(b.name.name)
+            columns = dict(inner_el.columns) if inner_el else {}
+            if self.claim(b.value, "stream"):
+                self.elements[b.value.name] = Element(
+                    b.value.name, inner_el.kind if inner_el else "stream", None, columns,
+                    key=list(inner_el.key) if inner_el else [], node=s)
+        if s.partition is not None:
+            self.partition(s, s.instance.name, "module", s.partition, bound_inputs, None)
+
+    def _bindings(self, s: n.LoadModule, bindings: list[n.Binding], declared: list[str], what: str,
+                  code: str, required: Optional[list[str]] = None) -> None:
+        seen: set[str] = set()
+        for b in bindings:
+            name = b.name.name
+            if name not in declared:
+                self.report(code, b.name.span, f"module '{s.module.name}' has no {what} '{name}'")
+            elif name in seen:
+                self.report(code, b.name.span, f"{what} '{name}' is bound twice")
+            seen.add(name)
+        missing = [d for d in (required if required is not None else declared) if d not in seen]
+        if missing:
+            self.report(code, s.span, f"LOAD MODULE {s.module.name} does not bind {what}(s) "
+                                      f"{', '.join(missing)}")
+
+    # --- PARTITION -----------------------------------------------------------------------------
+
+    def partition(self, node: n.Node, target: str, kind: str, p: n.Partition, sources: list[Source],
+                  select: Optional[n.Select]) -> None:
+        """The partitioning rules (CCL23xx, CCL24xx) of one PARTITION clause."""
+        inputs: dict[str, Element] = {}
+        for src in sources:
+            inputs.setdefault(src.alias, src.element)
+            inputs.setdefault(src.element.name, src.element)
+        distinct_inputs = {id(el) for el in inputs.values()}
+        count, count_text = self._partition_count(p)
+        specs_by_input: dict[str, n.PartitionSpec] = {}
+        methods = []
+        for spec in p.specs:
+            if spec.source is None:
+                if len(distinct_inputs) > 1:
+                    self.report("CCL2402", spec.span, f"'{target}' has several inputs: say which one "
+                                                      "this partition function applies to (BY source)")
+                    continue
+                el = next(iter(inputs.values()), None)
+                name = el.name if el else None
+            else:
+                name = spec.source.name
+                el = inputs.get(name)
+                if el is None:
+                    self.report("CCL2403", spec.source.span, f"'{name}' is not an input of '{target}'")
+                    continue
+                if el.name in specs_by_input:
+                    self.report("CCL2404", spec.source.span, f"input '{name}' is partitioned twice")
+                    continue
+            if el is None:
+                continue
+            specs_by_input[el.name] = spec
+            if spec.method == "hash":
+                for col in spec.columns:
+                    if not el.open and col.name not in el.columns:
+                        self.report("CCL2405", col.span, f"HASH column '{col.name}' is not a column of "
+                                                         f"'{el.name}'")
+                methods.append(f"HASH({', '.join(c.name for c in spec.columns)}) by {el.name}")
+            elif spec.method == "roundrobin":
+                methods.append(f"ROUNDROBIN by {el.name}")
+            else:
+                self._custom_block(target, spec, el, name)
+                methods.append(f"custom by {el.name}")
+        reserved = f"{target}_partitions"
+        var = self.globals.vars.get(reserved)
+        if var is not None and var.span is not None:
+            self.report("CCL2407", var.span, f"'{reserved}' is defined by ESP as the partition count of "
+                                             f"'{target}'; rename this {var.where}")
+        broadcast = sorted({el.name for el in inputs.values()} - set(specs_by_input))
+        self.partitioned.append(PartitionedElement(target, kind, methods, count, count_text,
+                                                   broadcast, node))
+        local = getattr(node, "declare", None)
+        self.partition_facts.append(PartitionFacts(
+            target, node, p, inputs, specs_by_input, self._stateful(node, select, sources, local),
+            list(select.group_by) if select else [], select, getattr(node, "keep", None)
+            or getattr(getattr(node, "output", None), "keep", None), local, _splash_of(node)))
+
+    def _partition_count(self, p: n.Partition) -> tuple[Optional[int], str]:
+        if isinstance(p.count, int):
+            if not 1 <= p.count <= PARTITIONS_MAX:
+                self.report("CCL2302", p.span, f"PARTITIONS {p.count}: the count must be 1..65535")
+            return p.count, str(p.count)
+        name = p.count.name
+        if name not in self.param_decls:
+            self.report("CCL2301", p.count.span, f"PARTITIONS {name}: no PARAMETER '{name}' is declared")
+            return None, name
+        resolved = self.parameters.get(name)
+        value = resolved.value if resolved is not None and isinstance(resolved.value, int) else None
+        return value, f"{name} = {value}" if value is not None else name
+
+    def _custom_block(self, target: str, spec: n.PartitionSpec, el: Element, by_name: Optional[str]) -> None:
+        scope = self.globals.child()
+        scope.vars[f"{target}_partitions"] = Variable(f"{target}_partitions", INTEGER, "implicit")
+        sources = [Source(el.name, el)] + ([Source(by_name, el)] if by_name and by_name != el.name else [])
+        checker = StatementChecker(self.typer, self.report, self.type_spec)
+        checker.block(spec.body, self.context(scope, sources, splash=True))
+        for ret, t in checker.returns:
+            if ret.value is not None and not t.is_vague and t.name not in ("integer", "long"):
+                self.report("CCL2406", ret.span, f"the partition function returns {t}, not an integer")
+
+    def _stateful(self, node: n.Node, select: Optional[n.Select], sources: list[Source],
+                  declare: Optional[n.DeclareBlock]) -> bool:
+        if isinstance(node, n.CreateElement):
+            if node.kind == "window" or node.keep is not None or len(sources) > 1:
+                return True
+            if select is not None and (select.group_by or any(
+                    s.from_node is not None and s.from_node.keep is not None for s in sources)):
+                return True
+            if select is not None and any(c in self.typer.aggregates for c in _calls(select)):
+                return True
+            return declare is not None and bool(declare.items)
+        if isinstance(node, n.CreateFlex):
+            return node.output.kind != "stream" or (declare is not None and bool(declare.items))
+        if isinstance(node, n.LoadModule):
+            module = self.modules.get(node.module.name)
+            return module is not None and any(
+                isinstance(st, n.CreateElement) and st.kind == "window" for st in module.node.body)
+        return False
+
+
+def output_name(item: n.SelectItem, index: int) -> str:
+    """The column name a select item produces: its alias, or the column it reads."""
+    if item.alias is not None:
+        return item.alias.name
+    if isinstance(item.expr, n.Var):
+        return item.expr.name.name
+    if isinstance(item.expr, n.FieldAccess):
+        return item.expr.field.name
+    return f"column{index + 1}"
+
+
+def deduce_key(select: n.Select, sources: list[Source], elements: Mapping[str, Element]
+               ) -> Optional[list[str]]:
+    """PRIMARY KEY DEDUCED as ESP does it, or None when it cannot be deduced."""
+    if select.group_by:
+        key = []
+        for g in select.group_by:
+            match = [i for i in select.items if isinstance(i, n.SelectItem) and i.expr == g]
+            if not match:
+                return None
+            key.append(output_name(match[0], select.items.index(match[0])))
+        return key
+    key: list[str] = []
+    for src in sources:
+        if not src.element.key:
+            return None
+        for col in src.element.key:
+            found = None
+            for idx, item in enumerate(select.items):
+                if isinstance(item, n.Star) and (item.qualifier is None or item.qualifier.name == src.alias):
+                    found = col
+                    break
+                if isinstance(item, n.SelectItem) and _reads_column(item.expr, src, col, len(sources)):
+                    found = output_name(item, idx)
+                    break
+            if found is None:
+                return None
+            key.append(found)
+    return key or None
+
+
+def _reads_column(e: n.Node, src: Source, col: str, n_sources: int) -> bool:
+    if isinstance(e, n.FieldAccess) and isinstance(e.base, n.Var):
+        return e.field.name == col and e.base.name.name in (src.alias, src.element.name)
+    return isinstance(e, n.Var) and e.name.name == col and n_sources == 1
+
+
+def _calls(select: n.Select) -> list[n.Call]:
+    return [x for item in select.items for x in item.walk() if isinstance(x, n.Call)] + [
+        x for e in (select.having,) if e is not None for x in e.walk() if isinstance(x, n.Call)]
+
+
+def _splash_of(node: n.Node) -> list[n.Node]:
+    """The SPLASH code an element's instances run: Flex handlers and local functions."""
+    out: list[n.Node] = []
+    declare = getattr(node, "declare", None)
+    if declare is not None:
+        out += [i for i in declare.items if isinstance(i, n.FuncDef)]
+    if isinstance(node, n.CreateFlex):
+        out += [h.body for h in node.handlers]
+    return out

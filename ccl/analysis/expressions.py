@@ -1,0 +1,296 @@
+"""Types of expressions and SPLASH statements, with the name, type and call checks on the way.
+
+The :class:`Typer` reports CCL2003-CCL2009, CCL2101-CCL2103, CCL2205 and CCL2206, and records
+facts that later passes need: which variable each name resolves to and which aggregate calls a
+query makes.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from .. import nodes as n
+from ..functions_data import FUNCTIONS
+from .symbols import OPCODES, Context, Variable
+from .types import (ANY, BOOLEAN, FLOAT, INTEGER, INTERVAL, LONG, NULL, STRING, Type, comparable,
+                    record, scalar, truthy, widens, widest)
+
+# Functions real projects call that are not ESP built-ins of the reference: the partitioning
+# guide's insertIntoCache(row) (a user function in SAP's example, called without declaration).
+EXTRA_FUNCTIONS = {
+    "insertintocache": dict(kind="splash", min_args=1, max_args=2, args=("any",), result="arg1"),
+}
+
+_LITERAL_TYPES = {"integer": INTEGER, "long": LONG, "float": FLOAT, "string": STRING,
+                  "boolean": BOOLEAN, "null": NULL}
+_ARITH = {"+", "-", "*", "/", "%", "^"}
+_COMPARE = {"=", "!=", "<", "<=", ">", ">="}
+
+Report = Callable[[str, n.Span, str], None]
+
+
+def function_info(name: str) -> Optional[dict]:
+    """The catalogue entry of a built-in function (case-insensitive), or None."""
+    low = name.lower()
+    return FUNCTIONS.get(low) or EXTRA_FUNCTIONS.get(low)
+
+
+def is_aggregate_call(call: n.Call) -> bool:
+    """An aggregate call: count, sum, ... (max/min with two or more arguments are scalar)."""
+    info = function_info(call.func.name)
+    if info is None or info["kind"] != "aggregate":
+        return False
+    return not (call.func.name.lower() in ("max", "min") and len(call.args) > 1)
+
+
+class Typer:
+    """Computes expression types in a :class:`Context` and reports what is wrong."""
+
+    def __init__(self, report: Report, type_spec: Callable[[n.Node], Type]) -> None:
+        self.report = report
+        self.type_spec = type_spec
+        self.resolved: dict[int, Variable] = {}  # id(Var node) -> the variable it names
+        self.aggregates: list[n.Call] = []
+
+    # --- expressions ------------------------------------------------------------------------
+
+    def type_of(self, e: n.Node, ctx: Context) -> Type:
+        method = getattr(self, "_" + type(e).__name__, None)
+        return method(e, ctx) if method is not None else ANY
+
+    def _Literal(self, e: n.Literal, ctx: Context) -> Type:
+        return _LITERAL_TYPES[e.kind]
+
+    def _Var(self, e: n.Var, ctx: Context) -> Type:
+        name = e.name.name
+        if ctx.in_splash:
+            found = self._variable(e, ctx) or self._column(e, ctx)
+        else:
+            found = self._column(e, ctx) or self._variable(e, ctx)
+        if found is not None:
+            return found
+        src = ctx.source(name)
+        if src is not None:
+            return src.element.row_type
+        if name.lower() in OPCODES:
+            return INTEGER
+        self.report("CCL2007", e.name.span, f"unknown name '{name}'")
+        return ANY
+
+    def _variable(self, e: n.Var, ctx: Context) -> Optional[Type]:
+        var = ctx.scope.lookup(e.name.name)
+        if var is None:
+            return None
+        self.resolved[id(e)] = var
+        if ctx.in_where and var.where == "local":
+            self.report("CCL2206", e.name.span, f"local variable '{var.name}' cannot be used in WHERE "
+                                                "(use it in the select list)")
+        return var.type
+
+    def _column(self, e: n.Var, ctx: Context) -> Optional[Type]:
+        name = e.name.name
+        owners = [s for s in ctx.sources if name in s.element.columns]
+        if not owners:
+            return None
+        if len({id(s) for s in owners}) > 1:
+            names = " and ".join(s.alias for s in owners)
+            self.report("CCL2004", e.name.span, f"column '{name}' is ambiguous: it is in {names}; "
+                                                f"write {owners[0].alias}.{name}")
+        return owners[0].element.columns[name]
+
+    def _FieldAccess(self, e: n.FieldAccess, ctx: Context) -> Type:
+        base, name = e.base, e.field.name
+        if isinstance(base, n.Var) and not (ctx.in_splash and ctx.scope.lookup(base.name.name)):
+            src = ctx.source(base.name.name)
+            if src is not None:
+                if src.element.open:
+                    return ANY
+                if name not in src.element.columns:
+                    self.report("CCL2003", e.field.span, f"'{src.element.name}' has no column '{name}'")
+                    return ANY
+                return src.element.columns[name]
+        base_type = self.type_of(base, ctx)
+        if base_type.name == "eventcache" and base_type.args:
+            base_type = base_type.args[0]
+        if base_type.name == "record" and base_type.fields:
+            found = base_type.field(name)
+            if found is None:
+                self.report("CCL2003", e.field.span, f"no column or field '{name}' here")
+                return ANY
+            return found
+        return ANY
+
+    def _IndexAccess(self, e: n.IndexAccess, ctx: Context) -> Type:
+        base = self.type_of(e.base, ctx)
+        self.type_of(e.index, ctx)
+        if base.name == "dictionary" and len(base.args) == 2:
+            return base.args[1]
+        if base.name == "vector" and base.args:
+            return base.args[0]
+        return ANY
+
+    def _Star(self, e: n.Star, ctx: Context) -> Type:
+        return ANY
+
+    def _New(self, e: n.New, ctx: Context) -> Type:
+        return self.type_spec(e.type)
+
+    def _Cast(self, e: n.Cast, ctx: Context) -> Type:
+        self.type_of(e.expr, ctx)
+        return self.type_spec(e.type)
+
+    def _RecordLit(self, e: n.RecordLit, ctx: Context) -> Type:
+        return record([(f.name.name, self.type_of(f.value, ctx)) for f in e.key_fields + e.fields])
+
+    def _Case(self, e: n.Case, ctx: Context) -> Type:
+        if e.subject is not None:
+            self.type_of(e.subject, ctx)
+        results = []
+        for w in e.whens:
+            self.type_of(w.when, ctx)
+            results.append(self.type_of(w.then, ctx))
+        if e.default is not None:
+            results.append(self.type_of(e.default, ctx))
+        return widest(results)
+
+    def _InList(self, e: n.InList, ctx: Context) -> Type:
+        left = self.type_of(e.expr, ctx)
+        for item in e.items:
+            t = self.type_of(item, ctx)
+            if not comparable(left, t):
+                self.report("CCL2101", item.span, f"cannot compare {left} with {t}")
+        return BOOLEAN
+
+    def _Unary(self, e: n.Unary, ctx: Context) -> Type:
+        t = self.type_of(e.operand, ctx)
+        if e.op == "not":
+            if not truthy(t):
+                self.report("CCL2101", e.operand.span, f"NOT needs a boolean, not {t}")
+            return BOOLEAN
+        if not (t.is_vague or t.is_numeric or t.name == "interval"):
+            self.report("CCL2101", e.operand.span, f"unary {e.op} needs a number, not {t}")
+            return ANY
+        return t
+
+    def _Binary(self, e: n.Binary, ctx: Context) -> Type:
+        left, right = self.type_of(e.left, ctx), self.type_of(e.right, ctx)
+        op = e.op
+        if op in ("and", "or"):
+            for side, t in ((e.left, left), (e.right, right)):
+                if not truthy(t):
+                    self.report("CCL2101", side.span, f"{op.upper()} needs a boolean, not {t}")
+            return BOOLEAN
+        if op in _COMPARE:
+            if not comparable(left, right):
+                self.report("CCL2101", e.right.span, f"cannot compare {left} with {right}")
+            return BOOLEAN
+        if op == "like":
+            for side, t in ((e.left, left), (e.right, right)):
+                if not (t.is_vague or t.name == "string"):
+                    self.report("CCL2101", side.span, f"LIKE needs strings, not {t}")
+            return BOOLEAN
+        result = _arithmetic(op, left, right)
+        if result is None:
+            blame = e.left if not _arith_operand_ok(op, left, right) else e.right
+            bad = left if blame is e.left else right
+            self.report("CCL2101", blame.span, f"operator {op} cannot take {bad} "
+                                               f"(operands are {left} and {right})")
+            return ANY
+        return result
+
+    def _Call(self, e: n.Call, ctx: Context) -> Type:
+        name = e.func.name
+        arg_types = [self.type_of(a, ctx) for a in e.args]
+        user = ctx.functions.get(name)
+        if user is not None:
+            if len(e.args) != len(user.params):
+                self.report("CCL2008", e.func.span, f"{name}() takes {len(user.params)} argument(s), "
+                                                    f"not {len(e.args)}")
+            for arg, t, param in zip(e.args, arg_types, user.params):
+                want = self.type_spec(param.type)
+                if not widens(t, want):
+                    self.report("CCL2102", arg.span, f"argument '{param.name.name}' of {name}() is "
+                                                     f"{want}, not {t}")
+            return self.type_spec(user.return_type)
+        info = function_info(name)
+        if info is None:
+            self.report("CCL2005", e.func.span, f"unknown function '{name}'")
+            return ANY
+        if is_aggregate_call(e):
+            self.aggregates.append(e)
+            if ctx.in_where:
+                self.report("CCL2205", e.func.span, f"aggregate {name}() cannot be used in WHERE "
+                                                    "(move the condition to HAVING)")
+        count = 0 if (len(e.args) == 1 and isinstance(e.args[0], n.Star)) else len(e.args)
+        low, high = info["min_args"], info["max_args"]
+        if count < low or (high is not None and count > high):
+            takes = f"{low}" if low == high else (f"{low} to {high}" if high is not None
+                                                 else f"at least {low}")
+            self.report("CCL2008", e.func.span, f"{name}() takes {takes} argument(s), not {count}")
+            return _result(info["result"], arg_types)
+        patterns = info["args"]
+        for i, (arg, t) in enumerate(zip(e.args, arg_types)):
+            pattern = patterns[min(i, len(patterns) - 1)] if patterns else "any"
+            if not _fits(t, pattern):
+                self.report("CCL2102", arg.span, f"argument {i + 1} of {name}() must be {pattern}, "
+                                                 f"not {t}")
+        return _result(info["result"], arg_types)
+
+
+def _arith_operand_ok(op: str, left: Type, right: Type) -> bool:
+    """Whether the left operand alone is acceptable for ``op`` (to decide which side to blame)."""
+    if left.is_vague or left.is_numeric or left.name == "interval":
+        return True
+    if op == "+" and left.name == "string":
+        return True
+    return op in ("+", "-") and left.is_temporal
+
+
+def _arithmetic(op: str, left: Type, right: Type) -> Optional[Type]:
+    """The result type of an arithmetic operator, or None when the operands do not fit."""
+    if left.is_vague or right.is_vague:
+        if left.name == "string" or right.name == "string":
+            return STRING if op == "+" else None
+        return ANY if left.is_vague and right.is_vague else (right if left.is_vague else left)
+    if left.is_numeric and right.is_numeric:
+        return widest([left, right])
+    if op == "+" and left.name == right.name == "string":
+        return STRING
+    ints = ("integer", "long", "interval")
+    if op in ("+", "-") and left.is_temporal and right.name in ints:
+        return left
+    if op == "+" and right.is_temporal and left.name in ints:
+        return right
+    if op == "-" and left.is_temporal and right.is_temporal:
+        return INTERVAL
+    if left.name == "interval" and (right.name in ints or right.is_numeric):
+        return INTERVAL
+    if right.name == "interval" and left.name in ("integer", "long") and op in ("+", "-", "*"):
+        return INTERVAL
+    return None
+
+
+def _fits(t: Type, pattern: str) -> bool:
+    if t.is_vague:
+        return True
+    if pattern in ("numeric", "integer", "long", "float", "money", "decimal"):
+        return t.is_numeric or t.name == "interval"
+    if pattern == "string":
+        return t.name == "string"
+    if pattern == "temporal":
+        return t.is_temporal
+    return True  # any, record, containers, type names: not checked
+
+
+def _result(spec: str, args: list[Type]) -> Type:
+    if spec.startswith("arg"):
+        k = int(spec[3:]) - 1
+        return args[k] if k < len(args) else ANY
+    if spec == "widest":
+        return widest(args) if args else ANY
+    if spec == "elem":
+        first = args[0] if args else ANY
+        return first.args[0] if first.name in ("vector", "eventcache") and first.args else ANY
+    if spec == "value":
+        first = args[0] if args else ANY
+        return first.args[1] if first.name == "dictionary" and len(first.args) == 2 else ANY
+    return scalar(spec) if spec not in ("unknown", "temporal", "record") else ANY

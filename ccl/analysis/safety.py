@@ -1,0 +1,153 @@
+"""Partition-safety warnings (CCL3001-CCL3009): where partitioning changes what a project means.
+
+Each check is one of SAP's partitioning guidelines (shared/seeds/esp-splash-partitioning-guidelines.txt)
+made mechanical. The analysis hands over :class:`~ccl.analysis.analyzer.PartitionFacts` for every
+partitioned element and the variable each name resolved to.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator, Optional
+
+from .. import nodes as n
+from .analyzer import PartitionFacts
+from .statements import always_returns_value
+from .symbols import Variable
+
+Report = Callable[[str, Optional[n.Span], str], None]
+
+
+def check_partition_safety(facts: list[PartitionFacts], resolved: dict[int, Variable],
+                           report: Report) -> None:
+    """Report every partition-safety warning of the partitioned elements."""
+    for f in facts:
+        hash_cols = {name: {c.name for c in spec.columns} for name, spec in f.specs_by_input.items()
+                     if spec.method == "hash"}
+        for spec in f.partition.specs:
+            if spec.method == "roundrobin" and f.stateful:
+                report("CCL3001", spec.span, f"ROUNDROBIN spreads the rows of one key over the instances "
+                                             f"of stateful '{f.target}': each keeps a different part")
+            if spec.method == "custom":
+                _custom(f, spec, report)
+        _group_by(f, hash_cols, report)
+        _retention(f, hash_cols, report)
+        _splash(f, hash_cols, resolved, report)
+
+
+def _custom(f: PartitionFacts, spec: n.PartitionSpec, report: Report) -> None:
+    if not always_returns_value(spec.body.stmts):
+        report("CCL3008", spec.span, "the partition function can end without returning a value: "
+                                     "those rows become bad records")
+    reserved = f"{f.target}_partitions"
+    if not any(isinstance(x, n.Var) and x.name.name == reserved for x in spec.body.walk()):
+        report("CCL3009", spec.span, f"the partition function does not use {reserved}: some "
+                                     "instances may get no rows")
+
+
+def _column_of(e: n.Node, f: PartitionFacts, input_name: str) -> Optional[str]:
+    """The column of ``input_name`` that ``e`` reads unchanged, if it is a plain column reference."""
+    element = f.inputs[input_name]
+    if isinstance(e, n.FieldAccess) and isinstance(e.base, n.Var):
+        if f.inputs.get(e.base.name.name) is element:
+            return e.field.name
+        return None
+    if isinstance(e, n.Var) and e.name.name in element.columns:
+        return e.name.name
+    return None
+
+
+def _group_by(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report) -> None:
+    if not f.group_by:
+        return
+    for name, cols in hash_cols.items():
+        grouped = {_column_of(g, f, name) for g in f.group_by} - {None}
+        if cols <= grouped:
+            continue
+        blame = next((g for g in f.group_by if _column_of(g, f, name) not in cols), f.group_by[0])
+        report("CCL3002", blame.span, f"rows of one group can reach several instances of "
+                                      f"'{f.target}' (partitioned by HASH({', '.join(sorted(cols))}) "
+                                      f"of {name}): each emits its own partial result")
+
+
+def _caches(f: PartitionFacts) -> Iterator[n.EventCacheType]:
+    if f.declare is None:
+        return
+    for item in f.declare.items:
+        if isinstance(item, n.VarDecl) and isinstance(item.type, n.EventCacheType):
+            yield item.type
+
+
+def _retention(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report) -> None:
+    partitioned = set(f.specs_by_input)
+    keep = f.keep
+    if keep is not None and keep.kind in ("rows", "every_rows"):
+        per = {c.name for c in keep.per}
+        if not (per and any(per == cols for cols in hash_cols.values())):
+            report("CCL3006", keep.span, f"KEEP {keep.count} ROWS holds that many rows in each "
+                                         f"instance of '{f.target}', not in all")
+    for cache in _caches(f):
+        source = cache.source.name
+        element = f.inputs.get(source)
+        if element is None or element.name not in partitioned:
+            continue  # a broadcast input's cache sees every row in every instance
+        spec = f.specs_by_input[element.name]
+        keys = {k.name for k in cache.keys or []}
+        if spec.method != "hash" or keys != hash_cols.get(element.name, set()):
+            report("CCL3005", cache.span, f"the cache's key ({', '.join(sorted(keys)) or 'none'}) is "
+                                          f"not the partition key of {source}: a bucket's rows are "
+                                          "spread over the instances")
+        by_rows = any(o.kind == "events" for o in cache.options)
+        coalesced = any(o.kind == "coalesce" for o in cache.options)
+        if by_rows and not coalesced:
+            report("CCL3006", cache.span, "a row-based event cache without coalesce keeps its rows in "
+                                          "each instance: N instances keep N times as many")
+
+
+def _root_var(e: n.Node) -> Optional[n.Var]:
+    while isinstance(e, (n.FieldAccess, n.IndexAccess)):
+        e = e.base
+    return e if isinstance(e, n.Var) else None
+
+
+def _splash(f: PartitionFacts, hash_cols: dict[str, set[str]], resolved: dict[int, Variable],
+            report: Report) -> None:
+    declared = set()
+    if f.declare is not None:
+        declared = {d.name.span for item in f.declare.items if isinstance(item, n.VarDecl)
+                    for d in item.declarators}
+    for code in f.splash:
+        for node in code.walk():
+            if isinstance(node, n.Assign):
+                root = _root_var(node.target)
+                var = resolved.get(id(root)) if root is not None else None
+                if var is None:
+                    continue
+                if var.where == "global":
+                    report("CCL3003", node.target.span, f"global '{var.name}' is written by instances "
+                                                        f"of '{f.target}': each instance has its own copy")
+                elif var.span in declared and _is_counter(node, var.name):
+                    report("CCL3004", node.target.span, f"'{var.name}' counts per instance of "
+                                                        f"'{f.target}', not over all rows")
+            elif isinstance(node, n.Call) and node.func.name.lower() == "keycache" and len(node.args) > 1:
+                _key_cache(f, node, hash_cols, report)
+
+
+def _is_counter(assign: n.Assign, name: str) -> bool:
+    value = assign.value
+    return (isinstance(assign.target, n.Var) and isinstance(value, n.Binary) and value.op in ("+", "-")
+            and any(isinstance(side, n.Var) and side.name.name == name
+                    for side in (value.left, value.right)))
+
+
+def _key_cache(f: PartitionFacts, call: n.Call, hash_cols: dict[str, set[str]], report: Report) -> None:
+    rec = call.args[1]
+    if not isinstance(rec, n.RecordLit):
+        return
+    fields = rec.key_fields if rec.bar else rec.fields
+    for fi in fields:
+        v = fi.value
+        ok = (isinstance(v, n.FieldAccess) and isinstance(v.base, n.Var)
+              and v.field.name in hash_cols.get(getattr(f.inputs.get(v.base.name.name), "name", ""), set()))
+        if not ok:
+            report("CCL3007", call.func.span, "keyCache looks up a key other than the partition key: "
+                                              "its bucket may live in another instance")
+            return

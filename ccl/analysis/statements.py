@@ -1,0 +1,104 @@
+"""SPLASH statements: declarations, assignments and control flow, checked in nested scopes."""
+from __future__ import annotations
+
+from typing import Callable
+
+from .. import nodes as n
+from .expressions import Report, Typer
+from .symbols import Context, Variable
+from .types import ANY, Type, widens
+
+
+class StatementChecker:
+    """Checks SPLASH blocks; collects the RETURN statements with the types of their values."""
+
+    def __init__(self, typer: Typer, report: Report, type_spec: Callable[[n.Node], Type]) -> None:
+        self.typer = typer
+        self.report = report
+        self.type_spec = type_spec
+        self.returns: list[tuple[n.Return, Type]] = []
+
+    def declare(self, ctx: Context, decl: n.VarDecl, where: str) -> None:
+        """Declare the variables of ``decl`` in ``ctx.scope`` (checking initialisers)."""
+        t = self.type_spec(decl.type)
+        for d in decl.declarators:
+            if d.init is not None:
+                self.assignable(self.typer.type_of(d.init, ctx), t, d.init)
+            name = d.name.name
+            if name in ctx.scope.vars:
+                self.report("CCL2002", d.name.span, f"'{name}' is already declared in this scope")
+                continue
+            ctx.scope.vars[name] = Variable(name, t, where, d.name.span)
+
+    def assignable(self, value: Type, target: Type, at: n.Node) -> None:
+        if not widens(value, target):
+            self.report("CCL2103", at.span, f"cannot assign {value} to {target}")
+
+    def block(self, block: n.Block, ctx: Context) -> None:
+        inner = ctx.with_scope(ctx.scope.child())
+        for stmt in block.stmts:
+            self.stmt(stmt, inner)
+
+    def stmt(self, s: n.Node, ctx: Context) -> None:
+        if isinstance(s, n.Block):
+            self.block(s, ctx)
+        elif isinstance(s, n.VarDecl):
+            self.declare(ctx, s, "local")
+        elif isinstance(s, n.Assign):
+            target = self.typer.type_of(s.target, ctx)
+            self.assignable(self.typer.type_of(s.value, ctx), target, s.value)
+        elif isinstance(s, n.If):
+            self.typer.type_of(s.cond, ctx)
+            self.nested(s.then, ctx)
+            if s.otherwise is not None:
+                self.nested(s.otherwise, ctx)
+        elif isinstance(s, n.While):
+            self.typer.type_of(s.cond, ctx)
+            self.nested(s.body, ctx)
+        elif isinstance(s, n.ForIn):
+            it = self.typer.type_of(s.iterable, ctx)
+            inner = ctx.with_scope(ctx.scope.child())
+            element = ANY
+            if it.name in ("vector", "eventcache") and it.args:
+                element = it.args[0]
+            elif it.name == "dictionary" and it.args:
+                element = it.args[0]
+            inner.scope.vars[s.var.name] = Variable(s.var.name, element, "local", s.var.span)
+            self.nested(s.body, inner)
+        elif isinstance(s, n.Switch):
+            self.typer.type_of(s.subject, ctx)
+            for case in s.cases:
+                for v in case.values:
+                    self.typer.type_of(v, ctx)
+                inner = ctx.with_scope(ctx.scope.child())
+                for st in case.stmts:
+                    self.stmt(st, inner)
+        elif isinstance(s, n.Return):
+            t = self.typer.type_of(s.value, ctx) if s.value is not None else ANY
+            self.returns.append((s, t))
+        elif isinstance(s, (n.OutputStmt, n.ExprStmt)):
+            self.typer.type_of(s.value if isinstance(s, n.OutputStmt) else s.expr, ctx)
+        elif isinstance(s, n.TypeDef):
+            pass  # typedefs inside blocks are rare; global ones are registered by the analyzer
+
+    def nested(self, s: n.Node, ctx: Context) -> None:
+        self.stmt(s, ctx.with_scope(ctx.scope.child()))
+
+
+def always_returns_value(stmts: list[n.Node]) -> bool:
+    """Whether every path through ``stmts`` ends in ``return <non-null value>``."""
+    for s in stmts:
+        if isinstance(s, n.Return):
+            return s.value is not None and not (isinstance(s.value, n.Literal) and s.value.kind == "null")
+        if isinstance(s, n.Exit):
+            return False
+        if isinstance(s, n.Block) and always_returns_value(s.stmts):
+            return True
+        if isinstance(s, n.If) and s.otherwise is not None:
+            if always_returns_value([s.then]) and always_returns_value([s.otherwise]):
+                return True
+        if isinstance(s, n.Switch) and any(not c.values for c in s.cases):
+            if all(always_returns_value(c.stmts) for c in s.cases):
+                return True
+    return False
+

@@ -1,0 +1,98 @@
+"""What the analysis knows about names: elements, schemas, modules, variables and their scopes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .. import nodes as n
+from .types import Type, record
+
+OPCODES = ("insert", "update", "delete", "upsert", "safedelete")
+
+
+@dataclass
+class Element:
+    """A stream, window, delta stream, reference or other element rows can be read from."""
+
+    name: str
+    kind: str  # stream | window | delta stream | reference | error stream
+    role: Optional[str]
+    columns: dict[str, Type]
+    key: list[str] = field(default_factory=list)
+    node: Optional[n.Node] = None
+    keep: Optional[n.Keep] = None
+    open: bool = False  # columns not known statically (error streams): any column name is accepted
+
+    @property
+    def row_type(self) -> Type:
+        return record(list(self.columns.items()))
+
+
+@dataclass
+class Module:
+    node: n.CreateModule
+    params: dict[str, n.ParamDecl]
+    inputs: dict[str, Optional[Element]]
+    outputs: dict[str, Element]
+
+
+@dataclass
+class Variable:
+    name: str
+    type: Type
+    where: str  # global | local | parameter | implicit
+    span: Optional[n.Span] = None
+
+
+class Scope:
+    """Variables in nested SPLASH scopes; the outermost level holds globals and parameters."""
+
+    def __init__(self, parent: Optional["Scope"] = None) -> None:
+        self.parent = parent
+        self.vars: dict[str, Variable] = {}
+
+    def lookup(self, name: str) -> Optional[Variable]:
+        scope: Optional[Scope] = self
+        while scope is not None:
+            if name in scope.vars:
+                return scope.vars[name]
+            scope = scope.parent
+        return None
+
+    def child(self) -> "Scope":
+        return Scope(self)
+
+
+@dataclass
+class Source:
+    """A source of a SELECT under the name it is referred to by (its alias or its own name)."""
+
+    alias: str
+    element: Element
+    from_node: Optional[n.FromSource] = None
+
+
+@dataclass
+class Context:
+    """Everything an expression can refer to at one place of the program."""
+
+    scope: Scope
+    sources: list[Source] = field(default_factory=list)
+    functions: dict[str, n.FuncDef] = field(default_factory=dict)
+    in_splash: bool = False
+    in_where: bool = False
+    local_names: frozenset = frozenset()
+
+    def source(self, name: str) -> Optional[Source]:
+        for s in self.sources:
+            if s.alias == name or (s.element.name == name and s.from_node is not None
+                                   and s.from_node.alias is None):
+                return s
+        for s in self.sources:
+            if s.element.name == name:
+                return s
+        return None
+
+    def with_scope(self, scope: Scope) -> "Context":
+        return Context(scope, self.sources, self.functions, self.in_splash, self.in_where,
+                       self.local_names)
