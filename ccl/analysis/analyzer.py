@@ -353,7 +353,7 @@ class Analyzer:
                         out.append((name, t, item.span))
             return out
         t = self.typer.type_of(item.expr, ctx)
-        return [(output_name(item, index), t, item.expr.span)]
+        return [(output_name(item, index), t, item.alias.span if item.alias else item.expr.span)]
 
     def _from_item(self, item: n.Node, sources: list[Source], joins: list[n.Join]) -> None:
         if isinstance(item, n.Join):
