@@ -163,7 +163,7 @@ class Typer:
     def _Unary(self, e: n.Unary, ctx: Context) -> Type:
         t = self.type_of(e.operand, ctx)
         if e.op == "not":
-            if not truthy(t):
+            if not truthy(t, ctx.in_splash):
                 self.report("CCL2101", e.operand.span, f"NOT needs a boolean, not {t}")
             return BOOLEAN
         if not (t.is_vague or t.is_numeric or t.name == "interval"):
@@ -176,7 +176,7 @@ class Typer:
         op = e.op
         if op in ("and", "or"):
             for side, t in ((e.left, left), (e.right, right)):
-                if not truthy(t):
+                if not truthy(t, ctx.in_splash):
                     self.report("CCL2101", side.span, f"{op.upper()} needs a boolean, not {t}")
             return BOOLEAN
         if op in _COMPARE:

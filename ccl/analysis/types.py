@@ -115,6 +115,7 @@ def widest(types: list[Type]) -> Type:
     return best
 
 
-def truthy(t: Type) -> bool:
-    """Whether a value can stand as a condition (boolean; numbers count as in SPLASH's C heritage)."""
-    return t.is_vague or t.name == "boolean" or t.is_numeric
+def truthy(t: Type, splash: bool) -> bool:
+    """Whether a value can be an operand of AND/OR/NOT: a boolean; in SPLASH also a number (non-zero
+    is true there, as in C)."""
+    return t.is_vague or t.name == "boolean" or (splash and t.is_numeric)
