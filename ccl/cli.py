@@ -13,6 +13,7 @@ from . import __version__
 from .analysis import Analysis, analyze
 from .config_report import render_config, render_config_json
 from .diagnostics import CATALOGUE, Diagnostic, SourceCache, render, render_json, sort_key
+from .explain import explain_partitioning
 from .nodes import to_json
 from .printer import to_ccl
 from .project import LoadedProject, UsageError, load_project
@@ -42,6 +43,12 @@ examples:
 
 precedence: command line (--set, --param) > .ccr > --config file > config/default.yaml
 > the CCL default of a parameter. See docs/configuration.md.
+"""
+
+_EXPLAIN_EXAMPLES = """\
+examples:
+  ccl explain project.ccl               partition functions and the path that runs each
+  ccl explain project.ccl --param n=8   with a parameter value
 """
 
 _PARSE_EXAMPLES = """\
@@ -92,6 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="text report or JSON (default: text)")
     _add_config_options(config)
     config.set_defaults(func=cmd_config)
+
+    explain = sub.add_parser(
+        "explain", help="show how each partitioned element is split into instances",
+        description="For every partitioned element: its instance count, the partition function of "
+                    "each input and the path that runs it (a Spark expression, Spark's hash, or the "
+                    "SPLASH interpreter in an Arrow UDF, with the reason), and the broadcast inputs.",
+        epilog=_EXPLAIN_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    explain.add_argument("file", metavar="FILE.ccl")
+    _add_config_options(explain)
+    explain.set_defaults(func=cmd_explain)
 
     parse = sub.add_parser(
         "parse", help="parse a CCL file and print its syntax tree or canonical form",
@@ -203,6 +220,23 @@ def cmd_config(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         errors = sum(d.is_error for d in config.all_diagnostics)
         err.write(f"{args.file}: {errors} error(s); no configuration printed\n")
     return status
+
+
+def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl explain`: the partitioning of every partitioned element and how it will run."""
+    config = load_project_config(args.file, ccr_path=args.ccr, config_file=args.config,
+                                 overrides=args.set, params=args.param)
+    diags = config.all_diagnostics
+    analysis = None if config.project.has_errors else analyze(config.project, config.parameters)
+    if analysis is not None:
+        diags = sorted(diags + analysis.diagnostics, key=sort_key)
+    errors = [d for d in diags if d.is_error]
+    if errors or analysis is None:
+        _write_diagnostics(errors, config.sources, err)
+        err.write(f"{args.file}: {len(errors)} error(s); nothing to explain\n")
+        return EXIT_ERRORS
+    out.write(explain_partitioning(analysis.partitioned))
+    return EXIT_OK
 
 
 def cmd_parse(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

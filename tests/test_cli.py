@@ -127,3 +127,28 @@ def test_console_script_runs_as_a_process():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "ok" in proc.stdout and proc.stderr == ""
+
+
+def test_explain_shows_each_partition_function_and_its_path(tmp_path):
+    code, out, _ = run("explain", str(SEEDS / "hash_vwap_broadcast.ccl"))
+    assert code == 0
+    assert out.splitlines() == ["vwapW (window): 2 instances",
+                                "  input priceW: HASH(isin) -> Spark expression pmod(hash(isin), 2)",
+                                "  input volumeW: broadcast to every instance"]
+    project = tmp_path / "loop.ccl"
+    project.write_text("CREATE INPUT STREAM s SCHEMA (k string);\n"
+                       "CREATE OUTPUT STREAM o PARTITION BY s { integer h := 0;\n"
+                       "  for (c in [k = 1;]) { h := h + 1; } return h % o_partitions; } PARTITIONS 4\n"
+                       "AS SELECT * FROM s;\n")
+    code, out, _ = run("explain", str(project))
+    assert code == 0 and "o (stream): 4 instances" in out
+    assert "SPLASH interpreter in an Arrow UDF (not compilable: a for loop)" in out
+    code, out, _ = run("explain", str(SEEDS / "custom_maxprice.ccl"))
+    assert "input priceW: custom function -> compiled to one Spark expression" in out
+
+
+def test_explain_refuses_a_project_with_errors(tmp_path):
+    project = tmp_path / "bad.ccl"
+    project.write_text("CREATE OUTPUT STREAM o AS SELECT * FROM nowhere;\n")
+    code, _, err = run("explain", str(project))
+    assert code == 1 and "CCL2001" in err and "nothing to explain" in err

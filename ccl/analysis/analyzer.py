@@ -28,6 +28,7 @@ class PartitionedElement:
     count_text: str
     broadcast: list[str]
     node: n.Node = field(repr=False, default=None)
+    specs: list[tuple[n.PartitionSpec, str]] = field(default_factory=list)  # with the input's name
 
 
 @dataclass
@@ -628,8 +629,9 @@ class Analyzer:
             self.report("CCL2407", var.span, f"'{reserved}' is defined by ESP as the partition count of "
                                              f"'{target}'; rename this {var.where}")
         broadcast = sorted({el.name for el in inputs.values()} - set(specs_by_input))
-        self.partitioned.append(PartitionedElement(target, kind, methods, count, count_text,
-                                                   broadcast, node))
+        self.partitioned.append(PartitionedElement(
+            target, kind, methods, count, count_text, broadcast, node,
+            [(spec, name) for name, spec in specs_by_input.items()]))
         local = getattr(node, "declare", None)
         self.partition_facts.append(PartitionFacts(
             target, node, p, inputs, specs_by_input, self._stateful(node, select, sources, local),

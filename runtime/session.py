@@ -1,0 +1,31 @@
+"""The SparkSession every job and test uses: the settings our semantics depend on are fixed here."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+from pyspark.sql import SparkSession
+
+# Settings the runtime's semantics rely on; configuration may not change them.
+REQUIRED_CONF = {
+    # SPLASH integer arithmetic wraps like Java and x/0 is null, as in Spark's non-ANSI mode.
+    "spark.sql.ansi.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def get_session(master: str = "local[*]", app_name: str = "ccl", shuffle_partitions: int = 8,
+                conf: Optional[dict[str, str]] = None) -> SparkSession:
+    """A SparkSession (created once per process) with the runtime's required settings."""
+    # Python workers must run this interpreter, which has the project's packages.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", str(shuffle_partitions)))
+    for key, value in {**(conf or {}), **REQUIRED_CONF}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
