@@ -465,19 +465,20 @@ class CCLParser:
     def p_partition_spec(self, p):
         """partition_spec : BY ident partition_method
                           | partition_method"""
-        source, (method, cols, body) = (p[2], p[3]) if len(p) == 4 else (None, p[1])
-        p[0] = n.PartitionSpec(source, method, cols, body, span=self._at(p))
+        source, (method, cols, body, method_at) = (p[2], p[3]) if len(p) == 4 else (None, p[1])
+        p[0] = n.PartitionSpec(source, method, cols, body, span=self._at(p) if source else method_at)
 
     def p_partition_method(self, p):
         """partition_method : HASH LPAREN ident_list RPAREN
                             | ROUNDROBIN
                             | block"""
+        at = self._at(p)
         if len(p) == 5:
-            p[0] = ("hash", p[3], None)
+            p[0] = ("hash", p[3], None, at)
         elif isinstance(p[1], n.Block):
-            p[0] = ("custom", [], p[1])
+            p[0] = ("custom", [], p[1], at)
         else:
-            p[0] = ("roundrobin", [], None)
+            p[0] = ("roundrobin", [], None, at)
 
     def p_partition_count(self, p):
         """partition_count : INTEGER

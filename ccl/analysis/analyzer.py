@@ -625,18 +625,22 @@ class Analyzer:
                 methods.append(f"custom by {el.name}")
         reserved = f"{target}_partitions"
         var = self.globals.vars.get(reserved)
-        if var is not None and var.span is not None:
-            self.report("CCL2407", var.span, f"'{reserved}' is defined by ESP as the partition count of "
-                                             f"'{target}'; rename this {var.where}")
+        spans = [var.span] if var is not None and var.span is not None else []
+        local = getattr(node, "declare", None)
+        spans += [d.name.span for item in (local.items if local else []) if isinstance(item, n.VarDecl)
+                  for d in item.declarators if d.name.name == reserved]
+        for span in spans:
+            self.report("CCL2407", span, f"'{reserved}' is defined by ESP as the partition count of "
+                                         f"'{target}'; rename this variable or parameter")
         broadcast = sorted({el.name for el in inputs.values()} - set(specs_by_input))
         self.partitioned.append(PartitionedElement(
             target, kind, methods, count, count_text, broadcast, node,
             [(spec, name) for name, spec in specs_by_input.items()]))
-        local = getattr(node, "declare", None)
         self.partition_facts.append(PartitionFacts(
             target, node, p, inputs, specs_by_input, self._stateful(node, select, sources, local),
             list(select.group_by) if select else [], select, getattr(node, "keep", None)
-            or getattr(getattr(node, "output", None), "keep", None), local, _splash_of(node)))
+            or getattr(getattr(node, "output", None), "keep", None), local,
+            _splash_of(node) + [spec.body for spec in p.specs if spec.body is not None]))
 
     def _partition_count(self, p: n.Partition) -> tuple[Optional[int], str]:
         if isinstance(p.count, int):

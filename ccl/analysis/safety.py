@@ -10,7 +10,7 @@ from typing import Callable, Iterator, Optional
 
 from .. import nodes as n
 from .analyzer import PartitionFacts
-from .statements import always_returns_value
+from .statements import can_end_without_value
 from .symbols import Variable
 
 Report = Callable[[str, Optional[n.Span], str], None]
@@ -34,7 +34,7 @@ def check_partition_safety(facts: list[PartitionFacts], resolved: dict[int, Vari
 
 
 def _custom(f: PartitionFacts, spec: n.PartitionSpec, report: Report) -> None:
-    if not always_returns_value(spec.body.stmts):
+    if can_end_without_value(spec.body.stmts):
         report("CCL3008", spec.span, "the partition function can end without returning a value: "
                                      "those rows become bad records")
     reserved = f"{f.target}_partitions"

@@ -31,6 +31,9 @@ class StatementChecker:
             ctx.scope.vars[name] = Variable(name, t, where, d.name.span)
 
     def assignable(self, value: Type, target: Type, at: n.Node) -> None:
+        literal = at.operand if isinstance(at, n.Unary) else at
+        if isinstance(literal, n.Literal) and literal.kind == "float" and target.name in ("money", "decimal"):
+            return  # a decimal constant written as a float literal
         if not widens(value, target):
             self.report("CCL2103", at.span, f"cannot assign {value} to {target}")
 
@@ -83,6 +86,18 @@ class StatementChecker:
 
     def nested(self, s: n.Node, ctx: Context) -> None:
         self.stmt(s, ctx.with_scope(ctx.scope.child()))
+
+
+def can_end_without_value(stmts: list[n.Node]) -> bool:
+    """Whether some path through ``stmts`` ends without a value: no RETURN, or RETURN NULL."""
+    if not always_returns_value(stmts):
+        return True
+    return any(isinstance(x, n.Return) and (x.value is None or _is_null(x.value))
+               for s in stmts for x in s.walk())
+
+
+def _is_null(e: n.Node) -> bool:
+    return isinstance(e, n.Literal) and e.kind == "null"
 
 
 def always_returns_value(stmts: list[n.Node]) -> bool:
