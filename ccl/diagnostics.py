@@ -216,7 +216,7 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
     _c("CCL2406", "error", "custom partition function does not return an integer",
        "A custom partition block must return an integer (or long): the instance is the value modulo "
        "the partition count. Every path should end in return."),
-    _c("CCL2407", "error", "reserved name <target>_partitions",
+    _c("CCL2407", "error", "reserved partition count name",
        "ESP defines <target>_partitions as the partition count of <target> inside its custom "
        "partition block; a user variable or parameter of that name is an error."),
     _c("CCL2408", "error", "PARTITION clause of LOAD MODULE not last",

@@ -40,7 +40,8 @@ class PartitionFacts:
     partition: n.Partition
     inputs: dict[str, Element]  # by the names BY may use
     specs_by_input: dict[str, n.PartitionSpec]
-    stateful: bool
+    stateful: bool  # state of its own (a join alone is judged per input by the safety pass)
+    join: bool
     group_by: list[n.Node]
     select: Optional[n.Select]
     keep: Optional[n.Keep]
@@ -80,8 +81,9 @@ class Analyzer:
     def claim(self, ident: n.Ident, what: str) -> bool:
         """Register a top-level name; CCL2002 when it is taken."""
         if ident.name in self.names:
-            self.report("CCL2002", ident.span, f"'{ident.name}' is already defined "
-                                               f"(as a {self.names[ident.name]})")
+            what = self.names[ident.name]
+            article = "an" if what[0] in "aeiou" else "a"
+            self.report("CCL2002", ident.span, f"'{ident.name}' is already defined (as {article} {what})")
             return False
         self.names[ident.name] = what
         self.kind_counts[what] = self.kind_counts.get(what, 0) + 1
@@ -638,7 +640,7 @@ class Analyzer:
             [(spec, name) for name, spec in specs_by_input.items()]))
         self.partition_facts.append(PartitionFacts(
             target, node, p, inputs, specs_by_input, self._stateful(node, select, sources, local),
-            list(select.group_by) if select else [], select, getattr(node, "keep", None)
+            len(sources) > 1 and isinstance(node, n.CreateElement), list(select.group_by) if select else [], select, getattr(node, "keep", None)
             or getattr(getattr(node, "output", None), "keep", None), local,
             _splash_of(node) + [spec.body for spec in p.specs if spec.body is not None]))
 
@@ -668,21 +670,26 @@ class Analyzer:
     def _stateful(self, node: n.Node, select: Optional[n.Select], sources: list[Source],
                   declare: Optional[n.DeclareBlock]) -> bool:
         if isinstance(node, n.CreateElement):
-            if node.kind == "window" or node.keep is not None or len(sources) > 1:
+            if node.kind == "window" or node.keep is not None:
                 return True
             if select is not None and (select.group_by or any(
                     s.from_node is not None and s.from_node.keep is not None for s in sources)):
                 return True
             if select is not None and any(c in self.typer.aggregates for c in _calls(select)):
                 return True
-            return declare is not None and bool(declare.items)
+            return _declares_state(declare)
         if isinstance(node, n.CreateFlex):
-            return node.output.kind != "stream" or (declare is not None and bool(declare.items))
+            return node.output.kind != "stream" or _declares_state(declare)
         if isinstance(node, n.LoadModule):
             module = self.modules.get(node.module.name)
             return module is not None and any(
                 isinstance(st, n.CreateElement) and st.kind == "window" for st in module.node.body)
         return False
+
+
+def _declares_state(declare: Optional[n.DeclareBlock]) -> bool:
+    """Whether a DECLARE block holds variables (functions alone are no state)."""
+    return declare is not None and any(isinstance(i, n.VarDecl) for i in declare.items)
 
 
 def output_name(item: n.SelectItem, index: int) -> str:

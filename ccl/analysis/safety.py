@@ -23,7 +23,9 @@ def check_partition_safety(facts: list[PartitionFacts], resolved: dict[int, Vari
         hash_cols = {name: {c.name for c in spec.columns} for name, spec in f.specs_by_input.items()
                      if spec.method == "hash"}
         for spec in f.partition.specs:
-            if spec.method == "roundrobin" and f.stateful:
+            rr_input = f.inputs.get(spec.source.name) if spec.source is not None else None
+            joined_window = f.join and (rr_input is None or rr_input.kind != "stream")
+            if spec.method == "roundrobin" and (f.stateful or joined_window):
                 report("CCL3001", spec.span, f"ROUNDROBIN spreads the rows of one key over the instances "
                                              f"of stateful '{f.target}': each keeps a different part")
             if spec.method == "custom":
@@ -81,7 +83,7 @@ def _retention(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report
     keep = f.keep
     if keep is not None and keep.kind in ("rows", "every_rows"):
         per = {c.name for c in keep.per}
-        if not (per and any(per == cols for cols in hash_cols.values())):
+        if not any(cols <= per for cols in hash_cols.values()):  # groups of PER live in one instance
             report("CCL3006", keep.span, f"KEEP {keep.count} ROWS holds that many rows in each "
                                          f"instance of '{f.target}', not in all")
     for cache in _caches(f):
