@@ -231,7 +231,7 @@ class CCLParser:
     def p_column_defs(self, p):
         """column_defs : column_def
                        | column_defs COMMA column_def"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+        p[0] = _items(p)
 
     def p_column_def(self, p):
         "column_def : column_name type_spec"
@@ -298,7 +298,7 @@ class CCLParser:
     def p_clauses(self, p):
         """clauses : clauses clause
                    | """
-        p[0] = p[1] + [p[2]] if len(p) > 1 else []
+        p[0] = _items(p)
 
     def p_clause_schema(self, p):
         "clause : SCHEMA schema_body"
@@ -356,7 +356,7 @@ class CCLParser:
     def p_properties(self, p):
         """properties : property
                       | properties COMMA property"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+        p[0] = _items(p)
 
     def p_property(self, p):
         "property : ident EQ const_value"
@@ -460,7 +460,7 @@ class CCLParser:
     def p_partition_specs(self, p):
         """partition_specs : partition_spec
                            | partition_specs COMMA partition_spec"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+        p[0] = _items(p)
 
     def p_partition_spec(self, p):
         """partition_spec : BY ident partition_method
@@ -515,7 +515,7 @@ class CCLParser:
     def p_select_items(self, p):
         """select_items : select_item
                         | select_items COMMA select_item"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+        p[0] = _items(p)
 
     def p_select_item_expr(self, p):
         """select_item : expr
@@ -538,7 +538,7 @@ class CCLParser:
     def p_from_list(self, p):
         """from_list : from_item
                      | from_list COMMA from_item"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+        p[0] = _items(p)
 
     def p_from_item(self, p):
         "from_item : from_source"
@@ -574,7 +574,7 @@ class CCLParser:
     def p_select_clauses(self, p):
         """select_clauses : select_clauses select_clause
                           | """
-        p[0] = p[1] + [p[2]] if len(p) > 1 else []
+        p[0] = _items(p)
 
     def p_select_clause_matching(self, p):
         """select_clause : MATCHING LBRACKET interval COLON pattern RBRACKET
@@ -605,7 +605,7 @@ class CCLParser:
     def p_order_items(self, p):
         """order_items : order_item
                        | order_items COMMA order_item"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+        p[0] = _items(p)
 
     def p_order_item(self, p):
         """order_item : expr
@@ -659,7 +659,7 @@ class CCLParser:
     def p_split_branches(self, p):
         """split_branches : split_branch
                           | split_branches split_branch"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[2]]
+        p[0] = _items(p)
 
     def p_split_branch(self, p):
         "split_branch : WHEN expr THEN ident_list"
@@ -744,7 +744,7 @@ class CCLParser:
     def p_flex_handlers(self, p):
         """flex_handlers : flex_handler
                          | flex_handlers flex_handler"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[2]]
+        p[0] = _items(p)
 
     def p_flex_handler_on(self, p):
         """flex_handler : ON ident block semi_opt"""
@@ -789,7 +789,7 @@ class CCLParser:
     def p_module_clauses(self, p):
         """module_clauses : module_clauses module_clause
                           | """
-        p[0] = p[1] + [p[2]] if len(p) > 1 else []
+        p[0] = _items(p)
 
     def p_module_clause(self, p):
         """module_clause : IN ident_list
@@ -818,7 +818,7 @@ class CCLParser:
     def p_load_clauses(self, p):
         """load_clauses : load_clauses load_clause
                         | """
-        p[0] = p[1] + [p[2]] if len(p) > 1 else []
+        p[0] = _items(p)
 
     def p_load_clause(self, p):
         """load_clause : IN bindings
@@ -843,7 +843,7 @@ class CCLParser:
     def p_bindings(self, p):
         """bindings : binding
                     | bindings COMMA binding"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+        p[0] = _items(p)
 
     def p_binding(self, p):
         "binding : ident EQ const_value"
@@ -890,7 +890,7 @@ class CCLParser:
     def p_params(self, p):
         """params : param
                   | params COMMA param"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+        p[0] = _items(p)
 
     def p_param(self, p):
         "param : type_spec ident"
@@ -903,7 +903,7 @@ class CCLParser:
     def p_declarators(self, p):
         """declarators : declarator
                        | declarators COMMA declarator"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+        p[0] = _items(p)
 
     def p_declarator(self, p):
         """declarator : ident
@@ -947,13 +947,7 @@ class CCLParser:
         """type_spec : LBRACKET record_fields RBRACKET
                      | LBRACKET record_fields BAR record_fields_opt RBRACKET
                      | LBRACKET BAR record_fields RBRACKET"""
-        if len(p) == 4:
-            keys, fields, bar = [], p[2], False
-        elif len(p) == 6:
-            keys, fields, bar = p[2], p[4], True
-        else:
-            keys, fields, bar = [], p[3], True
-        p[0] = n.RecordType(keys, fields, bar, span=self._at(p))
+        p[0] = n.RecordType(*_record_parts(p), span=self._at(p))
 
     def p_record_fields_opt(self, p):
         """record_fields_opt : record_fields
@@ -963,7 +957,7 @@ class CCLParser:
     def p_record_fields(self, p):
         """record_fields : record_field
                          | record_fields record_field"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[2]]
+        p[0] = _items(p)
 
     def p_record_field(self, p):
         "record_field : type_spec ident SEMI"
@@ -982,7 +976,7 @@ class CCLParser:
     def p_cache_options(self, p):
         """cache_options : cache_options COMMA cache_option
                          | """
-        p[0] = p[1] + [p[3]] if len(p) > 1 else []
+        p[0] = _items(p)
 
     def p_cache_option_amount(self, p):
         "cache_option : interval_parts"
@@ -1062,7 +1056,7 @@ class CCLParser:
     def p_switch_cases(self, p):
         """switch_cases : switch_cases switch_case
                         | """
-        p[0] = p[1] + [p[2]] if len(p) > 1 else []
+        p[0] = _items(p)
 
     def p_switch_case(self, p):
         """switch_case : CASE expr_list COLON stmts
@@ -1144,7 +1138,7 @@ class CCLParser:
     def p_expr_list(self, p):
         """expr_list : expr
                      | expr_list COMMA expr"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+        p[0] = _items(p)
 
     def p_postfix_atom(self, p):
         """postfix : var
@@ -1220,7 +1214,7 @@ class CCLParser:
     def p_when_list(self, p):
         """when_list : when_then
                      | when_list when_then"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[2]]
+        p[0] = _items(p)
 
     def p_when_then(self, p):
         "when_then : WHEN expr THEN expr"
@@ -1235,13 +1229,7 @@ class CCLParser:
         """record_lit : LBRACKET field_inits RBRACKET
                       | LBRACKET field_inits BAR field_inits_opt RBRACKET
                       | LBRACKET BAR field_inits_opt RBRACKET"""
-        if len(p) == 4:
-            keys, fields, bar = [], p[2], False
-        elif len(p) == 6:
-            keys, fields, bar = p[2], p[4], True
-        else:
-            keys, fields, bar = [], p[3], True
-        p[0] = n.RecordLit(keys, fields, bar, span=self._at(p))
+        p[0] = n.RecordLit(*_record_parts(p), span=self._at(p))
 
     def p_field_inits_opt(self, p):
         """field_inits_opt : field_inits
@@ -1251,7 +1239,7 @@ class CCLParser:
     def p_field_inits(self, p):
         """field_inits : field_init
                        | field_inits field_init"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[2]]
+        p[0] = _items(p)
 
     def p_field_init(self, p):
         "field_init : ident EQ expr SEMI"
@@ -1290,7 +1278,7 @@ class CCLParser:
     def p_ident_list(self, p):
         """ident_list : ident
                       | ident_list COMMA ident"""
-        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+        p[0] = _items(p)
 
 
 def _add_soft_keyword_rule() -> None:
@@ -1301,6 +1289,26 @@ def _add_soft_keyword_rule() -> None:
 
 
 _add_soft_keyword_rule()
+
+
+def _items(p) -> list:
+    """A list rule (`x : item | x item`, `x : item | x COMMA item`, `x : | x item`): the list so far
+    with the new item appended in place (copying would make long lists quadratic)."""
+    if len(p) == 1:
+        return []
+    if len(p) == 2:
+        return [p[1]]
+    p[1].append(p[len(p) - 1])
+    return p[1]
+
+
+def _record_parts(p) -> tuple[list, list, bool]:
+    """(key fields, other fields, bar written) of `[a] | [a | b] | [| b]` record rules."""
+    if len(p) == 4:
+        return [], p[2], False
+    if len(p) == 6:
+        return p[2], p[4], True
+    return [], p[3], True
 
 
 _SELECT_TITLES = {"matching": "MATCHING", "where": "WHERE", "group_filter": "GROUP FILTER",
