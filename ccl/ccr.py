@@ -18,7 +18,7 @@ from typing import Optional
 
 from .diagnostics import Diagnostic, SourceCache
 from .nodes import Span
-from .project import UsageError
+from .project import read_bytes
 from .safe_xml import XmlElement, XmlError, parse_xml
 from .secret import Secret, is_secret_name, redact_xml
 
@@ -148,19 +148,10 @@ def ccr_beside(ccl_path: str) -> Optional[str]:
 def read_ccr(path: str, sources: SourceCache) -> tuple[Optional[CcrFile], list[Diagnostic]]:
     """Read the .ccr at ``path``; its (password-masked) text is registered in ``sources``.
 
-    Raises :class:`UsageError` when the file cannot be read at all. Problems inside the file are
+    Raises :class:`~ccl.project.UsageError` when the file cannot be read at all. Problems inside the file are
     diagnostics; the CcrFile is None only when the XML is malformed or refused.
     """
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory, not a .ccr file") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse_ccr(data, path, sources)
+    return parse_ccr(read_bytes(path, ".ccr file"), path, sources)
 
 
 def parse_ccr(data: bytes, path: str, sources: SourceCache) -> tuple[Optional[CcrFile], list[Diagnostic]]:

@@ -49,17 +49,25 @@ class LoadedProject:
         return out
 
 
-def read_source(path: str) -> str:
-    """The text of a source file; raises UsageError with a one-line reason when it cannot be read."""
+def read_bytes(path: str, kind: str) -> bytes:
+    """The bytes of a file the user named; raises UsageError with a one-line reason.
+
+    ``kind`` names what the file should be ("CCL file", ".ccr file") in the message for a directory.
+    """
     try:
         with open(path, "rb") as fh:
-            data = fh.read()
+            return fh.read()
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory, not a CCL file") from None
+        raise UsageError(f"{path}: is a directory, not a {kind}") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def read_source(path: str) -> str:
+    """The text of a source file; raises UsageError with a one-line reason when it cannot be read."""
+    data = read_bytes(path, "CCL file")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -1,17 +1,15 @@
 """Reading .ccr files: realistic files, every error with its .ccr line, safe XML, masked passwords."""
-import io
 import json
 import logging
 import pickle
 import time
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
+from cli_runner import run
 
 from ccl.ccr import NAMESPACE, ccr_beside, parse_ccr, read_ccr
 from ccl.ccr_settings import DEBUG_LEVELS, settings_from_ccr
-from ccl.cli import main
 from ccl.diagnostics import SourceCache, render
 from ccl.project import UsageError
 from ccl.secret import Secret, redact_xml
@@ -23,14 +21,6 @@ DEV_CCR = CCR_DIR / "dev.ccr"
 PASSWORDS = ["Tr0ub4dor&3", "Tr0ub4dor&amp;3", "hunter2-remote", "s3cret-sftp", "studio-dev-pw"]
 
 
-def run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            code = main(list(argv), out, err)
-    except SystemExit as exc:
-        code = exc.code
-    return code, out.getvalue(), err.getvalue()
 
 
 def parse(text, name="t.ccr"):

@@ -1,27 +1,17 @@
 """The `ccl` command line: output formats and exit codes (called in-process, plus one real subprocess)."""
-import io
 import json
 import subprocess
-from contextlib import redirect_stderr, redirect_stdout
 import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run
 
 from ccl import __version__
-from ccl.cli import main
 
 SEEDS = Path(__file__).parent / "projects" / "seeds"
 
 
-def run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with redirect_stdout(out), redirect_stderr(err):  # argparse writes to sys.stdout/stderr
-            code = main(list(argv), out, err)
-    except SystemExit as exc:  # argparse: --help, --version, usage errors
-        code = exc.code
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

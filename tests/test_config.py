@@ -1,15 +1,24 @@
 """Runtime settings: config/default.yaml, --config, .ccr, --set; validation, did-you-mean, precedence."""
-import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
+from cli_runner import run
 
-from ccl.cli import main
-from ccl.config import (DEFAULTS_FILE, SETTINGS, SOURCE_CCR, SOURCE_COMMAND_LINE, SOURCE_CONFIG_FILE,
-                        SOURCE_DEFAULTS, Setting, is_spark_master, parse_duration, parse_set_option,
-                        read_config_file, resolve_settings)
+from ccl.config import (
+    DEFAULTS_FILE,
+    SETTINGS,
+    SOURCE_CCR,
+    SOURCE_COMMAND_LINE,
+    SOURCE_CONFIG_FILE,
+    SOURCE_DEFAULTS,
+    Setting,
+    is_spark_master,
+    parse_duration,
+    parse_set_option,
+    read_config_file,
+    resolve_settings,
+)
 from ccl.diagnostics import SourceCache, render
 from ccl.nodes import Span
 from ccl.project import UsageError
@@ -17,14 +26,6 @@ from ccl.project import UsageError
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            code = main(list(argv), out, err)
-    except SystemExit as exc:
-        code = exc.code
-    return code, out.getvalue(), err.getvalue()
 
 
 def read_yaml(tmp_path, text):

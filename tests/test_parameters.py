@@ -1,15 +1,13 @@
 """PARAMETER resolution: command line > .ccr > CCL default, typed values, PARTITIONS ranges, errors."""
-import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from cli_runner import run
 
 from ccl.ccr import parse_ccr
-from ccl.cli import main
 from ccl.diagnostics import render
 from ccl.parameters import parse_param_options, resolve_parameters
 from ccl.project import UsageError, load_text
@@ -34,14 +32,6 @@ AS SELECT * FROM Trades;
 """
 
 
-def run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            code = main(list(argv), out, err)
-    except SystemExit as exc:
-        code = exc.code
-    return code, out.getvalue(), err.getvalue()
 
 
 def ccr_text(**params):

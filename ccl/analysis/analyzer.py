@@ -10,7 +10,7 @@ from .. import nodes as n
 from ..diagnostics import Diagnostic
 from ..parameters import ResolvedParameter
 from .expressions import Typer
-from .statements import StatementChecker, always_returns_value
+from .statements import StatementChecker
 from .symbols import Context, Element, Module, Scope, Source, Variable
 from .types import ANY, INTEGER, Type, record, scalar, widens
 
