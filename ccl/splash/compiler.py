@@ -1,0 +1,261 @@
+"""SPLASH statements compiled to closures ``run(m, f) -> signal`` (see :mod:`.machine`), and the
+compiler of user functions."""
+from __future__ import annotations
+
+from typing import Optional
+
+from .. import nodes as n
+from ..analysis.types import ANY, Type
+from .convert import coerce
+from .expressions import ExpressionCompiler
+from .machine import (BREAK, CONTINUE, RETURN, Cell, ExitSignal, Frame, Function, Machine, Stmt,
+                      fail, find_cell, set_element)
+from .operators import comparison, truth
+from .values import Record, SplashError, a_kind
+
+
+class Compiler(ExpressionCompiler):
+    """Compiles SPLASH statements and expressions; user functions are compiled on first call."""
+
+    def __init__(self, functions: dict[str, n.FuncDef], typedefs: dict[str, Type],
+                 source_types: dict[str, dict[str, Type]]) -> None:
+        super().__init__(functions, typedefs, source_types)
+        self._functions: dict[str, Function] = {}
+
+    def function(self, name: str) -> Function:
+        """The compiled user function ``name`` (compiled once)."""
+        fn = self._functions.get(name)
+        if fn is None:
+            node = self.function_defs[name]
+            params = [(p.name.name, self.type(p.type)) for p in node.params]
+            body = self.block(node.body, loops=0, switches=0)
+            fn = self._functions[name] = Function(node, params, self.type(node.return_type), body)
+        return fn
+
+    # --- statements ------------------------------------------------------------------------------
+
+    def block(self, block: n.Block, loops: int, switches: int) -> Stmt:
+        """A block: a new scope around its statements."""
+        stmts = [self.stmt(s, loops, switches) for s in block.stmts]
+
+        def run(m: Machine, f: Frame) -> Optional[str]:
+            f.scopes.append({})
+            for s in stmts:
+                signal = s(m, f)
+                if signal is not None:
+                    f.scopes.pop()
+                    return signal
+            f.scopes.pop()
+            return None
+        return run
+
+    def stmt(self, s: n.Node, loops: int, switches: int) -> Stmt:
+        """One statement."""
+        if isinstance(s, n.Block):
+            return self.block(s, loops, switches)
+        if isinstance(s, n.VarDecl):
+            return self._var_decl(s)
+        if isinstance(s, n.Assign):
+            return self._assign(s)
+        if isinstance(s, n.ExprStmt):
+            ev = self.expr(s.expr)
+
+            def run_expr(m: Machine, f: Frame) -> None:
+                m.tick()
+                ev(m, f)
+            return run_expr
+        if isinstance(s, n.If):
+            return self._if(s, loops, switches)
+        if isinstance(s, n.While):
+            return self._while(s, loops)
+        if isinstance(s, n.ForIn):
+            return self._for_in(s, loops)
+        if isinstance(s, n.Switch):
+            return self._switch(s, loops, switches)
+        if isinstance(s, n.Return):
+            return self._return(s)
+        if isinstance(s, n.Break):
+            return self._jump(BREAK, "break outside a loop or switch" if not (loops or switches) else None)
+        if isinstance(s, n.Continue):
+            return self._jump(CONTINUE, None if loops else "continue outside a loop")
+        if isinstance(s, n.Exit):
+            def run_exit(m: Machine, f: Frame) -> None:
+                m.tick()
+                raise ExitSignal()
+            return run_exit
+        if isinstance(s, n.TypeDef):
+            self.typedefs[s.name.name] = self.type(s.type)
+            return lambda m, f: None
+        what = {"OutputStmt": "output is only allowed in a Flex handler",
+                "ParamDecl": "a parameter can only be declared in a DECLARE block",
+                "FuncDef": "a function can only be declared in a DECLARE block"}
+        return fail(what.get(type(s).__name__, f"unsupported statement {type(s).__name__}"))  # type: ignore[return-value]
+
+    def _jump(self, signal: str, error: Optional[str]) -> Stmt:
+        if error is not None:
+            return fail(error)  # type: ignore[return-value]
+
+        def run(m: Machine, f: Frame) -> str:
+            m.tick()
+            return signal
+        return run
+
+    def _var_decl(self, s: n.VarDecl) -> Stmt:
+        t = self.type(s.type)
+        decls = [(d.name.name, self.expr(d.init) if d.init is not None else None) for d in s.declarators]
+
+        def run(m: Machine, f: Frame) -> None:
+            m.tick()
+            scope = f.scopes[-1]
+            for name, init in decls:
+                if name in scope:
+                    raise SplashError(f"'{name}' is already declared in this scope")
+                value = init(m, f) if init is not None else None
+                scope[name] = Cell(coerce(value, t, f"variable '{name}'"), t)
+        return run
+
+    def _return(self, s: n.Return) -> Stmt:
+        ev = self.expr(s.value) if s.value is not None else None
+
+        def run(m: Machine, f: Frame) -> str:
+            m.tick()
+            f.ret = ev(m, f) if ev is not None else None
+            return RETURN
+        return run
+
+    def _if(self, s: n.If, loops: int, switches: int) -> Stmt:
+        cond = self.expr(s.cond)
+        then = self._nested(s.then, loops, switches)
+        otherwise = self._nested(s.otherwise, loops, switches) if s.otherwise is not None else None
+
+        def run(m: Machine, f: Frame) -> Optional[str]:
+            m.tick()
+            if truth(cond(m, f)):
+                return then(m, f)
+            return otherwise(m, f) if otherwise is not None else None
+        return run
+
+    def _nested(self, s: n.Node, loops: int, switches: int) -> Stmt:
+        """A statement that is the body of if/while/for: it gets its own scope."""
+        if isinstance(s, n.Block):
+            return self.block(s, loops, switches)
+        return self.block(n.Block([s]), loops, switches)
+
+    def _while(self, s: n.While, loops: int) -> Stmt:
+        cond = self.expr(s.cond)
+        body = self._nested(s.body, loops + 1, 0)
+
+        def run(m: Machine, f: Frame) -> Optional[str]:
+            while True:
+                m.tick()
+                if not truth(cond(m, f)):
+                    return None
+                signal = body(m, f)
+                if signal == BREAK:
+                    return None
+                if signal == RETURN:
+                    return signal
+        return run
+
+    def _for_in(self, s: n.ForIn, loops: int) -> Stmt:
+        var = s.var.name
+        iterable = self.expr(s.iterable)
+        body = self._nested(s.body, loops + 1, 0)
+
+        def run(m: Machine, f: Frame) -> Optional[str]:
+            m.tick()
+            it = iterable(m, f)
+            if it is None:
+                return None
+            if isinstance(it, list):
+                items, t = list(it), getattr(it, "elem", ANY)
+            elif isinstance(it, dict) and not isinstance(it, Record):
+                items, t = list(it), getattr(it, "key", ANY)
+            else:
+                raise SplashError(f"for-in needs a vector or a dictionary, not {a_kind(it)}")
+            for item in items:
+                m.tick()
+                f.scopes.append({var: Cell(item, t)})
+                signal = body(m, f)
+                f.scopes.pop()
+                if signal == BREAK:
+                    return None
+                if signal == RETURN:
+                    return signal
+            return None
+        return run
+
+    def _switch(self, s: n.Switch, loops: int, switches: int) -> Stmt:
+        subject = self.expr(s.subject)
+        cases = [([self.expr(v) for v in c.values], [self.stmt(st, loops, switches + 1) for st in c.stmts])
+                 for c in s.cases]
+        default = next((i for i, c in enumerate(s.cases) if not c.values), None)
+
+        def run(m: Machine, f: Frame) -> Optional[str]:
+            m.tick()
+            value = subject(m, f)
+            start = None
+            for i, (values, _) in enumerate(cases):
+                if any(comparison("=", value, v(m, f)) for v in values):
+                    start = i
+                    break
+            if start is None:
+                start = default
+            if start is None:
+                return None
+            f.scopes.append({})
+            for _, stmts in cases[start:]:
+                for st in stmts:
+                    signal = st(m, f)
+                    if signal is not None:
+                        f.scopes.pop()
+                        return None if signal == BREAK else signal
+            f.scopes.pop()
+            return None
+        return run
+
+    # --- assignment ------------------------------------------------------------------------------
+
+    def _assign(self, s: n.Assign) -> Stmt:
+        value_ev = self.expr(s.value)
+        target = s.target
+        if isinstance(target, n.Var):
+            name = target.name.name
+
+            def run_var(m: Machine, f: Frame) -> None:
+                m.tick()
+                cell = find_cell(m, f, name)
+                if cell is None:
+                    if f.sources is not None and name in f.sources:
+                        raise SplashError(f"the input row '{name}' cannot be assigned")
+                    raise SplashError(f"unknown variable '{name}'")
+                if cell.const:
+                    raise SplashError(f"parameter '{name}' cannot be assigned")
+                cell.value = coerce(value_ev(m, f), cell.type, f"variable '{name}'")
+            return run_var
+        if isinstance(target, n.FieldAccess):
+            base_ev, field = self.expr(target.base), target.field.name
+
+            def run_field(m: Machine, f: Frame) -> None:
+                m.tick()
+                rec = base_ev(m, f)
+                value = value_ev(m, f)
+                if not isinstance(rec, Record):
+                    raise SplashError(f"cannot set field '{field}' of {a_kind(rec)}")
+                if getattr(rec, "readonly", False):
+                    raise SplashError(f"the input row cannot be assigned (field '{field}')")
+                if field not in rec:
+                    raise SplashError(f"the record has no field '{field}'")
+                rec[field] = coerce(value, rec.types.get(field, ANY), f"field '{field}'")
+            return run_field
+        if isinstance(target, n.IndexAccess):
+            base_ev, index_ev = self.expr(target.base), self.expr(target.index)
+
+            def run_index(m: Machine, f: Frame) -> None:
+                m.tick()
+                container, index = base_ev(m, f), index_ev(m, f)
+                set_element(container, index, value_ev(m, f))
+            return run_index
+        return fail("this expression cannot be assigned to")  # type: ignore[return-value]
+
+    # --- expressions -----------------------------------------------------------------------------

@@ -1,0 +1,240 @@
+"""SPLASH expressions compiled to closures ``ev(m, f) -> value`` (see :mod:`.machine`).
+
+Nothing is evaluated at compile time, so a mistake in code that never runs (an unknown name, a
+wrong argument count) is an error only when, and if, it is reached.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .. import nodes as n
+from ..analysis.types import Type
+from .builtins import lookup
+from .convert import cast
+from .machine import OPCODES, Expr, Frame, Function, Machine, fail, get_element
+from .operators import arithmetic, comparison, in_list, like, logical_not, negate, plus, truth
+from .values import (LONG_MAX, LONG_MIN, Dictionary, Long, Record, SplashError, Vector, a_kind,
+                     resolve_type)
+
+
+class ExpressionCompiler:
+    """Compiles expressions; user functions are looked up by name when a call runs."""
+
+    def __init__(self, functions: dict[str, n.FuncDef], typedefs: dict[str, Type],
+                 source_types: dict[str, dict[str, Type]]) -> None:
+        self.function_defs = functions
+        self.typedefs = dict(typedefs)
+        self.source_types = source_types
+
+    def type(self, spec: n.Node) -> Type:
+        """The type a type node names."""
+        return resolve_type(spec, self.typedefs, self.source_types)
+
+    def function(self, name: str) -> Function:
+        """The compiled user function ``name`` (the statement compiler provides it)."""
+        raise NotImplementedError
+
+    def expr(self, e: n.Node) -> Expr:
+        """One expression."""
+        method = getattr(self, "_e_" + type(e).__name__, None)
+        if method is None:
+            return fail(f"{type(e).__name__} is not allowed in SPLASH code")
+        return method(e)
+
+    def _e_Literal(self, e: n.Literal) -> Expr:
+        value = e.value
+        if e.kind == "long":
+            if not LONG_MIN <= int(value) <= LONG_MAX:  # type: ignore[call-overload]
+                return fail(f"number {value} is too large for a long")
+            value = Long(value)  # type: ignore[call-overload]
+        elif e.kind == "float":
+            value = float(value)  # type: ignore[arg-type]
+        return lambda m, f: value
+
+    def _e_Var(self, e: n.Var) -> Expr:
+        name = e.name.name
+        opcode = OPCODES.get(name.lower())
+
+        def ev(m: Machine, f: Frame) -> object:
+            scopes = f.scopes
+            for i in range(len(scopes) - 1, -1, -1):
+                cell = scopes[i].get(name)
+                if cell is not None:
+                    return cell.value
+            cell = m.globals.get(name)
+            if cell is not None:
+                return cell.value
+            if f.sources is not None and name in f.sources:
+                return f.sources[name]
+            if opcode is not None:
+                return opcode
+            raise SplashError(f"unknown name '{name}'")
+        return ev
+
+    def _e_FieldAccess(self, e: n.FieldAccess) -> Expr:
+        base_ev, field = self.expr(e.base), e.field.name
+
+        def ev(m: Machine, f: Frame) -> object:
+            rec = base_ev(m, f)
+            if rec is None:
+                return None
+            if not isinstance(rec, Record):
+                raise SplashError(f"{a_kind(rec)} has no field '{field}'")
+            if field not in rec:
+                source = getattr(rec, "source", None)
+                raise SplashError(f"'{source}' has no column '{field}'" if source
+                                  else f"the record has no field '{field}'")
+            return rec[field]
+        return ev
+
+    def _e_IndexAccess(self, e: n.IndexAccess) -> Expr:
+        base_ev, index_ev = self.expr(e.base), self.expr(e.index)
+
+        def ev(m: Machine, f: Frame) -> object:
+            return get_element(base_ev(m, f), index_ev(m, f))
+        return ev
+
+    def _e_Call(self, e: n.Call) -> Expr:
+        name = e.func.name
+        args = [self.expr(a) for a in e.args]
+        if e.distinct or any(isinstance(a, n.Star) for a in e.args):
+            return fail(f"{name}(): aggregate forms are not allowed in SPLASH code")
+        if name in self.function_defs:
+            def call_user(m: Machine, f: Frame) -> object:
+                m.tick()
+                return self.function(name).call(m, [a(m, f) for a in args])
+            return call_user
+        builtin = lookup(name)
+        if builtin is None:
+            return fail(f"unknown function '{name}'")
+        low, high = builtin.min_args, builtin.max_args
+        if len(args) < low or (high is not None and len(args) > high):
+            takes = str(low) if low == high else (f"{low} to {high}" if high is not None else f"at least {low}")
+            return fail(f"{name}() takes {takes} argument(s), not {len(args)}")
+        fn, strict = builtin.fn, builtin.strict
+        if builtin.name in ("coalesce", "firstnonnull"):
+            def call_first(m: Machine, f: Frame) -> object:
+                m.tick()
+                for a in args:  # lazily, like Spark: later arguments are not evaluated
+                    value = a(m, f)
+                    if value is not None:
+                        return value
+                return None
+            return call_first
+
+        def call_builtin(m: Machine, f: Frame) -> object:
+            m.tick()
+            values = [a(m, f) for a in args]
+            if strict and None in values:
+                return None
+            return fn(m, *values)
+        return call_builtin
+
+    def _e_New(self, e: n.New) -> Expr:
+        t = self.type(e.type)
+        if t.name == "vector":
+            return lambda m, f: Vector(elem=t.args[0])
+        if t.name == "dictionary":
+            return lambda m, f: Dictionary(key=t.args[0], value=t.args[1])
+        return fail("new needs a vector or dictionary type")
+
+    def _e_Cast(self, e: n.Cast) -> Expr:
+        t, ev = self.type(e.type), self.expr(e.expr)
+        if t.name == "any":
+            return fail("cast to an unknown type")
+
+        def run(m: Machine, f: Frame) -> object:
+            m.tick()
+            return cast(ev(m, f), t)
+        return run
+
+    def _e_Unary(self, e: n.Unary) -> Expr:
+        ev = self.expr(e.operand)
+        op = {"-": negate, "+": plus, "not": logical_not}[e.op]
+
+        def run(m: Machine, f: Frame) -> object:
+            m.tick()
+            return op(ev(m, f))
+        return run
+
+    def _e_Binary(self, e: n.Binary) -> Expr:
+        left, right, op = self.expr(e.left), self.expr(e.right), e.op
+        if op == "and":
+            def run_and(m: Machine, f: Frame) -> Optional[bool]:
+                m.tick()
+                a = truth(left(m, f))
+                if a is False:
+                    return False
+                b = truth(right(m, f))
+                if b is False:
+                    return False
+                return None if a is None or b is None else True
+            return run_and
+        if op == "or":
+            def run_or(m: Machine, f: Frame) -> Optional[bool]:
+                m.tick()
+                a = truth(left(m, f))
+                if a is True:
+                    return True
+                b = truth(right(m, f))
+                if b is True:
+                    return True
+                return None if a is None or b is None else False
+            return run_or
+        if op == "like":
+            def run_like(m: Machine, f: Frame) -> Optional[bool]:
+                m.tick()
+                return like(left(m, f), right(m, f))
+            return run_like
+        if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
+            def run_compare(m: Machine, f: Frame) -> Optional[bool]:
+                m.tick()
+                return comparison(op, left(m, f), right(m, f))
+            return run_compare
+
+        def run_arith(m: Machine, f: Frame) -> object:
+            m.tick()
+            return arithmetic(op, left(m, f), right(m, f))
+        return run_arith
+
+    def _e_InList(self, e: n.InList) -> Expr:
+        ev, items, negated = self.expr(e.expr), [self.expr(i) for i in e.items], e.negated
+
+        def run(m: Machine, f: Frame) -> Optional[bool]:
+            m.tick()
+            value = ev(m, f)
+            found: Optional[bool] = None if value is None else False
+            if value is not None:
+                for item in items:  # stop at the first match, like Spark
+                    hit = in_list(value, [item(m, f)])
+                    if hit:
+                        found = True
+                        break
+                    if hit is None:
+                        found = None
+            return logical_not(found) if negated else found
+        return run
+
+    def _e_Case(self, e: n.Case) -> Expr:
+        subject = self.expr(e.subject) if e.subject is not None else None
+        whens = [(self.expr(w.when), self.expr(w.then)) for w in e.whens]
+        default = self.expr(e.default) if e.default is not None else None
+
+        def run(m: Machine, f: Frame) -> object:
+            m.tick()
+            value = subject(m, f) if subject is not None else None
+            for when, then in whens:
+                hit = comparison("=", value, when(m, f)) if subject is not None else truth(when(m, f))
+                if hit:
+                    return then(m, f)
+            return default(m, f) if default is not None else None
+        return run
+
+    def _e_RecordLit(self, e: n.RecordLit) -> Expr:
+        fields = [(fi.name.name, self.expr(fi.value)) for fi in e.key_fields + e.fields]
+        keys = tuple(fi.name.name for fi in e.key_fields)
+
+        def run(m: Machine, f: Frame) -> Record:
+            m.tick()
+            return Record(((name, ev(m, f)) for name, ev in fields), key_fields=keys)
+        return run

@@ -1,0 +1,262 @@
+"""The SPLASH interpreter: the reference semantics of SPLASH code, and custom partition functions.
+
+:class:`Interpreter` runs blocks, expressions and functions against global variables and input
+rows; :func:`declare_globals` evaluates global DECLARE blocks; :class:`PartitionFunction` is the
+entry point of a ``PARTITION BY src { ... }`` block: it maps one input row to an instance number or
+to the reason the row is a bad record.
+
+Every call gets a step budget (statements executed plus operators and calls evaluated) and a limit
+on nested calls. Whatever goes wrong while running raises :class:`SplashError` (of which
+:class:`BudgetExhausted` is one kind) and nothing else.
+"""
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Optional, Union
+
+from .. import nodes as n
+from ..analysis.types import ANY, INTEGER, Type
+from .compiler import Compiler
+from .machine import RETURN, Cell, ExitSignal, Frame, Machine
+from .convert import coerce, from_python
+from .values import Interval, Record, SplashError, as_type, is_integral, kind
+
+DEFAULT_BUDGET = 100_000
+DEFAULT_MAX_DEPTH = 200
+_FRAMES_PER_CALL = 40  # Python frames one SPLASH call may need (nested statements included)
+
+
+@dataclass
+class Outcome:
+    """How a block ended: ``returned`` is False when it ran to its end or hit ``exit``."""
+
+    returned: bool
+    value: object = None
+
+
+@dataclass
+class Declarations:
+    """What global DECLARE blocks define: variable and parameter values and types, the parameter
+    names (read-only), SPLASH functions and typedefs."""
+
+    values: dict[str, object] = field(default_factory=dict)
+    types: dict[str, Type] = field(default_factory=dict)
+    constants: set[str] = field(default_factory=set)
+    functions: dict[str, n.FuncDef] = field(default_factory=dict)
+    typedefs: dict[str, Type] = field(default_factory=dict)
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+class Interpreter:
+    """Compiles SPLASH code once (on first use of each node) and runs it any number of times.
+
+    ``globals`` maps names to values (plain Python values are accepted, see
+    :func:`~ccl.splash.convert.from_python`), or is a :class:`Declarations`. ``global_types`` and
+    ``source_types`` (source name -> column -> type) give declared types (a :class:`Type`, a type
+    node or text like ``'money(2)'``); without one an outside value's type is inferred.
+    Changes a call makes to global variables are not kept: every call starts from these values.
+    """
+
+    def __init__(self, globals: Union[Mapping[str, object], Declarations] = {},
+                 functions: Mapping[str, n.FuncDef] = {}, *,
+                 global_types: Optional[Mapping[str, object]] = None,
+                 constants: Iterable[str] = (),
+                 typedefs: Optional[Mapping[str, Type]] = None,
+                 source_types: Optional[Mapping[str, Mapping[str, object]]] = None,
+                 budget: int = DEFAULT_BUDGET, max_depth: int = DEFAULT_MAX_DEPTH,
+                 clock: Optional[Callable[[], dt.datetime]] = None,
+                 printer: Optional[Callable[[str], None]] = None) -> None:
+        if isinstance(globals, Declarations):
+            decl = globals
+            values: Mapping[str, object] = decl.values
+            types: dict[str, Type] = {**decl.types, **{k: as_type(v) for k, v in (global_types or {}).items()}}
+            functions = {**decl.functions, **functions}
+            typedefs = {**decl.typedefs, **(typedefs or {})}
+            constants = set(constants) | decl.constants
+        else:
+            values, types = globals, {k: as_type(v) for k, v in (global_types or {}).items()}
+        self.source_types = {src: {c: as_type(t) for c, t in cols.items()}
+                             for src, cols in (source_types or {}).items()}
+        self.compiler = Compiler(dict(functions), dict(typedefs or {}), self.source_types)
+        consts = set(constants)
+        self._globals = {name: (from_python(v, types.get(name, ANY)), types.get(name, ANY), name in consts)
+                         for name, v in values.items()}
+        self._mutable = {name for name, (v, _, _) in self._globals.items() if isinstance(v, (list, dict))}
+        self.budget = budget
+        self.max_depth = max_depth
+        self.clock = clock or _utc_now
+        self.printer = printer
+        self._compiled: dict[int, tuple[n.Node, Callable]] = {}
+
+    # --- public entry points ---------------------------------------------------------------------
+
+    def run_block(self, block: n.Block, sources: Mapping[str, Mapping[str, object]] = {},
+                  extra_globals: Optional[Mapping[str, Cell]] = None) -> Outcome:
+        """Run a block with input rows ``sources`` (source name -> column -> value)."""
+        body = self._compile(block, lambda: self.compiler.block(block, loops=0, switches=0))
+        machine = self._machine(extra_globals)
+
+        def go() -> Outcome:
+            frame = Frame([], self._rows(sources))
+            try:
+                signal = body(machine, frame)
+            except ExitSignal:
+                return Outcome(False)
+            return Outcome(True, frame.ret) if signal == RETURN else Outcome(False)
+        return self._guard(go)
+
+    def evaluate(self, expr: n.Node, sources: Mapping[str, Mapping[str, object]] = {},
+                 variables: Mapping[str, object] = {}) -> object:
+        """The value of one expression, with input rows and local variables (name -> value)."""
+        ev = self._compile(expr, lambda: self.compiler.expr(expr))
+        machine = self._machine(None)
+
+        def go() -> object:
+            scope = {name: Cell(from_python(v)) for name, v in variables.items()}
+            return ev(machine, Frame([scope], self._rows(sources)))
+        return self._guard(go)
+
+    def call(self, name: str, args: Iterable[object] = ()) -> object:
+        """Call the SPLASH function ``name`` with ``args``."""
+        if name not in self.compiler.function_defs:
+            raise SplashError(f"unknown function '{name}'")
+        machine = self._machine(None)
+
+        def go() -> object:
+            try:
+                return self.compiler.function(name).call(machine, [from_python(a) for a in args])
+            except ExitSignal:
+                return None
+        return self._guard(go)
+
+    # --- helpers -----------------------------------------------------------------------------------
+
+    def _compile(self, node: n.Node, make: Callable[[], Callable]) -> Callable:
+        found = self._compiled.get(id(node))
+        if found is None or found[0] is not node:
+            found = (node, make())
+            self._compiled[id(node)] = found
+        return found[1]
+
+    def _machine(self, extra: Optional[Mapping[str, Cell]]) -> Machine:
+        cells = {name: Cell(copy.deepcopy(v) if name in self._mutable else v, t, const)
+                 for name, (v, t, const) in self._globals.items()}
+        if extra:
+            cells.update(extra)
+        return Machine(self.budget, self.max_depth, cells, self.clock, self.printer)
+
+    def _rows(self, sources: Mapping[str, Mapping[str, object]]) -> dict[str, Record]:
+        rows = {}
+        for src, row in sources.items():
+            if not isinstance(row, Mapping):
+                raise SplashError(f"the row of '{src}' is not a mapping of columns to values")
+            types = self.source_types.get(src, {})
+            rec = Record(((c, from_python(v, types.get(c, ANY))) for c, v in row.items()), types=dict(types))
+            rec.readonly, rec.source = True, src  # type: ignore[attr-defined]
+            rows[src] = rec
+        return rows
+
+    def _guard(self, go: Callable[[], object]):  # type: ignore[no-untyped-def]
+        """Run ``go`` with room for ``max_depth`` nested SPLASH calls on the Python stack (the
+        recursion limit is raised for the call and put back after it); turn any exception that is
+        not a SplashError into one."""
+        old_limit = sys.getrecursionlimit()
+        needed = 1000 + self.max_depth * _FRAMES_PER_CALL
+        if old_limit < needed:
+            sys.setrecursionlimit(needed)
+        try:
+            return go()
+        except SplashError:
+            raise
+        except RecursionError:
+            raise SplashError("code nested too deeply") from None
+        except Exception as e:  # a bug of the interpreter must still not escape as such
+            raise SplashError(f"internal error: {type(e).__name__}: {e}") from None
+        finally:
+            if old_limit < needed:
+                sys.setrecursionlimit(old_limit)
+
+
+def declare_globals(items: Iterable[n.Node], parameters: Mapping[str, object] = {},
+                    base: Optional[Declarations] = None, **options: object) -> Declarations:
+    """Evaluate the items of global DECLARE blocks in order: variables (with their initialisers),
+    parameters (the value in ``parameters``, else the default, else null), typedefs and functions.
+    ``options`` go to the :class:`Interpreter` that evaluates the initialisers."""
+    out = copy.copy(base) if base is not None else Declarations()
+    out.values, out.types, out.constants = dict(out.values), dict(out.types), set(out.constants)
+    out.functions, out.typedefs = dict(out.functions), dict(out.typedefs)
+    items = list(items)
+    for item in items:
+        if isinstance(item, n.FuncDef):
+            out.functions[item.name.name] = item
+    for item in items:
+        if isinstance(item, n.TypeDef):
+            out.typedefs[item.name.name] = Interpreter(out, **options).compiler.type(item.type)  # type: ignore[arg-type]
+        elif isinstance(item, n.VarDecl):
+            for d in item.declarators:
+                interp = Interpreter(out, **options)  # type: ignore[arg-type]
+                t = interp.compiler.type(item.type)
+                value = interp.evaluate(d.init) if d.init is not None else None
+                out.values[d.name.name] = coerce(value, t, f"variable '{d.name.name}'")
+                out.types[d.name.name] = t
+        elif isinstance(item, n.ParamDecl):
+            interp = Interpreter(out, **options)  # type: ignore[arg-type]
+            name, t = item.name.name, interp.compiler.type(item.type)
+            if name in parameters:
+                value = from_python(parameters[name], t)
+            else:
+                value = interp.evaluate(item.default) if item.default is not None else None
+            out.values[name] = coerce(value, t, f"parameter '{name}'")
+            out.types[name] = t
+            out.constants.add(name)
+    return out
+
+
+class PartitionFunction:
+    """A custom partition function: ``PARTITION BY source { block } PARTITIONS count`` of ``target``.
+
+    :meth:`assign` runs the block for one row of ``source`` with ``<target>_partitions`` = count
+    and returns ``(instance, None)`` with the returned value brought into 0..count-1 by a modulo that
+    is never negative (Spark's ``pmod``), or ``(None, reason)``: ``'returned null'``,
+    ``'no return'`` (the block ended, or hit ``exit``, without returning),
+    ``'returned <type>, not an integer'``, or the message of the :class:`SplashError` that ended it.
+    ``globals`` may be a :class:`Declarations`; other keyword options go to :class:`Interpreter`
+    (``column_types`` are the types of the source's columns).
+    """
+
+    def __init__(self, block: n.Block, source: str, target: str, count: int,
+                 globals: Union[Mapping[str, object], Declarations] = {},
+                 functions: Mapping[str, n.FuncDef] = {}, *,
+                 column_types: Optional[Mapping[str, object]] = None, **options: object) -> None:
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ValueError(f"partition count must be a positive integer, not {count!r}")
+        self.block, self.source, self.target, self.count = block, source, target, count
+        self.interpreter = Interpreter(globals, functions, source_types={source: column_types or {}},
+                                       **options)  # type: ignore[arg-type]
+        self.count_name = f"{target}_partitions"
+
+    def run(self, row: Mapping[str, object]) -> Outcome:
+        """Run the block for ``row`` (column -> value); raises :class:`SplashError`."""
+        extra = {self.count_name: Cell(self.count, INTEGER, const=True)}
+        return self.interpreter.run_block(self.block, {self.source: row}, extra)
+
+    def assign(self, row: Mapping[str, object]) -> tuple[Optional[int], Optional[str]]:
+        """The instance of ``row`` (column -> value), or None and the reason it has none."""
+        try:
+            outcome = self.run(row)
+        except SplashError as e:
+            return None, e.reason
+        if not outcome.returned:
+            return None, "no return"
+        value = outcome.value
+        if value is None:
+            return None, "returned null"
+        if not is_integral(value) or isinstance(value, Interval):
+            return None, f"returned {kind(value)}, not an integer"
+        return int(value) % self.count, None
