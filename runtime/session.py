@@ -22,7 +22,7 @@ def get_session(master: str = "local[*]", app_name: str = "ccl", shuffle_partiti
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.ui.enabled", "false")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions)))
     for key, value in {**(conf or {}), **REQUIRED_CONF}.items():
         builder = builder.config(key, value)

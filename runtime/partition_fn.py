@@ -1,0 +1,323 @@
+"""Partition instance assignment on Spark: HASH, ROUNDROBIN and custom SPLASH functions.
+
+A custom function in the compilable subset (ccl/partition_functions.py) becomes one Spark Column
+expression: local variables are inlined, IF/ELSE becomes CASE WHEN, built-ins map to Spark functions
+of the same semantics (under spark.sql.ansi.enabled=false: Java integer wrap-around, null on division
+by zero). Other functions run the SPLASH interpreter in a pandas (Arrow) UDF. Either way the row gets
+an instance in 0..N-1 (a modulo that is never negative) or, when the function gives no integer, a
+null instance and the reason, which makes it a bad record.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ccl import nodes as n
+from ccl.partition_functions import why_not_compilable
+
+INSTANCE = "__instance"
+BAD_REASON = "__bad_reason"
+
+_NUMERIC = ("integer", "long", "float")
+_SPARK_TYPES = {"integer": "int", "long": "bigint", "float": "double", "string": "string",
+                "boolean": "boolean"}
+_KIND_OF_SPARK = {T.IntegerType: "integer", T.ShortType: "integer", T.ByteType: "integer",
+                  T.LongType: "long", T.DoubleType: "float", T.FloatType: "float",
+                  T.StringType: "string", T.BooleanType: "boolean"}
+
+
+class NotCompilable(Exception):
+    """The block is outside the compilable subset (the message says why)."""
+
+
+@dataclass(frozen=True)
+class _Typed:
+    col: Column
+    kind: str  # integer | long | float | string | boolean | null
+
+
+def column_kinds(schema: T.StructType) -> dict[str, str]:
+    """The SPLASH kind of each column of a Spark schema (columns of other types are left out)."""
+    out = {}
+    for f in schema.fields:
+        kind = _KIND_OF_SPARK.get(type(f.dataType))
+        if kind is not None:
+            out[f.name] = kind
+    return out
+
+
+def _quoted(name: str) -> Column:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+class _Compiler:
+    def __init__(self, source: str, target: str, count: int, columns: Mapping[str, str]) -> None:
+        self.source, self.count, self.columns = source, count, columns
+        self.count_name = f"{target}_partitions"
+
+    # --- statements: a sequence becomes the value of the first RETURN it reaches --------------
+
+    def seq(self, stmts: list[n.Node], env: dict[str, _Typed]) -> _Typed:
+        for i, s in enumerate(stmts):
+            rest = stmts[i + 1:]
+            if isinstance(s, n.Block):
+                return self.seq(list(s.stmts) + rest, dict(env))
+            if isinstance(s, n.VarDecl):
+                kind = s.type.name
+                for d in s.declarators:
+                    value = self.expr(d.init, env) if d.init is not None else _Typed(F.lit(None), "null")
+                    env[d.name.name] = self._coerce(value, kind)
+            elif isinstance(s, n.Assign):
+                old = env.get(s.target.name.name)
+                if old is None:
+                    raise NotCompilable(f"assignment to '{s.target.name.name}', which is not a local")
+                env[s.target.name.name] = self._coerce(self.expr(s.value, env), old.kind)
+            elif isinstance(s, n.If):
+                cond = self._condition(self.expr(s.cond, env))
+                then = self.seq([s.then] + rest, dict(env))
+                other = self.seq(([s.otherwise] if s.otherwise is not None else []) + rest, dict(env))
+                return _Typed(F.when(cond, then.col).otherwise(other.col), _unify(then.kind, other.kind))
+            elif isinstance(s, n.Return):
+                return self.expr(s.value, env) if s.value is not None else _Typed(F.lit(None), "null")
+            else:
+                raise NotCompilable(f"a {type(s).__name__}")
+        return _Typed(F.lit(None), "null")  # ends without RETURN: null, a bad record
+
+    def _coerce(self, value: _Typed, kind: str) -> _Typed:
+        if value.kind == kind:
+            return value
+        if value.kind == "null" or (value.kind in _NUMERIC and kind in _NUMERIC
+                                    and _NUMERIC.index(value.kind) < _NUMERIC.index(kind)):
+            return _Typed(value.col.cast(_SPARK_TYPES[kind]), kind)
+        raise NotCompilable(f"a {value.kind} value stored in a {kind} variable")
+
+    def _condition(self, t: _Typed) -> Column:
+        if t.kind == "boolean":
+            return t.col
+        if t.kind in _NUMERIC:
+            return t.col != F.lit(0)
+        if t.kind == "null":
+            return F.lit(False)
+        raise NotCompilable(f"a {t.kind} condition")
+
+    # --- expressions ---------------------------------------------------------------------------
+
+    def expr(self, e: n.Node, env: dict[str, _Typed]) -> _Typed:
+        if isinstance(e, n.Literal):
+            if e.kind == "null":
+                return _Typed(F.lit(None), "null")
+            kind = {"integer": "integer", "long": "long", "float": "float", "string": "string",
+                    "boolean": "boolean"}[e.kind]
+            return _Typed(F.lit(e.value).cast(_SPARK_TYPES[kind]), kind)
+        if isinstance(e, n.Var):
+            name = e.name.name
+            if name in env:
+                return env[name]
+            if name == self.count_name:
+                return _Typed(F.lit(self.count).cast("int"), "integer")
+            raise NotCompilable(f"the name '{name}'")
+        if isinstance(e, n.FieldAccess):
+            kind = self.columns.get(e.field.name)
+            if kind is None:
+                raise NotCompilable(f"column '{e.field.name}' of an unsupported type")
+            return _Typed(_quoted(e.field.name), kind)
+        if isinstance(e, n.Unary):
+            v = self.expr(e.operand, env)
+            if e.op == "not":
+                return _Typed(~self._condition(v), "boolean")
+            if v.kind not in _NUMERIC + ("null",):
+                raise NotCompilable(f"unary {e.op} on {v.kind}")
+            return _Typed(-v.col if e.op == "-" else v.col, v.kind)
+        if isinstance(e, n.Binary):
+            return self._binary(e, env)
+        if isinstance(e, n.Call):
+            return self._call(e, env)
+        if isinstance(e, n.Case):
+            return self._case(e, env)
+        raise NotCompilable(f"a {type(e).__name__}")
+
+    def _binary(self, e: n.Binary, env: dict[str, _Typed]) -> _Typed:
+        left, right = self.expr(e.left, env), self.expr(e.right, env)
+        op = e.op
+        if op in ("and", "or"):
+            lc, rc = self._condition(left), self._condition(right)
+            return _Typed(lc & rc if op == "and" else lc | rc, "boolean")
+        if op in ("=", "!=", "<", "<=", ">", ">="):
+            if _unify(left.kind, right.kind, numeric_ok=True) is None:
+                raise NotCompilable(f"comparison of {left.kind} with {right.kind}")
+            cols = (left.col, right.col)
+            result = {"=": cols[0] == cols[1], "!=": cols[0] != cols[1], "<": cols[0] < cols[1],
+                      "<=": cols[0] <= cols[1], ">": cols[0] > cols[1], ">=": cols[0] >= cols[1]}[op]
+            return _Typed(result, "boolean")
+        if op == "+" and "string" in (left.kind, right.kind):
+            if {left.kind, right.kind} <= {"string", "null"}:
+                return _Typed(F.concat(left.col, right.col), "string")
+            raise NotCompilable("+ of a string and a non-string")
+        kind = _unify(left.kind, right.kind, numeric_ok=True)
+        if kind not in _NUMERIC + ("null",):
+            raise NotCompilable(f"{op} on {left.kind} and {right.kind}")
+        if kind == "null":
+            return _Typed(F.lit(None), "null")
+        lcol, rcol = (t.col.cast(_SPARK_TYPES[kind]) if t.kind != kind else t.col for t in (left, right))
+        result = {"+": lcol + rcol, "-": lcol - rcol, "*": lcol * rcol, "%": lcol % rcol}[op]
+        return _Typed(result, kind)
+
+    def _call(self, e: n.Call, env: dict[str, _Typed]) -> _Typed:
+        name = e.func.name.lower()
+        args = [self.expr(a, env) for a in e.args]
+        cols = [a.col for a in args]
+        if name == "ascii":
+            return _Typed(F.ascii(cols[0]), "integer")
+        if name == "substr":
+            return _Typed(F.substr(cols[0], cols[1], cols[2]) if len(cols) == 3
+                          else F.substr(cols[0], cols[1]), "string")
+        if name in ("left", "right"):
+            return _Typed((F.left if name == "left" else F.right)(cols[0], cols[1]), "string")
+        if name in ("upper", "lower", "trim", "ltrim", "rtrim"):
+            return _Typed(getattr(F, name)(cols[0]), "string")
+        if name == "length":
+            return _Typed(F.length(cols[0]), "integer")
+        if name == "abs":
+            return _Typed(F.abs(cols[0]), args[0].kind)
+        if name in ("coalesce", "firstnonnull"):
+            kind = args[0].kind
+            for a in args[1:]:
+                kind = _unify(kind, a.kind, numeric_ok=True)
+                if kind is None:
+                    raise NotCompilable(f"{name}() of mixed types")
+            return _Typed(F.coalesce(*[c.cast(_SPARK_TYPES[kind]) for c in cols]) if kind != "null"
+                          else F.lit(None), kind)
+        if name == "isnull":
+            return _Typed(F.isnull(cols[0]), "boolean")
+        if name == "mod":
+            return self._binary(n.Binary("%", e.args[0], e.args[1]), env)
+        raise NotCompilable(f"a call to {e.func.name}()")
+
+    def _case(self, e: n.Case, env: dict[str, _Typed]) -> _Typed:
+        subject = self.expr(e.subject, env) if e.subject is not None else None
+        branches, kind = [], "null"
+        for w in e.whens:
+            cond = self.expr(w.when, env)
+            test = (subject.col == cond.col) if subject is not None else self._condition(cond)
+            value = self.expr(w.then, env)
+            kind = _unify(kind, value.kind, numeric_ok=True)
+            branches.append((test, value))
+        default = self.expr(e.default, env) if e.default is not None else _Typed(F.lit(None), "null")
+        kind = _unify(kind, default.kind, numeric_ok=True)
+        if kind is None:
+            raise NotCompilable("CASE branches of different types")
+        cast = (lambda c: c.cast(_SPARK_TYPES[kind])) if kind != "null" else (lambda c: c)
+        result = F.when(branches[0][0], cast(branches[0][1].col))
+        for test, value in branches[1:]:
+            result = result.when(test, cast(value.col))
+        return _Typed(result.otherwise(cast(default.col)), kind)
+
+
+def _unify(a: Optional[str], b: Optional[str], numeric_ok: bool = True) -> Optional[str]:
+    if a is None or b is None:
+        return None
+    if a == b or b == "null":
+        return a
+    if a == "null":
+        return b
+    if numeric_ok and a in _NUMERIC and b in _NUMERIC:
+        return _NUMERIC[max(_NUMERIC.index(a), _NUMERIC.index(b))]
+    return None
+
+
+def compile_custom(block: n.Block, source: str, target: str, count: int,
+                   columns: Mapping[str, str]) -> Column:
+    """The instance Column of a compilable custom block (null when the block gives no integer).
+
+    Raises NotCompilable when the block is outside the subset."""
+    reason = why_not_compilable(block, source)
+    if reason:
+        raise NotCompilable(reason)
+    result = _Compiler(source, target, count, columns).seq(list(block.stmts), {})
+    if result.kind == "null":
+        return F.lit(None).cast("int")
+    if result.kind not in ("integer", "long"):
+        raise NotCompilable(f"the block returns {result.kind}")
+    return F.pmod(result.col, F.lit(count).cast(_SPARK_TYPES[result.kind])).cast("int")
+
+
+def interpreter_udf(block: n.Block, source: str, target: str, count: int,
+                    columns: Mapping[str, str], globals_: Optional[Mapping[str, object]] = None,
+                    functions: Optional[Mapping[str, n.FuncDef]] = None) -> Column:
+    """A struct<instance:int, reason:string> Column that runs the SPLASH interpreter per row.
+
+    ``columns`` maps each column the block may read to its SPLASH kind (integer, long, ...): the
+    interpreter needs the declared types (a long holding a small value must not wrap at 32 bits).
+    """
+    from ccl.analysis.types import scalar
+    from ccl.splash.interpreter import PartitionFunction
+
+    globals_ = dict(globals_ or {})
+    functions = dict(functions or {})
+    column_types = {name: scalar(kind) for name, kind in columns.items()}
+
+    @F.pandas_udf("struct<instance:int,reason:string>")
+    def assign(rows: pd.DataFrame) -> pd.DataFrame:
+        fn = PartitionFunction(block, source, target, count, globals_, functions,
+                               column_types=column_types)
+        records = rows.astype(object).where(rows.notna(), None)
+        out = [fn.assign(_plain(rec)) for rec in records.to_dict("records")]
+        return pd.DataFrame({"instance": pd.array([i for i, _ in out], dtype="Int32"),
+                             "reason": [r for _, r in out]})
+
+    return assign(F.struct(*[_quoted(c).alias(c) for c in columns]))
+
+
+def _plain(record: dict) -> dict:
+    """pandas gives numpy scalars and floats for nullable ints: back to Python values."""
+    out = {}
+    for k, v in record.items():
+        if hasattr(v, "item"):
+            v = v.item()
+        out[k] = v
+    return out
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """How instances were assigned: the path taken and, for the interpreter path, why."""
+
+    path: str  # hash | roundrobin | compiled | interpreter
+    why: str = ""
+
+
+def assign_instances(df: DataFrame, spec: n.PartitionSpec, source: str, target: str, count: int,
+                     sequence: Optional[str] = None,
+                     globals_: Optional[Mapping[str, object]] = None,
+                     functions: Optional[Mapping[str, n.FuncDef]] = None) -> tuple[DataFrame, Assignment]:
+    """``df`` with an instance column (0..count-1, null for a bad record) and a bad-record reason."""
+    if spec.method == "hash":
+        instance = F.pmod(F.hash(*[_quoted(c.name) for c in spec.columns]), F.lit(count))
+        return _with(df, instance, None), Assignment("hash")
+    if spec.method == "roundrobin":
+        if sequence is None:
+            raise ValueError("ROUNDROBIN needs the sequence number column")
+        instance = F.pmod(_quoted(sequence), F.lit(count).cast("long")).cast("int")
+        return _with(df, instance, None), Assignment("roundrobin")
+    try:
+        instance = compile_custom(spec.body, source, target, count, column_kinds(df.schema))
+        reason = F.when(instance.isNull(), F.lit("the partition function returned no integer"))
+        return _with(df, instance, reason), Assignment("compiled")
+    except NotCompilable as exc:
+        why = str(exc)
+    result = interpreter_udf(spec.body, source, target, count, column_kinds(df.schema), globals_,
+                             functions)
+    tmp = "__assignment"
+    out = df.withColumn(tmp, result)
+    out = out.withColumn(INSTANCE, F.col(f"{tmp}.instance")).withColumn(BAD_REASON, F.col(f"{tmp}.reason"))
+    return out.drop(tmp), Assignment("interpreter", why)
+
+
+def _with(df: DataFrame, instance: Column, reason: Optional[Column]) -> DataFrame:
+    return df.withColumn(INSTANCE, instance).withColumn(
+        BAD_REASON, reason if reason is not None else F.lit(None).cast("string"))
