@@ -169,6 +169,10 @@ class _Compiler:
 
     def _call(self, e: n.Call, env: dict[str, _Typed]) -> _Typed:
         name = e.func.name.lower()
+        if name == "ascii" and _leading_substring(e.args[0]):
+            # ascii(substr(s, 1, k)) with k >= 1 reads the first character of s: same result
+            # (nulls and '' included) without copying a substring for every row.
+            e = n.Call(e.func, [e.args[0].args[0]])
         args = [self.expr(a, env) for a in e.args]
         cols = [a.col for a in args]
         if name == "ascii":
@@ -216,6 +220,15 @@ class _Compiler:
         for test, value in branches[1:]:
             result = result.when(test, cast(value.col))
         return _Typed(result.otherwise(cast(default.col)), kind)
+
+
+def _leading_substring(e: n.Node) -> bool:
+    """Whether ``e`` is substr(s, 1) or substr(s, 1, k) with a constant k >= 1."""
+    def const(x: n.Node) -> Optional[int]:
+        return x.value if isinstance(x, n.Literal) and x.kind in ("integer", "long") else None
+
+    return (isinstance(e, n.Call) and e.func.name.lower() == "substr" and len(e.args) in (2, 3)
+            and const(e.args[1]) == 1 and (len(e.args) == 2 or (const(e.args[2]) or 0) >= 1))
 
 
 def _unify(a: Optional[str], b: Optional[str], numeric_ok: bool = True) -> Optional[str]:

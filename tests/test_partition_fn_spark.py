@@ -211,3 +211,16 @@ def test_bad_records_are_written_counted_and_logged_once_per_batch(spark, tmp_pa
     assert sorted((r.batch, r.row.i, r.row.s) for r in written) == [(0, 1, "r1"), (0, 2, "r2"),
                                                                    (1, 1, "r1"), (1, 2, "r2")]
     assert {r.element for r in written} == {"t"}
+
+
+def test_leading_substring_rewrite_keeps_the_semantics(spark):
+    df = spark.createDataFrame([("abc",), ("",), (None,), ("é",)], "s string")
+    blocks = [_spec("{ return ascii(substr(src.s, 1%s)); }" % tail).body
+              for tail in ("", ", 0", ", 1", ", 2", ", 5")]
+    row_values = [r.s for r in df.collect()]
+    columns = [compile_custom(b, SOURCE, TARGET, 1000, {"s": "string"}).alias(f"b{k}")
+               for k, b in enumerate(blocks)]
+    result = df.select("s", *columns).collect()
+    for k, block in enumerate(blocks):
+        fn = PartitionFunction(block, SOURCE, TARGET, 1000, column_types={"s": STRING})
+        assert [r[f"b{k}"] for r in result] == [fn.assign({"s": v})[0] for v in row_values], to_ccl(block)
