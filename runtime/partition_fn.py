@@ -39,6 +39,8 @@ class NotCompilable(Exception):
 class _Typed:
     col: Column
     kind: str  # integer | long | float | string | boolean | null
+    nonneg: bool = False  # never negative (when not null)
+    in_range: bool = False  # always in 0..count-1 (when not null): the final pmod is the identity
 
 
 def column_kinds(schema: T.StructType) -> dict[str, str]:
@@ -81,7 +83,8 @@ class _Compiler:
                 cond = self._condition(self.expr(s.cond, env))
                 then = self.seq([s.then] + rest, dict(env))
                 other = self.seq(([s.otherwise] if s.otherwise is not None else []) + rest, dict(env))
-                return _Typed(F.when(cond, then.col).otherwise(other.col), _unify(then.kind, other.kind))
+                return _Typed(F.when(cond, then.col).otherwise(other.col), _unify(then.kind, other.kind),
+                              then.nonneg and other.nonneg, then.in_range and other.in_range)
             elif isinstance(s, n.Return):
                 return self.expr(s.value, env) if s.value is not None else _Typed(F.lit(None), "null")
             else:
@@ -93,7 +96,7 @@ class _Compiler:
             return value
         if value.kind == "null" or (value.kind in _NUMERIC and kind in _NUMERIC
                                     and _NUMERIC.index(value.kind) < _NUMERIC.index(kind)):
-            return _Typed(value.col.cast(_SPARK_TYPES[kind]), kind)
+            return _Typed(value.col.cast(_SPARK_TYPES[kind]), kind, value.nonneg, value.in_range)
         raise NotCompilable(f"a {value.kind} value stored in a {kind} variable")
 
     def _condition(self, t: _Typed) -> Column:
@@ -113,13 +116,15 @@ class _Compiler:
                 return _Typed(F.lit(None), "null")
             kind = {"integer": "integer", "long": "long", "float": "float", "string": "string",
                     "boolean": "boolean"}[e.kind]
-            return _Typed(F.lit(e.value).cast(_SPARK_TYPES[kind]), kind)
+            nonneg = kind in _NUMERIC and e.value >= 0
+            return _Typed(F.lit(e.value).cast(_SPARK_TYPES[kind]), kind, nonneg,
+                          nonneg and kind != "float" and e.value < self.count)
         if isinstance(e, n.Var):
             name = e.name.name
             if name in env:
                 return env[name]
             if name == self.count_name:
-                return _Typed(F.lit(self.count).cast("int"), "integer")
+                return _Typed(F.lit(self.count).cast("int"), "integer", nonneg=True)
             raise NotCompilable(f"the name '{name}'")
         if isinstance(e, n.FieldAccess):
             kind = self.columns.get(e.field.name)
@@ -165,7 +170,9 @@ class _Compiler:
             return _Typed(F.lit(None), "null")
         lcol, rcol = (t.col.cast(_SPARK_TYPES[kind]) if t.kind != kind else t.col for t in (left, right))
         result = {"+": lcol + rcol, "-": lcol - rcol, "*": lcol * rcol, "%": lcol % rcol}[op]
-        return _Typed(result, kind)
+        # Java's remainder of a non-negative value by the partition count lies in 0..count-1.
+        in_range = op == "%" and left.nonneg and kind != "float" and self._is_count(e.right)
+        return _Typed(result, kind, in_range, in_range)
 
     def _call(self, e: n.Call, env: dict[str, _Typed]) -> _Typed:
         name = e.func.name.lower()
@@ -176,7 +183,7 @@ class _Compiler:
         args = [self.expr(a, env) for a in e.args]
         cols = [a.col for a in args]
         if name == "ascii":
-            return _Typed(F.ascii(cols[0]), "integer")
+            return _Typed(F.ascii(cols[0]), "integer", nonneg=True)
         if name == "substr":
             return _Typed(F.substr(cols[0], cols[1], cols[2]) if len(cols) == 3
                           else F.substr(cols[0], cols[1]), "string")
@@ -185,7 +192,7 @@ class _Compiler:
         if name in ("upper", "lower", "trim", "ltrim", "rtrim"):
             return _Typed(getattr(F, name)(cols[0]), "string")
         if name == "length":
-            return _Typed(F.length(cols[0]), "integer")
+            return _Typed(F.length(cols[0]), "integer", nonneg=True)
         if name == "abs":
             return _Typed(F.abs(cols[0]), args[0].kind)
         if name in ("coalesce", "firstnonnull"):
@@ -201,6 +208,12 @@ class _Compiler:
         if name == "mod":
             return self._binary(n.Binary("%", e.args[0], e.args[1]), env)
         raise NotCompilable(f"a call to {e.func.name}()")
+
+    def _is_count(self, e: n.Node) -> bool:
+        """Whether ``e`` is the partition count (<target>_partitions or the same constant)."""
+        if isinstance(e, n.Var):
+            return e.name.name == self.count_name
+        return isinstance(e, n.Literal) and e.kind in ("integer", "long") and e.value == self.count
 
     def _case(self, e: n.Case, env: dict[str, _Typed]) -> _Typed:
         subject = self.expr(e.subject, env) if e.subject is not None else None
@@ -256,6 +269,8 @@ def compile_custom(block: n.Block, source: str, target: str, count: int,
         return F.lit(None).cast("int")
     if result.kind not in ("integer", "long"):
         raise NotCompilable(f"the block returns {result.kind}")
+    if result.in_range:
+        return result.col.cast("int")
     return F.pmod(result.col, F.lit(count).cast(_SPARK_TYPES[result.kind])).cast("int")
 
 
