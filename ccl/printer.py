@@ -382,7 +382,7 @@ def _stmt_lines(s: n.Node, depth: int) -> list[str]:
         return [f"{pad}{_postfix_text(s.expr)};"]
     if isinstance(s, n.If):
         then = s.then
-        if s.otherwise is not None and _ends_with_open_if(then):
+        if s.otherwise is not None and ends_with_open_if(then):
             then = n.Block([then], span=then.span)  # keep the ELSE with this IF
         lines = _nested(f"{pad}if ({expr(s.cond)})", then, depth)
         if s.otherwise is not None:
@@ -414,7 +414,8 @@ def _stmt_lines(s: n.Node, depth: int) -> list[str]:
     raise TypeError(f"not a SPLASH statement: {type(s).__name__}")
 
 
-def _ends_with_open_if(s: n.Node) -> bool:
+def ends_with_open_if(s: n.Node) -> bool:
+    """Whether an ELSE written after ``s`` would bind to an IF inside ``s`` (the dangling else)."""
     while True:
         if isinstance(s, n.If):
             if s.otherwise is None:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from ccl import nodes as n
 from ccl.lexer import BASE_TYPES, INT_MAX, KEYWORDS, LONG_MAX
 from ccl.parser import SOFT_KEYWORDS
+from ccl.printer import ends_with_open_if
 
 
 def _named(name: str, strategy: st.SearchStrategy) -> st.SearchStrategy:
@@ -249,19 +250,6 @@ deep_expressions = _named("deep_expressions", st.one_of(
 # --------------------------------------------------------------------------------------------------
 # SPLASH statements and DECLARE blocks
 # --------------------------------------------------------------------------------------------------
-
-
-def ends_with_open_if(s: n.Node) -> bool:
-    """Whether an ELSE written after ``s`` would bind to an IF inside ``s`` (the dangling else)."""
-    while True:
-        if isinstance(s, n.If):
-            if s.otherwise is None:
-                return True
-            s = s.otherwise
-        elif isinstance(s, (n.While, n.ForIn)):
-            s = s.body
-        else:
-            return False
 
 
 def _make_if(cond, then, otherwise):
