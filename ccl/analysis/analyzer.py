@@ -522,6 +522,9 @@ class Analyzer:
         inner.schemas = dict(self.schemas)
         inner.typedefs = dict(self.typedefs)
         inner.run([st for st in s.body if not isinstance(st, (n.CreateModule, n.AttachAdapter))])
+        # Partitioned elements inside the module get the same safety checks as top-level ones.
+        self.partition_facts.extend(inner.partition_facts)
+        self.typer.resolved.update(inner.typer.resolved)
         outputs = {}
         for name in s.outputs + s.inputs:
             if name.name not in inner.elements:
