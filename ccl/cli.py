@@ -16,7 +16,7 @@ from .diagnostics import CATALOGUE, Diagnostic, SourceCache, render, render_json
 from .explain import explain_partitioning
 from .nodes import to_json
 from .printer import to_ccl
-from .project import LoadedProject, UsageError, load_project
+from .project import UsageError, load_project
 from .project_config import ProjectConfig, load_project_config
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
@@ -132,14 +132,6 @@ def _add_config_options(parser: argparse.ArgumentParser) -> None:
                         help="set a runtime setting (overrides everything else); repeatable")
 
 
-def _print_diagnostics(project: LoadedProject, fmt: str, out: TextIO, err: TextIO) -> None:
-    if fmt == "json":
-        out.write(render_json(project.diagnostics) + "\n")
-        return
-    for diag in project.diagnostics:
-        err.write(render(diag, project.sources) + "\n")
-
-
 def _plural(kind: str) -> str:
     return kind + ("es" if kind.endswith("x") else "s")
 
@@ -161,6 +153,16 @@ def _summary(path: str, config: ProjectConfig, analysis: Analysis, warnings: int
     return "\n".join(lines)
 
 
+def _check(path: str, args: argparse.Namespace) -> tuple[ProjectConfig, Optional[Analysis], list[Diagnostic]]:
+    """Load a project with its configuration and, when it parses, analyse it; all diagnostics sorted."""
+    config = load_project_config(path, ccr_path=args.ccr, config_file=args.config,
+                                 overrides=args.set, params=args.param)
+    if config.project.has_errors:  # analysing a partly parsed project would only add noise
+        return config, None, config.all_diagnostics
+    analysis = analyze(config.project, config.parameters)
+    return config, analysis, sorted(config.all_diagnostics + analysis.diagnostics, key=sort_key)
+
+
 def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl check`: parse each project and report its diagnostics."""
     if args.explain:
@@ -176,20 +178,14 @@ def cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     status = EXIT_OK
     json_diags = []
     for path in args.files:
-        config = load_project_config(path, ccr_path=args.ccr, config_file=args.config,
-                                     overrides=args.set, params=args.param)
-        project, diags = config.project, config.all_diagnostics
-        analysis = None
-        if not project.has_errors:  # analysing a partly parsed project would only add noise
-            analysis = analyze(project, config.parameters)
-            diags = sorted(diags + analysis.diagnostics, key=sort_key)
+        config, analysis, diags = _check(path, args)
         errors = sum(d.is_error for d in diags)
         if errors:
             status = EXIT_ERRORS
         if args.format == "json":
             json_diags.extend(diags)
             continue
-        _write_diagnostics(diags, project.sources, err)
+        _write_diagnostics(diags, config.sources, err)
         warnings = len(diags) - errors
         if errors:
             err.write(f"{path}: {errors} error(s), {warnings} warning(s)\n")
@@ -224,12 +220,7 @@ def cmd_config(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl explain`: the partitioning of every partitioned element and how it will run."""
-    config = load_project_config(args.file, ccr_path=args.ccr, config_file=args.config,
-                                 overrides=args.set, params=args.param)
-    diags = config.all_diagnostics
-    analysis = None if config.project.has_errors else analyze(config.project, config.parameters)
-    if analysis is not None:
-        diags = sorted(diags + analysis.diagnostics, key=sort_key)
+    config, analysis, diags = _check(args.file, args)
     errors = [d for d in diags if d.is_error]
     if errors or analysis is None:
         _write_diagnostics(errors, config.sources, err)
@@ -243,7 +234,7 @@ def cmd_parse(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl parse`: print the canonical CCL or the JSON syntax tree of one file."""
     project = load_project(args.file)
     if project.has_errors:
-        _print_diagnostics(project, "text", out, err)
+        _write_diagnostics(project.diagnostics, project.sources, err)
         return EXIT_ERRORS
     tree = project.files[project.main]
     if args.json:
