@@ -153,7 +153,7 @@ class _Compiler:
             lc, rc = self._condition(left), self._condition(right)
             return _Typed(lc & rc if op == "and" else lc | rc, "boolean")
         if op in ("=", "!=", "<", "<=", ">", ">="):
-            if _unify(left.kind, right.kind, numeric_ok=True) is None:
+            if _unify(left.kind, right.kind) is None:
                 raise NotCompilable(f"comparison of {left.kind} with {right.kind}")
             cols = (left.col, right.col)
             result = {"=": cols[0] == cols[1], "!=": cols[0] != cols[1], "<": cols[0] < cols[1],
@@ -163,7 +163,7 @@ class _Compiler:
             if {left.kind, right.kind} <= {"string", "null"}:
                 return _Typed(F.concat(left.col, right.col), "string")
             raise NotCompilable("+ of a string and a non-string")
-        kind = _unify(left.kind, right.kind, numeric_ok=True)
+        kind = _unify(left.kind, right.kind)
         if kind not in _NUMERIC + ("null",):
             raise NotCompilable(f"{op} on {left.kind} and {right.kind}")
         if kind == "null":
@@ -198,7 +198,7 @@ class _Compiler:
         if name in ("coalesce", "firstnonnull"):
             kind = args[0].kind
             for a in args[1:]:
-                kind = _unify(kind, a.kind, numeric_ok=True)
+                kind = _unify(kind, a.kind)
                 if kind is None:
                     raise NotCompilable(f"{name}() of mixed types")
             return _Typed(F.coalesce(*[c.cast(_SPARK_TYPES[kind]) for c in cols]) if kind != "null"
@@ -222,10 +222,10 @@ class _Compiler:
             cond = self.expr(w.when, env)
             test = (subject.col == cond.col) if subject is not None else self._condition(cond)
             value = self.expr(w.then, env)
-            kind = _unify(kind, value.kind, numeric_ok=True)
+            kind = _unify(kind, value.kind)
             branches.append((test, value))
         default = self.expr(e.default, env) if e.default is not None else _Typed(F.lit(None), "null")
-        kind = _unify(kind, default.kind, numeric_ok=True)
+        kind = _unify(kind, default.kind)
         if kind is None:
             raise NotCompilable("CASE branches of different types")
         cast = (lambda c: c.cast(_SPARK_TYPES[kind])) if kind != "null" else (lambda c: c)
@@ -244,14 +244,15 @@ def _leading_substring(e: n.Node) -> bool:
             and const(e.args[1]) == 1 and (len(e.args) == 2 or (const(e.args[2]) or 0) >= 1))
 
 
-def _unify(a: Optional[str], b: Optional[str], numeric_ok: bool = True) -> Optional[str]:
+def _unify(a: Optional[str], b: Optional[str]) -> Optional[str]:
+    """The common kind of two values (numbers widen; null fits any kind), or None."""
     if a is None or b is None:
         return None
     if a == b or b == "null":
         return a
     if a == "null":
         return b
-    if numeric_ok and a in _NUMERIC and b in _NUMERIC:
+    if a in _NUMERIC and b in _NUMERIC:
         return _NUMERIC[max(_NUMERIC.index(a), _NUMERIC.index(b))]
     return None
 

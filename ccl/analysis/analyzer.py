@@ -9,7 +9,7 @@ from typing import Mapping, Optional, Union
 from .. import nodes as n
 from ..diagnostics import Diagnostic
 from ..parameters import ResolvedParameter
-from .expressions import Typer
+from .expressions import Typer, is_aggregate_call
 from .statements import StatementChecker
 from .symbols import Context, Element, Module, Scope, Source, Variable
 from .types import ANY, INTEGER, Type, record, scalar, widens
@@ -310,7 +310,6 @@ class Analyzer:
             self._from_item(item, sources, joins)
         scope, functions = self.local_declare(declare, sources)
         ctx = self.context(scope, sources, functions=functions)
-        ctx.local_names = frozenset(scope.vars)
         for j in joins:
             self.typer.type_of(j.on, ctx)
         if sel.matching is not None:
@@ -423,8 +422,7 @@ class Analyzer:
                                                      f"of '{element.name}'")
         if select is None:
             return
-        aggregating = bool(select.group_by) or any(
-            isinstance(x, n.Call) and x in self.typer.aggregates for x in _calls(select))
+        aggregating = _aggregates(select)
         if s.kind == "stream" and select.group_by:
             self.report("CCL2207", select.group_by[0].span, "a stream cannot GROUP BY: make it a window")
         if s.kind == "window" and aggregating and s.keep is None:
@@ -675,10 +673,8 @@ class Analyzer:
         if isinstance(node, n.CreateElement):
             if node.kind == "window" or node.keep is not None:
                 return True
-            if select is not None and (select.group_by or any(
+            if select is not None and (_aggregates(select) or any(
                     s.from_node is not None and s.from_node.keep is not None for s in sources)):
-                return True
-            if select is not None and any(c in self.typer.aggregates for c in _calls(select)):
                 return True
             return _declares_state(declare)
         if isinstance(node, n.CreateFlex):
@@ -742,9 +738,12 @@ def _reads_column(e: n.Node, src: Source, col: str, n_sources: int) -> bool:
     return isinstance(e, n.Var) and e.name.name == col and n_sources == 1
 
 
-def _calls(select: n.Select) -> list[n.Call]:
-    return [x for item in select.items for x in item.walk() if isinstance(x, n.Call)] + [
-        x for e in (select.having,) if e is not None for x in e.walk() if isinstance(x, n.Call)]
+def _aggregates(select: n.Select) -> bool:
+    """Whether a SELECT aggregates: GROUP BY, or an aggregate call in the select list or HAVING."""
+    if select.group_by:
+        return True
+    parts = list(select.items) + ([select.having] if select.having is not None else [])
+    return any(isinstance(x, n.Call) and is_aggregate_call(x) for part in parts for x in part.walk())
 
 
 def _splash_of(node: n.Node) -> list[n.Node]:

@@ -1,8 +1,7 @@
 """Types of expressions and SPLASH statements, with the name, type and call checks on the way.
 
 The :class:`Typer` reports CCL2003-CCL2009, CCL2101-CCL2103, CCL2205 and CCL2206, and records
-facts that later passes need: which variable each name resolves to and which aggregate calls a
-query makes.
+which variable each name resolves to (the safety pass needs it).
 """
 from __future__ import annotations
 
@@ -49,7 +48,6 @@ class Typer:
         self.report = report
         self.type_spec = type_spec
         self.resolved: dict[int, Variable] = {}  # id(Var node) -> the variable it names
-        self.aggregates: list[n.Call] = []
 
     # --- expressions ------------------------------------------------------------------------
 
@@ -216,7 +214,6 @@ class Typer:
             self.report("CCL2005", e.func.span, f"unknown function '{name}'")
             return ANY
         if is_aggregate_call(e):
-            self.aggregates.append(e)
             if ctx.in_where:
                 self.report("CCL2205", e.func.span, f"aggregate {name}() cannot be used in WHERE "
                                                     "(move the condition to HAVING)")

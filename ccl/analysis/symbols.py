@@ -81,7 +81,6 @@ class Context:
     functions: dict[str, n.FuncDef] = field(default_factory=dict)
     in_splash: bool = False
     in_where: bool = False
-    local_names: frozenset = frozenset()
 
     def source(self, name: str) -> Optional[Source]:
         for s in self.sources:
@@ -94,5 +93,4 @@ class Context:
         return None
 
     def with_scope(self, scope: Scope) -> "Context":
-        return Context(scope, self.sources, self.functions, self.in_splash, self.in_where,
-                       self.local_names)
+        return Context(scope, self.sources, self.functions, self.in_splash, self.in_where)
