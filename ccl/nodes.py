@@ -57,6 +57,26 @@ def to_json(value: object) -> object:
     return value
 
 
+def from_json(value: object, file: str = "<plan>") -> object:
+    """The tree :func:`to_json` wrote (positions come back as spans in ``file``).
+
+    Only classes of this module are built, by name: the data chooses no code to run.
+    """
+    if isinstance(value, list):
+        return [from_json(v, file) for v in value]
+    if not isinstance(value, dict) or "node" not in value:
+        return value
+    cls = _NODE_CLASSES.get(value["node"])
+    if cls is None:
+        raise ValueError(f"unknown node kind {value['node']!r}")
+    kwargs = {f.name: from_json(value[f.name], file) for f in fields(cls)
+              if f.name != "span" and f.name in value}
+    node = cls(**kwargs)
+    if "line" in value:
+        node.span = Span(file, value["line"], value.get("col", 1))
+    return node
+
+
 def _nodes_in(value: object) -> Iterator[Node]:
     if isinstance(value, Node):
         yield value
@@ -768,3 +788,7 @@ class Project(Node):
     """A parsed file: its statements in order."""
 
     statements: list[Statement]
+
+
+_NODE_CLASSES = {cls.__name__: cls for cls in list(globals().values())
+                 if isinstance(cls, type) and issubclass(cls, Node)}
