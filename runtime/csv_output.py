@@ -1,0 +1,104 @@
+"""CSV output files in the form :mod:`runtime.csv_source` reads back (ESP's DSV file format).
+
+A header row of column names (``ESP_OPS`` first when the rows carry opcodes), then one row per
+record; null is an empty field (so an empty string reads back as null); fields are quoted only when
+they must be. Files are written to ``PATH.tmp`` and renamed, so a directory reader never sees a
+partial file.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import math
+import os
+import re
+from decimal import Decimal
+from typing import Any, Iterable, Mapping
+
+_DECIMAL = re.compile(r"^(money|decimal)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$")
+
+
+def _scale(ccl_type: str) -> int | None:
+    m = _DECIMAL.match(ccl_type)
+    if not m:
+        return None
+    if m.group(1) == "money":
+        return int(m.group(2)) if m.group(2) else 4
+    return int(m.group(3)) if m.group(3) else 0
+
+
+def _utc(v: dt.datetime) -> dt.datetime:
+    return v.astimezone(dt.timezone.utc).replace(tzinfo=None) if v.tzinfo is not None else v
+
+
+def format_value(v: Any, ccl_type: str) -> str:
+    """The CSV text of value ``v`` of CCL type ``ccl_type``: null is ``""``; booleans ``true`` /
+    ``false``; floats in Python's shortest form (``1.5``, ``100.0``, ``1e+20``, ``NaN``,
+    ``Infinity``); money and decimals in plain notation with their scale (``1.50``); ``date`` as
+    ``YYYY-MM-DDTHH:MM:SS``, ``timestamp`` with milliseconds, ``bigdatetime`` with microseconds;
+    binary as hex; intervals (microseconds) and integers as digits; strings as they are."""
+    if v is None:
+        return ""
+    t = ccl_type.strip().lower()
+    if isinstance(v, bool) or t == "boolean":
+        return "true" if v else "false"
+    if t == "float" or isinstance(v, float):
+        x = float(v)
+        if math.isnan(x):
+            return "NaN"
+        if math.isinf(x):
+            return "Infinity" if x > 0 else "-Infinity"
+        return repr(x)
+    scale = _scale(t)
+    if scale is not None:
+        d = Decimal(v) if not isinstance(v, Decimal) else v
+        return format(d.quantize(Decimal(1).scaleb(-scale)), "f")
+    if isinstance(v, dt.datetime) or t in ("date", "timestamp", "bigdatetime"):
+        if isinstance(v, str):
+            return v
+        if not isinstance(v, dt.datetime):  # a date
+            v = dt.datetime(v.year, v.month, v.day)
+        v = _utc(v)
+        text = v.strftime("%Y-%m-%dT%H:%M:%S")
+        if t == "date":
+            return text
+        if t == "bigdatetime":
+            return f"{text}.{v.microsecond:06d}"
+        return f"{text}.{v.microsecond // 1000:03d}"
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).hex()
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, dt.timedelta):
+        return str(v // dt.timedelta(microseconds=1))
+    return str(v)
+
+
+def _get(row: Any, key: str) -> Any:
+    try:
+        return row[key]
+    except (KeyError, ValueError, IndexError):
+        return None
+
+
+def write_csv(path: str, columns: list[list[str]], rows: Iterable[Mapping[str, Any]], *,
+              delimiter: str = ",", opcodes: bool = False) -> int:
+    """Write ``rows`` (mappings, or pyspark Rows, by column name) as a CSV file at ``path`` with a
+    header of the ``columns`` names (``[[name, ccl_type], ...]``); with ``opcodes`` the first column
+    is ``ESP_OPS``, taken from each row's ``__op`` (``i`` when missing). Written to ``path + ".tmp"``
+    and renamed; returns the number of rows written."""
+    tmp = path + ".tmp"
+    count = 0
+    names = [c[0] for c in columns]
+    types = [c[1] for c in columns]
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, delimiter=delimiter, lineterminator="\n")
+        writer.writerow((["ESP_OPS"] if opcodes else []) + names)
+        for row in rows:
+            fields = [format_value(_get(row, n), t) for n, t in zip(names, types)]
+            if opcodes:
+                fields.insert(0, _get(row, "__op") or "i")
+            writer.writerow(fields)
+            count += 1
+    os.replace(tmp, path)
+    return count

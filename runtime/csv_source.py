@@ -1,0 +1,550 @@
+"""CSV input files as a Spark stream with replay-stable sequence numbers (the ``ccl_csv`` source).
+
+An input adapter of type ``toolkit_file_csv_input`` (ESP's DSV file input) becomes
+:func:`read_input`: a streaming DataFrame with the columns ``__seq`` (long), ``__op`` (one letter
+``i u d p s``), ``__bad`` (the reason a row is bad, null for good rows), ``__raw`` (the original line
+of a bad row, else null), then the element's columns typed as in :mod:`runtime.types`.
+
+Files: one file, or every file of a directory matching a glob, including files that appear later.
+New files are picked up by later micro-batches, sorted by name within one directory listing. A file
+is read once, whole, when it is first seen: writers must write it under another name (one starting
+with ``.`` or ``_``, or ending in ``.tmp``; those are ignored) and rename it when complete.
+
+Sequence numbers: ``__seq = file_no * 2**32 + line_no`` where ``file_no`` is the file's place in the
+discovery list (0-based) and ``line_no`` the 1-based physical line where the record starts. The
+discovery list lives in the offsets (``{"files": [...]}``) or, with the option ``manifest_dir``, in
+an append-only manifest file there (offsets are then ``{"count": n}``), so a replayed micro-batch
+reads the same files with the same numbers whatever the directory looks like at replay time.
+
+The parsing here (:class:`CsvFormat`, :func:`parse_file_text`) runs without Spark; the data source
+classes import pyspark lazily enough for the Python worker, which gets everything from the options.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import fnmatch
+import json
+import os
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+
+from ccl.splash.convert import (parse_boolean, parse_decimal, parse_double, parse_integral,
+                                parse_timestamp, truncate_time)
+from ccl.splash.values import make_dec
+
+SOURCE_NAME = "ccl_csv"
+SEQ, OP, BAD, RAW = "__seq", "__op", "__bad", "__raw"
+META_COLUMNS = (SEQ, OP, BAD, RAW)
+LINE_BITS = 32
+OPS_COLUMN = "ESP_OPS"
+ARROW_BATCH_ROWS = 8192
+
+_OPCODES = {"i": "i", "u": "u", "d": "d", "p": "p", "s": "s", "": "i",
+            "insert": "i", "update": "u", "delete": "d", "upsert": "p", "safedelete": "s"}
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """Where an input adapter reads: ``dir`` and either one ``file`` or a glob ``pattern``
+    (neither: every file of ``dir``)."""
+
+    dir: str
+    file: Optional[str] = None
+    pattern: Optional[str] = None
+
+
+# --------------------------------------------------------------------------------------------------
+# Options and formats
+# --------------------------------------------------------------------------------------------------
+
+def _flag(value: object) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes", "y", "t")
+
+
+_JAVA_FIELDS = {"y": ("year", r"\d{4}", r"\d{2}"), "Y": ("year", r"\d{4}", r"\d{2}"),
+                "M": ("month", r"\d{1,2}", r"\d{2}"), "d": ("day", r"\d{1,2}", r"\d{2}"),
+                "H": ("hour", r"\d{1,2}", r"\d{2}"), "m": ("minute", r"\d{1,2}", r"\d{2}"),
+                "s": ("second", r"\d{1,2}", r"\d{2}")}
+
+
+def java_pattern_regex(pattern: str) -> re.Pattern[str]:
+    """A regular expression with named groups for a Java date-time pattern made of ``yyyy yy MM M
+    dd d HH H mm ss SSS`` (any number of ``S``: a fraction of exactly that many digits), quoted
+    literals (``'T'``) and punctuation; other letters are refused with ValueError."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        j = i
+        while j < len(pattern) and pattern[j] == c:
+            j += 1
+        run = j - i
+        if c == "'":
+            end = pattern.find("'", i + 1)
+            if end < 0:
+                raise ValueError(f"date format {pattern!r}: unclosed quote")
+            out.append(re.escape(pattern[i + 1:end]) if end > i + 1 else "'")
+            i = end + 1
+            continue
+        if c in _JAVA_FIELDS:
+            name, wide, two = _JAVA_FIELDS[c]
+            if f"(?P<{name}>" in "".join(out):
+                raise ValueError(f"date format {pattern!r}: {c!r} given twice")
+            if c in "yY":
+                body = r"\d{2}" if run == 2 else r"\d{4}"
+            else:
+                body = two if run >= 2 else wide
+            out.append(f"(?P<{name}>{body})")
+        elif c == "S":
+            out.append(f"(?P<fraction>\\d{{{run}}})")
+        elif c.isalpha():
+            raise ValueError(f"date format {pattern!r}: unsupported letter {c!r}")
+        else:
+            out.append(re.escape(pattern[i:j]))
+        i = j
+    return re.compile("".join(out))
+
+
+def _pattern_parser(pattern: str) -> Callable[[str], dt.datetime]:
+    rx = java_pattern_regex(pattern)
+
+    def parse(text: str) -> dt.datetime:
+        m = rx.fullmatch(text.strip())
+        if m is None:
+            raise ValueError(text)
+        g = m.groupdict()
+        year = int(g.get("year") or 1970)
+        if g.get("year") and len(g["year"]) == 2:
+            year += 2000
+        micros = int((g.get("fraction") or "0")[:6].ljust(6, "0"))
+        return dt.datetime(year, int(g.get("month") or 1), int(g.get("day") or 1),
+                           int(g.get("hour") or 0), int(g.get("minute") or 0),
+                           int(g.get("second") or 0), micros)
+    return parse
+
+
+@dataclass(frozen=True)
+class CsvFormat:
+    """The adapter properties that shape parsing (keys are case-insensitive in :meth:`from_options`)."""
+
+    delimiter: str = ","
+    has_header: bool = True
+    stream_opcode: bool = False
+    date_format: Optional[str] = None
+    timestamp_format: Optional[str] = None
+
+    @classmethod
+    def from_options(cls, options: Optional[dict] = None) -> "CsvFormat":
+        """The format of adapter ``options`` (``delimiter``, ``hasHeader``, ``expectStreamNameOpcode``,
+        ``dateFormat``, ``timestampFormat``; any case). ``\\t`` or ``tab`` is a tab; a delimiter must be
+        one character."""
+        o = {str(k).lower(): v for k, v in (options or {}).items()}
+        delimiter = str(o.get("delimiter", ",") or ",")
+        if delimiter in ("\\t", "tab", "TAB"):
+            delimiter = "\t"
+        if len(delimiter) != 1:
+            raise ValueError(f"delimiter {delimiter!r}: must be one character")
+        stream_opcode = _flag(o.get("expectstreamnameopcode", "false"))
+        has_header = _flag(o.get("hasheader", "true")) and not stream_opcode
+        return cls(delimiter, has_header, stream_opcode, o.get("dateformat") or None,
+                   o.get("timestampformat") or None)
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+class _BadValue(Exception):
+    pass
+
+
+def column_parser(ccl_type: str, fmt: CsvFormat) -> Callable[[str], Any]:
+    """A function from a non-empty field to the Python value of ``ccl_type`` (the value a Spark
+    column of :func:`runtime.types.spark_type` holds); it raises :class:`_BadValue` with the
+    reason's tail (``is not a float``) when the text is not a value of the type."""
+    t = ccl_type.strip().lower()
+    base = re.match(r"[a-z]+", t)
+    name = base.group(0) if base else t
+    not_a = f"is not {_article(t)} {t}"
+
+    def guarded(fn: Callable[[str], Any]) -> Callable[[str], Any]:
+        def parse(s: str) -> Any:
+            try:
+                return fn(s)
+            except _BadValue:
+                raise
+            except Exception:
+                raise _BadValue(not_a) from None
+        return parse
+
+    if name in ("integer", "long", "interval"):
+        bits = 32 if name == "integer" else 64
+        high = 2 ** (bits - 1) - 1
+
+        def integral(s: str) -> int:
+            if s.isascii() and s.isdigit():
+                v = int(s)
+                if v <= high:
+                    return v
+            return parse_integral(s, bits)
+        return guarded(integral)
+    if name == "float":
+        def double(s: str) -> float:
+            try:
+                if s.isascii() and s.replace(".", "", 1).lstrip("-").isdigit():
+                    return float(s)
+            except ValueError:
+                pass
+            return parse_double(s)
+        return guarded(double)
+    if name in ("money", "decimal"):
+        from .types import spark_type
+        st = spark_type(t)
+        precision, scale = st.precision, st.scale  # type: ignore[attr-defined]
+
+        def decimal(s: str) -> Decimal:
+            d = make_dec(parse_decimal(s), precision, scale)
+            if d is None:
+                raise _BadValue(f"does not fit in {t}")
+            return Decimal(d)
+        return guarded(decimal)
+    if name == "boolean":
+        return guarded(parse_boolean)
+    if name in ("date", "timestamp", "bigdatetime"):
+        pattern = fmt.date_format if name == "date" else fmt.timestamp_format
+        base_parse = _pattern_parser(pattern) if pattern else parse_timestamp
+        return guarded(lambda s: truncate_time(base_parse(s), name))
+    if name == "binary":
+        return guarded(lambda s: bytes.fromhex(s.strip()))
+    return lambda s: s
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing a file
+# --------------------------------------------------------------------------------------------------
+
+Row = tuple  # (seq, op, bad, raw, *values)
+
+
+def _lines(text: str) -> list[str]:
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+def _find(header: Sequence[str], name: str) -> Optional[int]:
+    for i, h in enumerate(header):
+        if h == name:
+            return i
+    low = name.lower()
+    for i, h in enumerate(header):
+        if h.lower() == low:
+            return i
+    return None
+
+
+def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
+                    file_no: int = 0) -> Iterator[Row]:
+    """The rows of one file's ``text``: ``(seq, op, bad, raw, *values)`` per record, values typed
+    for ``columns`` (``[[name, ccl_type], ...]``). Blank lines are skipped; a header row (with
+    ``fmt.has_header``) names the columns in any order, unknown names are ignored, missing element
+    columns are null, and ``ESP_OPS`` holds the opcode."""
+    lines = _lines(text)
+    names = [c[0] for c in columns]
+    parsers = [column_parser(c[1], fmt) for c in columns]
+    types = [c[1] for c in columns]
+    n = len(columns)
+    nulls = (None,) * n
+    base = file_no << LINE_BITS
+    reader = csv.reader([ln + "\n" for ln in lines], delimiter=fmt.delimiter)
+    index: list[Optional[int]] = list(range(n))
+    ops_at: Optional[int] = None
+    lead = 2 if fmt.stream_opcode else 0
+    width = n + lead
+    header_done = not fmt.has_header
+    prev = 0
+    for fields in reader:
+        start, prev = prev, reader.line_num
+        if not fields or fields == [""] and n != 1:
+            continue
+        line_no = start + 1
+        if not header_done:
+            header = [h.strip() for h in fields]
+            index = [_find(header, nm) for nm in names]
+            ops_at = _find(header, OPS_COLUMN)
+            width = len(header)
+            header_done = True
+            continue
+        seq = base + line_no
+        if len(fields) != width:
+            yield (seq, None, f"expected {width} fields, got {len(fields)}",
+                   "\n".join(lines[start:prev])) + nulls
+            continue
+        if fmt.stream_opcode:
+            op_text = fields[1]
+        elif ops_at is not None:
+            op_text = fields[ops_at]
+        else:
+            op_text = ""
+        op = _OPCODES.get(op_text.strip().lower())
+        if op is None:
+            yield (seq, None, f"unknown opcode '{op_text}'", "\n".join(lines[start:prev])) + nulls
+            continue
+        values: list[Any] = []
+        bad = None
+        for k in range(n):
+            i = index[k]
+            if i is None:
+                values.append(None)
+                continue
+            s = fields[i + lead]
+            if s == "":
+                values.append(None)
+                continue
+            try:
+                values.append(parsers[k](s))
+            except _BadValue as e:
+                bad = f"column {names[k]}: '{s}' {e}"
+                break
+        if bad is not None:
+            yield (seq, op, bad, "\n".join(lines[start:prev])) + nulls
+        else:
+            yield (seq, op, None, None, *values)
+
+
+def read_file(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
+              file_no: int = 0) -> Iterator[Row]:
+    """The rows of the file at ``path`` (UTF-8, undecodable bytes replaced), see
+    :func:`parse_file_text`."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        text = f.read()
+    return parse_file_text(text, columns, fmt, file_no)
+
+
+def rows_to_arrow(rows: Sequence[Row], schema: Any) -> Any:
+    """``rows`` as one pyarrow RecordBatch of the arrow form of the Spark ``schema``."""
+    import pyarrow as pa
+    arrays = []
+    columns = list(zip(*rows)) if rows else [()] * len(schema)
+    for field, values in zip(schema, columns):
+        arrays.append(pa.array(values, type=field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+# --------------------------------------------------------------------------------------------------
+# File discovery and the manifest
+# --------------------------------------------------------------------------------------------------
+
+def list_new_files(spec: FileSpec, known: Iterable[str]) -> list[str]:
+    """Names of complete, not yet known files of ``spec``, sorted (hidden ``.x``/``_x`` names and
+    ``*.tmp`` are never taken)."""
+    seen = set(known)
+    if spec.file:
+        names = [spec.file] if os.path.isfile(os.path.join(spec.dir, spec.file)) else []
+    else:
+        try:
+            names = [e.name for e in os.scandir(spec.dir) if e.is_file()]
+        except FileNotFoundError:
+            names = []
+        names = [nm for nm in names if not nm.startswith((".", "_")) and not nm.endswith(".tmp")
+                 and (not spec.pattern or fnmatch.fnmatchcase(nm, spec.pattern))]
+    return sorted(nm for nm in names if nm not in seen)
+
+
+class Manifest:
+    """An append-only list of discovered file names, one per line, in ``DIR/files.txt``."""
+
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, "files.txt")
+        os.makedirs(directory, exist_ok=True)
+
+    def read(self) -> list[str]:
+        """The complete lines (a torn last line from a crash is not a name)."""
+        try:
+            with open(self.path, encoding="utf-8", newline="") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        return data.split("\n")[:-1]
+
+    def append(self, names: Sequence[str]) -> None:
+        """Add ``names`` after the complete lines, durably."""
+        if not names:
+            return
+        with open(self.path, "a+b") as f:
+            f.seek(0)
+            data = f.read()
+            good = data.rfind(b"\n") + 1
+            if good != len(data):
+                f.truncate(good)
+            f.seek(0, os.SEEK_END)
+            f.write("".join(nm + "\n" for nm in names).encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+
+
+# --------------------------------------------------------------------------------------------------
+# The Spark data source
+# --------------------------------------------------------------------------------------------------
+
+def output_schema(columns: Sequence[Sequence[str]]) -> Any:
+    """The Spark schema of the source: the four meta columns, then ``columns``."""
+    from pyspark.sql import types as T
+
+    from .types import spark_type
+    meta = [T.StructField(SEQ, T.LongType(), False), T.StructField(OP, T.StringType(), True),
+            T.StructField(BAD, T.StringType(), True), T.StructField(RAW, T.StringType(), True)]
+    return T.StructType(meta + [T.StructField(nm, spark_type(t), True) for nm, t in columns])
+
+
+def _make_source_classes() -> tuple[type, type]:
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxFiles,
+                                                  SupportsTriggerAvailableNow)
+
+    class FilePartition(InputPartition):
+        def __init__(self, file_no: int, path: str) -> None:
+            super().__init__((file_no, path))
+            self.file_no, self.path = file_no, path
+
+    class CclCsvStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        """Offsets ``{"files": [names in discovery order]}`` or, with a manifest, ``{"count": n}``."""
+
+        def __init__(self, schema: Any, options: dict) -> None:
+            self.schema = schema
+            self.columns = json.loads(options["columns"])
+            self.spec = FileSpec(options["dir"], options.get("file") or None,
+                                 options.get("pattern") or None)
+            self.fmt = CsvFormat.from_options(json.loads(options.get("adapter") or "{}"))
+            self.max_files = int(options.get("max_files_per_batch") or 0)
+            self.manifest_dir = options.get("manifest_dir") or None
+            self.as_tuples = _flag(options.get("rows_as_tuples", "false"))
+            self.target: Optional[set[str]] = None  # files present when AvailableNow began
+
+        # driver side -----------------------------------------------------------------------
+        def _names(self, offset: dict) -> list[str]:
+            if "files" in offset:
+                return list(offset["files"])
+            return Manifest(self.manifest_dir).read()[:offset["count"]]  # type: ignore[arg-type]
+
+        def _offset(self, names: list[str]) -> dict:
+            return {"count": len(names)} if self.manifest_dir else {"files": names}
+
+        def _discover(self, done: list[str]) -> list[str]:
+            """``done`` (the files of the start offset), then the files known or found since, in
+            discovery order (the manifest's order, or new names sorted)."""
+            if self.manifest_dir:
+                manifest = Manifest(self.manifest_dir)
+                known = manifest.read()
+                new = list_new_files(self.spec, known)
+                manifest.append(new)
+                return known + new
+            return done + list_new_files(self.spec, done)
+
+        def initialOffset(self) -> dict:
+            return self._offset([])
+
+        def getDefaultReadLimit(self) -> Any:
+            return ReadMaxFiles(self.max_files) if self.max_files > 0 else ReadAllAvailable()
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            self.target = set(list_new_files(self.spec, ()))
+
+        def latestOffset(self, start: dict, limit: Any) -> dict:
+            done = self._names(start)
+            names = self._discover(done)
+            end = len(names)
+            if self.target is not None:  # Trigger.AvailableNow: only files present at its start
+                end = len(done)
+                while end < len(names) and names[end] in self.target:
+                    end += 1
+            if isinstance(limit, ReadMaxFiles) and limit.max_files > 0:
+                end = min(end, len(done) + limit.max_files)
+            return self._offset(names[:end])
+
+        def partitions(self, start: dict, end: dict) -> Sequence[Any]:
+            first = len(self._names(start))
+            names = self._names(end)
+            return [FilePartition(no, os.path.join(self.spec.dir, names[no]))
+                    for no in range(first, len(names))]
+
+        def commit(self, end: dict) -> None:
+            pass
+
+        # worker side -----------------------------------------------------------------------
+        def read(self, partition: Any) -> Iterator[Any]:
+            rows = read_file(partition.path, self.columns, self.fmt, partition.file_no)
+            if self.as_tuples:
+                yield from rows
+                return
+            from pyspark.sql.pandas.types import to_arrow_schema
+            schema = to_arrow_schema(self.schema, timezone="UTC")
+            chunk: list[Row] = []
+            for row in rows:
+                chunk.append(row)
+                if len(chunk) >= ARROW_BATCH_ROWS:
+                    yield rows_to_arrow(chunk, schema)
+                    chunk = []
+            if chunk:
+                yield rows_to_arrow(chunk, schema)
+
+    class CclCsvDataSource(DataSource):
+        """``spark.readStream.format("ccl_csv")``: options ``columns`` (JSON ``[[name, type]]``),
+        ``dir``, ``file``, ``pattern``, ``adapter`` (JSON of the adapter properties),
+        ``max_files_per_batch``, ``manifest_dir``."""
+
+        @classmethod
+        def name(cls) -> str:
+            return SOURCE_NAME
+
+        def schema(self) -> Any:
+            return output_schema(json.loads(self.options["columns"]))
+
+        def streamReader(self, schema: Any) -> Any:
+            return CclCsvStreamReader(schema, dict(self.options))
+
+    return CclCsvDataSource, CclCsvStreamReader
+
+
+_CLASSES: Optional[tuple[type, type]] = None
+
+
+def data_source_class() -> type:
+    """The ``ccl_csv`` DataSource class (defined on first use, so that importing this module does
+    not need pyspark)."""
+    global _CLASSES
+    if _CLASSES is None:
+        _CLASSES = _make_source_classes()
+    return _CLASSES[0]
+
+
+def read_input(spark: Any, element: dict, files: FileSpec, *,
+               options: Optional[dict] = None) -> Any:
+    """A streaming DataFrame of the CSV files ``files`` for the plan element ``element`` (its
+    ``columns`` are ``[[name, ccl_type], ...]``): ``__seq, __op, __bad, __raw`` then the element's
+    columns. ``options`` are the adapter properties (``delimiter``, ``hasHeader``,
+    ``expectStreamNameOpcode``, ``dateFormat``, ``timestampFormat``; any case) plus the runtime's
+    ``max_files_per_batch`` and ``manifest_dir``. Bad rows are returned, not dropped."""
+    spark.dataSource.register(data_source_class())
+    opts = dict(options or {})
+    runtime_keys = {"max_files_per_batch", "manifest_dir", "rows_as_tuples"}
+    runtime = {k.lower(): str(v) for k, v in opts.items() if k.lower() in runtime_keys}
+    adapter = {k: v for k, v in opts.items() if k.lower() not in runtime_keys}
+    CsvFormat.from_options(adapter)  # fail early on a bad delimiter or date format
+    for _, t in element["columns"]:
+        column_parser(t, CsvFormat.from_options(adapter))
+    reader = (spark.readStream.format(SOURCE_NAME)
+              .option("columns", json.dumps(element["columns"]))
+              .option("element", str(element.get("name", "")))
+              .option("dir", os.path.abspath(files.dir))
+              .option("file", files.file or "").option("pattern", files.pattern or "")
+              .option("adapter", json.dumps(adapter)))
+    for k, v in runtime.items():
+        reader = reader.option(k, v)
+    return reader.load()
