@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Optional, Sequence, TextIO
 
@@ -49,6 +50,17 @@ _EXPLAIN_EXAMPLES = """\
 examples:
   ccl explain project.ccl               partition functions and the path that runs each
   ccl explain project.ccl --param n=8   with a parameter value
+"""
+
+_RUN_EXAMPLES = """\
+examples:
+  ccl run project.ccl --until-idle                    process the bound input files, write out/, exit
+  ccl run project.ccl --input trades=data/trades.csv  bind a file (or a directory) to an input element
+  ccl run project.ccl --checkpoint ckpt               resumable: run again with the same directory
+  ccl run project.ccl --param PARTITIONS=4 --output-dir results
+
+Without --until-idle the job runs until Ctrl-C (new files in input directories are picked up).
+The output directory gets NAME.csv per OUTPUT element, _run.json and _bad_records.jsonl.
 """
 
 _PARSE_EXAMPLES = """\
@@ -109,6 +121,22 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("file", metavar="FILE.ccl")
     _add_config_options(explain)
     explain.set_defaults(func=cmd_explain)
+
+    run = sub.add_parser(
+        "run", help="run a project on Spark (embedded local Spark by default)",
+        description="Compile a project and run it as Spark Structured Streaming queries.",
+        epilog=_RUN_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("file", metavar="FILE.ccl")
+    _add_config_options(run)
+    run.add_argument("--input", action="append", default=[], metavar="ELEMENT=PATH",
+                     help="read an input element from a CSV file or directory (repeatable)")
+    run.add_argument("--output-dir", metavar="DIR", help="where outputs go (default: out/PROJECT)")
+    run.add_argument("--checkpoint", metavar="DIR",
+                     help="state and progress, to resume a stopped or killed run")
+    run.add_argument("--until-idle", action="store_true",
+                     help="process everything available, then stop (exit 0)")
+    run.add_argument("--master", help="Spark master (default: spark.master setting, local[*])")
+    run.set_defaults(func=cmd_run)
 
     parse = sub.add_parser(
         "parse", help="parse a CCL file and print its syntax tree or canonical form",
@@ -227,6 +255,66 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"{args.file}: {len(errors)} error(s); nothing to explain\n")
         return EXIT_ERRORS
     out.write(explain_partitioning(analysis.partitioned))
+    return EXIT_OK
+
+
+def _bindings(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path:
+            raise UsageError(f"--input {item}: expected ELEMENT=PATH")
+        if not os.path.exists(path):
+            raise UsageError(f"--input {item}: {path} does not exist")
+        out[name.strip()] = path
+    return out
+
+
+def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl run`: check, plan and run a project on Spark."""
+    from .planner import PlanError, build_plan
+
+    inputs = _bindings(args.input)
+    config, analysis, diags = _check(args.file, args)
+    _write_diagnostics(diags, config.sources, err)
+    errors = sum(d.is_error for d in diags)
+    if errors or analysis is None:
+        err.write(f"{args.file}: {errors} error(s); not run\n")
+        return EXIT_ERRORS
+    try:
+        plan = build_plan(config.project, analysis, config.parameters, adapters=config.adapters)
+    except PlanError as exc:
+        err.write(f"{exc}\n")
+        return EXIT_ERRORS
+    unknown = sorted(set(inputs) - {e["name"] for e in plan["elements"] if e["query"] is None})
+    if unknown:
+        raise UsageError(f"--input {unknown[0]}=...: the project has no input element of that name")
+    from runtime.job import RunError, RunOptions
+    from runtime.run import run_plan
+    from runtime.session import get_session
+
+    settings = config.settings
+    project = os.path.splitext(os.path.basename(args.file))[0]
+    out_dir = args.output_dir or os.path.join(str(settings["runtime.output_dir"]), project)
+    options = RunOptions(inputs=inputs, base_dir=os.path.dirname(os.path.abspath(args.file)),
+                         run_dir=args.checkpoint, until_idle=args.until_idle,
+                         trigger_interval=str(settings["runtime.trigger_interval"]))
+    spark = get_session(args.master or str(settings["spark.master"]),
+                        str(settings["spark.app_name"]).replace("{project}", project),
+                        int(settings["spark.shuffle_partitions"]))
+    try:
+        result = run_plan(spark, plan, options, out_dir,
+                          status=lambda line: err.write("\r" + line + "   ") and err.flush())
+    except RunError as exc:
+        err.write(f"ccl run: {exc}\n")
+        return EXIT_ERRORS
+    finally:
+        spark.stop()
+    for name, stats in result.report["elements"].items():
+        bad = sum(stats["bad_records"].values())
+        out.write(f"{name}: {stats['rows_in']} in, {stats['rows_out']} out"
+                  + (f", {bad} bad" if bad else "") + "\n")
+    out.write(f"outputs in {out_dir} ({result.report['wall_seconds']:.1f} s)\n")
     return EXIT_OK
 
 

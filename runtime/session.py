@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Optional
 
 from pyspark.sql import SparkSession
@@ -12,6 +13,11 @@ REQUIRED_CONF = {
     # SPLASH integer arithmetic wraps like Java and x/0 is null, as in Spark's non-ANSI mode.
     "spark.sql.ansi.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
+    # transformWithState (the stateful elements) needs the RocksDB state store.
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    # Python workers turn timestamps into naive datetimes in their local zone: make it UTC.
+    "spark.executorEnv.TZ": "UTC",
 }
 
 
@@ -21,6 +27,8 @@ def get_session(master: str = "local[*]", app_name: str = "ccl", shuffle_partiti
     # Python workers must run this interpreter, which has the project's packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ["TZ"] = "UTC"
+    time.tzset()
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions)))

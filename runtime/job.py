@@ -1,0 +1,340 @@
+"""Running a plan on Spark: one streaming query per element, changelogs between them.
+
+Every element runs as its own Structured Streaming query that reads the changelogs of the elements
+it selects from (input elements read their CSV files) and writes its own changelog: one Parquet file
+per micro-batch, named by the batch id and written with a rename, so a batch replayed after a crash
+rewrites the same file with the same rows (sequence numbers come from the source, the engine is
+deterministic, a replayed batch reads the same offsets and state). Downstream queries read those
+files as a file stream. Per batch the query also writes its counters (rows in and out, bad records
+by reason, rows per instance) and its bad records, under the run directory.
+
+Run directory (the checkpoint directory, or a temporary one):
+``plan.json`` (the plan of the first run), ``queries/ELEMENT`` (Spark checkpoints),
+``changelog/ELEMENT/batch-N.parquet``, ``stats/ELEMENT/batch-N.json``, ``bad/ELEMENT/batch-N.jsonl``.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ccl import nodes as n
+
+from .partition_fn import BAD_REASON, INSTANCE, assign_instances
+from .processor import (INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
+                        output_schema, port_column)
+from .types import struct
+
+
+BATCH = "__batch"
+
+
+class RunError(Exception):
+    """A run that cannot start or go on; the message says why and what to do."""
+
+
+@dataclass
+class RunOptions:
+    """How to run a plan."""
+
+    inputs: dict[str, str] = field(default_factory=dict)   # element -> file or directory
+    base_dir: str = "."                                      # where relative adapter paths start
+    run_dir: Optional[str] = None                            # checkpoint directory (None: temporary)
+    until_idle: bool = True
+    buckets: int = 8                                         # state groups per element (at most)
+    trigger_interval: str = "1 second"                      # a Spark processing-time interval
+    max_files_per_batch: Optional[int] = None
+
+
+@dataclass
+class RunDirs:
+    """The paths of one run directory."""
+
+    root: str
+
+    def of(self, what: str, element: str) -> str:
+        return os.path.join(self.root, what, _safe(element))
+
+    def tmp(self) -> str:
+        return tempfile.mkdtemp(dir=os.path.join(self.root, "tmp"))
+
+
+def _safe(name: str) -> str:
+    """A file name for an element name (module elements are ``inst.elem``)."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+# --------------------------------------------------------------------------------------------------
+# Starting: the run directory and the partition counts of an earlier run
+# --------------------------------------------------------------------------------------------------
+
+def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
+    """Create (or reopen) the run directory; refuse a checkpoint made with other partition counts."""
+    root = options.run_dir or tempfile.mkdtemp(prefix="ccl-run-")
+    for sub in ("queries", "changelog", "stats", "bad", "tmp"):
+        os.makedirs(os.path.join(root, sub), exist_ok=True)
+    saved = os.path.join(root, "plan.json")
+    if os.path.exists(saved):
+        with open(saved, encoding="utf-8") as f:
+            old = json.load(f)
+        _check_compatible(old, plan, root)
+    else:
+        with open(saved + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({**plan, "buckets": options.buckets}, f, indent=1, sort_keys=True)
+        os.replace(saved + ".tmp", saved)
+    return RunDirs(root)
+
+
+def _check_compatible(old: dict, new: dict, root: str) -> None:
+    old_counts = {e["name"]: instance_count(e) for e in old["elements"]}
+    for e in new["elements"]:
+        before = old_counts.get(e["name"])
+        if before is not None and before != instance_count(e):
+            raise RunError(
+                f"element '{e['name']}' had {before} partition instance(s) in the checkpoint "
+                f"{root} and has {instance_count(e)} now: its state is split by instance and cannot "
+                f"be carried over. Set PARTITIONS back to {before}, or start from a new "
+                f"checkpoint directory (or delete this one) to begin again with empty state.")
+
+
+def instance_count(element: dict) -> int:
+    """How many partition instances an element has (modules multiply)."""
+    count = 1
+    for key in ("module_partition", "partition"):
+        if element.get(key):
+            count *= int(element[key]["count"])
+    return count
+
+
+def buckets_of(root: str) -> int:
+    with open(os.path.join(root, "plan.json"), encoding="utf-8") as f:
+        return int(json.load(f).get("buckets", 8))
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading: input files and upstream changelogs
+# --------------------------------------------------------------------------------------------------
+
+def changelog_schema(element: dict) -> T.StructType:
+    """The schema of an element's changelog files."""
+    meta = [T.StructField(BATCH, T.LongType()), T.StructField(INST, T.IntegerType()), T.StructField(SEQ, T.LongType()),
+            T.StructField(SUB, T.LongType()), T.StructField(OP, T.StringType())]
+    return T.StructType(meta + struct(element["columns"]).fields)
+
+
+def read_changelog(spark: SparkSession, dirs: RunDirs, element: dict) -> DataFrame:
+    path = dirs.of("changelog", element["name"])
+    os.makedirs(path, exist_ok=True)
+    return spark.readStream.schema(changelog_schema(element)).parquet(path)
+
+
+def _input_files(element: dict, plan: dict, options: RunOptions):
+    """Where an input element's rows come from: a ``--input`` binding or an input adapter."""
+    from .csv_source import FileSpec
+
+    path = options.inputs.get(element["name"])
+    props: dict = {}
+    for a in plan.get("adapters", []):
+        if a["direction"] == "input" and a["element"] == element["name"]:
+            props = {k.lower(): v for k, v in a["properties"].items()}
+            if path is None:
+                directory = os.path.join(options.base_dir, str(props.get("dir", ".")))
+                if props.get("file"):
+                    return FileSpec(directory, str(props["file"]), None), props
+                return FileSpec(directory, None, str(props.get("filepattern", "*"))), props
+    if path is None:
+        return None, props
+    if os.path.isdir(path):
+        return FileSpec(path, None, "*"), props
+    return FileSpec(os.path.dirname(os.path.abspath(path)), os.path.basename(path), None), props
+
+
+# --------------------------------------------------------------------------------------------------
+# The processor's input: every port's rows, with an instance and a bucket
+# --------------------------------------------------------------------------------------------------
+
+def ports_of(element: dict) -> list[tuple[str, str]]:
+    """(alias, source element name) per port, in port order (docs/plan.md)."""
+    if element.get("query") is None:
+        return [(element["name"], element["name"])]
+    return [(s["alias"], s["element"]) for sel in element["query"]["selects"] for s in sel["sources"]]
+
+
+def _spec_for(element: dict, source: str) -> Optional[dict]:
+    p = element.get("partition")
+    if not p:
+        return None
+    return next((s for s in p["specs"] if s["input"] == source), None)
+
+
+def _with_instance(df: DataFrame, element: dict, source_name: str) -> DataFrame:
+    """``df`` with ``__inst`` (the instance of this element the row goes to) and ``__why`` set when
+    it has none (the row becomes a bad record). Broadcast inputs are copied to every instance."""
+    p = element.get("partition")
+    if not p:
+        return df.withColumn(INST, F.lit(0))
+    count = int(p["count"])
+    spec = _spec_for(element, source_name)
+    if spec is None:  # broadcast
+        return df.withColumn(INST, F.explode(F.sequence(F.lit(0), F.lit(count - 1))))
+    node = n.PartitionSpec(n.Ident(source_name), spec["method"],
+                           [n.Ident(c) for c in spec.get("columns", [])],
+                           n.from_json(spec["block"]) if spec.get("block") else None)
+    out, _ = assign_instances(df, node, source_name, element["name"], count, sequence=SEQ)
+    return (out.withColumn(INST, F.coalesce(F.col(INSTANCE), F.lit(0)))
+            .withColumn(WHY, F.coalesce(F.col(WHY), F.col(BAD_REASON))).drop(INSTANCE, BAD_REASON))
+
+
+def processor_input(plan: dict, element: dict, frames: list[DataFrame], buckets: int) -> DataFrame:
+    """The union of all ports' rows in the processor's input layout, with ``__bucket``.
+
+    Each frame has ``__seq``, ``__sub``, ``__src``, ``__op``, ``__why``, ``__raw`` and the source
+    element's columns."""
+    by_name = {e["name"]: e for e in plan["elements"]}
+    ports = ports_of(element)
+    structs = {i: struct(by_name[src]["columns"]) for i, (_, src) in enumerate(ports)}
+    out = None
+    for i, ((_, src), df) in enumerate(zip(ports, frames)):
+        cols = [c for c, _ in by_name[src]["columns"]]
+        df = _with_instance(df, element, src)
+        packed = [F.lit(i).alias(PORT), F.col(SEQ), F.col(SUB), F.col(SRC), F.col(OP), F.col(INST),
+                  F.col(WHY), F.col(RAW)]
+        for j in range(len(ports)):
+            value = F.struct(*[_col(c) for c in cols]) if j == i else F.lit(None).cast(structs[j])
+            packed.append(value.alias(port_column(j)))
+        df = df.select(*packed)
+        out = df if out is None else out.unionByName(df)
+    assert out is not None
+    return out.withColumn("__bucket", F.pmod(F.col(INST), F.lit(buckets)))
+
+
+def _col(name: str) -> Column:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _uses_time(element: dict) -> bool:
+    keeps = [element.get("keep")]
+    for sel in (element.get("query") or {}).get("selects", []):
+        keeps += [s.get("keep") for s in sel["sources"]]
+    return any(k and k["kind"] in ("time", "every_time") for k in keeps)
+
+
+# --------------------------------------------------------------------------------------------------
+# Writing: one batch of an element's output
+# --------------------------------------------------------------------------------------------------
+
+def _atomic_json(path: str, data: object) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(data, f, sort_keys=True)
+    os.replace(path + ".tmp", path)
+
+
+def _single_parquet(df: DataFrame, target: str, dirs: RunDirs) -> None:
+    """Write ``df`` as one Parquet file at ``target`` (complete or absent, never partial)."""
+    tmp = dirs.tmp()
+    try:
+        df.coalesce(1).write.mode("overwrite").parquet(os.path.join(tmp, "out"))
+        part = glob.glob(os.path.join(tmp, "out", "part-*.parquet"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.replace(part[0], target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def batch_writer(element: dict, dirs: RunDirs) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function of an element's query (its input is the processor's output)."""
+    name = element["name"]
+    cols = [c for c, _ in element["columns"]]
+
+    def write(df: DataFrame, batch_id: int) -> None:
+        df = df.persist()
+        try:
+            counts = df.groupBy(KIND, INST, OP).agg(F.count(F.lit(1)).alias("n"),
+                                                    F.sum(SEQ).alias("s")).collect()
+            rows_out = {r[OP]: r["n"] for r in counts if r[KIND] == "row"}
+            instances = {str(r[INST]): int(r["s"]) for r in counts if r[KIND] == "stat"}
+            stem = f"batch-{batch_id:08d}"
+            if sum(rows_out.values()):
+                data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
+                                                             *[_col(c) for c in cols])
+                _single_parquet(data, os.path.join(dirs.of("changelog", name), stem + ".parquet"), dirs)
+            bad = _write_bad(df.where(F.col(KIND) == "bad"), os.path.join(dirs.of("bad", name), stem + ".jsonl"))
+            _atomic_json(os.path.join(dirs.of("stats", name), stem + ".json"),
+                         {"rows_in": sum(instances.values()), "rows_out": rows_out, "bad": bad,
+                          "instances": instances})
+        finally:
+            df.unpersist()
+    return write
+
+
+def _write_bad(bad: DataFrame, path: str) -> dict[str, int]:
+    """Bad records as JSON lines (element, reason, row); their counts by reason."""
+    infos = [r[INFO] for r in bad.select(INFO).collect()]
+    if not infos:
+        return {}
+    counts: dict[str, int] = {}
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        for info in infos:
+            record = json.loads(info)
+            counts[record["reason"]] = counts.get(record["reason"], 0) + 1
+            f.write(json.dumps({"element": os.path.basename(os.path.dirname(path)), **record},
+                               sort_keys=True) + "\n")
+    os.replace(path + ".tmp", path)
+    return counts
+
+
+# --------------------------------------------------------------------------------------------------
+# One element's query
+# --------------------------------------------------------------------------------------------------
+
+def input_frame(spark: SparkSession, plan: dict, element: dict, options: RunOptions,
+                dirs: RunDirs) -> Optional[DataFrame]:
+    """An input element's rows from its CSV files, in the processor's frame layout (rows that do
+    not parse have ``__why`` and ``__raw``). None when no file is bound to the element."""
+    from .csv_source import read_input
+
+    files, props = _input_files(element, plan, options)
+    if files is None:
+        return None
+    opts = {k: str(v) for k, v in props.items()}
+    opts["manifest_dir"] = dirs.of("sources", element["name"])
+    if options.max_files_per_batch:
+        opts["max_files_per_batch"] = str(options.max_files_per_batch)
+    df = read_input(spark, element, files, options=opts)
+    return (df.withColumn(SRC, F.lit(0)).withColumn(SUB, F.lit(0).cast("long"))
+            .withColumnRenamed("__bad", WHY).withColumnRenamed("__raw", RAW))
+
+
+def upstream_frame(spark: SparkSession, dirs: RunDirs, source: dict) -> DataFrame:
+    """A source element's changelog as a stream, in the processor's frame layout."""
+    return (read_changelog(spark, dirs, source).drop(BATCH).withColumnRenamed(INST, SRC)
+            .withColumn(WHY, F.lit(None).cast("string")).withColumn(RAW, F.lit(None).cast("string")))
+
+
+def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOptions,
+                  dirs: RunDirs, buckets: int) -> Optional[DataFrame]:
+    """The streaming frame of processor output rows (runtime/processor.py) of ``element``; None
+    for an input element with no input."""
+    by_name = {e["name"]: e for e in plan["elements"]}
+    if element.get("query") is None:
+        frame = input_frame(spark, plan, element, options, dirs)
+        if frame is None:
+            return None
+        frames = [frame]
+    else:
+        frames = [upstream_frame(spark, dirs, by_name[src]) for _, src in ports_of(element)]
+    proc_in = processor_input(plan, element, frames, buckets)
+    processor = ElementProcessor(json.dumps(plan), element["name"])
+    return (proc_in.groupBy("__bucket")
+            .transformWithState(processor, output_schema(element), "Append",
+                                "ProcessingTime" if _uses_time(element) else "None"))

@@ -1,0 +1,119 @@
+"""What a run leaves in its output directory, made from the run directory's changelogs and counters.
+
+- ``NAME.csv`` for every OUTPUT element: a window's final contents (per instance: a partitioned
+  window holds its instances' rows side by side), every row a stream emitted, every change of a
+  delta stream with its ``ESP_OPS`` letter;
+- the files of output adapters (toolkit_file_csv_output, dsv_out): the element's changelog;
+- ``_bad_records.jsonl``: every bad record (element, reason, row), batch by batch;
+- ``_run.json``: per element rows in, rows out, bad records by reason and rows per instance, with
+  the Spark version and the wall time.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Iterator, Optional
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from .csv_output import write_csv
+from .job import BATCH, RunDirs, changelog_schema, instance_count
+from .processor import INST, OP, SEQ, SUB
+
+OUTPUT_ADAPTERS = ("toolkit_file_csv_output", "dsv_out", "toolkit_file_csv_output_adapter")
+
+
+def element_stats(dirs: RunDirs, element: dict) -> dict:
+    """The counters of an element over all its batches."""
+    total = {"rows_in": 0, "rows_out": 0, "rows_out_by_opcode": {}, "bad_records": {},
+             "instances": {}, "batches": 0}
+    for path in sorted(glob.glob(os.path.join(dirs.of("stats", element["name"]), "batch-*.json"))):
+        with open(path, encoding="utf-8") as f:
+            s = json.load(f)
+        total["batches"] += 1
+        total["rows_in"] += s["rows_in"]
+        for op, k in s["rows_out"].items():
+            total["rows_out_by_opcode"][op] = total["rows_out_by_opcode"].get(op, 0) + k
+            total["rows_out"] += k
+        for reason, k in s["bad"].items():
+            total["bad_records"][reason] = total["bad_records"].get(reason, 0) + k
+        for inst, k in s["instances"].items():
+            total["instances"][inst] = total["instances"].get(inst, 0) + k
+    total["instances"] = dict(sorted(total["instances"].items(), key=lambda kv: int(kv[0])))
+    total["partition_instances"] = instance_count(element)
+    return total
+
+
+def changelog(spark: SparkSession, dirs: RunDirs, element: dict) -> DataFrame:
+    """An element's whole changelog as a batch frame, in the order it was produced."""
+    path = dirs.of("changelog", element["name"])
+    os.makedirs(path, exist_ok=True)
+    df = spark.read.schema(changelog_schema(element)).parquet(path)
+    return df
+
+
+def _ordered(df: DataFrame) -> DataFrame:
+    return df.orderBy(BATCH, SEQ, INST, SUB)
+
+
+def final_rows(spark: SparkSession, dirs: RunDirs, element: dict) -> DataFrame:
+    """What ``NAME.csv`` holds for an element (see the module docstring)."""
+    df = changelog(spark, dirs, element)
+    if element["kind"] != "window":
+        return _ordered(df)
+    key = [INST] + [F.col(f"`{k}`") for k in element["key"]] if element["key"] else [INST, SEQ]
+    latest = Window.partitionBy(*key).orderBy(F.col(BATCH).desc(), F.col(SEQ).desc(), F.col(SUB).desc())
+    last = df.withColumn("__n", F.row_number().over(latest)).where("__n = 1").drop("__n")
+    return _ordered(last.where(F.col(OP) != "d"))
+
+
+def _records(df: DataFrame) -> Iterator[dict]:
+    for row in df.toLocalIterator():
+        yield row.asDict()
+
+
+def write_outputs(spark: SparkSession, plan: dict, dirs: RunDirs, out_dir: str, base_dir: str,
+                  wall_seconds: float, extra: Optional[dict] = None) -> dict:
+    """Write the output directory (and output adapters' files); return the ``_run.json`` data."""
+    os.makedirs(out_dir, exist_ok=True)
+    report = {"project": plan.get("project"), "spark_version": spark.version,
+              "wall_seconds": round(wall_seconds, 3), "elements": {}, **(extra or {})}
+    for e in plan["elements"]:
+        report["elements"][e["name"]] = element_stats(dirs, e)
+        if e["role"] == "output":
+            rows = _records(final_rows(spark, dirs, e))
+            delta = e["kind"] == "delta stream"
+            write_csv(os.path.join(out_dir, e["name"] + ".csv"), e["columns"],
+                      ({**r, "__op": r[OP]} for r in rows), opcodes=delta)
+    for a in plan.get("adapters", []):
+        if a["direction"] == "output" and a["type"].lower() in OUTPUT_ADAPTERS:
+            _write_adapter(spark, plan, dirs, a, base_dir)
+    _merge_bad_records(dirs, plan, os.path.join(out_dir, "_bad_records.jsonl"))
+    with open(os.path.join(out_dir, "_run.json"), "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2, sort_keys=True)
+    return report
+
+
+def _write_adapter(spark: SparkSession, plan: dict, dirs: RunDirs, adapter: dict, base_dir: str) -> None:
+    element = next((e for e in plan["elements"] if e["name"] == adapter["element"]), None)
+    if element is None:
+        return
+    props = {k.lower(): v for k, v in adapter["properties"].items()}
+    directory = os.path.join(base_dir, str(props.get("dir", ".")))
+    os.makedirs(directory, exist_ok=True)
+    name = str(props.get("file") or element["name"] + ".csv")
+    rows = _records(_ordered(changelog(spark, dirs, element)))
+    write_csv(os.path.join(directory, name), element["columns"],
+              ({**r, "__op": r[OP]} for r in rows), delimiter=str(props.get("delimiter", ",")),
+              opcodes=True)
+
+
+def _merge_bad_records(dirs: RunDirs, plan: dict, target: str) -> None:
+    with open(target + ".tmp", "w", encoding="utf-8") as out:
+        for e in plan["elements"]:
+            for path in sorted(glob.glob(os.path.join(dirs.of("bad", e["name"]), "batch-*.jsonl"))):
+                with open(path, encoding="utf-8") as f:
+                    out.write(f.read())
+    os.replace(target + ".tmp", target)

@@ -1,0 +1,148 @@
+"""One stateful element on Spark: a transformWithState processor around the Python engine.
+
+Rows reach the processor grouped by a *bucket* (``instance % buckets``): a partition instance is not
+its own Spark grouping key, because the cost of a stateful operator grows with the number of keys
+per batch, not with rows (../shared/notes/spark-runtime.md). A bucket's state is one value: the
+pickled engine states of its instances, read once and written once per batch.
+
+Every output row has a kind: ``row`` (a changelog row of the element), ``bad`` (a bad record, its
+reason and input row as JSON in ``__info``) or ``stat`` (rows an instance received in this batch,
+in ``__seq``), so that one stream carries the data, the bad records and the counters.
+"""
+from __future__ import annotations
+
+import json
+import pickle
+from collections import defaultdict
+from typing import Any, Iterator, Optional
+
+from pyspark.sql import Row
+from pyspark.sql import types as T
+from pyspark.sql.streaming.stateful_processor import (ExpiredTimerInfo, StatefulProcessor,
+                                                      StatefulProcessorHandle, TimerValues)
+
+from .engine.changes import Bad, Emit, Event
+from .types import struct
+
+# Columns of every element's processor output and changelog, before the element's own columns.
+KIND, INST, SEQ, SUB, OP, INFO = "__kind", "__inst", "__seq", "__sub", "__op", "__info"
+META = [(KIND, T.StringType()), (INST, T.IntegerType()), (SEQ, T.LongType()),
+        (SUB, T.LongType()), (OP, T.StringType()), (INFO, T.StringType())]
+# Columns of the processor's input rows besides one struct per port (``__p0``, ``__p1``, ...).
+# Expiry emits rows with the sequence number of the last row seen: their ``__sub`` starts here so
+# that they sort after the rows that number already produced.
+EXPIRY_SUB = 1 << 40
+PORT, SRC, WHY, RAW = "__port", "__src", "__why", "__raw"
+
+
+def output_schema(element: dict) -> T.StructType:
+    """The processor output schema of ``element``: META columns then the element's columns."""
+    return T.StructType([T.StructField(n, t, True) for n, t in META] + struct(element["columns"]).fields)
+
+
+def port_column(port: int) -> str:
+    """The struct column holding a port's row in the processor's input."""
+    return f"__p{port}"
+
+
+def bad_info(reason: str, values: Any) -> str:
+    """The ``__info`` text of a bad record: its reason and the row, as JSON."""
+    return json.dumps({"reason": reason, "row": values}, default=str, sort_keys=True)
+
+
+class ElementProcessor(StatefulProcessor):
+    """Runs :class:`runtime.engine.element.Engine` for every instance of one bucket.
+
+    Built on the driver from the plan as JSON text (it travels to the Python workers pickled);
+    the engine is made in ``init`` on the worker.
+    """
+
+    def __init__(self, plan_text: str, element_name: str) -> None:
+        self.plan_text, self.element_name = plan_text, element_name
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        from .engine.element import Engine
+
+        plan = json.loads(self.plan_text)
+        element = next(e for e in plan["elements"] if e["name"] == self.element_name)
+        self.engine = Engine(element, plan, 0)
+        self.columns = [name for name, _ in element["columns"]]
+        self.handle = handle
+        self.state = handle.getValueState("instances", T.StructType([T.StructField("blob", T.BinaryType())]))
+        self.make_row = Row(*[n for n, _ in META], *self.columns)
+
+    # --- state --------------------------------------------------------------------------------
+
+    def _load(self) -> dict[int, dict]:
+        if not self.state.exists():
+            return {}
+        return pickle.loads(self.state.get()[0])
+
+    def _save(self, states: dict[int, dict]) -> None:
+        self.state.update((pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL),))
+        for t in list(self.handle.listTimers()):
+            self.handle.deleteTimer(t)
+        deadlines = [d for d in (self.engine.next_deadline(s) for s in states.values()) if d is not None]
+        if deadlines:
+            self.handle.registerTimer(min(deadlines))
+
+    # --- callbacks ----------------------------------------------------------------------------
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
+        now = timerValues.getCurrentProcessingTimeInMs()
+        by_instance: dict[int, list[tuple]] = defaultdict(list)
+        for r in rows:
+            port = r[PORT]
+            values = r[port_column(port)]
+            if r[WHY] is not None:  # a row that does not parse, or got no instance
+                row = {"line": r[RAW]} if r[RAW] is not None else (values.asDict() if values else {})
+                values = (r[WHY], row)
+            else:
+                values = values.asDict() if values is not None else {}
+            by_instance[r[INST]].append((r[SEQ], r[SRC], r[SUB], port, r[OP], r[WHY] is not None,
+                                         values))
+        states = self._load()
+        out: list[Row] = []
+        for inst in sorted(by_instance):
+            received = sorted(by_instance[inst], key=lambda x: x[:4])
+            out.append(self._row("stat", inst, len(received), 0, None, None, {}))
+            events = []
+            for seq, _src, _sub, port, op, bad, values in received:
+                if bad:
+                    out.append(self._row("bad", inst, seq, 0, None, bad_info(*values), {}))
+                else:
+                    events.append(Event(port, op, seq, values))
+            state = states.get(inst)
+            if state is None:
+                state = states[inst] = self.engine.initial_state()
+            out.extend(self._emitted(inst, self.engine.process(state, events, now)))
+        self._save(states)
+        return iter(out)
+
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
+                           expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
+        now = timerValues.getCurrentProcessingTimeInMs()
+        states = self._load()
+        out: list[Row] = []
+        for inst in sorted(states):
+            out.extend(self._emitted(inst, self.engine.expire(states[inst], now), EXPIRY_SUB))
+        self._save(states)
+        return iter(out)
+
+    def close(self) -> None:
+        pass
+
+    # --- output rows --------------------------------------------------------------------------
+
+    def _emitted(self, inst: int, outputs: list, first_sub: int = 0) -> list[Row]:
+        rows = []
+        for sub, o in enumerate(outputs, first_sub):
+            if isinstance(o, Emit):
+                rows.append(self._row("row", inst, o.seq, sub, o.op, None, o.values))
+            elif isinstance(o, Bad):
+                rows.append(self._row("bad", inst, o.seq, sub, None, bad_info(o.reason, dict(o.values)), {}))
+        return rows
+
+    def _row(self, kind: str, inst: int, seq: int, sub: int, op: Optional[str], info: Optional[str],
+             values: Any) -> Row:
+        return self.make_row(kind, inst, seq, sub, op, info, *[values.get(c) for c in self.columns])

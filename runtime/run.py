@@ -1,0 +1,108 @@
+"""``ccl run``: start every element's query, run until idle or until stopped, write the outputs."""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from .job import RunDirs, RunError, RunOptions, batch_writer, buckets_of, element_query, prepare_run_dir
+from .outputs import element_stats, write_outputs
+
+
+@dataclass
+class RunResult:
+    """What a finished run left: its report (the ``_run.json`` data) and where."""
+
+    report: dict
+    run_dir: str
+    out_dir: str
+
+
+def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, dirs: RunDirs,
+           buckets: int) -> Optional[StreamingQuery]:
+    frame = element_query(spark, plan, element, options, dirs, buckets)
+    if frame is None:
+        return None
+    writer = (frame.writeStream.foreachBatch(batch_writer(element, dirs))
+              .option("checkpointLocation", dirs.of("queries", element["name"]))
+              .queryName(f"ccl:{element['name']}"))
+    if options.until_idle:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=options.trigger_interval)
+    return writer.start()
+
+
+def _failure(element: str, exc: StreamingQueryException) -> RunError:
+    text = str(exc).strip().splitlines()
+    return RunError(f"element '{element}' stopped: {text[0] if text else type(exc).__name__}")
+
+
+def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
+             status: Callable[[str], None] = lambda s: None) -> RunResult:
+    """Run ``plan``; with ``options.until_idle`` process what is there and return, otherwise run
+    until SIGINT/SIGTERM (printing a live status line), then stop cleanly. Outputs are written in
+    both cases."""
+    began = time.monotonic()
+    dirs = prepare_run_dir(plan, options)
+    buckets = buckets_of(dirs.root)
+    if options.until_idle:
+        for element in plan["elements"]:
+            query = _start(spark, plan, element, options, dirs, buckets)
+            if query is None:
+                continue
+            try:
+                query.awaitTermination()
+            except StreamingQueryException as exc:
+                raise _failure(element["name"], exc) from None
+    else:
+        _run_until_stopped(spark, plan, options, dirs, buckets, status)
+    report = write_outputs(spark, plan, dirs, out_dir, options.base_dir, time.monotonic() - began)
+    return RunResult(report, dirs.root, out_dir)
+
+
+def _run_until_stopped(spark: SparkSession, plan: dict, options: RunOptions, dirs: RunDirs,
+                       buckets: int, status: Callable[[str], None]) -> None:
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    queries: dict[str, StreamingQuery] = {}
+    try:
+        for element in plan["elements"]:
+            q = _start(spark, plan, element, options, dirs, buckets)
+            if q is not None:
+                queries[element["name"]] = q
+        began = time.monotonic()
+        while not stop.wait(2.0):
+            for name, q in queries.items():
+                if q.exception() is not None:
+                    raise _failure(name, q.exception())
+            rows, bad, batches = _progress(plan, dirs)
+            elapsed = max(time.monotonic() - began, 1e-9)
+            status(f"batches {batches}  rows {rows}  ({rows / elapsed:,.0f} rows/s)  bad records {bad}")
+    finally:
+        for q in queries.values():
+            try:
+                q.stop()
+            except Exception:  # stopping is best effort; the checkpoint stays usable
+                pass
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        sys.stdout.flush()
+
+
+def _progress(plan: dict, dirs: RunDirs) -> tuple[int, int, int]:
+    rows = bad = batches = 0
+    for e in plan["elements"]:
+        s = element_stats(dirs, e)
+        if e.get("query") is None:
+            rows += s["rows_in"]
+        bad += sum(s["bad_records"].values())
+        batches += s["batches"]
+    return rows, bad, batches
