@@ -103,7 +103,7 @@ class Planner:
         out["input_where"] = self._input_where(s, facts, scope)
         out["declare"] = splash_json(s.declare.items, scope.params) if s.declare else []
         if s.query is None:
-            out.update(query=None, partition=None, stateful=not (s.kind == "stream"))
+            out.update(query=None, partition=None, stateful=s.kind != "stream")
         else:
             selects = s.query.selects if isinstance(s.query, n.Union_) else [s.query]
             names = [c for c, _ in out["columns"]]
