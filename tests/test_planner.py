@@ -227,3 +227,16 @@ CREATE OUTPUT WINDOW j PRIMARY KEY (k) AS SELECT a.k k FROM a JOIN (b JOIN c ON 
         assert "j.ccl" in str(exc)
     else:
         assert plan is None or plan["elements"]  # the parser may not accept the nesting at all
+
+
+def test_splitter_targets_are_filtered_streams():
+    plan = plan_of(ROOT / "projects/valid/news_sentiment_splitter.ccl")
+    neutral = select(plan, "NeutralNews")
+    assert neutral["sources"][0]["element"] == "WatchedHeadlines"
+    where = neutral["where"]
+    assert where["node"] == "Binary" and where["op"] == "and"
+    assert element(plan, "FlashAlerts")["splitter"] == "SentimentRouter"
+    assert [i["name"] for i in neutral["items"]] == ["StoryId", "Ticker", "Desk", "Sentiment", "Relevance"]
+    star = select(plan, "WatchedHeadlines")["items"]
+    assert star[0] == {"name": "StoryId", "expr": col("Headlines", "StoryId")}
+    assert star[-1] == {"name": "Desk", "expr": col("Watchlist", "Desk")}
