@@ -1,0 +1,205 @@
+"""The per-instance engine of one stateful element (plain Python, no Spark): see docs/runtime.md.
+
+An :class:`Engine` is built once per element from the plan and holds no rows: every instance's
+data lives in a state dict (plain, picklable) that the caller keeps between batches, so one engine
+serves all instances of its element.
+
+Pipeline of a derived element, per select of its query (several for a UNION)::
+
+    source stages (mirror / FROM KEEP) -> join (several sources) -> WHERE
+        -> aggregation or projection -> the element's output stage (stream / window / delta stream)
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+from runtime.engine.changes import Bad, Change, Emit, Event, Output
+from runtime.engine.expr import Expressions, SplashError, coerce_row
+from runtime.engine.stages import (InputStage, KeyError_, OutputStage, Projection, SourceStage,
+                                   where)
+
+__all__ = ["Engine"]
+
+
+class _Select:
+    """The compiled parts of one select (no state)."""
+
+    def __init__(self, select: Mapping, elements: Mapping[str, Mapping], element: Mapping,
+                 variables: Mapping[str, object]) -> None:
+        self.sources: list[SourceStage] = []
+        self.aliases: list[str] = []
+        infos: list[dict] = []
+        types: dict[str, Sequence] = {}
+        for src in select["sources"]:
+            source = elements[src["element"]]
+            stage = SourceStage(source, src.get("keep"))
+            self.sources.append(stage)
+            self.aliases.append(src["alias"])
+            types[src["alias"]] = source["columns"]
+            infos.append({"alias": src["alias"], "element": src["element"],
+                          "kind": stage.effective_kind, "key": list(stage.key),
+                          "columns": source["columns"]})
+        exprs = Expressions(variables, types)
+        self.columns = element["columns"]
+        self.joiner = None
+        if len(self.sources) > 1:
+            from runtime.engine.join import Joiner
+            self.joiner = Joiner(select, exprs, infos)
+        self.where = exprs.compile(select["where"]) if select.get("where") else None
+        self.aggregator = None
+        self.projection: Optional[Projection] = None
+        key = list(element.get("key") or [])
+        if select.get("aggregates") or select.get("group_by"):
+            from runtime.engine.aggregate import Aggregator
+            self.aggregator = Aggregator(select, exprs, element["columns"], key)
+        else:
+            self.projection = Projection(select, exprs, element["columns"], key,
+                                         keyed=element["kind"] != "stream")
+
+    def initial_state(self) -> dict:
+        """This select's part of an instance's state."""
+        return {"sources": [s.initial_state() for s in self.sources],
+                "join": self.joiner.initial_state() if self.joiner else None,
+                "agg": self.aggregator.initial_state() if self.aggregator else None}
+
+    def apply(self, state: dict, index: int, change: Change) -> list[Change]:
+        """Output-row changes for one change of source ``index``'s rows."""
+        if self.joiner is not None:
+            rows = self.joiner.apply(state["join"], index, change)
+        else:
+            alias = self.aliases[index]
+            rows = [Change(change.op, change.key,
+                           {alias: change.old} if change.old is not None else None,
+                           {alias: change.new} if change.new is not None else None, change.seq)]
+        if self.where is not None:
+            rows = [c for r in rows for c in where(r, self.where)]
+        if self.aggregator is None:
+            return [self.projection.apply(r) for r in rows]
+        out = []
+        for r in rows:
+            for c in self.aggregator.apply(state["agg"], r):
+                out.append(Change(c.op, c.key, self._cast(c.old), self._cast(c.new), c.seq))
+        return out
+
+    def _cast(self, row: Optional[Mapping]) -> Optional[dict]:
+        return coerce_row(row, self.columns) if row is not None else None
+
+
+class Engine:
+    """Runs one element of a compiled plan for any number of partition instances.
+
+    ``element`` is one entry of ``plan["elements"]``; ``plan`` the whole plan (source elements are
+    looked up in it by name). ``instance`` is informational: the state carries everything else.
+    """
+
+    def __init__(self, element: Mapping, plan: Mapping, instance: int = 0) -> None:
+        self.element = element
+        self.name: str = element["name"]
+        self.kind: str = element["kind"]
+        self.columns = element["columns"]
+        self.instance = instance
+        partition = element.get("partition") or {}
+        self.variables = {f"{self.name}_partitions": int(partition.get("count") or 1)}
+        query = element.get("query")
+        self.input: Optional[InputStage] = None
+        self.selects: list[_Select] = []
+        if query is None:
+            self.input = InputStage(element, Expressions(self.variables,
+                                                         {self.name: self.columns}))
+            self.ports: list[tuple[int, int]] = [(0, 0)]
+        else:
+            elements = {e["name"]: e for e in plan["elements"]}
+            self.selects = [_Select(s, elements, element, self.variables)
+                            for s in query["selects"]]
+            self.ports = [(si, i) for si, sel in enumerate(self.selects)
+                          for i in range(len(sel.sources))]
+        self.output = OutputStage(element)
+
+    def initial_state(self) -> dict:
+        """A fresh instance's state (plain picklable data)."""
+        return {"seq": None,
+                "input": self.input.initial_state() if self.input else None,
+                "selects": [s.initial_state() for s in self.selects],
+                "output": self.output.initial_state() if self.input is None else None}
+
+    def process(self, state: dict, events: Sequence[Event], now_ms: int) -> list[Output]:
+        """Apply ``events`` in the given order; rows a time KEEP evicts by ``now_ms`` go first.
+
+        A row whose expression fails or that breaks the key rules becomes a :class:`Bad` and
+        processing continues with the next event."""
+        out: list[Output] = list(self.expire(state, now_ms))
+        for event in events:
+            if state["seq"] is None or event.seq > state["seq"]:
+                state["seq"] = event.seq
+            try:
+                changes = self._event(state, event, now_ms)
+            except (SplashError, KeyError_) as e:
+                out.append(Bad(str(e), event.seq, event.port, dict(event.values)))
+                continue
+            out += [_emit(c) for c in changes]
+        return out
+
+    def expire(self, state: dict, now_ms: int) -> list[Emit]:
+        """Evict what time-based KEEPs (the element's and FROM-level ones) have due at ``now_ms``;
+        the deletes carry the largest seq this state has seen."""
+        seq = state["seq"] if state["seq"] is not None else 0
+        if self.input is not None:
+            return [_emit(c) for c in self.input.expire(state["input"], now_ms, seq)]
+        changes: list[Change] = []
+        for si, sel in enumerate(self.selects):
+            sstate = state["selects"][si]
+            for i, source in enumerate(sel.sources):
+                for change in source.expire(sstate["sources"][i], now_ms, seq):
+                    try:
+                        changes += self._output(state, sel.apply(sstate, i, change), now_ms)
+                    except SplashError:
+                        continue    # no input row to blame: what it would have produced is lost
+        evicted = self.output.expire(state["output"], now_ms, seq)
+        for change in evicted:
+            self._drop_group(state, change.key)
+        return [_emit(c) for c in changes + evicted]
+
+    def next_deadline(self, state: dict) -> Optional[int]:
+        """When :meth:`expire` next has work (ms since epoch), or ``None``."""
+        if self.input is not None:
+            return self.input.next_deadline(state["input"])
+        due = [self.output.next_deadline(state["output"])]
+        for si, sel in enumerate(self.selects):
+            due += [s.next_deadline(state["selects"][si]["sources"][i])
+                    for i, s in enumerate(sel.sources)]
+        times = [t for t in due if t is not None]
+        return min(times) if times else None
+
+    def _event(self, state: dict, event: Event, now_ms: int) -> list[Change]:
+        if self.input is not None:
+            if event.port != 0:
+                raise KeyError_(f"no input port {event.port} on {self.name}")
+            return self.input.apply(state["input"], event.op, event.seq, event.values, now_ms)
+        if not 0 <= event.port < len(self.ports):
+            raise KeyError_(f"no input port {event.port} on {self.name}")
+        si, index = self.ports[event.port]
+        sel, sstate = self.selects[si], state["selects"][si]
+        changes = sel.sources[index].apply(sstate["sources"][index], event.op, event.seq,
+                                           event.values, now_ms)
+        rows = [c for change in changes for c in sel.apply(sstate, index, change)]
+        return self._output(state, rows, now_ms)
+
+    def _output(self, state: dict, changes: list[Change], now_ms: int) -> list[Change]:
+        out: list[Change] = []
+        for change in changes:
+            emitted, evicted = self.output.apply(state["output"], change, now_ms)
+            for key in evicted:
+                self._drop_group(state, key)
+            out += emitted
+        return out
+
+    def _drop_group(self, state: dict, key: tuple) -> None:
+        # The window's KEEP evicted an aggregate row: every aggregating select forgets that group.
+        for si, sel in enumerate(self.selects):
+            if sel.aggregator is not None:
+                sel.aggregator.drop_group(state["selects"][si]["agg"], key)
+
+
+def _emit(change: Change) -> Emit:
+    values = change.old if change.op == "d" else change.new
+    return Emit(change.op, change.seq, dict(values or {}))

@@ -1,0 +1,138 @@
+"""A keyed collection of rows with an ESP KEEP policy, its state kept as plain picklable data.
+
+The :class:`Store` object holds only the policy; each instance's rows live in a state dict made by
+:meth:`Store.initial_state`. Row order (for ``KEEP n ROWS``) is the order of first insertion: an
+update changes a row in place and does not move it. Every method returns the :class:`Change` records
+it caused; deletes caused by the policy itself (evictions) are listed before the change that caused
+them.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+from runtime.engine.changes import Change
+
+COUNT_KINDS = ("rows", "every_rows", "last")
+TIME_KINDS = ("time", "every_time")
+
+
+class Store:
+    """Rows by key under the KEEP policy ``keep`` (a plan ``keep`` dict, or ``None`` = keep all)."""
+
+    def __init__(self, keep: Optional[Mapping[str, object]]) -> None:
+        keep = dict(keep or {"kind": "all"})
+        self.kind: str = str(keep.get("kind") or "all")
+        self.count: int = 1 if self.kind == "last" else int(keep.get("count") or 0)
+        self.millis: int = int(keep.get("millis") or 0)
+        # PER applies to row-count policies; a sliding time window expires each row on its own.
+        self.per: list[str] = list(keep.get("per") or []) if self.kind in COUNT_KINDS else []
+
+    @property
+    def timed(self) -> bool:
+        """Whether rows leave with time (expire() has work)."""
+        return self.kind in TIME_KINDS
+
+    def initial_state(self) -> dict:
+        """An empty store: rows by key, row keys by PER group (insertion order), last-change times."""
+        return {"rows": {}, "groups": {}, "times": {}, "bucket": None}
+
+    def get(self, state: dict, key: tuple) -> Optional[dict]:
+        """The row stored under ``key``, or ``None``."""
+        return state["rows"].get(key)
+
+    def upsert(self, state: dict, key: tuple, row: Mapping[str, object], seq: int,
+               now_ms: int) -> list[Change]:
+        """Insert ``row`` under ``key``, or update the row there; evictions come first."""
+        rows = state["rows"]
+        new = dict(row)
+        old = rows.get(key)
+        out: list[Change] = []
+        if old is None:
+            if self.kind == "every_time":
+                out += self._start_bucket(state, seq, now_ms)
+            out += self._make_room(state, self._group(new), seq)
+            rows[key] = new
+            state["groups"].setdefault(self._group(new), {})[key] = None
+            out.append(Change("i", key, None, new, seq))
+        else:
+            old_group, new_group = self._group(old), self._group(new)
+            if old_group != new_group:
+                self._ungroup(state, key, old_group)
+                out += self._make_room(state, new_group, seq)
+                state["groups"].setdefault(new_group, {})[key] = None
+            rows[key] = new
+            out.append(Change("u", key, old, new, seq))
+        if self.kind == "time":
+            state["times"].pop(key, None)   # re-inserted last: the dict stays in expiry order
+            state["times"][key] = now_ms
+        return out
+
+    def delete(self, state: dict, key: tuple, seq: int) -> list[Change]:
+        """Delete the row under ``key`` (nothing when there is none)."""
+        old = state["rows"].pop(key, None)
+        if old is None:
+            return []
+        self._ungroup(state, key, self._group(old))
+        state["times"].pop(key, None)
+        return [Change("d", key, old, None, seq)]
+
+    def expire(self, state: dict, now_ms: int, seq: int) -> list[Change]:
+        """Deletes of the rows a time policy evicts at ``now_ms``."""
+        out: list[Change] = []
+        if self.kind == "time":
+            times = state["times"]
+            due = [k for k, t in times.items() if t + self.millis <= now_ms]
+            for key in due:
+                out += self.delete(state, key, seq)
+        elif self.kind == "every_time":
+            out += self._start_bucket(state, seq, now_ms)
+        return out
+
+    def next_deadline(self, state: dict) -> Optional[int]:
+        """When :meth:`expire` next has work (ms since epoch), or ``None``."""
+        if not state["rows"]:
+            return None
+        if self.kind == "time":
+            return min(state["times"].values()) + self.millis
+        if self.kind == "every_time" and state["bucket"] is not None:
+            return (state["bucket"] + 1) * self.millis
+        return None
+
+    def _group(self, row: Mapping[str, object]) -> tuple:
+        return tuple(row.get(c) for c in self.per)
+
+    def _ungroup(self, state: dict, key: tuple, group: tuple) -> None:
+        members = state["groups"].get(group)
+        if members is not None:
+            members.pop(key, None)
+            if not members:
+                del state["groups"][group]
+
+    def _make_room(self, state: dict, group: tuple, seq: int) -> list[Change]:
+        """Evictions before a new row joins ``group`` under a row-count policy."""
+        if self.kind not in COUNT_KINDS or self.count <= 0:
+            return []
+        members = state["groups"].get(group, {})
+        if len(members) < self.count:
+            return []
+        if self.kind == "every_rows":
+            victims = list(members)
+        else:
+            victims = list(members)[:len(members) - self.count + 1]
+        out: list[Change] = []
+        for key in victims:
+            out += self.delete(state, key, seq)
+        return out
+
+    def _start_bucket(self, state: dict, seq: int, now_ms: int) -> list[Change]:
+        """KEEP EVERY interval: leaving the current period deletes every row."""
+        if self.millis <= 0:
+            return []
+        bucket = now_ms // self.millis
+        out: list[Change] = []
+        if state["bucket"] is not None and bucket > state["bucket"]:
+            for key in list(state["rows"]):
+                out += self.delete(state, key, seq)
+        if not state["rows"] or state["bucket"] is None or bucket > state["bucket"]:
+            state["bucket"] = bucket
+        return out
