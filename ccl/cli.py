@@ -282,7 +282,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"{args.file}: {errors} error(s); not run\n")
         return EXIT_ERRORS
     try:
-        plan = build_plan(config.project, analysis, config.parameters, adapters=config.adapters)
+        plan = build_plan(config.project, analysis, config.parameters, adapters_properties=config.adapters)
     except PlanError as exc:
         err.write(f"{exc}\n")
         return EXIT_ERRORS

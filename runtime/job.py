@@ -185,10 +185,11 @@ def _with_instance(df: DataFrame, element: dict, source_name: str) -> DataFrame:
     spec = _spec_for(element, source_name)
     if spec is None:  # broadcast
         return df.withColumn(INST, F.explode(F.sequence(F.lit(0), F.lit(count - 1))))
-    node = n.PartitionSpec(n.Ident(source_name), spec["method"],
+    by_name = spec.get("as") or source_name  # the name the custom block reads the row under
+    node = n.PartitionSpec(n.Ident(by_name), spec["method"],
                            [n.Ident(c) for c in spec.get("columns", [])],
                            n.from_json(spec["block"]) if spec.get("block") else None)
-    out, _ = assign_instances(df, node, source_name, element["name"], count, sequence=SEQ)
+    out, _ = assign_instances(df, node, by_name, element["name"], count, sequence=SEQ)
     return (out.withColumn(INST, F.coalesce(F.col(INSTANCE), F.lit(0)))
             .withColumn(WHY, F.coalesce(F.col(WHY), F.col(BAD_REASON))).drop(INSTANCE, BAD_REASON))
 
