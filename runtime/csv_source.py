@@ -161,6 +161,24 @@ class _BadValue(Exception):
     pass
 
 
+_PLAIN_DECIMAL = re.compile(r"-?0*([0-9]*)(?:\.([0-9]*))?")
+_ISO = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2}):([0-9]{2})"
+                  r"(?:\.([0-9]{1,9}))?")
+
+
+def _iso_timestamp(s: str) -> dt.datetime:
+    """:func:`parse_timestamp` with a fast path for its most common form."""
+    m = _ISO.fullmatch(s)
+    if m:
+        y, mo, d, h, mi, sec, frac = m.groups()
+        try:
+            return dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec),
+                               int((frac or "0")[:6].ljust(6, "0")))
+        except ValueError:
+            pass
+    return parse_timestamp(s)
+
+
 def column_parser(ccl_type: str, fmt: CsvFormat) -> Callable[[str], Any]:
     """A function from a non-empty field to the Python value of ``ccl_type`` (the value a Spark
     column of :func:`runtime.types.spark_type` holds); it raises :class:`_BadValue` with the
@@ -206,6 +224,9 @@ def column_parser(ccl_type: str, fmt: CsvFormat) -> Callable[[str], Any]:
         precision, scale = st.precision, st.scale  # type: ignore[attr-defined]
 
         def decimal(s: str) -> Decimal:
+            m = _PLAIN_DECIMAL.fullmatch(s)
+            if m and len(m.group(2) or "") <= scale and len(m.group(1)) <= precision - scale:
+                return Decimal(s)  # exact: arrow scales it to the column's scale
             d = make_dec(parse_decimal(s), precision, scale)
             if d is None:
                 raise _BadValue(f"does not fit in {t}")
@@ -215,7 +236,7 @@ def column_parser(ccl_type: str, fmt: CsvFormat) -> Callable[[str], Any]:
         return guarded(parse_boolean)
     if name in ("date", "timestamp", "bigdatetime"):
         pattern = fmt.date_format if name == "date" else fmt.timestamp_format
-        base_parse = _pattern_parser(pattern) if pattern else parse_timestamp
+        base_parse = _pattern_parser(pattern) if pattern else _iso_timestamp
         return guarded(lambda s: truncate_time(base_parse(s), name))
     if name == "binary":
         return guarded(lambda s: bytes.fromhex(s.strip()))

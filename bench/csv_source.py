@@ -1,0 +1,87 @@
+"""CSV input cost: the ``ccl_csv`` source (runtime/csv_source.py) vs Spark's built-in CSV file source.
+
+    python bench/csv_source.py [--rows 1000000] [--files 4] [--repeat 1]
+
+One Spark run (local[2]). The rows (symbol, price, volume, timestamp) are generated into FILES files;
+each reader streams the directory with ``trigger(availableNow=True)`` into the noop sink (one file
+per micro-batch for both). Paths: ``read_input`` yielding arrow RecordBatches (the default), the
+same yielding tuples, and ``spark.readStream.csv`` with the same schema. Prints rows/s and ratios.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import tempfile
+import time
+
+from runtime.csv_source import FileSpec, read_input
+from runtime.session import get_session
+from runtime.types import struct
+
+COLUMNS = [["isin", "string"], ["price", "money(4)"], ["volume", "integer"], ["ts", "timestamp"],
+           ["bid", "float"]]
+
+
+def generate(directory: str, rows: int, files: int) -> None:
+    """FILES files of ROWS rows in all, with a header."""
+    rnd = random.Random(1)
+    per = rows // files
+    for f in range(files):
+        with open(os.path.join(directory, f"part{f:03d}.csv"), "w") as out:
+            out.write("isin,price,volume,ts,bid\n")
+            lines = []
+            for i in range(per):
+                lines.append(f"US{rnd.randrange(10**9):010d},{rnd.randrange(10**6) / 100:.2f},"
+                             f"{rnd.randrange(10000)},2024-03-{1 + i % 28:02d}T10:{i % 60:02d}:"
+                             f"{(i // 60) % 60:02d}.{i % 1000:03d},{rnd.random() * 100:.3f}\n")
+            out.write("".join(lines))
+
+
+def run(spark, df, checkpoint: str) -> float:
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    t0 = time.perf_counter()
+    q = (df.writeStream.format("noop").trigger(availableNow=True)
+         .option("checkpointLocation", checkpoint).start())
+    q.awaitTermination()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--files", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+    spark = get_session("local[2]", app_name="bench-csv", shuffle_partitions=2)
+    work = tempfile.mkdtemp(prefix="bench_csv_")
+    data = os.path.join(work, "in")
+    os.makedirs(data)
+    generate(data, args.rows, args.files)
+    element = {"name": "priceW", "columns": COLUMNS}
+    paths = {
+        "ccl_csv (arrow)": lambda: read_input(spark, element, FileSpec(data, pattern="*.csv"),
+                                              options={"max_files_per_batch": 1}),
+        "ccl_csv (tuples)": lambda: read_input(spark, element, FileSpec(data, pattern="*.csv"),
+                                               options={"max_files_per_batch": 1,
+                                                        "rows_as_tuples": "true"}),
+        "built-in csv": lambda: (spark.readStream.schema(struct(COLUMNS)).option("header", "true")
+                                 .option("maxFilesPerTrigger", 1).csv(data)),
+    }
+    run(spark, paths["built-in csv"](), os.path.join(work, "warm"))  # first-batch start-up
+    best: dict[str, float] = {}
+    for _ in range(args.repeat):
+        for name, make in paths.items():
+            seconds = run(spark, make(), os.path.join(work, "ck"))
+            best[name] = min(best.get(name, seconds), seconds)
+    base = args.rows / best["built-in csv"]
+    for name, seconds in best.items():
+        rate = args.rows / seconds
+        print(f"{name:18s} {seconds:7.2f} s {rate:12,.0f} rows/s  {rate / base:5.2f} x built-in")
+    shutil.rmtree(work, ignore_errors=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""The ccl_csv input source: parsing rules without Spark, then a few streaming runs on Spark."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+from decimal import Decimal
+
+import pytest
+
+from runtime.csv_source import (LINE_BITS, CsvFormat, FileSpec, Manifest, column_parser,
+                                java_pattern_regex, list_new_files, parse_file_text, read_input)
+
+COLS = [["id", "integer"], ["price", "money(2)"], ["ts", "timestamp"], ["ok", "boolean"],
+        ["x", "float"], ["s", "string"]]
+
+
+def parse(text: str, columns=COLS, **options):
+    return list(parse_file_text(text, columns, CsvFormat.from_options(options)))
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing (no Spark)
+# --------------------------------------------------------------------------------------------------
+
+def test_header_in_any_order_unknown_ignored_missing_null():
+    rows = parse("s,zz,x,id\nhi,?,1.5,7\n")
+    assert rows == [(2, "i", None, None, 7, None, None, None, 1.5, "hi")]
+
+
+def test_values_of_each_type():
+    text = ("id,price,ts,ok,x,s\n"
+            "-3,1.235,2020-01-02T03:04:05.1239,yes,1e3,\"a,b\"\n"
+            "4,7,2020-01-02 03:04,false,NaN,\n")
+    (r1, r2) = parse(text)
+    assert r1[4:] == (-3, Decimal("1.24"), dt.datetime(2020, 1, 2, 3, 4, 5, 123000), True, 1000.0, "a,b")
+    assert r2[4:9] == (4, Decimal("7.00"), dt.datetime(2020, 1, 2, 3, 4), False, r2[8])
+    assert r2[8] != r2[8] and r2[9] is None  # NaN; empty field is null
+
+
+def test_no_header_columns_in_order_and_delimiter():
+    rows = parse("1|2.5|||0.5|x\n", hasHeader="false", DELIMITER="|")
+    assert rows == [(1, "i", None, None, 1, Decimal("2.50"), None, None, 0.5, "x")]
+
+
+def test_esp_ops_letters_words_and_empty():
+    text = "ESP_OPS,id\ni,1\nU,2\ndelete,3\nupsert,4\nSafeDelete,5\n,6\np,7\n"
+    assert [r[1] for r in parse(text)] == ["i", "u", "d", "p", "s", "i", "p"]
+
+
+def test_stream_name_opcode_prefix():
+    rows = parse("priceW,u,1,2\npriceW,d,3,\n", columns=[["a", "long"], ["b", "integer"]],
+                 expectStreamNameOpcode="true")
+    assert [(r[1], r[4], r[5]) for r in rows] == [("u", 1, 2), ("d", 3, None)]
+
+
+def test_bad_rows_have_reason_and_raw_line():
+    text = "id,price,x\n1,abc,2\n2,3\n3,1,q\nx,1,1\n99999999999,1,1\n"
+    rows = parse(text, columns=[["id", "integer"], ["price", "float"], ["x", "float"]])
+    assert [(r[2], r[3]) for r in rows] == [
+        ("column price: 'abc' is not a float", "1,abc,2"),
+        ("expected 3 fields, got 2", "2,3"),
+        ("column x: 'q' is not a float", "3,1,q"),
+        ("column id: 'x' is not an integer", "x,1,1"),
+        ("column id: '99999999999' is not an integer", "99999999999,1,1")]
+    assert all(r[4:] == (None, None, None) for r in rows)
+    bad_op = parse("ESP_OPS,id\nz,1\n")
+    assert bad_op[0][1:4] == (None, "unknown opcode 'z'", "z,1")
+
+
+def test_decimal_overflow_is_bad():
+    rows = parse("p\n123456789012345678\n", columns=[["p", "money(2)"]])
+    assert rows[0][2] == "column p: '123456789012345678' does not fit in money(2)"
+
+
+def test_sequence_numbers_are_file_and_line():
+    rows = list(parse_file_text("id\n1\n\n2\n\"3\n\"\n4\n", [["id", "string"]],
+                                CsvFormat.from_options({}), file_no=3))
+    base = 3 << LINE_BITS
+    assert [(r[0] - base, r[4]) for r in rows] == [(2, "1"), (4, "2"), (5, "3\n"), (7, "4")]
+
+
+def test_date_and_timestamp_formats():
+    fmt = CsvFormat.from_options({"dateFormat": "dd/MM/yyyy",
+                                  "timestampformat": "yyyy-MM-dd'T'HH:mm:ss.SSS"})
+    assert column_parser("date", fmt)("02/01/2020") == dt.datetime(2020, 1, 2)
+    assert column_parser("timestamp", fmt)("2020-01-02T03:04:05.678") == \
+        dt.datetime(2020, 1, 2, 3, 4, 5, 678000)
+    with pytest.raises(Exception):
+        column_parser("timestamp", fmt)("2020-01-02 03:04:05")
+    with pytest.raises(ValueError):
+        java_pattern_regex("yyyy-MM-dd EEE")
+    default = CsvFormat()
+    assert column_parser("date", default)("2020-01-02T03:04:05.9") == dt.datetime(2020, 1, 2, 3, 4, 5)
+    assert column_parser("bigdatetime", default)("2020-01-02 03:04:05.1234567") == \
+        dt.datetime(2020, 1, 2, 3, 4, 5, 123456)
+
+
+def test_options_are_case_insensitive_and_checked():
+    fmt = CsvFormat.from_options({"Delimiter": "\\t", "HASHEADER": "false"})
+    assert fmt.delimiter == "\t" and not fmt.has_header
+    with pytest.raises(ValueError):
+        CsvFormat.from_options({"delimiter": ";;"})
+
+
+def test_discovery_skips_hidden_temporary_and_known(tmp_path):
+    for name in ["b.csv", "a.csv", ".x.csv", "_y.csv", "c.csv.tmp", "d.txt"]:
+        (tmp_path / name).write_text("id\n")
+    spec = FileSpec(str(tmp_path), pattern="*.csv")
+    assert list_new_files(spec, []) == ["a.csv", "b.csv"]
+    assert list_new_files(spec, ["a.csv"]) == ["b.csv"]
+    assert list_new_files(FileSpec(str(tmp_path)), []) == ["a.csv", "b.csv", "d.txt"]
+    assert list_new_files(FileSpec(str(tmp_path), file="d.txt"), []) == ["d.txt"]
+    assert list_new_files(FileSpec(str(tmp_path), file="nope.csv"), []) == []
+
+
+def test_manifest_is_append_only_and_ignores_a_torn_line(tmp_path):
+    m = Manifest(str(tmp_path / "m"))
+    m.append(["a.csv", "b.csv"])
+    with open(m.path, "a") as f:
+        f.write("torn")
+    assert m.read() == ["a.csv", "b.csv"]
+    m.append(["c.csv"])
+    assert m.read() == ["a.csv", "b.csv", "c.csv"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Spark
+# --------------------------------------------------------------------------------------------------
+
+def run_available(df, checkpoint):
+    """Run ``df`` with trigger(availableNow) into foreachBatch; the batches' rows by batch id."""
+    batches: list[tuple[int, list]] = []
+
+    def collect(batch, batch_id):
+        batches.append((batch_id, batch.collect()))
+    q = (df.writeStream.foreachBatch(collect).trigger(availableNow=True)
+         .option("checkpointLocation", str(checkpoint)).start())
+    q.awaitTermination()
+    return batches
+
+
+def test_spark_directory_types_ops_and_bad_rows(spark, tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.csv").write_text("s,id,ESP_OPS,price,ts,ok,x\nhi,1,u,1.234,2020-01-02 03:04:05.1234,true,1.5\n"
+                             "lo,2,d,abc,,,\n")
+    (d / "b.csv").write_text("x;id\n2.5;3\n")  # another delimiter: read as one bad field
+    (d / "_hidden.csv").write_text("id\n9\n")
+    element = {"name": "priceW", "columns": COLS}
+    df = read_input(spark, element, FileSpec(str(d), pattern="*.csv"),
+                    options={"max_files_per_batch": 1})
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+        ("__seq", "bigint"), ("__op", "string"), ("__bad", "string"), ("__raw", "string"),
+        ("id", "int"), ("price", "decimal(18,2)"), ("ts", "timestamp"), ("ok", "boolean"),
+        ("x", "double"), ("s", "string")]
+    batches = run_available(df, tmp_path / "ck")
+    assert [len(rows) for _, rows in batches] == [2, 1]  # one file per batch
+    (r1, r2), (r3,) = batches[0][1], batches[1][1]
+    assert r1.asDict() == {"__seq": 2, "__op": "u", "__bad": None, "__raw": None, "id": 1,
+                           "price": Decimal("1.23"), "ts": dt.datetime(2020, 1, 2, 3, 4, 5, 123000),
+                           "ok": True, "x": 1.5, "s": "hi"}
+    assert (r2["__op"], r2["__bad"], r2["__raw"], r2["id"]) == \
+        ("d", "column price: 'abc' is not a money(2)", "lo,2,d,abc,,,", None)
+    assert r3["__seq"] == (1 << 32) + 2 and r3["x"] is None and r3["id"] is None
+
+
+def test_spark_replay_is_stable_and_new_files_continue(spark, tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    cols = [["id", "long"]]
+    (d / "m.csv").write_text("1\n2\n")
+    (d / "n.csv").write_text("3\n")
+    ck = tmp_path / "ck"
+
+    def start():
+        df = read_input(spark, {"name": "e", "columns": cols}, FileSpec(str(d), pattern="*.csv"),
+                        options={"hasHeader": "false", "max_files_per_batch": 1})
+        return run_available(df, ck)
+
+    first = start()
+    seqs = {r["id"]: r["__seq"] for _, rows in first for r in rows}
+    assert sorted(seqs) == [1, 2, 3]
+    # Forget that the last batch was committed, and add a file that sorts first: the replayed batch
+    # reads the same file with the same numbers; the new file comes after it.
+    last = max(b for b, _ in first)
+    os.remove(ck / "commits" / str(last))
+    (ck / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    (d / "a.csv").write_text("4\n5\n")
+    second = start()
+    assert [(r["id"], r["__seq"]) for r in second[0][1]] == [(3, seqs[3])]
+    new = [r for _, rows in second[1:] for r in rows]
+    assert [r["id"] for r in new] == [4, 5]
+    assert min(r["__seq"] for r in new) > max(seqs.values())
+    # A third run sees nothing new.
+    (d / "b.csv.tmp").write_text("6\n")
+    assert [r for _, rows in start() for r in rows] == []
+
+
+def test_spark_manifest_and_stream_name_opcode(spark, tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "x.csv").write_text("e,i,1,a\ne,u,1,b\ne,zz,1,c\n")
+    manifest = tmp_path / "manifest"
+    df = read_input(spark, {"name": "e", "columns": [["k", "integer"], ["v", "string"]]},
+                    FileSpec(str(d), file="x.csv"),
+                    options={"expectStreamNameOpcode": "true", "manifest_dir": str(manifest)})
+    rows = [r for _, rows in run_available(df, tmp_path / "ck") for r in rows]
+    assert [(r["__op"], r["v"], r["__bad"]) for r in rows] == [
+        ("i", "a", None), ("u", "b", None), (None, None, "unknown opcode 'zz'")]
+    assert Manifest(str(manifest)).read() == ["x.csv"]
+    shutil.rmtree(d)
