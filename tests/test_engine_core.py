@@ -428,3 +428,54 @@ def test_join_of_two_windows_then_where():
                        ev("u", 3, 1, k="a", v=-1), ev("u", 4, 1, k="a", v=20)])
     assert out == [("i", {"k": "a", "v": 11}), ("d", {"k": "a", "v": 11}),
                    ("i", {"k": "a", "v": 21})]
+
+
+# --- more edges ---------------------------------------------------------------------------------
+
+def test_input_delta_stream_passes_opcodes_through():
+    d = element("ds", "delta stream", KV, ("k",), autogenerate={"columns": ["v"], "start": None})
+    eng = Engine(d, plan(d))
+    out, state = run(eng, [ev("i", 1, k="a"), ev("p", 2, k="a", v=5), ev("s", 3, k="a", v=5)])
+    assert out == [("i", {"k": "a", "v": 0}), ("u", {"k": "a", "v": 5}), ("d", {"k": "a", "v": 5})]
+    assert state["input"]["store"] is None
+
+
+def test_upsert_of_a_new_key_autogenerates():
+    w = input_window(columns=[("k", "string"), ("n", "long")],
+                     autogenerate={"columns": ["n"], "start": None})
+    eng = Engine(w, plan(w))
+    out, _ = run(eng, [ev("p", 1, k="a"), ev("p", 2, k="a", n=9), ev("p", 3, k="b")])
+    assert out == [("i", {"k": "a", "n": 0}), ("u", {"k": "a", "n": 9}), ("i", {"k": "b", "n": 1})]
+
+
+def test_update_moving_a_row_to_another_per_group():
+    store = Store(keep("rows", count=1, per=["g"]))
+    st = store.initial_state()
+    store.upsert(st, ("a",), {"g": 1}, 1, 0)
+    store.upsert(st, ("b",), {"g": 2}, 2, 0)
+    changes = store.upsert(st, ("a",), {"g": 2}, 3, 0)
+    assert [(c.op, c.key) for c in changes] == [("d", ("b",)), ("u", ("a",))]
+    assert st["groups"] == {(2,): {("a",): None}}
+
+
+def test_unknown_opcode_on_a_derived_element_is_bad():
+    d = derived("window")
+    eng = Engine(d, plan(SRC, d))
+    assert run(eng, [ev("z", 1, k="a", v=1)])[0] == [("bad", "unknown opcode 'z'")]
+
+
+def test_failing_where_is_bad_and_the_mirror_still_follows_the_source():
+    d = derived("window", where="to_integer(a.k) > 0")
+    eng = Engine(d, plan(SRC, d))
+    out, state = run(eng, [ev("i", 1, k="x", v=1), ev("i", 2, k="5", v=1)])
+    assert out == [("bad", "cannot convert 'x' to integer"), ("i", {"k": "5", "v": 1})]
+    assert set(state["selects"][0]["sources"][0]["rows"]) == {("x",), ("5",)}
+
+
+def test_many_rows_stay_fast():
+    w = input_window(keep("rows", count=500))
+    eng = Engine(w, plan(w))
+    state = eng.initial_state()
+    out = eng.process(state, [ev("i", i, k=str(i), v=i) for i in range(5000)], 0)
+    assert len(out) == 5000 + 4500
+    assert len(state["input"]["store"]["rows"]) == 500

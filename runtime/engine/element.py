@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Sequence
 
-from runtime.engine.changes import Bad, Change, Emit, Event, Output
+from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.expr import Expressions, SplashError, coerce_row
-from runtime.engine.stages import (InputStage, KeyError_, OutputStage, Projection, SourceStage,
+from runtime.engine.stages import (InputStage, OutputStage, Projection, RowRefused, SourceStage,
                                    where)
 
 __all__ = ["Engine"]
@@ -133,7 +133,7 @@ class Engine:
                 state["seq"] = event.seq
             try:
                 changes = self._event(state, event, now_ms)
-            except (SplashError, KeyError_) as e:
+            except (SplashError, RowRefused) as e:
                 out.append(Bad(str(e), event.seq, event.port, dict(event.values)))
                 continue
             out += [_emit(c) for c in changes]
@@ -171,12 +171,14 @@ class Engine:
         return min(times) if times else None
 
     def _event(self, state: dict, event: Event, now_ms: int) -> list[Change]:
+        if event.op not in OPS:
+            raise RowRefused(f"unknown opcode {event.op!r}")
         if self.input is not None:
             if event.port != 0:
-                raise KeyError_(f"no input port {event.port} on {self.name}")
+                raise RowRefused(f"no input port {event.port} on {self.name}")
             return self.input.apply(state["input"], event.op, event.seq, event.values, now_ms)
         if not 0 <= event.port < len(self.ports):
-            raise KeyError_(f"no input port {event.port} on {self.name}")
+            raise RowRefused(f"no input port {event.port} on {self.name}")
         si, index = self.ports[event.port]
         sel, sstate = self.selects[si], state["selects"][si]
         changes = sel.sources[index].apply(sstate["sources"][index], event.op, event.seq,

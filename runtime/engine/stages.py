@@ -21,7 +21,7 @@ from runtime.engine.store import Store
 STRICT_KEEPS = (None, "all")
 
 
-class KeyError_(Exception):
+class RowRefused(Exception):
     """A change that the strict key rules of an input window refuse (the row becomes bad)."""
 
 
@@ -68,9 +68,8 @@ class InputStage:
 
     def apply(self, state: dict, op: str, seq: int, values: Mapping[str, object],
               now_ms: int) -> list[Change]:
-        """The changes of the element caused by one input row (raises KeyError_ or SplashError)."""
-        if op not in ("i", "u", "d", "p", "s"):
-            raise KeyError_(f"unknown opcode {op!r}")
+        """The changes of the element caused by one input row (``op`` one of i u d p s); raises
+        RowRefused (key rules) or SplashError (a cast or the WHERE failed)."""
         row = coerce_row(values, self.columns)
         if op in ("i", "u", "p") and self.where is not None and not truth(self.where({self.name: row})):
             return []
@@ -107,9 +106,9 @@ class InputStage:
         present = store.get(store_state, key) is not None
         if self.strict:
             if op == "i" and present:
-                raise KeyError_(f"duplicate key {_show_key(key)} in {self.name}")
+                raise RowRefused(f"duplicate key {_show_key(key)} in {self.name}")
             if op in ("u", "d") and not present:
-                raise KeyError_(f"no row with key {_show_key(key)} in {self.name}")
+                raise RowRefused(f"no row with key {_show_key(key)} in {self.name}")
         if op in ("d", "s"):
             return store.delete(store_state, key, seq)
         return store.upsert(store_state, key, row, seq, now_ms)

@@ -81,8 +81,11 @@ class Store:
         out: list[Change] = []
         if self.kind == "time":
             times = state["times"]
-            due = [k for k, t in times.items() if t + self.millis <= now_ms]
-            for key in due:
+            # Kept in order of last change: with a non-decreasing now_ms the due rows come first.
+            while times:
+                key, t = next(iter(times.items()))
+                if t + self.millis > now_ms:
+                    break
                 out += self.delete(state, key, seq)
         elif self.kind == "every_time":
             out += self._start_bucket(state, seq, now_ms)
@@ -93,7 +96,7 @@ class Store:
         if not state["rows"]:
             return None
         if self.kind == "time":
-            return min(state["times"].values()) + self.millis
+            return next(iter(state["times"].values())) + self.millis
         if self.kind == "every_time" and state["bucket"] is not None:
             return (state["bucket"] + 1) * self.millis
         return None
@@ -118,7 +121,8 @@ class Store:
         if self.kind == "every_rows":
             victims = list(members)
         else:
-            victims = list(members)[:len(members) - self.count + 1]
+            victims = [next(iter(members))] if len(members) == self.count else \
+                list(members)[:len(members) - self.count + 1]
         out: list[Change] = []
         for key in victims:
             out += self.delete(state, key, seq)
