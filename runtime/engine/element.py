@@ -16,7 +16,7 @@ from typing import Mapping, Optional, Sequence
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.expr import Expressions, SplashError, coerce_row
 from runtime.engine.stages import (InputStage, OutputStage, Projection, RowRefused, SourceStage,
-                                   where)
+                                   consolidate, where)
 
 __all__ = ["Engine"]
 
@@ -145,15 +145,16 @@ class Engine:
         seq = state["seq"] if state["seq"] is not None else 0
         if self.input is not None:
             return [_emit(c) for c in self.input.expire(state["input"], now_ms, seq)]
-        changes: list[Change] = []
+        rows: list[Change] = []
         for si, sel in enumerate(self.selects):
             sstate = state["selects"][si]
             for i, source in enumerate(sel.sources):
                 for change in source.expire(sstate["sources"][i], now_ms, seq):
                     try:
-                        changes += self._output(state, sel.apply(sstate, i, change), now_ms)
+                        rows += sel.apply(sstate, i, change)
                     except SplashError:
                         continue    # no input row to blame: what it would have produced is lost
+        changes = self._output(state, consolidate(rows), now_ms)
         evicted = self.output.expire(state["output"], now_ms, seq)
         for change in evicted:
             self._drop_group(state, change.key)
@@ -184,7 +185,7 @@ class Engine:
         changes = sel.sources[index].apply(sstate["sources"][index], event.op, event.seq,
                                            event.values, now_ms)
         rows = [c for change in changes for c in sel.apply(sstate, index, change)]
-        return self._output(state, rows, now_ms)
+        return self._output(state, consolidate(rows), now_ms)
 
     def _output(self, state: dict, changes: list[Change], now_ms: int) -> list[Change]:
         out: list[Change] = []

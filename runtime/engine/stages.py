@@ -185,6 +185,33 @@ def where(change: Change, test: Callable[[Mapping], object]) -> list[Change]:
     return []
 
 
+def consolidate(changes: Sequence[Change]) -> list[Change]:
+    """Changes of one input event merged per key, in order of each key's first change.
+
+    i+u -> i, i+d -> nothing, u+u -> u, u+d -> d, d+i -> u: one input row (an ESP transaction)
+    gives at most one change per key, e.g. a KEEP eviction and an insert into the same group of an
+    aggregate give one update.
+    """
+    if len(changes) < 2:
+        return list(changes)
+    merged: dict[tuple, Optional[Change]] = {}
+    for ch in changes:
+        key = ch.key
+        first = merged.get(key)
+        if first is None:
+            merged.pop(key, None)   # a key that cancelled out goes to the end when it comes back
+            merged[key] = ch
+            continue
+        old = first.old if first.op != "i" else None
+        new = ch.new if ch.op != "d" else None
+        if old is None and new is None:
+            merged[key] = None
+        else:
+            op = "i" if old is None else ("d" if new is None else "u")
+            merged[key] = Change(op, key, old, new, ch.seq)
+    return [c for c in merged.values() if c is not None]
+
+
 class Projection:
     """The select list of a select without aggregation: rows by alias -> output row."""
 
