@@ -493,3 +493,20 @@ def test_consolidate_merges_changes_of_one_event_per_key():
         [Change("u", ("a",), a1, a2, 1)]
     assert consolidate([Change("i", ("a",), None, a1, 1), Change("u", ("a",), a1, a2, 1),
                         Change("d", ("a",), a2, None, 1)]) == []
+
+
+def test_plan_from_the_planner(tmp_path):
+    from ccl.planner import plan_project
+    src = tmp_path / "p.ccl"
+    src.write_text(
+        "create input stream priceS schema (isin string, price money(2));\n"
+        "create output window lastW primary key (isin) as\n"
+        "  select * from priceS keep 2 rows where priceS.price > 1;\n")
+    built, diags = plan_project(str(src))
+    assert built is not None, [str(d) for d in diags]
+    last = next(e for e in built["elements"] if e["name"] == "lastW")
+    eng = Engine(last, built)
+    out, _ = run(eng, [ev("i", i, isin=c, price=i) for i, c in enumerate("abcd")])
+    assert [(op, v["isin"]) for op, v in out] == [("i", "c"), ("i", "d")]
+    out, state = run(eng, [ev("i", i, isin=c, price=5) for i, c in enumerate("abc")])
+    assert [(op, v["isin"]) for op, v in out] == [("i", "a"), ("i", "b"), ("d", "a"), ("i", "c")]

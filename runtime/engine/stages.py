@@ -228,7 +228,8 @@ class Projection:
 
     def apply(self, change: Change) -> Change:
         """``change`` of source rows as a change of output rows (keyed by the element key)."""
-        old = self.row(change.old) if change.old is not None else None
+        # A stream's output never uses the old row: not evaluating it spares work and bad records.
+        old = self.row(change.old) if change.old is not None and self.keyed else None
         new = self.row(change.new) if change.new is not None else None
         if self.keyed:
             key = key_of(new if new is not None else old, self.key)
