@@ -6,9 +6,8 @@ import pytest
 
 from ccl import nodes as n
 from ccl.parser import parse_text
-from runtime.engine.changes import Bad, Emit, Event
+from runtime.engine.changes import Bad, Change, Emit, Event
 from runtime.engine.element import Engine
-from runtime.engine.changes import Change
 from runtime.engine.stages import consolidate
 from runtime.engine.store import Store
 
@@ -508,5 +507,5 @@ def test_plan_from_the_planner(tmp_path):
     eng = Engine(last, built)
     out, _ = run(eng, [ev("i", i, isin=c, price=i) for i, c in enumerate("abcd")])
     assert [(op, v["isin"]) for op, v in out] == [("i", "c"), ("i", "d")]
-    out, state = run(eng, [ev("i", i, isin=c, price=5) for i, c in enumerate("abc")])
+    out, _ = run(eng, [ev("i", i, isin=c, price=5) for i, c in enumerate("abc")])
     assert [(op, v["isin"]) for op, v in out] == [("i", "a"), ("i", "b"), ("d", "a"), ("i", "c")]

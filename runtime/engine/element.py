@@ -15,8 +15,15 @@ from typing import Mapping, Optional, Sequence
 
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.expr import Expressions, SplashError, coerce_row
-from runtime.engine.stages import (InputStage, OutputStage, Projection, RowRefused, SourceStage,
-                                   consolidate, where)
+from runtime.engine.stages import (
+    InputStage,
+    OutputStage,
+    Projection,
+    RowRefused,
+    SourceStage,
+    consolidate,
+    where,
+)
 
 __all__ = ["Engine"]
 

@@ -94,7 +94,7 @@ class InputStage:
 
     def _delta(self, op: str, key: tuple, row: dict, seq: int) -> Change:
         # A delta stream stores nothing: an upsert goes on as an update, a safedelete as a delete.
-        if op in ("i",):
+        if op == "i":
             return Change("i", key, None, row, seq)
         if op in ("u", "p"):
             return Change("u", key, row, row, seq)
