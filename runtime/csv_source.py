@@ -41,6 +41,7 @@ META_COLUMNS = (SEQ, OP, BAD, RAW)
 LINE_BITS = 32
 OPS_COLUMN = "ESP_OPS"
 ARROW_BATCH_ROWS = 8192
+DEFAULT_SLICE_BYTES = 4 << 20  # files larger than this are read by several tasks
 
 _OPCODES = {"i": "i", "u": "u", "d": "d", "p": "p", "s": "s", "": "i",
             "insert": "i", "update": "u", "delete": "d", "upsert": "p", "safedelete": "s"}
@@ -271,11 +272,13 @@ def _find(header: Sequence[str], name: str) -> Optional[int]:
 
 
 def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
-                    file_no: int = 0) -> Iterator[Row]:
+                    file_no: int = 0, *, first_line: int = 0,
+                    header: Optional[list[str]] = None) -> Iterator[Row]:
     """The rows of one file's ``text``: ``(seq, op, bad, raw, *values)`` per record, values typed
     for ``columns`` (``[[name, ccl_type], ...]``). Blank lines are skipped; a header row (with
     ``fmt.has_header``) names the columns in any order, unknown names are ignored, missing element
-    columns are null, and ``ESP_OPS`` holds the opcode."""
+    columns are null, and ``ESP_OPS`` holds the opcode. For a slice of a file, ``first_line`` is the
+    number of lines before ``text`` and ``header`` the file's header fields."""
     lines = _lines(text)
     names = [c[0] for c in columns]
     parsers = [column_parser(c[1], fmt) for c in columns]
@@ -289,12 +292,18 @@ def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
     lead = 2 if fmt.stream_opcode else 0
     width = n + lead
     header_done = not fmt.has_header
+    if header is not None and fmt.has_header:
+        header = [h.strip() for h in header]
+        index = [_find(header, nm) for nm in names]
+        ops_at = _find(header, OPS_COLUMN)
+        width = len(header)
+        header_done = True
     prev = 0
     for fields in reader:
         start, prev = prev, reader.line_num
         if not fields or fields == [""] and n != 1:
             continue
-        line_no = start + 1
+        line_no = first_line + start + 1
         if not header_done:
             header = [h.strip() for h in fields]
             index = [_find(header, nm) for nm in names]
@@ -346,6 +355,46 @@ def read_file(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
         text = f.read()
     return parse_file_text(text, columns, fmt, file_no)
+
+
+def read_slice(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat, file_no: int,
+               start: int, end: int, first_line: int) -> Iterator[Row]:
+    """The rows of bytes ``start..end`` of the file at ``path`` (cut just after a newline, in a file
+    without quote characters), ``first_line`` lines into the file; see :func:`parse_file_text`."""
+    with open(path, "rb") as f:
+        header = None
+        if fmt.has_header and start > 0:
+            for raw in f:
+                line = raw.decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r\n")
+                if line:
+                    header = next(csv.reader([line], delimiter=fmt.delimiter))
+                    break
+        f.seek(start)
+        text = f.read(end - start).decode("utf-8", "replace")
+    return parse_file_text(text, columns, fmt, file_no, first_line=first_line, header=header)
+
+
+def file_slices(path: str, slice_bytes: int) -> list[tuple[int, int, int]]:
+    """``(start, end, lines before start)`` of the slices of a file: one slice for the whole file
+    when it is small or holds a quote character (a quoted field may span lines), else cuts just
+    after the first newline at or beyond every ``slice_bytes`` bytes. The cut depends only on the
+    file's content, and sequence numbers only on lines, so a replay reads the same rows."""
+    size = os.path.getsize(path)
+    if slice_bytes <= 0 or size <= slice_bytes:
+        return [(0, size, 0)]
+    with open(path, "rb") as f:
+        data = f.read()
+    if b'"' in data:
+        return [(0, len(data), 0)]
+    out = []
+    start, lines = 0, 0
+    while start < len(data):
+        cut = data.find(b"\n", start + slice_bytes)
+        end = len(data) if cut < 0 else cut + 1
+        out.append((start, end, lines))
+        lines += data.count(b"\n", start, end)
+        start = end
+    return out
 
 
 def rows_to_arrow(rows: Sequence[Row], schema: Any) -> Any:
@@ -430,9 +479,10 @@ def _make_source_classes() -> tuple[type, type]:
                                                   SupportsTriggerAvailableNow)
 
     class FilePartition(InputPartition):
-        def __init__(self, file_no: int, path: str) -> None:
-            super().__init__((file_no, path))
+        def __init__(self, file_no: int, path: str, start: int, end: int, first_line: int) -> None:
+            super().__init__((file_no, path, start, end, first_line))
             self.file_no, self.path = file_no, path
+            self.start, self.end, self.first_line = start, end, first_line
 
     class CclCsvStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Offsets ``{"files": [names in discovery order]}`` or, with a manifest, ``{"count": n}``."""
@@ -446,6 +496,7 @@ def _make_source_classes() -> tuple[type, type]:
             self.max_files = int(options.get("max_files_per_batch") or 0)
             self.manifest_dir = options.get("manifest_dir") or None
             self.as_tuples = _flag(options.get("rows_as_tuples", "false"))
+            self.slice_bytes = int(options.get("slice_bytes") or DEFAULT_SLICE_BYTES)
             self.target: Optional[set[str]] = None  # files present when AvailableNow began
 
         # driver side -----------------------------------------------------------------------
@@ -492,15 +543,20 @@ def _make_source_classes() -> tuple[type, type]:
         def partitions(self, start: dict, end: dict) -> Sequence[Any]:
             first = len(self._names(start))
             names = self._names(end)
-            return [FilePartition(no, os.path.join(self.spec.dir, names[no]))
-                    for no in range(first, len(names))]
+            out = []
+            for no in range(first, len(names)):
+                path = os.path.join(self.spec.dir, names[no])
+                for start_byte, end_byte, lines in file_slices(path, self.slice_bytes):
+                    out.append(FilePartition(no, path, start_byte, end_byte, lines))
+            return out
 
         def commit(self, end: dict) -> None:
             pass
 
         # worker side -----------------------------------------------------------------------
         def read(self, partition: Any) -> Iterator[Any]:
-            rows = read_file(partition.path, self.columns, self.fmt, partition.file_no)
+            rows = read_slice(partition.path, self.columns, self.fmt, partition.file_no,
+                              partition.start, partition.end, partition.first_line)
             if self.as_tuples:
                 yield from rows
                 return
@@ -554,7 +610,7 @@ def read_input(spark: Any, element: dict, files: FileSpec, *,
     ``max_files_per_batch`` and ``manifest_dir``. Bad rows are returned, not dropped."""
     spark.dataSource.register(data_source_class())
     opts = dict(options or {})
-    runtime_keys = {"max_files_per_batch", "manifest_dir", "rows_as_tuples"}
+    runtime_keys = {"max_files_per_batch", "manifest_dir", "rows_as_tuples", "slice_bytes"}
     runtime = {k.lower(): str(v) for k, v in opts.items() if k.lower() in runtime_keys}
     adapter = {k: v for k, v in opts.items() if k.lower() not in runtime_keys}
     CsvFormat.from_options(adapter)  # fail early on a bad delimiter or date format

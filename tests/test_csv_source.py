@@ -9,7 +9,8 @@ from decimal import Decimal
 import pytest
 
 from runtime.csv_source import (LINE_BITS, CsvFormat, FileSpec, Manifest, column_parser,
-                                java_pattern_regex, list_new_files, parse_file_text, read_input)
+                                file_slices, java_pattern_regex, list_new_files, parse_file_text,
+                                read_file, read_input, read_slice)
 
 COLS = [["id", "integer"], ["price", "money(2)"], ["ts", "timestamp"], ["ok", "boolean"],
         ["x", "float"], ["s", "string"]]
@@ -78,6 +79,21 @@ def test_sequence_numbers_are_file_and_line():
                                 CsvFormat.from_options({}), file_no=3))
     base = 3 << LINE_BITS
     assert [(r[0] - base, r[4]) for r in rows] == [(2, "1"), (4, "2"), (5, "3\n"), (7, "4")]
+
+
+def test_slices_read_the_same_rows_as_the_whole_file(tmp_path):
+    cols = [["id", "integer"], ["s", "string"]]
+    path = tmp_path / "f.csv"
+    path.write_text("\ufeffs,id\n" + "".join(f"x{i},{i}\n" if i % 7 else "\n" for i in range(300)))
+    whole = list(read_file(str(path), cols, CsvFormat()))
+    for size in (5, 64, 1000, 100_000):
+        slices = file_slices(str(path), size)
+        assert (len(slices) > 1) == (size < 100_000)
+        assert [r for a, b, n in slices for r in read_slice(str(path), cols, CsvFormat(), 0, a, b, n)] \
+            == whole
+    quoted = tmp_path / "q.csv"
+    quoted.write_text('s\n"a\nb"\n' * 50)
+    assert file_slices(str(quoted), 5) == [(0, quoted.stat().st_size, 0)]
 
 
 def test_date_and_timestamp_formats():
@@ -149,7 +165,7 @@ def test_spark_directory_types_ops_and_bad_rows(spark, tmp_path):
     (d / "_hidden.csv").write_text("id\n9\n")
     element = {"name": "priceW", "columns": COLS}
     df = read_input(spark, element, FileSpec(str(d), pattern="*.csv"),
-                    options={"max_files_per_batch": 1})
+                    options={"max_files_per_batch": 1, "slice_bytes": 16})
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
         ("__seq", "bigint"), ("__op", "string"), ("__bad", "string"), ("__raw", "string"),
         ("id", "int"), ("price", "decimal(18,2)"), ("ts", "timestamp"), ("ok", "boolean"),
@@ -175,7 +191,8 @@ def test_spark_replay_is_stable_and_new_files_continue(spark, tmp_path):
 
     def start():
         df = read_input(spark, {"name": "e", "columns": cols}, FileSpec(str(d), pattern="*.csv"),
-                        options={"hasHeader": "false", "max_files_per_batch": 1})
+                        options={"hasHeader": "false", "max_files_per_batch": 1,
+                                 "slice_bytes": 2})
         return run_available(df, ck)
 
     first = start()

@@ -1,0 +1,58 @@
+"""CSV output files: value formatting, the written file, and reading it back with csv_source."""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from decimal import Decimal
+
+from runtime.csv_output import format_value, write_csv
+from runtime.csv_source import CsvFormat, read_file
+
+COLS = [["id", "integer"], ["n", "long"], ["price", "money(2)"], ["d", "decimal(10,3)"],
+        ["x", "float"], ["ok", "boolean"], ["day", "date"], ["ts", "timestamp"],
+        ["big", "bigdatetime"], ["iv", "interval"], ["s", "string"]]
+
+
+def test_format_values():
+    t = dt.datetime(2020, 1, 2, 3, 4, 5, 123456)
+    assert format_value(None, "integer") == ""
+    assert format_value(1.5, "float") == "1.5" and format_value(100.0, "float") == "100.0"
+    assert format_value(math.nan, "float") == "NaN" and format_value(-math.inf, "float") == "-Infinity"
+    assert format_value(Decimal("1.5"), "money(2)") == "1.50"
+    assert format_value(Decimal("1E+2"), "decimal(10,3)") == "100.000"
+    assert format_value(Decimal("12"), "money") == "12.0000"
+    assert format_value(True, "boolean") == "true" and format_value(False, "boolean") == "false"
+    assert format_value(t, "timestamp") == "2020-01-02T03:04:05.123"
+    assert format_value(t, "bigdatetime") == "2020-01-02T03:04:05.123456"
+    assert format_value(t, "date") == "2020-01-02T03:04:05"
+    assert format_value(t.replace(tzinfo=dt.timezone(dt.timedelta(hours=1))), "timestamp") == \
+        "2020-01-02T02:04:05.123"
+    assert format_value(7, "long") == "7" and format_value("a,b", "string") == "a,b"
+
+
+def test_write_csv_header_quoting_and_rename(tmp_path):
+    path = str(tmp_path / "out.csv")
+    rows = [{"id": 1, "s": 'say "hi", ok'}, {"id": None, "s": "two\nlines"}]
+    assert write_csv(path, [["id", "integer"], ["s", "string"]], rows) == 2
+    assert (tmp_path / "out.csv").read_text() == 'id,s\n1,"say ""hi"", ok"\n,"two\nlines"\n'
+    assert not (tmp_path / "out.csv.tmp").exists()
+
+
+def test_round_trip_through_csv_source(tmp_path):
+    rows = [
+        {"__op": "u", "id": -1, "n": 2 ** 40, "price": Decimal("1.50"), "d": Decimal("-0.125"),
+         "x": 0.1, "ok": True, "day": dt.datetime(2020, 1, 2, 3, 4, 5),
+         "ts": dt.datetime(2020, 1, 2, 3, 4, 5, 678000),
+         "big": dt.datetime(2020, 1, 2, 3, 4, 5, 678901), "iv": 5_000_000, "s": 'a;"b"\nc'},
+        {"__op": "d", **{c: None for c, _ in COLS}},
+        {"id": 3, "x": 1e300, "s": "x"},
+    ]
+    path = str(tmp_path / "rt.csv")
+    assert write_csv(path, COLS, rows, delimiter=";", opcodes=True) == 3
+    back = list(read_file(path, COLS, CsvFormat.from_options({"delimiter": ";"})))
+    assert [r[2] for r in back] == [None, None, None]
+    assert [r[1] for r in back] == ["u", "d", "i"]
+    names = [c for c, _ in COLS]
+    assert dict(zip(names, back[0][4:])) == {k: v for k, v in rows[0].items() if k != "__op"}
+    assert back[1][4:] == (None,) * len(COLS)
+    assert dict(zip(names, back[2][4:]))["x"] == 1e300
