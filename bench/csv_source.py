@@ -44,7 +44,11 @@ def generate(directory: str, rows: int, files: int) -> None:
 def ceiling_source(data: str, rows: int, files: int):
     """A Python streaming source yielding the first rows of ``data`` as one cached RecordBatch,
     ``rows`` rows in all over ``files`` partitions: what the Python Data Source path costs alone."""
-    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceStreamReader,
+        InputPartition,
+    )
 
     from runtime.csv_source import CsvFormat, output_schema, read_file, rows_to_arrow
     schema = output_schema(COLUMNS)

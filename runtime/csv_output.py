@@ -12,8 +12,9 @@ import datetime as dt
 import math
 import os
 import re
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 _DECIMAL = re.compile(r"^(money|decimal)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$")
 
@@ -28,7 +29,7 @@ def _scale(ccl_type: str) -> int | None:
 
 
 def _utc(v: dt.datetime) -> dt.datetime:
-    return v.astimezone(dt.timezone.utc).replace(tzinfo=None) if v.tzinfo is not None else v
+    return v.astimezone(dt.UTC).replace(tzinfo=None) if v.tzinfo is not None else v
 
 
 def format_value(v: Any, ccl_type: str) -> str:

@@ -27,13 +27,20 @@ import fnmatch
 import json
 import os
 import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+from decimal import Decimal
+from typing import Any
 
-from ccl.splash.convert import (parse_boolean, parse_decimal, parse_double, parse_integral,
-                                parse_timestamp, truncate_time)
-from ccl.splash.values import make_dec
+from ccl.splash.convert import (
+    parse_boolean,
+    parse_decimal,
+    parse_double,
+    parse_integral,
+    parse_timestamp,
+    truncate_time,
+)
+from ccl.splash.values import SplashError, make_dec
 
 SOURCE_NAME = "ccl_csv"
 SEQ, OP, BAD, RAW = "__seq", "__op", "__bad", "__raw"
@@ -53,8 +60,8 @@ class FileSpec:
     (neither: every file of ``dir``)."""
 
     dir: str
-    file: Optional[str] = None
-    pattern: Optional[str] = None
+    file: str | None = None
+    pattern: str | None = None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -134,11 +141,11 @@ class CsvFormat:
     delimiter: str = ","
     has_header: bool = True
     stream_opcode: bool = False
-    date_format: Optional[str] = None
-    timestamp_format: Optional[str] = None
+    date_format: str | None = None
+    timestamp_format: str | None = None
 
     @classmethod
-    def from_options(cls, options: Optional[dict] = None) -> "CsvFormat":
+    def from_options(cls, options: dict | None = None) -> CsvFormat:
         """The format of adapter ``options`` (``delimiter``, ``hasHeader``, ``expectStreamNameOpcode``,
         ``dateFormat``, ``timestampFormat``; any case). ``\\t`` or ``tab`` is a tab; a delimiter must be
         one character."""
@@ -195,7 +202,7 @@ def column_parser(ccl_type: str, fmt: CsvFormat) -> Callable[[str], Any]:
                 return fn(s)
             except _BadValue:
                 raise
-            except Exception:
+            except (SplashError, ValueError, ArithmeticError):
                 raise _BadValue(not_a) from None
         return parse
 
@@ -252,15 +259,14 @@ Row = tuple  # (seq, op, bad, raw, *values)
 
 
 def _lines(text: str) -> list[str]:
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = text.removeprefix("\ufeff")
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    return [ln.removesuffix("\r") for ln in lines]
 
 
-def _find(header: Sequence[str], name: str) -> Optional[int]:
+def _find(header: Sequence[str], name: str) -> int | None:
     for i, h in enumerate(header):
         if h == name:
             return i
@@ -273,7 +279,7 @@ def _find(header: Sequence[str], name: str) -> Optional[int]:
 
 def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
                     file_no: int = 0, *, first_line: int = 0,
-                    header: Optional[list[str]] = None) -> Iterator[Row]:
+                    header: list[str] | None = None) -> Iterator[Row]:
     """The rows of one file's ``text``: ``(seq, op, bad, raw, *values)`` per record, values typed
     for ``columns`` (``[[name, ccl_type], ...]``). Blank lines are skipped; a header row (with
     ``fmt.has_header``) names the columns in any order, unknown names are ignored, missing element
@@ -282,13 +288,12 @@ def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
     lines = _lines(text)
     names = [c[0] for c in columns]
     parsers = [column_parser(c[1], fmt) for c in columns]
-    types = [c[1] for c in columns]
     n = len(columns)
     nulls = (None,) * n
     base = file_no << LINE_BITS
     reader = csv.reader([ln + "\n" for ln in lines], delimiter=fmt.delimiter)
-    index: list[Optional[int]] = list(range(n))
-    ops_at: Optional[int] = None
+    index: list[int | None] = list(range(n))
+    ops_at: int | None = None
     lead = 2 if fmt.stream_opcode else 0
     width = n + lead
     header_done = not fmt.has_header
@@ -474,9 +479,16 @@ def output_schema(columns: Sequence[Sequence[str]]) -> Any:
 
 
 def _make_source_classes() -> tuple[type, type]:
-    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxFiles,
-                                                  SupportsTriggerAvailableNow)
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceStreamReader,
+        InputPartition,
+    )
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxFiles,
+        SupportsTriggerAvailableNow,
+    )
 
     class FilePartition(InputPartition):
         def __init__(self, file_no: int, path: str, start: int, end: int, first_line: int) -> None:
@@ -497,7 +509,7 @@ def _make_source_classes() -> tuple[type, type]:
             self.manifest_dir = options.get("manifest_dir") or None
             self.as_tuples = _flag(options.get("rows_as_tuples", "false"))
             self.slice_bytes = int(options.get("slice_bytes") or DEFAULT_SLICE_BYTES)
-            self.target: Optional[set[str]] = None  # files present when AvailableNow began
+            self.target: set[str] | None = None  # files present when AvailableNow began
 
         # driver side -----------------------------------------------------------------------
         def _names(self, offset: dict) -> list[str]:
@@ -589,7 +601,7 @@ def _make_source_classes() -> tuple[type, type]:
     return CclCsvDataSource, CclCsvStreamReader
 
 
-_CLASSES: Optional[tuple[type, type]] = None
+_CLASSES: tuple[type, type] | None = None
 
 
 def data_source_class() -> type:
@@ -602,7 +614,7 @@ def data_source_class() -> type:
 
 
 def read_input(spark: Any, element: dict, files: FileSpec, *,
-               options: Optional[dict] = None) -> Any:
+               options: dict | None = None) -> Any:
     """A streaming DataFrame of the CSV files ``files`` for the plan element ``element`` (its
     ``columns`` are ``[[name, ccl_type], ...]``): ``__seq, __op, __bad, __raw`` then the element's
     columns. ``options`` are the adapter properties (``delimiter``, ``hasHeader``,

@@ -20,7 +20,7 @@ def test_format_values():
     assert format_value(math.nan, "float") == "NaN" and format_value(-math.inf, "float") == "-Infinity"
     assert format_value(Decimal("1.5"), "money(2)") == "1.50"
     assert format_value(Decimal("1E+2"), "decimal(10,3)") == "100.000"
-    assert format_value(Decimal("12"), "money") == "12.0000"
+    assert format_value(Decimal(12), "money") == "12.0000"
     assert format_value(True, "boolean") == "true" and format_value(False, "boolean") == "false"
     assert format_value(t, "timestamp") == "2020-01-02T03:04:05.123"
     assert format_value(t, "bigdatetime") == "2020-01-02T03:04:05.123456"

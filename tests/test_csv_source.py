@@ -8,9 +8,20 @@ from decimal import Decimal
 
 import pytest
 
-from runtime.csv_source import (LINE_BITS, CsvFormat, FileSpec, Manifest, column_parser,
-                                file_slices, java_pattern_regex, list_new_files, parse_file_text,
-                                read_file, read_input, read_slice)
+from runtime.csv_source import (
+    LINE_BITS,
+    CsvFormat,
+    FileSpec,
+    Manifest,
+    column_parser,
+    file_slices,
+    java_pattern_regex,
+    list_new_files,
+    parse_file_text,
+    read_file,
+    read_input,
+    read_slice,
+)
 
 COLS = [["id", "integer"], ["price", "money(2)"], ["ts", "timestamp"], ["ok", "boolean"],
         ["x", "float"], ["s", "string"]]
@@ -102,7 +113,7 @@ def test_date_and_timestamp_formats():
     assert column_parser("date", fmt)("02/01/2020") == dt.datetime(2020, 1, 2)
     assert column_parser("timestamp", fmt)("2020-01-02T03:04:05.678") == \
         dt.datetime(2020, 1, 2, 3, 4, 5, 678000)
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="is not a timestamp"):
         column_parser("timestamp", fmt)("2020-01-02 03:04:05")
     with pytest.raises(ValueError):
         java_pattern_regex("yyyy-MM-dd EEE")
