@@ -10,6 +10,10 @@ New files are picked up by later micro-batches, sorted by name within one direct
 is read once, whole, when it is first seen: writers must write it under another name (one starting
 with ``.`` or ``_``, or ending in ``.tmp``; those are ignored) and rename it when complete.
 
+A batch has one Spark partition per file, or per slice of a file larger than ``slice_bytes``
+(default 4 MiB) without quote characters (cut just after a newline). The reader yields pyarrow
+RecordBatches (faster than tuples, see ``bench/csv_source.py``).
+
 Sequence numbers: ``__seq = file_no * 2**32 + line_no`` where ``file_no`` is the file's place in the
 discovery list (0-based) and ``line_no`` the 1-based physical line where the record starts. The
 discovery list lives in the offsets (``{"files": [...]}``) or, with the option ``manifest_dir``, in
