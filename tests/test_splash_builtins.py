@@ -503,3 +503,33 @@ def test_temporal_arithmetic():
     assert same(ev("r.t - cast(timestamp, '2020-03-04')"), Interval(18_367_500_000))
     with pytest.raises(SplashError, match="out of range"):
         ev("r.t + 9223372036854775807")
+
+
+# --- opcodes and event caches (the runtime of Flex operators: docs/runtime-flex.md) ----------------
+
+def test_opcodes_and_event_cache_builtins():
+    from ccl.analysis.types import Type
+    from ccl.splash.caches import EventCache
+    cache = EventCache("c", "r", ["k"], [], [("k", Type("string")), ("v", Type("integer"))],
+                       count=3, order=[("v", False)])
+    for v in (5, 2, 9):
+        cache.add("i", {"k": "a", "v": v}, 0)
+    cache.add("i", {"k": "b", "v": 1}, 0)
+    interp = Interpreter({"c": cache})
+    interp.bind({"c": cache})
+    # built-in names are case-insensitive: written in lower case here
+    code = """keycache(c, [k = 'a';|]);
+              integer n := cachesize(c);
+              integer first := getcache(c, 0).v;
+              deletecache(c, 0);
+              insertcache(c, [k = 'a'; v = 4;]);
+              typeof(r) x := insertintocache(c, [k = 'a'; v = 7;]);
+              return n * 1000 + first * 100 + getcache(c, 0).v * 10 + getopcode(setopcode(x, upsert));"""
+    project, diags = parse_text(f"CREATE OUTPUT STREAM o PARTITION BY r {{ {code} }} PARTITIONS 2 AS SELECT * FROM r;")
+    assert not diags, diags
+    body = project.statements[0].partition.specs[0].body
+    # 3 records, smallest 2; then [5, 9] + 4 = [4, 5, 9]; insertintocache(7) evicts 4 -> [5, 7, 9]
+    assert interp.run_block(body).value == 3 * 1000 + 200 + 50 + 7
+    with pytest.raises(SplashError, match="opcode"):
+        INTERP.evaluate(parse_text("create output stream o as select setopcode(r, 2) from r;")[0]
+                        .statements[0].query.items[0].expr, {"r": {}})

@@ -14,6 +14,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Callable, Optional, Protocol
 
 from ..analysis.types import Type
+from . import caches
 from .convert import cast, coerce, to_decimal, to_text
 from .operators import arithmetic, java_pow, like, to_float
 from .values import (EXACT, INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, MAX_CONTAINER, MAX_STRING, Dec,
@@ -318,6 +319,30 @@ def _print(ctx: CallContext, *args: object) -> None:
     return None
 
 
+def _get_opcode(ctx: CallContext, r: object) -> Optional[int]:
+    if r is None:
+        return None
+    if not isinstance(r, Record):
+        raise SplashError(f"getOpcode() needs a record, not {a_kind(r)}")
+    return r.opcode if r.opcode is not None else 1
+
+
+_OPCODE_VALUES = (1, 3, 5, 7, 13)
+
+
+def _set_opcode(ctx: CallContext, r: object, code: object) -> object:
+    """Set the record's opcode in place and return the record (as ESP's setOpcode)."""
+    if r is None:
+        return None
+    if not isinstance(r, Record):
+        raise SplashError(f"setOpcode() needs a record, not {a_kind(r)}")
+    if not is_integral(code) or code not in _OPCODE_VALUES:
+        raise SplashError(f"setOpcode(): {code!r} is not an opcode (insert, update, delete, upsert, "
+                          "safedelete)")
+    r.opcode = int(code)  # type: ignore[arg-type]
+    return r
+
+
 def _table(*entries: Builtin) -> dict[str, Builtin]:
     return {b.name: b for b in entries}
 
@@ -370,6 +395,14 @@ BUILTINS: dict[str, Builtin] = _table(
     Builtin("remove", 2, 2, _remove, strict=False),
     Builtin("clear", 1, 1, _clear, strict=False),
     Builtin("print", 1, None, _print, strict=False),
+    Builtin("getopcode", 1, 1, _get_opcode, strict=False),
+    Builtin("setopcode", 2, 2, _set_opcode, strict=False),
+    Builtin("cachesize", 1, 1, caches.cache_size, strict=False),
+    Builtin("getcache", 2, 2, caches.get_cache, strict=False),
+    Builtin("deletecache", 2, 2, caches.delete_cache, strict=False),
+    Builtin("insertcache", 2, 2, caches.insert_cache, strict=False),
+    Builtin("keycache", 2, 2, caches.key_cache, strict=False),
+    Builtin("insertintocache", 1, 2, caches.insert_into_cache, strict=False),
 )
 
 

@@ -86,10 +86,24 @@ class Compiler(ExpressionCompiler):
         if isinstance(s, n.TypeDef):
             self.typedefs[s.name.name] = self.type(s.type)
             return lambda m, f: None
-        what = {"OutputStmt": "output is only allowed in a Flex handler",
-                "ParamDecl": "a parameter can only be declared in a DECLARE block",
+        if isinstance(s, n.OutputStmt):
+            return self._output(s)
+        what = {"ParamDecl": "a parameter can only be declared in a DECLARE block",
                 "FuncDef": "a function can only be declared in a DECLARE block"}
         return fail(what.get(type(s).__name__, f"unsupported statement {type(s).__name__}"))  # type: ignore[return-value]
+
+    def _output(self, s: n.OutputStmt) -> Stmt:
+        ev = self.expr(s.value)
+
+        def run(m: Machine, f: Frame) -> None:
+            m.tick()
+            value = ev(m, f)
+            if m.emit is None:
+                raise SplashError("output is only allowed in a Flex handler")
+            if not isinstance(value, Record):
+                raise SplashError(f"output needs a record, not {a_kind(value)}")
+            m.emit(value.copy_record())  # later changes to the variable do not change the output
+        return run
 
     def _jump(self, signal: str, error: Optional[str]) -> Stmt:
         if error is not None:

@@ -343,7 +343,11 @@ def coerce(v: object, t: Type, what: str) -> object:
     k = kind(v)
     if t.name not in _WIDENS.get(k, ()):
         raise SplashError(f"cannot assign {a_kind(v)} to {what} of type {t}")
-    if t.name in ("vector", "dictionary", "record"):
+    if t.name == "record":
+        # Records have value semantics: storing one (in a variable, a field, a container) copies
+        # it, so that changing a variable later does not change a row kept in a dictionary.
+        return v.copy_record() if isinstance(v, Record) else v
+    if t.name in ("vector", "dictionary"):
         return v
     if k == t.name or t.name in TEMPORALS:
         return v if t.name not in ("money", "decimal") else cast(v, t)
@@ -380,6 +384,8 @@ def from_python(v: object, t: Type = ANY) -> object:
         v = Vector(v)
     elif isinstance(v, dict) and not isinstance(v, (Dictionary, Record)):
         v = Dictionary(v.items())
+    elif getattr(v, "splash_value", False):
+        return v  # an event cache (ccl.splash.caches)
     elif not isinstance(v, (bool, int, float, str, Decimal, list, dict, bytes)):
         raise SplashError(f"unsupported value {v!r}")
     t = normal_type(t)

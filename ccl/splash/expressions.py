@@ -10,8 +10,9 @@ from typing import Optional
 from .. import nodes as n
 from ..analysis.types import Type
 from .builtins import lookup
+from .caches import AGGREGATES, EventCache, aggregate, cache_names, nth_value
 from .convert import cast
-from .machine import OPCODES, Expr, Frame, Function, Machine, fail, get_element
+from .machine import OPCODES, Cell, Expr, Frame, Function, Machine, fail, find_cell, get_element
 from .operators import arithmetic, comparison, in_list, like, logical_not, negate, plus, truth
 from .values import (LONG_MAX, LONG_MIN, Dictionary, Long, Record, SplashError, Vector, a_kind,
                      resolve_type)
@@ -105,6 +106,8 @@ class ExpressionCompiler:
                 return self.function(name).call(m, [a(m, f) for a in args])
             return call_user
         builtin = lookup(name)
+        if builtin is None and name.lower() in AGGREGATES and e.args:
+            return self._cache_aggregate(name.lower(), e.args)
         if builtin is None:
             return fail(f"unknown function '{name}'")
         low, high = builtin.min_args, builtin.max_args
@@ -129,6 +132,38 @@ class ExpressionCompiler:
                 return None
             return fn(m, *values)
         return call_builtin
+
+    def _cache_aggregate(self, fn: str, args: list) -> Expr:
+        """``avg(cache.price)``: an aggregate over the current bucket of the event cache that a name
+        of the (last) argument holds; the name stands for each record of the bucket in turn."""
+        if fn == "nth" and len(args) != 2:
+            return fail("nth() takes 2 argument(s) (index, expression)")
+        if fn != "nth" and len(args) != 1:
+            return fail(f"{fn}() over an event cache takes 1 argument, not {len(args)}")
+        names = cache_names(args[-1:])
+        value_ev = self.expr(args[-1])
+        index_ev = self.expr(args[0]) if fn == "nth" else None
+
+        def run(m: Machine, f: Frame) -> object:
+            m.tick()
+            for name in names:
+                cell = find_cell(m, f, name)
+                if cell is not None and isinstance(cell.value, EventCache):
+                    break
+            else:
+                raise SplashError(f"{fn}() in SPLASH code needs an event cache in its argument")
+            values = []
+            for rec in cell.value.records():
+                m.tick()
+                f.scopes.append({name: Cell(rec)})
+                try:
+                    values.append(value_ev(m, f))
+                finally:
+                    f.scopes.pop()
+            if index_ev is not None:
+                return nth_value(index_ev(m, f), values)
+            return aggregate(fn, values)
+        return run
 
     def _e_New(self, e: n.New) -> Expr:
         t = self.type(e.type)

@@ -60,7 +60,10 @@ class Interpreter:
     :func:`~ccl.splash.convert.from_python`), or is a :class:`Declarations`. ``global_types`` and
     ``source_types`` (source name -> column -> type) give declared types (a :class:`Type`, a type
     node or text like ``'money(2)'``); without one an outside value's type is inferred.
-    Changes a call makes to global variables are not kept: every call starts from these values.
+    Changes a call makes to global variables are not kept: every call starts from these values,
+    unless the caller binds a store with :meth:`bind`: then global variables live in that plain
+    dict (name -> value), calls read them there and write their changes back (also when the call
+    fails). An engine binds each partition instance's own dict before running code for it.
     """
 
     def __init__(self, globals: Union[Mapping[str, object], Declarations] = {},
@@ -93,14 +96,28 @@ class Interpreter:
         self.clock = clock or _utc_now
         self.printer = printer
         self._compiled: dict[int, tuple[n.Node, Callable]] = {}
+        self._bound: Optional[dict[str, object]] = None
 
+    def bind(self, store: Optional[dict[str, object]]) -> None:
+        """Keep global variables in ``store`` (name -> SPLASH value; names not declared are untyped
+        variables) from now on; ``None`` goes back to fresh copies of the declared values per call.
+        The store holds plain SPLASH values (containers, records, event caches): picklable."""
+        self._bound = store
+
+    def initial_values(self) -> dict[str, object]:
+        """A fresh copy of the declared global values (for :meth:`bind`)."""
+        return {name: copy.deepcopy(v) for name, (v, _, const) in self._globals.items()}
     # --- public entry points ---------------------------------------------------------------------
 
     def run_block(self, block: n.Block, sources: Mapping[str, Mapping[str, object]] = {},
-                  extra_globals: Optional[Mapping[str, Cell]] = None) -> Outcome:
-        """Run a block with input rows ``sources`` (source name -> column -> value)."""
+                  extra_globals: Optional[Mapping[str, Cell]] = None,
+                  output: Optional[Callable[[Record], None]] = None) -> Outcome:
+        """Run a block with input rows ``sources`` (source name -> column -> value); ``output``
+        receives a copy of each record an ``output`` statement emits (its ``opcode`` set by
+        setOpcode, else None); without it ``output`` is an error."""
         body = self._compile(block, lambda: self.compiler.block(block, loops=0, switches=0))
         machine = self._machine(extra_globals)
+        machine.emit = output
 
         def go() -> Outcome:
             frame = Frame([], self._rows(sources))
@@ -109,7 +126,7 @@ class Interpreter:
             except ExitSignal:
                 return Outcome(False)
             return Outcome(True, frame.ret) if signal == RETURN else Outcome(False)
-        return self._guard(go)
+        return self._guard(go, machine)
 
     def evaluate(self, expr: n.Node, sources: Mapping[str, Mapping[str, object]] = {},
                  variables: Mapping[str, object] = {}) -> object:
@@ -120,7 +137,7 @@ class Interpreter:
         def go() -> object:
             scope = {name: Cell(from_python(v)) for name, v in variables.items()}
             return ev(machine, Frame([scope], self._rows(sources)))
-        return self._guard(go)
+        return self._guard(go, machine)
 
     def call(self, name: str, args: Iterable[object] = ()) -> object:
         """Call the SPLASH function ``name`` with ``args``."""
@@ -133,7 +150,7 @@ class Interpreter:
                 return self.compiler.function(name).call(machine, [from_python(a) for a in args])
             except ExitSignal:
                 return None
-        return self._guard(go)
+        return self._guard(go, machine)
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -145,11 +162,32 @@ class Interpreter:
         return found[1]
 
     def _machine(self, extra: Optional[Mapping[str, Cell]]) -> Machine:
-        cells = {name: Cell(copy.deepcopy(v) if name in self._mutable else v, t, const)
-                 for name, (v, t, const) in self._globals.items()}
+        bound = self._bound
+        if bound is None:
+            cells = {name: Cell(copy.deepcopy(v) if name in self._mutable else v, t, const)
+                     for name, (v, t, const) in self._globals.items()}
+        else:
+            cells = {}
+            for name, (v, t, const) in self._globals.items():
+                if name in bound and not const:
+                    cells[name] = Cell(bound[name], t)
+                else:
+                    cells[name] = Cell(copy.deepcopy(v) if name in self._mutable else v, t, const)
+            for name, v in bound.items():
+                if name not in cells:
+                    cells[name] = Cell(v)
         if extra:
             cells.update(extra)
         return Machine(self.budget, self.max_depth, cells, self.clock, self.printer)
+
+    def _write_back(self, machine: Machine) -> None:
+        """Keep what a call did to the bound global variables."""
+        bound = self._bound
+        if bound is None:
+            return
+        for name, cell in machine.globals.items():
+            if not cell.const and (name in bound or name in self._globals):
+                bound[name] = cell.value
 
     def _rows(self, sources: Mapping[str, Mapping[str, object]]) -> dict[str, Record]:
         rows = {}
@@ -159,10 +197,13 @@ class Interpreter:
             types = self.source_types.get(src, {})
             rec = Record(((c, from_python(v, types.get(c, ANY))) for c, v in row.items()), types=dict(types))
             rec.readonly, rec.source = True, src  # type: ignore[attr-defined]
+            opcode = getattr(row, "opcode", None)
+            if opcode is not None:
+                rec.opcode = opcode
             rows[src] = rec
         return rows
 
-    def _guard(self, go: Callable[[], object]):  # type: ignore[no-untyped-def]
+    def _guard(self, go: Callable[[], object], machine: Optional[Machine] = None):  # type: ignore[no-untyped-def]
         """Run ``go`` with room for ``max_depth`` nested SPLASH calls on the Python stack (the
         recursion limit is raised for the call and put back after it); turn any exception that is
         not a SplashError into one."""
@@ -179,6 +220,8 @@ class Interpreter:
         except Exception as e:  # a bug of the interpreter must still not escape as such
             raise SplashError(f"internal error: {type(e).__name__}: {e}") from None
         finally:
+            if machine is not None:
+                self._write_back(machine)
             if old_limit < needed:
                 sys.setrecursionlimit(old_limit)
 
@@ -260,3 +303,37 @@ class PartitionFunction:
         if not is_integral(value) or isinstance(value, Interval):
             return None, f"returned {kind(value)}, not an integer"
         return int(value) % self.count, None
+
+
+def declare_state(items: Iterable[n.Node], base: Optional[Declarations] = None,
+                  **options: object) -> tuple[Declarations, list[tuple[str, n.EventCacheType]]]:
+    """Evaluate the items of a DECLARE block whose variables persist (an element's local DECLARE,
+    or the global ones at run time), as :func:`declare_globals` does, except that a dictionary,
+    vector or record variable declared without a value starts empty (a record with every field
+    null), as ESP's examples use them without ``new``. Event cache declarations are returned
+    apart, as (name, type node) pairs, for the runtime to build (their value here is null)."""
+    items = list(items)
+    caches = [(d.name.name, item.type) for item in items
+              if isinstance(item, n.VarDecl) and isinstance(item.type, n.EventCacheType)
+              for d in item.declarators]
+    decl = declare_globals(items, {}, base, **options)
+    for item in items:
+        if not isinstance(item, n.VarDecl) or isinstance(item.type, n.EventCacheType):
+            continue
+        for d in item.declarators:
+            name = d.name.name
+            if d.init is None and decl.values.get(name) is None:
+                decl.values[name] = empty_value(decl.types.get(name, ANY))
+    return decl, caches
+
+
+def empty_value(t: Type) -> object:
+    """An empty dictionary or vector, a record of nulls, or null for other types."""
+    from .values import Dictionary, Vector
+    if t.name == "dictionary":
+        return Dictionary(key=t.args[0], value=t.args[1])
+    if t.name == "vector":
+        return Vector(elem=t.args[0])
+    if t.name == "record":
+        return Record(((f, None) for f, _ in t.fields), types=dict(t.fields))
+    return None

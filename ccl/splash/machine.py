@@ -52,7 +52,7 @@ class Frame:
 class Machine:
     """The state of one call: steps used, call depth, global variables, clock and output."""
 
-    __slots__ = ("steps", "limit", "depth", "max_depth", "globals", "clock", "printer", "_now")
+    __slots__ = ("steps", "limit", "depth", "max_depth", "globals", "clock", "printer", "_now", "emit")
 
     def __init__(self, limit: int, max_depth: int, globals_: dict[str, Cell],
                  clock: Callable[[], dt.datetime], printer: Optional[Callable[[str], None]]) -> None:
@@ -64,6 +64,8 @@ class Machine:
         self.clock = clock
         self.printer = printer
         self._now: Optional[dt.datetime] = None
+        # Where ``output rec;`` sends records (a Flex handler's run); None elsewhere.
+        self.emit: Optional[Callable[[Record], None]] = None
 
     def tick(self) -> None:
         """Count one step; raise :class:`BudgetExhausted` past the limit."""

@@ -79,6 +79,10 @@ class Dec(Decimal):
     def __repr__(self) -> str:
         return f"Dec('{self}', {self.precision}, {self.scale})"
 
+    def __reduce__(self):  # type: ignore[override]
+        # Decimal's own reduce would drop precision and scale (engine states are pickled).
+        return (make_dec, (Decimal(str(self)), self.precision, self.scale))
+
 
 class Vector(list):
     """A SPLASH vector; ``elem`` is the declared element type (ANY when not known)."""
@@ -99,13 +103,25 @@ class Dictionary(dict):
 
 
 class Record(dict):
-    """A SPLASH record: field name -> value, in field order; ``types`` holds declared field types."""
+    """A SPLASH record: field name -> value, in field order; ``types`` holds declared field types.
+
+    ``opcode`` is the record's operation code once ``setOpcode`` set it (or the opcode of the event
+    an input row came with), else ``None`` (an ``output`` then counts it as an insert)."""
+
+    opcode: Optional[int] = None
 
     def __init__(self, items: Iterable[tuple[str, object]] = (), types: Optional[dict[str, Type]] = None,
                  key_fields: tuple[str, ...] = ()) -> None:
         super().__init__(items)
         self.types = types or {}
         self.key_fields = key_fields
+
+    def copy_record(self) -> "Record":
+        """A writable copy (same fields, types, key fields and opcode)."""
+        out = Record(self.items(), dict(self.types), self.key_fields)
+        if self.opcode is not None:
+            out.opcode = self.opcode
+        return out
 
 
 def wrap32(v: int) -> int:
