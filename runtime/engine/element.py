@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Sequence
 
+from ccl import nodes as n
+
+from runtime.engine.cache import Declared
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.expr import Expressions, SplashError, coerce_row
 from runtime.engine.stages import (
@@ -32,7 +35,7 @@ class _Select:
     """The compiled parts of one select (no state)."""
 
     def __init__(self, select: Mapping, elements: Mapping[str, Mapping], element: Mapping,
-                 variables: Mapping[str, object]) -> None:
+                 variables: Mapping[str, object], declared: Optional[Declared] = None) -> None:
         self.sources: list[SourceStage] = []
         self.aliases: list[str] = []
         infos: list[dict] = []
@@ -46,7 +49,8 @@ class _Select:
             infos.append({"alias": src["alias"], "element": src["element"],
                           "kind": stage.effective_kind, "key": list(stage.key),
                           "columns": source["columns"]})
-        exprs = Expressions(variables, types)
+        exprs = Expressions(variables, types, declared.decl if declared is not None else None)
+        self.exprs = exprs
         self.columns = element["columns"]
         self.joiner = None
         if len(self.sources) > 1:
@@ -56,7 +60,20 @@ class _Select:
         self.aggregator = None
         self.projection: Optional[Projection] = None
         key = list(element.get("key") or [])
-        if select.get("aggregates") or select.get("group_by"):
+        cache_aggs = _cache_aggregates(select, declared)
+        if cache_aggs and (select.get("group_by") or len(cache_aggs) != len(select["aggregates"])):
+            raise ValueError(f"{element['name']}: aggregates over an event cache cannot be mixed "
+                             "with GROUP BY or other aggregates")
+        if cache_aggs:
+            # avg(cache.price) and the like: evaluated over the cache's current bucket for each row
+            # (runtime/engine/cache.py), bound as __aggN for the select items.
+            aggs = [(a["name"], exprs.compile({"node": "Call", "func": {"node": "Ident", "name": a["fn"]},
+                                               "args": a["args"], "distinct": False}))
+                    for a in cache_aggs]
+            self.projection = Projection(select, exprs, element["columns"], key,
+                                         keyed=element["kind"] != "stream",
+                                         extra=lambda rows: {name: f(rows) for name, f in aggs})
+        elif select.get("aggregates") or select.get("group_by"):
             from runtime.engine.aggregate import Aggregator
             self.aggregator = Aggregator(select, exprs, element["columns"], key)
         else:
@@ -72,7 +89,10 @@ class _Select:
     def apply(self, state: dict, index: int, change: Change) -> list[Change]:
         """Output-row changes for one change of source ``index``'s rows."""
         if self.joiner is not None:
-            rows = self.joiner.apply(state["join"], index, change)
+            # WHERE and the select list read nulls from the missing side of an outer join
+            rows = [Change(c.op, c.key, _filled(c.old, self.joiner.columns),
+                           _filled(c.new, self.joiner.columns), c.seq)
+                    for c in self.joiner.apply(state["join"], index, change)]
         else:
             alias = self.aliases[index]
             rows = [Change(change.op, change.key,
@@ -90,6 +110,19 @@ class _Select:
 
     def _cast(self, row: Optional[Mapping]) -> Optional[dict]:
         return coerce_row(row, self.columns) if row is not None else None
+
+
+def _cache_aggregates(select: Mapping, declared: Optional[Declared]) -> list[Mapping]:
+    """The select's aggregates whose arguments name an event cache of the element's DECLARE."""
+    if declared is None or not declared.caches:
+        return []
+    out = []
+    for agg in select.get("aggregates") or []:
+        names = {node.name.name for a in agg["args"] for node in n.from_json(a).walk()
+                 if isinstance(node, n.Var)}
+        if names & set(declared.caches):
+            out.append(agg)
+    return out
 
 
 class Engine:
@@ -110,21 +143,49 @@ class Engine:
         query = element.get("query")
         self.input: Optional[InputStage] = None
         self.selects: list[_Select] = []
+        elements = {e["name"]: e for e in plan["elements"]}
+        sources = {self.name: element} if query is None else {}
+        for sel in (query or {}).get("selects", []):
+            for src in sel["sources"]:
+                sources.setdefault(src["alias"], elements[src["element"]])
+                sources.setdefault(src["element"], elements[src["element"]])
+        # Plan globals and the local DECLARE: variables kept per instance in state["vars"].
+        declared: Optional[Declared] = Declared(plan.get("globals") or [],
+                                                element.get("declare") or [], sources,
+                                                constants=self.variables)
+        if not declared.used:  # type: ignore[union-attr]
+            declared = None
+        self.declared = declared
+        decl = declared.decl if declared is not None else None
+        self._exprs: list[Expressions] = []
+        # port -> the cache variables an event on that port feeds (each source feeds its caches once)
+        self.cache_ports: dict[int, tuple[str, list[str]]] = {}
         if query is None:
-            self.input = InputStage(element, Expressions(self.variables,
-                                                         {self.name: self.columns}))
+            exprs = Expressions(self.variables, {self.name: self.columns}, decl)
+            self._exprs.append(exprs)
+            self.input = InputStage(element, exprs)
             self.ports: list[tuple[int, int]] = [(0, 0)]
         else:
-            elements = {e["name"]: e for e in plan["elements"]}
-            self.selects = [_Select(s, elements, element, self.variables)
+            self.selects = [_Select(s, elements, element, self.variables, declared)
                             for s in query["selects"]]
+            self._exprs += [sel.exprs for sel in self.selects]
             self.ports = [(si, i) for si, sel in enumerate(self.selects)
                           for i in range(len(sel.sources))]
+            if declared is not None and declared.caches:
+                fed: set[str] = set()
+                for port, (si, i) in enumerate(self.ports):
+                    src = query["selects"][si]["sources"][i]
+                    names = [c for c in declared.caches_of([src["alias"], src["element"]])
+                             if c not in fed]
+                    fed.update(names)
+                    if names:
+                        self.cache_ports[port] = (elements[src["element"]]["kind"], names)
         self.output = OutputStage(element)
 
     def initial_state(self) -> dict:
         """A fresh instance's state (plain picklable data)."""
         return {"seq": None,
+                "vars": self.declared.initial() if self.declared is not None else {},
                 "input": self.input.initial_state() if self.input else None,
                 "selects": [s.initial_state() for s in self.selects],
                 "output": self.output.initial_state() if self.input is None else None}
@@ -135,6 +196,7 @@ class Engine:
         A row whose expression fails or that breaks the key rules becomes a :class:`Bad` and
         processing continues with the next event."""
         out: list[Output] = list(self.expire(state, now_ms))
+        self._bind(state)
         for event in events:
             if state["seq"] is None or event.seq > state["seq"]:
                 state["seq"] = event.seq
@@ -149,6 +211,9 @@ class Engine:
     def expire(self, state: dict, now_ms: int) -> list[Emit]:
         """Evict what time-based KEEPs (the element's and FROM-level ones) have due at ``now_ms``;
         the deletes carry the largest seq this state has seen."""
+        self._bind(state)
+        if self.declared is not None and self.declared.caches:
+            self.declared.sweep(state["vars"], now_ms)
         seq = state["seq"] if state["seq"] is not None else 0
         if self.input is not None:
             return [_emit(c) for c in self.input.expire(state["input"], now_ms, seq)]
@@ -189,10 +254,20 @@ class Engine:
             raise RowRefused(f"no input port {event.port} on {self.name}")
         si, index = self.ports[event.port]
         sel, sstate = self.selects[si], state["selects"][si]
+        feeds = self.cache_ports.get(event.port)
+        if feeds is not None:
+            self.declared.feed(state["vars"], feeds[1], feeds[0], event.op, event.values, now_ms)  # type: ignore[union-attr]
         changes = sel.sources[index].apply(sstate["sources"][index], event.op, event.seq,
                                            event.values, now_ms)
         rows = [c for change in changes for c in sel.apply(sstate, index, change)]
         return self._output(state, consolidate(rows), now_ms)
+
+    def _bind(self, state: dict) -> None:
+        # DECLAREd variables live in the instance's state: the interpreters read and write there.
+        if self.declared is not None:
+            store = state.setdefault("vars", self.declared.initial())
+            for exprs in self._exprs:
+                exprs.bind(store)
 
     def _output(self, state: dict, changes: list[Change], now_ms: int) -> list[Change]:
         out: list[Change] = []
@@ -208,6 +283,11 @@ class Engine:
         for si, sel in enumerate(self.selects):
             if sel.aggregator is not None:
                 sel.aggregator.drop_group(state["selects"][si]["agg"], key)
+
+
+def _filled(rows: Optional[Mapping], columns: Mapping[str, Sequence[str]]) -> Optional[dict]:
+    from runtime.engine.join import null_filled
+    return null_filled(rows, columns) if rows is not None else None
 
 
 def _emit(change: Change) -> Emit:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable, Mapping, Optional, Sequence
 
 from ccl import nodes as n
-from ccl.splash import Interpreter, SplashError, as_type
+from ccl.splash import Declarations, Interpreter, SplashError, as_type
 from ccl.splash.convert import cast
 
 Rows = Mapping[str, Mapping[str, object]]
@@ -27,10 +27,21 @@ class Expressions:
     """
 
     def __init__(self, variables: Optional[Mapping[str, object]] = None,
-                 source_types: Optional[Mapping[str, Sequence[Sequence[str]]]] = None) -> None:
+                 source_types: Optional[Mapping[str, Sequence[Sequence[str]]]] = None,
+                 declarations: Optional[Declarations] = None) -> None:
         types = {alias: {name: t for name, t in cols} for alias, cols in (source_types or {}).items()}
-        self._interp = Interpreter(dict(variables or {}), constants=set(variables or {}),
-                                   source_types=types)
+        if declarations is not None:
+            # Plan globals and the element's local DECLARE (runtime/engine/cache.py): variables
+            # read from the instance's store once bound (see bind), functions callable.
+            self._interp = Interpreter(declarations, constants=set(variables or {}),
+                                       global_types={}, source_types=types)
+        else:
+            self._interp = Interpreter(dict(variables or {}), constants=set(variables or {}),
+                                       source_types=types)
+
+    def bind(self, store: Optional[dict]) -> None:
+        """Read and write DECLAREd variables in ``store`` (one instance's) from now on."""
+        self._interp.bind(store)
 
     def compile(self, expr: object) -> Compiled:
         """A function ``f(rows, variables={})`` giving the value of ``expr`` (its JSON form).

@@ -216,14 +216,19 @@ class Projection:
     """The select list of a select without aggregation: rows by alias -> output row."""
 
     def __init__(self, select: Mapping, exprs: Expressions, columns: Sequence[Sequence[str]],
-                 key: Sequence[str], keyed: bool) -> None:
+                 key: Sequence[str], keyed: bool,
+                 extra: Optional[Callable[[Mapping], Mapping[str, object]]] = None) -> None:
         self.items = [(item["name"], exprs.compile(item["expr"])) for item in select["items"]]
         self.columns = columns
         self.key = list(key)
         self.keyed = keyed
+        self.extra = extra  # names bound for the items per row (aggregates over event caches)
 
     def row(self, rows: Mapping[str, Mapping]) -> dict:
         """The output row for ``rows`` (items in order, cast to the column types)."""
+        if self.extra is not None:
+            bound = self.extra(rows)
+            return coerce_row({name: f(rows, bound) for name, f in self.items}, self.columns)
         return coerce_row({name: f(rows) for name, f in self.items}, self.columns)
 
     def apply(self, change: Change) -> Change:
