@@ -261,14 +261,17 @@ def batch_writer(element: dict, dirs: RunDirs) -> Callable[[DataFrame, int], Non
         try:
             counts = df.groupBy(KIND, INST, OP).agg(F.count(F.lit(1)).alias("n"),
                                                     F.sum(SEQ).alias("s")).collect()
-            rows_out = {r[OP]: r["n"] for r in counts if r[KIND] == "row"}
+            rows_out: dict[str, int] = {}
+            for r in counts:
+                if r[KIND] == "row":
+                    rows_out[r[OP]] = rows_out.get(r[OP], 0) + r["n"]
             instances = {str(r[INST]): int(r["s"]) for r in counts if r[KIND] == "stat"}
             stem = f"batch-{batch_id:08d}"
             if sum(rows_out.values()):
                 data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
                                                              *[_col(c) for c in cols])
                 _single_parquet(data, os.path.join(dirs.of("changelog", name), stem + ".parquet"), dirs)
-            bad = _write_bad(df.where(F.col(KIND) == "bad"), os.path.join(dirs.of("bad", name), stem + ".jsonl"))
+            bad = _write_bad(df.where(F.col(KIND) == "bad"), name, os.path.join(dirs.of("bad", name), stem + ".jsonl"))
             _atomic_json(os.path.join(dirs.of("stats", name), stem + ".json"),
                          {"rows_in": sum(instances.values()), "rows_out": rows_out, "bad": bad,
                           "instances": instances})
@@ -277,7 +280,7 @@ def batch_writer(element: dict, dirs: RunDirs) -> Callable[[DataFrame, int], Non
     return write
 
 
-def _write_bad(bad: DataFrame, path: str) -> dict[str, int]:
+def _write_bad(bad: DataFrame, element: str, path: str) -> dict[str, int]:
     """Bad records as JSON lines (element, reason, row); their counts by reason."""
     infos = [r[INFO] for r in bad.select(INFO).collect()]
     if not infos:
@@ -288,7 +291,7 @@ def _write_bad(bad: DataFrame, path: str) -> dict[str, int]:
         for info in infos:
             record = json.loads(info)
             counts[record["reason"]] = counts.get(record["reason"], 0) + 1
-            f.write(json.dumps({"element": os.path.basename(os.path.dirname(path)), **record},
+            f.write(json.dumps({"element": element, **record},
                                sort_keys=True) + "\n")
     os.replace(path + ".tmp", path)
     return counts
@@ -335,7 +338,10 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
     else:
         frames = [upstream_frame(spark, dirs, by_name[src]) for _, src in ports_of(element)]
     proc_in = processor_input(plan, element, frames, buckets)
-    processor = ElementProcessor(json.dumps(plan), element["name"])
+    # Processing-time timers make Spark run a batch at every trigger, so an availableNow query
+    # would never end: an until-idle run expires time-based KEEPs only as batches arrive.
+    timers = _uses_time(element) and not options.until_idle
+    processor = ElementProcessor(json.dumps(plan), element["name"], timers)
     return (proc_in.groupBy("__bucket")
             .transformWithState(processor, output_schema(element), "Append",
-                                "ProcessingTime" if _uses_time(element) else "None"))
+                                "ProcessingTime" if timers else "None"))

@@ -45,6 +45,13 @@ def port_column(port: int) -> str:
     return f"__p{port}"
 
 
+def _plain(values: Any) -> dict:
+    """A port's struct value as a dict (the row API gives dicts or Rows, depending on the path)."""
+    if values is None:
+        return {}
+    return values if isinstance(values, dict) else values.asDict()
+
+
 def bad_info(reason: str, values: Any) -> str:
     """The ``__info`` text of a bad record: its reason and the row, as JSON."""
     return json.dumps({"reason": reason, "row": values}, default=str, sort_keys=True)
@@ -57,8 +64,8 @@ class ElementProcessor(StatefulProcessor):
     the engine is made in ``init`` on the worker.
     """
 
-    def __init__(self, plan_text: str, element_name: str) -> None:
-        self.plan_text, self.element_name = plan_text, element_name
+    def __init__(self, plan_text: str, element_name: str, timers: bool) -> None:
+        self.plan_text, self.element_name, self.timers = plan_text, element_name, timers
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         from .engine.element import Engine
@@ -80,6 +87,8 @@ class ElementProcessor(StatefulProcessor):
 
     def _save(self, states: dict[int, dict]) -> None:
         self.state.update((pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL),))
+        if not self.timers:  # only time-based retention needs timers (and only then are they allowed)
+            return
         for t in list(self.handle.listTimers()):
             self.handle.deleteTimer(t)
         deadlines = [d for d in (self.engine.next_deadline(s) for s in states.values()) if d is not None]
@@ -94,11 +103,9 @@ class ElementProcessor(StatefulProcessor):
         for r in rows:
             port = r[PORT]
             values = r[port_column(port)]
+            values = _plain(values)
             if r[WHY] is not None:  # a row that does not parse, or got no instance
-                row = {"line": r[RAW]} if r[RAW] is not None else (values.asDict() if values else {})
-                values = (r[WHY], row)
-            else:
-                values = values.asDict() if values is not None else {}
+                values = (r[WHY], {"line": r[RAW]} if r[RAW] is not None else values)
             by_instance[r[INST]].append((r[SEQ], r[SRC], r[SUB], port, r[OP], r[WHY] is not None,
                                          values))
         states = self._load()

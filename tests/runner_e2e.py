@@ -49,6 +49,7 @@ def run_project(spark, tmp_path, ccl_text: str, inputs: Mapping[str, str], *,
     """Write ``ccl_text`` to ``tmp_path/name.ccl``, plan it and run it until idle."""
     path = os.path.join(str(tmp_path), name + ".ccl")
     if not os.path.exists(path):
+        os.makedirs(str(tmp_path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             f.write(ccl_text)
     plan, diags = plan_project(path, params=dict(params or {}))

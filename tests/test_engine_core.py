@@ -509,3 +509,23 @@ def test_plan_from_the_planner(tmp_path):
     assert [(op, v["isin"]) for op, v in out] == [("i", "c"), ("i", "d")]
     out, _ = run(eng, [ev("i", i, isin=c, price=5) for i, c in enumerate("abc")])
     assert [(op, v["isin"]) for op, v in out] == [("i", "a"), ("i", "b"), ("d", "a"), ("i", "c")]
+
+
+def test_outer_join_reads_nulls_from_the_missing_side(tmp_path):
+    from ccl.planner import plan_project
+    src = tmp_path / "p.ccl"
+    src.write_text(
+        "create input window o schema (id integer, cust string) primary key (id);\n"
+        "create input window c schema (cust string, country string) primary key (cust);\n"
+        "create output window j primary key (id) as\n"
+        "  select o.id, c.country from o left join c on o.cust = c.cust;\n")
+    built, diags = plan_project(str(src))
+    assert built is not None, [str(d) for d in diags]
+    eng = Engine(next(e for e in built["elements"] if e["name"] == "j"), built)
+    state = eng.initial_state()
+    out = eng.process(state, [Event(0, "i", 1, {"id": 1, "cust": "a"}),
+                              Event(1, "i", 2, {"cust": "a", "country": "FR"}),
+                              Event(1, "d", 3, {"cust": "a", "country": "FR"})], 0)
+    assert [(o.op, o.values) for o in out] == [
+        ("i", {"id": 1, "country": None}), ("u", {"id": 1, "country": "FR"}),
+        ("u", {"id": 1, "country": None})]

@@ -1,0 +1,165 @@
+"""End to end on local Spark: the seed examples, per-instance state, bad records and opcodes.
+
+Each test writes generated CSV inputs, runs the project until idle through runtime.run.run_plan
+(the code behind `ccl run`) on the session's Spark, and compares the output files with what the
+semantics say, computed here independently of the runtime.
+"""
+from __future__ import annotations
+
+import os
+import random
+from decimal import Decimal
+
+from tests.runner_e2e import run_project, write_rows
+
+SEEDS = os.path.join(os.path.dirname(__file__), "projects", "seeds")
+
+
+def seed(name: str) -> str:
+    with open(os.path.join(SEEDS, name), encoding="utf-8") as f:
+        return f.read()
+
+
+def spark_instance(spark, values: list[str], count: int) -> dict[str, int]:
+    """The instance HASH gives each value: Spark's own hash, computed here in a batch query."""
+    from pyspark.sql import functions as F
+    df = spark.createDataFrame([(v,) for v in values], "v string")
+    rows = df.select("v", F.pmod(F.hash("v"), F.lit(count)).alias("i")).collect()
+    return {r["v"]: r["i"] for r in rows}
+
+
+def test_roundrobin_filter_splits_rows_evenly(spark, tmp_path):
+    rnd = random.Random(1)
+    rows = [(f"2026-01-01T10:00:{i // 10:02d}.{i % 10:03d}", f"S{i % 7}", f"{rnd.uniform(1, 99):.2f}",
+             rnd.randint(0, 20000)) for i in range(40)]
+    path = write_rows(str(tmp_path / "in" / "trades.csv"), ["Ts", "Symbol", "Price", "Volume"], rows)
+    out = run_project(spark, tmp_path, seed("roundrobin_tradewindow.ccl"), {"TradeWindow": path})
+    got = sorted((r["Ts"], int(r["Volume"])) for r in out.rows("TradeOutWindow"))
+    want = sorted((ts[:23], v) for ts, _, _, v in rows if v > 10000)
+    assert [v for _, v in got] == [v for _, v in want] and len(got) == len(want)
+    stats = out.stats("TradeOutWindow")
+    assert stats["rows_in"] == 40
+    assert stats["instances"] == {"0": 20, "1": 20}  # round robin on the source's sequence numbers
+
+
+def test_hash_maxprice_keeps_a_maximum_per_instance(spark, tmp_path):
+    rnd = random.Random(2)
+    isins = [f"{c}{k:03d}" for c in "ABC" for k in range(6)]
+    rows = [(rnd.choice(isins), f"{rnd.uniform(1, 500):.2f}") for _ in range(200)]
+    path = write_rows(str(tmp_path / "in" / "prices.csv"), ["isin", "price"], rows)
+    out = run_project(spark, tmp_path, seed("hash_maxprice.ccl"), {"priceW": path})
+    inst = spark_instance(spark, isins, 5)
+    want: dict[tuple[int, str], Decimal] = {}
+    for isin, price in rows:  # HASH(isin) splits a letter's isins over instances: a max per instance
+        k = (inst[isin], isin[0])
+        want[k] = max(want.get(k, Decimal("-1")), Decimal(price))
+    got = sorted((r["isin"], Decimal(r["maxPrice"])) for r in out.rows("maxPriceW"))
+    assert got == sorted((letter, m) for (_, letter), m in want.items())
+    assert sum(out.stats("maxPriceW")["instances"].values()) == 200
+
+
+def test_custom_partition_function_with_target_partitions(spark, tmp_path):
+    rnd = random.Random(3)
+    rows = [(rnd.choice("ABCDEFG") + str(rnd.randint(0, 99)), f"{rnd.uniform(1, 500):.2f}") for _ in range(150)]
+    path = write_rows(str(tmp_path / "in" / "prices.csv"), ["isin", "price"], rows)
+    out = run_project(spark, tmp_path, seed("custom_maxprice.ccl"), {"priceW": path})
+    want: dict[str, Decimal] = {}
+    for isin, price in rows:  # partitioned by the first letter, grouped by it: one row per letter
+        want[isin[0]] = max(want.get(isin[0], Decimal("-1")), Decimal(price))
+    got = {r["isin"]: Decimal(r["maxPrice"]) for r in out.rows("maxPriceW")}
+    assert got == want and len(out.rows("maxPriceW")) == len(want)
+    inst = out.stats("maxPriceW")["instances"]
+    assert sum(inst.values()) == 150
+    assert inst == {str(i): sum(1 for isin, _ in rows if ord(isin[0]) % 2 == i) for i in (0, 1) if
+                    any(ord(isin[0]) % 2 == i for isin, _ in rows)}
+
+
+def test_vwap_join_with_broadcast_input_matches_unpartitioned(spark, tmp_path):
+    rnd = random.Random(4)
+    isins = [f"I{k:02d}" for k in range(12)]
+    prices = [(i, f"{rnd.uniform(10, 20):.3f}") for i in isins]
+    prices += [("I03", "99.5"), ("I05", "12.25")]  # sent as updates of earlier rows
+    volumes = [(i, rnd.randint(1, 1000)) for i in isins[:9]]
+    ops_prices = [("i",) + p for p in prices[:12]] + [("u",) + p for p in prices[12:]]
+    p_path = write_rows(str(tmp_path / "in" / "p" / "prices.csv"), ["ESP_OPS", "isin", "price"], ops_prices)
+    v_path = write_rows(str(tmp_path / "in" / "v" / "volumes.csv"), ["isin", "volume"], volumes)
+    text = seed("hash_vwap_broadcast.ccl")
+    part = run_project(spark, tmp_path / "partitioned", text, {"priceW": p_path, "volumeW": v_path})
+    flat_text = text.replace("PARTITION\n    by priceW HASH (isin)\nPARTITIONS 2\n", "")
+    assert flat_text != text
+    flat = run_project(spark, tmp_path / "flat", flat_text, {"priceW": p_path, "volumeW": v_path})
+    got = sorted((r["isin"], r["vwap_val"]) for r in part.rows("vwapW"))
+    assert got == sorted((r["isin"], r["vwap_val"]) for r in flat.rows("vwapW"))
+    final_price = {i: float(p) for i, p in prices}
+    vol = dict(volumes)
+    assert {i: (float(v) if v else None) for i, v in got} == {
+        i: (final_price[i] if i in vol else None) for i in isins}
+    # volumeW is broadcast: both instances received every volume row
+    assert part.stats("vwapW")["rows_in"] == len(ops_prices) + 2 * len(volumes)
+
+
+def test_keep_rows_is_per_instance(spark, tmp_path):
+    text = """
+    create input stream s schema (id integer, v integer);
+    create output window w schema (id integer, v integer) primary key (id) keep 3 rows
+      partition by s roundrobin partitions 2
+    as select s.id, s.v from s;
+    """
+    path = write_rows(str(tmp_path / "in" / "s.csv"), ["id", "v"], [(i, i * 10) for i in range(20)])
+    out = run_project(spark, tmp_path, text, {"s": path})
+    got = sorted(int(r["id"]) for r in out.rows("w"))
+    assert got == [14, 15, 16, 17, 18, 19]  # the last 3 of each instance: n*k rows, not k
+    assert out.stats("w")["rows_out_by_opcode"] == {"i": 20, "d": 14}
+
+
+def test_null_partition_results_are_bad_records(spark, tmp_path):
+    text = """
+    create input stream s schema (isin string, price float);
+    create output stream o schema (isin string, price float)
+      partition by s { integer x; if (s.price >= 0) x := ascii(substr(s.isin, 1, 1)) % o_partitions; return x; }
+      partitions 3
+    as select s.isin, s.price from s;
+    """
+    rows = [("A1", 1.0), ("B2", -5.0), ("C3", 3.0), ("D4", -1.0), ("E5", 5.0)]
+    path = write_rows(str(tmp_path / "in" / "s.csv"), ["isin", "price"], rows)
+    out = run_project(spark, tmp_path, text, {"s": path})
+    assert sorted(r["isin"] for r in out.rows("o")) == ["A1", "C3", "E5"]
+    stats = out.stats("o")
+    assert sum(stats["bad_records"].values()) == 2
+    bad = [b for b in out.bad_records() if b["element"] == "o"]
+    assert sorted(b["row"]["isin"] for b in bad) == ["B2", "D4"]
+    assert all(b["reason"] for b in bad)
+
+
+def test_opcodes_through_window_aggregation_and_join(spark, tmp_path):
+    text = """
+    create input window orders schema (id integer, cust string, amount float) primary key (id);
+    create input window custs schema (cust string, country string) primary key (cust);
+    create output window big primary key deduced as select o.id, o.amount from orders o where o.amount > 10;
+    create output window totals primary key deduced
+      as select o.cust, sum(o.amount) total, count(*) n from orders o group by o.cust;
+    create output window joined primary key (id)
+      as select o.id, c.country from orders o left join custs c on o.cust = c.cust;
+    """
+    orders = [("i", 1, "a", 5.0), ("i", 2, "a", 20.0), ("i", 3, "b", 30.0), ("i", 4, "c", 1.0),
+              ("u", 1, "b", 50.0), ("d", 2, "a", None), ("u", 3, "b", 2.0), ("d", 2, "a", None)]
+    custs = [("i", "a", "FR"), ("i", "b", "DE"), ("u", "b", "AT"), ("d", "a", None)]
+    o = write_rows(str(tmp_path / "in" / "o.csv"), ["ESP_OPS", "id", "cust", "amount"], orders)
+    c = write_rows(str(tmp_path / "in" / "c.csv"), ["ESP_OPS", "cust", "country"], custs)
+    out = run_project(spark, tmp_path, text, {"orders": o, "custs": c})
+    # final orders: 1 b 50, 3 b 2, 4 c 1 (the second delete of 2 is a bad record)
+    assert sorted((int(r["id"]), float(r["amount"])) for r in out.rows("big")) == [(1, 50.0)]
+    assert sorted((r["cust"], float(r["total"]), int(r["n"])) for r in out.rows("totals")) == [
+        ("b", 52.0, 2), ("c", 1.0, 1)]
+    assert sorted((int(r["id"]), r["country"]) for r in out.rows("joined")) == [
+        (1, "AT"), (3, "AT"), (4, "")]
+    assert out.stats("orders")["bad_records"] and sum(out.stats("orders")["bad_records"].values()) == 1
+
+
+def test_rows_that_do_not_parse_are_bad_records(spark, tmp_path):
+    text = "create input stream s schema (id integer, v float); create output stream o as select * from s;"
+    path = write_rows(str(tmp_path / "in" / "s.csv"), ["id", "v"], [(1, 1.5), ("x", 2.0), (3, "y"), (4, 4.0)])
+    out = run_project(spark, tmp_path, text, {"s": path})
+    assert [int(r["id"]) for r in out.rows("o")] == [1, 4]
+    assert sum(out.stats("s")["bad_records"].values()) == 2
+    assert out.stats("o")["bad_records"] == {}
