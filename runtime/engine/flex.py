@@ -1,0 +1,257 @@
+"""The per-instance engine of a CREATE FLEX (plain Python, no Spark): see docs/runtime-flex.md.
+
+:class:`FlexEngine` has the interface of :class:`runtime.engine.element.Engine`: built once per
+element from the plan, it holds compiled handlers only; an instance's SPLASH variables, event
+caches, input mirrors, output rows and timers live in the state dict the caller keeps (and
+pickles) between batches. :func:`make_engine` picks the engine an element needs.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence, Union
+
+from ccl import nodes as n
+from ccl.splash import Interpreter, Record, SplashError
+from ccl.splash.machine import Cell
+from runtime.engine.cache import Declared
+from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
+from runtime.engine.element import Engine
+from runtime.engine.expr import coerce_row
+from runtime.engine.stages import STRICT_KEEPS, RowRefused, SourceStage, key_of
+from runtime.engine.store import Store
+
+__all__ = ["FlexEngine", "make_engine"]
+
+OPCODE_LETTERS = {1: "i", 3: "u", 5: "d", 7: "p", 13: "s"}
+_LETTER_CODES = {"i": 1, "u": 3, "d": 5}
+_OPNAMES = {"i": "insert", "u": "update", "d": "delete", "p": "upsert", "s": "safedelete"}
+NO_PORT = -1  # the port of a bad record from a timer or transaction handler
+
+
+def make_engine(element: Mapping, plan: Mapping, instance: int = 0) -> Union["FlexEngine", Engine]:
+    """The engine of a stateful element: :class:`FlexEngine` for a Flex, else :class:`Engine`."""
+    if element.get("flex"):
+        return FlexEngine(element, plan, instance)
+    return Engine(element, plan, instance)
+
+
+class _Handler:
+    def __init__(self, spec: Mapping) -> None:
+        self.event: str = spec["event"]
+        self.source: Optional[str] = spec.get("source")
+        self.millis: Optional[int] = spec.get("millis")
+        self.body: n.Block = n.from_json(spec["body"])  # type: ignore[assignment]
+
+
+class FlexEngine:
+    """Runs one CREATE FLEX for any number of partition instances.
+
+    Port ``i`` carries the changelog of ``element["flex"]["inputs"][i]``. ``budget`` is the SPLASH
+    step budget of one handler run.
+    """
+
+    def __init__(self, element: Mapping, plan: Mapping, instance: int = 0, *,
+                 budget: Optional[int] = None) -> None:
+        flex = element["flex"]
+        self.element = element
+        self.name: str = element["name"]
+        self.kind: str = element["kind"]
+        self.columns = element["columns"]
+        self.key: list[str] = list(element.get("key") or [])
+        self.instance = instance
+        elements = {e["name"]: e for e in plan["elements"]}
+        self.inputs: list[str] = list(flex["inputs"])
+        self.input_names: list[str] = list(flex.get("input_names") or flex["inputs"])
+        self.ports: list[str] = list(self.inputs)
+        sources: dict[str, Mapping] = {}
+        for plan_name, written in zip(self.inputs, self.input_names):
+            sources[written] = elements[plan_name]
+            sources.setdefault(plan_name, elements[plan_name])
+        sources.setdefault(self.name, element)                    # typeof(<output>)
+        sources.setdefault(element["name"].split(".")[-1], element)
+        partition = element.get("partition") or {}
+        count = int(partition.get("count") or 1)
+        self.declared = Declared(plan.get("globals") or [], flex.get("declare") or [], sources,
+                                 constants={f"{self.name}_partitions": count})
+        options = {"budget": budget} if budget is not None else {}
+        self.interp = Interpreter(self.declared.decl, source_types=self.declared.source_types,
+                                  **options)  # type: ignore[arg-type]
+        self.sources = [SourceStage(elements[p], None) for p in self.inputs]
+        self.source_kinds = [elements[p]["kind"] for p in self.inputs]
+        self.port_caches = [self.declared.caches_of([w, p])
+                            for p, w in zip(self.inputs, self.input_names)]
+        handlers = [_Handler(h) for h in flex.get("handlers") or []]
+        self.on_row: list[list[_Handler]] = [[h for h in handlers if h.event == "row"
+                                              and h.source in (p, w)]
+                                             for p, w in zip(self.inputs, self.input_names)]
+        self.on_start = [h for h in handlers if h.event == "start_transaction"]
+        self.on_end = [h for h in handlers if h.event == "end_transaction"]
+        self.every = [h for h in handlers if h.event == "every" and (h.millis or 0) > 0]
+        keep = element.get("keep")
+        self.store: Optional[Store] = Store(keep) if self.kind == "window" else None
+        self.strict: bool = (keep or {}).get("kind") in STRICT_KEEPS
+
+    # --- the Engine interface ------------------------------------------------------------------
+
+    def initial_state(self) -> dict:
+        """A fresh instance's state (picklable): see docs/runtime-flex.md."""
+        return {"seq": None,
+                "vars": self.declared.initial(),
+                "sources": [s.initial_state() for s in self.sources],
+                "output": self.store.initial_state() if self.store else None,
+                "timers": [None] * len(self.every)}
+
+    def process(self, state: dict, events: Sequence[Event], now_ms: int) -> list[Output]:
+        """Run the handlers for ``events`` in order (one ESP transaction: ON START TRANSACTION
+        before the first, ON END TRANSACTION after the last); what is due by ``now_ms`` (EVERY
+        timers, the output window's time KEEP) runs first."""
+        out: list[Output] = list(self.expire(state, now_ms))
+        if not events:
+            return out
+        first = events[0]
+        for h in self.on_start:
+            out += self._run(state, h, {}, None, first.seq, NO_PORT, now_ms, "ON START TRANSACTION")
+        for event in events:
+            if state["seq"] is None or event.seq > state["seq"]:
+                state["seq"] = event.seq
+            out += self._event(state, event, now_ms)
+        for h in self.on_end:
+            out += self._run(state, h, {}, None, state["seq"], NO_PORT, now_ms, "ON END TRANSACTION")
+        return out
+
+    def expire(self, state: dict, now_ms: int) -> list[Output]:
+        """What is due at ``now_ms``: deletes of output rows a time KEEP evicts, then each EVERY
+        handler whose time has come (once, however many periods passed); event caches drop their
+        expired records."""
+        self.interp.bind(state["vars"])
+        self.declared.sweep(state["vars"], now_ms)
+        seq = state["seq"] if state["seq"] is not None else 0
+        out: list[Output] = []
+        if self.store is not None:
+            out += [_emit(c) for c in self.store.expire(state["output"], now_ms, seq)]
+        timers = state["timers"]
+        for i, h in enumerate(self.every):
+            due = timers[i]
+            if due is None:
+                timers[i] = now_ms + h.millis  # type: ignore[operator]
+                continue
+            if due > now_ms:
+                continue
+            missed = (now_ms - due) // h.millis + 1  # type: ignore[operator]
+            timers[i] = due + missed * h.millis  # type: ignore[operator]
+            out += self._run(state, h, {}, None, seq, NO_PORT, now_ms, f"EVERY {h.millis} ms")
+        return out
+
+    def next_deadline(self, state: dict) -> Optional[int]:
+        """When :meth:`expire` next has work (ms since epoch), or ``None``. EVERY timers start at
+        the instance's first process()/expire() call."""
+        due = [t for t in state["timers"] if t is not None]
+        if self.store is not None:
+            t = self.store.next_deadline(state["output"])
+            if t is not None:
+                due.append(t)
+        return min(due) if due else None
+
+    # --- one input row -------------------------------------------------------------------------
+
+    def _event(self, state: dict, event: Event, now_ms: int) -> list[Output]:
+        if event.op not in OPS:
+            return [Bad(f"unknown opcode {event.op!r}", event.seq, event.port, dict(event.values))]
+        if not 0 <= event.port < len(self.ports):
+            return [Bad(f"no input port {event.port} on {self.name}", event.seq, event.port,
+                        dict(event.values))]
+        port = event.port
+        source = self.sources[port]
+        try:
+            row_in = coerce_row(event.values, source.columns)
+        except SplashError as e:
+            return [Bad(e.reason, event.seq, port, dict(event.values))]
+        changes = source.apply(state["sources"][port], event.op, event.seq, row_in, now_ms)
+        out: list[Output] = []
+        name = self.input_names[port]
+        for change in changes:
+            row = change.new if change.op != "d" else change.old
+            self.interp.bind(state["vars"])
+            self.declared.feed(state["vars"], self.port_caches[port], self.source_kinds[port],
+                               change.op, row or {}, now_ms)
+            rec = _Row(row or {})
+            rec.opcode = _LETTER_CODES[change.op]
+            old = _Row(change.old) if change.op == "u" and change.old is not None else None
+            for h in self.on_row[port]:
+                out += self._run(state, h, {name: rec}, (f"{name}_old", old), event.seq, port,
+                                 now_ms, None, dict(event.values))
+        return out
+
+    def _run(self, state: dict, h: _Handler, rows: Mapping[str, Mapping], old: Optional[tuple],
+             seq: int, port: int, now_ms: int, what: Optional[str],
+             values: Optional[dict] = None) -> list[Output]:
+        """Run one handler; its outputs applied to the output element. A failing handler makes
+        a bad record (the input row, or an empty row for timers and transactions) and its outputs
+        are dropped; variable changes it made before failing stay."""
+        emitted: list[Record] = []
+        self.interp.bind(state["vars"])
+        extra = None
+        sources = dict(rows)
+        if old is not None:
+            if old[1] is not None:
+                sources[old[0]] = old[1]
+            else:
+                extra = {old[0]: Cell(None)}
+        try:
+            self.interp.run_block(h.body, sources, extra, output=emitted.append)
+        except SplashError as e:
+            reason = f"{what}: {e.reason}" if what else e.reason
+            return [Bad(reason, seq, port, dict(values or {}))]
+        out: list[Output] = []
+        for rec in emitted:
+            out += self._output(state, rec, seq, port, now_ms)
+        return out
+
+    # --- the output element ----------------------------------------------------------------------
+
+    def _output(self, state: dict, rec: Record, seq: int, port: int, now_ms: int) -> list[Output]:
+        code = rec.opcode if rec.opcode is not None else 1
+        op = OPCODE_LETTERS.get(code)
+        try:
+            row = coerce_row(rec, self.columns)
+        except SplashError as e:
+            return [Bad(f"output: {e.reason}", seq, port, dict(rec))]
+        if op is None:
+            return [Bad(f"output: unknown opcode {code}", seq, port, row)]
+        try:
+            if self.kind == "stream":
+                if op != "i":
+                    raise RowRefused(f"a stream accepts only inserts, not {_OPNAMES[op]}")
+                return [Emit("i", seq, row)]
+            key = key_of(row, self.key)
+            if self.kind == "delta stream":
+                letter = {"i": "i", "u": "u", "p": "u", "d": "d", "s": "d"}[op]
+                return [Emit(letter, seq, row)]
+            return [_emit(c) for c in self._window(state["output"], op, key, row, seq, now_ms)]
+        except RowRefused as e:
+            return [Bad(f"output: {e}", seq, port, row)]
+
+    def _window(self, store_state: dict, op: str, key: tuple, row: dict, seq: int,
+                now_ms: int) -> list[Change]:
+        store = self.store
+        assert store is not None
+        present = store.get(store_state, key) is not None
+        shown = "(" + ", ".join(repr(v) for v in key) + ")"
+        if self.strict:
+            if op == "i" and present:
+                raise RowRefused(f"duplicate key {shown} in {self.name}")
+            if op in ("u", "d") and not present:
+                raise RowRefused(f"no row with key {shown} in {self.name}")
+        if op in ("d", "s"):
+            return store.delete(store_state, key, seq)
+        return store.upsert(store_state, key, row, seq, now_ms)
+
+
+class _Row(dict):
+    """An input row handed to the interpreter, with the opcode of its change."""
+
+    opcode: Optional[int] = None
+
+
+def _emit(change: Change) -> Emit:
+    values = change.old if change.op == "d" else change.new
+    return Emit(change.op, change.seq, dict(values or {}))
