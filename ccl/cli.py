@@ -7,14 +7,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
+import tempfile
 from typing import Optional, Sequence, TextIO
 
 from . import __version__
 from .analysis import Analysis, analyze
+from .config import SOURCE_DEFAULTS
 from .config_report import render_config, render_config_json
 from .diagnostics import CATALOGUE, Diagnostic, SourceCache, render, render_json, sort_key
-from .explain import explain_partitioning
+from .explain import explain_partitioning, explain_physical
 from .nodes import to_json
 from .printer import to_ccl
 from .project import UsageError, load_project
@@ -50,6 +53,31 @@ _EXPLAIN_EXAMPLES = """\
 examples:
   ccl explain project.ccl               partition functions and the path that runs each
   ccl explain project.ccl --param n=8   with a parameter value
+
+After the partition functions: the physical plan of every element (kind and role, partitioning,
+instance count, state, native or per-instance path and why, broadcast inputs).
+"""
+
+_COMPILE_EXAMPLES = """\
+examples:
+  ccl compile project.ccl                    write project.ccx and project_job.py beside project.ccl
+  ccl compile -i project.ccl -o build        ... into build/
+  ccl compile project.ccl -o build --bundle  ... and build/ccl_runtime.zip for spark-submit --py-files
+  ccl compile project.ccl --ccr prod.ccr --param PARTITIONS=8
+
+then: spark-submit --py-files build/ccl_runtime.zip build/project_job.py --until-idle --output-dir out
+  or: python build/project_job.py --until-idle   (where ccl-spark is installed). See docs/deploy.md.
+"""
+
+_GRAPH_EXAMPLES = """\
+examples:
+  ccl graph project.ccl                 the project as a Graphviz DOT graph on stdout
+  ccl graph project.ccl -o project.svg  as an SVG picture (laid out here; Graphviz not needed)
+  ccl graph project.ccl -o project.mmd  as a Mermaid flowchart
+  ccl graph project.ccl --format mmd    Mermaid on stdout
+
+Nodes: elements with kind and partition count. Edges: from the elements read; labelled with the
+partition method of the input; dashed: broadcast to every instance; dotted: error streams.
 """
 
 _RUN_EXAMPLES = """\
@@ -116,11 +144,43 @@ def build_parser() -> argparse.ArgumentParser:
         "explain", help="show how each partitioned element is split into instances",
         description="For every partitioned element: its instance count, the partition function of "
                     "each input and the path that runs it (a Spark expression, Spark's hash, or the "
-                    "SPLASH interpreter in an Arrow UDF, with the reason), and the broadcast inputs.",
+                    "SPLASH interpreter in an Arrow UDF, with the reason), and the broadcast inputs. "
+                    "Then the physical plan of every element, from the compiled plan.",
         epilog=_EXPLAIN_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     explain.add_argument("file", metavar="FILE.ccl")
     _add_config_options(explain)
     explain.set_defaults(func=cmd_explain)
+
+    comp = sub.add_parser(
+        "compile", help="compile a project to a .ccx plan and a generated PySpark job",
+        description="Check and plan a project, then write NAME.ccx (the plan as versioned JSON) and "
+                    "NAME_job.py (a PySpark driver that loads the .ccx and runs it), and with "
+                    "--bundle ccl_runtime.zip (the ccl and runtime packages for spark-submit "
+                    "--py-files).",
+        epilog=_COMPILE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    comp.add_argument("file", nargs="?", metavar="FILE.ccl")
+    comp.add_argument("-i", dest="input_file", metavar="FILE.ccl",
+                      help="the project to compile (as esp_compiler -i)")
+    comp.add_argument("-o", dest="out_dir", metavar="OUTDIR",
+                      help="where to write (default: the directory of FILE.ccl)")
+    comp.add_argument("--bundle", action="store_true",
+                      help="also write ccl_runtime.zip for spark-submit --py-files")
+    _add_config_options(comp)
+    comp.set_defaults(func=cmd_compile)
+
+    graph = sub.add_parser(
+        "graph", help="draw a project's elements and data flow (DOT, Mermaid or SVG)",
+        description="Elements as nodes (name, kind, partition count), edges from the elements "
+                    "each one reads; broadcast inputs dashed, partitioned inputs labelled with "
+                    "their method.",
+        epilog=_GRAPH_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    graph.add_argument("file", metavar="FILE.ccl")
+    graph.add_argument("-o", dest="output", metavar="OUT.svg|OUT.dot|OUT.mmd",
+                       help="write to a file, in the format of its extension (default: stdout)")
+    graph.add_argument("--format", choices=("dot", "mmd", "svg"),
+                       help="output format (default: from -o's extension, else dot)")
+    _add_config_options(graph)
+    graph.set_defaults(func=cmd_graph)
 
     run = sub.add_parser(
         "run", help="run a project on Spark (embedded local Spark by default)",
@@ -131,8 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--input", action="append", default=[], metavar="ELEMENT=PATH",
                      help="read an input element from a CSV file or directory (repeatable)")
     run.add_argument("--output-dir", metavar="DIR", help="where outputs go (default: out/PROJECT)")
-    run.add_argument("--checkpoint", metavar="DIR",
-                     help="state and progress, to resume a stopped or killed run")
+    run.add_argument("--checkpoint", metavar="DIR", nargs="?", const="",
+                     help="keep state and progress in DIR to resume a stopped or killed run "
+                          "(without DIR: runtime.checkpoint_root/PROJECT); without this option "
+                          "a run starts from nothing and leaves no state behind")
     run.add_argument("--until-idle", action="store_true",
                      help="process everything available, then stop (exit 0)")
     run.add_argument("--master", help="Spark master (default: spark.master setting, local[*])")
@@ -254,7 +316,85 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         _write_diagnostics(errors, config.sources, err)
         err.write(f"{args.file}: {len(errors)} error(s); nothing to explain\n")
         return EXIT_ERRORS
+    plan = _plan(args.file, config, analysis, err)
+    if plan is None:
+        return EXIT_ERRORS
     out.write(explain_partitioning(analysis.partitioned))
+    out.write("\n" + explain_physical(plan))
+    return EXIT_OK
+
+
+def _plan(path: str, config: ProjectConfig, analysis: Analysis, err: TextIO) -> Optional[dict]:
+    """The plan of a project that checked without errors; None (reported) when it cannot be planned."""
+    from .planner import PlanError, build_plan
+
+    try:
+        return build_plan(config.project, analysis, config.parameters,
+                          adapters_properties=config.adapters)
+    except PlanError as exc:
+        err.write(f"{exc}\n{path}: cannot be planned\n")
+        return None
+
+
+def _checked_plan(path: str, args: argparse.Namespace, err: TextIO, what: str
+                  ) -> tuple[Optional[dict], ProjectConfig]:
+    """Check (diagnostics to ``err``, as `ccl check` prints them) and plan one project."""
+    config, analysis, diags = _check(path, args)
+    _write_diagnostics(diags, config.sources, err)
+    errors = sum(d.is_error for d in diags)
+    if errors or analysis is None:
+        err.write(f"{path}: {errors} error(s); {what}\n")
+        return None, config
+    return _plan(path, config, analysis, err), config
+
+
+def cmd_compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl compile`: NAME.ccx and NAME_job.py (and ccl_runtime.zip with --bundle)."""
+    from .compile import write_compiled
+    from .project_config import project_name
+
+    if args.file and args.input_file:
+        raise UsageError("give the project once: FILE.ccl or -i FILE.ccl")
+    path = args.file or args.input_file
+    if not path:
+        raise UsageError("compile needs a FILE.ccl (or -i FILE.ccl)")
+    plan, _ = _checked_plan(path, args, err, "nothing written")
+    if plan is None:
+        return EXIT_ERRORS
+    out_dir = args.out_dir or os.path.dirname(os.path.abspath(path))
+    try:
+        done = write_compiled(plan, project_name(path), out_dir, bundle=args.bundle)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot write the compiled project to {out_dir}: {exc}") from None
+    out.write(f"wrote {done.plan_file} (plan {plan['format']} version {plan['version']}, "
+              f"{len(plan['elements'])} element(s))\n")
+    out.write(f"wrote {done.job_file}\n")
+    if done.bundle_file:
+        out.write(f"wrote {done.bundle_file}\n")
+    return EXIT_OK
+
+
+def cmd_graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl graph`: the project's elements and edges as DOT, Mermaid or SVG."""
+    from .graph import format_of, render
+
+    try:
+        fmt = format_of(args.output, args.format)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    plan, _ = _checked_plan(args.file, args, err, "no graph")
+    if plan is None:
+        return EXIT_ERRORS
+    text = render(plan, fmt)
+    if not args.output:
+        out.write(text)
+        return EXIT_OK
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.output}: {exc}") from None
+    out.write(f"wrote {args.output}\n")
     return EXIT_OK
 
 
@@ -294,14 +434,23 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from runtime.session import get_session
 
     settings = config.settings
+    if settings["spark.state_store"] != "rocksdb":
+        raise UsageError("spark.state_store: stateful elements run in transformWithState, which "
+                         "needs the rocksdb state store")
     project = os.path.splitext(os.path.basename(args.file))[0]
     out_dir = args.output_dir or os.path.join(str(settings["runtime.output_dir"]), project)
+    run_dir = args.checkpoint
+    if run_dir == "":
+        run_dir = os.path.join(str(settings["runtime.checkpoint_root"]), project)
+    scratch = tempfile.mkdtemp(prefix="ccl-run-") if run_dir is None else None
     options = RunOptions(inputs=inputs, base_dir=os.path.dirname(os.path.abspath(args.file)),
-                         run_dir=args.checkpoint, until_idle=args.until_idle,
-                         trigger_interval=str(settings["runtime.trigger_interval"]))
+                         run_dir=run_dir or scratch, until_idle=args.until_idle,
+                         trigger_interval=str(settings["runtime.trigger_interval"]),
+                         max_files_per_batch=int(settings["runtime.max_files_per_batch"]) or None)
     spark = get_session(args.master or str(settings["spark.master"]),
                         str(settings["spark.app_name"]).replace("{project}", project),
                         int(settings["spark.shuffle_partitions"]))
+    spark.sparkContext.setLogLevel(str(settings["runtime.log_level"]))
     try:
         result = run_plan(spark, plan, options, out_dir,
                           status=lambda line: err.write("\r" + line + "   ") and err.flush())
@@ -310,12 +459,25 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_ERRORS
     finally:
         spark.stop()
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+    bad_file = config.settings.setting("runtime.bad_record_path")
+    if bad_file.source != SOURCE_DEFAULTS:  # ESP's bad-record-file: one file of the run's bad records
+        _copy_file(os.path.join(out_dir, "_bad_records.jsonl"), str(bad_file.value))
     for name, stats in result.report["elements"].items():
         bad = sum(stats["bad_records"].values())
         out.write(f"{name}: {stats['rows_in']} in, {stats['rows_out']} out"
                   + (f", {bad} bad" if bad else "") + "\n")
     out.write(f"outputs in {out_dir} ({result.report['wall_seconds']:.1f} s)\n")
     return EXIT_OK
+
+
+def _copy_file(src: str, dst: str) -> None:
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
+        shutil.copyfile(src, dst)
+    except OSError as exc:
+        raise UsageError(f"runtime.bad_record_path: cannot write {dst}: {exc.strerror}") from None
 
 
 def cmd_parse(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

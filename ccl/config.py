@@ -71,15 +71,20 @@ def parse_path(text: str) -> str:
     return text
 
 
-def parse_positive_int(text: str) -> int:
-    """An integer from 1 to 2,147,483,647."""
+def parse_positive_int(text: str, low: int = 1) -> int:
+    """An integer from 1 (or ``low``) to 2,147,483,647."""
     text = text.strip()
     if not re.fullmatch(r"\+?\d+", text):
         raise ValueError(f"'{text}' is not an integer")
     value = int(text)
-    if not 1 <= value <= 2**31 - 1:
-        raise ValueError(f"{value} is out of range (1 to 2147483647)")
+    if not low <= value <= 2**31 - 1:
+        raise ValueError(f"{value} is out of range ({low} to 2147483647)")
     return value
+
+
+def parse_count(text: str) -> int:
+    """An integer from 0 to 2,147,483,647."""
+    return parse_positive_int(text, 0)
 
 
 STATE_STORE_PROVIDERS = {
@@ -130,6 +135,8 @@ SETTINGS: dict[str, SettingSpec] = {s.key: s for s in [
                 "state store provider: rocksdb or hdfs"),
     SettingSpec("runtime.checkpoint_root", parse_path, "directory of the query checkpoints"),
     SettingSpec("runtime.trigger_interval", parse_duration, "micro-batch trigger interval"),
+    SettingSpec("runtime.max_files_per_batch", parse_count,
+                "input files read per micro-batch (0: all available)"),
     SettingSpec("runtime.output_dir", parse_path, "directory of file outputs"),
     SettingSpec("runtime.bad_record_path", parse_path, "where bad records are written"),
     SettingSpec("runtime.log_level", _choice(LOG_LEVELS, upper=True), "log level"),

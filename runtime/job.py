@@ -221,7 +221,8 @@ def _col(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def _uses_time(element: dict) -> bool:
+def uses_time(element: dict) -> bool:
+    """Whether the element has a time-based KEEP (its own or on a FROM source)."""
     keeps = [element.get("keep")]
     for sel in (element.get("query") or {}).get("selects", []):
         keeps += [s.get("keep") for s in sel["sources"]]
@@ -338,10 +339,11 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
     else:
         frames = [upstream_frame(spark, dirs, by_name[src]) for _, src in ports_of(element)]
     proc_in = processor_input(plan, element, frames, buckets)
-    # Processing-time timers make Spark run a batch at every trigger, so an availableNow query
-    # would never end: an until-idle run expires time-based KEEPs only as batches arrive.
-    timers = _uses_time(element) and not options.until_idle
-    processor = ElementProcessor(json.dumps(plan), element["name"], timers)
+    # Time-based KEEPs need processing-time timers. The time mode is part of the checkpoint, so it
+    # is the same in both kinds of run; an until-idle run registers no timers (it expires rows only
+    # as batches arrive) and is stopped when idle (run.py: availableNow never ends in this mode).
+    timed = uses_time(element)
+    processor = ElementProcessor(json.dumps(plan), element["name"], timed and not options.until_idle)
     return (proc_in.groupBy("__bucket")
             .transformWithState(processor, output_schema(element), "Append",
-                                "ProcessingTime" if timers else "None"))
+                                "ProcessingTime" if timed else "None"))

@@ -12,8 +12,12 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from .job import RunDirs, RunError, RunOptions, batch_writer, buckets_of, element_query, prepare_run_dir
+from .job import (RunDirs, RunError, RunOptions, batch_writer, buckets_of, element_query,
+                  prepare_run_dir, uses_time)
 from .outputs import element_stats, write_outputs
+
+
+IDLE_POLL = "100 milliseconds"  # trigger of until-idle queries that cannot use availableNow
 
 
 @dataclass
@@ -33,8 +37,10 @@ def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, 
     writer = (frame.writeStream.foreachBatch(batch_writer(element, dirs))
               .option("checkpointLocation", dirs.of("queries", element["name"]))
               .queryName(f"ccl:{element['name']}"))
-    if options.until_idle:
+    if options.until_idle and not uses_time(element):
         writer = writer.trigger(availableNow=True)
+    elif options.until_idle:
+        writer = writer.trigger(processingTime=IDLE_POLL)
     else:
         writer = writer.trigger(processingTime=options.trigger_interval)
     return writer.start()
@@ -59,6 +65,8 @@ def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
             if query is None:
                 continue
             try:
+                if uses_time(element):
+                    _stop_when_idle(query)
                 query.awaitTermination()
             except StreamingQueryException as exc:
                 raise _failure(element["name"], exc) from None
@@ -66,6 +74,22 @@ def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
         _run_until_stopped(spark, plan, options, dirs, buckets, status)
     report = write_outputs(spark, plan, dirs, out_dir, options.base_dir, time.monotonic() - began)
     return RunResult(report, dirs.root, out_dir)
+
+
+def _stop_when_idle(query: StreamingQuery) -> None:
+    """Stop ``query`` once it has consumed everything available: two consecutive finished
+    batches read no rows and no data is waiting (its upstream queries have already ended)."""
+    quiet, last_batch = 0, None
+    while query.isActive:
+        time.sleep(0.1)
+        progress = query.lastProgress
+        if query.exception() is not None or progress is None or progress["batchId"] == last_batch:
+            continue
+        last_batch = progress["batchId"]
+        idle = progress["numInputRows"] == 0 and not query.status["isDataAvailable"]
+        quiet = quiet + 1 if idle else 0
+        if quiet >= 2:
+            query.stop()
 
 
 def _run_until_stopped(spark: SparkSession, plan: dict, options: RunOptions, dirs: RunDirs,
