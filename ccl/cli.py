@@ -426,7 +426,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except PlanError as exc:
         err.write(f"{exc}\n")
         return EXIT_ERRORS
-    unknown = sorted(set(inputs) - {e["name"] for e in plan["elements"] if e["query"] is None})
+    unknown = sorted(set(inputs) - {e["name"] for e in plan["elements"]
+                                    if e["role"] == "input" and e["query"] is None})
     if unknown:
         raise UsageError(f"--input {unknown[0]}=...: the project has no input element of that name")
     from runtime.job import RunError, RunOptions

@@ -161,10 +161,22 @@ def _input_files(element: dict, plan: dict, options: RunOptions):
 # The processor's input: every port's rows, with an instance and a bucket
 # --------------------------------------------------------------------------------------------------
 
+def is_input(element: dict) -> bool:
+    """Whether the element is a CREATE INPUT stream or window (read from files)."""
+    return element.get("role") == "input" and element.get("query") is None
+
+
 def ports_of(element: dict) -> list[tuple[str, str]]:
-    """(alias, source element name) per port, in port order (docs/plan.md)."""
-    if element.get("query") is None:
+    """(alias, source element name) per port, in port order (docs/plan.md): an input element reads
+    itself, a Flex its inputs, a derived element its queries' sources; references and error
+    streams have none (they do not run)."""
+    if is_input(element):
         return [(element["name"], element["name"])]
+    flex = element.get("flex")
+    if flex:
+        return list(zip(flex["input_names"], flex["inputs"]))
+    if element.get("query") is None:
+        return []
     return [(s["alias"], s["element"]) for sel in element["query"]["selects"] for s in sel["sources"]]
 
 
@@ -226,7 +238,8 @@ def uses_time(element: dict) -> bool:
     keeps = [element.get("keep")]
     for sel in (element.get("query") or {}).get("selects", []):
         keeps += [s.get("keep") for s in sel["sources"]]
-    return any(k and k["kind"] in ("time", "every_time") for k in keeps)
+    every = any(h["event"] == "every" for h in (element.get("flex") or {}).get("handlers", []))
+    return every or any(k and k["kind"] in ("time", "every_time") for k in keeps)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -331,13 +344,15 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
     """The streaming frame of processor output rows (runtime/processor.py) of ``element``; None
     for an input element with no input."""
     by_name = {e["name"]: e for e in plan["elements"]}
-    if element.get("query") is None:
+    if is_input(element):
         frame = input_frame(spark, plan, element, options, dirs)
         if frame is None:
             return None
         frames = [frame]
-    else:
+    elif ports_of(element):
         frames = [upstream_frame(spark, dirs, by_name[src]) for _, src in ports_of(element)]
+    else:
+        return None
     proc_in = processor_input(plan, element, frames, buckets)
     # Time-based KEEPs need processing-time timers. The time mode is part of the checkpoint, so it
     # is the same in both kinds of run; an until-idle run registers no timers (it expires rows only

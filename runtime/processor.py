@@ -58,7 +58,7 @@ def bad_info(reason: str, values: Any) -> str:
 
 
 class ElementProcessor(StatefulProcessor):
-    """Runs :class:`runtime.engine.element.Engine` for every instance of one bucket.
+    """Runs the element's engine (:func:`runtime.engine.flex.make_engine`) for every instance of one bucket.
 
     Built on the driver from the plan as JSON text (it travels to the Python workers pickled);
     the engine is made in ``init`` on the worker.
@@ -68,11 +68,11 @@ class ElementProcessor(StatefulProcessor):
         self.plan_text, self.element_name, self.timers = plan_text, element_name, timers
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        from .engine.element import Engine
+        from .engine.flex import make_engine
 
         plan = json.loads(self.plan_text)
         element = next(e for e in plan["elements"] if e["name"] == self.element_name)
-        self.engine = Engine(element, plan, 0)
+        self.engine = make_engine(element, plan, 0)
         self.columns = [name for name, _ in element["columns"]]
         self.handle = handle
         self.state = handle.getValueState("instances", T.StructType([T.StructField("blob", T.BinaryType())]))

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from .job import (RunDirs, RunError, RunOptions, batch_writer, buckets_of, element_query,
-                  prepare_run_dir, uses_time)
+                  is_input, prepare_run_dir, uses_time)
 from .outputs import element_stats, write_outputs
 
 
@@ -125,7 +125,7 @@ def _progress(plan: dict, dirs: RunDirs) -> tuple[int, int, int]:
     rows = bad = batches = 0
     for e in plan["elements"]:
         s = element_stats(dirs, e)
-        if e.get("query") is None:
+        if is_input(e):
             rows += s["rows_in"]
         bad += sum(s["bad_records"].values())
         batches += s["batches"]
