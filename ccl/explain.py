@@ -1,5 +1,9 @@
-"""`ccl explain`: how each partitioned element is split into instances, in words."""
+"""`ccl explain`: how each partitioned element is split into instances, in words, and the physical
+plan of every element (from the compiled plan: partitioning, instances, state, path)."""
 from __future__ import annotations
+
+import os
+from typing import Mapping, Optional
 
 from .analysis.analyzer import PartitionedElement
 from .partition_functions import why_not_compilable
@@ -30,4 +34,119 @@ def explain_partitioning(elements: list[PartitionedElement]) -> str:
                 lines.extend("      " + ln for ln in to_ccl(spec.body).splitlines())
         for name in el.broadcast:
             lines.append(f"  input {name}: broadcast to every instance")
+    return "\n".join(lines) + "\n"
+
+
+# --- the physical plan ---------------------------------------------------------------------------
+
+def _duration(millis: int) -> str:
+    for unit, size in (("HOURS", 3_600_000), ("MINUTES", 60_000), ("SECONDS", 1000)):
+        if millis and millis % size == 0:
+            count = millis // size
+            return f"{count} {unit[:-1] if count == 1 else unit}"
+    return f"{millis} MILLISECONDS"
+
+
+def keep_text(keep: Optional[Mapping]) -> str:
+    """A plan KEEP (docs/plan.md) back in CCL words: ``KEEP 5 MINUTES``, ``KEEP 3 ROWS PER (a)``."""
+    if not keep:
+        return "KEEP ALL"
+    kind = keep.get("kind")
+    if kind == "rows":
+        text = f"KEEP {keep.get('count')} ROWS"
+    elif kind == "every_rows":
+        text = f"KEEP EVERY {keep.get('count')} ROWS"
+    elif kind == "time":
+        text = f"KEEP {_duration(int(keep.get('millis') or 0))}"
+    elif kind == "every_time":
+        text = f"KEEP EVERY {_duration(int(keep.get('millis') or 0))}"
+    elif kind == "last":
+        text = "KEEP LAST"
+    else:
+        text = "KEEP ALL"
+    if keep.get("per"):
+        text += f" PER ({', '.join(keep['per'])})"
+    if keep.get("slack"):
+        text += f" SLACK {keep['slack']}"
+    return text
+
+
+def state_kind(element: Mapping) -> str:
+    """What state an element keeps per instance, in words."""
+    if element.get("flex"):
+        flex = element["flex"]
+        handlers = len(flex.get("handlers", []))
+        return (f"flex: {handlers} handler(s), {len(flex.get('declare', []))} DECLARE item(s); "
+                f"output {element.get('kind')} keyed by ({', '.join(element.get('key', []))}) "
+                f"with {keep_text(element.get('keep'))}")
+    if not element.get("stateful"):
+        return "none"
+    parts: list[str] = []
+    for sel in (element.get("query") or {}).get("selects", []):
+        sources = sel.get("sources", [])
+        if len(sources) > 1:
+            kinds = ", ".join(j.get("kind", "inner") for j in sel.get("joins", []))
+            parts.append(f"join of {len(sources)} sources ({kinds})")
+        if sel.get("aggregates") or sel.get("group_by"):
+            parts.append(f"aggregation: {len(sel.get('group_by', []))} GROUP BY expression(s), "
+                         f"{len(sel.get('aggregates', []))} aggregate(s)")
+        if sel.get("matching"):
+            parts.append(f"pattern MATCHING over {_duration(int(sel['matching'].get('millis') or 0))}")
+        for src in sources:
+            if src.get("keep"):
+                parts.append(f"source {src['alias']} with {keep_text(src['keep'])}")
+    if element.get("declare"):
+        parts.append(f"local DECLARE ({len(element['declare'])} item(s))")
+    kind = element.get("kind")
+    if kind in ("window", "delta stream"):
+        keep = f" with {keep_text(element.get('keep'))}" if kind == "window" else ""
+        parts.append(f"{kind} keyed by ({', '.join(element.get('key', []))}){keep}")
+    elif element.get("keep"):
+        parts.append(f"{kind} with {keep_text(element['keep'])}")
+    return "; ".join(dict.fromkeys(parts)) or "none"
+
+
+def _partition_lines(part: Mapping, what: str) -> list[str]:
+    lines = [f"    {what}: {part.get('count')} partitions"]
+    for spec in part.get("specs", []):
+        method = spec.get("method")
+        if method == "hash":
+            how = f"HASH({', '.join(spec.get('columns', []))})"
+        elif method == "roundrobin":
+            how = "ROUNDROBIN"
+        else:
+            how = "custom function"
+        lines.append(f"      input {spec.get('input')}: {how}")
+    for name in part.get("broadcast", []):
+        lines.append(f"      input {name}: broadcast to every instance")
+    return lines
+
+
+def explain_physical(plan: Mapping) -> str:
+    """Per plan element: kind and role, partitioning, instance count, state, path (with why) and
+    broadcast inputs, in the order the elements run."""
+    from .compile import element_inputs, instance_count
+    from .physical import path_of
+
+    elements = plan.get("elements", [])
+    lines = [f"physical plan ({len(elements)} element(s), in the order they run):"]
+    for i, e in enumerate(elements, 1):
+        where = f", line {e['line']} of {os.path.basename(e['file'])}" if e.get("line") else ""
+        lines.append(f"  {i}. {e['name']}: {e.get('role')} {e.get('kind')}{where}")
+        reads = element_inputs(e)
+        if reads:
+            lines.append(f"    reads: {', '.join(reads)}")
+        if not e.get("partition") and not e.get("module_partition"):
+            lines.append("    partitioning: none")
+        if e.get("module_partition"):
+            lines.extend(_partition_lines(e["module_partition"], "module instance partitioning"))
+        if e.get("partition"):
+            lines.extend(_partition_lines(e["partition"], "partitioning"))
+        lines.append(f"    instances: {instance_count(e)}")
+        lines.append(f"    state: {state_kind(e)}")
+        path, why = path_of(e)
+        lines.append(f"    path: {path} ({why})")
+        broadcast = sorted({b for key in ("partition", "module_partition") if e.get(key)
+                            for b in e[key].get("broadcast", [])})
+        lines.append(f"    broadcast inputs: {', '.join(broadcast) if broadcast else 'none'}")
     return "\n".join(lines) + "\n"
