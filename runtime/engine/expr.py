@@ -6,11 +6,12 @@ passed as variables.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Mapping, Optional, Sequence
 
 from ccl import nodes as n
 from ccl.splash import Declarations, Interpreter, SplashError, as_type
-from ccl.splash.convert import cast
+from ccl.splash.convert import cast, from_python
 
 Rows = Mapping[str, Mapping[str, object]]
 Compiled = Callable[..., object]
@@ -30,6 +31,8 @@ class Expressions:
                  source_types: Optional[Mapping[str, Sequence[Sequence[str]]]] = None,
                  declarations: Optional[Declarations] = None) -> None:
         types = {alias: {name: t for name, t in cols} for alias, cols in (source_types or {}).items()}
+        self._types = {alias: {c: _type(t) for c, t in cols.items()} for alias, cols in types.items()}
+        self._shadowing = set(variables or {}) | set(declarations.values if declarations else ())
         if declarations is not None:
             # Plan globals and the element's local DECLARE (runtime/engine/cache.py): variables
             # read from the instance's store once bound (see bind), functions callable.
@@ -53,9 +56,41 @@ class Expressions:
 
         def run(rows: Rows, variables: Mapping[str, object] = {}) -> object:
             return interp.evaluate(node, rows, variables)
-        return run
+        if isinstance(node, n.Var):  # a value the runtime binds (an aggregate's result)
+            name = node.name.name
+
+            def bound(rows: Rows, variables: Mapping[str, object] = {}) -> object:
+                return from_python(variables[name]) if name in variables else run(rows, variables)
+            return bound
+        ref = self._column(node)
+        if ref is None:
+            return run
+        # The common case, a column of a source: the value the interpreter would read, without
+        # making a SPLASH record of every row (the interpreter runs when anything is unusual).
+        alias, column, ctype = ref
+
+        def read(rows: Rows, variables: Mapping[str, object] = {}) -> object:
+            row = rows.get(alias)
+            if alias in variables or type(row) is not dict or column not in row:
+                return run(rows, variables)
+            return from_python(row[column], ctype)
+        return read
+
+    def _column(self, node: n.Node) -> Optional[tuple[str, str, object]]:
+        if not (isinstance(node, n.FieldAccess) and isinstance(node.base, n.Var)):
+            return None
+        alias, column = node.base.name.name, node.field.name
+        ctype = self._types.get(alias, {}).get(column)
+        if ctype is None or alias in self._shadowing:
+            return None
+        return alias, column, ctype
+
+
+@functools.lru_cache(maxsize=None)
+def _type(text: str) -> object:
+    return as_type(text)
 
 
 def coerce_row(values: Mapping[str, object], columns: Sequence[Sequence[str]]) -> dict[str, object]:
     """``values`` cast to the declared column types, in column order (missing columns are null)."""
-    return {name: cast(values.get(name), as_type(t)) for name, t in columns}
+    return {name: cast(values.get(name), _type(t)) for name, t in columns}
