@@ -13,14 +13,15 @@ PER_INSTANCE = "per-instance"
 def path_of(element: Mapping) -> tuple[str, str]:
     """(path, why) for one plan element (docs/plan.md).
 
-    Stateless derived elements (``"stateful": false``: one source, no aggregation, no KEEP, no
-    local DECLARE) run as native Spark expressions: partitioning cannot change their result, so
-    their instances need no state of their own. Everything else (input elements, which check keys
-    and opcodes, windows, aggregations, joins, Flex operators) runs per instance.
+    An input stream with no AUTOGENERATE and no WHERE keeps no state (a row is an insert, a delete
+    is dropped, a row that does not parse is a bad record): it runs as native Spark expressions.
+    Everything else (input windows and delta streams, which check keys and opcodes; derived
+    elements; Flex operators) runs on the per-instance path.
     """
-    if element.get("query") is not None and not element.get("stateful", True) \
-            and not element.get("flex"):
-        return NATIVE, "stateless: filter and projection as Spark expressions"
+    if (element.get("role") == "input" and element.get("kind") == "stream"
+            and element.get("query") is None and not element.get("flex")
+            and not element.get("autogenerate") and not element.get("input_where")):
+        return NATIVE, "input stream without state: Spark expressions"
     if element.get("query") is None and not element.get("flex"):
         return PER_INSTANCE, "input element: key and opcode rules need per-instance state"
-    return PER_INSTANCE, "stateful: per-instance state in transformWithState"
+    return PER_INSTANCE, "per-instance state in transformWithState"

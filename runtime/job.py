@@ -27,7 +27,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ccl import nodes as n
+from ccl.physical import NATIVE, path_of
 
+from .engine.changes import OPS
 from .partition_fn import BAD_REASON, INSTANCE, assign_instances
 from .processor import (INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
                         output_schema, port_column)
@@ -269,6 +271,7 @@ def batch_writer(element: dict, dirs: RunDirs) -> Callable[[DataFrame, int], Non
     """The foreachBatch function of an element's query (its input is the processor's output)."""
     name = element["name"]
     cols = [c for c, _ in element["columns"]]
+    native = path_of(element)[0] == NATIVE
 
     def write(df: DataFrame, batch_id: int) -> None:
         df = df.persist()
@@ -279,7 +282,12 @@ def batch_writer(element: dict, dirs: RunDirs) -> Callable[[DataFrame, int], Non
             for r in counts:
                 if r[KIND] == "row":
                     rows_out[r[OP]] = rows_out.get(r[OP], 0) + r["n"]
-            instances = {str(r[INST]): int(r["s"]) for r in counts if r[KIND] == "stat"}
+            if native:  # one output row per input row, no stat rows
+                instances: dict[str, int] = {}
+                for r in counts:
+                    instances[str(r[INST])] = instances.get(str(r[INST]), 0) + int(r["n"])
+            else:
+                instances = {str(r[INST]): int(r["s"]) for r in counts if r[KIND] == "stat"}
             stem = f"batch-{batch_id:08d}"
             if sum(rows_out.values()):
                 data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
@@ -333,6 +341,27 @@ def input_frame(spark: SparkSession, plan: dict, element: dict, options: RunOpti
             .withColumnRenamed("__bad", WHY).withColumnRenamed("__raw", RAW))
 
 
+def native_input(element: dict, frame: DataFrame) -> DataFrame:
+    """An input stream's processor output computed by Spark expressions (ccl/physical.py): what
+    the engine's input stage does for a stream, row by row. Every input row gives one output row:
+    ``row`` (an insert, upsert or update, emitted as an insert), ``bad`` (does not parse, unknown
+    opcode) or ``skip`` (a delete or safedelete, which a stream drops; counted as received)."""
+    op, why = F.col(OP), F.col(WHY)
+    unknown = F.concat(F.lit("unknown opcode '"), op, F.lit("'"))
+    reason = F.when(why.isNotNull(), why).when(~op.isin(*OPS), unknown)
+    kind = (F.when(reason.isNotNull(), F.lit("bad"))
+            .when(op.isin("d", "s"), F.lit("skip")).otherwise(F.lit("row")))
+    cols = [c for c, _ in element["columns"]]
+    def info_of(row: Column) -> Column:
+        return F.to_json(F.struct(reason.alias("reason"), row.alias("row")))
+    info = (F.when(reason.isNull(), F.lit(None))
+            .when(F.col(RAW).isNotNull(), info_of(F.struct(F.col(RAW).alias("line"))))
+            .otherwise(info_of(F.struct(*[_col(c) for c in cols]))))
+    return frame.select(kind.alias(KIND), F.lit(0).alias(INST), F.col(SEQ), F.lit(0).cast("long").alias(SUB),
+                        F.when(kind == "row", F.lit("i")).alias(OP), info.alias(INFO),
+                        *[_col(c) for c in cols])
+
+
 def upstream_frame(spark: SparkSession, dirs: RunDirs, source: dict) -> DataFrame:
     """A source element's changelog as a stream, in the processor's frame layout."""
     return (read_changelog(spark, dirs, source).drop(BATCH).withColumnRenamed(INST, SRC)
@@ -353,6 +382,8 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
         frames = [upstream_frame(spark, dirs, by_name[src]) for _, src in ports_of(element)]
     else:
         return None
+    if path_of(element)[0] == NATIVE:
+        return native_input(element, frames[0])
     proc_in = processor_input(plan, element, frames, buckets)
     # Time-based KEEPs need processing-time timers. The time mode is part of the checkpoint, so it
     # is the same in both kinds of run; an until-idle run registers no timers (it expires rows only
