@@ -88,7 +88,7 @@ def job_view(plan: Mapping) -> dict:
             "line": line if line is not None else "?",
             "file": safe_text(os.path.basename(str(e.get("file") or "?"))),
             "instances": instance_count(e),
-            "path": _word(path_of(e)[0], PATHS, "?"),
+            "path": _word(path_of(e, plan)[0], PATHS, "?"),
             "reads": [safe_text(x) for x in element_inputs(e)],
         })
     return {"version": safe_text(__version__), "project": safe_text(plan.get("project", "")),

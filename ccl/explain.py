@@ -144,7 +144,7 @@ def explain_physical(plan: Mapping) -> str:
             lines.extend(_partition_lines(e["partition"], "partitioning"))
         lines.append(f"    instances: {instance_count(e)}")
         lines.append(f"    state: {state_kind(e)}")
-        path, why = path_of(e)
+        path, why = path_of(e, plan)
         lines.append(f"    path: {path} ({why})")
         broadcast = sorted({b for key in ("partition", "module_partition") if e.get(key)
                             for b in e[key].get("broadcast", [])})

@@ -27,9 +27,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ccl import nodes as n
-from ccl.physical import NATIVE, path_of
+from ccl.physical import NATIVE, native_aggregation, path_of
 
 from .engine.changes import OPS
+from .native_agg import native_writer
 from .partition_fn import BAD_REASON, INSTANCE, assign_instances
 from .processor import (INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
                         output_schema, port_column)
@@ -54,6 +55,8 @@ class RunOptions:
     buckets: int = 8                                         # state groups per element (at most)
     trigger_interval: str = "1 second"                      # a Spark processing-time interval
     max_files_per_batch: Optional[int] = None
+    # False runs partition-safe aggregations on the per-instance path too (differential tests)
+    native_operators: bool = True
 
 
 @dataclass
@@ -132,10 +135,15 @@ def changelog_schema(element: dict) -> T.StructType:
     return T.StructType(meta + struct(element["columns"]).fields)
 
 
-def read_changelog(spark: SparkSession, dirs: RunDirs, element: dict) -> DataFrame:
+def read_changelog(spark: SparkSession, dirs: RunDirs, element: dict,
+                   max_files: Optional[int] = None) -> DataFrame:
+    """An element's changelog as a stream (``max_files`` batch files per micro-batch)."""
     path = dirs.of("changelog", element["name"])
     os.makedirs(path, exist_ok=True)
-    return spark.readStream.schema(changelog_schema(element)).parquet(path)
+    reader = spark.readStream.schema(changelog_schema(element))
+    if max_files:
+        reader = reader.option("maxFilesPerTrigger", max_files)
+    return reader.parquet(path)
 
 
 def _input_files(element: dict, plan: dict, options: RunOptions):
@@ -267,11 +275,22 @@ def _single_parquet(df: DataFrame, target: str, dirs: RunDirs) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def batch_writer(element: dict, dirs: RunDirs) -> Callable[[DataFrame, int], None]:
-    """The foreachBatch function of an element's query (its input is the processor's output)."""
+def batch_writer(element: dict, dirs: RunDirs, plan: dict,
+                 native_operators: bool = True) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function of an element's query (its input is the processor's output, or
+    for a native aggregation the source's changelog)."""
     name = element["name"]
     cols = [c for c, _ in element["columns"]]
     native = path_of(element)[0] == NATIVE
+    spec = native_aggregation(element, plan) if native_operators else None
+    if spec is not None:
+        return native_writer(
+            element, spec, dirs.of("native", name),
+            write_parquet=lambda df, path: _single_parquet(df, path, dirs),
+            write_stats=lambda batch_id, stats: _atomic_json(
+                os.path.join(dirs.of("stats", name), f"batch-{batch_id:08d}.json"), stats),
+            changelog_path=lambda batch_id: os.path.join(dirs.of("changelog", name),
+                                                         f"batch-{batch_id:08d}.parquet"))
 
     def write(df: DataFrame, batch_id: int) -> None:
         df = df.persist()
@@ -362,9 +381,10 @@ def native_input(element: dict, frame: DataFrame) -> DataFrame:
                         *[_col(c) for c in cols])
 
 
-def upstream_frame(spark: SparkSession, dirs: RunDirs, source: dict) -> DataFrame:
+def upstream_frame(spark: SparkSession, dirs: RunDirs, source: dict,
+                   max_files: Optional[int] = None) -> DataFrame:
     """A source element's changelog as a stream, in the processor's frame layout."""
-    return (read_changelog(spark, dirs, source).drop(BATCH).withColumnRenamed(INST, SRC)
+    return (read_changelog(spark, dirs, source, max_files).drop(BATCH).withColumnRenamed(INST, SRC)
             .withColumn(WHY, F.lit(None).cast("string")).withColumn(RAW, F.lit(None).cast("string")))
 
 
@@ -379,9 +399,12 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
             return None
         frames = [frame]
     elif ports_of(element):
-        frames = [upstream_frame(spark, dirs, by_name[src]) for _, src in ports_of(element)]
+        frames = [upstream_frame(spark, dirs, by_name[src], options.max_files_per_batch)
+                  for _, src in ports_of(element)]
     else:
         return None
+    if options.native_operators and native_aggregation(element, plan) is not None:
+        return frames[0]  # aggregated per batch by runtime/native_agg.py
     if path_of(element)[0] == NATIVE:
         return native_input(element, frames[0])
     proc_in = processor_input(plan, element, frames, buckets)

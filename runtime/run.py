@@ -34,7 +34,7 @@ def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, 
     frame = element_query(spark, plan, element, options, dirs, buckets)
     if frame is None:
         return None
-    writer = (frame.writeStream.foreachBatch(batch_writer(element, dirs))
+    writer = (frame.writeStream.foreachBatch(batch_writer(element, dirs, plan, options.native_operators))
               .option("checkpointLocation", dirs.of("queries", element["name"]))
               .queryName(f"ccl:{element['name']}"))
     if options.until_idle and not uses_time(element):

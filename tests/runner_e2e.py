@@ -45,7 +45,8 @@ def write_rows(path: str, header: Sequence[str], rows: Iterable[Sequence[object]
 
 def run_project(spark, tmp_path, ccl_text: str, inputs: Mapping[str, str], *,
                 name: str = "p", params: Optional[Mapping[str, str]] = None,
-                checkpoint: Optional[str] = None, max_files_per_batch: Optional[int] = None) -> RunOutput:
+                checkpoint: Optional[str] = None, max_files_per_batch: Optional[int] = None,
+                native_operators: bool = True) -> RunOutput:
     """Write ``ccl_text`` to ``tmp_path/name.ccl``, plan it and run it until idle."""
     path = os.path.join(str(tmp_path), name + ".ccl")
     if not os.path.exists(path):
@@ -57,6 +58,7 @@ def run_project(spark, tmp_path, ccl_text: str, inputs: Mapping[str, str], *,
     out_dir = os.path.join(str(tmp_path), "out")
     options = RunOptions(inputs=dict(inputs), base_dir=str(tmp_path),
                          run_dir=checkpoint or os.path.join(str(tmp_path), "run"), until_idle=True,
-                         buckets=2, max_files_per_batch=max_files_per_batch)
+                         buckets=2, max_files_per_batch=max_files_per_batch,
+                         native_operators=native_operators)
     result = run_plan(spark, plan, options, out_dir)
     return RunOutput(out_dir, result.report, plan)

@@ -1,0 +1,144 @@
+"""Partition-safe aggregations on Spark's own operators (see ``ccl.physical.native_aggregation``).
+
+Such a window (GROUP BY plain columns over a stream, KEEP ALL, count/sum/min/max/avg, no
+partitioning or HASH on group columns) gives the same rows whether or not it is partitioned, and
+never retracts: each micro-batch is aggregated with ``groupBy`` and merged into per-group partial
+totals kept as one Parquet snapshot per batch (``RUN/native/ELEMENT/state-N.parquet``). A replayed
+batch N reads snapshot N-1 again and rewrites the same files, as the per-instance path does.
+
+Changelog rows: one per group the batch touched, ``i`` when the group is new and ``u`` otherwise,
+carrying the largest sequence number of the group's rows in the batch (the per-instance path
+emits one change per input row; the final contents are the same).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+from typing import Callable, Optional
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from .processor import INST, OP, SEQ, SUB
+from .types import spark_type
+
+BATCH = "__batch"
+_STATE = re.compile(r"state-(\d+)\.parquet$")
+
+
+def _c(name: str) -> Column:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _partials(spec: dict) -> list[tuple[str, Column, str]]:
+    """(partial column, its aggregate over a batch, how two partials combine) per aggregate."""
+    out = []
+    for i, (_, fn, col) in enumerate(spec["aggregates"]):
+        arg = _c(col) if col is not None else None
+        if fn in ("max", "min"):
+            out.append((f"__m{i}", (F.max if fn == "max" else F.min)(arg), fn))
+        if fn in ("sum", "avg"):
+            out.append((f"__s{i}", F.sum(arg), "sum"))
+        if fn in ("count", "avg"):
+            out.append((f"__c{i}", F.count(arg if arg is not None else F.lit(1)), "count"))
+    return out
+
+
+def _combine(how: str, new: Column, old: Column) -> Column:
+    if how == "max":
+        return F.greatest(new, old)
+    if how == "min":
+        return F.least(new, old)
+    if how == "count":
+        return new + F.coalesce(old, F.lit(0))
+    return F.when(old.isNull(), new).when(new.isNull(), old).otherwise(new + old)
+
+
+def _latest_state(directory: str, before: int) -> Optional[str]:
+    found = []
+    for path in glob.glob(os.path.join(directory, "state-*.parquet")):
+        m = _STATE.search(path)
+        if m and int(m.group(1)) < before:
+            found.append((int(m.group(1)), path))
+    return max(found)[1] if found else None
+
+
+def native_writer(element: dict, spec: dict, state_dir: str,
+                  write_parquet: Callable[[DataFrame, str], None],
+                  write_stats: Callable[[int, dict], None],
+                  changelog_path: Callable[[int], str]) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function of a native aggregation; its input is the source's changelog."""
+    group_cols = sorted({c for _, c in spec["groups"]})
+    partials = _partials(spec)
+    types = dict((name, t) for name, t in element["columns"])
+    count = spec["count"]
+
+    def instance() -> Column:
+        if not spec["hash"]:
+            return F.lit(0)
+        return F.pmod(F.hash(*[_c(c) for c in spec["hash"]]), F.lit(count)).cast("int")
+
+    def write(df: DataFrame, batch_id: int) -> None:
+        df = df.where(~F.col(OP).isin("d", "s")).persist()
+        try:
+            received = {str(r[INST]): int(r["n"]) for r in
+                        df.groupBy(instance().alias(INST)).count()
+                        .withColumnRenamed("count", "n").collect()}
+            part = df.groupBy(*[_c(c) for c in group_cols]).agg(
+                *[agg.alias(name) for name, agg, _ in partials], F.max(SEQ).alias(SEQ))
+            old_path = _latest_state(state_dir, batch_id)
+            if old_path is not None:
+                old = df.sparkSession.read.parquet(old_path)
+                old = old.select(*[_c(c).alias("__o_" + c) for c in group_cols],
+                                 *[_c(p).alias("__o" + p) for p, _, _ in partials],
+                                 F.lit(True).alias("__present"))
+                cond = None
+                for c in group_cols:
+                    eq = _c(c).eqNullSafe(_c("__o_" + c))
+                    cond = eq if cond is None else cond & eq
+                merged = part.join(old, cond, "left")
+                kept = old.join(part, cond, "left_anti")
+            else:
+                merged = part.withColumn("__present", F.lit(None).cast("boolean"))
+                kept = None
+            for p, _, how in partials:
+                if old_path is not None:
+                    merged = merged.withColumn(p, _combine(how, _c(p), _c("__o" + p)))
+            merged = merged.persist()
+            state = merged.select(*[_c(c) for c in group_cols], *[_c(p) for p, _, _ in partials])
+            if kept is not None:
+                state = state.unionByName(kept.select(
+                    *[_c("__o_" + c).alias(c) for c in group_cols],
+                    *[_c("__o" + p).alias(p) for p, _, _ in partials]))
+            values = [_c(col).cast(spark_type(types[item])).alias(item) for item, col in spec["groups"]]
+            for i, (item, fn, _) in enumerate(spec["aggregates"]):
+                if fn in ("max", "min"):
+                    value = _c(f"__m{i}")
+                elif fn == "sum":
+                    value = _c(f"__s{i}")
+                elif fn == "count":
+                    value = _c(f"__c{i}")
+                else:
+                    value = F.when(_c(f"__c{i}") > 0, _c(f"__s{i}") / _c(f"__c{i}"))
+                values.append(value.cast(spark_type(types[item])).alias(item))
+            rows = merged.select(F.lit(batch_id).alias(BATCH), instance().alias(INST),
+                                 F.col(SEQ), F.lit(0).cast("long").alias(SUB),
+                                 F.when(_c("__present"), F.lit("u")).otherwise(F.lit("i")).alias(OP),
+                                 *values)
+            rows = rows.select(BATCH, INST, SEQ, SUB, OP, *[_c(c) for c, _ in element["columns"]])
+            ops = {r[OP]: int(r["n"]) for r in rows.groupBy(OP).count()
+                   .withColumnRenamed("count", "n").collect()}
+            if sum(ops.values()):
+                write_parquet(rows, changelog_path(batch_id))
+            write_parquet(state, os.path.join(state_dir, f"state-{batch_id:08d}.parquet"))
+            for stale in glob.glob(os.path.join(state_dir, "state-*.parquet")):
+                m = _STATE.search(stale)
+                if m and int(m.group(1)) < batch_id - 1:
+                    os.remove(stale)
+            write_stats(batch_id, {"rows_in": sum(received.values()), "rows_out": ops, "bad": {},
+                                   "instances": received})
+            merged.unpersist()
+        finally:
+            df.unpersist()
+    return write
