@@ -190,30 +190,55 @@ def ports_of(element: dict) -> list[tuple[str, str]]:
     return [(s["alias"], s["element"]) for sel in element["query"]["selects"] for s in sel["sources"]]
 
 
-def _spec_for(element: dict, source: str) -> Optional[dict]:
-    p = element.get("partition")
-    if not p:
+def _spec_for(partition: Optional[dict], source: str) -> Optional[dict]:
+    """The BY spec of ``partition`` that names ``source`` (None: the source is broadcast)."""
+    if not partition:
         return None
-    return next((s for s in p["specs"] if s["input"] == source), None)
+    return next((s for s in partition["specs"] if s["input"] == source), None)
 
 
-def _with_instance(df: DataFrame, element: dict, source_name: str) -> DataFrame:
-    """``df`` with ``__inst`` (the instance of this element the row goes to) and ``__why`` set when
-    it has none (the row becomes a bad record). Broadcast inputs are copied to every instance."""
-    p = element.get("partition")
-    if not p:
-        return df.withColumn(INST, F.lit(0))
-    count = int(p["count"])
-    spec = _spec_for(element, source_name)
-    if spec is None:  # broadcast
-        return df.withColumn(INST, F.explode(F.sequence(F.lit(0), F.lit(count - 1))))
+def _target(partition: dict, fallback: str) -> str:
+    """The name whose ``<name>_partitions`` a custom block reads."""
+    var = partition.get("partitions_var") or ""
+    return var[:-len("_partitions")] if var.endswith("_partitions") else fallback
+
+
+def _assigned(df: DataFrame, partition: dict, source_name: str, target: str, column: str) -> DataFrame:
+    """``df`` with ``column``: the instance of ``partition`` each row goes to (every instance, one
+    copy each, for a broadcast source); a row that gets none is marked bad in ``__why``."""
+    count = int(partition["count"])
+    spec = _spec_for(partition, source_name)
+    if spec is None:
+        return df.withColumn(column, F.explode(F.sequence(F.lit(0), F.lit(count - 1))))
     by_name = spec.get("as") or source_name  # the name the custom block reads the row under
     node = n.PartitionSpec(n.Ident(by_name), spec["method"],
                            [n.Ident(c) for c in spec.get("columns", [])],
                            n.from_json(spec["block"]) if spec.get("block") else None)
-    out, _ = assign_instances(df, node, by_name, element["name"], count, sequence=SEQ)
-    return (out.withColumn(INST, F.coalesce(F.col(INSTANCE), F.lit(0)))
+    out, _ = assign_instances(df, node, by_name, _target(partition, target), count, sequence=SEQ)
+    return (out.withColumn(column, F.coalesce(F.col(INSTANCE), F.lit(0)))
             .withColumn(WHY, F.coalesce(F.col(WHY), F.col(BAD_REASON))).drop(INSTANCE, BAD_REASON))
+
+
+def _with_instance(df: DataFrame, element: dict, source: dict) -> DataFrame:
+    """``df`` (rows of ``source``) with ``__inst``, the instance of ``element`` each row goes to.
+
+    Own partitioning gives ``p`` in ``0..P-1``; an element of a partitioned module instance also
+    gets the module instance ``m`` in ``0..M-1`` (from the module's BY for an outer input, from the
+    producing instance for an element of the same module instance) and ``__inst = m * P + p``."""
+    own = element.get("partition")
+    df = (_assigned(df, own, source["name"], element["name"], INST) if own
+          else df.withColumn(INST, F.lit(0)))
+    mod = element.get("module_partition")
+    if not mod:
+        return df
+    theirs = source.get("module_partition") or {}
+    if theirs.get("partitions_var") == mod["partitions_var"]:
+        per = int((source.get("partition") or {}).get("count") or 1)
+        df = df.withColumn("__minst", F.floor(F.col(SRC) / F.lit(per)).cast("int"))
+    else:
+        df = _assigned(df, mod, source["name"], element["name"], "__minst")
+    per = int(own["count"]) if own else 1
+    return df.withColumn(INST, F.col("__minst") * F.lit(per) + F.col(INST)).drop("__minst")
 
 
 def processor_input(plan: dict, element: dict, frames: list[DataFrame], buckets: int) -> DataFrame:
@@ -227,7 +252,7 @@ def processor_input(plan: dict, element: dict, frames: list[DataFrame], buckets:
     out = None
     for i, ((_, src), df) in enumerate(zip(ports, frames)):
         cols = [c for c, _ in by_name[src]["columns"]]
-        df = _with_instance(df, element, src)
+        df = _with_instance(df, element, by_name[src])
         packed = [F.lit(i).alias(PORT), F.col(SEQ), F.col(SUB), F.col(SRC), F.col(OP), F.col(INST),
                   F.col(WHY), F.col(RAW)]
         for j in range(len(ports)):

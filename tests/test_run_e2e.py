@@ -206,3 +206,42 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
     assert float(a["hi"]) == max(prices) and int(a["priced"]) == len(prices)
     assert abs(float(a["mean"]) - sum(prices) / len(prices)) < 1e-9
     assert native.stats("stats")["rows_out_by_opcode"]["u"] > 0  # batches 2 and 3 update groups
+
+
+def test_partitioned_module_instances_multiply(spark, tmp_path):
+    text = """
+    CREATE MODULE m IN i OUT o
+    BEGIN
+      DECLARE PARAMETER integer lim := 0; END;
+      CREATE INPUT STREAM i SCHEMA (k string, v integer);
+      CREATE LOCAL WINDOW last3 PRIMARY KEY (v) KEEP 3 ROWS
+        PARTITION BY i ROUNDROBIN PARTITIONS 3
+        AS SELECT i.k, i.v FROM i WHERE i.v > lim;
+      CREATE OUTPUT WINDOW o PRIMARY KEY DEDUCED KEEP ALL
+        AS SELECT last3.k, count(*) n FROM last3 GROUP BY last3.k;
+    END;
+    CREATE INPUT STREAM src SCHEMA (k string, v integer);
+    LOAD MODULE m AS one IN i = src OUT o = counts PARAMETERS lim = 1
+      PARTITION BY src HASH(k) PARTITIONS 2;
+    """
+    rows = [("AB"[i % 2] + str(i % 3), i) for i in range(40)]
+    path = write_rows(str(tmp_path / "in" / "src.csv"), ["k", "v"], rows)
+    out = run_project(spark, tmp_path, text, {"src": path})
+    assert out.stats("one.last3")["partition_instances"] == 6
+    hashed = spark_instance(spark, sorted({k for k, _ in rows}), 2)
+    # each module instance m gets the keys HASH(k) sends it; its window is split ROUNDROBIN 3 ways
+    # (by the input's sequence number) and every one of the 6 windows keeps its last 3 rows
+    kept: dict[int, list] = {}
+    for line, (k, v) in enumerate(rows, start=2):  # data rows are lines 2.. of the file
+        if v <= 1:
+            continue
+        inst = hashed[k] * 3 + line % 3
+        kept.setdefault(inst, []).append(k)
+        kept[inst] = kept[inst][-3:]
+    want: dict[tuple[int, str], int] = {}
+    for inst, keys in kept.items():
+        for k in keys:
+            want[(inst // 3, k)] = want.get((inst // 3, k), 0) + 1
+    got = sorted((r["k"], int(r["n"])) for r in out.rows("counts"))
+    assert got == sorted((k, n) for (_, k), n in want.items())
+    assert sorted(int(i) for i in out.stats("one.last3")["instances"]) == sorted(kept)

@@ -139,7 +139,8 @@ class Engine:
         self.columns = element["columns"]
         self.instance = instance
         partition = element.get("partition") or {}
-        self.variables = {f"{self.name}_partitions": int(partition.get("count") or 1)}
+        var = partition.get("partitions_var") or f"{self.name.split('.')[-1]}_partitions"
+        self.variables = {var: int(partition.get("count") or 1)}
         query = element.get("query")
         self.input: Optional[InputStage] = None
         self.selects: list[_Select] = []

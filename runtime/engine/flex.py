@@ -71,7 +71,8 @@ class FlexEngine:
         partition = element.get("partition") or {}
         count = int(partition.get("count") or 1)
         self.declared = Declared(plan.get("globals") or [], flex.get("declare") or [], sources,
-                                 constants={f"{self.name}_partitions": count})
+                                 constants={partition.get("partitions_var")
+                                            or f"{self.name.split('.')[-1]}_partitions": count})
         options = {"budget": budget} if budget is not None else {}
         self.interp = Interpreter(self.declared.decl, source_types=self.declared.source_types,
                                   **options)  # type: ignore[arg-type]
