@@ -1,0 +1,32 @@
+"""`ccl run` refusals that happen before Spark starts: exit codes and messages, no traceback."""
+from cli_runner import run
+
+GOOD = "create input stream s schema (id integer);\ncreate output stream o as select * from s;\n"
+
+
+def test_project_errors_are_diagnostics_and_nothing_runs(tmp_path):
+    src = tmp_path / "p.ccl"
+    src.write_text("create output stream o as select x.a from x;\n")
+    code, out, err = run("run", str(src), "--until-idle")
+    assert code == 1 and out == ""
+    assert f"{src}:1:" in err and "error CCL" in err and "not run" in err
+    assert "Traceback" not in err
+
+
+def test_bad_input_bindings_are_usage_errors(tmp_path):
+    src = tmp_path / "p.ccl"
+    src.write_text(GOOD)
+    code, _, err = run("run", str(src), "--input", f"s={tmp_path / 'missing.csv'}")
+    assert code == 2 and "does not exist" in err
+    (tmp_path / "d.csv").write_text("id\n1\n")
+    code, _, err = run("run", str(src), "--input", f"nosuch={tmp_path / 'd.csv'}")
+    assert code == 2 and "no input element" in err
+    code, _, err = run("run", str(src), "--input", "s")
+    assert code == 2 and "ELEMENT=PATH" in err
+
+
+def test_hdfs_state_store_is_refused(tmp_path):
+    src = tmp_path / "p.ccl"
+    src.write_text(GOOD)
+    code, _, err = run("run", str(src), "--set", "spark.state_store=hdfs")
+    assert code == 2 and "rocksdb" in err
