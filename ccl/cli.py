@@ -432,6 +432,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(f"--input {unknown[0]}=...: the project has no input element of that name")
     from runtime.job import RunError, RunOptions
     from runtime.run import run_plan
+    from runtime.quiet import filtered_stderr
     from runtime.session import get_session
 
     settings = config.settings
@@ -448,18 +449,21 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                          run_dir=run_dir or scratch, until_idle=args.until_idle,
                          trigger_interval=str(settings["runtime.trigger_interval"]),
                          max_files_per_batch=int(settings["runtime.max_files_per_batch"]) or None)
-    spark = get_session(args.master or str(settings["spark.master"]),
-                        str(settings["spark.app_name"]).replace("{project}", project),
-                        int(settings["spark.shuffle_partitions"]))
-    spark.sparkContext.setLogLevel(str(settings["runtime.log_level"]))
     try:
-        result = run_plan(spark, plan, options, out_dir,
-                          status=lambda line: err.write("\r" + line + "   ") and err.flush())
+        with filtered_stderr():
+            spark = get_session(args.master or str(settings["spark.master"]),
+                                str(settings["spark.app_name"]).replace("{project}", project),
+                                int(settings["spark.shuffle_partitions"]))
+            spark.sparkContext.setLogLevel(str(settings["runtime.log_level"]))
+            try:
+                result = run_plan(spark, plan, options, out_dir,
+                                  status=lambda line: err.write("\r" + line + "   ") and err.flush())
+            finally:
+                spark.stop()
     except RunError as exc:
         err.write(f"ccl run: {exc}\n")
         return EXIT_ERRORS
     finally:
-        spark.stop()
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
     bad_file = config.settings.setting("runtime.bad_record_path")

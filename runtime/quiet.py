@@ -1,0 +1,80 @@
+"""Keep Spark's Python-worker chatter off the user's terminal.
+
+PySpark's transformWithState driver worker prints "Streaming TransformWithStateInPandas Python
+worker ..." lines (and a blank line after each) for every batch and group; the JVM copies them to
+its standard error, which it inherits from us. :func:`filtered_stderr` puts a pipe on file
+descriptor 2 before the JVM starts and copies everything but those lines to the real standard
+error.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+from typing import Iterator
+
+_NOISE = re.compile(rb"(Starting )?Streaming TransformWithStateInPandas Python worker")
+_PREFIXES = (b"Starting Streaming TransformWithStateInPandas", b"Streaming TransformWithStateInPandas")
+
+
+def _maybe_noise(segment: bytes) -> bool:
+    """Whether an unfinished line could still turn out to be chatter."""
+    return any(p.startswith(segment) or segment.startswith(p) for p in _PREFIXES)
+
+
+def _copy(source: int, target: int) -> None:
+    try:
+        _filter(source, target)
+    except OSError:  # the real stderr was closed after the run: nothing left to show
+        pass
+    finally:
+        os.close(source)
+
+
+def _filter(source: int, target: int) -> None:
+    pending, dropped = b"", False
+    while True:
+        chunk = os.read(source, 65536)
+        if not chunk:
+            break
+        pending += chunk
+        lines = pending.split(b"\n")
+        pending = lines.pop()
+        out = []
+        for line in lines:
+            found = _NOISE.search(line)
+            if found:  # it may follow text that has no newline yet (our status line): keep that
+                out.append(line[:found.start()])
+                dropped = True   # print() added one blank line after it
+                continue
+            if dropped and not line:
+                dropped = False
+                continue
+            dropped = False
+            out.append(line + b"\n")
+        if pending and not _maybe_noise(pending.rsplit(b"\r", 1)[-1]):
+            out.append(pending)
+            pending, dropped = b"", False
+        if out:
+            os.write(target, b"".join(out))
+    if pending and not _NOISE.search(pending):
+        os.write(target, pending)
+
+
+@contextlib.contextmanager
+def filtered_stderr() -> Iterator[None]:
+    """Within the block, file descriptor 2 (and every process started in it) goes through the
+    filter; afterwards it is the real standard error again."""
+    real = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    copier = threading.Thread(target=_copy, args=(read_end, real), daemon=True)
+    copier.start()
+    try:
+        yield
+    finally:
+        os.dup2(real, 2)      # our end of the pipe closes; the copier ends when the JVM's does
+        copier.join(timeout=2.0)
+        os.close(real)

@@ -1,0 +1,38 @@
+"""The stderr filter that hides PySpark's worker chatter (runtime/quiet.py), without Spark."""
+import os
+import threading
+
+from runtime.quiet import _copy
+
+
+def _through(chunks):
+    src_r, src_w = os.pipe()
+    out_r, out_w = os.pipe()
+    t = threading.Thread(target=_copy, args=(src_r, out_w))
+    t.start()
+    for c in chunks:
+        os.write(src_w, c)
+    os.close(src_w)
+    t.join()
+    os.close(out_w)
+    data = b""
+    while True:
+        part = os.read(out_r, 65536)
+        if not part:
+            break
+        data += part
+    os.close(out_r)
+    return data
+
+
+def test_chatter_and_its_blank_lines_are_dropped_the_rest_passes():
+    noise = (b"Starting Streaming TransformWithStateInPandas Python worker.\n\n"
+             b"Streaming TransformWithStateInPandas Python worker Completed execution of UDF: x.\n\n")
+    got = _through([b"WARN a real warning\n", noise[:17], noise[17:], b"\rbatches 1  rows 10",
+                    b"\rbatches 2  rows 20", noise, b"\nccl run: element 'x' stopped\n"])
+    assert got == (b"WARN a real warning\n\rbatches 1  rows 10\rbatches 2  rows 20\n"
+                   b"ccl run: element 'x' stopped\n")
+
+
+def test_blank_lines_of_others_stay():
+    assert _through([b"a\n\nb\n"]) == b"a\n\nb\n"
