@@ -140,6 +140,8 @@ SETTINGS: dict[str, SettingSpec] = {s.key: s for s in [
     SettingSpec("runtime.output_dir", parse_path, "directory of file outputs"),
     SettingSpec("runtime.bad_record_path", parse_path, "where bad records are written"),
     SettingSpec("runtime.log_level", _choice(LOG_LEVELS, upper=True), "log level"),
+    SettingSpec("runtime.workspace", parse_path,
+                "directory of deployed projects (ccl deploy; ~ is the home directory)"),
 ]}
 SECTIONS = sorted({key.split(".")[0] for key in SETTINGS})
 

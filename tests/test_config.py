@@ -45,7 +45,8 @@ def test_default_yaml_sets_every_key_and_is_the_packaged_file():
         "spark.state_store": "rocksdb", "runtime.checkpoint_root": "checkpoints",
         "runtime.trigger_interval": "1 second", "runtime.max_files_per_batch": 0,
         "runtime.output_dir": "out",
-        "runtime.bad_record_path": "out/bad-records", "runtime.log_level": "WARN"}
+        "runtime.bad_record_path": "out/bad-records", "runtime.log_level": "WARN",
+        "runtime.workspace": "~/.ccl/workspace"}
     assert all(s.source == SOURCE_DEFAULTS for s in settings.values.values())
     assert settings.setting("spark.master").span.line == 10
 
