@@ -57,6 +57,9 @@ def build_parser(prog: str = "ccl-job") -> argparse.ArgumentParser:
                         "Spark's own configuration)")
     p.add_argument("--trigger-interval", default="1 second",
                    help="micro-batch interval without --until-idle (default: 1 second)")
+    p.add_argument("--pid-file", metavar="FILE",
+                   help="write the driver's process id to FILE while it runs (`ccl deploy` "
+                        "signals this process to stop the job)")
     return p
 
 
@@ -139,8 +142,7 @@ def run_job(spark, plan: dict, args: argparse.Namespace, out: TextIO, err: TextI
     options = RunOptions(inputs=inputs, base_dir=base_dir, run_dir=args.checkpoint,
                          until_idle=args.until_idle, trigger_interval=args.trigger_interval)
     try:
-        result = run_plan(spark, plan, options, out_dir,
-                          status=lambda line: err.write("\r" + line + "   ") and err.flush())
+        result = run_plan(spark, plan, options, out_dir, status=_status_writer(err))
     except RunError as exc:
         err.write(f"ccl job: {exc}\n")
         return EXIT_FAILED
@@ -150,6 +152,32 @@ def run_job(spark, plan: dict, args: argparse.Namespace, out: TextIO, err: TextI
                   + (f", {bad} bad" if bad else "") + "\n")
     out.write(f"outputs in {out_dir} ({result.report['wall_seconds']:.1f} s)\n")
     return EXIT_OK
+
+
+STATUS_EVERY = 30.0  # seconds between status lines when stderr is a file (a driver log)
+
+
+def _status_writer(err: TextIO):
+    """The live status line: rewritten in place on a terminal; in a log file one line every
+    :data:`STATUS_EVERY` seconds."""
+    if getattr(err, "isatty", lambda: False)():
+        return lambda line: err.write("\r" + line + "   ") and err.flush()
+    last = [0.0]
+
+    def write(line: str) -> None:
+        now = time.monotonic()
+        if now - last[0] >= STATUS_EVERY:
+            last[0] = now
+            err.write(time.strftime("%Y-%m-%d %H:%M:%S ") + line + "\n")
+            err.flush()
+    return write
+
+
+def _write_pid_file(path: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(f"{os.getpid()}\n")
+    os.replace(tmp, path)
 
 
 def _safe(name: str) -> str:
@@ -187,6 +215,11 @@ def main(argv: Optional[Sequence[str]] = None, plan: Optional[dict] = None,
         return EXIT_OK
     try:
         args, plan = parse(argv, plan, plan_path)
+        if args.pid_file:
+            try:
+                _write_pid_file(args.pid_file)
+            except OSError as exc:
+                raise SubmitError(f"--pid-file {args.pid_file}: {exc.strerror}") from None
         spark = session(args.master, f"ccl {plan.get('project', '')}".strip(), args.log_level)
         try:
             return run_job(spark, plan, args, out, err)
