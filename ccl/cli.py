@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -95,6 +96,29 @@ _PARSE_EXAMPLES = """\
 examples:
   ccl parse project.ccl                 print the project back as canonical CCL
   ccl parse project.ccl --json          dump the syntax tree as JSON
+"""
+
+_DEPLOY_EXAMPLES = """\
+examples:
+  ccl cluster start                                      a local master and worker (prints the URL)
+  ccl deploy project.ccl --master spark://127.0.0.1:7077 start it on the cluster, detached
+  ccl deploy project.ccl --name prod --input trades=feeds/trades/
+  ccl status                                             every deployed project
+  ccl publish project trades more_trades.csv             feed rows into an input element
+  ccl subscribe project LargeTrades                      print an element's changes as they come
+  ccl stop project                                       stop it; 'ccl deploy' again resumes it
+
+The workspace (default ~/.ccl/workspace, setting runtime.workspace, $CCL_WORKSPACE, --workspace)
+holds NAME/checkpoint (state), NAME/out (outputs, written at stop), NAME/driver.log and
+NAME/inputs/ELEMENT/ (input directories). See docs/deploy.md.
+"""
+
+_CLUSTER_EXAMPLES = """\
+examples:
+  ccl cluster start                       master on spark://127.0.0.1:7077 (UI :8080), one worker
+  ccl cluster start --port 0 --webui-port 0 --cores 2 --memory 2g   any free ports
+  ccl cluster status
+  ccl cluster stop                        stops the worker (and its executors) and the master
 """
 
 
@@ -200,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--master", help="Spark master (default: spark.master setting, local[*])")
     run.set_defaults(func=cmd_run)
 
+    _add_deploy_parsers(sub)
+
     parse = sub.add_parser(
         "parse", help="parse a CCL file and print its syntax tree or canonical form",
         description="Parse one CCL file and print it back as canonical CCL, or its syntax tree "
@@ -209,6 +235,107 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--json", action="store_true", help="dump the syntax tree as JSON")
     parse.set_defaults(func=cmd_parse)
     return parser
+
+
+def _add_workspace_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", metavar="DIR",
+                        help="the workspace (default: the runtime.workspace setting, "
+                             "~/.ccl/workspace; $CCL_WORKSPACE replaces that default)")
+
+
+def _add_deploy_parsers(sub) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    deploy = sub.add_parser(
+        "deploy", help="start a project on a Spark cluster, detached (workspace: state, logs)",
+        description="Compile a project into the workspace and start it with spark-submit on a "
+                    "Spark standalone cluster (client deploy mode), detached. A stopped project "
+                    "of the same NAME resumes from its checkpoint.",
+        epilog=_DEPLOY_EXAMPLES, formatter_class=fmt)
+    deploy.add_argument("file", metavar="FILE.ccl")
+    _add_config_options(deploy)
+    deploy.add_argument("--master", metavar="spark://HOST:PORT",
+                        help="the cluster (default: the spark.master setting, e.g. a .ccr Cluster "
+                             "Manager, else the workspace's 'ccl cluster')")
+    deploy.add_argument("--name", help="the deployed project's name (default: FILE's name)")
+    deploy.add_argument("--input", action="append", default=[], metavar="ELEMENT=PATH",
+                        help="read an input element from a directory (or seed its workspace "
+                             "input directory with a file); repeatable")
+    _add_workspace_option(deploy)
+    deploy.set_defaults(func=cmd_deploy)
+
+    status = sub.add_parser(
+        "status", help="state of deployed projects (running/stopped/failed, batches, rows/s)",
+        description="The state of one deployed project, or a line for each: running, starting, "
+                    "stopping, stopped or failed; uptime, last batch, rows/s, bad records.",
+        formatter_class=fmt)
+    status.add_argument("name", nargs="?", metavar="NAME")
+    status.add_argument("--format", choices=("text", "json"), default="text")
+    _add_workspace_option(status)
+    status.set_defaults(func=cmd_status)
+
+    lst = sub.add_parser("list", help="the deployed projects of the workspace, one line each",
+                         description="The deployed projects, one line each (as 'ccl status').")
+    _add_workspace_option(lst)
+    lst.set_defaults(func=cmd_list)
+
+    stop = sub.add_parser(
+        "stop", help="stop a deployed project gracefully (its checkpoint stays)",
+        description="SIGTERM to the driver, which stops its queries and writes the outputs "
+                    "(NAME/out); SIGKILL after --timeout seconds. 'ccl deploy' resumes it.")
+    stop.add_argument("name", metavar="NAME")
+    stop.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                      help="how long to wait before SIGKILL (default: 60)")
+    _add_workspace_option(stop)
+    stop.set_defaults(func=cmd_stop)
+
+    logs = sub.add_parser("logs", help="a deployed project's driver log",
+                          description="The end of WORKSPACE/NAME/driver.log (spark-submit and "
+                                      "the driver); -f follows it until Ctrl-C.")
+    logs.add_argument("name", metavar="NAME")
+    logs.add_argument("-n", type=int, default=50, metavar="N", help="lines to print (default: 50)")
+    logs.add_argument("-f", "--follow", action="store_true", help="print new lines as they come")
+    _add_workspace_option(logs)
+    logs.set_defaults(func=cmd_logs)
+
+    cluster = sub.add_parser(
+        "cluster", help="a local Spark standalone master and worker (start, stop, status)",
+        description="A Spark standalone master and one worker on 127.0.0.1, from the installed "
+                    "pyspark, detached; pids and logs in WORKSPACE/_cluster.",
+        epilog=_CLUSTER_EXAMPLES, formatter_class=fmt)
+    cluster.add_argument("action", choices=("start", "stop", "status"))
+    cluster.add_argument("--port", type=int, default=7077, help="master port (0: any free port)")
+    cluster.add_argument("--webui-port", type=int, default=8080,
+                         help="master web UI port (0: any free port)")
+    cluster.add_argument("--cores", type=int, default=2, help="the worker's cores (default: 2)")
+    cluster.add_argument("--memory", default="1g", help="the worker's memory (default: 1g)")
+    _add_workspace_option(cluster)
+    cluster.set_defaults(func=cmd_cluster)
+
+    publish = sub.add_parser(
+        "publish", help="feed a CSV file into a deployed project's input element",
+        description="Copy FILE.csv into the directory the input element reads (written under a "
+                    "hidden name, then renamed: the job never sees a partial file). The file has "
+                    "the element's input format (header, delimiter, opcodes).")
+    publish.add_argument("name", metavar="NAME")
+    publish.add_argument("element", metavar="ELEMENT")
+    publish.add_argument("csv", metavar="FILE.csv")
+    _add_workspace_option(publish)
+    publish.set_defaults(func=cmd_publish)
+
+    subscribe = sub.add_parser(
+        "subscribe", help="print an element's changes as they come (CSV with ESP_OPS)",
+        description="Print the changes of a deployed project's element as CSV (ESP_OPS first), "
+                    "batch by batch as the job writes them, until Ctrl-C.")
+    subscribe.add_argument("name", metavar="NAME")
+    subscribe.add_argument("element", metavar="ELEMENT")
+    subscribe.add_argument("--from-start", action="store_true",
+                           help="first print every change so far (default: only new ones)")
+    subscribe.add_argument("--once", action="store_true",
+                           help="print what is there and exit (implies --from-start)")
+    subscribe.add_argument("--poll", type=float, default=0.5, metavar="SECONDS",
+                           help="how often to look for new batches (default: 0.5)")
+    _add_workspace_option(subscribe)
+    subscribe.set_defaults(func=cmd_subscribe)
 
 
 def _add_config_options(parser: argparse.ArgumentParser) -> None:
@@ -483,6 +610,299 @@ def _copy_file(src: str, dst: str) -> None:
         shutil.copyfile(src, dst)
     except OSError as exc:
         raise UsageError(f"runtime.bad_record_path: cannot write {dst}: {exc.strerror}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Deploying and managing projects (docs/deploy.md)
+# --------------------------------------------------------------------------------------------------
+
+def _workspace(args: argparse.Namespace) -> str:
+    from .workspace import default_workspace_setting, resolve_workspace
+
+    if args.workspace:
+        return resolve_workspace(args.workspace)
+    return resolve_workspace(None, default_workspace_setting(), True)
+
+
+def _deploy_master(args: argparse.Namespace, config: ProjectConfig, workspace: str) -> str:
+    """--master > a spark.master set anywhere but config/default.yaml (.ccr Cluster Manager,
+    --config, --set) > the workspace's running `ccl cluster`; only spark:// URLs."""
+    from . import cluster
+    from .config import parse_master
+
+    setting = config.settings.setting("spark.master")
+    if args.master:
+        try:
+            master = parse_master(args.master)
+        except ValueError as exc:
+            raise UsageError(f"--master: {exc}") from None
+    elif setting.source != SOURCE_DEFAULTS:
+        master = str(setting.value)
+    else:
+        local = cluster.running(workspace)
+        if local is None:
+            raise UsageError("ccl deploy runs a project on a Spark cluster: give --master "
+                             "spark://HOST:PORT (or a Cluster Manager in the .ccr, or --set "
+                             "spark.master=...); 'ccl cluster start' starts a local one, and "
+                             "'ccl run' runs on an embedded Spark")
+        master = str(local["master_url"])
+    if not master.startswith("spark://"):
+        where = "--master" if args.master else f"spark.master ({setting.origin})"
+        raise UsageError(f"{where} is {master}: ccl deploy starts projects on a Spark standalone "
+                         f"cluster (spark://HOST:PORT); run on an embedded Spark with 'ccl run', "
+                         f"or use 'ccl compile --bundle' and spark-submit for other cluster managers")
+    return master
+
+
+def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl deploy`: compile into the workspace and start the job on a cluster, detached."""
+    import time
+
+    from . import deploy
+    from .compile import write_compiled
+    from .project_config import project_name
+    from .workspace import (check_name, project_dir, read_json, resolve_workspace,
+                            supervisor_alive, tail_lines)
+
+    name = check_name(args.name if args.name is not None else project_name(args.file))
+    inputs = _bindings(args.input)
+    plan, config = _checked_plan(args.file, args, err, "not deployed")
+    if plan is None:
+        return EXIT_ERRORS
+    unknown = sorted(set(inputs) - set(deploy.input_elements(plan)))
+    if unknown:
+        raise UsageError(f"--input {unknown[0]}=...: the project has no input element of that name")
+    settings = config.settings
+    if settings["spark.state_store"] != "rocksdb":
+        raise UsageError("spark.state_store: stateful elements run in transformWithState, which "
+                         "needs the rocksdb state store")
+    ws_setting = settings.setting("runtime.workspace")
+    workspace = resolve_workspace(args.workspace, str(ws_setting.value),
+                                  ws_setting.source == SOURCE_DEFAULTS)
+    master = _deploy_master(args, config, workspace)
+    pd = project_dir(workspace, name)
+    meta = pd.meta()
+    if meta and supervisor_alive(meta):
+        raise UsageError(f"{name} is running (pid {meta.get('pid')}): 'ccl stop {name}' first, or "
+                         f"deploy under another --name")
+    deploy.check_resumable(pd, plan)
+    deploy.check_java()
+    deploy.spark_bin("spark-submit")
+    resuming = os.path.isfile(os.path.join(pd.checkpoint, "plan.json"))
+    base_dir = os.path.dirname(os.path.abspath(args.file))
+    try:
+        os.makedirs(pd.root, exist_ok=True)
+        compiled = write_compiled(plan, project_name(args.file), pd.job_dir, bundle=True)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot write the compiled project to {pd.job_dir}: {exc}") from None
+    bindings = deploy.bind_inputs(plan, pd, base_dir, inputs)
+    deploy.seed_inputs(bindings)
+    spec = deploy.SubmitSpec(
+        master=master, app_name=str(settings["spark.app_name"]), job_file=compiled.job_file,
+        bundle=str(compiled.bundle_file), base_dir=base_dir,
+        shuffle_partitions=int(settings["spark.shuffle_partitions"]),
+        trigger_interval=str(settings["runtime.trigger_interval"]),
+        log_level=str(settings["runtime.log_level"]),
+        inputs={e: b.directory for e, b in bindings.items() if b.passed})
+    cmd = deploy.submit_command(pd, spec)
+    info = {"name": name, "project": plan.get("project"), "project_file": os.path.abspath(args.file),
+            "master": master, "workspace": workspace,
+            "plan_file": os.path.basename(compiled.plan_file),
+            "inputs": deploy.binding_json(bindings),
+            "outputs": [e["name"] for e in plan["elements"] if e.get("role") == "output"]}
+    meta = deploy.start(pd, {**(meta or {}), **info}, cmd)
+    time.sleep(1.0)  # spark-submit failing at once (bad options, no Java) shows here
+    if not supervisor_alive(meta) and not os.path.exists(pd.exit_file):
+        time.sleep(1.0)
+    ended = read_json(pd.exit_file)
+    if ended is not None and ended.get("started") == meta["started"] and ended.get("code") != 0:
+        err.write("\n".join(tail_lines(pd.log_file, 20)) + "\n")
+        err.write(f"ccl deploy: {name} failed to start (exit code {ended.get('code')}); "
+                  f"log: {pd.log_file}\n")
+        return EXIT_ERRORS
+    out.write(f"{'resumed' if resuming else 'deployed'} {name} on {master} (pid {meta['pid']})\n")
+    for element, b in bindings.items():
+        out.write(f"  input {element}: {b.directory}" + (f" ({b.pattern})" if b.pattern else "")
+                  + "\n")
+    out.write(f"  state {pd.checkpoint}\n  outputs {pd.out_dir} (written when it stops)\n"
+              f"  log {pd.log_file}\n"
+              f"'ccl status {name}', 'ccl logs {name}', 'ccl stop {name}'\n")
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl status [NAME]`: one project in detail, or a line per project."""
+    from .workspace import (SUMMARY_HEADER, deployed, describe, list_projects, project_dir,
+                            project_state, summary_line)
+
+    workspace = _workspace(args)
+    if args.name:
+        states = [project_state(deployed(workspace, args.name))]
+    else:
+        states = [project_state(project_dir(workspace, n)) for n in list_projects(workspace)]
+    if args.format == "json":
+        out.write(json.dumps(states if not args.name else states[0], indent=2) + "\n")
+    elif args.name:
+        out.write("\n".join(describe(states[0])) + "\n")
+    elif not states:
+        out.write(f"no deployed projects in {workspace}\n")
+    else:
+        out.write(SUMMARY_HEADER + "\n" + "".join(summary_line(s) + "\n" for s in states))
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl list`: the deployed projects."""
+    args.name, args.format = None, "text"
+    return cmd_status(args, out, err)
+
+
+def cmd_stop(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl stop NAME`: graceful stop (SIGTERM), SIGKILL after the timeout."""
+    from .deploy import stop
+    from .workspace import deployed
+
+    if args.timeout < 0:
+        raise UsageError("--timeout: expected a number of seconds >= 0")
+    pd = deployed(_workspace(args), args.name)
+    out.write(f"stopping {args.name}...\n")
+    out.flush()
+    what = stop(pd, timeout=args.timeout)
+    if what == "not running":
+        out.write(f"{args.name} is not running\n")
+    elif what == "killed":
+        out.write(f"{args.name} did not stop within {args.timeout:g} s and was killed; its "
+                  f"checkpoint is usable ('ccl deploy' resumes it), its outputs were not written\n")
+    else:
+        out.write(f"stopped {args.name}; outputs in {pd.out_dir}; 'ccl deploy' resumes it from "
+                  f"{pd.checkpoint}\n")
+    return EXIT_OK
+
+
+def cmd_logs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl logs NAME [-n N] [-f]`."""
+    from .workspace import deployed, follow, tail_lines
+
+    if args.n < 0:
+        raise UsageError("-n: expected a number of lines >= 0")
+    pd = deployed(_workspace(args), args.name)
+    for line in tail_lines(pd.log_file, args.n):
+        out.write(line + "\n")
+    if not args.follow:
+        return EXIT_OK
+    out.flush()
+    try:
+        size = os.path.getsize(pd.log_file)
+    except OSError:
+        size = 0
+    try:
+        for text in follow(pd.log_file, size):
+            out.write(text.replace("\r\n", "\n").replace("\r", "\n"))
+            out.flush()
+    except (KeyboardInterrupt, BrokenPipeError):
+        pass
+    return EXIT_OK
+
+
+def cmd_cluster(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl cluster start|stop|status`."""
+    from . import cluster
+
+    workspace = _workspace(args)
+    if args.action == "start":
+        for opt, value in (("--port", args.port), ("--webui-port", args.webui_port)):
+            if not 0 <= value <= 65535:
+                raise UsageError(f"{opt}: expected a port number (0: any free port)")
+        if args.cores < 1:
+            raise UsageError("--cores: expected at least 1")
+        if not re.fullmatch(r"[1-9][0-9]*[mMgG]", args.memory):
+            raise UsageError(f"--memory {args.memory}: expected a size such as 512m or 2g")
+        meta = cluster.start_cluster(workspace, port=args.port, webui_port=args.webui_port,
+                                     cores=args.cores, memory=args.memory,
+                                     progress=lambda text: err.write(text + "\n") and err.flush())
+        out.write(f"{meta['master_url']}\n")
+        err.write(f"master {meta['master_url']} (web UI {meta['web_url']}), one worker "
+                  f"({args.cores} cores, {args.memory}); logs in {cluster.cluster_dir(workspace)}\n")
+        return EXIT_OK
+    if args.action == "stop":
+        what = cluster.stop_cluster(workspace)
+        out.write("stopped the cluster\n" if what == "stopped" else "no cluster is running\n")
+        return EXIT_OK
+    st = cluster.cluster_status(workspace)
+    if st["state"] != "running":
+        out.write(f"no cluster is running (workspace {workspace})\n")
+        return EXIT_OK
+    out.write(f"running: {st['master_url']} (web UI {st['web_url']})\n"
+              f"  master pid {st['master_pid']}, worker pid {st['worker_pid'] if st['worker_running'] else '- (not running)'}\n"
+              f"  workers {st.get('workers')}, cores {st.get('cores')}, applications "
+              f"{', '.join(map(str, st.get('applications') or [])) or 'none'}\n"
+              f"  logs in {st['logs']}\n")
+    return EXIT_OK
+
+
+def _deployed_plan(pd) -> dict:
+    from .workspace import job_plan
+
+    plan = job_plan(pd)
+    if not plan or not isinstance(plan.get("elements"), list):
+        raise UsageError(f"{pd.name}: its compiled plan is missing in {pd.job_dir}")
+    return plan
+
+
+def cmd_publish(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl publish NAME ELEMENT FILE.csv`: copy a file into an input element's directory."""
+    from .workspace import deployed, publish_file
+
+    pd = deployed(_workspace(args), args.name)
+    meta = pd.meta() or {}
+    bindings = meta.get("inputs") or {}
+    binding = bindings.get(args.element)
+    if not isinstance(binding, dict) or not binding.get("directory"):
+        known = ", ".join(sorted(bindings)) or "none"
+        raise UsageError(f"{args.name} has no input element {args.element!r} (inputs: {known})")
+    final = publish_file(args.csv, str(binding["directory"]), binding.get("pattern"))
+    out.write(f"published {args.csv} as {final}\n")
+    return EXIT_OK
+
+
+def cmd_subscribe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl subscribe NAME ELEMENT`: the element's changes as CSV lines, as they come."""
+    import csv
+    import time
+
+    from .workspace import changelog_files, changelog_rows, deployed
+
+    if args.poll <= 0:
+        raise UsageError("--poll: expected a number of seconds > 0")
+    pd = deployed(_workspace(args), args.name)
+    plan = _deployed_plan(pd)
+    element = next((e for e in plan["elements"] if e.get("name") == args.element), None)
+    if element is None:
+        names = ", ".join(e.get("name", "?") for e in plan["elements"])
+        raise UsageError(f"{args.name} has no element {args.element!r} (elements: {names})")
+    columns = element.get("columns") or []
+    seen = set() if (args.from_start or args.once) else set(changelog_files(pd, args.element))
+    writer = csv.writer(out, lineterminator="\n")
+    try:
+        writer.writerow(["ESP_OPS"] + [c[0] for c in columns])
+        out.flush()
+        while True:
+            for path in changelog_files(pd, args.element):
+                if path in seen:
+                    continue
+                seen.add(path)
+                try:
+                    rows = changelog_rows(path, columns)
+                except (OSError, ValueError):  # pyarrow's errors are ValueErrors
+                    seen.discard(path)
+                    continue
+                writer.writerows(rows)
+                out.flush()
+            if args.once:
+                return EXIT_OK
+            time.sleep(args.poll)
+    except (KeyboardInterrupt, BrokenPipeError):
+        return EXIT_OK
 
 
 def cmd_parse(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
