@@ -8,7 +8,8 @@ Processes of a deployed project, all in one new session (process group) whose le
       └─ java ... SparkSubmit --deploy-mode client ...                 (spark-submit's JVM)
            └─ python ROOT/job/PROJECT_job.py ...                       (the driver; driver.pid)
 
-The supervisor sends spark-submit's output to ``driver.log``, waits for it and writes
+The supervisor sends spark-submit's output to ``driver.log`` (without PySpark's per-batch
+Python-worker lines, filtered by :mod:`runtime.quiet`), waits for it and writes
 ``exit.json`` (exit code, end time). SIGTERM to the supervisor (``ccl stop``) is passed on to the
 Python driver, whose ``run_plan`` stops the queries and writes the outputs, so the job ends with
 exit code 0; before the driver runs it goes to spark-submit. After the stop timeout the whole
@@ -25,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
@@ -299,9 +301,22 @@ def supervise(root: str, started: float, cmd: Sequence[str]) -> int:
     SIGHUP on to the Python driver (to spark-submit before the driver runs); write ``exit.json``
     when it ends."""
     pd = ProjectDir(os.path.dirname(root), os.path.basename(root))
-    with open(pd.log_file, "ab") as log:
+    log = os.open(pd.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:  # PySpark's per-batch Python-worker chatter is left out of the log
+        from runtime.quiet import _copy as copy_filtered
+    except ImportError:
+        copy_filtered = None
+    if copy_filtered is None:
         child = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=log,
                                  stderr=subprocess.STDOUT, cwd=root)
+        copier = None
+    else:
+        read_end, write_end = os.pipe()
+        child = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=write_end,
+                                 stderr=subprocess.STDOUT, cwd=root)
+        os.close(write_end)
+        copier = threading.Thread(target=copy_filtered, args=(read_end, log), daemon=True)
+        copier.start()
 
     def forward(signum, frame) -> None:
         target = driver_pid(pd) or child.pid
@@ -313,6 +328,9 @@ def supervise(root: str, started: float, cmd: Sequence[str]) -> int:
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, forward)
     code = child.wait()
+    if copier is not None:
+        copier.join(timeout=5.0)  # ends when the last process holding the pipe does
+    os.close(log)
     write_json(pd.exit_file, {"code": code, "started": started, "ended": time.time()})
     return 0
 

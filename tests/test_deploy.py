@@ -358,12 +358,13 @@ def test_supervisor_records_the_exit_and_forwards_sigterm(tmp_path):
     root.mkdir(parents=True)
     cmd = [sys.executable, "-m", "ccl.deploy", "supervise", str(root), "12.5", "--"]
     env = deploy_mod.python_env()
-    done = subprocess.run(cmd + [sys.executable, "-c", "print('hello'); raise SystemExit(3)"],
-                          env=env, timeout=60)
+    noisy = ("print('hello'); print('Streaming TransformWithStateInPandas Python worker done.'); "
+             "print(); print('bye'); raise SystemExit(3)")
+    done = subprocess.run(cmd + [sys.executable, "-c", noisy], env=env, timeout=60)
     assert done.returncode == 0
     assert ws.read_json(str(root / "exit.json"))["code"] == 3
     assert ws.read_json(str(root / "exit.json"))["started"] == 12.5
-    assert "hello" in (root / "driver.log").read_text()
+    assert (root / "driver.log").read_text() == "hello\nbye\n"  # PySpark's chatter left out
     child = ("import signal, sys, time\n"
              "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
              "print('up', flush=True)\n"
