@@ -111,14 +111,40 @@ def _run_until_stopped(spark: SparkSession, plan: dict, options: RunOptions, dir
             elapsed = max(time.monotonic() - began, 1e-9)
             status(f"batches {batches}  rows {rows}  ({rows / elapsed:,.0f} rows/s)  bad records {bad}")
     finally:
-        for q in queries.values():
-            try:
-                q.stop()
-            except Exception:  # stopping is best effort; the checkpoint stays usable
-                pass
+        _drain_and_stop(plan, queries)
         for s, handler in previous.items():
             signal.signal(s, handler)
         sys.stdout.flush()
+
+
+def _drain_and_stop(plan: dict, queries: dict[str, StreamingQuery], bound: float = 30.0) -> None:
+    """Stop the queries in dependency order: an input query once its batch in flight is done, a
+    derived one once it has processed what its (already stopped) sources wrote, each wait bounded.
+    A batch cut short is not lost (it runs again from the checkpoint) but stopping between batches
+    gives complete outputs."""
+    for element in plan["elements"]:
+        q = queries.get(element["name"])
+        if q is None:
+            continue
+        try:
+            if is_input(element):
+                deadline = time.monotonic() + bound
+                while q.isActive and q.status["isTriggerActive"] and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            else:
+                waiter = threading.Thread(target=_quietly, args=(q.processAllAvailable,), daemon=True)
+                waiter.start()
+                waiter.join(bound)
+            q.stop()
+        except Exception:  # stopping is best effort; the checkpoint stays usable
+            pass
+
+
+def _quietly(call: Callable[[], object]) -> None:
+    try:
+        call()
+    except Exception:  # a failed query is reported by the caller's loop, not here
+        pass
 
 
 def _progress(plan: dict, dirs: RunDirs) -> tuple[int, int, int]:
