@@ -93,7 +93,7 @@ def handwritten(spark, data: str, work: str) -> float:
 def compiled(spark, data: str, work: str, method: str, n: int, native: bool = True) -> float:
     path = os.path.join(work, "p.ccl")
     with open(path, "w") as f:
-        f.write(PROJECT.format(partition=PARTITIONS[method].format(n=n)))
+        f.write(PROJECT.replace("{partition}", PARTITIONS[method].replace("{n}", str(n))))
     plan, diags = plan_project(path)
     if plan is None:
         raise SystemExit("\n".join(str(d) for d in diags))
@@ -113,7 +113,9 @@ def main() -> None:
     data = os.path.join(root, "data")
     os.makedirs(data)
     generate(data, args.rows, args.isins, args.files)
-    spark = get_session("local[2]", "ccl-bench-runtime", 2)
+    # One instance holds every group's rows (aggregates keep their inputs for retraction) in one
+    # state value: more driver heap than the local default (1g) for the per-instance runs.
+    spark = get_session("local[2]", "ccl-bench-runtime", 2, conf={"spark.driver.memory": "6g"})
     jobs = {"passthrough": lambda w: passthrough(spark, data, w),
             "handwritten": lambda w: handwritten(spark, data, w)}
     for method in ("hash", "roundrobin", "custom"):
