@@ -596,11 +596,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     bad_file = config.settings.setting("runtime.bad_record_path")
     if bad_file.source != SOURCE_DEFAULTS:  # ESP's bad-record-file: one file of the run's bad records
         _copy_file(os.path.join(out_dir, "_bad_records.jsonl"), str(bad_file.value))
-    for name, stats in result.report["elements"].items():
-        bad = sum(stats["bad_records"].values())
-        out.write(f"{name}: {stats['rows_in']} in, {stats['rows_out']} out"
-                  + (f", {bad} bad" if bad else "") + "\n")
-    out.write(f"outputs in {out_dir} ({result.report['wall_seconds']:.1f} s)\n")
+    out.write(result.summary())
     return EXIT_OK
 
 

@@ -28,6 +28,16 @@ class RunResult:
     run_dir: str
     out_dir: str
 
+    def summary(self) -> str:
+        """Per element rows in, out and bad, then where the outputs are (what the CLI prints)."""
+        lines = []
+        for name, stats in self.report["elements"].items():
+            bad = sum(stats["bad_records"].values())
+            lines.append(f"{name}: {stats['rows_in']} in, {stats['rows_out']} out"
+                         + (f", {bad} bad" if bad else ""))
+        lines.append(f"outputs in {self.out_dir} ({self.report['wall_seconds']:.1f} s)")
+        return "\n".join(lines) + "\n"
+
 
 def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, dirs: RunDirs,
            buckets: int) -> Optional[StreamingQuery]:

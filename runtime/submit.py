@@ -146,11 +146,7 @@ def run_job(spark, plan: dict, args: argparse.Namespace, out: TextIO, err: TextI
     except RunError as exc:
         err.write(f"ccl job: {exc}\n")
         return EXIT_FAILED
-    for name, stats in result.report["elements"].items():
-        bad = sum(stats["bad_records"].values())
-        out.write(f"{name}: {stats['rows_in']} in, {stats['rows_out']} out"
-                  + (f", {bad} bad" if bad else "") + "\n")
-    out.write(f"outputs in {out_dir} ({result.report['wall_seconds']:.1f} s)\n")
+    out.write(result.summary())
     return EXIT_OK
 
 
