@@ -34,7 +34,7 @@ from .native_agg import native_writer
 from .partition_fn import BAD_REASON, INSTANCE, assign_instances
 from .processor import (INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
                         output_schema, port_column)
-from .types import struct
+from .types import column, struct
 
 
 BATCH = "__batch"
@@ -256,16 +256,13 @@ def processor_input(plan: dict, element: dict, frames: list[DataFrame], buckets:
         packed = [F.lit(i).alias(PORT), F.col(SEQ), F.col(SUB), F.col(SRC), F.col(OP), F.col(INST),
                   F.col(WHY), F.col(RAW)]
         for j in range(len(ports)):
-            value = F.struct(*[_col(c) for c in cols]) if j == i else F.lit(None).cast(structs[j])
+            value = F.struct(*[column(c) for c in cols]) if j == i else F.lit(None).cast(structs[j])
             packed.append(value.alias(port_column(j)))
         df = df.select(*packed)
         out = df if out is None else out.unionByName(df)
     assert out is not None
     return out.withColumn("__bucket", F.pmod(F.col(INST), F.lit(buckets)))
 
-
-def _col(name: str) -> Column:
-    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def uses_time(element: dict) -> bool:
@@ -335,7 +332,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
             stem = f"batch-{batch_id:08d}"
             if sum(rows_out.values()):
                 data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
-                                                             *[_col(c) for c in cols])
+                                                             *[column(c) for c in cols])
                 _single_parquet(data, os.path.join(dirs.of("changelog", name), stem + ".parquet"), dirs)
             bad = _write_bad(df.where(F.col(KIND) == "bad"), name, os.path.join(dirs.of("bad", name), stem + ".jsonl"))
             _atomic_json(os.path.join(dirs.of("stats", name), stem + ".json"),
@@ -400,10 +397,10 @@ def native_input(element: dict, frame: DataFrame) -> DataFrame:
         return F.to_json(F.struct(reason.alias("reason"), row.alias("row")))
     info = (F.when(reason.isNull(), F.lit(None))
             .when(F.col(RAW).isNotNull(), info_of(F.struct(F.col(RAW).alias("line"))))
-            .otherwise(info_of(F.struct(*[_col(c) for c in cols]))))
+            .otherwise(info_of(F.struct(*[column(c) for c in cols]))))
     return frame.select(kind.alias(KIND), F.lit(0).alias(INST), F.col(SEQ), F.lit(0).cast("long").alias(SUB),
                         F.when(kind == "row", F.lit("i")).alias(OP), info.alias(INFO),
-                        *[_col(c) for c in cols])
+                        *[column(c) for c in cols])
 
 
 def upstream_frame(spark: SparkSession, dirs: RunDirs, source: dict,

@@ -21,21 +21,18 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from .processor import INST, OP, SEQ, SUB
-from .types import spark_type
+from .types import column, spark_type
 
 BATCH = "__batch"
 _STATE = re.compile(r"state-(\d+)\.parquet$")
 
-
-def _c(name: str) -> Column:
-    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def _partials(spec: dict) -> list[tuple[str, Column, str]]:
     """(partial column, its aggregate over a batch, how two partials combine) per aggregate."""
     out = []
     for i, (_, fn, col) in enumerate(spec["aggregates"]):
-        arg = _c(col) if col is not None else None
+        arg = column(col) if col is not None else None
         if fn in ("max", "min"):
             out.append((f"__m{i}", (F.max if fn == "max" else F.min)(arg), fn))
         if fn in ("sum", "avg"):
@@ -77,7 +74,7 @@ def native_writer(element: dict, spec: dict, state_dir: str,
     def instance() -> Column:
         if not spec["hash"]:
             return F.lit(0)
-        return F.pmod(F.hash(*[_c(c) for c in spec["hash"]]), F.lit(count)).cast("int")
+        return F.pmod(F.hash(*[column(c) for c in spec["hash"]]), F.lit(count)).cast("int")
 
     def write(df: DataFrame, batch_id: int) -> None:
         df = df.where(~F.col(OP).isin("d", "s")).persist()
@@ -85,17 +82,17 @@ def native_writer(element: dict, spec: dict, state_dir: str,
             received = {str(r[INST]): int(r["n"]) for r in
                         df.groupBy(instance().alias(INST)).count()
                         .withColumnRenamed("count", "n").collect()}
-            part = df.groupBy(*[_c(c) for c in group_cols]).agg(
+            part = df.groupBy(*[column(c) for c in group_cols]).agg(
                 *[agg.alias(name) for name, agg, _ in partials], F.max(SEQ).alias(SEQ))
             old_path = _latest_state(state_dir, batch_id)
             if old_path is not None:
                 old = df.sparkSession.read.parquet(old_path)
-                old = old.select(*[_c(c).alias("__o_" + c) for c in group_cols],
-                                 *[_c(p).alias("__o" + p) for p, _, _ in partials],
+                old = old.select(*[column(c).alias("__o_" + c) for c in group_cols],
+                                 *[column(p).alias("__o" + p) for p, _, _ in partials],
                                  F.lit(True).alias("__present"))
                 cond = None
                 for c in group_cols:
-                    eq = _c(c).eqNullSafe(_c("__o_" + c))
+                    eq = column(c).eqNullSafe(column("__o_" + c))
                     cond = eq if cond is None else cond & eq
                 merged = part.join(old, cond, "left")
                 kept = old.join(part, cond, "left_anti")
@@ -104,29 +101,29 @@ def native_writer(element: dict, spec: dict, state_dir: str,
                 kept = None
             for p, _, how in partials:
                 if old_path is not None:
-                    merged = merged.withColumn(p, _combine(how, _c(p), _c("__o" + p)))
+                    merged = merged.withColumn(p, _combine(how, column(p), column("__o" + p)))
             merged = merged.persist()
-            state = merged.select(*[_c(c) for c in group_cols], *[_c(p) for p, _, _ in partials])
+            state = merged.select(*[column(c) for c in group_cols], *[column(p) for p, _, _ in partials])
             if kept is not None:
                 state = state.unionByName(kept.select(
-                    *[_c("__o_" + c).alias(c) for c in group_cols],
-                    *[_c("__o" + p).alias(p) for p, _, _ in partials]))
-            values = [_c(col).cast(spark_type(types[item])).alias(item) for item, col in spec["groups"]]
+                    *[column("__o_" + c).alias(c) for c in group_cols],
+                    *[column("__o" + p).alias(p) for p, _, _ in partials]))
+            values = [column(col).cast(spark_type(types[item])).alias(item) for item, col in spec["groups"]]
             for i, (item, fn, _) in enumerate(spec["aggregates"]):
                 if fn in ("max", "min"):
-                    value = _c(f"__m{i}")
+                    value = column(f"__m{i}")
                 elif fn == "sum":
-                    value = _c(f"__s{i}")
+                    value = column(f"__s{i}")
                 elif fn == "count":
-                    value = _c(f"__c{i}")
+                    value = column(f"__c{i}")
                 else:
-                    value = F.when(_c(f"__c{i}") > 0, _c(f"__s{i}") / _c(f"__c{i}"))
+                    value = F.when(column(f"__c{i}") > 0, column(f"__s{i}") / column(f"__c{i}"))
                 values.append(value.cast(spark_type(types[item])).alias(item))
             rows = merged.select(F.lit(batch_id).alias(BATCH), instance().alias(INST),
                                  F.col(SEQ), F.lit(0).cast("long").alias(SUB),
-                                 F.when(_c("__present"), F.lit("u")).otherwise(F.lit("i")).alias(OP),
+                                 F.when(column("__present"), F.lit("u")).otherwise(F.lit("i")).alias(OP),
                                  *values)
-            rows = rows.select(BATCH, INST, SEQ, SUB, OP, *[_c(c) for c, _ in element["columns"]])
+            rows = rows.select(BATCH, INST, SEQ, SUB, OP, *[column(c) for c, _ in element["columns"]])
             ops = {r[OP]: int(r["n"]) for r in rows.groupBy(OP).count()
                    .withColumnRenamed("count", "n").collect()}
             if sum(ops.values()):

@@ -20,6 +20,8 @@ from pyspark.sql import types as T
 from ccl import nodes as n
 from ccl.partition_functions import why_not_compilable
 
+from .types import column
+
 INSTANCE = "__instance"
 BAD_REASON = "__bad_reason"
 
@@ -52,9 +54,6 @@ def column_kinds(schema: T.StructType) -> dict[str, str]:
             out[f.name] = kind
     return out
 
-
-def _quoted(name: str) -> Column:
-    return F.col("`" + name.replace("`", "``") + "`")
 
 
 class _Compiler:
@@ -130,7 +129,7 @@ class _Compiler:
             kind = self.columns.get(e.field.name)
             if kind is None:
                 raise NotCompilable(f"column '{e.field.name}' of an unsupported type")
-            return _Typed(_quoted(e.field.name), kind)
+            return _Typed(column(e.field.name), kind)
         if isinstance(e, n.Unary):
             v = self.expr(e.operand, env)
             if e.op == "not":
@@ -299,7 +298,7 @@ def interpreter_udf(block: n.Block, source: str, target: str, count: int,
         return pd.DataFrame({"instance": pd.array([i for i, _ in out], dtype="Int32"),
                              "reason": [r for _, r in out]})
 
-    return assign(F.struct(*[_quoted(c).alias(c) for c in columns]))
+    return assign(F.struct(*[column(c).alias(c) for c in columns]))
 
 
 def _plain(record: dict) -> dict:
@@ -326,12 +325,12 @@ def assign_instances(df: DataFrame, spec: n.PartitionSpec, source: str, target: 
                      functions: Optional[Mapping[str, n.FuncDef]] = None) -> tuple[DataFrame, Assignment]:
     """``df`` with an instance column (0..count-1, null for a bad record) and a bad-record reason."""
     if spec.method == "hash":
-        instance = F.pmod(F.hash(*[_quoted(c.name) for c in spec.columns]), F.lit(count))
+        instance = F.pmod(F.hash(*[column(c.name) for c in spec.columns]), F.lit(count))
         return _with(df, instance, None), Assignment("hash")
     if spec.method == "roundrobin":
         if sequence is None:
             raise ValueError("ROUNDROBIN needs the sequence number column")
-        instance = F.pmod(_quoted(sequence), F.lit(count).cast("long")).cast("int")
+        instance = F.pmod(column(sequence), F.lit(count).cast("long")).cast("int")
         return _with(df, instance, None), Assignment("roundrobin")
     try:
         instance = compile_custom(spec.body, source, target, count, column_kinds(df.schema))

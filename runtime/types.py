@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 _SIMPLE = {
@@ -34,3 +36,8 @@ def spark_type(ccl_type: str) -> T.DataType:
 def struct(columns: Sequence[Sequence[str]]) -> T.StructType:
     """The Spark schema of a plan's ``columns`` list (``[[name, type], ...]``)."""
     return T.StructType([T.StructField(name, spark_type(t), True) for name, t in columns])
+
+
+def column(name: str) -> Column:
+    """The column ``name`` (a CCL name may hold characters Spark would parse: quoted)."""
+    return F.col("`" + name.replace("`", "``") + "`")

@@ -195,7 +195,7 @@ def test_explain_prints_the_physical_plan_after_the_partitioning():
     instances: 2
     state: join of 2 sources (left); aggregation: 1 GROUP BY expression(s), 1 aggregate(s); \
 window keyed by (isin) with KEEP 1 MINUTE
-    path: per-instance (stateful: per-instance state in transformWithState)
+    path: per-instance (per-instance state in transformWithState)
     broadcast inputs: volumeW
 """ in physical
     assert "  1. priceW: input window, line 1 of hash_vwap_broadcast.ccl\n    partitioning: none\n" \
@@ -206,7 +206,10 @@ window keyed by (isin) with KEEP 1 MINUTE
 def test_explain_physical_paths_state_kinds_and_modules():
     text = explain_physical(plan_of("crypto_orderbook_modules.ccl", VALID))
     assert "module instance partitioning: 4 partitions" in text
-    assert "path: native (stateless: filter and projection as Spark expressions)" in text
+    assert "path: per-instance (per-instance state in transformWithState)" in text
+    seeds = explain_physical(plan_of("hash_maxprice.ccl"))
+    assert "1. priceW: input stream" in seeds
+    assert "path: native (input stream without state: Spark expressions)" in seeds
     flex = plan_of("flex_keycache_example2.ccl")
     assert state_kind(flex["elements"][1]).startswith("flex: 1 handler(s)")
     assert state_kind(flex["elements"][0]) == "none"
