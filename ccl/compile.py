@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from . import __version__
-from .physical import NATIVE, PER_INSTANCE, path_of
+from .physical import NATIVE, PER_INSTANCE, instance_count, path_of
 
 JOB_TEMPLATE = "job.py.j2"
 BUNDLE_NAME = "ccl_runtime.zip"
@@ -52,16 +52,6 @@ def _word(value: object, vocabulary: tuple[str, ...], default: str) -> str:
 
 def _int(value: object) -> Optional[int]:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def instance_count(element: Mapping) -> int:
-    """How many partition instances an element runs as (a module PARTITION multiplies)."""
-    count = 1
-    for key in ("module_partition", "partition"):
-        part = element.get(key)
-        if part and _int(part.get("count")):
-            count *= int(part["count"])
-    return count
 
 
 def element_inputs(element: Mapping) -> list[str]:

@@ -177,7 +177,7 @@ def _copy_as(src: str, directory: str, name: str) -> str:
 def check_resumable(pd: ProjectDir, plan: dict) -> None:
     """Refuse a checkpoint made by another project or with other partition counts (the driver
     would refuse it too, but only after spark-submit started)."""
-    from .compile import instance_count
+    from .physical import changed_instances
 
     old = read_json(os.path.join(pd.checkpoint, "plan.json"))
     if old is None:
@@ -186,15 +186,12 @@ def check_resumable(pd: ProjectDir, plan: dict) -> None:
         raise UsageError(f"{pd.name} holds a checkpoint of project {old.get('project')!r}, not "
                          f"{plan.get('project')!r}: deploy under another --name, or remove "
                          f"{pd.root} to start again")
-    before = {e.get("name"): instance_count(e) for e in old.get("elements", [])}
-    for e in plan.get("elements", []):
-        count = before.get(e.get("name"))
-        if count is not None and count != instance_count(e):
-            raise UsageError(
-                f"element '{e['name']}' had {count} partition instance(s) in the checkpoint of "
-                f"{pd.name} and has {instance_count(e)} now: its state is split by instance. Set "
-                f"PARTITIONS back to {count}, or deploy under another --name (or remove "
-                f"{pd.checkpoint}) to begin with empty state")
+    for name, count, now in changed_instances(old, plan):
+        raise UsageError(
+            f"element '{name}' had {count} partition instance(s) in the checkpoint of "
+            f"{pd.name} and has {now} now: its state is split by instance. Set "
+            f"PARTITIONS back to {count}, or deploy under another --name (or remove "
+            f"{pd.checkpoint}) to begin with empty state")
 
 
 # --------------------------------------------------------------------------------------------------

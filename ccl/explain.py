@@ -125,8 +125,8 @@ def _partition_lines(part: Mapping, what: str) -> list[str]:
 def explain_physical(plan: Mapping) -> str:
     """Per plan element: kind and role, partitioning, instance count, state, path (with why) and
     broadcast inputs, in the order the elements run."""
-    from .compile import element_inputs, instance_count
-    from .physical import path_of
+    from .compile import element_inputs
+    from .physical import instance_count, path_of
 
     elements = plan.get("elements", [])
     lines = [f"physical plan ({len(elements)} element(s), in the order they run):"]

@@ -13,6 +13,24 @@ PER_INSTANCE = "per-instance"
 NATIVE_AGGREGATES = ("count", "sum", "min", "max", "avg")
 
 
+def instance_count(element: Mapping) -> int:
+    """How many partition instances an element runs as (a module PARTITION multiplies)."""
+    count = 1
+    for key in ("module_partition", "partition"):
+        part = element.get(key)
+        if part and isinstance(part.get("count"), int) and part["count"] > 0:
+            count *= part["count"]
+    return count
+
+
+def changed_instances(old: Mapping, new: Mapping) -> list[tuple[str, int, int]]:
+    """(element, count before, count now) for each element of plan ``new`` whose instance count
+    differs from plan ``old``'s: state split by instance cannot be carried over."""
+    before = {e.get("name"): instance_count(e) for e in old.get("elements", [])}
+    return [(e["name"], before[e["name"]], instance_count(e)) for e in new.get("elements", [])
+            if e.get("name") in before and before[e["name"]] != instance_count(e)]
+
+
 def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]:
     """(path, why) for one plan element (docs/plan.md); ``plan`` lets the rule look at sources.
 

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ccl import nodes as n
-from ccl.physical import NATIVE, native_aggregation, path_of
+from ccl.physical import NATIVE, changed_instances, native_aggregation, path_of
 
 from .engine.changes import OPS
 from .native_agg import native_writer
@@ -99,24 +99,12 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
 
 
 def _check_compatible(old: dict, new: dict, root: str) -> None:
-    old_counts = {e["name"]: instance_count(e) for e in old["elements"]}
-    for e in new["elements"]:
-        before = old_counts.get(e["name"])
-        if before is not None and before != instance_count(e):
-            raise RunError(
-                f"element '{e['name']}' had {before} partition instance(s) in the checkpoint "
-                f"{root} and has {instance_count(e)} now: its state is split by instance and cannot "
-                f"be carried over. Set PARTITIONS back to {before}, or start from a new "
-                f"checkpoint directory (or delete this one) to begin again with empty state.")
-
-
-def instance_count(element: dict) -> int:
-    """How many partition instances an element has (modules multiply)."""
-    count = 1
-    for key in ("module_partition", "partition"):
-        if element.get(key):
-            count *= int(element[key]["count"])
-    return count
+    for name, before, now in changed_instances(old, new):
+        raise RunError(
+            f"element '{name}' had {before} partition instance(s) in the checkpoint "
+            f"{root} and has {now} now: its state is split by instance and cannot "
+            f"be carried over. Set PARTITIONS back to {before}, or start from a new "
+            f"checkpoint directory (or delete this one) to begin again with empty state.")
 
 
 def buckets_of(root: str) -> int:

@@ -18,8 +18,10 @@ from typing import Iterator, Optional
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from ccl.physical import instance_count
+
 from .csv_output import write_csv
-from .job import BATCH, RunDirs, changelog_schema, instance_count
+from .job import BATCH, RunDirs, changelog_schema
 from .processor import INST, OP, SEQ, SUB
 
 OUTPUT_ADAPTERS = ("toolkit_file_csv_output", "dsv_out", "toolkit_file_csv_output_adapter")
