@@ -1,4 +1,5 @@
-"""Keep Spark's Python-worker chatter off the user's terminal.
+"""Keep Spark's Python-worker chatter (and log lines about what the runtime does on purpose) off
+the user's terminal.
 
 PySpark's transformWithState driver worker prints "Streaming TransformWithStateInPandas Python
 worker ..." lines (and a blank line after each) for every batch and group; the JVM copies them to
@@ -15,6 +16,15 @@ import threading
 from typing import Iterator
 
 _NOISE = re.compile(rb"(Starting )?Streaming TransformWithStateInPandas Python worker")
+# Log lines Spark writes for what the runtime does on purpose: streaming turns AQE off, until-idle
+# runs stop queries between (empty) batches, a 100 ms poll trigger is "falling behind".
+_HARMLESS = re.compile(
+    rb"(ResolveWriteToStream: spark\.sql\.adaptive\.enabled is not supported"
+    rb"|MicroBatchExecution: Disabling AQE"
+    rb"|ProcessingTimeExecutor: Current batch is falling behind"
+    rb"|DAGScheduler: Failed to cancel job group"
+    rb"|TorrentBroadcast: Store broadcast \S+ fail"
+    rb"|TransformWithStateInPySparkStateServer: No more data to read from the socket)")
 _PREFIXES = (b"Starting Streaming TransformWithStateInPandas", b"Streaming TransformWithStateInPandas")
 
 
@@ -50,6 +60,8 @@ def _filter(source: int, target: int) -> None:
                 continue
             if dropped and not line:
                 dropped = False
+                continue
+            if _HARMLESS.search(line):
                 continue
             dropped = False
             out.append(line + b"\n")

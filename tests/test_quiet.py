@@ -36,3 +36,10 @@ def test_chatter_and_its_blank_lines_are_dropped_the_rest_passes():
 
 def test_blank_lines_of_others_stay():
     assert _through([b"a\n\nb\n"]) == b"a\n\nb\n"
+
+
+def test_known_harmless_spark_lines_are_dropped_others_kept():
+    got = _through([b"26/11/22 10:52:23 WARN DAGScheduler: Failed to cancel job group 57. Cannot find\n",
+                    b"26/11/22 10:52:23 ERROR TorrentBroadcast: Store broadcast broadcast_29 fail, x\n",
+                    b"26/11/22 10:52:23 ERROR Executor: Exception in task 1.0\n"])
+    assert got == b"26/11/22 10:52:23 ERROR Executor: Exception in task 1.0\n"
