@@ -16,7 +16,7 @@ from runtime.engine.cache import Declared
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.element import Engine
 from runtime.engine.expr import coerce_row
-from runtime.engine.stages import STRICT_KEEPS, RowRefused, SourceStage, key_of
+from runtime.engine.stages import STRICT_KEEPS, RowRefused, SourceStage, apply_to_window, key_of
 from runtime.engine.store import Store
 
 __all__ = ["FlexEngine", "make_engine"]
@@ -227,24 +227,12 @@ class FlexEngine:
             if self.kind == "delta stream":
                 letter = {"i": "i", "u": "u", "p": "u", "d": "d", "s": "d"}[op]
                 return [Emit(letter, seq, row)]
-            return [_emit(c) for c in self._window(state["output"], op, key, row, seq, now_ms)]
+            assert self.store is not None
+            changes = apply_to_window(self.store, state["output"], self.strict, self.name, op, key,
+                                      row, seq, now_ms)
+            return [_emit(c) for c in changes]
         except RowRefused as e:
             return [Bad(f"output: {e}", seq, port, row)]
-
-    def _window(self, store_state: dict, op: str, key: tuple, row: dict, seq: int,
-                now_ms: int) -> list[Change]:
-        store = self.store
-        assert store is not None
-        present = store.get(store_state, key) is not None
-        shown = "(" + ", ".join(repr(v) for v in key) + ")"
-        if self.strict:
-            if op == "i" and present:
-                raise RowRefused(f"duplicate key {shown} in {self.name}")
-            if op in ("u", "d") and not present:
-                raise RowRefused(f"no row with key {shown} in {self.name}")
-        if op in ("d", "s"):
-            return store.delete(store_state, key, seq)
-        return store.upsert(store_state, key, row, seq, now_ms)
 
 
 class _Row(dict):

@@ -39,6 +39,22 @@ def truth(value: object) -> bool:
     return value is not None and bool(value)
 
 
+def apply_to_window(store: Store, store_state: dict, strict: bool, name: str, op: str, key: tuple,
+                    row: dict, seq: int, now_ms: int) -> list[Change]:
+    """One opcode applied to a keyed window: under strict keys an insert of a present key and an
+    update or delete of a missing one raise RowRefused; otherwise a delete/safedelete removes
+    and anything else upserts."""
+    present = store.get(store_state, key) is not None
+    if strict:
+        if op == "i" and present:
+            raise RowRefused(f"duplicate key {_show_key(key)} in {name}")
+        if op in ("u", "d") and not present:
+            raise RowRefused(f"no row with key {_show_key(key)} in {name}")
+    if op in ("d", "s"):
+        return store.delete(store_state, key, seq)
+    return store.upsert(store_state, key, row, seq, now_ms)
+
+
 class InputStage:
     """An input window, stream or delta stream: applies the raw rows the runtime delivers."""
 
@@ -102,16 +118,8 @@ class InputStage:
 
     def _window(self, store_state: dict, op: str, key: tuple, row: dict, seq: int,
                 now_ms: int) -> list[Change]:
-        store = self.store
-        present = store.get(store_state, key) is not None
-        if self.strict:
-            if op == "i" and present:
-                raise RowRefused(f"duplicate key {_show_key(key)} in {self.name}")
-            if op in ("u", "d") and not present:
-                raise RowRefused(f"no row with key {_show_key(key)} in {self.name}")
-        if op in ("d", "s"):
-            return store.delete(store_state, key, seq)
-        return store.upsert(store_state, key, row, seq, now_ms)
+        return apply_to_window(self.store, store_state, self.strict, self.name, op, key, row, seq,
+                               now_ms)
 
     def expire(self, state: dict, now_ms: int, seq: int) -> list[Change]:
         """Deletes of rows a time KEEP evicts."""
