@@ -32,12 +32,10 @@ from ccl.physical import NATIVE, changed_instances, native_aggregation, path_of
 from .engine.changes import OPS
 from .native_agg import native_writer
 from .partition_fn import BAD_REASON, INSTANCE, assign_instances
-from .processor import (INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
+from .processor import (BATCH, INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
                         output_schema, port_column)
 from .types import column, struct
 
-
-BATCH = "__batch"
 
 
 class RunError(Exception):
@@ -67,6 +65,10 @@ class RunDirs:
 
     def of(self, what: str, element: str) -> str:
         return os.path.join(self.root, what, _safe(element))
+
+    def batch_file(self, what: str, element: str, batch_id: int, ext: str) -> str:
+        """``WHAT/ELEMENT/batch-N.EXT``: one micro-batch's changelog, stats or bad records."""
+        return os.path.join(self.of(what, element), f"batch-{batch_id:08d}.{ext}")
 
     def tmp(self) -> str:
         return tempfile.mkdtemp(dir=os.path.join(self.root, "tmp"))
@@ -291,16 +293,14 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
     for a native aggregation the source's changelog)."""
     name = element["name"]
     cols = [c for c, _ in element["columns"]]
-    native = path_of(element)[0] == NATIVE
-    spec = native_aggregation(element, plan) if native_operators else None
-    if spec is not None:
+    native = native_path(element, plan, native_operators)
+    if native == "aggregation":
         return native_writer(
-            element, spec, dirs.of("native", name),
+            element, native_aggregation(element, plan), dirs.of("native", name),
             write_parquet=lambda df, path: _single_parquet(df, path, dirs),
             write_stats=lambda batch_id, stats: _atomic_json(
-                os.path.join(dirs.of("stats", name), f"batch-{batch_id:08d}.json"), stats),
-            changelog_path=lambda batch_id: os.path.join(dirs.of("changelog", name),
-                                                         f"batch-{batch_id:08d}.parquet"))
+                dirs.batch_file("stats", name, batch_id, "json"), stats),
+            changelog_path=lambda batch_id: dirs.batch_file("changelog", name, batch_id, "parquet"))
 
     def write(df: DataFrame, batch_id: int) -> None:
         df = df.persist()
@@ -311,19 +311,19 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
             for r in counts:
                 if r[KIND] == "row":
                     rows_out[r[OP]] = rows_out.get(r[OP], 0) + r["n"]
-            if native:  # one output row per input row, no stat rows
+            if native == "input":  # one output row per input row, no stat rows
                 instances: dict[str, int] = {}
                 for r in counts:
                     instances[str(r[INST])] = instances.get(str(r[INST]), 0) + int(r["n"])
             else:
                 instances = {str(r[INST]): int(r["s"]) for r in counts if r[KIND] == "stat"}
-            stem = f"batch-{batch_id:08d}"
             if sum(rows_out.values()):
                 data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
                                                              *[column(c) for c in cols])
-                _single_parquet(data, os.path.join(dirs.of("changelog", name), stem + ".parquet"), dirs)
-            bad = _write_bad(df.where(F.col(KIND) == "bad"), name, os.path.join(dirs.of("bad", name), stem + ".jsonl"))
-            _atomic_json(os.path.join(dirs.of("stats", name), stem + ".json"),
+                _single_parquet(data, dirs.batch_file("changelog", name, batch_id, "parquet"), dirs)
+            bad = _write_bad(df.where(F.col(KIND) == "bad"), name,
+                             dirs.batch_file("bad", name, batch_id, "jsonl"))
+            _atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
                          {"rows_in": sum(instances.values()), "rows_out": rows_out, "bad": bad,
                           "instances": instances})
         finally:
@@ -370,6 +370,17 @@ def input_frame(spark: SparkSession, plan: dict, element: dict, options: RunOpti
             .withColumnRenamed("__bad", WHY).withColumnRenamed("__raw", RAW))
 
 
+def native_path(element: dict, plan: dict, native_operators: bool = True) -> Optional[str]:
+    """How Spark runs ``element`` natively (ccl/physical.py): ``"input"`` (an input stream as
+    expressions), ``"aggregation"`` (runtime/native_agg.py), or None for the per-instance path.
+    ``native_operators=False`` keeps aggregations on the per-instance path."""
+    if path_of(element)[0] == NATIVE:
+        return "input"
+    if native_operators and native_aggregation(element, plan) is not None:
+        return "aggregation"
+    return None
+
+
 def native_input(element: dict, frame: DataFrame) -> DataFrame:
     """An input stream's processor output computed by Spark expressions (ccl/physical.py): what
     the engine's input stage does for a stream, row by row. Every input row gives one output row:
@@ -413,9 +424,10 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
                   for _, src in ports_of(element)]
     else:
         return None
-    if options.native_operators and native_aggregation(element, plan) is not None:
-        return frames[0]  # aggregated per batch by runtime/native_agg.py
-    if path_of(element)[0] == NATIVE:
+    native = native_path(element, plan, options.native_operators)
+    if native == "aggregation":
+        return frames[0]  # aggregated per batch by runtime/native_agg.py (see batch_writer)
+    if native == "input":
         return native_input(element, frames[0])
     proc_in = processor_input(plan, element, frames, buckets)
     # Time-based KEEPs need processing-time timers. The time mode is part of the checkpoint, so it

@@ -20,10 +20,9 @@ from typing import Callable, Optional
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from .processor import INST, OP, SEQ, SUB
+from .processor import BATCH, INST, OP, SEQ, SUB
 from .types import column, spark_type
 
-BATCH = "__batch"
 _STATE = re.compile(r"state-(\d+)\.parquet$")
 
 
@@ -52,13 +51,14 @@ def _combine(how: str, new: Column, old: Column) -> Column:
     return F.when(old.isNull(), new).when(new.isNull(), old).otherwise(new + old)
 
 
-def _latest_state(directory: str, before: int) -> Optional[str]:
+def _snapshots(directory: str) -> list[tuple[int, str]]:
+    """(batch id, path) of the group-total snapshots in ``directory``."""
     found = []
     for path in glob.glob(os.path.join(directory, "state-*.parquet")):
         m = _STATE.search(path)
-        if m and int(m.group(1)) < before:
+        if m:
             found.append((int(m.group(1)), path))
-    return max(found)[1] if found else None
+    return found
 
 
 def native_writer(element: dict, spec: dict, state_dir: str,
@@ -78,13 +78,15 @@ def native_writer(element: dict, spec: dict, state_dir: str,
 
     def write(df: DataFrame, batch_id: int) -> None:
         df = df.where(~F.col(OP).isin("d", "s")).persist()
+        merged: Optional[DataFrame] = None
         try:
             received = {str(r[INST]): int(r["n"]) for r in
                         df.groupBy(instance().alias(INST)).count()
                         .withColumnRenamed("count", "n").collect()}
             part = df.groupBy(*[column(c) for c in group_cols]).agg(
                 *[agg.alias(name) for name, agg, _ in partials], F.max(SEQ).alias(SEQ))
-            old_path = _latest_state(state_dir, batch_id)
+            earlier = [snap for snap in _snapshots(state_dir) if snap[0] < batch_id]
+            old_path = max(earlier)[1] if earlier else None
             if old_path is not None:
                 old = df.sparkSession.read.parquet(old_path)
                 old = old.select(*[column(c).alias("__o_" + c) for c in group_cols],
@@ -95,13 +97,12 @@ def native_writer(element: dict, spec: dict, state_dir: str,
                     eq = column(c).eqNullSafe(column("__o_" + c))
                     cond = eq if cond is None else cond & eq
                 merged = part.join(old, cond, "left")
+                for p, _, how in partials:
+                    merged = merged.withColumn(p, _combine(how, column(p), column("__o" + p)))
                 kept = old.join(part, cond, "left_anti")
             else:
                 merged = part.withColumn("__present", F.lit(None).cast("boolean"))
                 kept = None
-            for p, _, how in partials:
-                if old_path is not None:
-                    merged = merged.withColumn(p, _combine(how, column(p), column("__o" + p)))
             merged = merged.persist()
             state = merged.select(*[column(c) for c in group_cols], *[column(p) for p, _, _ in partials])
             if kept is not None:
@@ -129,13 +130,13 @@ def native_writer(element: dict, spec: dict, state_dir: str,
             if sum(ops.values()):
                 write_parquet(rows, changelog_path(batch_id))
             write_parquet(state, os.path.join(state_dir, f"state-{batch_id:08d}.parquet"))
-            for stale in glob.glob(os.path.join(state_dir, "state-*.parquet")):
-                m = _STATE.search(stale)
-                if m and int(m.group(1)) < batch_id - 1:
+            for n, stale in earlier:
+                if n < batch_id - 1:  # batch N-1's stays: a replay of this batch reads it
                     os.remove(stale)
             write_stats(batch_id, {"rows_in": sum(received.values()), "rows_out": ops, "bad": {},
                                    "instances": received})
-            merged.unpersist()
         finally:
+            if merged is not None:
+                merged.unpersist()
             df.unpersist()
     return write

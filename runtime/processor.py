@@ -28,6 +28,8 @@ from .types import struct
 KIND, INST, SEQ, SUB, OP, INFO = "__kind", "__inst", "__seq", "__sub", "__op", "__info"
 META = [(KIND, T.StringType()), (INST, T.IntegerType()), (SEQ, T.LongType()),
         (SUB, T.LongType()), (OP, T.StringType()), (INFO, T.StringType())]
+# The changelog's micro-batch column (written by the batch writers, not by the processor).
+BATCH = "__batch"
 # Columns of the processor's input rows besides one struct per port (``__p0``, ``__p1``, ...).
 # Expiry emits rows with the sequence number of the last row seen: their ``__sub`` starts here so
 # that they sort after the rows that number already produced.
@@ -102,8 +104,7 @@ class ElementProcessor(StatefulProcessor):
         by_instance: dict[int, list[tuple]] = defaultdict(list)
         for r in rows:
             port = r[PORT]
-            values = r[port_column(port)]
-            values = _plain(values)
+            values = _plain(r[port_column(port)])
             if r[WHY] is not None:  # a row that does not parse, or got no instance
                 values = (r[WHY], {"line": r[RAW]} if r[RAW] is not None else values)
             by_instance[r[INST]].append((r[SEQ], r[SRC], r[SUB], port, r[OP], r[WHY] is not None,

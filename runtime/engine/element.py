@@ -18,6 +18,7 @@ from ccl import nodes as n
 from runtime.engine.cache import Declared
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.expr import Expressions, SplashError, coerce_row
+from runtime.engine.join import null_filled
 from runtime.engine.stages import (
     InputStage,
     OutputStage,
@@ -287,7 +288,6 @@ class Engine:
 
 
 def _filled(rows: Optional[Mapping], columns: Mapping[str, Sequence[str]]) -> Optional[dict]:
-    from runtime.engine.join import null_filled
     return null_filled(rows, columns) if rows is not None else None
 
 
