@@ -540,6 +540,7 @@ def _bindings(items: list[str]) -> dict[str, str]:
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl run`: check, plan and run a project on Spark."""
     from .planner import PlanError, build_plan
+    from .project_config import project_name
 
     inputs = _bindings(args.input)
     config, analysis, diags = _check(args.file, args)
@@ -553,20 +554,20 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except PlanError as exc:
         err.write(f"{exc}\n")
         return EXIT_ERRORS
-    unknown = sorted(set(inputs) - {e["name"] for e in plan["elements"]
-                                    if e["role"] == "input" and e["query"] is None})
+    from runtime.job import RunError, RunOptions, is_input
+    from runtime.quiet import filtered_stderr
+    from runtime.run import run_plan, status_writer
+    from runtime.session import get_session
+
+    unknown = sorted(set(inputs) - {e["name"] for e in plan["elements"] if is_input(e)})
     if unknown:
         raise UsageError(f"--input {unknown[0]}=...: the project has no input element of that name")
-    from runtime.job import RunError, RunOptions
-    from runtime.run import run_plan
-    from runtime.quiet import filtered_stderr
-    from runtime.session import get_session
 
     settings = config.settings
     if settings["spark.state_store"] != "rocksdb":
         raise UsageError("spark.state_store: stateful elements run in transformWithState, which "
                          "needs the rocksdb state store")
-    project = os.path.splitext(os.path.basename(args.file))[0]
+    project = project_name(args.file)
     out_dir = args.output_dir or os.path.join(str(settings["runtime.output_dir"]), project)
     run_dir = args.checkpoint
     if run_dir == "":
@@ -583,8 +584,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                                 int(settings["spark.shuffle_partitions"]))
             spark.sparkContext.setLogLevel(str(settings["runtime.log_level"]))
             try:
-                result = run_plan(spark, plan, options, out_dir,
-                                  status=lambda line: err.write("\r" + line + "   ") and err.flush())
+                result = run_plan(spark, plan, options, out_dir, status=status_writer(err))
             finally:
                 spark.stop()
     except RunError as exc:
@@ -593,7 +593,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
-    bad_file = config.settings.setting("runtime.bad_record_path")
+    bad_file = settings.setting("runtime.bad_record_path")
     if bad_file.source != SOURCE_DEFAULTS:  # ESP's bad-record-file: one file of the run's bad records
         _copy_file(os.path.join(out_dir, "_bad_records.jsonl"), str(bad_file.value))
     out.write(result.summary())

@@ -6,7 +6,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, TextIO
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
@@ -18,6 +18,25 @@ from .outputs import element_stats, write_outputs
 
 
 IDLE_POLL = "100 milliseconds"  # trigger of until-idle queries that cannot use availableNow
+
+
+STATUS_EVERY = 30.0  # seconds between status lines when stderr is a file (a driver log)
+
+
+def status_writer(err: TextIO) -> Callable[[str], None]:
+    """The live status line: rewritten in place on a terminal; in a log file one line every
+    :data:`STATUS_EVERY` seconds."""
+    if getattr(err, "isatty", lambda: False)():
+        return lambda line: err.write("\r" + line + "   ") and err.flush()
+    last = [0.0]
+
+    def write(line: str) -> None:
+        now = time.monotonic()
+        if now - last[0] >= STATUS_EVERY:
+            last[0] = now
+            err.write(time.strftime("%Y-%m-%d %H:%M:%S ") + line + "\n")
+            err.flush()
+    return write
 
 
 @dataclass

@@ -131,7 +131,7 @@ def run_job(spark, plan: dict, args: argparse.Namespace, out: TextIO, err: TextI
     """Run ``plan`` on ``spark`` with parsed options; prints per-element counts like ``ccl run``.
     Does not stop the session."""
     from .job import RunError, RunOptions
-    from .run import run_plan
+    from .run import run_plan, status_writer
 
     inputs = getattr(args, "inputs", None)
     if inputs is None:
@@ -142,31 +142,12 @@ def run_job(spark, plan: dict, args: argparse.Namespace, out: TextIO, err: TextI
     options = RunOptions(inputs=inputs, base_dir=base_dir, run_dir=args.checkpoint,
                          until_idle=args.until_idle, trigger_interval=args.trigger_interval)
     try:
-        result = run_plan(spark, plan, options, out_dir, status=_status_writer(err))
+        result = run_plan(spark, plan, options, out_dir, status=status_writer(err))
     except RunError as exc:
         err.write(f"ccl job: {exc}\n")
         return EXIT_FAILED
     out.write(result.summary())
     return EXIT_OK
-
-
-STATUS_EVERY = 30.0  # seconds between status lines when stderr is a file (a driver log)
-
-
-def _status_writer(err: TextIO):
-    """The live status line: rewritten in place on a terminal; in a log file one line every
-    :data:`STATUS_EVERY` seconds."""
-    if getattr(err, "isatty", lambda: False)():
-        return lambda line: err.write("\r" + line + "   ") and err.flush()
-    last = [0.0]
-
-    def write(line: str) -> None:
-        now = time.monotonic()
-        if now - last[0] >= STATUS_EVERY:
-            last[0] = now
-            err.write(time.strftime("%Y-%m-%d %H:%M:%S ") + line + "\n")
-            err.flush()
-    return write
 
 
 def _write_pid_file(path: str) -> None:
