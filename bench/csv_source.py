@@ -15,12 +15,17 @@ import argparse
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
 
-from runtime.csv_source import FileSpec, read_input
-from runtime.session import get_session
-from runtime.types import struct
+# Run as a script, this directory is sys.path[0], where bench/runtime.py would shadow the
+# runtime package.
+sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from runtime.csv_source import FileSpec, read_input  # noqa: E402
+from runtime.session import get_session  # noqa: E402
+from runtime.types import struct  # noqa: E402
 
 COLUMNS = [["isin", "string"], ["price", "money(4)"], ["volume", "integer"], ["ts", "timestamp"],
            ["bid", "float"]]

@@ -10,13 +10,19 @@ Target (issue 4): compiled path at most 1.2 times HASH.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 from pyspark.sql import functions as F
 
-from ccl.parser import parse_text
-from runtime.partition_fn import assign_instances
-from runtime.session import get_session
+# Run as a script, this directory is sys.path[0], where bench/runtime.py would shadow the
+# runtime package.
+sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from ccl.parser import parse_text  # noqa: E402
+from runtime.partition_fn import assign_instances  # noqa: E402
+from runtime.session import get_session  # noqa: E402
 
 SEED = """CREATE INPUT STREAM priceW SCHEMA (isin string, price float);
 CREATE OUTPUT WINDOW maxPriceW PRIMARY KEY DEDUCED KEEP 5 MINUTES
