@@ -37,7 +37,7 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
     Native (Spark expressions and operators, no per-instance engine):
     - an input stream with no AUTOGENERATE and no WHERE (a row is an insert, a delete is dropped, a
       row that does not parse is a bad record);
-    - a partition-safe aggregation (:func:`native_aggregation`).
+    - a stream aggregation that never retracts (:func:`native_aggregation`).
     Everything else (input windows and delta streams, which check keys and opcodes; other derived
     elements; Flex operators) runs on the per-instance path.
     """
@@ -48,8 +48,8 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
     if element.get("query") is None and not element.get("flex"):
         return PER_INSTANCE, "input element: key and opcode rules need per-instance state"
     if plan is not None and native_aggregation(element, plan) is not None:
-        return NATIVE, ("partition-safe aggregation: Spark group-by per batch, merged into "
-                        "per-group totals")
+        return NATIVE, ("aggregation of a stream: Spark group-by per batch on (instance, group), "
+                        "merged into per-group totals")
     return PER_INSTANCE, "per-instance state in transformWithState"
 
 
@@ -64,20 +64,20 @@ def _column(expr: object, alias: str) -> Optional[str]:
 
 
 def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
-    """The parts of a GROUP BY window that partitioning cannot change and Spark can run natively,
-    or None.
+    """The parts of a GROUP BY window that Spark can run natively, or None.
 
     It must be a window with KEEP ALL over one *stream* (inserts only: nothing is ever retracted),
     no WHERE/HAVING/GROUP FILTER/FROM KEEP/DECLARE, grouped by plain columns, with count/sum/min/
-    max/avg of plain columns (not DISTINCT), select items that are group columns or aggregates,
-    and either no partitioning or HASH on columns that are all group columns (so every group
-    lives in one instance and the per-instance results are the unpartitioned ones).
+    max/avg of plain columns (not DISTINCT), and select items that are group columns or
+    aggregates. Any partitioning: the runtime gives each row its instance as the per-instance path
+    does and groups by (instance, group columns), so every instance has its own groups (with HASH
+    on group columns, a group lives in one instance and the result is the unpartitioned one).
     Returns ``{"source", "alias", "groups": [(item, column)], "aggregates": [(item, fn, column or
-    None)], "hash": [columns], "count": N}``.
+    None)]}``.
     """
     query = element.get("query")
     if (element.get("kind") != "window" or not query or len(query["selects"]) != 1
-            or element.get("flex") or element.get("declare") or element.get("module_partition")
+            or element.get("flex") or element.get("declare")
             or (element.get("keep") or {}).get("kind") != "all"):
         return None
     sel = query["selects"][0]
@@ -114,13 +114,4 @@ def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
     if sorted(element.get("key") or []) != sorted(name for name, _ in groups) \
             or sorted({c for _, c in groups}) != sorted(set(group_cols)):
         return None
-    part = element.get("partition")
-    hash_cols: list[str] = []
-    if part:
-        specs = part.get("specs") or []
-        if (part.get("broadcast") or len(specs) != 1 or specs[0]["method"] != "hash"
-                or not set(specs[0]["columns"]) <= set(group_cols)):
-            return None
-        hash_cols = list(specs[0]["columns"])
-    return {"source": source, "alias": alias, "groups": groups, "aggregates": aggregates,
-            "hash": hash_cols, "count": int(part["count"]) if part else 1}
+    return {"source": source, "alias": alias, "groups": groups, "aggregates": aggregates}

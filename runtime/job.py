@@ -53,7 +53,7 @@ class RunOptions:
     buckets: int = 8                                         # state groups per element (at most)
     trigger_interval: str = "1 second"                      # a Spark processing-time interval
     max_files_per_batch: Optional[int] = None
-    # False runs partition-safe aggregations on the per-instance path too (differential tests)
+    # False runs stream aggregations on the per-instance path too (differential tests)
     native_operators: bool = True
 
 
@@ -300,6 +300,9 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
             write_parquet=lambda df, path: _single_parquet(df, path, dirs),
             write_stats=lambda batch_id, stats: _atomic_json(
                 dirs.batch_file("stats", name, batch_id, "json"), stats),
+            write_bad=lambda rows, batch_id: _write_bad(
+                rows.select(_info(F.col(WHY), F.struct(*[column(c) for c in _data_columns(rows)]))
+                            .alias(INFO)), name, dirs.batch_file("bad", name, batch_id, "jsonl")),
             changelog_path=lambda batch_id: dirs.batch_file("changelog", name, batch_id, "parquet"))
 
     def write(df: DataFrame, batch_id: int) -> None:
@@ -329,6 +332,17 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
         finally:
             df.unpersist()
     return write
+
+
+def _info(reason: Column, row: Column) -> Column:
+    """The ``__info`` JSON of a bad record (as runtime.processor.bad_info writes it)."""
+    return F.to_json(F.struct(reason.alias("reason"), row.alias("row")))
+
+
+def _data_columns(frame: DataFrame) -> list[str]:
+    """The element columns of a frame in the processor's input layout (without its meta columns)."""
+    meta = {SEQ, SUB, SRC, OP, WHY, RAW, INST}
+    return [c for c in frame.columns if c not in meta]
 
 
 def _write_bad(bad: DataFrame, element: str, path: str) -> dict[str, int]:
@@ -392,11 +406,9 @@ def native_input(element: dict, frame: DataFrame) -> DataFrame:
     kind = (F.when(reason.isNotNull(), F.lit("bad"))
             .when(op.isin("d", "s"), F.lit("skip")).otherwise(F.lit("row")))
     cols = [c for c, _ in element["columns"]]
-    def info_of(row: Column) -> Column:
-        return F.to_json(F.struct(reason.alias("reason"), row.alias("row")))
     info = (F.when(reason.isNull(), F.lit(None))
-            .when(F.col(RAW).isNotNull(), info_of(F.struct(F.col(RAW).alias("line"))))
-            .otherwise(info_of(F.struct(*[column(c) for c in cols]))))
+            .when(F.col(RAW).isNotNull(), _info(reason, F.struct(F.col(RAW).alias("line"))))
+            .otherwise(_info(reason, F.struct(*[column(c) for c in cols]))))
     return frame.select(kind.alias(KIND), F.lit(0).alias(INST), F.col(SEQ), F.lit(0).cast("long").alias(SUB),
                         F.when(kind == "row", F.lit("i")).alias(OP), info.alias(INFO),
                         *[column(c) for c in cols])
@@ -425,8 +437,8 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
     else:
         return None
     native = native_path(element, plan, options.native_operators)
-    if native == "aggregation":
-        return frames[0]  # aggregated per batch by runtime/native_agg.py (see batch_writer)
+    if native == "aggregation":  # aggregated per batch by runtime/native_agg.py (see batch_writer)
+        return _with_instance(frames[0], element, by_name[ports_of(element)[0][1]])
     if native == "input":
         return native_input(element, frames[0])
     proc_in = processor_input(plan, element, frames, buckets)

@@ -1,10 +1,12 @@
-"""Partition-safe aggregations on Spark's own operators (see ``ccl.physical.native_aggregation``).
+"""Stream aggregations on Spark's own operators (see ``ccl.physical.native_aggregation``).
 
-Such a window (GROUP BY plain columns over a stream, KEEP ALL, count/sum/min/max/avg, no
-partitioning or HASH on group columns) gives the same rows whether or not it is partitioned, and
-never retracts: each micro-batch is aggregated with ``groupBy`` and merged into per-group partial
-totals kept as one Parquet snapshot per batch (``RUN/native/ELEMENT/state-N.parquet``). A replayed
-batch N reads snapshot N-1 again and rewrites the same files, as the per-instance path does.
+Such a window (GROUP BY plain columns over a stream, KEEP ALL, count/sum/min/max/avg) never
+retracts. Its input rows carry their partition instance (``__inst``, given by
+``runtime.job._with_instance`` exactly as on the per-instance path); each micro-batch is
+aggregated with ``groupBy(__inst, group columns)`` and merged into per-group partial totals kept as
+one Parquet snapshot per batch (``RUN/native/ELEMENT/state-N.parquet``), so every instance has its
+own groups. A replayed batch N reads snapshot N-1 again and rewrites the same files, as the
+per-instance path does. Rows that get no instance (``__why`` set) are bad records.
 
 Changelog rows: one per group the batch touched, ``i`` when the group is new and ``u`` otherwise,
 carrying the largest sequence number of the group's rows in the batch (the per-instance path
@@ -20,7 +22,7 @@ from typing import Callable, Optional
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from .processor import BATCH, INST, OP, SEQ, SUB
+from .processor import BATCH, INST, OP, SEQ, SUB, WHY
 from .types import column, spark_type
 
 _STATE = re.compile(r"state-(\d+)\.parquet$")
@@ -64,26 +66,23 @@ def _snapshots(directory: str) -> list[tuple[int, str]]:
 def native_writer(element: dict, spec: dict, state_dir: str,
                   write_parquet: Callable[[DataFrame, str], None],
                   write_stats: Callable[[int, dict], None],
+                  write_bad: Callable[[DataFrame, int], dict],
                   changelog_path: Callable[[int], str]) -> Callable[[DataFrame, int], None]:
-    """The foreachBatch function of a native aggregation; its input is the source's changelog."""
-    group_cols = sorted({c for _, c in spec["groups"]})
+    """The foreachBatch function of a native aggregation. Its input is the source's changelog with
+    ``__inst`` and ``__why``; ``write_bad(rows, batch_id)`` writes the rows with a ``__why`` as
+    bad records and returns their counts by reason."""
+    group_cols = [INST] + sorted({c for _, c in spec["groups"]})
     partials = _partials(spec)
     types = dict((name, t) for name, t in element["columns"])
-    count = spec["count"]
-
-    def instance() -> Column:
-        if not spec["hash"]:
-            return F.lit(0)
-        return F.pmod(F.hash(*[column(c) for c in spec["hash"]]), F.lit(count)).cast("int")
 
     def write(df: DataFrame, batch_id: int) -> None:
         df = df.where(~F.col(OP).isin("d", "s")).persist()
         merged: Optional[DataFrame] = None
         try:
             received = {str(r[INST]): int(r["n"]) for r in
-                        df.groupBy(instance().alias(INST)).count()
-                        .withColumnRenamed("count", "n").collect()}
-            part = df.groupBy(*[column(c) for c in group_cols]).agg(
+                        df.groupBy(INST).count().withColumnRenamed("count", "n").collect()}
+            bad = write_bad(df.where(F.col(WHY).isNotNull()), batch_id)
+            part = df.where(F.col(WHY).isNull()).groupBy(*[column(c) for c in group_cols]).agg(
                 *[agg.alias(name) for name, agg, _ in partials], F.max(SEQ).alias(SEQ))
             earlier = [snap for snap in _snapshots(state_dir) if snap[0] < batch_id]
             old_path = max(earlier)[1] if earlier else None
@@ -120,7 +119,7 @@ def native_writer(element: dict, spec: dict, state_dir: str,
                 else:
                     value = F.when(column(f"__c{i}") > 0, column(f"__s{i}") / column(f"__c{i}"))
                 values.append(value.cast(spark_type(types[item])).alias(item))
-            rows = merged.select(F.lit(batch_id).alias(BATCH), instance().alias(INST),
+            rows = merged.select(F.lit(batch_id).alias(BATCH), F.col(INST),
                                  F.col(SEQ), F.lit(0).cast("long").alias(SUB),
                                  F.when(column("__present"), F.lit("u")).otherwise(F.lit("i")).alias(OP),
                                  *values)
@@ -133,7 +132,7 @@ def native_writer(element: dict, spec: dict, state_dir: str,
             for n, stale in earlier:
                 if n < batch_id - 1:  # batch N-1's stays: a replay of this batch reads it
                     os.remove(stale)
-            write_stats(batch_id, {"rows_in": sum(received.values()), "rows_out": ops, "bad": {},
+            write_stats(batch_id, {"rows_in": sum(received.values()), "rows_out": ops, "bad": bad,
                                    "instances": received})
         finally:
             if merged is not None:

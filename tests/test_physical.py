@@ -17,8 +17,12 @@ def _element(tmp_path, body, name="a"):
 
 
 @pytest.mark.parametrize("partition", ["", "partition by s hash(sym) partitions 4",
-                                       "partition by s hash(sym, venue) partitions 4"])
-def test_partition_safe_aggregations_are_native(tmp_path, partition):
+                                       "partition by s hash(sym, venue) partitions 4",
+                                       # groups span instances: grouped by (instance, group)
+                                       "partition by s roundrobin partitions 2",
+                                       "partition by s hash(q) partitions 3",
+                                       "partition by s { return s.q % 2; } partitions 2"])
+def test_stream_aggregations_are_native_under_any_partitioning(tmp_path, partition):
     e, plan = _element(tmp_path, f"""create output window a primary key deduced keep all {partition}
       as select s.sym, s.venue, count(*) n, avg(s.px) m, max(s.q) top from s group by s.sym, s.venue;""")
     assert path_of(e, plan)[0] == NATIVE
@@ -28,11 +32,6 @@ def test_partition_safe_aggregations_are_native(tmp_path, partition):
 
 
 @pytest.mark.parametrize("body", [
-    # ROUNDROBIN, custom, or HASH on a column that is not grouped: groups span instances
-    "create output window a primary key deduced keep all partition by s roundrobin partitions 2 "
-    "as select s.sym, count(*) n from s group by s.sym;",
-    "create output window a primary key deduced keep all partition by s hash(venue) partitions 2 "
-    "as select s.sym, count(*) n from s group by s.sym;",
     # retention other than KEEP ALL, a window source (retractions), WHERE, an expression
     "create output window a primary key deduced keep 3 rows as select s.sym, count(*) n from s group by s.sym;",
     "create output window a primary key deduced as select w.sym, max(w.px) m from w group by w.sym;",

@@ -175,6 +175,13 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
          from trades t group by t.sym, t.venue;
     create output window flat primary key deduced keep all
       as select t.sym, max(t.qty) top from trades t group by t.sym;
+    create output window rr primary key deduced keep all
+      partition by trades roundrobin partitions 3
+      as select t.sym, count(*) n, sum(t.qty) qty, max(t.price) hi from trades t group by t.sym;
+    create output window odd primary key deduced keep all
+      partition by trades { integer x; if (trades.qty < 90) x := trades.qty % odd_partitions; return x; }
+      partitions 2
+      as select t.sym, t.venue, min(t.price) lo, avg(t.qty) mean from trades t group by t.sym, t.venue;
     """
     from ccl.physical import path_of
     rnd = random.Random(9)
@@ -187,10 +194,10 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
         write_rows(str(data / f"t{f}.csv"), ["sym", "venue", "price", "qty"], batch)
         rows += batch
     native = run_project(spark, tmp_path / "native", text, {"trades": str(data)}, max_files_per_batch=1)
-    assert [path_of(e, native.plan)[0] for e in native.plan["elements"]] == ["native"] * 3
+    assert [path_of(e, native.plan)[0] for e in native.plan["elements"]] == ["native"] * 5
     slow = run_project(spark, tmp_path / "slow", text, {"trades": str(data)}, max_files_per_batch=1,
                        native_operators=False)
-    for name in ("stats", "flat"):
+    for name in ("stats", "flat", "rr", "odd"):
         def table(out):  # float sums may differ in the last digit (another summation order)
             def value(v):
                 try:
@@ -200,6 +207,13 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
             return sorted(tuple(sorted((k, value(v)) for k, v in r.items())) for r in out.rows(name))
         assert table(native) == table(slow) and len(table(native)) >= 5
         assert native.stats(name)["instances"] == slow.stats(name)["instances"]
+        assert native.stats(name)["bad_records"] == slow.stats(name)["bad_records"]
+    # ROUNDROBIN: a symbol's groups in several instances; custom: rows with qty >= 90 get no instance
+    assert len(native.rows("rr")) > len(native.rows("flat"))
+    bad = sorted((b["row"]["sym"], int(b["row"]["qty"])) for b in native.bad_records() if b["element"] == "odd")
+    assert bad == sorted((r[0], r[3]) for r in rows if r[3] >= 90) and bad
+    assert bad == sorted((b["row"]["sym"], int(b["row"]["qty"])) for b in slow.bad_records()
+                         if b["element"] == "odd")
     a = [r for r in native.rows("stats") if r["sym"] == "A" and r["venue"] == "X"][0]
     prices = [float(p) for s, v, p, _ in rows if s == "A" and v == "X" and p]
     assert int(a["n"]) == sum(1 for s, v, _, _ in rows if s == "A" and v == "X")
