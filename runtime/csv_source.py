@@ -11,8 +11,22 @@ is read once, whole, when it is first seen: writers must write it under another 
 with ``.`` or ``_``, or ending in ``.tmp``; those are ignored) and rename it when complete.
 
 A batch has one Spark partition per file, or per slice of a file larger than ``slice_bytes``
-(default 4 MiB) without quote characters (cut just after a newline). The reader yields pyarrow
-RecordBatches (faster than tuples, see ``bench/csv_source.py``).
+(default 4 MiB) without quote characters (cut just after a newline).
+
+The reader parses a slice in one of two ways, with the same rows either way:
+
+* the fast path, :func:`runtime.csv_arrow.parse_slice_arrow`: pyarrow's CSV reader and compute
+  kernels (C++) parse the whole slice into one arrow table, yielded in RecordBatches of
+  ``FAST_BATCH_ROWS``. It takes only slices it handles exactly like the Python path: no quote
+  character, blank line, bare ``\r`` or invalid UTF-8, every row with the header's number of
+  fields and a known opcode, every value in a strict plain form of its type (see that module), no
+  binary column and no date/timestamp format option for a date-time column. For anything else it
+  answers None, for the whole slice, and the reader uses
+* the Python path, :func:`parse_file_text` (``csv.reader`` and the per-field parsers of
+  :func:`column_parser`), about ten times slower, which also produces the bad rows. It is the
+  reference: tests compare the fast path with it row for row. Its rows become RecordBatches of
+  ``ARROW_BATCH_ROWS`` (faster than tuples, see ``bench/csv_source.py``), or tuples with the
+  option ``rows_as_tuples`` (which always takes this path).
 
 Sequence numbers: ``__seq = file_no * 2**32 + line_no`` where ``file_no`` is the file's place in the
 discovery list (0-based) and ``line_no`` the 1-based physical line where the record starts. The
@@ -22,6 +36,7 @@ reads the same files with the same numbers whatever the directory looks like at 
 
 The parsing here (:class:`CsvFormat`, :func:`parse_file_text`) runs without Spark; the data source
 classes import pyspark lazily enough for the Python worker, which gets everything from the options.
+The fast path needs pyarrow (which pyspark's arrow support needs anyway).
 """
 from __future__ import annotations
 
@@ -51,7 +66,8 @@ SEQ, OP, BAD, RAW = "__seq", "__op", "__bad", "__raw"
 META_COLUMNS = (SEQ, OP, BAD, RAW)
 LINE_BITS = 32
 OPS_COLUMN = "ESP_OPS"
-ARROW_BATCH_ROWS = 8192
+ARROW_BATCH_ROWS = 8192  # rows per RecordBatch of the Python path
+FAST_BATCH_ROWS = 65536  # rows per RecordBatch of the pyarrow fast path (runtime/csv_arrow.py)
 DEFAULT_SLICE_BYTES = 4 << 20  # files larger than this are read by several tasks
 
 _OPCODES = {"i": "i", "u": "u", "d": "d", "p": "p", "s": "s", "": "i",
@@ -366,10 +382,10 @@ def read_file(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
     return parse_file_text(text, columns, fmt, file_no)
 
 
-def read_slice(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat, file_no: int,
-               start: int, end: int, first_line: int) -> Iterator[Row]:
-    """The rows of bytes ``start..end`` of the file at ``path`` (cut just after a newline, in a file
-    without quote characters), ``first_line`` lines into the file; see :func:`parse_file_text`."""
+def read_slice_bytes(path: str, fmt: CsvFormat, start: int,
+                     end: int) -> tuple[bytes, list[str] | None]:
+    """Bytes ``start..end`` of the file at ``path``, and the file's header fields when the slice
+    is not the first one of a file with a header (else None)."""
     with open(path, "rb") as f:
         header = None
         if fmt.has_header and start > 0:
@@ -379,8 +395,18 @@ def read_slice(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat, file
                     header = next(csv.reader([line], delimiter=fmt.delimiter))
                     break
         f.seek(start)
-        text = f.read(end - start).decode("utf-8", "replace")
-    return parse_file_text(text, columns, fmt, file_no, first_line=first_line, header=header)
+        data = f.read(end - start)
+    return data, header
+
+
+def read_slice(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat, file_no: int,
+               start: int, end: int, first_line: int) -> Iterator[Row]:
+    """The rows of bytes ``start..end`` of the file at ``path`` (cut just after a newline, in a file
+    without quote characters), ``first_line`` lines into the file; see :func:`parse_file_text`.
+    This is the Python path, the reference of :mod:`runtime.csv_arrow`."""
+    data, header = read_slice_bytes(path, fmt, start, end)
+    return parse_file_text(data.decode("utf-8", "replace"), columns, fmt, file_no,
+                           first_line=first_line, header=header)
 
 
 def file_slices(path: str, slice_bytes: int) -> list[tuple[int, int, int]]:
@@ -571,13 +597,27 @@ def _make_source_classes() -> tuple[type, type]:
 
         # worker side -----------------------------------------------------------------------
         def read(self, partition: Any) -> Iterator[Any]:
-            rows = read_slice(partition.path, self.columns, self.fmt, partition.file_no,
-                              partition.start, partition.end, partition.first_line)
+            data, header = read_slice_bytes(partition.path, self.fmt, partition.start,
+                                            partition.end)
+            if not self.as_tuples:
+                from pyspark.sql.pandas.types import to_arrow_schema
+
+                from .csv_arrow import parse_slice_arrow
+                schema = to_arrow_schema(self.schema, timezone="UTC")
+                table = parse_slice_arrow(data, self.columns, self.fmt, partition.file_no,
+                                          first_line=partition.first_line, header=header,
+                                          schema=schema)
+                if table is not None:
+                    for batch in table.to_batches(max_chunksize=FAST_BATCH_ROWS):
+                        if batch.num_rows:
+                            yield batch
+                    return
+            rows = parse_file_text(data.decode("utf-8", "replace"), self.columns, self.fmt,
+                                   partition.file_no, first_line=partition.first_line,
+                                   header=header)
             if self.as_tuples:
                 yield from rows
                 return
-            from pyspark.sql.pandas.types import to_arrow_schema
-            schema = to_arrow_schema(self.schema, timezone="UTC")
             chunk: list[Row] = []
             for row in rows:
                 chunk.append(row)

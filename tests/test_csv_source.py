@@ -238,3 +238,27 @@ def test_spark_manifest_and_stream_name_opcode(spark, tmp_path):
         ("i", "a", None), ("u", "b", None), (None, None, "unknown opcode 'zz'")]
     assert Manifest(str(manifest)).read() == ["x.csv"]
     shutil.rmtree(d)
+
+
+def test_spark_fast_path_rows_equal_the_python_path(spark, tmp_path):
+    """The reader's pyarrow fast path (plain slices) and its Python path (a slice with a bad row,
+    and ``rows_as_tuples``) give the same rows."""
+    d = tmp_path / "in"
+    d.mkdir()
+    plain = "".join(f"{i},x{i},2020-01-02T03:04:{i % 60:02d}.{i:04d},{i}.25,{i % 2}\r\n"
+                    for i in range(300))
+    (d / "a.csv").write_text("id,s,ts,price,ok\r\n" + plain, newline="")
+    (d / "b.csv").write_text("ok,id\nyes,1\nmaybe,2\n\nno,3\n")
+    cols = [["id", "integer"], ["s", "string"], ["ts", "timestamp"], ["price", "money(2)"],
+            ["ok", "boolean"]]
+    files = FileSpec(str(d), pattern="*.csv")
+
+    def rows(**options):
+        df = read_input(spark, {"name": "e", "columns": cols}, files,
+                        options={"slice_bytes": 2000, **options})
+        out = [r for _, batch in run_available(df, tmp_path / f"ck{len(options)}") for r in batch]
+        return sorted(out, key=lambda r: r["__seq"])
+
+    fast, python = rows(), rows(rows_as_tuples="true")
+    assert fast == python and len(fast) == 303
+    assert [r["__bad"] for r in fast[-3:]] == [None, "column ok: 'maybe' is not a boolean", None]
