@@ -529,3 +529,22 @@ def test_outer_join_reads_nulls_from_the_missing_side(tmp_path):
     assert [(o.op, o.values) for o in out] == [
         ("i", {"id": 1, "country": None}), ("u", {"id": 1, "country": "FR"}),
         ("u", {"id": 1, "country": None})]
+
+
+def test_aggregation_over_a_stream_keeps_no_input_rows():
+    """A stream source without FROM KEEP only inserts: groups keep running values, not rows (the
+    same stream with a FROM KEEP, whose rows leave again, keeps them)."""
+    s = element("s", "stream", [("g", "string"), ("v", "integer")])
+    for source, stored in ((("a", "s"), False), (("a", "s", keep("rows", count=5)), True)):
+        sel = agg_select([source], [("g", "a.g"), ("m", "__agg0"), ("t", "__agg1")],
+                         [("__agg0", "max", ["a.v"]), ("__agg1", "sum", ["a.v"])], ["a.g"])
+        d = element("d", "window", [("g", "string"), ("m", "integer"), ("t", "integer")], ("g",),
+                    query={"selects": [sel]})
+        eng = Engine(d, plan(s, d))
+        out, state = run(eng, [ev("i", 1, g="x", v=4), ev("u", 2, g="x", v=9), ev("d", 3, g="x", v=1),
+                               ev("i", 4, g="y", v=2)])
+        assert out == [("i", {"g": "x", "m": 4, "t": 4}), ("u", {"g": "x", "m": 9, "t": 13}),
+                       ("i", {"g": "y", "m": 2, "t": 2})]
+        agg = state["selects"][0]["agg"]
+        assert bool(agg["inputs"]) == stored
+        assert all(bool(g["rows"]) == stored for g in agg["groups"].values())
