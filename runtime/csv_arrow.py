@@ -164,7 +164,7 @@ def parse_slice_arrow(data: bytes | str, columns: Sequence[Sequence[str]], fmt: 
     try:
         return _parse(data, columns, fmt, file_no, first_line, header,
                       schema if schema is not None else source_arrow_schema(columns), use_threads)
-    except (_Fallback, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    except (_Fallback, pa.ArrowException):  # ArrowInvalid: a field count, an overflow, a bad date
         return None
 
 
@@ -174,7 +174,7 @@ def _parse(data: bytes | str, columns: Sequence[Sequence[str]], fmt: CsvFormat, 
     names = [c[0] for c in columns]
     kinds = [_type_name(c[1]) for c in columns]
     n = len(columns)
-    if len(schema) != n + 4 or (fmt.has_header and fmt.stream_opcode):
+    if len(schema) != n + 4 or (fmt.has_header and fmt.stream_opcode) or "binary" in kinds:
         raise _Fallback
     for kind in kinds:
         pattern = fmt.date_format if kind == "date" else fmt.timestamp_format
@@ -229,8 +229,6 @@ def _parse(data: bytes | str, columns: Sequence[Sequence[str]], fmt: CsvFormat, 
     for k in range(n):
         target = schema.field(k + 4).type
         i = index[k]
-        if kinds[k] == "binary":
-            raise _Fallback
         if i is None:
             arrays.append(pa.nulls(rows, target))
         else:
