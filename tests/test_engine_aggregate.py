@@ -1,6 +1,7 @@
 """Aggregator (runtime/engine/aggregate.py): every aggregate with retraction, HAVING and GROUP
 FILTER transitions, insert-only mode, KEEP eviction, pickled state, and a randomized run checked
 against aggregates recomputed from scratch."""
+import math
 import pickle
 import random
 from decimal import Decimal
@@ -260,3 +261,27 @@ def test_randomized_against_recomputation_with_pickling():
         assert view == _reference(f.rows, since), step
         if step % 40 == 0:
             f.state = pickle.loads(pickle.dumps(f.state))
+
+
+@pytest.mark.parametrize("retracting", [True, False])
+def test_nan_is_the_largest_float_for_min_and_max(retracting):
+    """SPLASH (and Spark) order NaN after every number: max is NaN once a NaN arrives, min
+    ignores it unless only NaN is left; the order of arrival does not matter."""
+    nan = float("nan")
+    cols = [["isin", "string"], ["hi", "float"], ["lo", "float"]]
+    for prices in ([1.0, nan, 3.0], [nan, 1.0, 3.0], [3.0, 1.0, nan]):
+        agg, st = make("SELECT p.isin, max(p.price) hi, min(p.price) lo FROM P p GROUP BY p.isin",
+                       cols, retracting=retracting)
+        f = Feed(agg, st)
+        last = None
+        for key, price in enumerate(prices):
+            out = f("i", key, row("A", price))
+            last = out[-1].new if out else last  # no change, no output
+        assert math.isnan(last["hi"]) and last["lo"] == 1.0
+    if retracting:  # the NaN leaves: max from the rest; then only NaN is left, for min too
+        out = f("d", prices.index(nan))
+        assert out[-1].new["hi"] == 3.0 and out[-1].new["lo"] == 1.0
+        f("i", 9, row("A", nan))
+        f("d", prices.index(3.0))
+        out = f("d", prices.index(1.0))
+        assert math.isnan(out[-1].new["hi"]) and math.isnan(out[-1].new["lo"])

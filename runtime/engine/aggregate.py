@@ -155,18 +155,22 @@ class _Aggregate:
             return acc
         if acc is None:
             return value
-        better = value < acc if self.fn == "min" else value > acc  # type: ignore[operator]
+        if value != value or acc != acc:  # NaN is larger than every number (SPLASH and Spark)
+            better = acc == acc if self.fn == "max" else value == value
+        else:
+            better = value < acc if self.fn == "min" else value > acc  # type: ignore[operator]
         return value if better else acc
 
     def _extreme_remove(self, acc: object, args: list, since: int, touched: int,
                         rows: Mapping) -> object:
-        if args[0] is None or args[0] != acc:
+        value = args[0]
+        if value is None or (value != acc and (value == value or acc == acc)):  # NaN equals NaN
             return acc
         values = [r[ARGS][self.index][0] for r in rows.values()]
         values = [v for v in values if v is not None]
         if not values:
             return None
-        return min(values) if self.fn == "min" else max(values)
+        return (min if self.fn == "min" else max)(values, key=_nan_largest)
 
     def _order(self, since: int, touched: int) -> tuple:
         """Where a row stands for first/last/valueinserted (larger wins, except for first)."""
@@ -187,6 +191,11 @@ class _Aggregate:
         for row in rows.values():
             result = self._pick_add(result, row[ARGS][self.index], row[SINCE], row[TOUCHED])
         return result
+
+
+def _nan_largest(value: object) -> tuple:
+    """A sort key that puts NaN after every number."""
+    return (True, 0) if value != value else (False, value)
 
 
 def _is_star(expr: object) -> bool:
