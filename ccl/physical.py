@@ -37,7 +37,8 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
     Native (Spark expressions and operators, no per-instance engine):
     - an input stream with no AUTOGENERATE and no WHERE (a row is an insert, a delete is dropped, a
       row that does not parse is a bad record);
-    - a stream aggregation that never retracts (:func:`native_aggregation`).
+    - a stream aggregation that never retracts (:func:`native_aggregation`);
+    - a stateless stream that filters and renames columns of one stream (:func:`native_filter`).
     Everything else (input windows and delta streams, which check keys and opcodes; other derived
     elements; Flex operators) runs on the per-instance path.
     """
@@ -50,6 +51,8 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
     if plan is not None and native_aggregation(element, plan) is not None:
         return NATIVE, ("aggregation of a stream: Spark group-by per batch on (instance, group), "
                         "merged into per-group totals")
+    if plan is not None and native_filter(element, plan) is not None:
+        return NATIVE, "stateless stream (filter and projection): Spark expressions"
     return PER_INSTANCE, "per-instance state in transformWithState"
 
 
@@ -115,3 +118,74 @@ def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
             or sorted({c for _, c in groups}) != sorted(set(group_cols)):
         return None
     return {"source": source, "alias": alias, "groups": groups, "aggregates": aggregates}
+
+
+_COMPARISONS = ("=", "!=", "<>", "<", "<=", ">", ">=")
+_NUMBERS = ("integer", "long", "float")
+
+
+def condition_kind(expr: object, alias: str, types: Mapping[str, str]) -> Optional[str]:
+    """The type of ``expr`` (plan JSON) when it is in the subset whose Spark meaning is SPLASH's
+    meaning: plain columns of ``alias`` and literals of integer/long/float/string/boolean, compared
+    (numbers with numbers, strings with strings, booleans with booleans: SPLASH compares as Spark
+    does, NaN included) and combined with AND/OR/NOT (both three-valued); else None."""
+    if not isinstance(expr, Mapping):
+        return None
+    node = expr.get("node")
+    if node == "Literal":
+        return expr["kind"] if expr["kind"] in _NUMBERS + ("string", "boolean") else None
+    if node == "FieldAccess":
+        col = _column(expr, alias)
+        kind = types.get(col) if col is not None else None
+        return kind if kind in _NUMBERS + ("string", "boolean") else None
+    if node == "Unary" and expr["op"] == "not":
+        return "boolean" if condition_kind(expr["operand"], alias, types) == "boolean" else None
+    if node == "Binary":
+        left = condition_kind(expr["left"], alias, types)
+        right = condition_kind(expr["right"], alias, types)
+        if left is None or right is None:
+            return None
+        if expr["op"] in ("and", "or"):
+            return "boolean" if left == right == "boolean" else None
+        if expr["op"] in _COMPARISONS and (left == right or (left in _NUMBERS and right in _NUMBERS)):
+            return "boolean"
+    return None
+
+
+def native_filter(element: Mapping, plan: Mapping) -> Optional[dict]:
+    """A derived stream that only filters one stream and selects some of its columns, so that
+    Spark expressions give exactly the engine's rows, or None.
+
+    It must select from one stream (no FROM KEEP, join, GROUP BY, aggregate, DECLARE, MATCHING)
+    items that are plain columns of the same type as the output column, and its WHERE, if any,
+    must be in the subset of :func:`condition_kind`. Partitioning is allowed: it changes only the
+    instance a row is counted under, which the runtime assigns as the per-instance path does.
+    Returns ``{"source", "alias", "items": [(output column, source column)], "where": expr}``.
+    """
+    query = element.get("query")
+    if (element.get("kind") != "stream" or not query or len(query["selects"]) != 1
+            or element.get("flex") or element.get("declare") or element.get("keep")):
+        return None
+    sel = query["selects"][0]
+    if (len(sel["sources"]) != 1 or sel.get("joins") or sel.get("group_by") or sel.get("aggregates")
+            or sel.get("having") or sel.get("group_filter") or sel.get("matching")
+            or sel["sources"][0].get("keep")):
+        return None
+    alias, source = sel["sources"][0]["alias"], sel["sources"][0]["element"]
+    src = next((e for e in plan["elements"] if e["name"] == source), None)
+    if src is None or src.get("kind") != "stream":
+        return None
+    types = {name: t for name, t in src["columns"]}
+    out_types = {name: t for name, t in element["columns"]}
+    items = []
+    for item in sel["items"]:
+        col = _column(item["expr"], alias)
+        if col is None or types.get(col) != out_types.get(item["name"]):
+            return None
+        items.append((item["name"], col))
+    if [name for name, _ in items] != [name for name, _ in element["columns"]]:
+        return None
+    where = sel.get("where")
+    if where is not None and condition_kind(where, alias, types) != "boolean":
+        return None
+    return {"source": source, "alias": alias, "items": items, "where": where}

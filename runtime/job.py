@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ccl import nodes as n
-from ccl.physical import NATIVE, changed_instances, native_aggregation, path_of
+from ccl.physical import NATIVE, changed_instances, native_aggregation, native_filter, path_of
 
 from .engine.changes import OPS
 from .native_agg import native_writer
@@ -314,7 +314,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
             for r in counts:
                 if r[KIND] == "row":
                     rows_out[r[OP]] = rows_out.get(r[OP], 0) + r["n"]
-            if native == "input":  # one output row per input row, no stat rows
+            if native in ("input", "stream"):  # one output row per input row, no stat rows
                 instances: dict[str, int] = {}
                 for r in counts:
                     instances[str(r[INST])] = instances.get(str(r[INST]), 0) + int(r["n"])
@@ -386,12 +386,15 @@ def input_frame(spark: SparkSession, plan: dict, element: dict, options: RunOpti
 
 def native_path(element: dict, plan: dict, native_operators: bool = True) -> Optional[str]:
     """How Spark runs ``element`` natively (ccl/physical.py): ``"input"`` (an input stream as
-    expressions), ``"aggregation"`` (runtime/native_agg.py), or None for the per-instance path.
-    ``native_operators=False`` keeps aggregations on the per-instance path."""
+    expressions), ``"aggregation"`` (runtime/native_agg.py), ``"stream"`` (a filter and projection
+    as expressions), or None for the per-instance path. ``native_operators=False`` keeps derived
+    elements on the per-instance path."""
     if path_of(element)[0] == NATIVE:
         return "input"
     if native_operators and native_aggregation(element, plan) is not None:
         return "aggregation"
+    if native_operators and native_filter(element, plan) is not None:
+        return "stream"
     return None
 
 
@@ -412,6 +415,39 @@ def native_input(element: dict, frame: DataFrame) -> DataFrame:
     return frame.select(kind.alias(KIND), F.lit(0).alias(INST), F.col(SEQ), F.lit(0).cast("long").alias(SUB),
                         F.when(kind == "row", F.lit("i")).alias(OP), info.alias(INFO),
                         *[column(c) for c in cols])
+
+
+def _condition(expr: dict) -> Column:
+    """A WHERE in the subset of ccl.physical.condition_kind as a Spark Column."""
+    node = expr["node"]
+    if node == "Literal":
+        return F.lit(expr["value"])
+    if node == "FieldAccess":
+        return column(expr["field"]["name"])
+    if node == "Unary":
+        return ~_condition(expr["operand"])
+    left, right, op = _condition(expr["left"]), _condition(expr["right"]), expr["op"]
+    if op == "and":
+        return left & right
+    if op == "or":
+        return left | right
+    return {"=": left == right, "!=": left != right, "<>": left != right, "<": left < right,
+            "<=": left <= right, ">": left > right, ">=": left >= right}[op]
+
+
+def native_stream(element: dict, spec: dict, frame: DataFrame) -> DataFrame:
+    """A stateless stream's processor output computed by Spark expressions (ccl/physical.py
+    native_filter): ``row`` for a row that passes the WHERE (an insert with the source row's
+    sequence number), ``skip`` for one that does not (counted as received), ``bad`` for a row
+    that got no instance (``__why``). ``frame`` is the source changelog with ``__inst``."""
+    why = F.col(WHY)
+    passes = F.coalesce(_condition(spec["where"]), F.lit(False)) if spec["where"] else F.lit(True)
+    kind = (F.when(why.isNotNull(), F.lit("bad")).when(F.col(OP).isin("d", "s"), F.lit("skip"))
+            .when(passes, F.lit("row")).otherwise(F.lit("skip")))
+    info = F.when(why.isNotNull(), _info(why, F.struct(*[column(c) for c in _data_columns(frame)])))
+    return frame.select(kind.alias(KIND), F.col(INST), F.col(SEQ), F.lit(0).cast("long").alias(SUB),
+                        F.when(kind == "row", F.lit("i")).alias(OP), info.alias(INFO),
+                        *[column(src).alias(name) for name, src in spec["items"]])
 
 
 def upstream_frame(spark: SparkSession, dirs: RunDirs, source: dict,
@@ -437,8 +473,11 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
     else:
         return None
     native = native_path(element, plan, options.native_operators)
-    if native == "aggregation":  # aggregated per batch by runtime/native_agg.py (see batch_writer)
-        return _with_instance(frames[0], element, by_name[ports_of(element)[0][1]])
+    if native in ("aggregation", "stream"):
+        frame = _with_instance(frames[0], element, by_name[ports_of(element)[0][1]])
+        if native == "stream":
+            return native_stream(element, native_filter(element, plan), frame)
+        return frame  # aggregated per batch by runtime/native_agg.py (see batch_writer)
     if native == "input":
         return native_input(element, frames[0])
     proc_in = processor_input(plan, element, frames, buckets)

@@ -1,7 +1,7 @@
 """Which elements run natively (ccl/physical.py): the rule ccl explain prints and the runtime uses."""
 import pytest
 
-from ccl.physical import NATIVE, PER_INSTANCE, native_aggregation, path_of
+from ccl.physical import NATIVE, PER_INSTANCE, native_aggregation, native_filter, path_of
 from ccl.planner import plan_project
 
 SRC = "create input stream s schema (sym string, venue string, px float, q integer);\n"
@@ -52,3 +52,27 @@ def test_input_elements(tmp_path):
     assert path_of(e, plan)[0] == NATIVE
     w, _ = _element(tmp_path, "create output stream a as select * from s;", name="w")
     assert path_of(w)[0] == PER_INSTANCE
+
+
+@pytest.mark.parametrize("body", [
+    "create output stream a as select s.sym, s.px price from s;",
+    "create output stream a partition by s roundrobin partitions 2 as select s.q from s "
+    "where s.px > 1 and (s.sym = 'A' or not (s.q <> 3)) or s.px <> s.px;",
+])
+def test_filters_and_projections_of_a_stream_are_native(tmp_path, body):
+    e, plan = _element(tmp_path, body)
+    assert path_of(e, plan)[0] == NATIVE and native_filter(e, plan)["source"] == "s"
+
+
+@pytest.mark.parametrize("body", [
+    "create output stream a as select s.sym, s.px * 2 px from s;",           # an expression
+    "create output stream a schema (sym string, px long) as select s.sym, s.q px from s;",  # a cast
+    "create output stream a as select s.sym from s where s.sym like 'A%';",  # LIKE
+    "create output stream a as select s.sym from s where s.q;",              # number as condition
+    "create output stream a as select s.sym from s where s.px + 1 > 2;",     # arithmetic
+    "create output stream a as select w.sym from w;",                        # a window source
+    "create output window a primary key (sym) keep 2 rows as select s.sym from s;",
+])
+def test_other_stateless_elements_run_per_instance(tmp_path, body):
+    e, plan = _element(tmp_path, body)
+    assert native_filter(e, plan) is None and path_of(e, plan)[0] == PER_INSTANCE
