@@ -60,7 +60,10 @@ class Expressions:
             name = node.name.name
 
             def bound(rows: Rows, variables: Mapping[str, object] = {}) -> object:
-                return from_python(variables[name]) if name in variables else run(rows, variables)
+                if name not in variables:
+                    return run(rows, variables)
+                v = variables[name]
+                return v if _is_plain(v) else from_python(v)
             return bound
         ref = self._column(node)
         if ref is None:
@@ -68,12 +71,14 @@ class Expressions:
         # The common case, a column of a source: the value the interpreter would read, without
         # making a SPLASH record of every row (the interpreter runs when anything is unusual).
         alias, column, ctype = ref
+        plain = _PLAIN.get(ctype.name)  # type: ignore[attr-defined]
 
         def read(rows: Rows, variables: Mapping[str, object] = {}) -> object:
             row = rows.get(alias)
             if alias in variables or type(row) is not dict or column not in row:
                 return run(rows, variables)
-            return from_python(row[column], ctype)
+            v = row[column]
+            return v if type(v) is plain and _is_plain(v) else from_python(v, ctype)
         return read
 
     def _column(self, node: n.Node) -> Optional[tuple[str, str, object]]:
@@ -91,6 +96,22 @@ def _type(text: str) -> object:
     return as_type(text)
 
 
+# Column types whose values of this Python type are already in SPLASH form (from_python and cast
+# return them unchanged): a hot path that skips both.
+_PLAIN = {"string": str, "float": float, "boolean": bool, "integer": int}
+
+
+def _is_plain(v: object) -> bool:
+    """Whether ``v`` is a str, float, bool or 32-bit int (a SPLASH value as it is)."""
+    t = type(v)
+    return t is str or t is float or t is bool or (t is int and -2**31 <= v < 2**31)  # type: ignore[operator]
+
+
 def coerce_row(values: Mapping[str, object], columns: Sequence[Sequence[str]]) -> dict[str, object]:
     """``values`` cast to the declared column types, in column order (missing columns are null)."""
-    return {name: cast(values.get(name), _type(t)) for name, t in columns}
+    out = {}
+    for name, t in columns:
+        v = values.get(name)
+        ctype = _type(t)
+        out[name] = v if type(v) is _PLAIN.get(ctype.name) and _is_plain(v) else cast(v, ctype)  # type: ignore[attr-defined]
+    return out
