@@ -18,6 +18,7 @@ from .outputs import element_stats, write_outputs
 
 
 IDLE_POLL = "100 milliseconds"  # trigger of until-idle queries that cannot use availableNow
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 
 STATUS_EVERY = 30.0  # seconds between status lines when stderr is a file (a driver log)
@@ -69,7 +70,15 @@ def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, 
     if options.until_idle and not uses_time(element):
         writer = writer.trigger(availableNow=True)
     elif options.until_idle:
+        # No batches without data: an until-idle run registers no timers, and a stop between
+        # batches is clean (the query copies the session's configuration when it starts).
         writer = writer.trigger(processingTime=IDLE_POLL)
+        previous = spark.conf.get(NO_DATA_BATCHES, "true")
+        spark.conf.set(NO_DATA_BATCHES, "false")
+        try:
+            return writer.start()
+        finally:
+            spark.conf.set(NO_DATA_BATCHES, previous)
     else:
         writer = writer.trigger(processingTime=options.trigger_interval)
     return writer.start()
@@ -106,10 +115,13 @@ def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
 
 
 def _stop_when_idle(query: StreamingQuery) -> None:
-    """Stop ``query`` once it has consumed everything available: two consecutive finished
-    batches read no rows and no data is waiting (its upstream queries have already ended)."""
+    """Stop ``query`` once it has processed everything available (its upstream queries have
+    already ended): when ``processAllAvailable`` returns or, should batches without data run
+    anyway, after two finished batches that read no rows with no data waiting."""
+    drained = threading.Thread(target=_quietly, args=(query.processAllAvailable,), daemon=True)
+    drained.start()
     quiet, last_batch = 0, None
-    while query.isActive:
+    while query.isActive and drained.is_alive() and quiet < 2:
         time.sleep(0.1)
         progress = query.lastProgress
         if query.exception() is not None or progress is None or progress["batchId"] == last_batch:
@@ -117,8 +129,17 @@ def _stop_when_idle(query: StreamingQuery) -> None:
         last_batch = progress["batchId"]
         idle = progress["numInputRows"] == 0 and not query.status["isDataAvailable"]
         quiet = quiet + 1 if idle else 0
-        if quiet >= 2:
-            query.stop()
+    _stop_between_batches(query)
+
+
+def _stop_between_batches(query: StreamingQuery, bound: float = 10.0) -> None:
+    """Stop ``query`` while no batch is running (waiting at most ``bound`` seconds): a stop that
+    interrupts a batch (a RocksDB commit, say) can kill Spark's stream thread with a
+    StackOverflowError printed on stderr, although nothing is lost."""
+    deadline = time.monotonic() + bound
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.005)
+    query.stop()
 
 
 def _run_until_stopped(spark: SparkSession, plan: dict, options: RunOptions, dirs: RunDirs,

@@ -133,6 +133,9 @@ def test_stock_prices_state_partitioned_by_symbol(spark, tmp_path):
     for element in ("StockPrices", "StockSession"):
         assert out.stats(element)["partition_instances"] == 4  # stockPartitions from the .ccr
         assert instances(out, element) == dict(per_instance)
+    # StockSession has a time KEEP (processing-time mode): in an until-idle run it has no batches
+    # without data, so that it can be stopped between batches (run.py)
+    assert out.stats("StockSession")["batches"] == out.stats("StockPrices")["batches"]
 
 
 def test_trades_filtered_round_robin(spark, tmp_path):
