@@ -66,6 +66,26 @@ def _column(expr: object, alias: str) -> Optional[str]:
     return expr["field"]["name"]
 
 
+def _select_from_one_stream(element: Mapping, plan: Mapping,
+                            kind: str) -> Optional[tuple[Mapping, str, Mapping]]:
+    """(select, alias, source element) when ``element`` is a ``kind`` defined by one select from
+    one stream, without join, HAVING, GROUP FILTER, MATCHING, FROM KEEP, DECLARE or Flex; else
+    None."""
+    query = element.get("query")
+    if (element.get("kind") != kind or not query or len(query["selects"]) != 1
+            or element.get("flex") or element.get("declare")):
+        return None
+    sel = query["selects"][0]
+    if (len(sel["sources"]) != 1 or sel.get("joins") or sel.get("having")
+            or sel.get("group_filter") or sel.get("matching") or sel["sources"][0].get("keep")):
+        return None
+    alias, source = sel["sources"][0]["alias"], sel["sources"][0]["element"]
+    src = next((e for e in plan["elements"] if e["name"] == source), None)
+    if src is None or src.get("kind") != "stream":
+        return None
+    return sel, alias, src
+
+
 def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
     """The parts of a GROUP BY window that Spark can run natively, or None.
 
@@ -78,19 +98,11 @@ def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
     Returns ``{"source", "alias", "groups": [(item, column)], "aggregates": [(item, fn, column or
     None)]}``.
     """
-    query = element.get("query")
-    if (element.get("kind") != "window" or not query or len(query["selects"]) != 1
-            or element.get("flex") or element.get("declare")
-            or (element.get("keep") or {}).get("kind") != "all"):
+    found = _select_from_one_stream(element, plan, "window")
+    if found is None or (element.get("keep") or {}).get("kind") != "all":
         return None
-    sel = query["selects"][0]
-    if (len(sel["sources"]) != 1 or sel.get("joins") or sel.get("where") or sel.get("having")
-            or sel.get("group_filter") or sel.get("matching") or sel["sources"][0].get("keep")
-            or not sel.get("group_by") or not sel.get("aggregates")):
-        return None
-    alias, source = sel["sources"][0]["alias"], sel["sources"][0]["element"]
-    src = next((e for e in plan["elements"] if e["name"] == source), None)
-    if src is None or src.get("kind") != "stream":
+    sel, alias, src = found
+    if sel.get("where") or not sel.get("group_by") or not sel.get("aggregates"):
         return None
     group_cols = [_column(g, alias) for g in sel["group_by"]]
     if None in group_cols:
@@ -117,11 +129,12 @@ def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
     if sorted(element.get("key") or []) != sorted(name for name, _ in groups) \
             or sorted({c for _, c in groups}) != sorted(set(group_cols)):
         return None
-    return {"source": source, "alias": alias, "groups": groups, "aggregates": aggregates}
+    return {"source": src["name"], "alias": alias, "groups": groups, "aggregates": aggregates}
 
 
 _COMPARISONS = ("=", "!=", "<>", "<", "<=", ">", ">=")
 _NUMBERS = ("integer", "long", "float")
+_COMPARABLE = _NUMBERS + ("string", "boolean")
 
 
 def condition_kind(expr: object, alias: str, types: Mapping[str, str]) -> Optional[str]:
@@ -133,11 +146,11 @@ def condition_kind(expr: object, alias: str, types: Mapping[str, str]) -> Option
         return None
     node = expr.get("node")
     if node == "Literal":
-        return expr["kind"] if expr["kind"] in _NUMBERS + ("string", "boolean") else None
+        return expr["kind"] if expr["kind"] in _COMPARABLE else None
     if node == "FieldAccess":
         col = _column(expr, alias)
         kind = types.get(col) if col is not None else None
-        return kind if kind in _NUMBERS + ("string", "boolean") else None
+        return kind if kind in _COMPARABLE else None
     if node == "Unary" and expr["op"] == "not":
         return "boolean" if condition_kind(expr["operand"], alias, types) == "boolean" else None
     if node == "Binary":
@@ -162,18 +175,11 @@ def native_filter(element: Mapping, plan: Mapping) -> Optional[dict]:
     instance a row is counted under, which the runtime assigns as the per-instance path does.
     Returns ``{"source", "alias", "items": [(output column, source column)], "where": expr}``.
     """
-    query = element.get("query")
-    if (element.get("kind") != "stream" or not query or len(query["selects"]) != 1
-            or element.get("flex") or element.get("declare") or element.get("keep")):
+    found = _select_from_one_stream(element, plan, "stream")
+    if found is None or element.get("keep"):
         return None
-    sel = query["selects"][0]
-    if (len(sel["sources"]) != 1 or sel.get("joins") or sel.get("group_by") or sel.get("aggregates")
-            or sel.get("having") or sel.get("group_filter") or sel.get("matching")
-            or sel["sources"][0].get("keep")):
-        return None
-    alias, source = sel["sources"][0]["alias"], sel["sources"][0]["element"]
-    src = next((e for e in plan["elements"] if e["name"] == source), None)
-    if src is None or src.get("kind") != "stream":
+    sel, alias, src = found
+    if sel.get("group_by") or sel.get("aggregates"):
         return None
     types = {name: t for name, t in src["columns"]}
     out_types = {name: t for name, t in element["columns"]}
@@ -188,4 +194,4 @@ def native_filter(element: Mapping, plan: Mapping) -> Optional[dict]:
     where = sel.get("where")
     if where is not None and condition_kind(where, alias, types) != "boolean":
         return None
-    return {"source": source, "alias": alias, "items": items, "where": where}
+    return {"source": src["name"], "alias": alias, "items": items, "where": where}
