@@ -301,8 +301,8 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
             write_stats=lambda batch_id, stats: _atomic_json(
                 dirs.batch_file("stats", name, batch_id, "json"), stats),
             write_bad=lambda rows, batch_id: _write_bad(
-                rows.select(_info(F.col(WHY), F.struct(*[column(c) for c in _data_columns(rows)]))
-                            .alias(INFO)), name, dirs.batch_file("bad", name, batch_id, "jsonl")),
+                rows.select(_why_info(rows).alias(INFO)), name,
+                dirs.batch_file("bad", name, batch_id, "jsonl")),
             changelog_path=lambda batch_id: dirs.batch_file("changelog", name, batch_id, "parquet"))
 
     def write(df: DataFrame, batch_id: int) -> None:
@@ -339,10 +339,11 @@ def _info(reason: Column, row: Column) -> Column:
     return F.to_json(F.struct(reason.alias("reason"), row.alias("row")))
 
 
-def _data_columns(frame: DataFrame) -> list[str]:
-    """The element columns of a frame in the processor's input layout (without its meta columns)."""
+def _why_info(frame: DataFrame) -> Column:
+    """The ``__info`` of a row of ``frame`` (the processor's input layout) with a ``__why``: that
+    reason and the row's element columns."""
     meta = {SEQ, SUB, SRC, OP, WHY, RAW, INST}
-    return [c for c in frame.columns if c not in meta]
+    return _info(F.col(WHY), F.struct(*[column(c) for c in frame.columns if c not in meta]))
 
 
 def _write_bad(bad: DataFrame, element: str, path: str) -> dict[str, int]:
@@ -412,9 +413,16 @@ def native_input(element: dict, frame: DataFrame) -> DataFrame:
     info = (F.when(reason.isNull(), F.lit(None))
             .when(F.col(RAW).isNotNull(), _info(reason, F.struct(F.col(RAW).alias("line"))))
             .otherwise(_info(reason, F.struct(*[column(c) for c in cols]))))
-    return frame.select(kind.alias(KIND), F.lit(0).alias(INST), F.col(SEQ), F.lit(0).cast("long").alias(SUB),
-                        F.when(kind == "row", F.lit("i")).alias(OP), info.alias(INFO),
-                        *[column(c) for c in cols])
+    return _native_rows(frame, kind, F.lit(0), info, [column(c) for c in cols])
+
+
+def _native_rows(frame: DataFrame, kind: Column, inst: Column, info: Column,
+                 values: list[Column]) -> DataFrame:
+    """``frame`` as processor output rows (runtime/processor.py) of a native element: one per
+    input row, kind ``row`` (an insert with the input's sequence number), ``skip`` or ``bad``."""
+    return frame.select(kind.alias(KIND), inst.alias(INST), F.col(SEQ),
+                        F.lit(0).cast("long").alias(SUB), F.when(kind == "row", F.lit("i")).alias(OP),
+                        info.alias(INFO), *values)
 
 
 def _condition(expr: dict) -> Column:
@@ -444,10 +452,8 @@ def native_stream(element: dict, spec: dict, frame: DataFrame) -> DataFrame:
     passes = F.coalesce(_condition(spec["where"]), F.lit(False)) if spec["where"] else F.lit(True)
     kind = (F.when(why.isNotNull(), F.lit("bad")).when(F.col(OP).isin("d", "s"), F.lit("skip"))
             .when(passes, F.lit("row")).otherwise(F.lit("skip")))
-    info = F.when(why.isNotNull(), _info(why, F.struct(*[column(c) for c in _data_columns(frame)])))
-    return frame.select(kind.alias(KIND), F.col(INST), F.col(SEQ), F.lit(0).cast("long").alias(SUB),
-                        F.when(kind == "row", F.lit("i")).alias(OP), info.alias(INFO),
-                        *[column(src).alias(name) for name, src in spec["items"]])
+    return _native_rows(frame, kind, F.col(INST), F.when(why.isNotNull(), _why_info(frame)),
+                        [column(src).alias(name) for name, src in spec["items"]])
 
 
 def upstream_frame(spark: SparkSession, dirs: RunDirs, source: dict,
