@@ -178,14 +178,13 @@ def _drain_and_stop(plan: dict, queries: dict[str, StreamingQuery], bound: float
             continue
         try:
             if is_input(element):
-                deadline = time.monotonic() + bound
-                while q.isActive and q.status["isTriggerActive"] and time.monotonic() < deadline:
-                    time.sleep(0.05)
+                _stop_between_batches(q, bound)
             else:
-                waiter = threading.Thread(target=_quietly, args=(q.processAllAvailable,), daemon=True)
+                waiter = threading.Thread(target=_quietly, args=(q.processAllAvailable,),
+                                          daemon=True)
                 waiter.start()
                 waiter.join(bound)
-            q.stop()
+                q.stop()
         except Exception:  # stopping is best effort; the checkpoint stays usable
             pass
 
