@@ -8,6 +8,11 @@ deterministic, a replayed batch reads the same offsets and state). Downstream qu
 files as a file stream. Per batch the query also writes its counters (rows in and out, bad records
 by reason, rows per instance) and its bad records, under the run directory.
 
+A native aggregation or native stream with one source has no query of its own: it runs inside the
+batches of its source's query, on the rows the source just produced, and writes its own changelog,
+counters and bad records under the source's batch id (:func:`fused_consumers`; the decision is kept
+in ``plan.json``, so a run directory goes on as it started).
+
 Run directory (the checkpoint directory, or a temporary one):
 ``plan.json`` (the plan of the first run), ``queries/ELEMENT`` (Spark checkpoints),
 ``changelog/ELEMENT/batch-N.parquet``, ``stats/ELEMENT/batch-N.json``, ``bad/ELEMENT/batch-N.jsonl``.
@@ -94,8 +99,9 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
             old = json.load(f)
         _check_compatible(old, plan, root)
     else:
+        fused = fused_consumers(plan, options.native_operators)
         with open(saved + ".tmp", "w", encoding="utf-8") as f:
-            json.dump({**plan, "buckets": options.buckets}, f, indent=1, sort_keys=True)
+            json.dump({**plan, "buckets": options.buckets, "fused": fused}, f, indent=1, sort_keys=True)
         os.replace(saved + ".tmp", saved)
     return RunDirs(root)
 
@@ -112,6 +118,31 @@ def _check_compatible(old: dict, new: dict, root: str) -> None:
 def buckets_of(root: str) -> int:
     with open(os.path.join(root, "plan.json"), encoding="utf-8") as f:
         return int(json.load(f).get("buckets", 8))
+
+
+def fusion_of(root: str) -> dict[str, list[str]]:
+    """The fused consumers (:func:`fused_consumers`) the run directory was made with (none for a
+    run directory from before fusion: its consumers have their own query checkpoints)."""
+    with open(os.path.join(root, "plan.json"), encoding="utf-8") as f:
+        return dict(json.load(f).get("fused", {}))
+
+
+def fused_consumers(plan: dict, native_operators: bool = True) -> dict[str, list[str]]:
+    """Producer name -> the native elements that run inside the producer's batches instead of a
+    query of their own: a native aggregation or native stream whose only source is the producer
+    (not itself a native aggregation). Each such batch gets the producer's output rows directly,
+    under the producer's batch id, so it is written (and replayed) with the producer's batch."""
+    by_name = {e["name"]: e for e in plan["elements"]}
+    fused: dict[str, list[str]] = {}
+    for e in plan["elements"]:
+        ports = ports_of(e)
+        if (is_input(e) or len(ports) != 1
+                or native_path(e, plan, native_operators) not in ("aggregation", "stream")):
+            continue
+        source = by_name.get(ports[0][1])
+        if source is not None and native_path(source, plan, native_operators) != "aggregation":
+            fused.setdefault(source["name"], []).append(e["name"])
+    return fused
 
 
 # --------------------------------------------------------------------------------------------------
@@ -287,13 +318,17 @@ def _single_parquet(df: DataFrame, target: str, dirs: RunDirs) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def batch_writer(element: dict, dirs: RunDirs, plan: dict,
-                 native_operators: bool = True) -> Callable[[DataFrame, int], None]:
+def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: bool = True,
+                 fused: Optional[dict[str, list[str]]] = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of an element's query (its input is the processor's output, or
-    for a native aggregation the source's changelog)."""
+    for a native aggregation the source's changelog with ``__inst``). After its own files, a batch
+    runs the writers of the element's ``fused`` consumers on its output rows."""
     name = element["name"]
     cols = [c for c, _ in element["columns"]]
     native = native_path(element, plan, native_operators)
+    by_name = {e["name"]: e for e in plan["elements"]}
+    consumers = [(by_name[c], batch_writer(by_name[c], dirs, plan, native_operators, fused))
+                 for c in (fused or {}).get(name, [])]
     if native == "aggregation":
         return native_writer(
             element, native_aggregation(element, plan), dirs.of("native", name),
@@ -329,6 +364,11 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
             _atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
                          {"rows_in": sum(instances.values()), "rows_out": rows_out, "bad": bad,
                           "instances": instances})
+            if consumers and sum(rows_out.values()):
+                rows = changelog_frame(df.where(F.col(KIND) == "row"), cols)
+                for consumer, consumer_write in consumers:
+                    consumer_write(native_frame(plan, consumer, element, rows, native_operators),
+                                   batch_id)
         finally:
             df.unpersist()
     return write
@@ -456,11 +496,29 @@ def native_stream(element: dict, spec: dict, frame: DataFrame) -> DataFrame:
                         [column(src).alias(name) for name, src in spec["items"]])
 
 
+def changelog_frame(rows: DataFrame, cols: list[str]) -> DataFrame:
+    """Changelog rows (``__inst, __seq, __sub, __op`` and ``cols``) in the processor's frame layout."""
+    return rows.select(F.col(SEQ), F.col(SUB), F.col(INST).alias(SRC), F.col(OP),
+                       *[column(c) for c in cols],
+                       F.lit(None).cast("string").alias(WHY), F.lit(None).cast("string").alias(RAW))
+
+
 def upstream_frame(spark: SparkSession, dirs: RunDirs, source: dict,
                    max_files: Optional[int] = None) -> DataFrame:
     """A source element's changelog as a stream, in the processor's frame layout."""
-    return (read_changelog(spark, dirs, source, max_files).drop(BATCH).withColumnRenamed(INST, SRC)
-            .withColumn(WHY, F.lit(None).cast("string")).withColumn(RAW, F.lit(None).cast("string")))
+    return changelog_frame(read_changelog(spark, dirs, source, max_files),
+                           [c for c, _ in source["columns"]])
+
+
+def native_frame(plan: dict, element: dict, source: dict, frame: DataFrame,
+                 native_operators: bool = True) -> DataFrame:
+    """What the batch writer of a native aggregation or native stream ``element`` gets from
+    ``frame`` (rows of its one source, in the processor's frame layout): the rows with their
+    instance, or for a stream its processor output."""
+    frame = _with_instance(frame, element, source)
+    if native_path(element, plan, native_operators) == "stream":
+        return native_stream(element, native_filter(element, plan), frame)
+    return frame  # aggregated per batch by runtime/native_agg.py (see batch_writer)
 
 
 def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOptions,
@@ -480,10 +538,8 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
         return None
     native = native_path(element, plan, options.native_operators)
     if native in ("aggregation", "stream"):
-        frame = _with_instance(frames[0], element, by_name[ports_of(element)[0][1]])
-        if native == "stream":
-            return native_stream(element, native_filter(element, plan), frame)
-        return frame  # aggregated per batch by runtime/native_agg.py (see batch_writer)
+        return native_frame(plan, element, by_name[ports_of(element)[0][1]], frames[0],
+                            options.native_operators)
     if native == "input":
         return native_input(element, frames[0])
     proc_in = processor_input(plan, element, frames, buckets)

@@ -76,14 +76,21 @@ def native_writer(element: dict, spec: dict, state_dir: str,
     types = dict((name, t) for name, t in element["columns"])
 
     def write(df: DataFrame, batch_id: int) -> None:
-        df = df.where(~F.col(OP).isin("d", "s")).persist()
+        df = df.where(~F.col(OP).isin("d", "s"))
+        # One pass over the batch: the groups' partials, with rows that got no instance grouped
+        # apart (``__bad``), and per group the rows it got (the counts per instance come from these).
+        every = df.groupBy(*[column(c) for c in group_cols], F.col(WHY).isNotNull().alias("__bad")).agg(
+            *[agg.alias(name) for name, agg, _ in partials], F.max(SEQ).alias(SEQ),
+            F.count(F.lit(1)).alias("__n")).persist()
         merged: Optional[DataFrame] = None
         try:
-            received = {str(r[INST]): int(r["n"]) for r in
-                        df.groupBy(INST).count().withColumnRenamed("count", "n").collect()}
-            bad = write_bad(df.where(F.col(WHY).isNotNull()), batch_id)
-            part = df.where(F.col(WHY).isNull()).groupBy(*[column(c) for c in group_cols]).agg(
-                *[agg.alias(name) for name, agg, _ in partials], F.max(SEQ).alias(SEQ))
+            received: dict[str, int] = {}
+            any_bad = False
+            for r in every.groupBy(INST, "__bad").agg(F.sum("__n").alias("n")).collect():
+                received[str(r[INST])] = received.get(str(r[INST]), 0) + int(r["n"])
+                any_bad = any_bad or r["__bad"]
+            bad = write_bad(df.where(F.col(WHY).isNotNull()), batch_id) if any_bad else {}
+            part = every.where(~F.col("__bad")).drop("__bad", "__n")
             earlier = [snap for snap in _snapshots(state_dir) if snap[0] < batch_id]
             old_path = max(earlier)[1] if earlier else None
             if old_path is not None:
@@ -137,5 +144,5 @@ def native_writer(element: dict, spec: dict, state_dir: str,
         finally:
             if merged is not None:
                 merged.unpersist()
-            df.unpersist()
+            every.unpersist()
     return write

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from .job import (RunDirs, RunError, RunOptions, batch_writer, buckets_of, element_query,
-                  is_input, prepare_run_dir, uses_time)
+                  fusion_of, is_input, prepare_run_dir, uses_time)
 from .outputs import element_stats, write_outputs
 
 
@@ -61,10 +61,15 @@ class RunResult:
 
 def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, dirs: RunDirs,
            buckets: int) -> Optional[StreamingQuery]:
+    """The query of ``element``; None when it has none (no input bound, or it runs inside its
+    source's batches: job.fused_consumers)."""
+    fused = fusion_of(dirs.root)
+    if any(element["name"] in consumers for consumers in fused.values()):
+        return None
     frame = element_query(spark, plan, element, options, dirs, buckets)
     if frame is None:
         return None
-    writer = (frame.writeStream.foreachBatch(batch_writer(element, dirs, plan, options.native_operators))
+    writer = (frame.writeStream.foreachBatch(batch_writer(element, dirs, plan, options.native_operators, fused))
               .option("checkpointLocation", dirs.of("queries", element["name"]))
               .queryName(f"ccl:{element['name']}"))
     if options.until_idle and not uses_time(element):

@@ -6,6 +6,7 @@ semantics say, computed here independently of the runtime.
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 from decimal import Decimal
@@ -185,6 +186,8 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
     create output stream picked partition by trades roundrobin partitions 2
       as select t.sym, t.price p, t.qty from trades t
       where (t.price >= 5 or t.venue = 'X') and not (t.qty < 20) or t.price <> t.price;
+    create output window perSym primary key deduced keep all
+      as select p.sym, count(*) n, max(p.qty) q from picked p group by p.sym;
     """
     from ccl.physical import path_of
     rnd = random.Random(9)
@@ -201,10 +204,14 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
         write_rows(str(data / f"t{f}.csv"), ["sym", "venue", "price", "qty"], batch)
         rows += batch
     native = run_project(spark, tmp_path / "native", text, {"trades": str(data)}, max_files_per_batch=1)
-    assert [path_of(e, native.plan)[0] for e in native.plan["elements"]] == ["native"] * 6
+    assert [path_of(e, native.plan)[0] for e in native.plan["elements"]] == ["native"] * 7
+    # every derived element ran inside the batches of its source: one query, three batches each
+    assert os.listdir(tmp_path / "native" / "run" / "queries") == ["trades"]
+    assert {e: native.stats(e)["batches"] for e in ("stats", "picked", "perSym")} == {
+        "stats": 3, "picked": 3, "perSym": 3}
     slow = run_project(spark, tmp_path / "slow", text, {"trades": str(data)}, max_files_per_batch=1,
                        native_operators=False)
-    for name in ("stats", "flat", "rr", "odd", "picked"):
+    for name in ("stats", "flat", "rr", "odd", "picked", "perSym"):
         def table(out):  # float sums may differ in the last digit (another summation order)
             def value(v):  # as text: NaN equals NaN
                 try:
@@ -227,6 +234,29 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
     assert float(a["hi"]) == max(prices) and int(a["priced"]) == len(prices)
     assert abs(float(a["mean"]) - sum(prices) / len(prices)) < 1e-9
     assert native.stats("stats")["rows_out_by_opcode"]["u"] > 0  # batches 2 and 3 update groups
+
+
+def test_run_directory_from_before_fusion_keeps_a_query_per_element(spark, tmp_path):
+    """A run directory whose plan.json has no ``fused`` entry (made before derived elements ran
+    inside their source's batches) goes on with one query per element, as its checkpoints expect."""
+    from ccl.planner import plan_project
+    text = """
+    create input stream s schema (k string, v integer);
+    create output window w primary key deduced keep all
+      as select s.k, sum(s.v) total from s group by s.k;
+    """
+    (tmp_path / "p.ccl").write_text(text)
+    plan, _ = plan_project(str(tmp_path / "p.ccl"))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "plan.json").write_text(json.dumps({**plan, "buckets": 2}))
+    data = tmp_path / "in"
+    write_rows(str(data / "a.csv"), ["k", "v"], [("x", 1), ("y", 2)])
+    run_project(spark, tmp_path, text, {"s": str(data)})
+    write_rows(str(data / "b.csv"), ["k", "v"], [("x", 10)])
+    second = run_project(spark, tmp_path, text, {"s": str(data)})
+    assert sorted(os.listdir(tmp_path / "run" / "queries")) == ["s", "w"]
+    assert sorted((r["k"], r["total"]) for r in second.rows("w")) == [("x", "11"), ("y", "2")]
+    assert second.stats("w")["batches"] == 2
 
 
 def test_partitioned_module_instances_multiply(spark, tmp_path):
