@@ -181,9 +181,6 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
     _c("CCL2207", "error", "aggregation in a stream",
        "A stream keeps no state, so it cannot GROUP BY. Make the element a window (with PRIMARY KEY "
        "DEDUCED) or aggregate over an event cache."),
-    _c("CCL2208", "error", "aggregation over a stream without retention",
-       "A window that groups rows of a stream needs a retention policy, or it grows forever: add "
-       "KEEP to the window or to the stream in the FROM clause."),
     _c("CCL2209", "error", "clause not allowed on a stream",
        "Streams keep no rows and have no key: KEEP and PRIMARY KEY belong to windows and delta "
        "streams (a KEEP on a FROM source is allowed)."),

@@ -89,7 +89,7 @@ def _select_from_one_stream(element: Mapping, plan: Mapping,
 def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
     """The parts of a GROUP BY window that Spark can run natively, or None.
 
-    It must be a window with KEEP ALL over one *stream* (inserts only: nothing is ever retracted),
+    It must be a window with KEEP ALL (or no KEEP) over one *stream* (inserts only: nothing is ever retracted),
     no WHERE/HAVING/GROUP FILTER/FROM KEEP/DECLARE, grouped by plain columns, with count/sum/min/
     max/avg of plain columns (not DISTINCT), and select items that are group columns or
     aggregates. Any partitioning: the runtime gives each row its instance as the per-instance path
@@ -99,7 +99,7 @@ def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
     None)]}``.
     """
     found = _select_from_one_stream(element, plan, "window")
-    if found is None or (element.get("keep") or {}).get("kind") != "all":
+    if found is None or (element.get("keep") or {"kind": "all"})["kind"] != "all":
         return None
     sel, alias, src = found
     if sel.get("where") or not sel.get("group_by") or not sel.get("aggregates"):

@@ -174,7 +174,7 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
       as select t.sym, t.venue, count(*) n, sum(t.qty) qty, min(t.price) lo, max(t.price) hi,
                 avg(t.price) mean, count(t.price) priced
          from trades t group by t.sym, t.venue;
-    create output window flat primary key deduced keep all
+    create output window flat primary key deduced
       as select t.sym, max(t.qty) top from trades t group by t.sym;
     create output window rr primary key deduced keep all
       partition by trades roundrobin partitions 3

@@ -422,15 +422,8 @@ class Analyzer:
                                                      f"of '{element.name}'")
         if select is None:
             return
-        aggregating = _aggregates(select)
         if s.kind == "stream" and select.group_by:
             self.report("CCL2207", select.group_by[0].span, "a stream cannot GROUP BY: make it a window")
-        if s.kind == "window" and aggregating and s.keep is None:
-            for src in sources:
-                if src.element.kind == "stream" and (src.from_node is None or src.from_node.keep is None):
-                    self.report("CCL2208", s.name.span, f"window '{s.name.name}' aggregates stream "
-                                                        f"'{src.element.name}' without retention: add KEEP")
-                    break
 
     # --- other statements ------------------------------------------------------------------------
 
