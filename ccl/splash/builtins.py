@@ -409,3 +409,14 @@ BUILTINS: dict[str, Builtin] = _table(
 def lookup(name: str) -> Optional[Builtin]:
     """The built-in called ``name`` (case-insensitive), or None."""
     return BUILTINS.get(name.lower())
+
+
+def register(*entries: Builtin) -> None:
+    """Add built-ins defined in other modules (they use this module's argument helpers)."""
+    for b in entries:
+        BUILTINS[b.name] = b
+
+
+from . import builtins_math, builtins_time  # noqa: E402  (they import this module's helpers)
+
+register(*builtins_math.ENTRIES, *builtins_time.ENTRIES)

@@ -1,0 +1,6 @@
+"""Built-in numeric, bit and string functions beyond the core set of :mod:`ccl.splash.builtins`."""
+from __future__ import annotations
+
+from .builtins import Builtin
+
+ENTRIES: tuple[Builtin, ...] = ()
