@@ -81,7 +81,7 @@ def _select_from_one_stream(element: Mapping, plan: Mapping,
         return None
     alias, source = sel["sources"][0]["alias"], sel["sources"][0]["element"]
     src = next((e for e in plan["elements"] if e["name"] == source), None)
-    if src is None or src.get("kind") != "stream":
+    if src is None or src.get("kind") not in ("stream", "error stream"):
         return None
     return sel, alias, src
 

@@ -140,7 +140,8 @@ def fused_consumers(plan: dict, native_operators: bool = True) -> dict[str, list
                 or native_path(e, plan, native_operators) not in ("aggregation", "stream")):
             continue
         source = by_name.get(ports[0][1])
-        if source is not None and native_path(source, plan, native_operators) != "aggregation":
+        if (source is not None and (is_input(source) or ports_of(source))  # it has a query
+                and native_path(source, plan, native_operators) != "aggregation"):
             fused.setdefault(source["name"], []).append(e["name"])
     return fused
 
@@ -200,7 +201,8 @@ def is_input(element: dict) -> bool:
 def ports_of(element: dict) -> list[tuple[str, str]]:
     """(alias, source element name) per port, in port order (docs/plan.md): an input element reads
     itself, a Flex its inputs, a derived element its queries' sources; references and error
-    streams have none (they do not run)."""
+    streams have none (references do not run; error streams are written by the batches of the
+    elements they are ON, see :func:`error_writer`)."""
     if is_input(element):
         return [(element["name"], element["name"])]
     flex = element.get("flex")
@@ -329,6 +331,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: boo
     by_name = {e["name"]: e for e in plan["elements"]}
     consumers = [(by_name[c], batch_writer(by_name[c], dirs, plan, native_operators, fused))
                  for c in (fused or {}).get(name, [])]
+    errors = error_writer(element, plan, dirs)
     if native == "aggregation":
         return native_writer(
             element, native_aggregation(element, plan), dirs.of("native", name),
@@ -337,7 +340,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: boo
                 dirs.batch_file("stats", name, batch_id, "json"), stats),
             write_bad=lambda rows, batch_id: _write_bad(
                 rows.select(_why_info(rows).alias(INFO)), name,
-                dirs.batch_file("bad", name, batch_id, "jsonl")),
+                dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id),
             changelog_path=lambda batch_id: dirs.batch_file("changelog", name, batch_id, "parquet"))
 
     def write(df: DataFrame, batch_id: int) -> None:
@@ -360,7 +363,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: boo
                                                              *[column(c) for c in cols])
                 _single_parquet(data, dirs.batch_file("changelog", name, batch_id, "parquet"), dirs)
             bad = _write_bad(df.where(F.col(KIND) == "bad"), name,
-                             dirs.batch_file("bad", name, batch_id, "jsonl"))
+                             dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id)
             _atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
                          {"rows_in": sum(instances.values()), "rows_out": rows_out, "bad": bad,
                           "instances": instances})
@@ -386,21 +389,84 @@ def _why_info(frame: DataFrame) -> Column:
     return _info(F.col(WHY), F.struct(*[column(c) for c in frame.columns if c not in meta]))
 
 
-def _write_bad(bad: DataFrame, element: str, path: str) -> dict[str, int]:
-    """Bad records as JSON lines (element, reason, row); their counts by reason."""
+def _write_bad(bad: DataFrame, element: str, path: str,
+               errors: Callable[[list[dict], int], None], batch_id: int) -> dict[str, int]:
+    """Bad records as JSON lines (element, reason, row), also handed to ``errors`` (the error
+    streams on the element); their counts by reason."""
     infos = [r[INFO] for r in bad.select(INFO).collect()]
     if not infos:
         return {}
     counts: dict[str, int] = {}
+    records = []
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         for info in infos:
-            record = json.loads(info)
+            record = {"element": element, **json.loads(info)}
             counts[record["reason"]] = counts.get(record["reason"], 0) + 1
-            f.write(json.dumps({"element": element, **record},
-                               sort_keys=True) + "\n")
+            records.append(record)
+            f.write(json.dumps(record, sort_keys=True) + "\n")
     os.replace(path + ".tmp", path)
+    errors(records, batch_id)
     return counts
+
+
+# Our errorCode values (ESP's own table is not known): see docs/runtime.md "Error streams".
+ERROR_UNREADABLE, ERROR_KEY, ERROR_PARTITION, ERROR_COMPUTATION = 1, 2, 3, 4
+
+
+def error_code(reason: str, row: object) -> int:
+    """The errorCode of a bad record with ``reason`` and ``row``."""
+    if (isinstance(row, dict) and "line" in row and len(row) == 1) or reason.startswith(
+            ("column ", "expected ", "unknown opcode")):
+        return ERROR_UNREADABLE
+    if reason.startswith(("duplicate key", "no row with key")):
+        return ERROR_KEY
+    if "partition" in reason:
+        return ERROR_PARTITION
+    return ERROR_COMPUTATION
+
+
+def error_writer(element: dict, plan: dict, dirs: RunDirs) -> Callable[[list[dict], int], None]:
+    """What writes an element's bad records of one batch into the error streams ON it: per error
+    stream a changelog file ``batch-N-ELEMENT.parquet`` (and its counters), one insert per bad
+    record. ``errorRecord`` is the record as JSON (UTF-8 bytes), ``sourceStreamName`` the element
+    itself for an input element, else its source when it has one, ``errorTime`` the time written."""
+    monitors = [e for e in plan["elements"]
+                if e["kind"] == "error stream" and element["name"] in (e.get("error_sources") or [])]
+    if not monitors:
+        return lambda records, batch_id: None
+    sources = {src for _, src in ports_of(element)}
+    source = element["name"] if is_input(element) else (sources.pop() if len(sources) == 1 else None)
+
+    def write(records: list[dict], batch_id: int) -> None:
+        import datetime as dt
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        now = dt.datetime.now(dt.timezone.utc)
+        n = len(records)
+        table = pa.table({
+            BATCH: pa.array([batch_id] * n, pa.int64()), INST: pa.array([0] * n, pa.int32()),
+            SEQ: pa.array(range(n), pa.int64()), SUB: pa.array([0] * n, pa.int64()),
+            OP: pa.array(["i"] * n, pa.string()),
+            "errorCode": pa.array([error_code(r["reason"], r["row"]) for r in records], pa.int32()),
+            "errorRecord": pa.array([json.dumps(r["row"], sort_keys=True).encode() for r in records],
+                                    pa.binary()),
+            "errorMessage": pa.array([r["reason"] for r in records], pa.string()),
+            "errorStreamName": pa.array([element["name"]] * n, pa.string()),
+            "sourceStreamName": pa.array([source] * n, pa.string()),
+            "errorTime": pa.array([now] * n, pa.timestamp("us", tz="UTC"))})
+        for monitor in monitors:
+            stem = f"batch-{batch_id:08d}-{_safe(element['name'])}"
+            target = os.path.join(dirs.of("changelog", monitor["name"]), stem + ".parquet")
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            hidden = os.path.join(os.path.dirname(target), "." + stem + ".tmp")  # unseen by readers
+            pq.write_table(table, hidden)
+            os.replace(hidden, target)
+            _atomic_json(os.path.join(dirs.of("stats", monitor["name"]), stem + ".json"),
+                         {"rows_in": n, "rows_out": {"i": n}, "bad": {}, "instances": {"0": n}})
+    return write
 
 
 # --------------------------------------------------------------------------------------------------

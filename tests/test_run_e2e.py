@@ -166,6 +166,47 @@ def test_rows_that_do_not_parse_are_bad_records(spark, tmp_path):
     assert out.stats("o")["bad_records"] == {}
 
 
+def test_error_streams_carry_the_bad_records_of_their_sources(spark, tmp_path):
+    """An error stream gets one row per bad record of the elements it is ON, with ESP's schema; a
+    window counting them by errorCode (ESP's own example) works on both paths."""
+    text = """
+    create input window w schema (k string, v integer) primary key (k);
+    create output stream picked partition by w { integer x; if (w.v > 0) x := 0; return x; }
+      partitions 2 as select w.k, w.v from w;
+    create output error stream errs on w, picked;
+    create output window byCode schema (code integer, n long) primary key deduced
+      as select e.errorCode as code, count(*) as n from errs e group by e.errorCode;
+    """
+    rows = [("i", "a", 1), ("i", "a", 2), ("i", "b", "x"), ("d", "c", 3), ("i", "d", -4)]
+    path = write_rows(str(tmp_path / "in" / "w.csv"), ["ESP_OPS", "k", "v"], rows)
+    for native in (True, False):
+        out = run_project(spark, tmp_path / str(native), text, {"w": path}, native_operators=native)
+        errs = sorted(out.rows("errs"), key=lambda r: r["errorMessage"])
+        bad = sorted(out.bad_records(), key=lambda b: b["reason"])
+        assert [e["errorMessage"] for e in errs] == [b["reason"] for b in bad] and len(bad) == 4
+        assert [(e["errorCode"], e["errorStreamName"], e["sourceStreamName"]) for e in errs] == [
+            ("1", "w", "w"), ("2", "w", "w"), ("2", "w", "w"), ("3", "picked", "w")]
+        assert [json.loads(bytes.fromhex(e["errorRecord"])) for e in errs] == [b["row"] for b in bad]
+        assert all(e["errorTime"] for e in errs)
+        assert sorted((r["code"], r["n"]) for r in out.rows("byCode")) == [("1", "1"), ("2", "2"), ("3", "1")]
+        assert out.stats("errs")["rows_in"] == 4
+
+
+def test_nextval_keys_a_window_over_a_stream_across_batches(spark, tmp_path):
+    """ESP derives a window from a stream by GROUP BY or a nextval() key: the count lives in the
+    instance's state, so ids go on across micro-batches."""
+    text = """
+    create input stream s schema (k string);
+    create output window w primary key (id) as select nextval() id, s.k from s;
+    """
+    data = tmp_path / "in"
+    write_rows(str(data / "a.csv"), ["k"], [("x",), ("y",)])
+    write_rows(str(data / "b.csv"), ["k"], [("z",)])
+    out = run_project(spark, tmp_path, text, {"s": str(data)}, max_files_per_batch=1)
+    assert sorted((int(r["id"]), r["k"]) for r in out.rows("w")) == [(1, "x"), (2, "y"), (3, "z")]
+    assert out.stats("w")["batches"] == 2
+
+
 def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
     text = """
     create input stream trades schema (sym string, venue string, price float, qty integer);

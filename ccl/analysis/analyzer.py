@@ -11,7 +11,7 @@ from ..diagnostics import Diagnostic
 from ..parameters import ResolvedParameter
 from .expressions import Typer, is_aggregate_call
 from .statements import StatementChecker
-from .symbols import Context, Element, Module, Scope, Source, Variable
+from .symbols import ERROR_COLUMNS, Context, Element, Module, Scope, Source, Variable
 from .types import ANY, INTEGER, Type, record, scalar, widens
 
 PARTITIONS_MAX = 65535
@@ -446,7 +446,8 @@ class Analyzer:
         if s.partition is not None:
             self.report("CCL2401", s.partition.span, "an error stream cannot be partitioned")
         if self.claim(s.name, "error stream"):
-            self.elements[s.name.name] = Element(s.name.name, "stream", s.role, {}, node=s, open=True)
+            self.elements[s.name.name] = Element(s.name.name, "stream", s.role, dict(ERROR_COLUMNS),
+                                                 node=s)
 
     def stmt_CreateSplitter(self, s: n.CreateSplitter) -> None:
         sources, columns = self.select(s.select)

@@ -5,9 +5,16 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .. import nodes as n
-from .types import Type, record
+from .types import Type, record, scalar
 
 OPCODES = ("insert", "update", "delete", "upsert", "safedelete")
+
+
+# The schema ESP gives every error stream (it cannot be changed): the record that caused an error
+# (errorRecord, as bytes), where it was reported and where the record came from.
+ERROR_COLUMNS = (("errorCode", scalar("integer")), ("errorRecord", scalar("binary")),
+                 ("errorMessage", scalar("string")), ("errorStreamName", scalar("string")),
+                 ("sourceStreamName", scalar("string")), ("errorTime", scalar("bigdatetime")))
 
 
 @dataclass
@@ -21,7 +28,7 @@ class Element:
     key: list[str] = field(default_factory=list)
     node: Optional[n.Node] = None
     keep: Optional[n.Keep] = None
-    open: bool = False  # columns not known statically (error streams): any column name is accepted
+    open: bool = False  # columns not known statically: any column name is accepted
 
     @property
     def row_type(self) -> Type:

@@ -28,7 +28,11 @@ NO_PORT = -1  # the port of a bad record from a timer or transaction handler
 
 
 def make_engine(element: Mapping, plan: Mapping, instance: int = 0) -> Union["FlexEngine", Engine]:
-    """The engine of a stateful element: :class:`FlexEngine` for a Flex, else :class:`Engine`."""
+    """The engine of a stateful element: :class:`FlexEngine` for a Flex, else :class:`Engine`.
+    To the elements that read it, an error stream is a stream (inserts only, no key)."""
+    if any(e["kind"] == "error stream" for e in plan["elements"]):
+        plan = {**plan, "elements": [{**e, "kind": "stream"} if e["kind"] == "error stream" else e
+                                     for e in plan["elements"]]}
     if element.get("flex"):
         return FlexEngine(element, plan, instance)
     return Engine(element, plan, instance)
