@@ -425,3 +425,18 @@ def test_random_code_raises_only_splash_errors(expr, shape):
     assert (instance is None) != (reason is None)
     assert instance is None or 0 <= instance < 5
     assert reason is None or not reason.startswith("internal error"), reason
+
+
+def test_nextval_counts_in_the_bound_store():
+    """nextval() (and uniqueval()) count 1, 2, ... in the bound store, so an engine's instance state
+    keeps the sequence across calls and batches; without a store every call starts again."""
+    interp = Interpreter()
+    store: dict = {}
+    interp.bind(store)
+    assert [interp.run_block(block("return nextval();")).value for _ in range(3)] == [1, 2, 3]
+    assert interp.run_block(block("long a := nextval(); return uniqueval() - a;")).value == 1
+    other = Interpreter()
+    other.bind(dict(store))  # a restored state goes on from where it was
+    assert other.run_block(block("return nextval();")).value == 6
+    assert isinstance(other.run_block(block("return nextval();")).value, Long)
+    assert Interpreter().run_block(block("return nextval();")).value == 1

@@ -31,6 +31,9 @@ class CallContext(Protocol):
     def print(self, text: str) -> None:
         """Send a line to the program's output."""
 
+    def next_in_sequence(self) -> int:
+        """The next number of the program's sequence (``nextval()``)."""
+
 
 @dataclass(frozen=True)
 class Builtin:
@@ -259,6 +262,10 @@ def _now(ctx: CallContext) -> dt.datetime:
     return ctx.now()
 
 
+def _next_value(ctx: CallContext) -> int:
+    return ctx.next_in_sequence()
+
+
 def _part(name: str, attr: str) -> Callable[..., int]:
     def run(ctx: CallContext, v: object, *tz: object) -> int:
         if tz:
@@ -383,6 +390,8 @@ BUILTINS: dict[str, Builtin] = _table(
     Builtin("to_boolean", 1, 1, _converter("boolean"), spark="cast(x as boolean)"),
     Builtin("to_decimal", 3, 3, _to_decimal, spark="cast(x as decimal(p, s))"),
     Builtin("now", 0, 0, _now, spark="current_timestamp"),
+    Builtin("nextval", 0, 0, _next_value),
+    Builtin("uniqueval", 0, 0, _next_value),
     Builtin("year", 1, 2, _part("year", "year"), spark="year"),
     Builtin("month", 1, 2, _part("month", "month"), spark="month"),
     Builtin("dayofmonth", 1, 2, _part("dayofmonth", "day"), spark="dayofmonth"),

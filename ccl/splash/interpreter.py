@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Mapping, Optional, Union
 from .. import nodes as n
 from ..analysis.types import ANY, INTEGER, Type
 from .compiler import Compiler
-from .machine import RETURN, Cell, ExitSignal, Frame, Machine
+from .machine import RETURN, SEQUENCE, Cell, ExitSignal, Frame, Machine
 from .convert import coerce, from_python
 from .values import Interval, Record, SplashError, as_type, is_integral, kind
 
@@ -186,7 +186,7 @@ class Interpreter:
         if bound is None:
             return
         for name, cell in machine.globals.items():
-            if not cell.const and (name in bound or name in self._globals):
+            if not cell.const and (name in bound or name in self._globals or name == SEQUENCE):
                 bound[name] = cell.value
 
     def _rows(self, sources: Mapping[str, Mapping[str, object]]) -> dict[str, Record]:

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 from .. import nodes as n
 from ..analysis.types import ANY, Type
 from .convert import coerce
-from .values import BudgetExhausted, Record, SplashError, a_kind, is_integral
+from .values import BudgetExhausted, Long, Record, SplashError, a_kind, is_integral
 
 BREAK, CONTINUE, RETURN = "break", "continue", "return"
 OPCODES = {"insert": 1, "update": 3, "delete": 5, "upsert": 7, "safedelete": 13}
@@ -49,6 +49,9 @@ class Frame:
         self.ret: object = None
 
 
+SEQUENCE = "#nextval"  # the global holding nextval()'s count (not a name a program can use)
+
+
 class Machine:
     """The state of one call: steps used, call depth, global variables, clock and output."""
 
@@ -78,6 +81,15 @@ class Machine:
         if self._now is None:
             self._now = self.clock()
         return self._now
+
+    def next_in_sequence(self) -> int:
+        """``nextval()``: 1, 2, ... counted in the global variables, so a bound store (an engine's
+        instance state) keeps the count from call to call."""
+        cell = self.globals.get(SEQUENCE)
+        if cell is None:
+            cell = self.globals[SEQUENCE] = Cell(Long(0))
+        cell.value = Long(int(cell.value) + 1)  # type: ignore[call-overload]
+        return cell.value  # type: ignore[return-value]
 
     def print(self, text: str) -> None:
         """Pass ``print(...)`` output to the printer, if any."""

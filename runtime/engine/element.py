@@ -269,11 +269,11 @@ class Engine:
         return self._output(state, consolidate(rows), now_ms)
 
     def _bind(self, state: dict) -> None:
-        # DECLAREd variables live in the instance's state: the interpreters read and write there.
-        if self.declared is not None:
-            store = state.setdefault("vars", self.declared.initial())
-            for exprs in self._exprs:
-                exprs.bind(store)
+        # DECLAREd variables (and nextval()'s count) live in the instance's state: the
+        # interpreters read and write there.
+        store = state.setdefault("vars", self.declared.initial() if self.declared is not None else {})
+        for exprs in self._exprs:
+            exprs.bind(store)
 
     def _output(self, state: dict, changes: list[Change], now_ms: int) -> list[Change]:
         out: list[Change] = []
