@@ -5,27 +5,49 @@ into changes of the element's output rows, one per group. Two modes:
 
 - ``retracting=True`` (the input can update or delete): every group stores, per input key, the
   argument values its row contributed (and when it entered the group), so that a row that leaves
-  takes its contribution away: counts and sums are adjusted, min/max/first/last/valueinserted are
-  recomputed from the stored values when the leaving row held the current result;
+  takes its contribution away: counts, sums and the exact sums behind variance, covariance,
+  correlation and regression are adjusted, median/meandeviation drop the value from their sorted
+  list, min/max/first/last/valueinserted/lastnonnull are recomputed from the stored values when
+  the leaving row held the current result, and the order-dependent averages (weighted_avg,
+  exp_weighted_avg) are refolded from the stored rows;
 - ``retracting=False`` (insert-only input): running values only, no rows stored.
+
+Aggregates: count, sum, avg, min, max, first, last, lastnonnull, valueinserted, vwap, median,
+meandeviation, stddev/stddev_samp/stddev_pop, variance/var_samp/var_pop, covar_pop, covar_samp,
+corr, regr_* (avgx, avgy, count, intercept, r2, slope, sxx, sxy, syy), weighted_avg and
+exp_weighted_avg. Any other aggregate the checker accepts (nth, recent, xmlagg, ...) does not stop
+the engine: every row that reaches it is refused with a :class:`SplashError` (a bad record).
+
+Statistics follow ESP where its reference says something (stddev_samp: sample standard deviation,
+null for fewer than 2 rows; meandeviation: mean absolute deviation from the mean; corr: pairs with
+a null are dropped, null for no pairs; weighted_avg: linear weights by age, newest heaviest) and
+SQL (SQL:2003 / PostgreSQL) otherwise. They convert their arguments to float and ignore nulls.
 
 All state is plain data in the ``state`` dict (picklable); the object holds compiled expressions.
 """
 from __future__ import annotations
 
+import datetime as dt
+import math
+from bisect import bisect_left, insort
 from decimal import Decimal
-from typing import Mapping, Optional, Sequence
+from fractions import Fraction
+from functools import partial
+from typing import Callable, Mapping, Optional, Sequence
 
 from runtime.engine.changes import Change
 from runtime.engine.expr import Compiled, Expressions, SplashError, coerce_row
 from runtime.engine.join import null_filled, referenced_columns
 
-__all__ = ["Aggregator"]
+__all__ = ["Aggregator", "SUPPORTED"]
 
 Rows = Mapping[str, Optional[Mapping[str, object]]]
 
 # one stored contribution of an input row to its group: [since, touched, [args of each aggregate]]
 SINCE, TOUCHED, ARGS = 0, 1, 2
+
+_NO_ROWS: Mapping[tuple, list] = {}   # the rows handed to an aggregate that must not look at any
+_EPOCH = dt.datetime(1970, 1, 1)
 
 
 # --- numbers -----------------------------------------------------------------------------------
@@ -61,6 +83,224 @@ def _div(total: object, count: object) -> object:
     return float(total) / float(count)  # type: ignore[arg-type]
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+
+
+def _float(value: object, fn: str) -> Optional[float]:
+    """A statistic's argument as a float (ESP converts them so); null stays null."""
+    if value is None:
+        return None
+    if not _is_number(value):
+        raise SplashError(f"{fn}() needs a numeric argument, got {type(value).__name__} "
+                          f"{value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _midpoint(a: object, b: object) -> object:
+    """The median of an even number of values: the mean of the two middle ones, in their type.
+
+    Guess (ESP only says the result has the column's type and that the function "behaves
+    differently for different datatypes"): integers (and intervals) truncate towards zero, dates
+    take the instant halfway, and types without a mean (string, boolean) take the lower one."""
+    if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+        total = a + b
+        half = abs(total) // 2
+        return type(a)(half if total >= 0 else -half)
+    if _is_number(a) and _is_number(b):
+        return _div(_add(a, b), 2)
+    if isinstance(a, dt.datetime) and isinstance(b, dt.datetime):
+        return a + (b - a) / 2
+    return a
+
+
+# --- moments (variance, covariance, correlation, regression) ----------------------------------
+# acc = [n rows with finite values, rows with a NaN/infinite value, sums of each argument,
+#        sums of each argument's squares, sum of the products of argument 1 and 2], every float
+# scaled by 2**1074 to an exact integer: sums, retraction and the results' numerators are exact
+# (no cancellation, no drift in a long-lived sliding window, a constant column has a variance of
+# exactly 0), and each result is one correctly rounded division. A non-finite value cannot be
+# summed that way, so such rows are only counted: while one is in the group every statistic is
+# NaN (what the textbook formulas give).
+N, BAD, SUMS, SQUARES, PRODUCTS = range(5)
+_SCALE = 1074                      # 2**-1074 is the smallest float: x * 2**1074 is an integer
+
+
+def _scaled(x: float) -> int:
+    """``x * 2**1074`` exactly."""
+    num, den = x.as_integer_ratio()
+    return num << (_SCALE + 1 - den.bit_length())
+
+
+def _moments_init(dims: int) -> list:
+    return [0, 0, [0] * dims, [0] * dims, 0]
+
+
+def _moments_update(acc: list, xs: Sequence[float], sign: int) -> list:
+    """``acc`` with one row's values added (``sign`` 1) or taken away (``sign`` -1)."""
+    if not all(map(math.isfinite, xs)):
+        acc[BAD] += sign
+        return acc
+    acc[N] += sign
+    scaled = [_scaled(x) for x in xs]
+    for i, x in enumerate(scaled):
+        acc[SUMS][i] += sign * x
+        acc[SQUARES][i] += sign * x * x
+    if len(scaled) == 2:
+        acc[PRODUCTS] += sign * scaled[0] * scaled[1]
+    return acc
+
+
+def _quotient(num: int, den: int) -> float:
+    """``num / den`` as the nearest float (infinite beyond the float range)."""
+    try:
+        return num / den
+    except OverflowError:
+        return math.inf if (num < 0) == (den < 0) else -math.inf
+
+
+Moments = Callable[[int, list, list, int], Optional[float]]
+
+
+def _statistic(need: int, compute: Moments) -> Callable[[list], Optional[float]]:
+    """A moments result: null below ``need`` rows, NaN with a non-finite value, else computed
+    from ``(n, deviations, sums, co-deviation)``, where ``deviations[i]`` is
+    ``n * sum(x_i**2) - sum(x_i)**2`` and the co-deviation ``n * sum(x_1*x_2) - sum(x_1)*sum(x_2)``
+    (both ``n**2 * 2**2148`` times the population (co)variance)."""
+    def result(acc: list) -> Optional[float]:
+        n = acc[N]
+        if n + acc[BAD] < need:
+            return None
+        if acc[BAD]:
+            return math.nan
+        sums = acc[SUMS]
+        devs = [n * q - s * s for s, q in zip(sums, acc[SQUARES])]
+        co = n * acc[PRODUCTS] - sums[0] * sums[1] if len(sums) == 2 else 0
+        return compute(n, devs, sums, co)
+    return result
+
+
+def _corr(n: int, devs: list, sums: list, co: int) -> Optional[float]:
+    den = devs[0] * devs[1]
+    if den == 0:
+        return None
+    r = math.sqrt(_quotient(co * co, den))
+    return r if co >= 0 else -r
+
+
+def _slope(n: int, devs: list, sums: list, co: int) -> Optional[float]:
+    return None if devs[1] == 0 else _quotient(co, devs[1])
+
+
+def _intercept(n: int, devs: list, sums: list, co: int) -> Optional[float]:
+    # avg(y) - slope * avg(x), as one fraction
+    if devs[1] == 0:
+        return None
+    return _quotient(sums[0] * devs[1] - co * sums[1], (devs[1] * n) << _SCALE)
+
+
+def _r2(n: int, devs: list, sums: list, co: int) -> Optional[float]:
+    # SQL:2003: null when x is constant, 1 when only y is
+    if devs[1] == 0:
+        return None
+    return 1.0 if devs[0] == 0 else _quotient(co * co, devs[0] * devs[1])
+
+
+def _pop(value: int, n: int) -> float:
+    """A population (co)variance from its scaled numerator."""
+    return _quotient(value, (n * n) << 2 * _SCALE)
+
+
+def _samp(value: int, n: int) -> float:
+    """A sample (co)variance (n - 1 denominator) from its scaled numerator."""
+    return _quotient(value, (n * (n - 1)) << 2 * _SCALE)
+
+
+# argument 1 is y (ESP's corr(dependent, independent); SQL's regr_*(y, x)), argument 2 is x
+_MOMENT_RESULTS: dict[str, Callable[[list], object]] = {
+    "var_pop": _statistic(1, lambda n, d, s, c: _pop(d[0], n)),
+    "var_samp": _statistic(2, lambda n, d, s, c: _samp(d[0], n)),
+    "stddev_pop": _statistic(1, lambda n, d, s, c: math.sqrt(_pop(d[0], n))),
+    "stddev_samp": _statistic(2, lambda n, d, s, c: math.sqrt(_samp(d[0], n))),
+    "covar_pop": _statistic(1, lambda n, d, s, c: _pop(c, n)),
+    "covar_samp": _statistic(2, lambda n, d, s, c: _samp(c, n)),
+    "corr": _statistic(1, _corr),
+    "regr_count": lambda acc: acc[N] + acc[BAD],
+    "regr_avgy": _statistic(1, lambda n, d, s, c: _quotient(s[0], n << _SCALE)),
+    "regr_avgx": _statistic(1, lambda n, d, s, c: _quotient(s[1], n << _SCALE)),
+    "regr_syy": _statistic(1, lambda n, d, s, c: _quotient(d[0], n << 2 * _SCALE)),
+    "regr_sxx": _statistic(1, lambda n, d, s, c: _quotient(d[1], n << 2 * _SCALE)),
+    "regr_sxy": _statistic(1, lambda n, d, s, c: _quotient(c, n << 2 * _SCALE)),
+    "regr_slope": _statistic(1, _slope),
+    "regr_intercept": _statistic(1, _intercept),
+    "regr_r2": _statistic(1, _r2),
+}
+# ESP's stddev/variance: sample statistics as in SQL (ESP documents stddev_samp only; ASE and IQ
+# make stddev/variance aliases of the sample forms)
+_MOMENT_RESULTS["stddev"] = _MOMENT_RESULTS["stddev_samp"]
+_MOMENT_RESULTS["variance"] = _MOMENT_RESULTS["var_samp"]
+_UNIVARIATE = ("var_pop", "var_samp", "stddev_pop", "stddev_samp", "stddev", "variance")
+
+
+# --- order-dependent averages (folded over the group's rows in the order they entered it) -----
+
+def _wma_step(state: list, args: list) -> list:
+    """weighted_avg: ``[n, sum of position * value, values are dates]``; the row entering last
+    has position n (ESP: the newest event weighs most, the oldest least)."""
+    value, is_date = args[0], isinstance(args[0], dt.datetime)
+    if is_date:  # exact: microseconds since the epoch (timestamps are naive UTC)
+        delta = value - _EPOCH
+        value = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    n = state[0] + 1
+    weighted = _mul(value, n)
+    return [n, weighted if state[0] == 0 else _add(state[1], weighted), state[2] or is_date]
+
+
+def _wma_result(state: list) -> object:
+    n, weighted, is_date = state
+    if n == 0:
+        return None
+    weights = n * (n + 1) // 2
+    if is_date:
+        return _EPOCH + dt.timedelta(microseconds=round(Fraction(weighted, weights)))
+    return _div(weighted, weights)
+
+
+def _ema_step(state: list, args: list) -> list:
+    """exp_weighted_avg(value, period): S = value for the first row, then
+    S = a * value + (1 - a) * S with a = 2 / (period + 1) (ESP's description of the smoothing
+    factor; guess: it starts from the first value and uses each row's own period)."""
+    value, period = args
+    if state[0] is None:
+        return [value]
+    alpha = 2.0 / (period + 1.0)
+    return [alpha * value + (1.0 - alpha) * state[0]]
+
+
+_STEP = {"weighted_avg": _wma_step, "exp_weighted_avg": _ema_step}
+
+
+# --- argument checks (before any state changes: a failure makes the row a bad record) --------
+
+def _check_floats(fn: str, args: list) -> list:
+    return [_float(v, fn) for v in args]
+
+
+def _check_period(fn: str, args: list) -> list:
+    value, period = _check_floats(fn, args)
+    if period is not None and not period > 0:
+        raise SplashError(f"{fn}() needs a positive period, got {period!r}")
+    return [value, period]
+
+
+def _check_weighted(fn: str, args: list) -> list:
+    value = args[0]
+    if value is not None and not (_is_number(value) or isinstance(value, dt.datetime)):
+        raise SplashError(f"{fn}() needs a numeric, interval or timestamp argument, got "
+                          f"{type(value).__name__} {value!r}")
+    return args
+
+
 # --- one aggregate function --------------------------------------------------------------------
 
 class _Aggregate:
@@ -73,25 +313,35 @@ class _Aggregate:
         args = [a for a in spec.get("args") or [] if not _is_star(a)]
         self.star = not args
         self.args: list[Compiled] = [exprs.compile(a) for a in args]
-        self.distinct = bool(spec.get("distinct")) and self.fn in ("count", "sum", "avg")
-        if self.fn not in _INIT:
-            raise ValueError(f"unknown aggregate function {self.fn!r}")
+        self.distinct = bool(spec.get("distinct")) and self.fn in _DISTINCT
+        self.check = _CHECKS.get(self.fn)
+        if self.fn not in _INIT:  # accepted by the checker, not implemented: refuse its rows
+            self.values = self._refuse  # type: ignore[method-assign]
+        elif self.check is not None:
+            self.values = self._checked  # type: ignore[method-assign]
 
     def values(self, rows: Rows) -> list:
-        """The argument values for one input row."""
+        """The argument values for one input row (raises :class:`SplashError` to refuse it)."""
         return [f(rows) for f in self.args]
+
+    def _checked(self, rows: Rows) -> list:
+        return self.check(self.fn, [f(rows) for f in self.args])  # type: ignore[misc]
+
+    def _refuse(self, rows: Rows) -> list:
+        raise SplashError(f"aggregate function {self.fn}() is not supported by the engine")
 
     def init(self) -> object:
         """The running value of an empty group."""
         return {} if self.distinct else _INIT[self.fn]()
 
-    def add(self, acc: object, args: list, since: int, touched: int) -> object:
-        """``acc`` with one row's contribution added."""
+    def add(self, acc: object, args: list, since: int, touched: int,
+            rows: Mapping[tuple, list]) -> object:
+        """``acc`` with one row's contribution added; ``rows`` are the group's other rows."""
         if self.distinct:
             if args[0] is not None:
                 acc[args[0]] = acc.get(args[0], 0) + 1  # type: ignore[index,union-attr]
             return acc
-        return _ADD[self.fn](self, acc, args, since, touched)
+        return _ADD[self.fn](self, acc, args, since, touched, rows)
 
     def remove(self, acc: object, args: list, since: int, touched: int,
                rows: Mapping[tuple, list]) -> object:
@@ -108,22 +358,23 @@ class _Aggregate:
     def result(self, acc: object) -> object:
         """The aggregate's value."""
         if self.distinct:
-            keys = list(acc)  # type: ignore[call-overload]
             if self.fn == "count":
-                return len(keys)
-            total = _sum_of(keys)
-            return total if self.fn == "sum" or total is None else _div(total, len(keys))
+                return len(acc)  # type: ignore[arg-type]
+            folded = _INIT[self.fn]()
+            for value in acc:  # type: ignore[union-attr]
+                folded = _ADD[self.fn](self, folded, [value], 0, 0, _NO_ROWS)
+            return _RESULT[self.fn](folded)
         return _RESULT[self.fn](acc)
 
     # --- per function ---
 
-    def _count_add(self, acc: int, args: list, since: int, touched: int) -> int:
+    def _count_add(self, acc: int, args: list, since: int, touched: int, rows: Mapping) -> int:
         return acc + (1 if self.star or args[0] is not None else 0)
 
     def _count_remove(self, acc: int, args: list, since: int, touched: int, rows: Mapping) -> int:
         return acc - (1 if self.star or args[0] is not None else 0)
 
-    def _sum_add(self, acc: list, args: list, since: int, touched: int) -> list:
+    def _sum_add(self, acc: list, args: list, since: int, touched: int, rows: Mapping) -> list:
         if args[0] is None:
             return acc
         return [args[0] if acc[1] == 0 else _add(acc[0], args[0]), acc[1] + 1]
@@ -133,7 +384,7 @@ class _Aggregate:
             return acc
         return [0, 0] if acc[1] == 1 else [_sub(acc[0], args[0]), acc[1] - 1]
 
-    def _vwap_add(self, acc: list, args: list, since: int, touched: int) -> list:
+    def _vwap_add(self, acc: list, args: list, since: int, touched: int, rows: Mapping) -> list:
         price, volume = args[0], args[1]
         if price is None or volume is None:
             return acc
@@ -149,7 +400,8 @@ class _Aggregate:
             return [0, 0, 0]
         return [_sub(acc[0], _mul(price, volume)), _sub(acc[1], volume), acc[2] - 1]
 
-    def _extreme_add(self, acc: object, args: list, since: int, touched: int) -> object:
+    def _extreme_add(self, acc: object, args: list, since: int, touched: int,
+                     rows: Mapping) -> object:
         value = args[0]
         if value is None:
             return acc
@@ -176,7 +428,10 @@ class _Aggregate:
         """Where a row stands for first/last/valueinserted (larger wins, except for first)."""
         return (touched,) if self.fn == "valueinserted" else (since,)
 
-    def _pick_add(self, acc: Optional[list], args: list, since: int, touched: int) -> list:
+    def _pick_add(self, acc: Optional[list], args: list, since: int, touched: int,
+                  rows: Mapping) -> Optional[list]:
+        if args[0] is None and self.fn == "lastnonnull":
+            return acc
         order = list(self._order(since, touched))
         if acc is None:
             return [order, args[0]]
@@ -189,8 +444,63 @@ class _Aggregate:
             return acc
         result = None
         for row in rows.values():
-            result = self._pick_add(result, row[ARGS][self.index], row[SINCE], row[TOUCHED])
+            result = self._pick_add(result, row[ARGS][self.index], row[SINCE], row[TOUCHED],
+                                    _NO_ROWS)
         return result
+
+    def _sorted_add(self, acc: list, args: list, since: int, touched: int, rows: Mapping) -> list:
+        """median, meandeviation: the group's non-null values, sorted (NaN last)."""
+        if args[0] is not None:
+            insort(acc, args[0], key=_nan_largest)
+        return acc
+
+    def _sorted_remove(self, acc: list, args: list, since: int, touched: int,
+                       rows: Mapping) -> list:
+        if args[0] is not None:
+            i = bisect_left(acc, _nan_largest(args[0]), key=_nan_largest)
+            if i < len(acc):
+                del acc[i]
+        return acc
+
+    def _moments_add(self, acc: list, args: list, since: int, touched: int,
+                     rows: Mapping) -> list:
+        if any(a is None for a in args):  # a pair with a null is left out (SQL, ESP's corr)
+            return acc
+        return _moments_update(acc, args, 1)
+
+    def _moments_remove(self, acc: list, args: list, since: int, touched: int,
+                        rows: Mapping) -> list:
+        if any(a is None for a in args):
+            return acc
+        return _moments_update(acc, args, -1)
+
+    def _ordered_add(self, acc: list, args: list, since: int, touched: int,
+                     rows: Mapping) -> list:
+        """weighted_avg, exp_weighted_avg: ``[since of the newest row folded in, state]``; a
+        row that entered before the newest (an update in place) refolds the group."""
+        if any(a is None for a in args):
+            return acc
+        newest = acc[0]
+        if newest is None or since >= newest or not rows:
+            return [since if newest is None else max(since, newest), _STEP[self.fn](acc[1], args)]
+        return self._ordered_fold(rows, (since, args))
+
+    def _ordered_remove(self, acc: list, args: list, since: int, touched: int,
+                        rows: Mapping) -> list:
+        if any(a is None for a in args):
+            return acc
+        return self._ordered_fold(rows, None)
+
+    def _ordered_fold(self, rows: Mapping[tuple, list], extra: Optional[tuple]) -> list:
+        """The accumulator of ``rows`` (and ``extra``: ``(since, args)``) in entering order."""
+        items = [(row[SINCE], row[ARGS][self.index]) for row in rows.values()]
+        if extra is not None:
+            items.append(extra)
+        items.sort(key=lambda item: item[0])
+        acc = _INIT[self.fn]()
+        for since, args in items:
+            acc = self._ordered_add(acc, args, since, 0, _NO_ROWS)
+        return acc
 
 
 def _nan_largest(value: object) -> tuple:
@@ -202,33 +512,63 @@ def _is_star(expr: object) -> bool:
     return isinstance(expr, dict) and expr.get("node") == "Star"
 
 
-def _sum_of(values: Sequence[object]) -> object:
-    total: object = None
-    for v in values:
-        total = v if total is None else _add(total, v)
-    return total
+def _median(values: list) -> object:
+    n = len(values)
+    if n == 0:
+        return None
+    return values[n // 2] if n % 2 else _midpoint(values[n // 2 - 1], values[n // 2])
 
 
-_INIT = {"count": lambda: 0, "sum": lambda: [0, 0], "avg": lambda: [0, 0],
-         "vwap": lambda: [0, 0, 0], "min": lambda: None, "max": lambda: None,
-         "first": lambda: None, "last": lambda: None, "valueinserted": lambda: None}
-_ADD = {"count": _Aggregate._count_add, "sum": _Aggregate._sum_add, "avg": _Aggregate._sum_add,
-        "vwap": _Aggregate._vwap_add, "min": _Aggregate._extreme_add,
-        "max": _Aggregate._extreme_add, "first": _Aggregate._pick_add,
-        "last": _Aggregate._pick_add, "valueinserted": _Aggregate._pick_add}
-_REMOVE = {"count": _Aggregate._count_remove, "sum": _Aggregate._sum_remove,
-           "avg": _Aggregate._sum_remove, "vwap": _Aggregate._vwap_remove,
-           "min": _Aggregate._extreme_remove, "max": _Aggregate._extreme_remove,
-           "first": _Aggregate._pick_remove, "last": _Aggregate._pick_remove,
-           "valueinserted": _Aggregate._pick_remove}
-_RESULT = {"count": lambda acc: acc,
-           "sum": lambda acc: acc[0] if acc[1] else None,
-           "avg": lambda acc: _div(acc[0], acc[1]) if acc[1] else None,
-           "vwap": lambda acc: _div(acc[0], acc[1]) if acc[2] and acc[1] != 0 else None,
-           "min": lambda acc: acc, "max": lambda acc: acc,
-           "first": lambda acc: None if acc is None else acc[1],
-           "last": lambda acc: None if acc is None else acc[1],
-           "valueinserted": lambda acc: None if acc is None else acc[1]}
+def _meandeviation(values: list) -> Optional[float]:
+    """ESP meandeviation(): the mean of the absolute deviations from the mean (divides by n)."""
+    if not values:
+        return None
+    mean = math.fsum(values) / len(values)
+    return math.fsum(abs(v - mean) for v in values) / len(values)
+
+
+def _pick_result(acc: Optional[list]) -> object:
+    return None if acc is None else acc[1]
+
+
+_A = _Aggregate
+_INIT: dict[str, Callable[[], object]] = {
+    "count": lambda: 0, "sum": lambda: [0, 0], "avg": lambda: [0, 0], "vwap": lambda: [0, 0, 0],
+    "min": lambda: None, "max": lambda: None, "first": lambda: None, "last": lambda: None,
+    "lastnonnull": lambda: None, "valueinserted": lambda: None,
+    "median": list, "meandeviation": list,
+    "weighted_avg": lambda: [None, [0, 0, False]], "exp_weighted_avg": lambda: [None, [None]]}
+_ADD = {"count": _A._count_add, "sum": _A._sum_add, "avg": _A._sum_add, "vwap": _A._vwap_add,
+        "min": _A._extreme_add, "max": _A._extreme_add, "first": _A._pick_add,
+        "last": _A._pick_add, "lastnonnull": _A._pick_add, "valueinserted": _A._pick_add,
+        "median": _A._sorted_add, "meandeviation": _A._sorted_add,
+        "weighted_avg": _A._ordered_add, "exp_weighted_avg": _A._ordered_add}
+_REMOVE = {"count": _A._count_remove, "sum": _A._sum_remove, "avg": _A._sum_remove,
+           "vwap": _A._vwap_remove, "min": _A._extreme_remove, "max": _A._extreme_remove,
+           "first": _A._pick_remove, "last": _A._pick_remove, "lastnonnull": _A._pick_remove,
+           "valueinserted": _A._pick_remove, "median": _A._sorted_remove,
+           "meandeviation": _A._sorted_remove, "weighted_avg": _A._ordered_remove,
+           "exp_weighted_avg": _A._ordered_remove}
+_RESULT: dict[str, Callable[[object], object]] = {
+    "count": lambda acc: acc,
+    "sum": lambda acc: acc[0] if acc[1] else None,
+    "avg": lambda acc: _div(acc[0], acc[1]) if acc[1] else None,
+    "vwap": lambda acc: _div(acc[0], acc[1]) if acc[2] and acc[1] != 0 else None,
+    "min": lambda acc: acc, "max": lambda acc: acc,
+    "first": _pick_result, "last": _pick_result, "lastnonnull": _pick_result,
+    "valueinserted": _pick_result, "median": _median, "meandeviation": _meandeviation,
+    "weighted_avg": lambda acc: _wma_result(acc[1]), "exp_weighted_avg": lambda acc: acc[1][0]}
+for _fn, _result in _MOMENT_RESULTS.items():
+    _INIT[_fn] = partial(_moments_init, 1 if _fn in _UNIVARIATE else 2)
+    _ADD[_fn], _REMOVE[_fn], _RESULT[_fn] = _A._moments_add, _A._moments_remove, _result
+
+_CHECKS: dict[str, Callable[[str, list], list]] = {
+    **{fn: _check_floats for fn in _MOMENT_RESULTS}, "meandeviation": _check_floats,
+    "exp_weighted_avg": _check_period, "weighted_avg": _check_weighted}
+# DISTINCT is honoured where the order of the values does not matter (min/max need nothing)
+_DISTINCT = frozenset(("count", "sum", "avg", "median", "meandeviation") + _UNIVARIATE)
+SUPPORTED: frozenset[str] = frozenset(_INIT)
+"""The aggregate functions the engine computes; the others make their rows bad records."""
 
 
 # --- the aggregator ----------------------------------------------------------------------------
@@ -316,7 +656,7 @@ class Aggregator:
         if group is None:
             group = state["groups"][gkey] = self._new_group()
         group["n"] += 1
-        group["acc"] = [agg.add(acc, a, since, touched)
+        group["acc"] = [agg.add(acc, a, since, touched, group["rows"])
                         for agg, acc, a in zip(self.aggregates, group["acc"], args)]
         group["row"] = _plain(rows)
         if self.retracting:
