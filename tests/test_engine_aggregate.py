@@ -563,3 +563,11 @@ def _rename_columns(node, names):
     if node.get("node") == "Ident" and node.get("name") in names:
         return {**node, "name": names[node["name"]]}
     return {k: _rename_columns(v, names) for k, v in node.items()}
+
+
+def test_the_checker_knows_which_aggregates_the_engine_runs():
+    """ccl.functions_data.ENGINE_AGGREGATES (what `ccl check` does not warn about, CCL2010) is
+    exactly what this engine implements."""
+    from ccl.functions_data import ENGINE_AGGREGATES
+    from runtime.engine import aggregate
+    assert ENGINE_AGGREGATES == set(aggregate._INIT)

@@ -1,6 +1,6 @@
 """Types of expressions and SPLASH statements, with the name, type and call checks on the way.
 
-The :class:`Typer` reports CCL2003-CCL2009, CCL2101-CCL2103, CCL2205 and CCL2206, and records
+The :class:`Typer` reports CCL2003-CCL2010, CCL2101-CCL2103, CCL2205 and CCL2206, and records
 which variable each name resolves to (the safety pass needs it).
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from .. import nodes as n
-from ..functions_data import FUNCTIONS
+from ..functions_data import ENGINE_AGGREGATES, FUNCTIONS
 from .symbols import OPCODES, Context, Variable
 from .types import (ANY, BOOLEAN, FLOAT, INTEGER, INTERVAL, LONG, NULL, STRING, Type, comparable,
                     record, scalar, truthy, widens, widest)
@@ -31,6 +31,17 @@ def function_info(name: str) -> Optional[dict]:
     """The catalogue entry of a built-in function (case-insensitive), or None."""
     low = name.lower()
     return FUNCTIONS.get(low) or EXTRA_FUNCTIONS.get(low)
+
+
+def runs_at_run_time(name: str) -> bool:
+    """Whether the runtime runs the catalogue function ``name`` (a SPLASH built-in, an engine
+    GROUP BY aggregate or an event-cache aggregate; CAST is syntax)."""
+    from ..splash.builtins import lookup
+    from ..splash.caches import AGGREGATES
+
+    low = name.lower()
+    return (low == "cast" or lookup(low) is not None or low in ENGINE_AGGREGATES
+            or low in AGGREGATES)
 
 
 def is_aggregate_call(call: n.Call) -> bool:
@@ -213,6 +224,9 @@ class Typer:
         if info is None:
             self.report("CCL2005", e.func.span, f"unknown function '{name}'")
             return ANY
+        if not runs_at_run_time(name):
+            self.report("CCL2010", e.func.span, f"{name}() is an ESP function this runtime does not "
+                                                "run: every row that calls it becomes a bad record")
         if is_aggregate_call(e):
             if ctx.in_where:
                 self.report("CCL2205", e.func.span, f"aggregate {name}() cannot be used in WHERE "
