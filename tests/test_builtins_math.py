@@ -358,3 +358,17 @@ def test_checker_result_types_match_the_runtime():
     for name, expr in TYPED.items():
         runtime = kind(ev(expr.replace("s.", "r."), i=7, l=Long(40), f=2.5, s="hello"))
         assert (name, runtime) == (name, columns[name].name), expr
+
+
+def test_a_regular_expression_that_backtracks_for_ever_is_an_error():
+    """A catastrophic pattern stops after builtins_math.REGEX_SECONDS with an error (a bad record),
+    instead of hanging the element."""
+    import time
+
+    from ccl.splash import builtins_math
+    from ccl.splash.builtins import lookup
+    from ccl.splash.values import SplashError
+    began = time.monotonic()
+    with pytest.raises(SplashError, match="took longer than"):
+        lookup("regexp_search").fn(None, "a" * 35 + "b", "(a|aa)+$")
+    assert time.monotonic() - began < builtins_math.REGEX_SECONDS + 2

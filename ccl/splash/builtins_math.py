@@ -12,8 +12,9 @@ comment at the function says what it chose and why. In short:
   overflow, never an error;
 * bit positions count from 0 (the least significant bit); a position outside the value's width is
   an error; a negative shift count shifts the other way; ``bitshiftright`` keeps the sign;
-* string positions count from 1 and 0 means "not found"; regular expressions are Python's ``re``
-  (close to Perl's); ``regexp_replace`` replaces the first match only;
+* string positions count from 1 and 0 means "not found"; regular expressions are the ``regex``
+  module's (Python's ``re`` syntax, close to Perl's; a match may take at most
+  :data:`REGEX_SECONDS`); ``regexp_replace`` replaces the first match only;
 * ``random()`` is not reproducible: a replay of the same input gives other numbers.
 """
 from __future__ import annotations
@@ -25,6 +26,8 @@ from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 from typing import Callable, Optional
+
+import regex
 
 from .builtins import (Builtin, CallContext, _check_length, _log, _need_int, _need_number,
                        _need_str)
@@ -274,23 +277,35 @@ def _instr(ctx: CallContext, s: object, sub: object, start: object = 1, nth: obj
 
 # --- regular expressions ------------------------------------------------------------------------
 
-_MAX_PATTERN = 10_000  # characters; Python's re has no time limit, so patterns stay small
+_MAX_PATTERN = 10_000  # characters
+REGEX_SECONDS = 1.0  # longest one match may take: a pattern that backtracks for ever is an error
 
 
 @lru_cache(maxsize=256)
-def _compiled(pattern: str) -> re.Pattern:
+def _compiled(pattern: str) -> regex.Pattern:
     try:
-        return re.compile(pattern)
-    except (re.error, RecursionError, OverflowError, ValueError) as e:
+        return regex.compile(pattern)
+    except (regex.error, RecursionError, OverflowError, ValueError) as e:
         raise SplashError(f"bad regular expression {pattern!r}: {e}") from None
 
 
-def _need_regex(name: str, i: int, v: object) -> re.Pattern:
-    """A regular-expression argument, compiled (Python's ``re`` syntax, close to Perl's)."""
+def _need_regex(name: str, i: int, v: object) -> regex.Pattern:
+    """A regular-expression argument, compiled (the ``regex`` module's syntax, which is Python's
+    ``re`` syntax, close to Perl's)."""
     pattern = _need_str(name, i, v)
     if len(pattern) > _MAX_PATTERN:
         raise SplashError(f"{name}(): regular expression longer than {_MAX_PATTERN} characters")
     return _compiled(pattern)
+
+
+def _search(name: str, rx: regex.Pattern, text: str, pos: int = 0) -> Optional[regex.Match]:
+    """The first match of ``rx`` in ``text`` at or after ``pos``; a match that takes longer than
+    :data:`REGEX_SECONDS` is an error (the ``regex`` module can stop one, Python's ``re`` cannot)."""
+    try:
+        return rx.search(text, pos, timeout=REGEX_SECONDS)
+    except TimeoutError:
+        raise SplashError(f"{name}(): the regular expression took longer than {REGEX_SECONDS:g} s "
+                          f"on a string of {len(text)} characters") from None
 
 
 def _patindex(ctx: CallContext, s: object, pattern: object, start: object = 1) -> int:
@@ -300,18 +315,20 @@ def _patindex(ctx: CallContext, s: object, pattern: object, start: object = 1) -
     pos = max(_need_int("patindex", 3, start), 1)
     if pos > len(text) + 1:
         return 0
-    m = rx.search(text, pos - 1)
+    m = _search("patindex", rx, text, pos - 1)
     return m.start() + 1 if m else 0
 
 
 def _regexp_search(ctx: CallContext, s: object, pattern: object) -> bool:
     """Whether a regular expression matches somewhere in the string (a boolean)."""
-    return _need_regex("regexp_search", 2, pattern).search(_need_str("regexp_search", 1, s)) is not None
+    rx = _need_regex("regexp_search", 2, pattern)
+    return _search("regexp_search", rx, _need_str("regexp_search", 1, s)) is not None
 
 
 def _regexp_firstsearch(ctx: CallContext, s: object, pattern: object) -> Optional[str]:
     """The first substring that matches a regular expression, null when none does."""
-    m = _need_regex("regexp_firstsearch", 2, pattern).search(_need_str("regexp_firstsearch", 1, s))
+    rx = _need_regex("regexp_firstsearch", 2, pattern)
+    m = _search("regexp_firstsearch", rx, _need_str("regexp_firstsearch", 1, s))
     return m.group(0) if m else None
 
 
@@ -329,7 +346,7 @@ def _regexp_replace(ctx: CallContext, s: object, pattern: object, replacement: o
         if ref != "\\" and int(ref) > rx.groups:
             raise SplashError(f"regexp_replace(): the replacement refers to group {ref}, but the "
                               f"expression has {rx.groups} group(s)")
-    m = rx.search(text)
+    m = _search("regexp_replace", rx, text)
     if m is None:
         return text
     new = _GROUP_REF.sub(lambda g: "\\" if g.group(1) == "\\" else (m.group(int(g.group(1))) or ""), rep)
