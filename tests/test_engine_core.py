@@ -548,3 +548,17 @@ def test_aggregation_over_a_stream_keeps_no_input_rows():
         agg = state["selects"][0]["agg"]
         assert bool(agg["inputs"]) == stored
         assert all(bool(g["rows"]) == stored for g in agg["groups"].values())
+
+
+def test_getrowid_and_nextval_in_a_select():
+    """getrowid(src) is the sequence number of the row being processed; nextval() counts per
+    instance state, across process() calls (batches)."""
+    s = element("s", "stream", KV)
+    o = element("o", "stream", [("k", "string"), ("rid", "long"), ("n", "long")],
+                query={"selects": [select([("s", "s")], [("k", "s.k"), ("rid", "getrowid(s)"),
+                                                          ("n", "nextval()")])]})
+    eng = Engine(o, plan(s, o))
+    out, state = run(eng, [ev("i", 10, k="a", v=1), ev("i", 4294967297, k="b", v=2)])
+    assert out == [("i", {"k": "a", "rid": 10, "n": 1}), ("i", {"k": "b", "rid": 4294967297, "n": 2})]
+    out, _ = run(eng, [ev("i", 11, k="c", v=3)], state=pickle.loads(pickle.dumps(state)))
+    assert out == [("i", {"k": "c", "rid": 11, "n": 3})]

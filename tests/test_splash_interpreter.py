@@ -440,3 +440,13 @@ def test_nextval_counts_in_the_bound_store():
     assert other.run_block(block("return nextval();")).value == 6
     assert isinstance(other.run_block(block("return nextval();")).value, Long)
     assert Interpreter().run_block(block("return nextval();")).value == 1
+
+
+def test_getrowid_is_the_sequence_number_of_the_row_at_hand():
+    """An engine sets the input row's sequence number (Interpreter.row_id) before evaluating:
+    getrowid(rec) gives it as a long; with no row at hand it is null."""
+    interp = Interpreter()
+    assert interp.run_block(block("return getrowid(priceW);"), {"priceW": {}}).value is None
+    interp.row_id = 4294967298
+    value = interp.run_block(block("return getrowid(priceW);"), {"priceW": {}}).value
+    assert value == 4294967298 and isinstance(value, Long)

@@ -34,6 +34,9 @@ class CallContext(Protocol):
     def next_in_sequence(self) -> int:
         """The next number of the program's sequence (``nextval()``)."""
 
+    def current_row_id(self) -> Optional[int]:
+        """The sequence number of the input row being processed (``getrowid()``), if any."""
+
 
 @dataclass(frozen=True)
 class Builtin:
@@ -266,6 +269,11 @@ def _next_value(ctx: CallContext) -> int:
     return ctx.next_in_sequence()
 
 
+def _row_id(ctx: CallContext, record: object) -> Optional[int]:
+    row_id = ctx.current_row_id()
+    return None if row_id is None else Long(row_id)
+
+
 def _part(name: str, attr: str) -> Callable[..., int]:
     def run(ctx: CallContext, v: object, *tz: object) -> int:
         if tz:
@@ -392,6 +400,7 @@ BUILTINS: dict[str, Builtin] = _table(
     Builtin("now", 0, 0, _now, spark="current_timestamp"),
     Builtin("nextval", 0, 0, _next_value),
     Builtin("uniqueval", 0, 0, _next_value),
+    Builtin("getrowid", 1, 1, _row_id, strict=False),
     Builtin("year", 1, 2, _part("year", "year"), spark="year"),
     Builtin("month", 1, 2, _part("month", "month"), spark="month"),
     Builtin("dayofmonth", 1, 2, _part("dayofmonth", "day"), spark="dayofmonth"),

@@ -97,6 +97,7 @@ class Interpreter:
         self.printer = printer
         self._compiled: dict[int, tuple[n.Node, Callable]] = {}
         self._bound: Optional[dict[str, object]] = None
+        self.row_id: Optional[int] = None  # what getrowid() returns: set by an engine per input row
 
     def bind(self, store: Optional[dict[str, object]]) -> None:
         """Keep global variables in ``store`` (name -> SPLASH value; names not declared are untyped
@@ -178,7 +179,7 @@ class Interpreter:
                     cells[name] = Cell(v)
         if extra:
             cells.update(extra)
-        return Machine(self.budget, self.max_depth, cells, self.clock, self.printer)
+        return Machine(self.budget, self.max_depth, cells, self.clock, self.printer, self.row_id)
 
     def _write_back(self, machine: Machine) -> None:
         """Keep what a call did to the bound global variables."""

@@ -55,10 +55,12 @@ SEQUENCE = "#nextval"  # the global holding nextval()'s count (not a name a prog
 class Machine:
     """The state of one call: steps used, call depth, global variables, clock and output."""
 
-    __slots__ = ("steps", "limit", "depth", "max_depth", "globals", "clock", "printer", "_now", "emit")
+    __slots__ = ("steps", "limit", "depth", "max_depth", "globals", "clock", "printer", "_now", "emit",
+                 "row_id")
 
     def __init__(self, limit: int, max_depth: int, globals_: dict[str, Cell],
-                 clock: Callable[[], dt.datetime], printer: Optional[Callable[[str], None]]) -> None:
+                 clock: Callable[[], dt.datetime], printer: Optional[Callable[[str], None]],
+                 row_id: Optional[int] = None) -> None:
         self.steps = 0
         self.limit = limit
         self.depth = 0
@@ -67,6 +69,7 @@ class Machine:
         self.clock = clock
         self.printer = printer
         self._now: Optional[dt.datetime] = None
+        self.row_id = row_id  # the sequence number of the input row being processed, if any
         # Where ``output rec;`` sends records (a Flex handler's run); None elsewhere.
         self.emit: Optional[Callable[[Record], None]] = None
 
@@ -81,6 +84,10 @@ class Machine:
         if self._now is None:
             self._now = self.clock()
         return self._now
+
+    def current_row_id(self) -> Optional[int]:
+        """``getrowid()``: the sequence number of the input row being processed (None outside)."""
+        return self.row_id
 
     def next_in_sequence(self) -> int:
         """``nextval()``: 1, 2, ... counted in the global variables, so a bound store (an engine's

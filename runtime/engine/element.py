@@ -218,6 +218,8 @@ class Engine:
         """Evict what time-based KEEPs (the element's and FROM-level ones) have due at ``now_ms``;
         the deletes carry the largest seq this state has seen."""
         self._bind(state)
+        for exprs in self._exprs:  # no input row at hand: getrowid() is null
+            exprs.set_row_id(None)
         if self.declared is not None and self.declared.caches:
             self.declared.sweep(state["vars"], now_ms)
         seq = state["seq"] if state["seq"] is not None else 0
@@ -252,6 +254,8 @@ class Engine:
     def _event(self, state: dict, event: Event, now_ms: int) -> list[Change]:
         if event.op not in OPS:
             raise RowRefused(f"unknown opcode {event.op!r}")
+        for exprs in self._exprs:
+            exprs.set_row_id(event.seq)
         if self.input is not None:
             if event.port != 0:
                 raise RowRefused(f"no input port {event.port} on {self.name}")

@@ -46,6 +46,10 @@ class Expressions:
         """Read and write DECLAREd variables in ``store`` (one instance's) from now on."""
         self._interp.bind(store)
 
+    def set_row_id(self, seq: Optional[int]) -> None:
+        """What ``getrowid()`` gives from now on: the sequence number of the input row at hand."""
+        self._interp.row_id = seq
+
     def compile(self, expr: object) -> Compiled:
         """A function ``f(rows, variables={})`` giving the value of ``expr`` (its JSON form).
 
