@@ -1,6 +1,6 @@
 """What a compiled CCL project costs on Spark, against a passthrough and a hand-written PySpark job.
 
-    python bench/runtime.py [--rows 1000000] [--isins 50000] [--files 4] [--only NAME,...]
+    python bench/runtime.py [--rows 1000000] [--isins 50000] [--files 4] [--only NAME,...] [--repeat N]
 
 One Spark session (local[2], 2 shuffle partitions), the same generated rows (isin, price, volume) in
 FILES CSV files for every job, each run with ``availableNow`` / ``ccl run --until-idle`` semantics:
@@ -111,6 +111,8 @@ def main() -> None:
     ap.add_argument("--isins", type=int, default=50_000)
     ap.add_argument("--files", type=int, default=4)
     ap.add_argument("--only", default="", help="comma-separated job names")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per job; the fastest counts (run-to-run noise here is 10-30%%)")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="ccl-bench-")
     data = os.path.join(root, "data")
@@ -139,12 +141,17 @@ def main() -> None:
         for name, job in jobs.items():
             if only and name not in only:
                 continue
-            work = os.path.join(root, name)
-            os.makedirs(work)
-            seconds = job(work)
+            times = []
+            for attempt in range(max(args.repeat, 1)):
+                work = os.path.join(root, f"{name}-{attempt}")
+                os.makedirs(work)
+                times.append(job(work))
+                shutil.rmtree(work, ignore_errors=True)
+            seconds = min(times)
             rates[name] = args.rows / seconds
-            print(f"{name:>16}: {seconds:7.2f} s  {rates[name]:>10,.0f} rows/s", flush=True)
-            shutil.rmtree(work, ignore_errors=True)
+            print(f"{name:>16}: {seconds:7.2f} s  {rates[name]:>10,.0f} rows/s"
+                  + (f"  (runs: {', '.join(f'{t:.2f}' for t in times)} s)" if len(times) > 1 else ""),
+                  flush=True)
     finally:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
