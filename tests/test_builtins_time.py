@@ -10,6 +10,7 @@ import pytest
 
 from ccl.parser import parse_text
 from ccl.splash import BUILTINS, Dec, Interpreter, Interval, Long, SplashError
+from tests.splash_eval import evaluator, same
 
 ROW_TYPES = {"t": "timestamp", "b": "bigdatetime", "i": "integer", "s": "string", "f": "float",
              "n": "timestamp"}
@@ -20,20 +21,7 @@ NOW = dt.datetime(2021, 5, 6, 7, 8, 9, 123_456)
 INTERP = Interpreter(source_types={"r": ROW_TYPES}, clock=lambda: NOW)
 
 
-def ev(code: str, **row: object) -> object:
-    """Evaluate a SPLASH expression; ``r.x`` reads the test row (ROW, updated with ``row``)."""
-    project, diags = parse_text(f"CREATE OUTPUT STREAM o PARTITION BY r {{ return {code}; }} "
-                                "PARTITIONS 2 AS SELECT * FROM r;")
-    assert not diags, diags
-    expr = project.statements[0].partition.specs[0].body.stmts[0].value
-    return INTERP.evaluate(expr, {"r": {**ROW, **row}})
-
-
-def same(a: object, b: object) -> bool:
-    """Equal values of the same Python type (NaN equals NaN)."""
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    return type(a) is type(b) and a == b
+ev = evaluator(INTERP, ROW)  # ev(code, **row): r.x reads ROW updated with row
 
 
 def ts(text: str) -> str:

@@ -244,17 +244,28 @@ def test_randomized_against_recomputation_with_pickling():
                    "GROUP BY p.isin", [["isin", "string"], ["c", "long"], ["s", "float"],
                                        ["mx", "float"], ["mn", "float"], ["d", "long"],
                                        ["f", "float"], ["l", "float"]])
-    f = Feed(agg, st)
     rnd = random.Random(5)
+
+    def new_row():
+        return row(rnd.choice("AB"), rnd.choice([None, 1.0, 2.0, 3.0, 5.0]))
+
+    def check(view, rows, since, step):
+        assert view == _reference(rows, since), step
+    _random_walk(Feed(agg, st), rnd, 300, 8, new_row, check, pickle_every=40)
+
+
+def _random_walk(f, rnd, steps, keys, new_row, check, pickle_every):
+    """Random inserts, updates (in place and between groups) and deletes of ``keys`` row keys
+    fed to ``f``; after each step the emitted changes, applied to a view, must match what they
+    replace, and ``check(view, rows, since, step)`` (``since``: where each row's group began)."""
     view, since = {}, {}
-    for step in range(300):
-        key = rnd.randrange(8)
+    for step in range(steps):
+        key = rnd.randrange(keys)
         if key in f.rows and rnd.random() < 0.35:
             changes = f("d", key)
             del since[key]
         else:
-            price = rnd.choice([None, 1.0, 2.0, 3.0, 5.0])
-            new = row(rnd.choice("AB"), price)
+            new = new_row()
             op = "u" if key in f.rows else "i"
             if op == "i" or f.rows[key]["p"]["isin"] != new["p"]["isin"]:
                 since[key] = f.seq + 1
@@ -265,8 +276,8 @@ def test_randomized_against_recomputation_with_pickling():
             else:
                 assert view.get(c.key) == c.old
                 view[c.key] = c.new
-        assert view == _reference(f.rows, since), step
-        if step % 40 == 0:
+        check(view, f.rows, since, step)
+        if step % pickle_every == 0:
             f.state = pickle.loads(pickle.dumps(f.state))
 
 
@@ -381,30 +392,15 @@ def test_statistics_randomized_with_updates_deletes_and_pickling():
     """Every new aggregate over random inserts, updates (in place and between groups) and
     deletes, against the statistics module / textbook formulas over the rows left."""
     agg, st = make(STATS_SQL, STATS_COLS)
-    f = Feed(agg, st)
     rnd = random.Random(11)
-    view, since = {}, {}
-    for step in range(400):
-        key = rnd.randrange(7)
-        if key in f.rows and rnd.random() < 0.35:
-            changes = f("d", key)
-            del since[key]
-        else:
-            new = row(rnd.choice("AB"), rnd.choice([None, -4.0, 1.0, 2.5, 2.5, 7.25, 1e6 + 0.1]),
-                      rnd.choice([None, 1, 2, 2, 9]))
-            op = "u" if key in f.rows else "i"
-            if op == "i" or f.rows[key]["p"]["isin"] != new["p"]["isin"]:
-                since[key] = f.seq + 1
-            changes = f(op, key, new)
-        for c in changes:
-            if c.op == "d":
-                assert view.pop(c.key) == c.old
-            else:
-                assert view.get(c.key) == c.old
-                view[c.key] = c.new
-        _assert_rows_close(view, _stats_reference(f.rows, since), step)
-        if step % 50 == 0:
-            f.state = pickle.loads(pickle.dumps(f.state))
+
+    def new_row():
+        return row(rnd.choice("AB"), rnd.choice([None, -4.0, 1.0, 2.5, 2.5, 7.25, 1e6 + 0.1]),
+                   rnd.choice([None, 1, 2, 2, 9]))
+
+    def check(view, rows, since, step):
+        _assert_rows_close(view, _stats_reference(rows, since), step)
+    _random_walk(Feed(agg, st), rnd, 400, 7, new_row, check, pickle_every=50)
 
 
 def test_statistics_single_row_all_null_and_constant_groups():

@@ -16,6 +16,7 @@ from ccl.parser import parse_text
 from ccl.splash import (BUILTINS, Dec, Interpreter, Interval, Long, SplashError, Vector,
                         make_dec)
 from ccl.splash.convert import java_double
+from tests.splash_eval import evaluator, same
 
 ROW_TYPES = {"i": "integer", "l": "long", "f": "float", "s": "string", "d": "decimal(10,2)",
              "m": "money(2)", "t": "timestamp", "b": "boolean", "n": "integer"}
@@ -24,20 +25,7 @@ ROW = {"i": 7, "l": 10_000_000_000, "f": 2.5, "s": "hello", "d": Decimal("-1.25"
 INTERP = Interpreter(source_types={"r": ROW_TYPES})
 
 
-def ev(code: str, **row: object) -> object:
-    """Evaluate a SPLASH expression; ``r.x`` reads the test row (ROW, updated with ``row``)."""
-    project, diags = parse_text(f"CREATE OUTPUT STREAM o PARTITION BY r {{ return {code}; }} "
-                                "PARTITIONS 2 AS SELECT * FROM r;")
-    assert not diags, diags
-    expr = project.statements[0].partition.specs[0].body.stmts[0].value
-    return INTERP.evaluate(expr, {"r": {**ROW, **row}})
-
-
-def same(a: object, b: object) -> bool:
-    """Equal values of the same Python type (NaN equals NaN)."""
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    return type(a) is type(b) and a == b
+ev = evaluator(INTERP, ROW)  # ev(code, **row): r.x reads ROW updated with row
 
 
 # --- strings --------------------------------------------------------------------------------------
