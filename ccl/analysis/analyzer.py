@@ -708,7 +708,7 @@ def deduce_key(select: n.Select, sources: list[Source], elements: Mapping[str, E
             key.append(output_name(match[0], select.items.index(match[0])))
         return key
     key: list[str] = []
-    for src in sources:
+    for src in _key_sources(select, sources):
         if not src.element.key:
             return None
         for col in src.element.key:
@@ -724,6 +724,52 @@ def deduce_key(select: n.Select, sources: list[Source], elements: Mapping[str, E
                 return None
             key.append(found)
     return key or None
+
+
+def _key_sources(select: n.Select, sources: list[Source]) -> list[Source]:
+    """The sources whose keys make the key of a join: a source drops out when each of its key
+    columns is equated (in ON or WHERE, under AND) with a column of a source that stays, and no
+    outer join keeps its unmatched rows (a many-to-one join is keyed by the "many" side)."""
+    if len(sources) < 2:
+        return sources
+    pairs: set[tuple[tuple[str, str], tuple[str, str]]] = set()
+    preserved: set[str] = set()
+
+    def walk(item: n.Node) -> set[str]:
+        if isinstance(item, n.FromSource):
+            return {(item.alias or item.name).name}
+        assert isinstance(item, n.Join)
+        left, right = walk(item.left), walk(item.right)
+        if item.kind in ("left", "full"):
+            preserved.update(left)
+        if item.kind in ("right", "full"):
+            preserved.update(right)
+        _equalities(item.on, pairs)
+        return left | right
+    for item in select.sources:
+        walk(item)
+    _equalities(select.where, pairs)
+    kept = list(sources)
+    for src in reversed(sources):
+        others = {o.alias for o in kept if o is not src}
+        bound = {col for col in src.element.key
+                 if any(a == (src.alias, col) and b[0] in others or b == (src.alias, col) and a[0] in others
+                        for a, b in pairs)}
+        if src.element.key and src.alias not in preserved and others and bound == set(src.element.key):
+            kept.remove(src)
+    return kept
+
+
+def _equalities(e: Optional[n.Node], into: set) -> None:
+    """``src.col = src.col`` conditions of ``e`` joined by AND, as ((alias, col), (alias, col))."""
+    if isinstance(e, n.Binary) and e.op == "and":
+        _equalities(e.left, into)
+        _equalities(e.right, into)
+    elif isinstance(e, n.Binary) and e.op == "=":
+        sides = [(x.base.name.name, x.field.name) for x in (e.left, e.right)
+                 if isinstance(x, n.FieldAccess) and isinstance(x.base, n.Var)]
+        if len(sides) == 2 and sides[0][0] != sides[1][0]:
+            into.add((sides[0], sides[1]))
 
 
 def _reads_column(e: n.Node, src: Source, col: str, n_sources: int) -> bool:
