@@ -107,8 +107,10 @@ class Analyzer:
 
     # --- types -----------------------------------------------------------------------------------
 
-    def type_spec(self, spec: n.Node) -> Type:
-        """The Type a CCL type expression names (CCL2009, CCL2105 on the way)."""
+    def type_spec(self, spec: n.Node, scope: Optional[Scope] = None) -> Type:
+        """The Type a CCL type expression names (CCL2009, CCL2105 on the way); ``typeof(x)`` is
+        the type of the variable x when ``scope`` (default: the globals) has one, else the row
+        type of the stream or window x."""
         if isinstance(spec, n.NamedType):
             if spec.name in self.typedefs:
                 return self.typedefs[spec.name]
@@ -119,6 +121,9 @@ class Analyzer:
             self._check_type_args(spec, t)
             return t
         if isinstance(spec, n.TypeOf):
+            var = (scope or self.globals).lookup(spec.source.name)
+            if var is not None:
+                return var.type
             el = self.element(spec.source)
             return el.row_type if el else ANY
         if isinstance(spec, n.DictType):

@@ -12,7 +12,7 @@ from .types import ANY, Type, widens
 class StatementChecker:
     """Checks SPLASH blocks; collects the RETURN statements with the types of their values."""
 
-    def __init__(self, typer: Typer, report: Report, type_spec: Callable[[n.Node], Type]) -> None:
+    def __init__(self, typer: Typer, report: Report, type_spec: Callable[..., Type]) -> None:
         self.typer = typer
         self.report = report
         self.type_spec = type_spec
@@ -20,7 +20,7 @@ class StatementChecker:
 
     def declare(self, ctx: Context, decl: n.VarDecl, where: str) -> None:
         """Declare the variables of ``decl`` in ``ctx.scope`` (checking initialisers)."""
-        t = self.type_spec(decl.type)
+        t = self.type_spec(decl.type, ctx.scope)
         for d in decl.declarators:
             if d.init is not None:
                 self.assignable(self.typer.type_of(d.init, ctx), t, d.init)
