@@ -63,6 +63,8 @@ Sources: (the key in each entry's trailing comment names the evidence)
       https://docslib.org/doc/11091124/ccl-reference-company
   R31: Sybase CEP R4 CCL Reference, NEXTVAL()/DATEFLOOR() (predecessor product; corroboration only)
       https://infocenter.sybase.com/help/topic/com.sybase.infocenter.dc01031.0400/doc/html/asc1252677221029.html ; https://infocenter.sybase.com/help/topic/com.sybase.infocenter.dc01031.0400/doc/html/cgo1288797744068.html
+  R32: GROUP FILTER clause, CCL Reference ESP 5.1 SP03 (rank() ranks the records of a group)
+      http://infocenter.sybase.com/help/topic/com.sybase.infocenter.dc01621.0513/doc/html/tem1292512065813.html
   NOTES: project notes: functions seen in real projects
       /work/shared/notes/ccl-language.md
   LANG: project language notes: left/right/last/like are keywords callable as functions
@@ -288,6 +290,8 @@ FUNCTIONS = {
                       doc="append a value to a vector; returns the vector"),  # src: R19 R25
     "random": dict(kind="scalar", min_args=0, max_args=1, args=("numeric",), result="float",
                    doc="pseudo-random number (optional seed unverified)"),  # src: MEM
+    "rank": dict(kind="scalar", min_args=0, max_args=0, args=(), result="integer",
+                 doc="rank of the record in its group, by GROUP ORDER BY (GROUP FILTER only)"),  # src: R32
     "recent": dict(kind="aggregate", min_args=1, max_args=1, args=("any",), result="arg1",
                    doc="most recent value of the group"),  # unverified; src: MEM
     "regexp_firstsearch": dict(kind="scalar", min_args=2, max_args=2, args=("string", "string"), result="string",
