@@ -3,12 +3,14 @@
 Keywords are case-insensitive; identifiers keep their case. Built-in type names (integer, money, ...)
 are one token kind, BASETYPE (the parser lower-cases them where they name a type). Interval units (`5 MINUTES`) are
 plain identifiers, checked by the parser where an interval is expected, so that a column may be called
-`minutes`. Positions are character offsets (``lexpos``); :class:`LineIndex` turns them into line and
+`minutes`. A money literal is a number, ``d`` and the scale: ``10.00d2`` is money(2) (MONEY token,
+a Decimal with that scale). Positions are character offsets (``lexpos``); :class:`LineIndex` turns them into line and
 column only when a node or a diagnostic needs them.
 """
 from __future__ import annotations
 
 import bisect
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Callable, Iterator
 
 import ply.lex as lex
@@ -40,10 +42,12 @@ PUNCTUATION = {
 }
 
 tokens = tuple(sorted(KEYWORDS.values())) + (
-    "ID", "BASETYPE", "INTEGER", "FLOAT", "STRING") + tuple(PUNCTUATION)
+    "ID", "BASETYPE", "INTEGER", "FLOAT", "MONEY", "STRING") + tuple(PUNCTUATION)
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
+MONEY_SCALES = range(1, 16)  # money(1) .. money(15)
+MONEY_DIGITS = 18            # a money(n) value is a decimal(18, n)
 
 
 class _Rules:
@@ -73,6 +77,24 @@ class _Rules:
                        "unterminated string literal: a string must end on the line it starts")
         t.type = "STRING"
         t.value = t.value[1:]
+        return t
+
+    def t_MONEY(self, t):
+        r"(?:\d+\.\d*|\.\d+|\d+)[dD]\d+(?!\w)"
+        number, _, digits = t.value.lower().partition("d")
+        scale = int(digits)
+        if scale not in MONEY_SCALES:
+            t.lexer.report("CCL1004", t.lexpos,
+                           f"money literal {t.value}: the scale after 'd' must be 1 to 15")
+            scale = min(max(scale, MONEY_SCALES[0]), MONEY_SCALES[-1])
+        try:
+            value = Decimal(number).quantize(Decimal(1).scaleb(-scale), ROUND_HALF_UP)
+        except InvalidOperation:  # more digits than Decimal's context holds
+            value = Decimal(10) ** MONEY_DIGITS
+        if len(value.as_tuple().digits) > MONEY_DIGITS:
+            t.lexer.report("CCL1004", t.lexpos, f"money literal {t.value} does not fit money({scale})")
+            value = Decimal(0).scaleb(-scale)
+        t.value = value  # a Decimal whose exponent is -scale
         return t
 
     def t_FLOAT(self, t):

@@ -7,6 +7,7 @@ phases can point a diagnostic at the exact name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from decimal import Decimal
 from typing import Iterator, Optional, Union
 
 
@@ -54,6 +55,8 @@ def to_json(value: object) -> object:
         return out
     if isinstance(value, (list, tuple)):
         return [to_json(v) for v in value]
+    if isinstance(value, Decimal):
+        return format(value, "f")  # money literals: exact, scale kept
     return value
 
 
@@ -186,10 +189,18 @@ TypeSpec = Union[NamedType, TypeOf, DictType, VectorType, RecordType, EventCache
 
 @dataclass
 class Literal(Node):
-    """kind is one of integer, long, float, string, boolean, null."""
+    """kind is one of integer, long, float, money, string, boolean, null.
+
+    A money literal (``10.00d2``) has a Decimal value whose exponent is minus its scale; plan JSON
+    holds it as text (``"10.00"``), which is turned back into a Decimal here.
+    """
 
     kind: str
     value: object
+
+    def __post_init__(self) -> None:
+        if self.kind == "money" and isinstance(self.value, str):
+            self.value = Decimal(self.value)
 
 
 @dataclass

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gc
 import os
+from decimal import Decimal
 from typing import Optional
 
 import ply.yacc as yacc
@@ -369,7 +370,8 @@ class CCLParser:
 
     def p_const_value_negative(self, p):
         """const_value : MINUS INTEGER
-                       | MINUS FLOAT"""
+                       | MINUS FLOAT
+                       | MINUS MONEY"""
         p[0] = n.Unary("-", self._number(p, 2), span=self._at(p))
 
     # --- KEEP --------------------------------------------------------------------------------
@@ -1247,13 +1249,16 @@ class CCLParser:
 
     def p_literal_number(self, p):
         """literal : INTEGER
-                   | FLOAT"""
+                   | FLOAT
+                   | MONEY"""
         p[0] = self._number(p, 1)
 
     def _number(self, p, i: int) -> n.Literal:
         v = p[i]
         if isinstance(v, tuple):
             return n.Literal("long" if v[1] else "integer", v[0], span=self._at(p, i))
+        if isinstance(v, Decimal):
+            return n.Literal("money", v, span=self._at(p, i))
         return n.Literal("float", v, span=self._at(p, i))
 
     def p_literal_string(self, p):
@@ -1319,8 +1324,9 @@ def _article(what: str) -> str:
     return ("an " if what[:1].lower() in "aeiou" else "a ") + what
 
 
-_EXPR_START = {"ID", "INTEGER", "FLOAT", "STRING", "LPAREN", "MINUS", "PLUS", "NOT", "CASE", "CAST",
-               "LBRACKET", "NULL", "TRUE", "FALSE", "BASETYPE", "LEFT", "RIGHT", "LAST", "LIKE", "NEW"}
+_EXPR_START = {"ID", "INTEGER", "FLOAT", "MONEY", "STRING", "LPAREN", "MINUS", "PLUS", "NOT", "CASE",
+               "CAST", "LBRACKET", "NULL", "TRUE", "FALSE", "BASETYPE", "LEFT", "RIGHT", "LAST", "LIKE",
+               "NEW"}
 _STATEMENT_START = {"CREATE", "ATTACH", "LOAD", "DECLARE", "IMPORT"}
 
 
@@ -1345,6 +1351,7 @@ def _token_text(name: str) -> str:
     if name in PUNCTUATION:
         return f"'{PUNCTUATION[name]}'"
     return {"ID": "a name", "BASETYPE": "a type", "INTEGER": "a number", "FLOAT": "a number",
+            "MONEY": "a number",
             "STRING": "a string"}.get(name, name)
 
 
@@ -1358,7 +1365,7 @@ def describe_token(tok) -> str:
         return f"string '{tok.value}'"
     if tok.type in ("INTEGER",):
         return f"number {tok.value[0]}"
-    if tok.type == "FLOAT":
+    if tok.type in ("FLOAT", "MONEY"):
         return f"number {tok.value}"
     return f"'{tok.value}'"
 

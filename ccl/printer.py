@@ -86,7 +86,14 @@ def _(e: n.Literal) -> str:
         return f"{e.value}L" if e.value <= INT_MAX else str(e.value)
     if e.kind == "float":
         return repr(float(e.value))
+    if e.kind == "money":
+        return _money_text(e.value)
     return str(e.value)
+
+
+def _money_text(value) -> str:
+    """A money literal's CCL text: ``Decimal('10.00')`` -> ``10.00d2`` (the scale is the exponent)."""
+    return f"{value:f}d{-value.as_tuple().exponent}"
 
 
 @_expr.register

@@ -67,6 +67,8 @@ class Typer:
         return method(e, ctx) if method is not None else ANY
 
     def _Literal(self, e: n.Literal, ctx: Context) -> Type:
+        if e.kind == "money":  # 10.00d2 is money(2): the scale is the Decimal's exponent
+            return Type("money", (-e.value.as_tuple().exponent,))  # type: ignore[attr-defined]
         return _LITERAL_TYPES[e.kind]
 
     def _Var(self, e: n.Var, ctx: Context) -> Type:

@@ -14,8 +14,8 @@ from .caches import AGGREGATES, EventCache, aggregate, cache_names, nth_value
 from .convert import cast
 from .machine import OPCODES, Cell, Expr, Frame, Function, Machine, fail, find_cell, get_element
 from .operators import arithmetic, comparison, in_list, like, logical_not, negate, plus, truth
-from .values import (LONG_MAX, LONG_MIN, Dictionary, Long, Record, SplashError, Vector, a_kind,
-                     resolve_type)
+from .values import (LONG_MAX, LONG_MIN, MONEY_PRECISION, Dictionary, Long, Record, SplashError,
+                     Vector, a_kind, make_dec, resolve_type)
 
 
 class ExpressionCompiler:
@@ -50,6 +50,10 @@ class ExpressionCompiler:
             value = Long(value)  # type: ignore[call-overload]
         elif e.kind == "float":
             value = float(value)  # type: ignore[arg-type]
+        elif e.kind == "money":  # 10.00d2: a money(2) value
+            value = make_dec(value, MONEY_PRECISION, -value.as_tuple().exponent)  # type: ignore[union-attr]
+            if value is None:
+                return fail(f"money literal {e.value} does not fit money")
         return lambda m, f: value
 
     def _e_Var(self, e: n.Var) -> Expr:

@@ -1,0 +1,99 @@
+"""ESP forms the grammar accepts: money literals (10.00d2), records whose last field has no ';',
+`i++;` / `i--;` statements and chained equality in a MATCHING clause's ON."""
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from ccl import nodes as n
+from ccl.analysis import analyze
+from ccl.analysis.types import Type
+from ccl.lexer import tokenize
+from ccl.parser import parse_text
+from ccl.printer import to_ccl
+from ccl.project import load_text
+from ccl.splash import Interpreter
+from ccl.splash.values import Dec
+from tests.splash_eval import evaluator
+
+SCHEMA = "CREATE INPUT STREAM S SCHEMA (a integer, p money(2));\n"
+
+
+def parse_ok(text: str) -> n.Project:
+    project, diags = parse_text(text)
+    assert not diags, diags
+    return project
+
+
+def round_trip(text: str) -> n.Project:
+    """Parses ``text``, prints it, parses the print: both trees must be equal."""
+    project = parse_ok(text)
+    again = parse_ok(to_ccl(project))
+    assert again == project
+    return project
+
+
+def codes(text: str) -> list[str]:
+    return [d.code for d in parse_text(text)[1]]
+
+
+def declared(text: str) -> n.Node:
+    """The first item of ``DECLARE text END;``."""
+    return parse_ok(f"DECLARE {text} END;").statements[0].block.items[0]
+
+
+def column_types(select: str) -> dict[str, Type]:
+    analysis = analyze(load_text(SCHEMA + f"CREATE OUTPUT STREAM O AS SELECT {select} FROM S;"), {})
+    assert not analysis.diagnostics, analysis.diagnostics
+    return analysis.elements["O"].columns
+
+
+# --- money literals ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, value", [("10.00d2", "10.00"), ("15d2", "15.00"), (".5d1", "0.5"),
+                                         ("1.25D3", "1.250"), ("1.005d2", "1.01")])
+def test_money_literal_tokens(text, value):
+    (tok,) = tokenize(text)
+    assert tok.type == "MONEY" and str(tok.value) == value
+
+
+@pytest.mark.parametrize("text", ["10d0", "10d16", "99999999999999999.99d2"])
+def test_money_literal_out_of_range(text):
+    assert codes(f"DECLARE money(2) m := {text}; END;") == ["CCL1004"]
+
+
+def test_money_literal_parses_prints_and_serialises():
+    project = round_trip("DECLARE money(2) minimumPrice := 10.00d2; money(3) m := -1.5d3; END;")
+    lit = project.statements[0].block.items[0].declarators[0].init
+    assert (lit.kind, lit.value) == ("money", Decimal("10.00"))
+    assert "10.00d2" in to_ccl(project) and "1.500d3" in to_ccl(project)
+    data = json.loads(json.dumps(n.to_json(project)))
+    back = n.from_json(data)
+    assert back == project
+    assert back.statements[0].block.items[0].declarators[0].init.value.as_tuple().exponent == -2
+
+
+def test_money_literal_in_a_query_and_as_a_property_value():
+    round_trip(SCHEMA + "CREATE OUTPUT STREAM O AS SELECT S.p + 0.50d2 q FROM S WHERE S.p > 15.00d2;")
+    round_trip("CREATE LOG STORE ls PROPERTIES x = -2.5d1, y = 3.00d2;")
+
+
+def test_money_literal_types_as_money_of_its_scale():
+    types = column_types("10.00d2 a, 1.5d3 b, S.p + 0.5d1 c")
+    assert types["a"] == Type("money", (2,)) and types["b"] == Type("money", (3,))
+    assert types["c"].name == "money"
+
+
+def test_money_literal_checks_like_a_money_value():
+    project = load_text(SCHEMA + "DECLARE integer x := 1.50d2; money(2) y := 1.50d2; END;")
+    assert [d.code for d in analyze(project, {}).diagnostics] == ["CCL2103"]
+
+
+def test_money_literal_evaluates_to_a_money_value():
+    ev = evaluator(Interpreter(), {})
+    value = ev("10.00d2")
+    assert isinstance(value, Dec) and (value, value.scale) == (Decimal("10.00"), 2)
+    assert ev("1.5d3 + 1.25d2") == Decimal("2.750")
+    assert ev("cast(string, 15d2)") == "15.00"
