@@ -946,15 +946,26 @@ class CCLParser:
         p[0] = n.VectorType(p[3], span=self._at(p))
 
     def p_type_spec_record(self, p):
-        """type_spec : LBRACKET record_fields RBRACKET
+        """type_spec : LBRACKET record_fields_end RBRACKET
                      | LBRACKET record_fields BAR record_fields_opt RBRACKET
-                     | LBRACKET BAR record_fields RBRACKET"""
+                     | LBRACKET BAR record_fields_end RBRACKET"""
         p[0] = n.RecordType(*_record_parts(p), span=self._at(p))
 
     def p_record_fields_opt(self, p):
-        """record_fields_opt : record_fields
+        """record_fields_opt : record_fields_end
                              | """
         p[0] = p[1] if len(p) > 1 else []
+
+    def p_record_fields_end(self, p):
+        """record_fields_end : record_fields
+                             | record_fields record_field_last
+                             | record_field_last"""
+        p[0] = _items(p) if len(p) == 3 else ([p[1]] if isinstance(p[1], n.RecordField) else p[1])
+
+    def p_record_field_last(self, p):
+        "record_field_last : type_spec ident"
+        # ESP lets the last field before ']' go without its ';': [integer k; | float v]
+        p[0] = n.RecordField(p[1], p[2], span=p[1].span)
 
     def p_record_fields(self, p):
         """record_fields : record_field
@@ -1228,15 +1239,26 @@ class CCLParser:
         p[0] = p[2] if len(p) > 1 else None
 
     def p_record_lit(self, p):
-        """record_lit : LBRACKET field_inits RBRACKET
+        """record_lit : LBRACKET field_inits_end RBRACKET
                       | LBRACKET field_inits BAR field_inits_opt RBRACKET
                       | LBRACKET BAR field_inits_opt RBRACKET"""
         p[0] = n.RecordLit(*_record_parts(p), span=self._at(p))
 
     def p_field_inits_opt(self, p):
-        """field_inits_opt : field_inits
+        """field_inits_opt : field_inits_end
                            | """
         p[0] = p[1] if len(p) > 1 else []
+
+    def p_field_inits_end(self, p):
+        """field_inits_end : field_inits
+                           | field_inits field_init_last
+                           | field_init_last"""
+        p[0] = _items(p) if len(p) == 3 else ([p[1]] if isinstance(p[1], n.FieldInit) else p[1])
+
+    def p_field_init_last(self, p):
+        "field_init_last : ident EQ expr"
+        # ESP lets the last field before ']' go without its ';': [k = 1; | v = 'x']
+        p[0] = n.FieldInit(p[1], p[3], span=p[1].span)
 
     def p_field_inits(self, p):
         """field_inits : field_init

@@ -97,3 +97,31 @@ def test_money_literal_evaluates_to_a_money_value():
     assert isinstance(value, Dec) and (value, value.scale) == (Decimal("10.00"), 2)
     assert ev("1.5d3 + 1.25d2") == Decimal("2.750")
     assert ev("cast(string, 15d2)") == "15.00"
+
+
+# --- records whose last field has no ';' ---------------------------------------------------------
+
+@pytest.mark.parametrize("short, full", [
+    ("[integer key1; | string dataField; float otherData]", "[integer key1; | string dataField; float otherData;]"),
+    ("[integer k]", "[integer k;]"),
+    ("[| string v]", "[| string v;]"),
+    ("[integer k; | string v]", "[integer k; | string v;]"),
+])
+def test_record_type_without_the_last_semicolon(short, full):
+    project = round_trip(f"DECLARE {short} var2; END;")
+    assert project == parse_ok(f"DECLARE {full} var2; END;")
+
+
+@pytest.mark.parametrize("short, full", [
+    ("[key1 = 1; | dataField = 'x']", "[key1 = 1; | dataField = 'x';]"),
+    ("[key1 = 1; dataField = 'x' + 'y']", "[key1 = 1; dataField = 'x' + 'y';]"),
+    ("[| dataField = 'x']", "[| dataField = 'x';]"),
+])
+def test_record_value_without_the_last_semicolon(short, full):
+    decl = "DECLARE [integer key1; | string dataField;] v; integer f() { v := %s; return 0; } END;"
+    project = round_trip(decl % short)
+    assert project == parse_ok(decl % full)
+
+
+def test_record_key_fields_still_end_with_a_semicolon():
+    assert codes("DECLARE [integer k | string v;] r; END;") == ["CCL1101"]
