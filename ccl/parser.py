@@ -22,6 +22,7 @@ Grammar notes
 """
 from __future__ import annotations
 
+import copy
 import gc
 import os
 from decimal import Decimal
@@ -1047,6 +1048,18 @@ class CCLParser:
     def p_stmt_expr(self, p):
         "stmt : postfix SEMI"
         p[0] = n.ExprStmt(p[1], span=p[1].span)
+
+    def p_stmt_step(self, p):
+        """stmt : postfix PLUS PLUS SEMI
+                | postfix MINUS MINUS SEMI"""
+        # ESP's `i++;` and `i--;` (statements only) become `i := i + 1;` and `i := i - 1;`.
+        first, second = p.slice[2], p.slice[3]
+        if second.lexpos != first.lexpos + 1:
+            self._error("CCL1101", self.index.span(second.lexpos),
+                        f"syntax error at '{second.value}'; write {p[2]}{p[2]} without a space")
+        one = n.Literal("integer", 1, span=self._at(p, 2))
+        step = n.Binary(p[2], copy.deepcopy(p[1]), one, span=p[1].span)
+        p[0] = n.Assign(p[1], step, span=p[1].span)
 
     def p_if_stmt(self, p):
         """if_stmt : IF LPAREN expr RPAREN stmt %prec IFX

@@ -125,3 +125,32 @@ def test_record_value_without_the_last_semicolon(short, full):
 
 def test_record_key_fields_still_end_with_a_semicolon():
     assert codes("DECLARE [integer k | string v;] r; END;") == ["CCL1101"]
+
+
+# --- i++; and i--; -------------------------------------------------------------------------------
+
+def run_block(code: str) -> object:
+    """The value a partition block returns."""
+    project = parse_ok(f"CREATE OUTPUT STREAM o PARTITION BY r {{ {code} }} PARTITIONS 2 AS SELECT * FROM r;")
+    return Interpreter().run_block(project.statements[0].partition.specs[0].body, {"r": {}}).value
+
+
+def test_increment_and_decrement_are_assignments():
+    func = round_trip("DECLARE integer f() { integer i := 0; i++; i --; i++; return i; } END;")
+    body = func.statements[0].block.items[0].body.stmts
+    assert body[1] == parse_ok("DECLARE integer f() { i := i + 1; } END;").statements[0].block.items[0].body.stmts[0]
+    assert (body[2].value.op, body[2].value.right.span.col) == ("-", 46)  # the '--'
+    assert body[2].span.col == 44
+
+
+def test_increment_in_loop_bodies_and_on_fields():
+    code = ("integer i := 0; integer n := 0; while (i < 5) i++; "
+            "vector(integer) v := new vector(integer); push_back(v, 7); push_back(v, 8); "
+            "for (x in v) n++; [| integer c;] rec := [| c = 1;]; rec.c++; "
+            "return i * 100 + n * 10 + rec.c;")
+    assert run_block(code) == 522
+
+
+def test_increment_is_a_statement_only():
+    assert codes("DECLARE integer f() { integer i := 0; return i++; } END;") == ["CCL1101"]
+    assert codes("DECLARE integer f() { integer i := 0; i+ +; return i; } END;") == ["CCL1101"]
