@@ -72,7 +72,9 @@ class _Clause:
 class CCLParser:
     """Holds the PLY tables; ``parse`` may be called many times (not concurrently)."""
 
-    tokens = tokens
+    # MEQ is an '=' inside a MATCHING clause's ON, where ESP allows chains (a = b = c); the lexer
+    # never makes it: parse() retypes EQ tokens while the parser is in that ON (see _matching_on).
+    tokens = tokens + ("MEQ",)
     start = "project"
 
     precedence = (
@@ -81,6 +83,7 @@ class CCLParser:
         ("left", "OR"),
         ("left", "AND"),
         ("right", "NOT"),
+        ("left", "MEQ"),
         ("nonassoc", "EQ", "NE", "LT", "LE", "GT", "GE", "IN", "LIKE"),
         ("left", "PLUS", "MINUS"),
         ("left", "TIMES", "DIVIDE", "MOD"),
@@ -98,6 +101,9 @@ class CCLParser:
         self.index: Optional[LineIndex] = None
         self._statements: list = []
         self._text = ""
+        self._matching_on = False  # inside MATCHING ... ON: '=' is MEQ
+        # id(an unparenthesized `a = b` of a MATCHING ON) -> (that node, its last operand)
+        self._chain_ends: dict[int, tuple[n.Node, n.Node]] = {}
 
     # ------------------------------------------------------------------------------------------
     # Entry point
@@ -110,6 +116,16 @@ class CCLParser:
         self._statements = []
         self._text = text
         lexer = make_lexer(self._lex_error)
+        self._matching_on = False
+        self._chain_ends = {}
+        next_token = lexer.token
+
+        def token():
+            tok = next_token()
+            if tok is not None and tok.type == "EQ" and self._matching_on:
+                tok.type = "MEQ"
+            return tok
+        lexer.token = token
         # The cyclic GC would rescan the growing tree again and again (the tree has no cycles):
         # pausing it keeps parse time linear in the file size.
         gc_was_enabled = gc.isenabled()
@@ -154,6 +170,8 @@ class CCLParser:
     # ------------------------------------------------------------------------------------------
 
     def p_error(self, tok) -> None:
+        self._matching_on = False
+        self._chain_ends.clear()
         expected = self._expected()
         hint = f"; expected {expected}" if expected else ""
         if tok is None:
@@ -581,9 +599,29 @@ class CCLParser:
 
     def p_select_clause_matching(self, p):
         """select_clause : MATCHING LBRACKET interval COLON pattern RBRACKET
-                         | MATCHING LBRACKET interval COLON pattern RBRACKET ON expr"""
+                         | MATCHING LBRACKET interval COLON pattern RBRACKET matching_on expr"""
         on = p[8] if len(p) == 9 else None
+        self._matching_on = False
+        self._chain_ends.clear()
         p[0] = ("matching", n.Matching(p[3], p[5], on, span=self._at(p)), self._at(p))
+
+    def p_matching_on(self, p):
+        "matching_on : ON"
+        # Reduced as soon as ON is shifted: the '=' tokens of the condition then come as MEQ.
+        self._matching_on = True
+
+    def p_expr_matching_eq(self, p):
+        "expr : expr MEQ expr"
+        # ESP's MATCHING ON takes `T1.a = T2.a = T3.a`: read as `T1.a = T2.a AND T2.a = T3.a`.
+        left, right = p[1], p[3]
+        chain, last = self._chain_ends.pop(id(left), (None, None))
+        if chain is not left:
+            node = n.Binary("=", left, right, span=left.span)
+        else:
+            step = n.Binary("=", copy.deepcopy(last), right, span=last.span)
+            node = n.Binary("and", left, step, span=left.span)
+        self._chain_ends[id(node)] = (node, right)
+        p[0] = node
 
     def p_select_clause_where(self, p):
         "select_clause : WHERE expr"
@@ -1174,6 +1212,7 @@ class CCLParser:
 
     def p_postfix_paren(self, p):
         "postfix : LPAREN expr RPAREN"
+        self._chain_ends.pop(id(p[2]), None)  # (a = b) = c is no chain
         p[0] = p[2]
 
     def p_postfix_field(self, p):
@@ -1376,7 +1415,7 @@ def describe_expected(names: set[str]) -> str:
     if _STATEMENT_START <= names:
         names -= _STATEMENT_START | {"END"}
         phrases.append("a statement (CREATE, ATTACH, LOAD, DECLARE or IMPORT)")
-    phrases += sorted(_token_text(t) for t in names)
+    phrases += sorted({_token_text(t) for t in names})
     if not phrases or len(phrases) > 8:
         return ""
     return phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " or " + phrases[-1]
@@ -1385,7 +1424,7 @@ def describe_expected(names: set[str]) -> str:
 def _token_text(name: str) -> str:
     if name in PUNCTUATION:
         return f"'{PUNCTUATION[name]}'"
-    return {"ID": "a name", "BASETYPE": "a type", "INTEGER": "a number", "FLOAT": "a number",
+    return {"ID": "a name", "MEQ": "'='", "BASETYPE": "a type", "INTEGER": "a number", "FLOAT": "a number",
             "MONEY": "a number",
             "STRING": "a string"}.get(name, name)
 

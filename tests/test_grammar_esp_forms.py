@@ -154,3 +154,41 @@ def test_increment_in_loop_bodies_and_on_fields():
 def test_increment_is_a_statement_only():
     assert codes("DECLARE integer f() { integer i := 0; return i++; } END;") == ["CCL1101"]
     assert codes("DECLARE integer f() { integer i := 0; i+ +; return i; } END;") == ["CCL1101"]
+
+
+# --- chained equality in MATCHING ... ON ---------------------------------------------------------
+
+MATCHING = ("CREATE INPUT STREAM Q SCHEMA (Symbol string, Price float);\n"
+            "CREATE OUTPUT STREAM O AS SELECT T1.Symbol FROM Q T1, Q T2, Q T3\n"
+            "MATCHING [5 SECONDS: T1, T2, T3] ON {} WHERE T1.Price = 1.0;")
+
+
+def matching_on(cond: str) -> n.Node:
+    return round_trip(MATCHING.format(cond)).statements[1].query.matching.on
+
+
+@pytest.mark.parametrize("chain, pairs", [
+    ("T1.Symbol = T2.Symbol = T3.Symbol",
+     "T1.Symbol = T2.Symbol AND T2.Symbol = T3.Symbol"),
+    ("T1.Symbol = T2.Symbol = T3.Symbol = T1.Symbol AND T1.Price = T2.Price = T3.Price",
+     "T1.Symbol = T2.Symbol AND T2.Symbol = T3.Symbol AND T3.Symbol = T1.Symbol AND "
+     "(T1.Price = T2.Price AND T2.Price = T3.Price)"),
+    ("T1.Price + 1 = T2.Price = T3.Price", "T1.Price + 1 = T2.Price AND T2.Price = T3.Price"),
+    ("(T1.Price = T2.Price) = (T3.Price = T1.Price)", "(T1.Price = T2.Price) = (T3.Price = T1.Price)"),
+])
+def test_matching_on_equality_chains_become_and(chain, pairs):
+    assert matching_on(chain) == matching_on(pairs)
+
+
+def test_matching_on_chain_spans_and_analysis():
+    on = matching_on("T1.Symbol = T2.Symbol = T3.Symbol")
+    assert on.op == "and" and on.right.op == "=" and on.right.span.col == 49
+    analysis = analyze(load_text(MATCHING.format("T1.Symbol = T2.Symbol = T3.Symbol")), {})
+    assert not analysis.diagnostics, analysis.diagnostics
+
+
+def test_equality_stays_non_associative_elsewhere():
+    assert codes(MATCHING.format("T1.Symbol = T2.Symbol").replace("1.0", "1.0 = TRUE")) == ["CCL1101"]
+    assert codes("CREATE INPUT STREAM Q SCHEMA (a integer);\n"
+                 "CREATE OUTPUT STREAM O AS SELECT * FROM Q T1, Q T2 MATCHING [1 SECOND: T1, T2] ON T1.a = ;\n"
+                 "CREATE OUTPUT STREAM P AS SELECT * FROM Q WHERE Q.a = Q.a = 1;") == ["CCL1101", "CCL1101"]
