@@ -501,3 +501,51 @@ def test_output_mistakes_are_bad_records(tmp_path, code, reason):
     eng, _ = build(tmp_path, text, "O")
     out = eng.process(eng.initial_state(), [ev("i", 1, k="a")], 0)
     assert len(out) == 1 and isinstance(out[0], Bad) and reason in out[0].reason
+
+
+def test_event_cache_aggregates_grouped_by_the_cache_key(tmp_path):
+    """ESP's example: a window GROUP BY Symbol over a source with an event cache keyed by Symbol;
+    each change upserts its symbol's row, computed over that symbol's bucket (a delete included).
+    Mixing cache aggregates with plain aggregates makes bad records, not a broken engine."""
+    text = """
+    CREATE INPUT WINDOW Trades SCHEMA (Id integer, Symbol string, Price float, Shares long)
+      PRIMARY KEY (Id);
+    CREATE OUTPUT WINDOW Last2 SCHEMA (symbol string, MaxPrice float, Volume long)
+      PRIMARY KEY DEDUCED
+      DECLARE eventCache(Trades[Symbol], 2 events) stats; END
+      AS SELECT Trades.Symbol AS symbol, max(stats.Price) AS MaxPrice, sum(stats.Shares) AS Volume
+      FROM Trades GROUP BY Trades.Symbol;
+    CREATE OUTPUT WINDOW Mixed PRIMARY KEY DEDUCED
+      DECLARE eventCache(Trades[Symbol], 2 events) stats; END
+      AS SELECT Trades.Symbol, max(stats.Price) m, count(*) n FROM Trades GROUP BY Trades.Symbol;
+    """
+    eng, plan = build(tmp_path, text, "Last2")
+    out = eng.process(eng.initial_state(), [
+        ev("i", 1, Id=1, Symbol="A", Price=5.0, Shares=10), ev("i", 2, Id=2, Symbol="B", Price=1.0, Shares=1),
+        ev("i", 3, Id=3, Symbol="A", Price=7.0, Shares=20), ev("i", 4, Id=4, Symbol="A", Price=6.0, Shares=30)], 0)
+    assert [(o.op, o.values["symbol"], o.values["MaxPrice"], o.values["Volume"]) for o in out] == [
+        ("i", "A", 5.0, 10), ("i", "B", 1.0, 1), ("u", "A", 7.0, 30), ("u", "A", 7.0, 50)]
+    mixed, _ = build(tmp_path, text, "Mixed")
+    bad = mixed.process(mixed.initial_state(), [ev("i", 1, Id=1, Symbol="A", Price=5.0, Shares=10)], 0)
+    assert [type(o).__name__ for o in bad] == ["Bad"] and "cannot be mixed" in bad[0].reason
+
+
+def test_a_reference_with_rows_is_a_keyed_table(tmp_path):
+    """A file bound to a reference (--input) gives it rows: it is a window keyed by its PRIMARY
+    KEY (an insert of a present key is a bad record), and a stream joins it like a window."""
+    text = """
+    CREATE REFERENCE customerRef SCHEMA (customerID integer, fullName string)
+      PRIMARY KEY (customerID) PROPERTIES service='databaseLookup', source='customerAddr';
+    CREATE INPUT STREAM orders SCHEMA (orderID integer, customerID integer);
+    CREATE OUTPUT STREAM named AS SELECT orders.orderID, customerRef.fullName
+      FROM orders, customerRef WHERE orders.customerID = customerRef.customerID;
+    """
+    ref, plan = build(tmp_path, text, "customerRef")
+    out = ref.process(ref.initial_state(), [ev("i", 1, customerID=1, fullName="Ann"),
+                                            ev("i", 2, customerID=1, fullName="Bob")], 0)
+    assert [(type(o).__name__, getattr(o, "op", None)) for o in out] == [("Emit", "i"), ("Bad", None)]
+    join, _ = build(tmp_path, text, "named")
+    state = join.initial_state()
+    out = join.process(state, [ev("i", 1, port=1, customerID=7, fullName="Cy"),
+                               ev("i", 2, port=0, orderID=100, customerID=7)], 0)
+    assert [dict(o.values) for o in out] == [{"orderID": 100, "fullName": "Cy"}]

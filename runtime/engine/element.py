@@ -62,9 +62,15 @@ class _Select:
         self.projection: Optional[Projection] = None
         key = list(element.get("key") or [])
         cache_aggs = _cache_aggregates(select, declared)
-        if cache_aggs and (select.get("group_by") or len(cache_aggs) != len(select["aggregates"])):
-            raise ValueError(f"{element['name']}: aggregates over an event cache cannot be mixed "
-                             "with GROUP BY or other aggregates")
+        # Rows of a select that mixes aggregates over an event cache with other aggregates are
+        # refused (bad records): the engine computes one kind or the other.
+        self.refused: Optional[str] = None
+        if cache_aggs and len(cache_aggs) != len(select["aggregates"]):
+            self.refused = (f"{element['name']}: aggregates over an event cache cannot be mixed "
+                            "with other aggregates")
+        # With GROUP BY (ESP's own example groups by the cache's key), each change recomputes the
+        # output row of its group from the cache bucket: an upsert of that row.
+        self.grouped_cache = bool(cache_aggs) and bool(select.get("group_by"))
         if cache_aggs:
             # avg(cache.price) and the like: evaluated over the cache's current bucket for each row
             # (runtime/engine/cache.py), bound as __aggN for the select items.
@@ -93,6 +99,8 @@ class _Select:
 
     def apply(self, state: dict, index: int, change: Change) -> list[Change]:
         """Output-row changes for one change of source ``index``'s rows."""
+        if self.refused is not None:
+            raise SplashError(self.refused)
         if self.joiner is not None:
             # WHERE and the select list read nulls from the missing side of an outer join
             rows = [Change(c.op, c.key, _filled(c.old, self.joiner.columns),
@@ -105,6 +113,9 @@ class _Select:
                            {alias: change.new} if change.new is not None else None, change.seq)]
         if self.where is not None:
             rows = [c for r in rows for c in where(r, self.where)]
+        if self.grouped_cache:
+            rows = [Change("u", r.key, None, r.new if r.new is not None else r.old, r.seq)
+                    for r in rows]
         if self.aggregator is None:
             return [self.projection.apply(r) for r in rows]
         out = []
