@@ -151,6 +151,9 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "ESP has this function but this runtime does not run it (rank() in GROUP FILTER, the event-cache iterator "
        "functions, the XML functions, the recent and xmlagg aggregates): the project runs, and "
        "every row that calls it becomes a bad record."),
+    _c("CCL2011", "error", "event cache over an element not read",
+       "A local event cache holds rows of one of the element's own inputs (a FROM source, a Flex "
+       "input): they fill it as they arrive. Cache an input, or read the other element in FROM."),
     # 21xx: types
     _c("CCL2101", "error", "type mismatch",
        "An operand has a type the operator does not accept (a string in arithmetic, a number "

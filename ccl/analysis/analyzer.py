@@ -237,8 +237,14 @@ class Analyzer:
             return scope, functions
         checker = StatementChecker(self.typer, self.report, self.type_spec)
         ctx = self.context(scope, sources, splash=True, functions=functions)
+        names = {src.alias for src in sources} | {src.element.name for src in sources}
         for item in block.items:
             if isinstance(item, n.VarDecl):
+                if (isinstance(item.type, n.EventCacheType) and item.type.source.name not in names
+                        and item.type.source.name in self.elements):
+                    self.report("CCL2011", item.type.source.span,
+                                f"event cache over '{item.type.source.name}', which this element does "
+                                f"not read: cache one of its inputs ({', '.join(sorted(names))})")
                 checker.declare(ctx, item, "local")
             elif isinstance(item, n.FuncDef):
                 self.function(item, functions, scope, sources)
