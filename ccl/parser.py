@@ -1308,7 +1308,8 @@ class CCLParser:
         p[0] = _items(p) if len(p) == 3 else ([p[1]] if isinstance(p[1], n.FieldInit) else p[1])
 
     def p_field_init_last(self, p):
-        "field_init_last : ident EQ expr"
+        """field_init_last : ident EQ expr
+                           | ident MEQ expr"""
         # ESP lets the last field before ']' go without its ';': [k = 1; | v = 'x']
         p[0] = n.FieldInit(p[1], p[3], span=p[1].span)
 
@@ -1318,7 +1319,8 @@ class CCLParser:
         p[0] = _items(p)
 
     def p_field_init(self, p):
-        "field_init : ident EQ expr SEMI"
+        """field_init : ident EQ expr SEMI
+                      | ident MEQ expr SEMI"""
         p[0] = n.FieldInit(p[1], p[3], span=p[1].span)
 
     def p_literal_number(self, p):

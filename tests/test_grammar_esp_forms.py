@@ -180,6 +180,10 @@ def test_matching_on_equality_chains_become_and(chain, pairs):
     assert matching_on(chain) == matching_on(pairs)
 
 
+def test_record_literal_inside_matching_on():
+    assert matching_on("[k = 1; | v = 2] = [k = 1; | v = T1.Price]").op == "="
+
+
 def test_matching_on_chain_spans_and_analysis():
     on = matching_on("T1.Symbol = T2.Symbol = T3.Symbol")
     assert on.op == "and" and on.right.op == "=" and on.right.span.col == 49
