@@ -128,7 +128,7 @@ FUNCTIONS = {
                          doc="shift bits left"),  # unverified; src: MEM
     "bitshiftright": dict(kind="scalar", min_args=2, max_args=2, args=("numeric", "integer"), result="arg1",
                           doc="shift bits right"),  # unverified; src: MEM
-    "bittest": dict(kind="scalar", min_args=2, max_args=2, args=("numeric", "integer"), result="unknown",
+    "bittest": dict(kind="scalar", min_args=2, max_args=2, args=("numeric", "integer"), result="boolean",
                     doc="test the bit at a position (boolean or 0/1)"),  # unverified; src: MEM
     "bittoggle": dict(kind="scalar", min_args=2, max_args=2, args=("numeric", "integer"), result="arg1",
                       doc="invert the bit at a position"),  # unverified; src: MEM
@@ -164,7 +164,7 @@ FUNCTIONS = {
                       doc="population covariance of number pairs"),  # unverified; src: MEM
     "covar_samp": dict(kind="aggregate", min_args=2, max_args=2, args=("numeric", "numeric"), result="float",
                        doc="sample covariance of number pairs"),  # unverified; src: MEM
-    "dateadd": dict(kind="scalar", min_args=3, max_args=3, args=("any", "integer", "temporal"), result="temporal",
+    "dateadd": dict(kind="scalar", min_args=3, max_args=3, args=("any", "integer", "temporal"), result="arg3",
                     doc="add n date parts to a date-time"),  # unverified; src: MEM
     "dateceiling": dict(kind="scalar", min_args=2, max_args=3, args=("any", "temporal", "integer"), result="arg2",
                         doc="round a date-time up to a multiple of a date part (yy qq mm wk dd hh mi ss ms)"),  # src: R5
@@ -202,7 +202,7 @@ FUNCTIONS = {
                      doc="row at a 0-based index of the current bucket"),  # src: R9
     "getdata": dict(kind="splash", min_args=3, max_args=None, args=("vector", "string", "string", "any"), result="arg1",
                     doc="run a query/stored procedure through a database service into a vector of records"),  # src: R10
-    "getdate": dict(kind="scalar", min_args=0, max_args=0, args=(), result="temporal",
+    "getdate": dict(kind="scalar", min_args=0, max_args=0, args=(), result="timestamp",
                     doc="current system date-time"),  # unverified; src: MEM
     "getiterator": dict(kind="splash", min_args=1, max_args=1, args=("any",), result="unknown",
                         doc="iterator over a window (argument: the implicit <Window>_stream variable)"),  # unverified; src: R26
@@ -274,9 +274,9 @@ FUNCTIONS = {
                   doc="month 1-12 (optional time zone)"),  # src: MEM
     "nextval": dict(kind="scalar", min_args=0, max_args=0, args=(), result="long",
                     doc="increasing sequence value, first call returns 1"),  # src: R1 R31 NOTES
-    "now": dict(kind="scalar", min_args=0, max_args=0, args=(), result="temporal",
+    "now": dict(kind="scalar", min_args=0, max_args=0, args=(), result="timestamp",
                 doc="current system time (exact temporal type unverified: timestamp or bigdatetime)"),  # src: NOTES
-    "nth": dict(kind="aggregate", min_args=2, max_args=2, args=("any", "any"), result="unknown",
+    "nth": dict(kind="aggregate", min_args=2, max_args=2, args=("any", "any"), result="arg2",
                 doc="n-th value of an (ordered) group or event-cache bucket; argument order (index, expr) unverified"),  # src: R23
     "patindex": dict(kind="scalar", min_args=2, max_args=3, args=("string", "string", "integer"), result="integer",
                      doc="position of the first match of a pattern"),  # unverified; src: MEM
@@ -298,7 +298,7 @@ FUNCTIONS = {
                                doc="first substring matching a POSIX regular expression"),  # unverified; src: MEM
     "regexp_replace": dict(kind="scalar", min_args=3, max_args=3, args=("string", "string", "string"), result="string",
                            doc="replace the match of a regular expression"),  # unverified; src: MEM
-    "regexp_search": dict(kind="scalar", min_args=2, max_args=2, args=("string", "string"), result="unknown",
+    "regexp_search": dict(kind="scalar", min_args=2, max_args=2, args=("string", "string"), result="boolean",
                           doc="whether/where a regular expression matches"),  # unverified; src: MEM
     "regr_avgx": dict(kind="aggregate", min_args=2, max_args=2, args=("numeric", "numeric"), result="float",
                       doc="linear regression: average of the independent variable"),  # unverified; src: MEM

@@ -136,8 +136,41 @@ def java_pattern_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out))
 
 
+_STRFTIME_FIELDS = {"Y": ("year", r"\d{4}"), "y": ("year", r"\d{2}"), "m": ("month", r"\d{1,2}"),
+                    "d": ("day", r"\d{1,2}"), "H": ("hour", r"\d{1,2}"), "M": ("minute", r"\d{1,2}"),
+                    "S": ("second", r"\d{1,2}"), "f": ("fraction", r"\d{1,6}")}
+
+
+def strftime_pattern_regex(pattern: str) -> re.Pattern[str]:
+    """The regular expression of a C ``strftime`` pattern (ESP's C++ adapters write formats so,
+    ``%Y-%m-%dT%H:%M:%S``) made of ``%Y %y %m %d %H %M %S %f %%`` and literal text; other
+    directives are refused with ValueError."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c != "%":
+            out.append(re.escape(c))
+            i += 1
+            continue
+        if i + 1 >= len(pattern):
+            raise ValueError(f"date format {pattern!r}: '%' at the end")
+        d = pattern[i + 1]
+        if d == "%":
+            out.append("%")
+        elif d in _STRFTIME_FIELDS:
+            name, body = _STRFTIME_FIELDS[d]
+            if f"(?P<{name}>" in "".join(out):
+                raise ValueError(f"date format {pattern!r}: {name} given twice")
+            out.append(f"(?P<{name}>{body})")
+        else:
+            raise ValueError(f"date format {pattern!r}: unsupported directive '%{d}'")
+        i += 2
+    return re.compile("".join(out))
+
+
 def _pattern_parser(pattern: str) -> Callable[[str], dt.datetime]:
-    rx = java_pattern_regex(pattern)
+    rx = strftime_pattern_regex(pattern) if "%" in pattern else java_pattern_regex(pattern)
 
     def parse(text: str) -> dt.datetime:
         m = rx.fullmatch(text.strip())

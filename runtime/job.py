@@ -486,7 +486,10 @@ def input_frame(spark: SparkSession, plan: dict, element: dict, options: RunOpti
     opts["manifest_dir"] = dirs.of("sources", element["name"])
     if options.max_files_per_batch:
         opts["max_files_per_batch"] = str(options.max_files_per_batch)
-    df = read_input(spark, element, files, options=opts)
+    try:
+        df = read_input(spark, element, files, options=opts)
+    except ValueError as exc:  # a delimiter or date format the reader cannot use
+        raise RunError(f"input of '{element['name']}': {exc}") from None
     return (df.withColumn(SRC, F.lit(0)).withColumn(SUB, F.lit(0).cast("long"))
             .withColumnRenamed("__bad", WHY).withColumnRenamed("__raw", RAW))
 

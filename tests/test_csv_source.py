@@ -123,6 +123,22 @@ def test_date_and_timestamp_formats():
         dt.datetime(2020, 1, 2, 3, 4, 5, 123456)
 
 
+def test_strftime_date_formats_of_the_cpp_adapters():
+    """ESP's C++ adapters write formats as strftime patterns (%Y-%m-%dT%H:%M:%S): a format with a
+    '%' is read so; other directives are refused when the input is set up."""
+    fmt = CsvFormat.from_options({"timestampFormat": "%Y-%m-%dT%H:%M:%S", "dateFormat": "%d/%m/%y"})
+    assert column_parser("timestamp", fmt)("2024-01-02T03:04:05") == dt.datetime(2024, 1, 2, 3, 4, 5)
+    assert column_parser("date", fmt)("02/01/24") == dt.datetime(2024, 1, 2)
+    fraction = CsvFormat.from_options({"timestampFormat": "%H:%M:%S.%f %Y%m%d %%"})
+    assert column_parser("timestamp", fraction)("03:04:05.12 20240102 %") == \
+        dt.datetime(2024, 1, 2, 3, 4, 5, 120000)
+    with pytest.raises(Exception, match="is not a timestamp"):
+        column_parser("timestamp", fmt)("2024-01-02 03:04:05")
+    for bad in ("%b %d %Y", "%Y-%m-%d %Y", "%H:%"):
+        with pytest.raises(ValueError, match="date format"):
+            column_parser("timestamp", CsvFormat.from_options({"timestampFormat": bad}))
+
+
 def test_options_are_case_insensitive_and_checked():
     fmt = CsvFormat.from_options({"Delimiter": "\\t", "HASHEADER": "false"})
     assert fmt.delimiter == "\t" and not fmt.has_header

@@ -240,3 +240,18 @@ def test_splitter_targets_are_filtered_streams():
     star = select(plan, "WatchedHeadlines")["items"]
     assert star[0] == {"name": "StoryId", "expr": col("Headlines", "StoryId")}
     assert star[-1] == {"name": "Desk", "expr": col("Watchlist", "Desk")}
+
+
+def test_column_types_of_function_results(tmp_path):
+    """Select items typed by what the functions give, so the runtime keeps the values: a
+    to_decimal/to_money with literal sizes keeps them (a plain decimal would be decimal(10,0)),
+    the clocks are timestamps, dateadd keeps its date-time's type."""
+    plan = plan_text(tmp_path, """
+    CREATE INPUT STREAM s SCHEMA (x float, d date, b bigdatetime, k string);
+    CREATE OUTPUT STREAM o AS SELECT to_decimal(s.x, 12, 4) a, to_money(s.x, 2) m, now() t,
+        getdate() g, dateadd('dd', 1, s.d) d1, dateadd('dd', 1, s.b) b1,
+        regexp_search(s.k, 'a+') r, bittest(3, 1) bt FROM s;
+    """)
+    assert element(plan, "o")["columns"] == [
+        ["a", "decimal(12,4)"], ["m", "money(2)"], ["t", "timestamp"], ["g", "timestamp"],
+        ["d1", "date"], ["b1", "bigdatetime"], ["r", "boolean"], ["bt", "boolean"]]

@@ -246,7 +246,7 @@ class Typer:
             if not _fits(t, pattern):
                 self.report("CCL2102", arg.span, f"argument {i + 1} of {name}() must be {pattern}, "
                                                  f"not {t}")
-        return _result(info["result"], arg_types)
+        return _scaled(name.lower(), e.args) or _result(info["result"], arg_types)
 
 
 def _arith_operand_ok(op: str, left: Type, right: Type) -> bool:
@@ -292,6 +292,18 @@ def _fits(t: Type, pattern: str) -> bool:
     if pattern == "temporal":
         return t.is_temporal
     return True  # any, record, containers, type names: not checked
+
+
+def _scaled(name: str, args: list[n.Node]) -> Optional[Type]:
+    """``to_decimal(x, p, s)`` is decimal(p, s) and ``to_money(x, n)`` money(n) when the precision
+    and scale are integer literals (otherwise the catalogue's plain decimal / money)."""
+    sizes = [a.value for a in args[1:] if isinstance(a, n.Literal) and isinstance(a.value, int)
+             and not isinstance(a.value, bool)]
+    if name == "to_decimal" and len(args) == 3 and len(sizes) == 2:
+        return scalar("decimal", tuple(sizes))
+    if name == "to_money" and len(args) == 2 and len(sizes) == 1:
+        return scalar("money", tuple(sizes))
+    return None
 
 
 def _result(spec: str, args: list[Type]) -> Type:

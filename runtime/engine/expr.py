@@ -11,7 +11,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from ccl import nodes as n
 from ccl.splash import Declarations, Interpreter, SplashError, as_type
-from ccl.splash.convert import cast, from_python
+from ccl.splash.convert import cast, from_python, to_text
 
 Rows = Mapping[str, Mapping[str, object]]
 Compiled = Callable[..., object]
@@ -117,5 +117,8 @@ def coerce_row(values: Mapping[str, object], columns: Sequence[Sequence[str]]) -
     for name, t in columns:
         v = values.get(name)
         ctype = _type(t)
+        if ctype.name in ("any", "null"):  # a column of no known type is carried as text (runtime.types)
+            out[name] = None if v is None else to_text(v)
+            continue
         out[name] = v if type(v) is _PLAIN.get(ctype.name) and _is_plain(v) else cast(v, ctype)  # type: ignore[attr-defined]
     return out
