@@ -366,7 +366,10 @@ def _summary(path: str, config: ProjectConfig, analysis: Analysis, warnings: int
         broadcast = f"; broadcast: {', '.join(p.broadcast)}" if p.broadcast else ""
         lines.append(f"  partitioned {p.name} ({p.kind}): {'; '.join(p.methods)}, {count}{broadcast}")
     for param in config.parameters.values():
-        lines.append(f"  parameter {param.name} = {param.value!r} ({param.source})")
+        value = param.value
+        shown = (repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool)
+                 else value.isoformat() if hasattr(value, "isoformat") else str(value))
+        lines.append(f"  parameter {param.name} = {shown} ({param.source})")
     return "\n".join(lines)
 
 

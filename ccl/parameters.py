@@ -194,7 +194,7 @@ def _constant(expr: n.Node) -> Optional[tuple[str, object]]:
     if isinstance(expr, n.Literal):
         return expr.kind, expr.value
     if isinstance(expr, n.Unary) and expr.op in ("-", "+") and isinstance(expr.operand, n.Literal) \
-            and expr.operand.kind in ("integer", "long", "float"):
+            and expr.operand.kind in ("integer", "long", "float", "money"):
         value = expr.operand.value
         return expr.operand.kind, (-value if expr.op == "-" else value)  # type: ignore[operator]
     return None
@@ -202,8 +202,8 @@ def _constant(expr: n.Node) -> Optional[tuple[str, object]]:
 
 _ACCEPTS = {  # declared type: literal kinds its default may be written as
     "integer": ("integer", "long"), "long": ("integer", "long"),
-    "float": ("integer", "long", "float"), "money": ("integer", "long", "float"),
-    "decimal": ("integer", "long", "float"), "boolean": ("boolean",), "string": ("string",),
+    "float": ("integer", "long", "float", "money"), "money": ("integer", "long", "float", "money"),
+    "decimal": ("integer", "long", "float", "money"), "boolean": ("boolean",), "string": ("string",),
     "date": ("string",), "timestamp": ("string",), "msdate": ("string",),
     "bigdatetime": ("string",), "interval": ("integer", "long", "string"), "binary": ("string",),
 }
@@ -222,6 +222,8 @@ def _convert_default(constant: tuple[str, object], info: _Declared) -> object:
         return parse_value(str(value), info.base, info.args)
     if kind == "float":
         text = format(Decimal(repr(value)), "f")
+    elif kind == "money":  # 10.00d2: a Decimal
+        text = format(value, "f")
     else:
         text = str(value)
     return parse_value(text, info.base, info.args)

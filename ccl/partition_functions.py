@@ -53,6 +53,8 @@ def _stmt(s: n.Node, source: str) -> Optional[str]:
 
 
 def _expr(e: n.Node, source: str) -> Optional[str]:
+    if isinstance(e, n.Literal) and e.kind == "money":
+        return "a money literal"
     if isinstance(e, (n.Literal, n.Var)):
         return None
     if isinstance(e, n.FieldAccess):

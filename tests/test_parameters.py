@@ -283,3 +283,13 @@ def test_adapter_property_may_name_a_parameter():
     config = load_project_config("p.ccl", project=project, params=["inDir=/data"])
     prop = config.adapters[0].properties["dir"]
     assert (prop.value, prop.note) == ("/data", "parameter inDir")
+
+
+def test_a_money_literal_is_a_parameter_default():
+    """ESP's module example: parameter money(2) minimumPrice := 10.00d2 (also a float, a decimal,
+    negative); a money literal cannot be an integer."""
+    params, diags, _ = resolve("DECLARE PARAMETER money(2) m := 10.00d2; PARAMETER float f := -2.5d1;\n"
+                               "PARAMETER decimal(6, 3) d := 1.25d2; PARAMETER integer i := 3d2; END;\n")
+    assert [(d.code, d.span.col) for d in diags] == [("CCL1311", 61)]
+    assert {k: p.value for k, p in params.items()} == {
+        "m": Decimal("10.00"), "f": -2.5, "d": Decimal("1.250")}

@@ -224,3 +224,11 @@ def test_leading_substring_rewrite_keeps_the_semantics(spark):
     for k, block in enumerate(blocks):
         fn = PartitionFunction(block, SOURCE, TARGET, 1000, column_types={"s": STRING})
         assert [r[f"b{k}"] for r in result] == [fn.assign({"s": v})[0] for v in row_values], to_ccl(block)
+
+
+def test_a_money_literal_leaves_the_function_to_the_interpreter():
+    """Spark has no money literal of ours: a block with one is run by the SPLASH interpreter."""
+    project, diags = parse_text("CREATE OUTPUT STREAM t PARTITION BY src { if (src.i > 10.00d2) "
+                                "return 1; return 0; } PARTITIONS 2 AS SELECT * FROM src;")
+    assert not diags
+    assert why_not_compilable(project.statements[0].partition.specs[0].body, SOURCE) == "a money literal"
