@@ -159,15 +159,16 @@ class Planner:
         self._add(out, scope)
 
     def plan_CreateSplitter(self, s: n.CreateSplitter, scope: Scope) -> None:
-        """Each target becomes a derived stream: the splitter's SELECT with the WHERE of the branches
-        that send to it (a row takes the first branch whose condition is true)."""
+        """Each target becomes a derived stream (a delta stream with the source's key when the
+        splitter reads a window): the splitter's SELECT with the WHERE of the branches that send to
+        it (a row takes the first branch whose condition is true)."""
         targets: list[str] = []
         for t in [t for b in s.branches for t in b.targets] + s.otherwise:
             if t.name not in targets:
                 targets.append(t.name)
         for target in targets:
             facts = scope.element(target, s)
-            out = self._base(s, scope, "stream", s.role or "output", facts, name=target)
+            out = self._base(s, scope, facts.kind, s.role or "output", facts, name=target)
             select, sources = self.select(s.select, [c for c, _ in out["columns"]], scope, s)
             qs = QueryScope(sources, scope.params)
             cond = _branch_condition(s, target, qs)

@@ -255,3 +255,18 @@ def test_column_types_of_function_results(tmp_path):
     assert element(plan, "o")["columns"] == [
         ["a", "decimal(12,4)"], ["m", "money(2)"], ["t", "timestamp"], ["g", "timestamp"],
         ["d1", "date"], ["b1", "bigdatetime"], ["r", "boolean"], ["bt", "boolean"]]
+
+
+def test_splitter_targets_over_a_window_are_delta_streams_with_its_key(tmp_path):
+    """ESP: the targets of a splitter over a window are delta streams keyed as the window, so a
+    window can be deduced from one and updates/deletes go on; over a stream they are streams."""
+    plan = plan_text(tmp_path, """
+    CREATE INPUT WINDOW Trades SCHEMA (Id long, Symbol string, Price float) PRIMARY KEY (Id);
+    CREATE INPUT STREAM Ticks SCHEMA (Symbol string, Price float);
+    CREATE SPLITTER ByName AS WHEN t.Symbol = 'IBM' THEN Ibm ELSE Rest SELECT t.* FROM Trades t;
+    CREATE SPLITTER TickSplit AS WHEN k.Price > 1 THEN Big ELSE Small SELECT k.* FROM Ticks k;
+    CREATE OUTPUT WINDOW IbmWin PRIMARY KEY DEDUCED AS SELECT * FROM Ibm;
+    """)
+    assert [(element(plan, e)["kind"], element(plan, e)["key"]) for e in ("Ibm", "Rest", "Big")] == [
+        ("delta stream", ["Id"]), ("delta stream", ["Id"]), ("stream", [])]
+    assert element(plan, "IbmWin")["key"] == ["Id"]

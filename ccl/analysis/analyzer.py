@@ -468,11 +468,18 @@ class Analyzer:
         if s.partition is not None:
             self.report("CCL2401", s.partition.span, "a splitter cannot be partitioned")
         self.claim(s.name, "splitter")
+        # ESP: the targets of a splitter over a window (or delta stream) are delta streams with its
+        # key, so updates and deletes go on through them; over a stream they are streams.
+        kind, key = "stream", None
+        if len(sources) == 1 and sources[0].element.kind in ("window", "delta stream"):
+            key = deduce_key(s.select, sources, self.elements)
+            kind = "delta stream" if key else "stream"
         for target in [t for b in s.branches for t in b.targets] + s.otherwise:
             if target.name in self.elements:
                 continue  # one target may take several branches
-            if self.claim(target, "stream"):
-                self.elements[target.name] = Element(target.name, "stream", s.role, dict(columns), node=s)
+            if self.claim(target, kind):
+                self.elements[target.name] = Element(target.name, kind, s.role, dict(columns),
+                                                     key=list(key or []), node=s)
 
     def stmt_CreateStore(self, s: n.CreateStore) -> None:
         self.claim(s.name, "store")
