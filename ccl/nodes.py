@@ -284,6 +284,15 @@ class WhenThen(Node):
 
 
 @dataclass
+class Sequence(Node):
+    """`(step; step; value)`: ESP's expression sequence; the steps (assignments ``v := e`` or
+    expressions) run in order, then the value is the sequence's."""
+
+    steps: list["Stmt"]
+    value: "Expr"
+
+
+@dataclass
 class Case(Node):
     """`CASE [subject] WHEN c THEN v ... [ELSE e] END`."""
 

@@ -1215,6 +1215,23 @@ class CCLParser:
         self._chain_ends.pop(id(p[2]), None)  # (a = b) = c is no chain
         p[0] = p[2]
 
+    def p_postfix_sequence(self, p):
+        "postfix : LPAREN sequence_steps expr RPAREN"
+        p[0] = n.Sequence(p[2], p[3], span=self._at(p))
+
+    def p_sequence_steps(self, p):
+        """sequence_steps : sequence_step
+                          | sequence_steps sequence_step"""
+        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[2]]
+
+    def p_sequence_step(self, p):
+        """sequence_step : postfix ASSIGN expr SEMI
+                         | expr SEMI"""
+        if len(p) == 5:
+            p[0] = n.Assign(p[1], p[3], span=p[1].span)
+        else:
+            p[0] = n.ExprStmt(p[1], span=p[1].span)
+
     def p_postfix_field(self, p):
         "postfix : postfix DOT field_name"
         p[0] = n.FieldAccess(p[1], p[3], span=p[1].span)

@@ -161,6 +161,13 @@ def _(e: n.InList) -> str:
 
 
 @_expr.register
+def _(e: n.Sequence) -> str:
+    steps = [f"{_postfix_text(s.target)} := {expr(s.value)}" if isinstance(s, n.Assign)
+             else expr(s.expr) for s in e.steps]  # type: ignore[attr-defined]
+    return "(" + "; ".join(steps + [expr(e.value)]) + ")"
+
+
+@_expr.register
 def _(e: n.Case) -> str:
     parts = ["CASE"]
     if e.subject is not None:

@@ -196,3 +196,28 @@ def test_equality_stays_non_associative_elsewhere():
     assert codes("CREATE INPUT STREAM Q SCHEMA (a integer);\n"
                  "CREATE OUTPUT STREAM O AS SELECT * FROM Q T1, Q T2 MATCHING [1 SECOND: T1, T2] ON T1.a = ;\n"
                  "CREATE OUTPUT STREAM P AS SELECT * FROM Q WHERE Q.a = Q.a = 1;") == ["CCL1101", "CCL1101"]
+
+
+# --- expression sequences ------------------------------------------------------------------------
+
+def test_expression_sequence_parses_prints_types_and_runs():
+    """ESP's Expressions page: "(var1 := v.Price; var2 := v.Quantity; 0.0)": the steps run in
+    order, the last expression is the value (and its type)."""
+    text = ("DECLARE float var1; integer var2; END;\n" + SCHEMA +
+            "CREATE OUTPUT STREAM O AS SELECT (var1 := S.a * 2.5; var2 := S.a; var1 + var2) z, "
+            "(var2 := 7; 'x') w FROM S;\n")
+    project = round_trip(text)
+    item = project.statements[-1].query.items[0].expr
+    assert isinstance(item, n.Sequence) and len(item.steps) == 2
+    analysis = analyze(load_text(text), {})
+    assert not analysis.diagnostics
+    assert analysis.elements["O"].columns["z"].name == "float"
+    assert analysis.elements["O"].columns["w"].name == "string"
+    bad = load_text(SCHEMA + "DECLARE integer v; END; CREATE OUTPUT STREAM O AS SELECT (v := 'x'; 1) z FROM S;")
+    assert [d.code for d in analyze(bad, {}).diagnostics] == ["CCL2103"]
+    store = {"var1": 0.0, "var2": 0}
+    interp = Interpreter({"var1": 0.0, "var2": 0})
+    interp.bind(store)
+    value = interp.evaluate(item, {"S": {"a": 4, "p": None}})
+    assert value == 14.0 and store == {"var1": 10.0, "var2": 4}
+    assert json.loads(json.dumps(n.to_json(item))) == n.to_json(n.from_json(n.to_json(item)))

@@ -152,6 +152,16 @@ class Typer:
     def _RecordLit(self, e: n.RecordLit, ctx: Context) -> Type:
         return record([(f.name.name, self.type_of(f.value, ctx)) for f in e.key_fields + e.fields])
 
+    def _Sequence(self, e: n.Sequence, ctx: Context) -> Type:
+        for step in e.steps:
+            if isinstance(step, n.Assign):
+                target, value = self.type_of(step.target, ctx), self.type_of(step.value, ctx)
+                if not widens(value, target):
+                    self.report("CCL2103", step.value.span, f"cannot assign {value} to {target}")
+            else:
+                self.type_of(step.expr, ctx)  # type: ignore[attr-defined]
+        return self.type_of(e.value, ctx)
+
     def _Case(self, e: n.Case, ctx: Context) -> Type:
         if e.subject is not None:
             self.type_of(e.subject, ctx)

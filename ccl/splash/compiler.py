@@ -8,7 +8,7 @@ from .. import nodes as n
 from ..analysis.types import ANY, Type
 from .convert import coerce
 from .expressions import ExpressionCompiler
-from .machine import (BREAK, CONTINUE, RETURN, Cell, ExitSignal, Frame, Function, Machine, Stmt,
+from .machine import (BREAK, CONTINUE, RETURN, Cell, ExitSignal, Expr, Frame, Function, Machine, Stmt,
                       fail, find_cell, set_element)
 from .operators import comparison, truth
 from .values import Record, SplashError, a_kind
@@ -31,6 +31,17 @@ class Compiler(ExpressionCompiler):
             body = self.block(node.body, loops=0, switches=0)
             fn = self._functions[name] = Function(node, params, self.type(node.return_type), body)
         return fn
+
+    def _e_Sequence(self, e: n.Sequence) -> Expr:
+        """``(v := x; w := y; value)``: the steps run as statements, then the value."""
+        steps = [self.stmt(s, loops=0, switches=0) for s in e.steps]
+        value = self.expr(e.value)
+
+        def ev(m: Machine, f: Frame) -> object:
+            for step in steps:
+                step(m, f)
+            return value(m, f)
+        return ev
 
     # --- statements ------------------------------------------------------------------------------
 
