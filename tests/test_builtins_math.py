@@ -359,3 +359,10 @@ def test_a_regular_expression_that_backtracks_for_ever_is_an_error():
     with pytest.raises(SplashError, match="took longer than"):
         lookup("regexp_search").fn(None, "a" * 35 + "b", "(a|aa)+$")
     assert time.monotonic() - began < builtins_math.REGEX_SECONDS + 2
+
+
+def test_max_and_min_of_several_arguments_are_scalar():
+    """ESP: "max(), which returns the maximum value of a comma-separated list of values"; with
+    one argument they stay aggregates (over an event cache in SPLASH)."""
+    assert same(ev("max(1, 4, 2)"), 4) and same(ev("min(r.f, 1.5)"), 1.5)
+    assert same(ev("max(r.i, r.l)"), Long(10_000_000_000))

@@ -450,3 +450,12 @@ def test_getrowid_is_the_sequence_number_of_the_row_at_hand():
     interp.row_id = 4294967298
     value = interp.run_block(block("return getrowid(priceW);"), {"priceW": {}}).value
     assert value == 4294967298 and isinstance(value, Long)
+
+
+def test_functions_of_one_declare_block_call_each_other():
+    from ccl.splash import declare_globals
+    decl = declare_globals(declare(
+        "boolean odd(integer x) { if (x = 0) { return false; } else { return even(x - 1); } }"
+        "boolean even(integer x) { if (x = 0) { return true; } else { return odd(x - 1); } }"))
+    interp = Interpreter(decl)
+    assert [interp.call("odd", [k]) for k in (1, 2, 5)] == [True, False, True]

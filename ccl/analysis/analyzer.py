@@ -195,6 +195,7 @@ class Analyzer:
 
     def stmt_GlobalDeclare(self, s: n.GlobalDeclare) -> None:
         checker = StatementChecker(self.typer, self.report, self.type_spec)
+        ahead = _functions_of(s.block)
         for item in s.block.items:
             if isinstance(item, n.VarDecl):
                 checker.declare(self.context(), item, "global")
@@ -211,14 +212,17 @@ class Analyzer:
                     self.report("CCL2002", item.name.span, f"type '{item.name.name}' is already defined")
                 self.typedefs[item.name.name] = self.type_spec(item.type)
             elif isinstance(item, n.FuncDef):
-                self.function(item, self.functions, self.globals)
+                self.function(item, self.functions, self.globals, ahead=ahead)
 
     def function(self, f: n.FuncDef, table: dict[str, n.FuncDef], scope: Scope,
-                 sources: Optional[list[Source]] = None) -> None:
+                 sources: Optional[list[Source]] = None,
+                 ahead: Optional[dict[str, n.FuncDef]] = None) -> None:
+        """Check a SPLASH function; its body may call any function of the same DECLARE block
+        (``ahead``: no prototypes in SPLASH, so functions may call each other) or earlier ones."""
         if f.name.name in table:
             self.report("CCL2002", f.name.span, f"function '{f.name.name}' is already defined")
         table[f.name.name] = f  # before the body: recursion is allowed
-        ctx = self.context(scope.child(), sources, splash=True, functions=table)
+        ctx = self.context(scope.child(), sources, splash=True, functions={**(ahead or {}), **table})
         for p in f.params:
             ctx.scope.vars[p.name.name] = Variable(p.name.name, self.type_spec(p.type), "local", p.name.span)
         checker = StatementChecker(self.typer, self.report, self.type_spec)
@@ -237,6 +241,7 @@ class Analyzer:
             return scope, functions
         checker = StatementChecker(self.typer, self.report, self.type_spec)
         ctx = self.context(scope, sources, splash=True, functions=functions)
+        ahead = _functions_of(block)
         names = {src.alias for src in sources} | {src.element.name for src in sources}
         for item in block.items:
             if isinstance(item, n.VarDecl):
@@ -247,7 +252,7 @@ class Analyzer:
                                 f"not read: cache one of its inputs ({', '.join(sorted(names))})")
                 checker.declare(ctx, item, "local")
             elif isinstance(item, n.FuncDef):
-                self.function(item, functions, scope, sources)
+                self.function(item, functions, scope, sources, ahead=ahead)
             elif isinstance(item, n.TypeDef):
                 self.typedefs[item.name.name] = self.type_spec(item.type)
         return scope, functions
@@ -696,6 +701,11 @@ class Analyzer:
             return module is not None and any(
                 isinstance(st, n.CreateElement) and st.kind == "window" for st in module.node.body)
         return False
+
+
+def _functions_of(block: n.DeclareBlock) -> dict[str, n.FuncDef]:
+    """The SPLASH functions a DECLARE block defines, by name."""
+    return {i.name.name: i for i in block.items if isinstance(i, n.FuncDef)}
 
 
 def _declares_state(declare: Optional[n.DeclareBlock]) -> bool:

@@ -110,6 +110,8 @@ class ExpressionCompiler:
                 return self.function(name).call(m, [a(m, f) for a in args])
             return call_user
         builtin = lookup(name)
+        if builtin is None and name.lower() in ("max", "min") and len(e.args) > 1:
+            builtin = lookup(name.lower() + "of")  # max(a, b, ...): the scalar form, as maxof()
         if builtin is None and name.lower() in AGGREGATES and e.args:
             return self._cache_aggregate(name.lower(), e.args)
         if builtin is None:
