@@ -755,6 +755,7 @@ class CreateFlex(Node):
     partition: Optional[Partition]
     declare: Optional[DeclareBlock]
     handlers: list[Union[OnHandler, EveryHandler]]
+    input_keeps: list[Optional[Keep]] = field(default_factory=list)  # `IN w KEEP ...`, per input
 
 
 @dataclass

@@ -766,14 +766,27 @@ class CCLParser:
     # --- CREATE FLEX ---------------------------------------------------------------------------
 
     def p_create_flex(self, p):
-        """create_flex : CREATE FLEX ident IN ident_list OUT role_opt element_kind ident clauses BEGIN flex_declare flex_handlers END"""
+        """create_flex : CREATE FLEX ident IN flex_inputs OUT role_opt element_kind ident clauses BEGIN flex_declare flex_handlers END"""
         out = n.FlexOutput(p[7], p[8], p[9], span=self._at(p, 7))
         holder = n.CreateElement(None, "stream", p[9])
         self._attach_clauses(holder, p[10], {"schema", "primary_key", "keep", "store", "partition"},
                              "Flex output")
         out.schema, out.primary_key, out.keep, out.store = (
             holder.schema, holder.primary_key, holder.keep, holder.store)
-        p[0] = n.CreateFlex(p[3], p[5], out, holder.partition, p[12], p[13], span=self._at(p))
+        inputs = [name for name, _ in p[5]]
+        keeps = [keep for _, keep in p[5]]
+        p[0] = n.CreateFlex(p[3], inputs, out, holder.partition, p[12], p[13],
+                            keeps if any(keeps) else [], span=self._at(p))
+
+    def p_flex_inputs(self, p):
+        """flex_inputs : flex_input
+                       | flex_inputs COMMA flex_input"""
+        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+
+    def p_flex_input(self, p):
+        """flex_input : ident
+                      | ident keep_clause"""
+        p[0] = (p[1], p[2] if len(p) == 3 else None)
 
     def p_flex_declare(self, p):
         """flex_declare : DECLARE declare_items END SEMI

@@ -579,7 +579,9 @@ def _element_clauses(s: Union[n.CreateElement, n.FlexOutput]) -> list[str]:
 
 def _flex_lines(s: n.CreateFlex) -> list[str]:
     out = s.output
-    lines = [f"CREATE FLEX {s.name.name}", f"IN {_names(s.inputs)}",
+    ins = ", ".join(i.name + (f" {keep(k)}" if k is not None else "")
+                    for i, k in zip(s.inputs, s.input_keeps or [None] * len(s.inputs)))
+    lines = [f"CREATE FLEX {s.name.name}", f"IN {ins}",
              f"OUT {_role(out.role)}{out.kind.upper()} {out.name.name}"]
     lines += _element_clauses(out)
     if s.partition is not None:

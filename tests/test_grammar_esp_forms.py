@@ -221,3 +221,15 @@ def test_expression_sequence_parses_prints_types_and_runs():
     value = interp.evaluate(item, {"S": {"a": 4, "p": None}})
     assert value == 14.0 and store == {"var1": 10.0, "var2": 4}
     assert json.loads(json.dumps(n.to_json(item))) == n.to_json(n.from_json(n.to_json(item)))
+
+
+def test_flex_inputs_may_carry_keep():
+    """ESP: CREATE FLEX name IN input1 [KEEP keep_spec], ...: parsed per input and printed back."""
+    project = round_trip(
+        "CREATE INPUT WINDOW A SCHEMA (k integer) PRIMARY KEY (k);\n"
+        "CREATE INPUT WINDOW B SCHEMA (k integer) PRIMARY KEY (k);\n"
+        "CREATE FLEX F IN A KEEP 10 ROWS, B OUT OUTPUT WINDOW O SCHEMA (k integer) PRIMARY KEY (k)\n"
+        "BEGIN ON A { output setOpcode(A, upsert); }; ON B { output setOpcode(B, upsert); }; END;\n")
+    flex = project.statements[2]
+    assert [i.name for i in flex.inputs] == ["A", "B"]
+    assert flex.input_keeps[0].count == 10 and flex.input_keeps[1] is None
