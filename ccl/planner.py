@@ -186,8 +186,8 @@ class Planner:
         names: dict[str, str] = {}
         for b in s.inputs + s.references:
             names[b.name.name] = scope.resolve(b.value.name)
-        for b in s.outputs:
-            names[b.name.name] = scope.prefix + b.value.name
+        for b in s.outputs:  # in a module, the target may itself be bound to an outer name
+            names[b.name.name] = scope.resolve(b.value.name)
         inner = Scope(prefix, self._module_params(s, module, scope), self._module_elements(module),
                       scope.modules, names, bound={b.name.name for b in s.inputs + s.references})
         sources = [PlanSource(b.name.name, b.value.name, names[b.name.name], [])

@@ -270,3 +270,11 @@ def test_splitter_targets_over_a_window_are_delta_streams_with_its_key(tmp_path)
     assert [(element(plan, e)["kind"], element(plan, e)["key"]) for e in ("Ibm", "Rest", "Big")] == [
         ("delta stream", ["Id"]), ("delta stream", ["Id"]), ("stream", [])]
     assert element(plan, "IbmWin")["key"] == ["Id"]
+
+
+def test_a_module_loading_a_module_binds_through_both(tmp_path):
+    src = (ROOT / "compile_errors" / "valid_module_loads_a_module.ccl").read_text()
+    plan = plan_text(tmp_path, src)
+    assert [e["name"] for e in plan["elements"]] == ["Src", "Res", "Doubled"]
+    assert select(plan, "Res")["sources"][0]["element"] == "Src"
+    assert element(plan, "Res")["columns"] == [["Id", "integer"], ["Twice", "integer"]]

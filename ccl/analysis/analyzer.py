@@ -540,6 +540,7 @@ class Analyzer:
         inner = Analyzer({}, self.diagnostics)
         inner.schemas = dict(self.schemas)
         inner.typedefs = dict(self.typedefs)
+        inner.modules = dict(self.modules)  # a module may LOAD a module created before it
         inner.run([st for st in s.body if not isinstance(st, (n.CreateModule, n.AttachAdapter))])
         # Partitioned elements inside the module get the same safety checks as top-level ones.
         self.partition_facts.extend(inner.partition_facts)
