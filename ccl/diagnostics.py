@@ -105,8 +105,9 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "A PARAMETER has a type that no configuration text can give (a dictionary, vector, record, "
        "event cache, typeof, or an unknown type name). Parameters take built-in scalar types."),
     _c("CCL1316", "error", "parameter default is not a constant",
-       "The default of a PARAMETER must be a literal (a number, possibly signed, a string, TRUE, "
-       "FALSE or NULL): it is fixed when the project is loaded."),
+       "The default of a PARAMETER must be a constant: a literal (a number, possibly signed, a "
+       "string, TRUE, FALSE or NULL) or an expression of literals (2 * 5, sqrt(16.0)), evaluated "
+       "once when the project is loaded; it cannot read variables or other parameters."),
     _c("CCL1320", "error", "configuration file is not valid YAML",
        "A --config file (or config/default.yaml) cannot be read as YAML. The position is where the "
        "YAML parser stopped."),

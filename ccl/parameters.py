@@ -177,7 +177,7 @@ def _resolve_one(info: _Declared, cli_text: Optional[str], ccr: Optional[CcrFile
     constant = _constant(decl.default)
     if constant is None:
         diags.append(Diagnostic("CCL1316", f"the default of parameter '{info.name}' must be a "
-                                f"constant (a literal, possibly signed)", default_span))
+                                f"constant (a literal, or an expression of literals)", default_span))
         return None
     try:
         value = _convert_default(constant, info)
@@ -190,13 +190,43 @@ def _resolve_one(info: _Declared, cli_text: Optional[str], ccr: Optional[CcrFile
 
 
 def _constant(expr: n.Node) -> Optional[tuple[str, object]]:
-    """(literal kind, value) of a literal, possibly with a sign; None for anything else."""
+    """(literal kind, value) of a literal, possibly with a sign, or of a constant expression
+    (ESP: "an expression that evaluates to a constant", evaluated once: operators and built-ins
+    over literals, such as ``2 * 5``); None for anything else."""
     if isinstance(expr, n.Literal):
         return expr.kind, expr.value
     if isinstance(expr, n.Unary) and expr.op in ("-", "+") and isinstance(expr.operand, n.Literal) \
             and expr.operand.kind in ("integer", "long", "float", "money"):
         value = expr.operand.value
         return expr.operand.kind, (-value if expr.op == "-" else value)  # type: ignore[operator]
+    return _evaluated(expr)
+
+
+def _evaluated(expr: n.Node) -> Optional[tuple[str, object]]:
+    """A constant expression's value as (literal kind, value); None when it reads a name or fails."""
+    from .splash import Interpreter, SplashError
+    from .splash.values import Dec, Long
+
+    if any(isinstance(x, (n.Var, n.FieldAccess, n.Sequence)) for x in expr.walk()):
+        return None
+    try:
+        value = Interpreter().evaluate(expr)
+    except SplashError:
+        return None
+    if isinstance(value, bool):
+        return "boolean", value
+    if isinstance(value, Long):
+        return "long", int(value)
+    if isinstance(value, int):
+        return "integer", value
+    if isinstance(value, float):
+        return "float", value
+    if isinstance(value, Dec):
+        return "money", value
+    if isinstance(value, str):
+        return "string", value
+    if value is None:
+        return "null", None
     return None
 
 

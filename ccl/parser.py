@@ -837,6 +837,8 @@ class CCLParser:
                             | """
         if len(p) == 1:
             p[0] = []
+        elif isinstance(p[2], list):  # PARAMETER t a, b := 1;
+            p[0] = p[1] + p[2]
         else:
             p[0] = p[1] + ([p[2]] if p[2] is not None else [])
 
@@ -912,6 +914,8 @@ class CCLParser:
                          | """
         if len(p) == 1:
             p[0] = []
+        elif isinstance(p[2], list):  # PARAMETER t a, b := 1;
+            p[0] = p[1] + p[2]
         else:
             p[0] = p[1] + ([p[2]] if p[2] is not None else [])
 
@@ -922,10 +926,21 @@ class CCLParser:
         p[0] = p[1]
 
     def p_declare_item_parameter(self, p):
-        """declare_item : PARAMETER type_spec ident SEMI
-                        | PARAMETER type_spec ident ASSIGN expr SEMI"""
-        default = p[5] if len(p) == 7 else None
-        p[0] = n.ParamDecl(p[2], p[3], default, span=self._at(p))
+        "declare_item : PARAMETER type_spec param_declarators SEMI"
+        # ESP: parameter t name1 [:= e] [, name2 [:= e] ...]; one ParamDecl each, the first
+        # placed at PARAMETER, the others at their names.
+        p[0] = [n.ParamDecl(p[2], name, default, span=self._at(p) if i == 0 else name.span)
+                for i, (name, default) in enumerate(p[3])]
+
+    def p_param_declarators(self, p):
+        """param_declarators : param_declarator
+                             | param_declarators COMMA param_declarator"""
+        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+
+    def p_param_declarator(self, p):
+        """param_declarator : ident
+                            | ident ASSIGN expr"""
+        p[0] = (p[1], p[3] if len(p) == 4 else None)
 
     def p_declare_item_error(self, p):
         "declare_item : error SEMI"
@@ -1074,6 +1089,8 @@ class CCLParser:
                  | """
         if len(p) == 1:
             p[0] = []
+        elif isinstance(p[2], list):  # PARAMETER t a, b := 1;
+            p[0] = p[1] + p[2]
         else:
             p[0] = p[1] + ([p[2]] if p[2] is not None else [])
 

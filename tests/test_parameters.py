@@ -130,7 +130,7 @@ def test_wrong_type_in_the_ccr_is_an_error_at_the_ccr_line(decl, text, reason):
 
 def test_wrong_ccl_defaults():
     ccl = ("DECLARE PARAMETER integer a := 2.5; PARAMETER boolean b := 'yes';\n"
-           "PARAMETER integer c := 3 + 4; PARAMETER vector(integer) d; PARAMETER float e := -1;\n"
+           "PARAMETER integer c := e + 4; PARAMETER vector(integer) d; PARAMETER float e := -1;\n"
            "PARAMETER money(2) f := 0.005; PARAMETER date g := 'noon'; PARAMETER string h := NULL;\n"
            "END;\n")
     params, diags, _ = resolve(ccl)
@@ -293,3 +293,12 @@ def test_a_money_literal_is_a_parameter_default():
     assert [(d.code, d.span.col) for d in diags] == [("CCL1311", 61)]
     assert {k: p.value for k, p in params.items()} == {
         "m": Decimal("10.00"), "f": -2.5, "d": Decimal("1.250")}
+
+
+def test_parameter_defaults_may_be_constant_expressions_and_lists():
+    """ESP: parameter typeName name1 [:= constant_expression] [, name2 [:= constant_expression]];
+    an expression of literals is evaluated once; one that reads a name is not constant."""
+    params, diags, _ = resolve("DECLARE PARAMETER integer lo := 1, hi := 2 * 5; PARAMETER float r := sqrt(16.0);\n"
+                               "PARAMETER string s := 'a' + 'b'; PARAMETER integer bad := lo + 1; END;\n")
+    assert [(d.code, d.span.line, d.span.col) for d in diags] == [("CCL1316", 2, 59)]
+    assert {k: p.value for k, p in params.items()} == {"lo": 1, "hi": 10, "r": 4.0, "s": "ab"}
