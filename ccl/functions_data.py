@@ -445,3 +445,22 @@ ENGINE_AGGREGATES = frozenset({
     "regr_intercept", "regr_r2", "regr_slope", "regr_sxx", "regr_sxy", "regr_syy", "stddev",
     "stddev_pop", "stddev_samp", "sum", "valueinserted", "var_pop", "var_samp", "variance", "vwap",
     "weighted_avg"})
+
+
+# Date parts of dateadd/datediff/datepart/datefloor/dateceiling, by every name ESP accepts.
+DATE_PARTS = {
+    "yy": "year", "yyyy": "year", "year": "year",
+    "qq": "quarter", "quarter": "quarter",
+    "mm": "month", "month": "month",
+    "wk": "week", "week": "week",
+    "dd": "day", "day": "day",
+    "dy": "dayofyear", "dayofyear": "dayofyear",
+    "dw": "weekday", "weekday": "weekday",
+    "hh": "hour", "hour": "hour",
+    "mi": "minute", "minute": "minute",
+    "ss": "second", "second": "second",
+    "ms": "millisecond", "millisecond": "millisecond",
+    "us": "microsecond", "microsecond": "microsecond",
+}
+# The functions whose first argument is a date part (ESP also writes it as a bare keyword).
+DATE_PART_FUNCTIONS = frozenset({"dateadd", "datediff", "datepart", "datefloor", "dateceiling"})

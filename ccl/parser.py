@@ -33,6 +33,7 @@ from ply.lex import LexToken
 
 from . import nodes as n
 from .diagnostics import Diagnostic, sort_key
+from .functions_data import DATE_PART_FUNCTIONS, DATE_PARTS
 from .lexer import PUNCTUATION, LineIndex, make_lexer, tokens
 
 # Keywords that may also be used as names (columns, elements, aliases, variables).
@@ -1286,7 +1287,12 @@ class CCLParser:
                 | func_name LPAREN expr_list RPAREN
                 | BASETYPE LPAREN expr_list RPAREN"""
         func = p[1] if isinstance(p[1], n.Ident) else self._ident(p, 1)
-        p[0] = n.Call(func, p[3] if len(p) == 5 else [], span=self._at(p))
+        args = p[3] if len(p) == 5 else []
+        if (func.name.lower() in DATE_PART_FUNCTIONS and args and isinstance(args[0], n.Var)
+                and args[0].name.name.lower() in DATE_PARTS):
+            # ESP writes the date part as a keyword too (datefloor(MINUTE, t)): read it as 'MINUTE'
+            args = [n.Literal("string", args[0].name.name, span=args[0].span)] + args[1:]
+        p[0] = n.Call(func, args, span=self._at(p))
 
     def p_call_distinct(self, p):
         "call : func_name LPAREN DISTINCT expr_list RPAREN"

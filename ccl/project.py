@@ -63,6 +63,8 @@ def read_bytes(path: str, kind: str) -> bytes:
         raise UsageError(f"{path}: is a directory, not a {kind}") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError:  # a NUL character in the name
+        raise UsageError(f"{path!r}: not a file name (it holds a NUL character)") from None
 
 
 def read_source(path: str) -> str:

@@ -142,3 +142,11 @@ def test_explain_refuses_a_project_with_errors(tmp_path):
     project.write_text("CREATE OUTPUT STREAM o AS SELECT * FROM nowhere;\n")
     code, _, err = run("explain", str(project))
     assert code == 1 and "CCL2001" in err and "nothing to explain" in err
+
+
+def test_an_import_of_a_name_with_a_nul_is_a_diagnostic_not_a_traceback():
+    """Found by the round-trip property test: open() raises ValueError on a NUL in the name."""
+    from ccl.project import load_text
+    project = load_text("IMPORT 'a\x00b.ccl';\n", "p.ccl")
+    assert [(d.code, d.span.line) for d in project.diagnostics] == [("CCL1201", 1)]
+    assert "NUL" in project.diagnostics[0].message

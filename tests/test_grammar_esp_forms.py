@@ -233,3 +233,15 @@ def test_flex_inputs_may_carry_keep():
     flex = project.statements[2]
     assert [i.name for i in flex.inputs] == ["A", "B"]
     assert flex.input_keeps[0].count == 10 and flex.input_keeps[1] is None
+
+
+def test_date_part_keywords_read_as_strings():
+    """ESP writes date parts as keywords (datefloor(MINUTE, t)) or strings ('MINUTE'): both are the
+    same call; a name that is no date part stays a name."""
+    project = round_trip(SCHEMA + "CREATE OUTPUT STREAM O AS SELECT datefloor(MINUTE, now()) a, "
+                                  "dateadd(dd, 1, now()) b, datepart(S.a, now()) c FROM S;\n")
+    items = project.statements[-1].query.items
+    assert [i.expr.args[0] for i in items[:2]] == [n.Literal("string", "MINUTE"), n.Literal("string", "dd")]
+    assert isinstance(items[2].expr.args[0], n.FieldAccess)
+    ev = evaluator(Interpreter(), {})
+    assert ev("datepart(HOUR, to_timestamp('2024-01-02 03:04:05', 'YYYY-MM-DD HH24:MI:SS'))") == 3

@@ -26,6 +26,7 @@ from typing import Callable, Optional
 from zoneinfo import ZoneInfo
 
 from ..analysis.types import Type
+from ..functions_data import DATE_PARTS
 from .builtins import Builtin, CallContext, _need_int, _need_number, _need_str, _need_time
 from .convert import cast, truncate_time
 from .values import (EXACT, LONG_MAX, LONG_MIN, Dec, Interval, Long, SplashError,
@@ -36,20 +37,7 @@ _US = dt.timedelta(microseconds=1)
 _SUNDAY_OFFSET = 3 * 86_400_000_000  # 1970-01-04, the first Sunday after the epoch (microseconds)
 
 # Date part keyword -> canonical part name.
-_PARTS = {
-    "yy": "year", "yyyy": "year", "year": "year",
-    "qq": "quarter", "quarter": "quarter",
-    "mm": "month", "month": "month",
-    "wk": "week", "week": "week",
-    "dd": "day", "day": "day",
-    "dy": "dayofyear", "dayofyear": "dayofyear",
-    "dw": "weekday", "weekday": "weekday",
-    "hh": "hour", "hour": "hour",
-    "mi": "minute", "minute": "minute",
-    "ss": "second", "second": "second",
-    "ms": "millisecond", "millisecond": "millisecond",
-    "us": "microsecond", "microsecond": "microsecond",
-}
+_PARTS = DATE_PARTS
 # Length of the fixed-length parts in microseconds.
 _FIXED_US = {"week": 604_800_000_000, "day": 86_400_000_000, "hour": 3_600_000_000,
              "minute": 60_000_000, "second": 1_000_000, "millisecond": 1_000, "microsecond": 1}
