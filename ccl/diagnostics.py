@@ -149,7 +149,7 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
     _c("CCL2009", "error", "unknown type",
        "A type name is neither a built-in type nor a typedef declared before it."),
     _c("CCL2010", "warning", "function not available at run time",
-       "ESP has this function but this runtime does not run it (rank() in GROUP FILTER, the event-cache iterator "
+       "ESP has this function but this runtime does not run it (rank() in GROUP FILTER, a window's W_stream / W_iterator, the event-cache iterator "
        "functions, the XML functions, the recent and xmlagg aggregates): the project runs, and "
        "every row that calls it becomes a bad record."),
     _c("CCL2011", "error", "event cache over an element not read",

@@ -84,6 +84,12 @@ class Typer:
             return src.element.row_type
         if name.lower() in OPCODES:
             return INTEGER
+        if ctx.in_splash and name.endswith(("_stream", "_iterator")):
+            # ESP's implicit W_stream / W_iterator of a window W (iterating its rows)
+            self.report("CCL2010", e.name.span, f"{name} (iterating a window) is an ESP feature this "
+                                                "runtime does not run: every row that reaches it "
+                                                "becomes a bad record")
+            return ANY
         self.report("CCL2007", e.name.span, f"unknown name '{name}'")
         return ANY
 
