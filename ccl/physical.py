@@ -66,6 +66,12 @@ def _column(expr: object, alias: str) -> Optional[str]:
     return expr["field"]["name"]
 
 
+# The kind an element has for the elements that read it: an error stream is a stream (inserts
+# only, no key); a reference, whose rows come from a file bound to it, is a window keyed by its
+# PRIMARY KEY.
+READ_AS = {"error stream": "stream", "reference": "window"}
+
+
 def _select_from_one_stream(element: Mapping, plan: Mapping,
                             kind: str) -> Optional[tuple[Mapping, str, Mapping]]:
     """(select, alias, source element) when ``element`` is a ``kind`` defined by one select from
@@ -81,7 +87,7 @@ def _select_from_one_stream(element: Mapping, plan: Mapping,
         return None
     alias, source = sel["sources"][0]["alias"], sel["sources"][0]["element"]
     src = next((e for e in plan["elements"] if e["name"] == source), None)
-    if src is None or src.get("kind") not in ("stream", "error stream"):
+    if src is None or READ_AS.get(src.get("kind"), src.get("kind")) != "stream":
         return None
     return sel, alias, src
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Mapping, Optional, Sequence, Union
 
 from ccl import nodes as n
+from ccl.physical import READ_AS
 from ccl.splash import Interpreter, Record, SplashError
 from ccl.splash.machine import Cell
 from runtime.engine.cache import Declared
@@ -29,18 +30,14 @@ NO_PORT = -1  # the port of a bad record from a timer or transaction handler
 
 def make_engine(element: Mapping, plan: Mapping, instance: int = 0) -> Union["FlexEngine", Engine]:
     """The engine of a stateful element: :class:`FlexEngine` for a Flex, else :class:`Engine`.
-    An error stream is a stream (inserts only, no key); a reference, whose rows come from a file
-    bound to it, is a window keyed by its PRIMARY KEY."""
-    if any(e["kind"] in _AS_KIND for e in plan["elements"]):
-        plan = {**plan, "elements": [{**e, "kind": _AS_KIND.get(e["kind"], e["kind"])}
+    Elements are seen with the kind they have for their readers (ccl.physical.READ_AS)."""
+    if any(e["kind"] in READ_AS for e in plan["elements"]):
+        plan = {**plan, "elements": [{**e, "kind": READ_AS.get(e["kind"], e["kind"])}
                                      for e in plan["elements"]]}
         element = next(e for e in plan["elements"] if e["name"] == element["name"])
     if element.get("flex"):
         return FlexEngine(element, plan, instance)
     return Engine(element, plan, instance)
-
-
-_AS_KIND = {"error stream": "stream", "reference": "window"}
 
 
 class _Handler:
