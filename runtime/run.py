@@ -60,10 +60,9 @@ class RunResult:
 
 
 def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, dirs: RunDirs,
-           buckets: int) -> Optional[StreamingQuery]:
+           buckets: int, fused: dict[str, list[str]]) -> Optional[StreamingQuery]:
     """The query of ``element``; None when it has none (no input bound, or it runs inside its
-    source's batches: job.fused_consumers)."""
-    fused = fusion_of(dirs.root)
+    source's batches: ``fused``, see job.fused_consumers)."""
     if any(element["name"] in consumers for consumers in fused.values()):
         return None
     frame = element_query(spark, plan, element, options, dirs, buckets)
@@ -101,10 +100,10 @@ def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
     both cases."""
     began = time.monotonic()
     dirs = prepare_run_dir(plan, options)
-    buckets = buckets_of(dirs.root)
+    buckets, fused = buckets_of(dirs.root), fusion_of(dirs.root)
     if options.until_idle:
         for element in plan["elements"]:
-            query = _start(spark, plan, element, options, dirs, buckets)
+            query = _start(spark, plan, element, options, dirs, buckets, fused)
             if query is None:
                 continue
             try:
@@ -114,7 +113,7 @@ def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
             except StreamingQueryException as exc:
                 raise _failure(element["name"], exc) from None
     else:
-        _run_until_stopped(spark, plan, options, dirs, buckets, status)
+        _run_until_stopped(spark, plan, options, dirs, buckets, fused, status)
     report = write_outputs(spark, plan, dirs, out_dir, options.base_dir, time.monotonic() - began)
     return RunResult(report, dirs.root, out_dir)
 
@@ -148,13 +147,14 @@ def _stop_between_batches(query: StreamingQuery, bound: float = 10.0) -> None:
 
 
 def _run_until_stopped(spark: SparkSession, plan: dict, options: RunOptions, dirs: RunDirs,
-                       buckets: int, status: Callable[[str], None]) -> None:
+                       buckets: int, fused: dict[str, list[str]],
+                       status: Callable[[str], None]) -> None:
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     queries: dict[str, StreamingQuery] = {}
     try:
         for element in plan["elements"]:
-            q = _start(spark, plan, element, options, dirs, buckets)
+            q = _start(spark, plan, element, options, dirs, buckets, fused)
             if q is not None:
                 queries[element["name"]] = q
         began = time.monotonic()
