@@ -8,7 +8,6 @@ from decimal import Decimal
 
 import pytest
 
-from ccl.parser import parse_text
 from ccl.splash import BUILTINS, Dec, Interpreter, Interval, Long, SplashError
 from tests.splash_eval import evaluator, same
 
@@ -262,17 +261,13 @@ def test_clock_is_read_once_per_call():
     def clock() -> dt.datetime:
         calls.append(1)
         return NOW
-    interp = Interpreter(clock=clock)
-    project, _ = parse_text("CREATE OUTPUT STREAM o PARTITION BY r { return getdate() = systimestamp() "
-                            "and sysdate() = sysseconddate(); } PARTITIONS 2 AS SELECT * FROM r;")
-    expr = project.statements[0].partition.specs[0].body.stmts[0].value
-    assert interp.evaluate(expr) is True and len(calls) == 1
+    clocked = evaluator(Interpreter(clock=clock), {})
+    assert clocked("getdate() = systimestamp() and sysdate() = sysseconddate()") is True
+    assert len(calls) == 1
 
 
 def test_clock_without_a_fixed_clock_is_utc_now():
-    value = Interpreter().evaluate(
-        parse_text("CREATE OUTPUT STREAM o PARTITION BY r { return sysbigdatetime(); } "
-                   "PARTITIONS 2 AS SELECT * FROM r;")[0].statements[0].partition.specs[0].body.stmts[0].value)
+    value = evaluator(Interpreter(), {})("sysbigdatetime()")
     assert abs(value - dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)) < dt.timedelta(minutes=1)
 
 
