@@ -616,7 +616,11 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
     # is the same in both kinds of run; an until-idle run registers no timers (it expires rows only
     # as batches arrive) and is stopped when idle (run.py: availableNow never ends in this mode).
     timed = uses_time(element)
-    processor = ElementProcessor(json.dumps(plan), element["name"], timed and not options.until_idle)
+    kinds = {e["name"]: e["kind"] for e in plan["elements"]}
+    references = frozenset(port for port, (_, source) in enumerate(ports_of(element))
+                           if kinds.get(source) == "reference")
+    processor = ElementProcessor(json.dumps(plan), element["name"], timed and not options.until_idle,
+                                 references)
     return (proc_in.groupBy("__bucket")
             .transformWithState(processor, output_schema(element), "Append",
                                 "ProcessingTime" if timed else "None"))

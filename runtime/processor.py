@@ -63,11 +63,16 @@ class ElementProcessor(StatefulProcessor):
     """Runs the element's engine (:func:`runtime.engine.flex.make_engine`) for every instance of one bucket.
 
     Built on the driver from the plan as JSON text (it travels to the Python workers pickled);
-    the engine is made in ``init`` on the worker.
+    the engine is made in ``init`` on the worker. A batch's rows are processed in sequence order,
+    except that rows of ``first_ports`` (the ports reading a reference) come before all others:
+    ESP looks a reference up in its database when a row arrives, so its rows are data already
+    there, not events that race with the element's other inputs.
     """
 
-    def __init__(self, plan_text: str, element_name: str, timers: bool) -> None:
+    def __init__(self, plan_text: str, element_name: str, timers: bool,
+                 first_ports: frozenset[int] = frozenset()) -> None:
         self.plan_text, self.element_name, self.timers = plan_text, element_name, timers
+        self.first_ports = first_ports
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         from .engine.flex import make_engine
@@ -112,7 +117,7 @@ class ElementProcessor(StatefulProcessor):
         states = self._load()
         out: list[Row] = []
         for inst in sorted(by_instance):
-            received = sorted(by_instance[inst], key=lambda x: x[:4])
+            received = sorted(by_instance[inst], key=lambda x: (x[3] not in self.first_ports, *x[:4]))
             out.append(self._row("stat", inst, len(received), 0, None, None, {}))
             events = []
             for seq, _src, _sub, port, op, bad, values in received:
