@@ -39,7 +39,7 @@ import pyarrow.csv as pacsv
 from ccl.splash.convert import parse_boolean
 from ccl.splash.values import SplashError
 
-from .csv_source import _OPCODES, LINE_BITS, OPS_COLUMN, CsvFormat, _find
+from .csv_source import _OPCODES, LINE_BITS, OPS_COLUMN, CsvFormat, _find, looks_like_header
 
 _BOM = b"\xef\xbb\xbf"
 _INTEGRAL = r"^-?[0-9]+$"
@@ -176,22 +176,20 @@ def _parse(data: bytes | str, columns: Sequence[Sequence[str]], fmt: CsvFormat, 
     n = len(columns)
     if len(schema) != n + 4 or (fmt.has_header and fmt.stream_opcode) or "binary" in kinds:
         raise _Fallback
-    for kind in kinds:
-        pattern = fmt.date_format if kind == "date" else fmt.timestamp_format
-        if kind in _TIME_LENGTH and pattern:
-            raise _Fallback
+    if any(kind in _TIME_LENGTH and fmt.time_format(kind) for kind in kinds):
+        raise _Fallback
     body = _checked_bytes(data, fmt.delimiter)
     lead = 2 if fmt.stream_opcode else 0
     index: list[int | None] = list(range(lead, n + lead))
     ops_at: int | None = 1 if fmt.stream_opcode else None
     width = n + lead
     header_lines = 0
-    if fmt.has_header:
-        if header is None:
-            cut = body.find(b"\n")
-            line, body = (body, b"") if cut < 0 else (body[:cut], body[cut + 1:])
-            header = line.decode("utf-8").removesuffix("\r").split(fmt.delimiter)
-            header_lines = 1
+    if fmt.has_header is not False and header is None and first_line == 0:
+        cut = body.find(b"\n")
+        line = (body if cut < 0 else body[:cut]).decode("utf-8").removesuffix("\r").split(fmt.delimiter)
+        if fmt.has_header or looks_like_header(line, names):
+            header, body, header_lines = line, (b"" if cut < 0 else body[cut + 1:]), 1
+    if header is not None and fmt.has_header is not False:
         header = [h.strip() for h in header]
         index = [_find(header, nm) for nm in names]
         ops_at = _find(header, OPS_COLUMN)

@@ -83,21 +83,29 @@ def _get(row: Any, key: str) -> Any:
 
 
 def write_csv(path: str, columns: list[list[str]], rows: Iterable[Mapping[str, Any]], *,
-              delimiter: str = ",", opcodes: bool = False) -> int:
+              delimiter: str = ",", opcodes: bool = False, header: bool = True,
+              stream_name: str | None = None) -> int:
     """Write ``rows`` (mappings, or pyspark Rows, by column name) as a CSV file at ``path`` with a
     header of the ``columns`` names (``[[name, ccl_type], ...]``); with ``opcodes`` the first column
-    is ``ESP_OPS``, taken from each row's ``__op`` (``i`` when missing). Written to ``path + ".tmp"``
-    and renamed; returns the number of rows written."""
+    is ``ESP_OPS``, taken from each row's ``__op`` (``i`` when missing). Without ``header`` there is
+    no header row and no ``ESP_OPS`` column; with ``stream_name`` (ESP's expectStreamNameOpcode
+    form) each line starts with that name and the opcode, and there is no header. Written to
+    ``path + ".tmp"`` and renamed; returns the number of rows written."""
     tmp = path + ".tmp"
     count = 0
     names = [c[0] for c in columns]
     types = [c[1] for c in columns]
     with open(tmp, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f, delimiter=delimiter, lineterminator="\n")
-        writer.writerow((["ESP_OPS"] if opcodes else []) + names)
+        if stream_name is not None:
+            header = False
+        if header:
+            writer.writerow((["ESP_OPS"] if opcodes else []) + names)
         for row in rows:
             fields = [format_value(_get(row, n), t) for n, t in zip(names, types)]
-            if opcodes:
+            if stream_name is not None:
+                fields[:0] = [stream_name, _get(row, "__op") or "i"]
+            elif opcodes and header:
                 fields.insert(0, _get(row, "__op") or "i")
             writer.writerow(fields)
             count += 1

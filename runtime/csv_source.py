@@ -187,31 +187,76 @@ def _pattern_parser(pattern: str) -> Callable[[str], dt.datetime]:
     return parse
 
 
+# ESP's adapters spell some properties with a ``csv`` prefix (toolkit_file_csv_input: csvDelimiter,
+# csvHasHeader, ...) and name date formats by ESP type: SecondDate is ``date``, MsDate ``timestamp``.
+_PROPERTY_ALIASES = {
+    "csvdelimiter": "delimiter", "csvhasheader": "hasheader",
+    "csvexpectstreamnameopcode": "expectstreamnameopcode",
+    "csvdateformat": "dateformat", "csvtimestampformat": "timestampformat",
+    "csvseconddateformat": "dateformat", "seconddateformat": "dateformat",
+    "csvmsdateformat": "timestampformat", "msdateformat": "timestampformat",
+    "csvbigdatetimeformat": "bigdatetimeformat",
+}
+
+
+def adapter_properties(options: dict | None) -> dict[str, Any]:
+    """Adapter ``options`` with lower-case keys and ESP's aliases (:data:`_PROPERTY_ALIASES`)
+    under the names this reader uses; a property given under its own name wins over an alias."""
+    out: dict[str, Any] = {}
+    for k, v in (options or {}).items():
+        key = str(k).lower()
+        out.setdefault(_PROPERTY_ALIASES.get(key, key), v)
+        if key not in _PROPERTY_ALIASES:
+            out[key] = v
+    return out
+
+
 @dataclass(frozen=True)
 class CsvFormat:
-    """The adapter properties that shape parsing (keys are case-insensitive in :meth:`from_options`)."""
+    """The adapter properties that shape parsing (keys are case-insensitive in :meth:`from_options`).
+
+    ``has_header`` None means "look": the first line of a file is a header when it names the
+    element's columns (:func:`looks_like_header`), else it is data."""
 
     delimiter: str = ","
-    has_header: bool = True
+    has_header: bool | None = True
     stream_opcode: bool = False
     date_format: str | None = None
     timestamp_format: str | None = None
+    bigdatetime_format: str | None = None
 
     @classmethod
     def from_options(cls, options: dict | None = None) -> CsvFormat:
         """The format of adapter ``options`` (``delimiter``, ``hasHeader``, ``expectStreamNameOpcode``,
-        ``dateFormat``, ``timestampFormat``; any case). ``\\t`` or ``tab`` is a tab; a delimiter must be
-        one character."""
-        o = {str(k).lower(): v for k, v in (options or {}).items()}
+        ``dateFormat``, ``timestampFormat``, ``bigdatetimeFormat`` and ESP's aliases of them; any
+        case). ``\\t`` or ``tab`` is a tab; a delimiter must be one character. Without
+        ``hasHeader`` a file's first line is a header only when it looks like one."""
+        o = adapter_properties(options)
         delimiter = str(o.get("delimiter", ",") or ",")
         if delimiter in ("\\t", "tab", "TAB"):
             delimiter = "\t"
         if len(delimiter) != 1:
             raise ValueError(f"delimiter {delimiter!r}: must be one character")
         stream_opcode = _flag(o.get("expectstreamnameopcode", "false"))
-        has_header = _flag(o.get("hasheader", "true")) and not stream_opcode
+        has_header = (False if stream_opcode
+                      else _flag(o["hasheader"]) if "hasheader" in o else None)
         return cls(delimiter, has_header, stream_opcode, o.get("dateformat") or None,
-                   o.get("timestampformat") or None)
+                   o.get("timestampformat") or None, o.get("bigdatetimeformat") or None)
+
+    def time_format(self, kind: str) -> str | None:
+        """The pattern of date-time columns of ``kind`` (date, timestamp, bigdatetime), if any."""
+        if kind == "date":
+            return self.date_format
+        if kind == "bigdatetime":
+            return self.bigdatetime_format or self.timestamp_format
+        return self.timestamp_format
+
+
+def looks_like_header(fields: Sequence[str], names: Sequence[str]) -> bool:
+    """Whether a file's first line (its ``fields``) is a header for an element with columns
+    ``names``: one of its fields names a column or ``ESP_OPS`` (in any case)."""
+    stripped = [f.strip() for f in fields]
+    return any(_find(stripped, n) is not None for n in (*names, OPS_COLUMN))
 
 
 def _article(word: str) -> str:
@@ -296,7 +341,7 @@ def column_parser(ccl_type: str, fmt: CsvFormat) -> Callable[[str], Any]:
     if name == "boolean":
         return guarded(parse_boolean)
     if name in ("date", "timestamp", "bigdatetime"):
-        pattern = fmt.date_format if name == "date" else fmt.timestamp_format
+        pattern = fmt.time_format(name)
         base_parse = _pattern_parser(pattern) if pattern else _iso_timestamp
         return guarded(lambda s: truncate_time(base_parse(s), name))
     if name == "binary":
@@ -349,8 +394,9 @@ def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
     ops_at: int | None = None
     lead = 2 if fmt.stream_opcode else 0
     width = n + lead
-    header_done = not fmt.has_header
-    if header is not None and fmt.has_header:
+    # A slice after the first has no header line; the file's header (if any) comes as ``header``.
+    header_done = fmt.has_header is False or first_line > 0
+    if header is not None and fmt.has_header is not False:
         header = [h.strip() for h in header]
         index = [_find(header, nm) for nm in names]
         ops_at = _find(header, OPS_COLUMN)
@@ -362,13 +408,14 @@ def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
         if not fields or fields == [""] and n != 1:
             continue
         line_no = first_line + start + 1
-        if not header_done:
+        if not header_done and (fmt.has_header or looks_like_header(fields, names)):
             header = [h.strip() for h in fields]
             index = [_find(header, nm) for nm in names]
             ops_at = _find(header, OPS_COLUMN)
             width = len(header)
             header_done = True
             continue
+        header_done = True
         seq = base + line_no
         if len(fields) != width:
             yield (seq, None, f"expected {width} fields, got {len(fields)}",
@@ -415,18 +462,21 @@ def read_file(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
     return parse_file_text(text, columns, fmt, file_no)
 
 
-def read_slice_bytes(path: str, fmt: CsvFormat, start: int,
-                     end: int) -> tuple[bytes, list[str] | None]:
+def read_slice_bytes(path: str, fmt: CsvFormat, start: int, end: int,
+                     names: Sequence[str] = ()) -> tuple[bytes, list[str] | None]:
     """Bytes ``start..end`` of the file at ``path``, and the file's header fields when the slice
-    is not the first one of a file with a header (else None)."""
+    is not the first one of a file with a header (else None). ``names`` are the element's
+    columns, to tell whether the file has a header when ``fmt`` leaves it open."""
     with open(path, "rb") as f:
         header = None
-        if fmt.has_header and start > 0:
+        if fmt.has_header is not False and start > 0:
             for raw in f:
                 line = raw.decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r\n")
                 if line:
                     header = next(csv.reader([line], delimiter=fmt.delimiter))
                     break
+            if header is not None and not fmt.has_header and not looks_like_header(header, names):
+                header = None
         f.seek(start)
         data = f.read(end - start)
     return data, header
@@ -437,7 +487,7 @@ def read_slice(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat, file
     """The rows of bytes ``start..end`` of the file at ``path`` (cut just after a newline, in a file
     without quote characters), ``first_line`` lines into the file; see :func:`parse_file_text`.
     This is the Python path, the reference of :mod:`runtime.csv_arrow`."""
-    data, header = read_slice_bytes(path, fmt, start, end)
+    data, header = read_slice_bytes(path, fmt, start, end, [c[0] for c in columns])
     return parse_file_text(data.decode("utf-8", "replace"), columns, fmt, file_no,
                            first_line=first_line, header=header)
 
@@ -631,7 +681,7 @@ def _make_source_classes() -> tuple[type, type]:
         # worker side -----------------------------------------------------------------------
         def read(self, partition: Any) -> Iterator[Any]:
             data, header = read_slice_bytes(partition.path, self.fmt, partition.start,
-                                            partition.end)
+                                            partition.end, [c[0] for c in self.columns])
             if not self.as_tuples:
                 from pyspark.sql.pandas.types import to_arrow_schema
 

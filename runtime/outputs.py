@@ -21,7 +21,8 @@ from pyspark.sql import functions as F
 from ccl.physical import instance_count
 
 from .csv_output import write_csv
-from .job import BATCH, RunDirs, changelog_schema
+from .csv_source import CsvFormat, adapter_properties
+from .job import BATCH, RunDirs, RunError, changelog_schema
 from .processor import INST, OP, SEQ, SUB
 
 OUTPUT_ADAPTERS = ("toolkit_file_csv_output", "dsv_out", "toolkit_file_csv_output_adapter")
@@ -102,14 +103,19 @@ def _write_adapter(spark: SparkSession, plan: dict, dirs: RunDirs, adapter: dict
     element = next((e for e in plan["elements"] if e["name"] == adapter["element"]), None)
     if element is None:
         return
-    props = {k.lower(): v for k, v in adapter["properties"].items()}
+    props = adapter_properties(adapter["properties"])
     directory = os.path.join(base_dir, str(props.get("dir", ".")))
     os.makedirs(directory, exist_ok=True)
     name = str(props.get("file") or element["name"] + ".csv")
     rows = _records(_ordered(changelog(spark, dirs, element)))
+    try:
+        fmt = CsvFormat.from_options(props)
+    except ValueError as exc:
+        raise RunError(f"output adapter '{adapter['name']}': {exc}") from None
     write_csv(os.path.join(directory, name), element["columns"],
-              ({**r, "__op": r[OP]} for r in rows), delimiter=str(props.get("delimiter", ",")),
-              opcodes=True)
+              ({**r, "__op": r[OP]} for r in rows), delimiter=fmt.delimiter, opcodes=True,
+              header=fmt.has_header is not False,
+              stream_name=element["name"] if fmt.stream_opcode else None)
 
 
 def _merge_bad_records(dirs: RunDirs, plan: dict, target: str) -> None:

@@ -95,7 +95,9 @@ def random_case(rnd: random.Random, plain: bool) -> tuple[str, list[list[str]], 
     stream_opcode = not plain and rnd.random() < 0.15
     has_header = not stream_opcode and rnd.random() < 0.8
     date_format = "yyyy-MM-dd HH:mm:ss" if not plain and rnd.random() < 0.05 else None
-    fmt = CsvFormat(delimiter, has_header, stream_opcode, date_format, None)
+    # Without hasHeader (None) both paths look at the first line to tell a header from data.
+    look = not stream_opcode and rnd.random() < 0.3
+    fmt = CsvFormat(delimiter, None if look else has_header, stream_opcode, date_format, None)
     if has_header:
         header = [rnd.choice([nm, nm.upper(), f" {nm} "]) for nm, _ in columns
                   if plain or rnd.random() < 0.85]
@@ -178,18 +180,25 @@ def test_slices_match_read_slice(tmp_path):
     no_header = tmp_path / "n.csv"
     no_header.write_bytes("".join(f"{i},{s},{ts},{p}\n" for s, i, ts, p in rows).encode())
     schema = source_arrow_schema(cols)
-    for path, fmt in ((with_header, CsvFormat()), (no_header, CsvFormat(has_header=False))):
+    names = [c[0] for c in cols]
+    look = CsvFormat(has_header=None)  # no hasHeader property: the first line tells
+    for path, fmt, has_header in ((with_header, CsvFormat(), True), (with_header, look, True),
+                                  (no_header, CsvFormat(has_header=False), False),
+                                  (no_header, look, False)):
         for size in (50, 1000, 4096, 1 << 20):
             slices = file_slices(str(path), size)
             assert (len(slices) > 1) == (size < 1 << 20)
+            good = 0
             for start, end, first in slices:
-                data, header = read_slice_bytes(str(path), fmt, start, end)
-                assert (header is not None) == (fmt.has_header and start > 0)
+                data, header = read_slice_bytes(str(path), fmt, start, end, names)
+                assert (header is not None) == (has_header and start > 0)
                 fast = parse_slice_arrow(data, cols, fmt, 2, first_line=first, header=header,
                                          schema=schema)
                 ref = read_slice(str(path), cols, fmt, 2, start, end, first)
                 assert fast is not None
                 assert fast.to_pylist() == rows_to_arrow(list(ref), schema).to_pylist()
+                good += fast.column("__bad").null_count
+            assert good == len(rows)
 
 
 def test_plain_values_of_every_type():

@@ -56,3 +56,21 @@ def test_round_trip_through_csv_source(tmp_path):
     assert dict(zip(names, back[0][4:])) == {k: v for k, v in rows[0].items() if k != "__op"}
     assert back[1][4:] == (None,) * len(COLS)
     assert dict(zip(names, back[2][4:]))["x"] == 1e300
+
+
+def test_esp_forms_without_header_read_back_with_the_same_properties(tmp_path):
+    """An output adapter's csvExpectStreamNameOpcode (NAME,opcode,fields) and csvHasHeader=false
+    (fields only) forms; each reads back with the same properties."""
+    cols = [["id", "integer"], ["s", "string"]]
+    rows = [{"__op": "u", "id": 1, "s": "a"}, {"__op": "d", "id": 2, "s": None}]
+    named = tmp_path / "named.csv"
+    write_csv(str(named), cols, rows, delimiter="|", opcodes=True, stream_name="W")
+    assert named.read_text() == "W|u|1|a\nW|d|2|\n"
+    props = {"csvExpectStreamNameOpcode": "true", "csvDelimiter": "|"}
+    assert [r[1:] for r in read_file(str(named), cols, CsvFormat.from_options(props))] == [
+        ("u", None, None, 1, "a"), ("d", None, None, 2, None)]
+    plain = tmp_path / "plain.csv"
+    write_csv(str(plain), cols, rows, opcodes=True, header=False)
+    assert plain.read_text() == "1,a\n2,\n"
+    assert [r[4:] for r in read_file(str(plain), cols, CsvFormat.from_options({"csvHasHeader": "false"}))] \
+        == [(1, "a"), (2, None)]

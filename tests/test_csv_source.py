@@ -55,6 +55,32 @@ def test_no_header_columns_in_order_and_delimiter():
     assert rows == [(1, "i", None, None, 1, Decimal("2.50"), None, None, 0.5, "x")]
 
 
+def test_without_has_header_the_first_line_tells():
+    """No hasHeader property: a first line naming a column is a header, any other is data (ESP's
+    toolkit_file_csv_input reads files without a header by default)."""
+    assert parse("S,ID\nhi,7\n")[0][4:] == (7, None, None, None, None, "hi")
+    rows = parse("7,1.5,,,,hi\n8,2,,,,ho\n")
+    assert [(r[0], r[4], r[9]) for r in rows] == [(1, 7, "hi"), (2, 8, "ho")]
+
+
+def test_esp_csv_property_names():
+    """toolkit_file_csv_input's properties: csvDelimiter, csvHasHeader, csvExpectStreamNameOpcode,
+    csvSecondDateFormat (date), csvMsDateFormat (timestamp), csvBigDatetimeFormat."""
+    fmt = CsvFormat.from_options({"csvDelimiter": "|", "csvHasHeader": "TRUE",
+                                  "csvSecondDateFormat": "dd/MM/yyyy HH:mm:ss",
+                                  "csvMsDateFormat": "dd/MM/yyyy HH:mm:ss.SSS",
+                                  "csvBigDatetimeFormat": "yyyy-MM-dd HH:mm:ss.SSSSSS"})
+    assert (fmt.delimiter, fmt.has_header, fmt.date_format, fmt.timestamp_format,
+            fmt.time_format("bigdatetime")) == ("|", True, "dd/MM/yyyy HH:mm:ss",
+                                                "dd/MM/yyyy HH:mm:ss.SSS", "yyyy-MM-dd HH:mm:ss.SSSSSS")
+    rows = parse("Trades,u,7,2.5,02/01/2020 03:04:05.250,,,x\n", csvExpectStreamNameOpcode="TRUE",
+                 csvMsDateFormat="dd/MM/yyyy HH:mm:ss.SSS")
+    assert rows == [(1, "u", None, None, 7, Decimal("2.50"), dt.datetime(2020, 1, 2, 3, 4, 5, 250000),
+                     None, None, "x")]
+    # The property's own name wins over ESP's alias.
+    assert CsvFormat.from_options({"csvDelimiter": "|", "delimiter": ";"}).delimiter == ";"
+
+
 def test_esp_ops_letters_words_and_empty():
     text = "ESP_OPS,id\ni,1\nU,2\ndelete,3\nupsert,4\nSafeDelete,5\n,6\np,7\n"
     assert [r[1] for r in parse(text)] == ["i", "u", "d", "p", "s", "i", "p"]
@@ -188,7 +214,8 @@ def test_spark_directory_types_ops_and_bad_rows(spark, tmp_path):
     d.mkdir()
     (d / "a.csv").write_text("s,id,ESP_OPS,price,ts,ok,x\nhi,1,u,1.234,2020-01-02 03:04:05.1234,true,1.5\n"
                              "lo,2,d,abc,,,\n")
-    (d / "b.csv").write_text("x;id\n2.5;3\n")  # another delimiter: read as one bad field
+    # Another delimiter: its first line names no column, so it is no header; both lines are bad.
+    (d / "b.csv").write_text("x;id\n2.5;3\n")
     (d / "_hidden.csv").write_text("id\n9\n")
     element = {"name": "priceW", "columns": COLS}
     df = read_input(spark, element, FileSpec(str(d), pattern="*.csv"),
@@ -198,14 +225,16 @@ def test_spark_directory_types_ops_and_bad_rows(spark, tmp_path):
         ("id", "int"), ("price", "decimal(18,2)"), ("ts", "timestamp"), ("ok", "boolean"),
         ("x", "double"), ("s", "string")]
     batches = run_available(df, tmp_path / "ck")
-    assert [len(rows) for _, rows in batches] == [2, 1]  # one file per batch
-    (r1, r2), (r3,) = batches[0][1], batches[1][1]
+    assert [len(rows) for _, rows in batches] == [2, 2]  # one file per batch
+    (r1, r2), (r3, r4) = batches[0][1], batches[1][1]
     assert r1.asDict() == {"__seq": 2, "__op": "u", "__bad": None, "__raw": None, "id": 1,
                            "price": Decimal("1.23"), "ts": dt.datetime(2020, 1, 2, 3, 4, 5, 123000),
                            "ok": True, "x": 1.5, "s": "hi"}
     assert (r2["__op"], r2["__bad"], r2["__raw"], r2["id"]) == \
         ("d", "column price: 'abc' is not a money(2)", "lo,2,d,abc,,,", None)
-    assert r3["__seq"] == (1 << 32) + 2 and r3["x"] is None and r3["id"] is None
+    assert [(r["__seq"], r["__bad"], r["__raw"]) for r in (r3, r4)] == [
+        ((1 << 32) + 1, "expected 6 fields, got 1", "x;id"),
+        ((1 << 32) + 2, "expected 6 fields, got 1", "2.5;3")]
 
 
 def test_spark_replay_is_stable_and_new_files_continue(spark, tmp_path):
