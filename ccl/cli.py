@@ -542,6 +542,7 @@ def _bindings(items: list[str]) -> dict[str, str]:
 
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl run`: check, plan and run a project on Spark."""
+    from .physical import FILE_INPUT_ADAPTERS, unread_adapters
     from .planner import PlanError, build_plan
     from .project_config import project_name
 
@@ -565,6 +566,11 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     unknown = sorted(set(inputs) - {e["name"] for e in plan["elements"] if is_input(e)})
     if unknown:
         raise UsageError(f"--input {unknown[0]}=...: the project has no input element of that name")
+    for a in unread_adapters(plan, inputs):
+        err.write(f"ccl run: note: input adapter '{a['name']}' of '{a['element']}' has type "
+                  f"{a['type']}, which this runtime does not read (it reads "
+                  f"{' and '.join(FILE_INPUT_ADAPTERS)} files); '{a['element']}' gets rows only "
+                  f"with --input {a['element']}=FILE\n")
 
     settings = config.settings
     if settings["spark.state_store"] != "rocksdb":

@@ -31,6 +31,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
+from .physical import input_adapter
 from .project import UsageError
 from .workspace import (ProjectDir, driver_pid, process_start_time, read_json, supervisor_alive,
                         write_json)
@@ -98,10 +99,10 @@ def input_elements(plan: dict) -> list[str]:
 
 
 def _adapter_props(plan: dict, element: str) -> Optional[dict]:
-    for a in plan.get("adapters", []):
-        if a.get("direction") == "input" and a.get("element") == element:
-            return {str(k).lower(): v for k, v in (a.get("properties") or {}).items()}
-    return None
+    adapter = input_adapter(plan, element)
+    if adapter is None:
+        return None
+    return {str(k).lower(): v for k, v in (adapter.get("properties") or {}).items()}
 
 
 def bind_inputs(plan: dict, pd: ProjectDir, base_dir: str, given: dict[str, str]

@@ -4,7 +4,7 @@ Shared by ``ccl explain`` and the runtime so that what is explained is what runs
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
 NATIVE = "native"
 PER_INSTANCE = "per-instance"
@@ -70,6 +70,27 @@ def _column(expr: object, alias: str) -> Optional[str]:
 # only, no key); a reference, whose rows come from a file bound to it, is a window keyed by its
 # PRIMARY KEY.
 READ_AS = {"error stream": "stream", "reference": "window"}
+
+# Input adapter types whose files the runtime reads (ESP's delimited-file input adapters). An element
+# with another kind of adapter (Kafka, HANA, XML, sockets, ...) has rows only from ``--input``.
+FILE_INPUT_ADAPTERS = ("toolkit_file_csv_input", "dsv_in")
+
+
+def input_adapter(plan: Mapping, element: str) -> Optional[Mapping]:
+    """The first input adapter ATTACHed to ``element`` whose files the runtime reads, if any."""
+    return next((a for a in plan.get("adapters", [])
+                 if a.get("direction") == "input" and a.get("element") == element
+                 and str(a.get("type", "")).lower() in FILE_INPUT_ADAPTERS), None)
+
+
+def unread_adapters(plan: Mapping, bound: Iterable[str]) -> list[Mapping]:
+    """The input adapters of elements not in ``bound`` (``--input``) whose type the runtime does
+    not read: those elements get no rows."""
+    bound = set(bound)
+    return [a for a in plan.get("adapters", [])
+            if a.get("direction") == "input" and a.get("element") not in bound
+            and str(a.get("type", "")).lower() not in FILE_INPUT_ADAPTERS
+            and input_adapter(plan, a.get("element")) is None]
 
 
 def _select_from_one_stream(element: Mapping, plan: Mapping,

@@ -32,7 +32,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ccl import nodes as n
-from ccl.physical import NATIVE, changed_instances, native_aggregation, native_filter, path_of
+from ccl.physical import (NATIVE, changed_instances, input_adapter, native_aggregation, native_filter,
+                          path_of)
 
 from .engine.changes import OPS
 from .native_agg import native_writer
@@ -169,19 +170,18 @@ def read_changelog(spark: SparkSession, dirs: RunDirs, element: dict,
 
 
 def _input_files(element: dict, plan: dict, options: RunOptions):
-    """Where an input element's rows come from: a ``--input`` binding or an input adapter."""
+    """Where an input element's rows come from: a ``--input`` binding or a file input adapter
+    (:data:`ccl.physical.FILE_INPUT_ADAPTERS`); the adapter's properties shape the parsing."""
     from .csv_source import FileSpec
 
     path = options.inputs.get(element["name"])
-    props: dict = {}
-    for a in plan.get("adapters", []):
-        if a["direction"] == "input" and a["element"] == element["name"]:
-            props = {k.lower(): v for k, v in a["properties"].items()}
-            if path is None:
-                directory = os.path.join(options.base_dir, str(props.get("dir", ".")))
-                if props.get("file"):
-                    return FileSpec(directory, str(props["file"]), None), props
-                return FileSpec(directory, None, str(props.get("filepattern", "*"))), props
+    adapter = input_adapter(plan, element["name"])
+    props = {k.lower(): v for k, v in adapter["properties"].items()} if adapter else {}
+    if path is None and adapter is not None:
+        directory = os.path.join(options.base_dir, str(props.get("dir", ".")))
+        if props.get("file"):
+            return FileSpec(directory, str(props["file"]), None), props
+        return FileSpec(directory, None, str(props.get("filepattern", "*"))), props
     if path is None:
         return None, props
     if os.path.isdir(path):

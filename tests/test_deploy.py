@@ -497,8 +497,12 @@ def test_input_bindings(tmp_path):
     plan = {"elements": [{"name": n, "role": "input", "query": None} for n in "abcde"]
             + [{"name": "x", "role": "output", "query": {}}],
             "adapters": [
-                {"direction": "input", "element": "c", "properties": {"Dir": "data", "filePattern": "*.csv"}},
-                {"direction": "input", "element": "d", "properties": {"dir": "data", "file": "d.csv"}}]}
+                {"direction": "input", "element": "c", "type": "toolkit_file_csv_input",
+                 "properties": {"Dir": "data", "filePattern": "*.csv"}},
+                {"direction": "input", "element": "d", "type": "dsv_in",
+                 "properties": {"dir": "data", "file": "d.csv"}},
+                # not a file adapter: e is bound to its workspace directory like an element without one
+                {"direction": "input", "element": "e", "type": "kafka_in", "properties": {"dir": "data"}}]}
     got = deploy_mod.bind_inputs(plan, pd, str(tmp_path), {"a": str(feed), "b": str(one)})
     assert (got["a"].directory, got["a"].how, got["a"].passed) == (str(feed), "--input", True)
     assert (got["b"].directory, got["b"].seeded) == (pd.input_dir("b"), str(one))

@@ -1,7 +1,8 @@
 """Which elements run natively (ccl/physical.py): the rule ccl explain prints and the runtime uses."""
 import pytest
 
-from ccl.physical import NATIVE, PER_INSTANCE, native_aggregation, native_filter, path_of
+from ccl.physical import (NATIVE, PER_INSTANCE, input_adapter, native_aggregation, native_filter, path_of,
+                          unread_adapters)
 from ccl.planner import plan_project
 
 SRC = "create input stream s schema (sym string, venue string, px float, q integer);\n"
@@ -76,3 +77,18 @@ def test_filters_and_projections_of_a_stream_are_native(tmp_path, body):
 def test_other_stateless_elements_run_per_instance(tmp_path, body):
     e, plan = _element(tmp_path, body)
     assert native_filter(e, plan) is None and path_of(e, plan)[0] == PER_INSTANCE
+
+
+def test_only_delimited_file_adapters_are_read(tmp_path):
+    """An element gets rows from its toolkit_file_csv_input / dsv_in adapter; a Kafka or XML
+    adapter is listed as unread unless --input binds the element (it used to be read as CSV
+    from its dir, by default every file of the project's directory)."""
+    _, plan = _element(tmp_path, """
+    attach input adapter x type toolkit_file_xmllist_input to s properties dir = 'd', file = 'f.xml';
+    attach input adapter k type kafka_in to w properties kafkaTopicPartition = 't';
+    attach input adapter c type DSV_IN to w properties dir = 'd', file = 'w.csv';
+    """, "s")
+    assert input_adapter(plan, "s") is None
+    assert input_adapter(plan, "w")["name"] == "c"
+    assert [a["name"] for a in unread_adapters(plan, [])] == ["x"]
+    assert unread_adapters(plan, ["s"]) == []
