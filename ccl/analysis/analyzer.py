@@ -414,7 +414,8 @@ class Analyzer:
                                                     "name the key columns")
                 return
             key = deduce_key(select, sources, self.elements)
-            if key is None:
+            if key is None and not any(src.element.open for src in sources):
+                # (an unknown source is reported where it is named; its columns are unknown)
                 self.report("CCL2202", pk.span, "cannot deduce the primary key: select the source's key "
                                                 "columns unchanged, or the GROUP BY columns")
             else:
