@@ -233,7 +233,7 @@ class CsvFormat:
         ``hasHeader`` a file's first line is a header only when it looks like one."""
         o = adapter_properties(options)
         delimiter = str(o.get("delimiter", ",") or ",")
-        if delimiter in ("\\t", "tab", "TAB"):
+        if delimiter.replace("\\\\", "\\") in ("\\t", "tab", "TAB"):  # \\t: an escaped escape
             delimiter = "\t"
         if len(delimiter) != 1:
             raise ValueError(f"delimiter {delimiter!r}: must be one character")

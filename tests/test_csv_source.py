@@ -77,6 +77,8 @@ def test_esp_csv_property_names():
                  csvMsDateFormat="dd/MM/yyyy HH:mm:ss.SSS")
     assert rows == [(1, "u", None, None, 7, Decimal("2.50"), dt.datetime(2020, 1, 2, 3, 4, 5, 250000),
                      None, None, "x")]
+    # A tab as ESP projects write it, escaped once or twice ('\\t' in a shell-generated .ccl).
+    assert {CsvFormat.from_options({"csvDelimiter": d}).delimiter for d in ("\\t", "\\\\t", "tab")} == {"\t"}
     # The property's own name wins over ESP's alias.
     assert CsvFormat.from_options({"csvDelimiter": "|", "delimiter": ";"}).delimiter == ";"
 
