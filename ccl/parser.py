@@ -40,7 +40,7 @@ from .lexer import PUNCTUATION, LineIndex, make_lexer, tokens
 SOFT_KEYWORDS = """
     KEY DEDUCED FILTER ORDER TYPE HASH ROUNDROBIN SLACK PER ROW ROWS INHERITS REFERENCES STORES
     PARAMETERS MODULE ADAPTER LOAD ERROR SPLITTER FLEX REFERENCE IMPORT ATTACH DELTA
-    ASC DESC TO PARTITIONS PROPERTIES OUT
+    ASC DESC TO PARTITIONS PROPERTIES OUT IS
 """.split()
 
 INTERVAL_UNITS = {
@@ -85,7 +85,7 @@ class CCLParser:
         ("left", "AND"),
         ("right", "NOT"),
         ("left", "MEQ"),
-        ("nonassoc", "EQ", "NE", "LT", "LE", "GT", "GE", "IN", "LIKE"),
+        ("nonassoc", "EQ", "NE", "LT", "LE", "GT", "GE", "IN", "LIKE", "IS"),
         ("left", "PLUS", "MINUS"),
         ("left", "TIMES", "DIVIDE", "MOD"),
         ("right", "POW"),
@@ -1221,6 +1221,13 @@ class CCLParser:
                 | expr NOT IN LPAREN expr_list RPAREN %prec IN"""
         negated = len(p) == 7
         p[0] = n.InList(p[1], p[5] if negated else p[4], negated, span=p[1].span)
+
+    def p_expr_is_null(self, p):
+        """expr : expr IS NULL
+                | expr IS NOT NULL"""
+        # SQL's null test is ESP's isnull(x): kept as that call, so the printer writes isnull().
+        test = n.Call(n.Ident("isnull", span=self._at(p, 2)), [p[1]], span=p[1].span)
+        p[0] = n.Unary("not", test, span=p[1].span) if len(p) == 5 else test
 
     def p_expr_primary(self, p):
         """expr : postfix

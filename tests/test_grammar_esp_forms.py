@@ -245,3 +245,27 @@ def test_date_part_keywords_read_as_strings():
     assert isinstance(items[2].expr.args[0], n.FieldAccess)
     ev = evaluator(Interpreter(), {})
     assert ev("datepart(HOUR, to_timestamp('2024-01-02 03:04:05', 'YYYY-MM-DD HH24:MI:SS'))") == 3
+
+
+# --- IS [NOT] NULL -------------------------------------------------------------------------------
+
+def test_is_null_is_the_isnull_call():
+    """SQL's `x IS NULL` / `x IS NOT NULL` (in CCL's operator table with LIKE and IN) read as
+    isnull(x) / not isnull(x): typed boolean, evaluated as ESP's isnull; IS stays usable as a name."""
+    text = (SCHEMA + "CREATE OUTPUT STREAM O AS SELECT S.a + 1 IS NULL n, S.p is not null m "
+            "FROM S WHERE S.a IS NOT NULL AND NOT S.p IS NULL;\n"
+            "CREATE INPUT STREAM T SCHEMA (is integer);\n")
+    project = parse_ok(text)
+    where = project.statements[1].query.where
+    assert isinstance(where.left, n.Unary) and where.left.op == "not"
+    assert isinstance(where.left.operand, n.Call) and where.left.operand.func.name == "isnull"
+    assert to_ccl(parse_ok(to_ccl(project))) == to_ccl(project)
+    analysis = analyze(load_text(text), {})
+    assert not analysis.diagnostics
+    assert analysis.elements["O"].columns["n"].name == "boolean"
+    first = project.statements[1].query.items[0].expr  # + binds tighter: isnull(S.a + 1)
+    assert isinstance(first, n.Call) and isinstance(first.args[0], n.Binary)
+    interp = Interpreter({})
+    assert interp.evaluate(where, {"S": {"a": 1, "p": None}}) is False
+    assert interp.evaluate(where, {"S": {"a": 1, "p": Dec("2.00")}}) is True
+    assert codes(SCHEMA + "CREATE OUTPUT STREAM O AS SELECT * FROM S WHERE S.a IS 1;") == ["CCL1101"]
