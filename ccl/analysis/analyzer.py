@@ -762,34 +762,41 @@ def deduce_key(select: n.Select, sources: list[Source], elements: Mapping[str, E
 
 def _key_sources(select: n.Select, sources: list[Source]) -> list[Source]:
     """The sources whose keys make the key of a join: a source drops out when each of its key
-    columns is equated (in ON or WHERE, under AND) with a column of a source that stays, and no
-    outer join keeps its unmatched rows (a many-to-one join is keyed by the "many" side)."""
+    columns is equated (in ON or WHERE, under AND) with a column of a source that stays, in a way
+    that holds for every row of the join: an outer join's ON determines only its null-extended
+    side from its preserved side (a many-to-one join is keyed by the "many" side; A LEFT JOIN C
+    by A; A FULL JOIN B by both)."""
     if len(sources) < 2:
         return sources
-    pairs: set[tuple[tuple[str, str], tuple[str, str]]] = set()
-    preserved: set[str] = set()
+    # (determined, by): column ``determined`` equals column ``by`` in every row where it is set.
+    directed: set[tuple[tuple[str, str], tuple[str, str]]] = set()
+
+    def add(on: Optional[n.Node], kind: str, left: set[str], right: set[str]) -> None:
+        pairs: set = set()
+        _equalities(on, pairs)
+        for a, b in pairs:
+            for det, by in ((a, b), (b, a)):
+                kept_unmatched = ((kind in ("left", "full") and det[0] in left)
+                                  or (kind in ("right", "full") and det[0] in right))
+                if not kept_unmatched:
+                    directed.add((det, by))
 
     def walk(item: n.Node) -> set[str]:
         if isinstance(item, n.FromSource):
             return {(item.alias or item.name).name}
         assert isinstance(item, n.Join)
         left, right = walk(item.left), walk(item.right)
-        if item.kind in ("left", "full"):
-            preserved.update(left)
-        if item.kind in ("right", "full"):
-            preserved.update(right)
-        _equalities(item.on, pairs)
+        add(item.on, item.kind, left, right)
         return left | right
     for item in select.sources:
         walk(item)
-    _equalities(select.where, pairs)
+    add(select.where, "inner", set(), set())
     kept = list(sources)
     for src in reversed(sources):
         others = {o.alias for o in kept if o is not src}
         bound = {col for col in src.element.key
-                 if any(a == (src.alias, col) and b[0] in others or b == (src.alias, col) and a[0] in others
-                        for a, b in pairs)}
-        if src.element.key and src.alias not in preserved and others and bound == set(src.element.key):
+                 if any(det == (src.alias, col) and by[0] in others for det, by in directed)}
+        if src.element.key and others and bound == set(src.element.key):
             kept.remove(src)
     return kept
 
