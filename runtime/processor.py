@@ -84,6 +84,9 @@ class ElementProcessor(StatefulProcessor):
         self.handle = handle
         self.state = handle.getValueState("instances", T.StructType([T.StructField("blob", T.BinaryType())]))
         self.make_row = Row(*[n for n, _ in META], *self.columns)
+        first = self.first_ports
+        # (seq, src, sub, port) order; rows of a reference's port first when there is one
+        self._order = (lambda x: (x[3] not in first, *x[:4])) if first else (lambda x: x[:4])
 
     # --- state --------------------------------------------------------------------------------
 
@@ -117,7 +120,7 @@ class ElementProcessor(StatefulProcessor):
         states = self._load()
         out: list[Row] = []
         for inst in sorted(by_instance):
-            received = sorted(by_instance[inst], key=lambda x: (x[3] not in self.first_ports, *x[:4]))
+            received = sorted(by_instance[inst], key=self._order)
             out.append(self._row("stat", inst, len(received), 0, None, None, {}))
             events = []
             for seq, _src, _sub, port, op, bad, values in received:
