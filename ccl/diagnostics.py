@@ -38,6 +38,10 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "A /* comment is not closed by */ before the end of the file."),
     _c("CCL1004", "error", "number out of range",
        "An integer literal does not fit a 64-bit long. Use a float literal or a smaller value."),
+    _c("CCL1005", "warning", "file is not UTF-8",
+       "The file holds bytes that are not UTF-8 (often a comment or string saved by a Windows "
+       "editor). It is read as Windows-1252, so accented letters there keep their meaning; save "
+       "the file as UTF-8 to silence this."),
     # 11xx: syntax
     _c("CCL1101", "error", "syntax error",
        "The token cannot appear at this point of a statement. The message names what was found and "

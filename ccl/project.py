@@ -1,12 +1,15 @@
 """Loading a CCL project from disk: the main file and the files it IMPORTs, parsed, with diagnostics.
 
-I/O problems with the file the user named (missing, a directory, not UTF-8) raise :class:`UsageError`
-(one line, exit code 2). Problems with imported files are diagnostics at the IMPORT statement.
+I/O problems with the file the user named (missing, a directory) raise :class:`UsageError` (one
+line, exit code 2). Problems with imported files are diagnostics at the IMPORT statement. A file
+that is not UTF-8 is read as Windows-1252 with a warning (CCL1005).
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Optional
+
 from . import nodes as n
 from .diagnostics import Diagnostic, SourceCache, sort_key
 from .parser import parse_text
@@ -77,6 +80,27 @@ def read_source(path: str) -> str:
                          f"offset {exc.start})") from None
 
 
+def read_ccl_source(path: str) -> tuple[str, Optional[Diagnostic]]:
+    """The text of a CCL file, and a CCL1005 warning when it is not UTF-8: then it is read as
+    Windows-1252 (Latin-1 for the five bytes that code page leaves undefined), the encoding
+    Windows editors used for ESP projects. Raises UsageError when the file cannot be read."""
+    data = read_bytes(path, "CCL file")
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as exc:
+        at = exc.start
+        before = data[:at].decode("utf-8-sig", "replace")
+        line = before.count("\n") + 1
+        col = len(before) - (before.rfind("\n") + 1) + 1
+    text = data.removeprefix(b"\xef\xbb\xbf").decode("cp1252", "surrogateescape")
+    warning = Diagnostic("CCL1005", f"the file is not UTF-8 (byte 0x{data[at]:02x}): read as "
+                                    "Windows-1252", n.Span(path, line, col))
+    return text.translate(_CP1252_UNDEFINED), warning
+
+
+_CP1252_UNDEFINED = {0xDC00 + b: b for b in (0x81, 0x8D, 0x8F, 0x90, 0x9D)}  # surrogate -> Latin-1
+
+
 def _import_target(importer: str, path: str) -> str:
     return os.path.normpath(os.path.join(os.path.dirname(importer), path))
 
@@ -84,7 +108,10 @@ def _import_target(importer: str, path: str) -> str:
 def load_project(path: str) -> LoadedProject:
     """Parse ``path`` and, recursively, the files it imports."""
     project = LoadedProject(main=path)
-    _load(project, path, read_source(path), stack=[])
+    text, warning = read_ccl_source(path)
+    if warning is not None:
+        project.diagnostics.append(warning)
+    _load(project, path, text, stack=[])
     project.diagnostics.sort(key=sort_key)
     return project
 
@@ -116,9 +143,11 @@ def _load_import(project: LoadedProject, importer: str, stmt: n.Import, stack: l
     if target in project.files:
         return
     try:
-        text = read_source(target)
+        text, warning = read_ccl_source(target)
     except UsageError as exc:
         project.diagnostics.append(Diagnostic("CCL1201", f"cannot import '{stmt.path}': {exc}",
                                               stmt.span))
         return
+    if warning is not None:
+        project.diagnostics.append(warning)
     _load(project, target, text, stack)

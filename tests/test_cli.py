@@ -49,15 +49,30 @@ def test_check_json_format(bad_file):
         (2, 37, "CCL1101", "error"), (3, 48, "CCL1101", "error")]
 
 
-def test_missing_file_and_bad_encoding_are_one_line_usage_errors(tmp_path):
+def test_missing_file_and_directory_are_one_line_usage_errors(tmp_path):
     code, out, err = run("check", str(tmp_path / "nope.ccl"))
     assert (code, out) == (2, "") and err == f"ccl: error: {tmp_path / 'nope.ccl'}: no such file\n"
-    binary = tmp_path / "latin1.ccl"
-    binary.write_bytes("CREATE SCHEMA s (Größe integer);".encode("latin-1"))
-    code, _, err = run("check", str(binary))
-    assert code == 2 and err.count("\n") == 1 and "not UTF-8" in err
     code, _, err = run("check", str(tmp_path))
     assert code == 2 and "is a directory" in err
+
+
+def test_a_file_that_is_not_utf8_is_read_as_windows_1252(tmp_path):
+    """CCL1005: a comment or string saved by a Windows editor; the text keeps its letters (the
+    string literal's value is 'déjà €'), imported files too."""
+    (tmp_path / "lib.ccl").write_bytes("// Stra\u00dfe\nCREATE SCHEMA s (a integer);\n".encode("cp1252"))
+    main_file = tmp_path / "main.ccl"
+    main_file.write_bytes(("IMPORT 'lib.ccl';\n// caf\u00e9\nCREATE INPUT STREAM i SCHEMA s;\n"
+                           "CREATE OUTPUT STREAM o AS SELECT i.a, 'd\u00e9j\u00e0 \u20ac' t FROM i;\n")
+                          .encode("cp1252") + b"// \x81\n")
+    code, _, err = run("check", str(main_file))
+    assert code == 0
+    assert f"{main_file}:2:7: warning CCL1005: the file is not UTF-8 (byte 0xe9)" in err
+    assert f"{tmp_path / 'lib.ccl'}:1:8: warning CCL1005" in err
+    from ccl.project import load_project
+    project = load_project(str(main_file))
+    literal = project.files[str(main_file)].statements[-1].query.items[1].expr
+    assert literal.value == "d\u00e9j\u00e0 \u20ac"
+    assert project.sources.line(str(main_file), 5) == "// \x81"
 
 
 def test_imports_are_checked_and_missing_ones_reported(tmp_path):
