@@ -174,7 +174,8 @@ def _parse(data: bytes | str, columns: Sequence[Sequence[str]], fmt: CsvFormat, 
     names = [c[0] for c in columns]
     kinds = [_type_name(c[1]) for c in columns]
     n = len(columns)
-    if len(schema) != n + 4 or (fmt.has_header and fmt.stream_opcode) or "binary" in kinds:
+    if (len(schema) != n + 4 or (fmt.has_header and fmt.stream_opcode) or "binary" in kinds
+            or fmt.stream_name is not None):  # lines of other streams: the Python path skips them
         raise _Fallback
     if any(kind in _TIME_LENGTH and fmt.time_format(kind) for kind in kinds):
         raise _Fallback

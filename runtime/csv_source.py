@@ -195,7 +195,7 @@ _PROPERTY_ALIASES = {
     "csvdateformat": "dateformat", "csvtimestampformat": "timestampformat",
     "csvseconddateformat": "dateformat", "seconddateformat": "dateformat",
     "csvmsdateformat": "timestampformat", "msdateformat": "timestampformat",
-    "csvbigdatetimeformat": "bigdatetimeformat",
+    "csvbigdatetimeformat": "bigdatetimeformat", "csvmatchstreamname": "matchstreamname",
 }
 
 
@@ -224,13 +224,16 @@ class CsvFormat:
     date_format: str | None = None
     timestamp_format: str | None = None
     bigdatetime_format: str | None = None
+    stream_name: str | None = None  # with stream_opcode: read only the lines of this stream
 
     @classmethod
-    def from_options(cls, options: dict | None = None) -> CsvFormat:
+    def from_options(cls, options: dict | None = None, element: str | None = None) -> CsvFormat:
         """The format of adapter ``options`` (``delimiter``, ``hasHeader``, ``expectStreamNameOpcode``,
-        ``dateFormat``, ``timestampFormat``, ``bigdatetimeFormat`` and ESP's aliases of them; any
-        case). ``\\t`` or ``tab`` is a tab; a delimiter must be one character. Without
-        ``hasHeader`` a file's first line is a header only when it looks like one."""
+        ``dateFormat``, ``timestampFormat``, ``bigdatetimeFormat``, ``matchStreamName`` and ESP's
+        aliases of them; any case). ``\\t`` or ``tab`` is a tab; a delimiter must be one character.
+        Without ``hasHeader`` a file's first line is a header only when it looks like one. With
+        ``expectStreamNameOpcode`` and ``matchStreamName``, lines naming another stream than
+        ``element`` are skipped: one file may hold the rows of several streams."""
         o = adapter_properties(options)
         delimiter = str(o.get("delimiter", ",") or ",")
         if delimiter.replace("\\\\", "\\") in ("\\t", "tab", "TAB"):  # \\t: an escaped escape
@@ -240,8 +243,10 @@ class CsvFormat:
         stream_opcode = _flag(o.get("expectstreamnameopcode", "false"))
         has_header = (False if stream_opcode
                       else _flag(o["hasheader"]) if "hasheader" in o else None)
+        match = stream_opcode and element is not None and _flag(o.get("matchstreamname", "false"))
         return cls(delimiter, has_header, stream_opcode, o.get("dateformat") or None,
-                   o.get("timestampformat") or None, o.get("bigdatetimeformat") or None)
+                   o.get("timestampformat") or None, o.get("bigdatetimeformat") or None,
+                   element if match else None)
 
     def time_format(self, kind: str) -> str | None:
         """The pattern of date-time columns of ``kind`` (date, timestamp, bigdatetime), if any."""
@@ -416,6 +421,8 @@ def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
             header_done = True
             continue
         header_done = True
+        if fmt.stream_name is not None and fields[0].strip() != fmt.stream_name:
+            continue  # a line of another stream (ESP's adapter discards it the same way)
         seq = base + line_no
         if len(fields) != width:
             yield (seq, None, f"expected {width} fields, got {len(fields)}",
@@ -617,7 +624,8 @@ def _make_source_classes() -> tuple[type, type]:
             self.columns = json.loads(options["columns"])
             self.spec = FileSpec(options["dir"], options.get("file") or None,
                                  options.get("pattern") or None)
-            self.fmt = CsvFormat.from_options(json.loads(options.get("adapter") or "{}"))
+            self.fmt = CsvFormat.from_options(json.loads(options.get("adapter") or "{}"),
+                                              options.get("element") or None)
             self.max_files = int(options.get("max_files_per_batch") or 0)
             self.manifest_dir = options.get("manifest_dir") or None
             self.as_tuples = _flag(options.get("rows_as_tuples", "false"))

@@ -177,6 +177,8 @@ def _input_files(element: dict, plan: dict, options: RunOptions):
     path = options.inputs.get(element["name"])
     adapter = input_adapter(plan, element["name"])
     props = {k.lower(): v for k, v in adapter["properties"].items()} if adapter else {}
+    if adapter is not None and str(adapter["type"]).lower() == "dsv_in":
+        props.setdefault("matchstreamname", "true")  # dsv_in discards other streams' lines
     if path is None and adapter is not None:
         directory = os.path.join(options.base_dir, str(props.get("dir", ".")))
         if props.get("file"):

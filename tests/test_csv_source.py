@@ -83,6 +83,19 @@ def test_esp_csv_property_names():
     assert CsvFormat.from_options({"csvDelimiter": "|", "delimiter": ";"}).delimiter == ";"
 
 
+def test_lines_of_other_streams_are_skipped_when_names_must_match():
+    """One file may hold several streams' rows (NAME,opcode,fields): with matchStreamName (ESP's
+    csvMatchStreamName; always for dsv_in) an element reads its own lines only, numbered by line."""
+    text = "Trades,i,1,2.5,,,,a\nQuotes,i,9,9\nTrades,u,2,3,,,,b\n"
+    fmt = CsvFormat.from_options({"csvExpectStreamNameOpcode": "true", "csvMatchStreamName": "true"},
+                                 "Trades")
+    rows = list(parse_file_text(text, COLS, fmt))
+    assert [(r[0], r[1], r[2], r[4]) for r in rows] == [(1, "i", None, 1), (3, "u", None, 2)]
+    # Without matchStreamName the name is not looked at: the Quotes line is a bad row.
+    rows = list(parse_file_text(text, COLS, CsvFormat.from_options({"expectStreamNameOpcode": "1"}, "Trades")))
+    assert [r[2] for r in rows] == [None, "expected 8 fields, got 4", None]
+
+
 def test_esp_ops_letters_words_and_empty():
     text = "ESP_OPS,id\ni,1\nU,2\ndelete,3\nupsert,4\nSafeDelete,5\n,6\np,7\n"
     assert [r[1] for r in parse(text)] == ["i", "u", "d", "p", "s", "i", "p"]
