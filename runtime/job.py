@@ -56,6 +56,9 @@ class RunOptions:
     base_dir: str = "."                                      # where relative adapter paths start
     run_dir: Optional[str] = None                            # checkpoint directory (None: temporary)
     until_idle: bool = True
+    # False: an input's changelog is written only when something reads it (unrecorded_inputs);
+    # a deployed job records every element, for `ccl subscribe`
+    record_inputs: bool = False
     buckets: int = 8                                         # state groups per element (at most)
     trigger_interval: str = "1 second"                      # a Spark processing-time interval
     max_files_per_batch: Optional[int] = None
@@ -101,8 +104,10 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
         _check_compatible(old, plan, root)
     else:
         fused = fused_consumers(plan, options.native_operators)
+        unrecorded = [] if options.record_inputs else unrecorded_inputs(plan, fused)
         with open(saved + ".tmp", "w", encoding="utf-8") as f:
-            json.dump({**plan, "buckets": options.buckets, "fused": fused}, f, indent=1, sort_keys=True)
+            json.dump({**plan, "buckets": options.buckets, "fused": fused, "unrecorded": unrecorded},
+                      f, indent=1, sort_keys=True)
         os.replace(saved + ".tmp", saved)
     return RunDirs(root)
 
@@ -116,16 +121,36 @@ def _check_compatible(old: dict, new: dict, root: str) -> None:
             f"checkpoint directory (or delete this one) to begin again with empty state.")
 
 
-def buckets_of(root: str) -> int:
-    with open(os.path.join(root, "plan.json"), encoding="utf-8") as f:
-        return int(json.load(f).get("buckets", 8))
+@dataclass(frozen=True)
+class RunLayout:
+    """What a run directory was made with (``plan.json``), kept for every later run on it."""
+
+    buckets: int                  # state groups per element
+    fused: dict[str, list[str]]   # :func:`fused_consumers` (none in a directory from before fusion)
+    unrecorded: frozenset[str]    # :func:`unrecorded_inputs` (none in an older directory)
 
 
-def fusion_of(root: str) -> dict[str, list[str]]:
-    """The fused consumers (:func:`fused_consumers`) the run directory was made with (none for a
-    run directory from before fusion: its consumers have their own query checkpoints)."""
+def layout_of(root: str) -> RunLayout:
+    """The :class:`RunLayout` of the run directory ``root``."""
     with open(os.path.join(root, "plan.json"), encoding="utf-8") as f:
-        return dict(json.load(f).get("fused", {}))
+        saved = json.load(f)
+    return RunLayout(int(saved.get("buckets", 8)), dict(saved.get("fused", {})),
+                     frozenset(saved.get("unrecorded", [])))
+
+
+def unrecorded_inputs(plan: dict, fused: dict[str, list[str]]) -> list[str]:
+    """Input elements whose changelog nothing reads: no output adapter, and every element reading
+    them runs inside their batches (``fused``). Their rows are in the input files
+    (replay-stable), so writing them again would cost a copy of the input per batch."""
+    written = {a["element"] for a in plan.get("adapters", []) if a.get("direction") == "output"}
+    readers: dict[str, set[str]] = {}
+    for e in plan["elements"]:
+        for _, source in ports_of(e):
+            if source != e["name"]:
+                readers.setdefault(source, set()).add(e["name"])
+    return [e["name"] for e in plan["elements"]
+            if is_input(e) and e["name"] not in written
+            and readers.get(e["name"], set()) <= set(fused.get(e["name"], []))]
 
 
 def fused_consumers(plan: dict, native_operators: bool = True) -> dict[str, list[str]]:
@@ -323,15 +348,17 @@ def _single_parquet(df: DataFrame, target: str, dirs: RunDirs) -> None:
 
 
 def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: bool = True,
-                 fused: Optional[dict[str, list[str]]] = None) -> Callable[[DataFrame, int], None]:
+                 fused: Optional[dict[str, list[str]]] = None,
+                 unrecorded: frozenset[str] = frozenset()) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of an element's query (its input is the processor's output, or
     for a native aggregation the source's changelog with ``__inst``). After its own files, a batch
-    runs the writers of the element's ``fused`` consumers on its output rows."""
+    runs the writers of the element's ``fused`` consumers on its output rows. An ``unrecorded``
+    element writes its counters and bad records but no changelog."""
     name = element["name"]
     cols = [c for c, _ in element["columns"]]
     native = native_path(element, plan, native_operators)
     by_name = {e["name"]: e for e in plan["elements"]}
-    consumers = [(by_name[c], batch_writer(by_name[c], dirs, plan, native_operators, fused))
+    consumers = [(by_name[c], batch_writer(by_name[c], dirs, plan, native_operators, fused, unrecorded))
                  for c in (fused or {}).get(name, [])]
     errors = error_writer(element, plan, dirs)
     if native == "aggregation":
@@ -360,7 +387,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: boo
                     instances[str(r[INST])] = instances.get(str(r[INST]), 0) + int(r["n"])
             else:
                 instances = {str(r[INST]): int(r["s"]) for r in counts if r[KIND] == "stat"}
-            if sum(rows_out.values()):
+            if sum(rows_out.values()) and name not in unrecorded:
                 data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
                                                              *[column(c) for c in cols])
                 _single_parquet(data, dirs.batch_file("changelog", name, batch_id, "parquet"), dirs)

@@ -12,8 +12,8 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from .job import (RunDirs, RunError, RunOptions, batch_writer, buckets_of, element_query,
-                  fusion_of, is_input, prepare_run_dir, uses_time)
+from .job import (RunDirs, RunError, RunLayout, RunOptions, batch_writer, element_query, is_input,
+                  layout_of, prepare_run_dir, uses_time)
 from .outputs import element_stats, write_outputs
 
 
@@ -60,15 +60,16 @@ class RunResult:
 
 
 def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, dirs: RunDirs,
-           buckets: int, fused: dict[str, list[str]]) -> Optional[StreamingQuery]:
+           layout: RunLayout) -> Optional[StreamingQuery]:
     """The query of ``element``; None when it has none (no input bound, or it runs inside its
-    source's batches: ``fused``, see job.fused_consumers)."""
-    if any(element["name"] in consumers for consumers in fused.values()):
+    source's batches: ``layout.fused``, see job.fused_consumers)."""
+    if any(element["name"] in consumers for consumers in layout.fused.values()):
         return None
-    frame = element_query(spark, plan, element, options, dirs, buckets)
+    frame = element_query(spark, plan, element, options, dirs, layout.buckets)
     if frame is None:
         return None
-    writer = (frame.writeStream.foreachBatch(batch_writer(element, dirs, plan, options.native_operators, fused))
+    write = batch_writer(element, dirs, plan, options.native_operators, layout.fused, layout.unrecorded)
+    writer = (frame.writeStream.foreachBatch(write)
               .option("checkpointLocation", dirs.of("queries", element["name"]))
               .queryName(f"ccl:{element['name']}"))
     if options.until_idle and not uses_time(element):
@@ -100,10 +101,10 @@ def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
     both cases."""
     began = time.monotonic()
     dirs = prepare_run_dir(plan, options)
-    buckets, fused = buckets_of(dirs.root), fusion_of(dirs.root)
+    layout = layout_of(dirs.root)
     if options.until_idle:
         for element in plan["elements"]:
-            query = _start(spark, plan, element, options, dirs, buckets, fused)
+            query = _start(spark, plan, element, options, dirs, layout)
             if query is None:
                 continue
             try:
@@ -113,7 +114,7 @@ def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
             except StreamingQueryException as exc:
                 raise _failure(element["name"], exc) from None
     else:
-        _run_until_stopped(spark, plan, options, dirs, buckets, fused, status)
+        _run_until_stopped(spark, plan, options, dirs, layout, status)
     report = write_outputs(spark, plan, dirs, out_dir, options.base_dir, time.monotonic() - began)
     return RunResult(report, dirs.root, out_dir)
 
@@ -147,14 +148,14 @@ def _stop_between_batches(query: StreamingQuery, bound: float = 10.0) -> None:
 
 
 def _run_until_stopped(spark: SparkSession, plan: dict, options: RunOptions, dirs: RunDirs,
-                       buckets: int, fused: dict[str, list[str]],
+                       layout: RunLayout,
                        status: Callable[[str], None]) -> None:
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     queries: dict[str, StreamingQuery] = {}
     try:
         for element in plan["elements"]:
-            q = _start(spark, plan, element, options, dirs, buckets, fused)
+            q = _start(spark, plan, element, options, dirs, layout)
             if q is not None:
                 queries[element["name"]] = q
         began = time.monotonic()

@@ -139,8 +139,10 @@ def run_job(spark, plan: dict, args: argparse.Namespace, out: TextIO, err: TextI
     where = args.plan or getattr(args, "plan_path", None)
     base_dir = args.base_dir or (os.path.dirname(os.path.abspath(where)) if where else ".")
     out_dir = args.output_dir or os.path.join("out", _safe(str(plan.get("project", "project"))))
+    # record_inputs: `ccl subscribe` may follow any element of a submitted (deployed) job
     options = RunOptions(inputs=inputs, base_dir=base_dir, run_dir=args.checkpoint,
-                         until_idle=args.until_idle, trigger_interval=args.trigger_interval)
+                         until_idle=args.until_idle, trigger_interval=args.trigger_interval,
+                         record_inputs=True)
     try:
         result = run_plan(spark, plan, options, out_dir, status=status_writer(err))
     except RunError as exc:

@@ -6,6 +6,7 @@ semantics say, computed here independently of the runtime.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import random
@@ -266,8 +267,13 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
     assert os.listdir(tmp_path / "native" / "run" / "queries") == ["trades"]
     assert {e: native.stats(e)["batches"] for e in ("stats", "picked", "perSym")} == {
         "stats": 3, "picked": 3, "perSym": 3}
+    # nothing reads the input's changelog (its readers run in its batches): none is written
+    changelogs = "run/changelog/trades/*.parquet"
+    assert not glob.glob(str(tmp_path / "native" / changelogs))
+    assert native.stats("trades")["rows_in"] == len(rows) == 180
     slow = run_project(spark, tmp_path / "slow", text, {"trades": str(data)}, max_files_per_batch=1,
                        native_operators=False)
+    assert len(glob.glob(str(tmp_path / "slow" / changelogs))) == 3  # read by the elements' queries
     for name in ("stats", "flat", "rr", "odd", "picked", "perSym"):
         def table(out):  # float sums may differ in the last digit (another summation order)
             def value(v):  # as text: NaN equals NaN
@@ -291,6 +297,28 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
     assert float(a["hi"]) == max(prices) and int(a["priced"]) == len(prices)
     assert abs(float(a["mean"]) - sum(prices) / len(prices)) < 1e-9
     assert native.stats("stats")["rows_out_by_opcode"]["u"] > 0  # batches 2 and 3 update groups
+
+
+def test_an_input_is_recorded_when_something_reads_its_changelog(tmp_path):
+    """unrecorded_inputs: an input read by nothing or only by consumers fused into its batches;
+    not one with an output adapter or one a query of its own reads (a join runs per instance)."""
+    from ccl.planner import plan_project
+    from runtime.job import fused_consumers, unrecorded_inputs
+    path = tmp_path / "p.ccl"
+    path.write_text("""
+    create input stream a schema (k string, v integer);
+    create input stream b schema (k string, v integer);
+    create input window w schema (k string, x integer) primary key (k);
+    create input stream d schema (k string);
+    create input stream e schema (k string);
+    create output window s primary key deduced as select a.k, sum(a.v) v from a group by a.k;
+    create output stream j as select b.k, w.x from b join w on b.k = w.k;
+    attach output adapter o type toolkit_file_csv_output to d properties dir = 'out';
+    """)
+    plan, diags = plan_project(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    assert unrecorded_inputs(plan, fused_consumers(plan)) == ["a", "e"]
+    assert unrecorded_inputs(plan, fused_consumers(plan, native_operators=False)) == ["e"]
 
 
 def test_run_directory_from_before_fusion_keeps_a_query_per_element(spark, tmp_path):
