@@ -71,9 +71,10 @@ def _column(expr: object, alias: str) -> Optional[str]:
 # PRIMARY KEY.
 READ_AS = {"error stream": "stream", "reference": "window"}
 
-# Input adapter types whose files the runtime reads (ESP's delimited-file input adapters). An element
-# with another kind of adapter (Kafka, HANA, XML, sockets, ...) has rows only from ``--input``.
-FILE_INPUT_ADAPTERS = ("toolkit_file_csv_input", "dsv_in")
+# Input adapter types whose files the runtime reads (ESP's delimited-file and XML list input
+# adapters). An element with another kind of adapter (Kafka, HANA, JSON, sockets, ...) has rows
+# only from ``--input``.
+FILE_INPUT_ADAPTERS = ("toolkit_file_csv_input", "dsv_in", "toolkit_file_xmllist_input")
 
 
 def input_adapter(plan: Mapping, element: str) -> Optional[Mapping]:

@@ -196,7 +196,10 @@ _PROPERTY_ALIASES = {
     "csvseconddateformat": "dateformat", "seconddateformat": "dateformat",
     "csvmsdateformat": "timestampformat", "msdateformat": "timestampformat",
     "csvbigdatetimeformat": "bigdatetimeformat", "csvmatchstreamname": "matchstreamname",
+    "xmllistseconddateformat": "dateformat", "xmllistmsdateformat": "timestampformat",
+    "xmllistbigdatetimeformat": "bigdatetimeformat",
 }
+XML_LIST = "xmllist"  # the ``fileformat`` property of a toolkit_file_xmllist_input adapter
 
 
 def adapter_properties(options: dict | None) -> dict[str, Any]:
@@ -225,6 +228,7 @@ class CsvFormat:
     timestamp_format: str | None = None
     bigdatetime_format: str | None = None
     stream_name: str | None = None  # with stream_opcode: read only the lines of this stream
+    xml_list: bool = False  # ESP's XML list format (runtime/xml_list.py) instead of CSV
 
     @classmethod
     def from_options(cls, options: dict | None = None, element: str | None = None) -> CsvFormat:
@@ -246,7 +250,7 @@ class CsvFormat:
         match = stream_opcode and element is not None and _flag(o.get("matchstreamname", "false"))
         return cls(delimiter, has_header, stream_opcode, o.get("dateformat") or None,
                    o.get("timestampformat") or None, o.get("bigdatetimeformat") or None,
-                   element if match else None)
+                   element if match else None, str(o.get("fileformat", "")).lower() == XML_LIST)
 
     def time_format(self, kind: str) -> str | None:
         """The pattern of date-time columns of ``kind`` (date, timestamp, bigdatetime), if any."""
@@ -679,7 +683,8 @@ def _make_source_classes() -> tuple[type, type]:
             out = []
             for no in range(first, len(names)):
                 path = os.path.join(self.spec.dir, names[no])
-                for start_byte, end_byte, lines in file_slices(path, self.slice_bytes):
+                slice_bytes = 0 if self.fmt.xml_list else self.slice_bytes
+                for start_byte, end_byte, lines in file_slices(path, slice_bytes):
                     out.append(FilePartition(no, path, start_byte, end_byte, lines))
             return out
 
@@ -690,22 +695,29 @@ def _make_source_classes() -> tuple[type, type]:
         def read(self, partition: Any) -> Iterator[Any]:
             data, header = read_slice_bytes(partition.path, self.fmt, partition.start,
                                             partition.end, [c[0] for c in self.columns])
+            schema = None
             if not self.as_tuples:
                 from pyspark.sql.pandas.types import to_arrow_schema
-
-                from .csv_arrow import parse_slice_arrow
                 schema = to_arrow_schema(self.schema, timezone="UTC")
-                table = parse_slice_arrow(data, self.columns, self.fmt, partition.file_no,
-                                          first_line=partition.first_line, header=header,
-                                          schema=schema)
-                if table is not None:
-                    for batch in table.to_batches(max_chunksize=FAST_BATCH_ROWS):
-                        if batch.num_rows:
-                            yield batch
-                    return
-            rows = parse_file_text(data.decode("utf-8", "replace"), self.columns, self.fmt,
-                                   partition.file_no, first_line=partition.first_line,
-                                   header=header)
+            rows: Iterator[Row]
+            if self.fmt.xml_list:
+                from .xml_list import parse_xml_list
+                rows = parse_xml_list(data.decode("utf-8", "replace"), self.columns, self.fmt,
+                                      partition.file_no)
+            else:
+                if schema is not None:
+                    from .csv_arrow import parse_slice_arrow
+                    table = parse_slice_arrow(data, self.columns, self.fmt, partition.file_no,
+                                              first_line=partition.first_line, header=header,
+                                              schema=schema)
+                    if table is not None:
+                        for batch in table.to_batches(max_chunksize=FAST_BATCH_ROWS):
+                            if batch.num_rows:
+                                yield batch
+                        return
+                rows = parse_file_text(data.decode("utf-8", "replace"), self.columns, self.fmt,
+                                       partition.file_no, first_line=partition.first_line,
+                                       header=header)
             if self.as_tuples:
                 yield from rows
                 return

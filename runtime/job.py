@@ -197,13 +197,16 @@ def read_changelog(spark: SparkSession, dirs: RunDirs, element: dict,
 def _input_files(element: dict, plan: dict, options: RunOptions):
     """Where an input element's rows come from: a ``--input`` binding or a file input adapter
     (:data:`ccl.physical.FILE_INPUT_ADAPTERS`); the adapter's properties shape the parsing."""
-    from .csv_source import FileSpec
+    from .csv_source import XML_LIST, FileSpec
 
     path = options.inputs.get(element["name"])
     adapter = input_adapter(plan, element["name"])
     props = {k.lower(): v for k, v in adapter["properties"].items()} if adapter else {}
-    if adapter is not None and str(adapter["type"]).lower() == "dsv_in":
+    kind = str(adapter["type"]).lower() if adapter is not None else ""
+    if kind == "dsv_in":
         props.setdefault("matchstreamname", "true")  # dsv_in discards other streams' lines
+    elif kind == "toolkit_file_xmllist_input":
+        props["fileformat"] = XML_LIST
     if path is None and adapter is not None:
         directory = os.path.join(options.base_dir, str(props.get("dir", ".")))
         if props.get("file"):

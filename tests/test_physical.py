@@ -80,11 +80,11 @@ def test_other_stateless_elements_run_per_instance(tmp_path, body):
 
 
 def test_only_delimited_file_adapters_are_read(tmp_path):
-    """An element gets rows from its toolkit_file_csv_input / dsv_in adapter; a Kafka or XML
-    adapter is listed as unread unless --input binds the element (it used to be read as CSV
+    """An element gets rows from its toolkit_file_csv_input / dsv_in / xmllist adapter; a Kafka or
+    JSON adapter is listed as unread unless --input binds the element (it used to be read as CSV
     from its dir, by default every file of the project's directory)."""
     _, plan = _element(tmp_path, """
-    attach input adapter x type toolkit_file_xmllist_input to s properties dir = 'd', file = 'f.xml';
+    attach input adapter x type toolkit_json_input to s properties dir = 'd', file = 'f.json';
     attach input adapter k type kafka_in to w properties kafkaTopicPartition = 't';
     attach input adapter c type DSV_IN to w properties dir = 'd', file = 'w.csv';
     """, "s")
