@@ -234,6 +234,7 @@ class Planner:
             inner = Analyzer({}, [])
             inner.schemas = dict(self._outer.schemas)
             inner.typedefs = dict(self._outer.typedefs)
+            inner.modules = dict(self._outer.modules)  # for a LOAD MODULE in the body
             inner.run([st for st in module.body if not isinstance(st, (n.CreateModule, n.AttachAdapter))])
             self._module_facts[name] = inner.elements
         return self._module_facts[name]

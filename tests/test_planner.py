@@ -278,3 +278,17 @@ def test_a_module_loading_a_module_binds_through_both(tmp_path):
     assert [e["name"] for e in plan["elements"]] == ["Src", "Res", "Doubled"]
     assert select(plan, "Res")["sources"][0]["element"] == "Src"
     assert element(plan, "Res")["columns"] == [["Id", "integer"], ["Twice", "integer"]]
+
+
+def test_a_module_reads_what_a_module_it_loads_produces(tmp_path):
+    """The inner module's output bound to a name of the outer module's own (OUT io = mid), which
+    the outer module's next element reads: the planner knows the inner module (it failed with "the
+    analysis knows no such element")."""
+    src = (ROOT / "compile_errors" / "valid_module_loads_a_module.ccl").read_text().replace(
+        "LOAD MODULE InnerM AS in1 IN ii = oi OUT io = oo;",
+        "LOAD MODULE InnerM AS in1 IN ii = oi OUT io = mid;\n"
+        "  CREATE OUTPUT STREAM oo AS SELECT mid.Id, mid.Twice FROM mid WHERE mid.Id > 1;")
+    plan = plan_text(tmp_path, src)
+    assert [e["name"] for e in plan["elements"]] == ["Src", "o1.mid", "Res", "Doubled"]
+    assert select(plan, "o1.mid")["sources"][0]["element"] == "Src"
+    assert select(plan, "Res")["sources"][0]["element"] == "o1.mid"
