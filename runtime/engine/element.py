@@ -54,7 +54,13 @@ class _Select:
         self.exprs = exprs
         self.columns = element["columns"]
         self.joiner = None
-        if len(self.sources) > 1:
+        self.matcher = None
+        if select.get("matching"):
+            from runtime.engine.matching import Matcher
+            self.matcher = Matcher(select["matching"], exprs, self.aliases,
+                                   [src["element"] for src in select["sources"]],
+                                   {a: [c for c, _ in types[a]] for a in self.aliases})
+        elif len(self.sources) > 1:
             from runtime.engine.join import Joiner
             self.joiner = Joiner(select, exprs, infos)
         self.where = exprs.compile(select["where"]) if select.get("where") else None
@@ -95,13 +101,18 @@ class _Select:
         """This select's part of an instance's state."""
         return {"sources": [s.initial_state() for s in self.sources],
                 "join": self.joiner.initial_state() if self.joiner else None,
-                "agg": self.aggregator.initial_state() if self.aggregator else None}
+                "agg": self.aggregator.initial_state() if self.aggregator else None,
+                "match": self.matcher.initial_state() if self.matcher else None}
 
-    def apply(self, state: dict, index: int, change: Change) -> list[Change]:
+    def apply(self, state: dict, index: int, change: Change, now_ms: int = 0) -> list[Change]:
         """Output-row changes for one change of source ``index``'s rows."""
         if self.refused is not None:
             raise SplashError(self.refused)
-        if self.joiner is not None:
+        if self.matcher is not None:
+            if state.get("match") is None:  # a state from before MATCHING ran
+                state["match"] = self.matcher.initial_state()
+            rows = self.matcher.apply(state["match"], index, change, now_ms)
+        elif self.joiner is not None:
             # WHERE and the select list read nulls from the missing side of an outer join
             rows = [Change(c.op, c.key, _filled(c.old, self.joiner.columns),
                            _filled(c.new, self.joiner.columns), c.seq)
@@ -111,6 +122,11 @@ class _Select:
             rows = [Change(change.op, change.key,
                            {alias: change.old} if change.old is not None else None,
                            {alias: change.new} if change.new is not None else None, change.seq)]
+        return self.finish(state, rows)
+
+    def finish(self, state: dict, rows: list[Change]) -> list[Change]:
+        """Output-row changes for row changes over the sources' aliases: WHERE, then the
+        aggregation or projection."""
         if self.where is not None:
             rows = [c for r in rows for c in where(r, self.where)]
         if self.grouped_cache:
@@ -242,9 +258,14 @@ class Engine:
             for i, source in enumerate(sel.sources):
                 for change in source.expire(sstate["sources"][i], now_ms, seq):
                     try:
-                        rows += sel.apply(sstate, i, change)
+                        rows += sel.apply(sstate, i, change, now_ms)
                     except SplashError:
                         continue    # no input row to blame: what it would have produced is lost
+            if sel.matcher is not None and sstate.get("match") is not None:
+                try:
+                    rows += sel.finish(sstate, sel.matcher.expire(sstate["match"], now_ms, seq))
+                except SplashError:
+                    pass            # as above
         changes = self._output(state, consolidate(rows), now_ms)
         evicted = self.output.expire(state["output"], now_ms, seq)
         for change in evicted:
@@ -259,6 +280,8 @@ class Engine:
         for si, sel in enumerate(self.selects):
             due += [s.next_deadline(state["selects"][si]["sources"][i])
                     for i, s in enumerate(sel.sources)]
+            if sel.matcher is not None and state["selects"][si].get("match") is not None:
+                due.append(sel.matcher.next_deadline(state["selects"][si]["match"]))
         times = [t for t in due if t is not None]
         return min(times) if times else None
 
@@ -280,7 +303,7 @@ class Engine:
             self.declared.feed(state["vars"], feeds[1], feeds[0], event.op, event.values, now_ms)  # type: ignore[union-attr]
         changes = sel.sources[index].apply(sstate["sources"][index], event.op, event.seq,
                                            event.values, now_ms)
-        rows = [c for change in changes for c in sel.apply(sstate, index, change)]
+        rows = [c for change in changes for c in sel.apply(sstate, index, change, now_ms)]
         return self._output(state, consolidate(rows), now_ms)
 
     def _bind(self, state: dict) -> None:
