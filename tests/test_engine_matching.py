@@ -76,8 +76,33 @@ def test_a_sequence_of_three_with_a_guard_between(tmp_path):
     assert rows == [{"id": 2, "temp": 4.0}]
 
 
-def test_and_or_patterns_are_bad_records(tmp_path):
+def test_and_needs_both_in_any_order_and_or_either(tmp_path):
+    """[1 minute: A && B, C]: an A and a B of one id in either order, then a C of that id;
+    [1 minute: A, B || C]: an A then a B or a C (the other alias is null in the row)."""
+    eng = engine(tmp_path, "create output stream o as select A.id, B.temp b, C.what c "
+                           "from T A, T B, D C matching [1 minute: A && B, C] "
+                           "on A.id = B.id and B.id = C.id and A.temp < B.temp;\n")
+    state = eng.initial_state()
+    rows = feed(eng, state, [((1,), 1, {"id": 1, "temp": 5.0}),    # B first
+                             ((0,), 2, {"id": 1, "temp": 2.0}),    # then A (A.temp < B.temp)
+                             ((2,), 1, {"id": 1, "what": "x"}),    # then C: a match
+                             ((0,), 3, {"id": 2, "temp": 9.0}), ((1,), 4, {"id": 2, "temp": 1.0}),
+                             ((2,), 2, {"id": 2, "what": "y"})],   # id 2: A.temp > B.temp
+                now=0)
+    assert rows == [{"id": 1, "b": 5.0, "c": "x"}]
+    eng = engine(tmp_path, "create output stream o as select A.id, B.temp b, C.what c "
+                           "from T A, T B, D C matching [1 minute: A, B || C] "
+                           "on A.id = B.id and A.id = C.id;\n")
+    state = eng.initial_state()
+    rows = feed(eng, state, [((0, 1), 1, {"id": 1, "temp": 1.0}), ((2,), 1, {"id": 1, "what": "c"}),
+                             ((0, 1), 2, {"id": 2, "temp": 2.0}), ((0, 1), 3, {"id": 2, "temp": 3.0})],
+                now=0)
+    assert rows == [{"id": 1, "b": None, "c": "c"}, {"id": 2, "b": 3.0, "c": None}]
+
+
+def test_a_negation_inside_and_is_a_bad_record(tmp_path):
     eng = engine(tmp_path, "create output stream o as select A.id from T A, D B "
-                           "matching [1 second: A && B] on A.id = B.id;\n")
+                           "matching [1 second: A && !B] on A.id = B.id;\n")
     out = eng.process(eng.initial_state(), [Event(0, "i", 1, {"id": 1, "temp": 1.0})], 0)
-    assert [o.reason for o in out if isinstance(o, Bad)] == ["MATCHING patterns with && or || are not run"]
+    assert [o.reason for o in out if isinstance(o, Bad)] == [
+        "MATCHING patterns with a negation inside && or || are not run"]

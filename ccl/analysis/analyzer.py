@@ -332,12 +332,12 @@ class Analyzer:
             for node in sel.matching.pattern.walk():
                 if isinstance(node, n.PatternRef) and ctx.source(node.name.name) is None:
                     self.report("CCL2007", node.name.span, f"'{node.name.name}' is not a source of this query")
-                if (isinstance(node, n.PatternOp) and node.op != ","
-                        or isinstance(node, n.PatternNot) and not isinstance(node.operand, n.PatternRef)):
-                    what = f"'{node.op}'" if isinstance(node, n.PatternOp) else "'!' of a group"
-                    self.report("CCL2010", node.span, f"a MATCHING pattern with {what} is an ESP "
-                                "feature this runtime does not run (it runs sequences of sources and "
-                                "!source): every row of the element becomes a bad record")
+                if (isinstance(node, n.PatternNot) and not isinstance(node.operand, n.PatternRef)
+                        or isinstance(node, n.PatternOp) and node.op != ","
+                        and any(isinstance(x, n.PatternNot) for x in node.walk())):
+                    self.report("CCL2010", node.span, "a negation inside '&&' or '||' (or of a group) "
+                                "in a MATCHING pattern is an ESP feature this runtime does not run: "
+                                "every row of the element becomes a bad record")
                     break
             if sel.matching.on is not None:
                 self.typer.type_of(sel.matching.on, ctx)

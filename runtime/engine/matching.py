@@ -1,25 +1,26 @@
 """``MATCHING [interval : pattern] ON cond``: ESP's pattern matching over a select's sources.
 
-The pattern is a sequence (``,``, "followed by") of source aliases, each possibly negated
-(``!B``: no matching B at that point). A *partial match* binds the aliases matched so far, from the
-arrival time of its first event:
+The pattern is a sequence (``,``, "followed by") of steps: a negated alias (``!B``: no matching B
+at that point), or aliases combined with ``&&`` (both, in any order) and ``||`` (either). A
+*partial match* binds the aliases matched so far, from the arrival time of its first event:
 
 - an insert (or the new row of an update) on a source is an event of that source's alias;
-- it starts a partial when the first term is its alias and the ON conjuncts that read only that
+- it starts a partial when its alias is in the first step and the ON conjuncts that read only that
   alias hold;
-- it extends a partial whose next positive term is its alias when every ON conjunct that reads the
-  aliases then bound, and this one, holds; the extended partial replaces the old one (an event
-  completes a partial once). A row is never bound twice in one partial (a self-join's row arrives
-  on each of its aliases' ports);
-- it ends a partial when it is a negated term's alias before the next positive term and the ON
+- it binds its alias in a partial whose next positive step holds the alias (unbound so far) when
+  every ON conjunct that reads the aliases then bound, and this one, holds; the partial moves past
+  the step once the step's ``&&``/``||`` tree is satisfied. The extended partial replaces the old
+  one (an event extends a partial once). A row is never bound twice in one partial (a
+  self-join's row arrives on each of its aliases' ports);
+- it ends a partial when it is a negated step's alias before the next positive step and the ON
   conjuncts reading it and the bound aliases hold;
-- a partial all of whose positive terms are bound completes: at once when nothing negated follows,
-  else when the interval has passed without a negated event (at the next event or timer);
+- a partial past its last positive step completes: at once when nothing negated follows, else
+  when the interval has passed without a negated event (at the next event or timer);
 - a partial older than the interval is dropped.
 
-A completed match is an insert whose row binds every alias (negated ones are null) for WHERE and
-the select list. Time is the processing time, as for KEEP. Patterns with ``&&`` or ``||`` are not
-run: their rows are bad records (``ccl check`` warns, CCL2010).
+A completed match is an insert whose row binds every alias (negated ones, and the unmatched side
+of ``||``, are null) for WHERE and the select list. Time is the processing time, as for KEEP. A
+negation inside ``&&``/``||`` is not run: those rows are bad records (``ccl check`` warns, CCL2010).
 """
 from __future__ import annotations
 
@@ -32,17 +33,36 @@ from runtime.engine.stages import truth
 __all__ = ["Matcher"]
 
 
-def _terms(pattern: Mapping) -> Optional[list[tuple[bool, str]]]:
-    """(negated, alias) per term of a ``,`` sequence; None for another shape."""
+def _steps(pattern: Mapping) -> Optional[list[tuple[bool, Mapping]]]:
+    """(negated, tree) per step of the ``,`` sequence: a negated step is ``!alias``; a positive
+    one a tree of aliases under ``&&`` and ``||``. None for a negation inside ``&&``/``||``."""
     node = pattern.get("node")
-    if node == "PatternRef":
-        return [(False, pattern["name"]["name"])]
-    if node == "PatternNot" and pattern["operand"].get("node") == "PatternRef":
-        return [(True, pattern["operand"]["name"]["name"])]
     if node == "PatternOp" and pattern["op"] == ",":
-        left, right = _terms(pattern["left"]), _terms(pattern["right"])
+        left, right = _steps(pattern["left"]), _steps(pattern["right"])
         return left + right if left is not None and right is not None else None
-    return None
+    if node == "PatternNot":
+        return [(True, pattern["operand"])] if pattern["operand"].get("node") == "PatternRef" else None
+    return [(False, pattern)] if _positive(pattern) else None
+
+
+def _positive(tree: Mapping) -> bool:
+    if tree.get("node") == "PatternRef":
+        return True
+    return (tree.get("node") == "PatternOp" and tree["op"] in ("&&", "||")
+            and _positive(tree["left"]) and _positive(tree["right"]))
+
+
+def _refs(tree: Mapping) -> list[str]:
+    if tree.get("node") == "PatternRef":
+        return [tree["name"]["name"]]
+    return _refs(tree["left"]) + _refs(tree["right"])
+
+
+def _satisfied(tree: Mapping, bound: Mapping) -> bool:
+    if tree.get("node") == "PatternRef":
+        return tree["name"]["name"] in bound
+    left, right = _satisfied(tree["left"], bound), _satisfied(tree["right"], bound)
+    return left and right if tree["op"] == "&&" else left or right
 
 
 def _conjuncts(expr: Optional[Mapping]) -> list[Mapping]:
@@ -75,14 +95,16 @@ class Matcher:
         self.millis = int(matching.get("millis") or 0)
         self.aliases = list(aliases)
         self.elements = list(elements)
-        self.nulls = {a: dict.fromkeys(columns[a]) for a in aliases}  # an unbound (negated) alias
-        self.terms = _terms(matching["pattern"])
+        self.nulls = {a: dict.fromkeys(columns[a]) for a in aliases}  # an unbound alias
+        self.steps = _steps(matching["pattern"])
+        # per step: the negated alias, or the aliases a positive step binds
+        self.refs = [[tree["name"]["name"]] if neg else _refs(tree) for neg, tree in self.steps or []]
         known = set(aliases)
         self.conds: list[tuple[frozenset[str], Callable]] = [
             (frozenset(_aliases(c, known)), exprs.compile(c)) for c in _conjuncts(matching.get("on"))]
 
     def initial_state(self) -> dict:
-        # partial: [start ms, next term index, {alias: row}, [(element, seq) of bound rows]]
+        # partial: [start ms, step index, {alias: row}, [(element, seq) of bound rows]]
         return {"partial": []}
 
     def _holds(self, bound: Mapping[str, Mapping], alias: str) -> bool:
@@ -95,17 +117,25 @@ class Matcher:
         return Change("i", None, None, {a: bound.get(a) or self.nulls[a] for a in self.aliases}, seq)
 
     def _waiting(self, pos: int) -> tuple[list[str], Optional[int]]:
-        """The negated aliases from term ``pos`` on, and the index of the next positive term."""
+        """The negated aliases from step ``pos`` on, and the index of the next positive step."""
+        steps = self.steps or []
         guards: list[str] = []
-        while pos < len(self.terms) and self.terms[pos][0]:  # type: ignore[index]
-            guards.append(self.terms[pos][1])  # type: ignore[index]
+        while pos < len(steps) and steps[pos][0]:
+            guards.append(self.refs[pos][0])
             pos += 1
-        return guards, (pos if pos < len(self.terms) else None)  # type: ignore[arg-type]
+        return guards, (pos if pos < len(steps) else None)
+
+    def _bind(self, partial: list, step: int, alias: str, row: Mapping, ident: tuple) -> list:
+        """``partial`` with ``alias`` bound in positive ``step``; past that step when its tree
+        is then satisfied."""
+        bound = {**partial[2], alias: row}
+        done = _satisfied(self.steps[step][1], bound)  # type: ignore[index]
+        return [partial[0], step + 1 if done else step, bound, partial[3] + [ident]]
 
     def apply(self, state: dict, index: int, change: Change, now_ms: int) -> list[Change]:
         """The matches an event of source ``index`` completes (and those the clock completed)."""
-        if self.terms is None:
-            raise SplashError("MATCHING patterns with && or || are not run")
+        if self.steps is None:
+            raise SplashError("MATCHING patterns with a negation inside && or || are not run")
         out = self.expire(state, now_ms, change.seq)
         row = change.new
         if change.op == "d" or row is None:
@@ -113,32 +143,30 @@ class Matcher:
         alias, ident = self.aliases[index], (self.elements[index], change.seq)
         kept: list[list] = []
         for partial in state["partial"]:
-            start, pos, bound, ids = partial
-            guards, nxt = self._waiting(pos)
+            guards, nxt = self._waiting(partial[1])
+            bound, ids = partial[2], partial[3]
             if alias in guards and ident not in ids and self._holds({**bound, alias: row}, alias):
                 continue  # a negated event: this partial cannot complete
-            if (nxt is not None and self.terms[nxt][1] == alias and ident not in ids  # type: ignore[index]
-                    and self._holds({**bound, alias: row}, alias)):
-                extended = [start, nxt + 1, {**bound, alias: row}, ids + [ident]]
-                if self._complete(extended, change.seq, out, now_ms, timed_out=False):
-                    continue
-                kept.append(extended)
+            if (nxt is not None and alias in self.refs[nxt] and alias not in bound
+                    and ident not in ids and self._holds({**bound, alias: row}, alias)):
+                extended = self._bind(partial, nxt, alias, row, ident)
+                if not self._complete(extended, change.seq, out, timed_out=False):
+                    kept.append(extended)
                 continue
             kept.append(partial)
-        first = self.terms[0]
-        if not first[0] and first[1] == alias and self._holds({alias: row}, alias):
-            partial = [now_ms, 1, {alias: row}, [ident]]
-            if not self._complete(partial, change.seq, out, now_ms, timed_out=False):
+        negated, _tree = self.steps[0]
+        if not negated and alias in self.refs[0] and self._holds({alias: row}, alias):
+            partial = self._bind([now_ms, 0, {}, []], 0, alias, row, ident)
+            if not self._complete(partial, change.seq, out, timed_out=False):
                 kept.append(partial)
         state["partial"] = kept
         return out
 
-    def _complete(self, partial: list, seq: int, out: list[Change], now_ms: int,
-                  timed_out: bool) -> bool:
+    def _complete(self, partial: list, seq: int, out: list[Change], timed_out: bool) -> bool:
         """Whether ``partial`` is done (emitting its match when it completed)."""
         guards, nxt = self._waiting(partial[1])
         if nxt is not None:
-            return timed_out  # positive terms left: dropped when timed out
+            return timed_out  # positive steps left: dropped when timed out
         if guards and not timed_out:
             return False      # waits for the interval to pass without a negated event
         out.append(self._row(partial[2], seq))
@@ -149,7 +177,7 @@ class Matcher:
         out: list[Change] = []
         kept = []
         for partial in state["partial"]:
-            if now_ms - partial[0] > self.millis and self._complete(partial, seq, out, now_ms,
+            if now_ms - partial[0] > self.millis and self._complete(partial, seq, out,
                                                                     timed_out=True):
                 continue
             kept.append(partial)
