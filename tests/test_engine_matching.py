@@ -106,3 +106,20 @@ def test_a_negation_inside_and_is_a_bad_record(tmp_path):
     out = eng.process(eng.initial_state(), [Event(0, "i", 1, {"id": 1, "temp": 1.0})], 0)
     assert [o.reason for o in out if isinstance(o, Bad)] == [
         "MATCHING patterns with a negation inside && or || are not run"]
+
+
+def test_partials_are_kept_by_the_column_on_equates_across_aliases(tmp_path):
+    """T1.id = T2.id: partials are filed by id, so an event meets only its id's partials (a
+    replay of a file arrives within one interval); without such an equality, one bucket."""
+    eng = engine(tmp_path, "create output stream o as select T1.id, T2.temp from T T1, T T2 "
+                           "matching [10 seconds: T1, T2] on T1.id = T2.id;\n")
+    matcher = eng.selects[0].matcher
+    assert matcher.bucket_by == {"T1": "id", "T2": "id"}
+    state = eng.initial_state()
+    events = [((0, 1), k, {"id": k % 1000, "temp": float(k)}) for k in range(2000)]
+    rows = feed(eng, state, events, now=0)
+    assert sorted((r["id"], r["temp"]) for r in rows) == [(k, float(k + 1000)) for k in range(1000)]
+    assert len(state["selects"][0]["match"]["partial"]) == 1000  # each id's second reading waits
+    loose = engine(tmp_path, "create output stream o as select T1.id from T T1, T T2 "
+                             "matching [10 seconds: T1, T2] on T1.id < T2.id;\n")
+    assert loose.selects[0].matcher.bucket_by == {}

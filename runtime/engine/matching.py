@@ -16,7 +16,9 @@ at that point), or aliases combined with ``&&`` (both, in any order) and ``||`` 
   conjuncts reading it and the bound aliases hold;
 - a partial past its last positive step completes: at once when nothing negated follows, else
   when the interval has passed without a negated event (at the next event or timer);
-- a partial older than the interval is dropped.
+- a partial older than the interval is dropped;
+- when ON's equalities make one column of every alias equal, partials are filed by its value, and
+  an event meets only those of its own value.
 
 A completed match is an insert whose row binds every alias (negated ones, and the unmatched side
 of ``||``, are null) for WHERE and the select list. Time is the processing time, as for KEEP. A
@@ -87,6 +89,27 @@ def _aliases(expr: object, known: set[str]) -> set[str]:
     return found
 
 
+def _shared_columns(conds: Sequence[Mapping], aliases: Sequence[str]) -> dict[str, str]:
+    """alias -> column when ON's equalities (under AND) make one column of every alias equal
+    (``T1.id = T2.id``): partials then never meet events of another value of it. Else {}."""
+    parent: dict[tuple, tuple] = {}
+
+    def find(x: tuple) -> tuple:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+    for c in conds:
+        sides = [(x["base"]["name"]["name"], x["field"]["name"]) for x in (c.get("left"), c.get("right"))
+                 if isinstance(x, Mapping) and x.get("node") == "FieldAccess"
+                 and x["base"].get("node") == "Var"]
+        if c.get("node") == "Binary" and c.get("op") == "=" and len(sides) == 2:
+            parent[find(sides[0])] = find(sides[1])
+    classes: dict[tuple, dict[str, str]] = {}
+    for member in list(parent):
+        classes.setdefault(find(member), {}).setdefault(member[0], member[1])
+    return next((cols for cols in classes.values() if set(aliases) <= set(cols)), {})
+
+
 class Matcher:
     """The MATCHING clause of one select (no state; see the module docstring)."""
 
@@ -100,12 +123,20 @@ class Matcher:
         # per step: the negated alias, or the aliases a positive step binds
         self.refs = [[tree["name"]["name"]] if neg else _refs(tree) for neg, tree in self.steps or []]
         known = set(aliases)
+        conjuncts = _conjuncts(matching.get("on"))
         self.conds: list[tuple[frozenset[str], Callable]] = [
-            (frozenset(_aliases(c, known)), exprs.compile(c)) for c in _conjuncts(matching.get("on"))]
+            (frozenset(_aliases(c, known)), exprs.compile(c)) for c in conjuncts]
+        # partials are kept by the value of a column all aliases share through ON, when there is one
+        self.bucket_by = _shared_columns(conjuncts, self.aliases)
 
     def initial_state(self) -> dict:
-        # partial: [start ms, step index, {alias: row}, [(element, seq) of bound rows]]
-        return {"partial": []}
+        # bucket value -> partials: [start ms, step index, {alias: row}, [(element, seq) bound]];
+        # "oldest": the earliest start of any partial (None: none), so expiry costs nothing until due
+        return {"partial": {}, "oldest": None}
+
+    @staticmethod
+    def _all(state: dict) -> list[list]:
+        return [p for bucket in state["partial"].values() for p in bucket]
 
     def _holds(self, bound: Mapping[str, Mapping], alias: str) -> bool:
         names = set(bound)
@@ -141,8 +172,10 @@ class Matcher:
         if change.op == "d" or row is None:
             return out
         alias, ident = self.aliases[index], (self.elements[index], change.seq)
+        column = self.bucket_by.get(alias)
+        bucket = row.get(column) if column is not None else None
         kept: list[list] = []
-        for partial in state["partial"]:
+        for partial in state["partial"].get(bucket, []):
             guards, nxt = self._waiting(partial[1])
             bound, ids = partial[2], partial[3]
             if alias in guards and ident not in ids and self._holds({**bound, alias: row}, alias):
@@ -159,7 +192,12 @@ class Matcher:
             partial = self._bind([now_ms, 0, {}, []], 0, alias, row, ident)
             if not self._complete(partial, change.seq, out, timed_out=False):
                 kept.append(partial)
-        state["partial"] = kept
+                if state["oldest"] is None:
+                    state["oldest"] = now_ms
+        if kept:
+            state["partial"][bucket] = kept
+        else:
+            state["partial"].pop(bucket, None)
         return out
 
     def _complete(self, partial: list, seq: int, out: list[Change], timed_out: bool) -> bool:
@@ -175,16 +213,19 @@ class Matcher:
     def expire(self, state: dict, now_ms: int, seq: int) -> list[Change]:
         """Partials older than the interval: completed (only negations left) or dropped."""
         out: list[Change] = []
-        kept = []
-        for partial in state["partial"]:
-            if now_ms - partial[0] > self.millis and self._complete(partial, seq, out,
-                                                                    timed_out=True):
-                continue
-            kept.append(partial)
-        state["partial"] = kept
+        if state["oldest"] is None or now_ms - state["oldest"] <= self.millis:
+            return out
+        for bucket, partials in list(state["partial"].items()):
+            kept = [p for p in partials
+                    if not (now_ms - p[0] > self.millis and self._complete(p, seq, out, timed_out=True))]
+            if kept:
+                state["partial"][bucket] = kept
+            else:
+                del state["partial"][bucket]
+        starts = [p[0] for p in self._all(state)]
+        state["oldest"] = min(starts) if starts else None
         return out
 
     def next_deadline(self, state: dict) -> Optional[int]:
         """When the oldest partial times out (ms), or None."""
-        starts = [p[0] for p in state["partial"]]
-        return min(starts) + self.millis + 1 if starts else None
+        return state["oldest"] + self.millis + 1 if state["oldest"] is not None else None
