@@ -24,8 +24,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from xml.parsers import expat
 
-from .csv_source import _OPCODES, LINE_BITS, OPS_COLUMN, CsvFormat, Row, _BadValue, _find, _lines
-from .csv_source import column_parser
+from .csv_source import (_OPCODES, LINE_BITS, OPS_COLUMN, CsvFormat, Row, _BadValue, _find, _lines,
+                         column_parser)
 
 MAX_JOINED_LINES = 10_000
 

@@ -30,6 +30,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from runtime.engine.changes import Change
 from runtime.engine.expr import Expressions, SplashError
+from runtime.engine.join import null_filled
 from runtime.engine.stages import truth
 
 __all__ = ["Matcher"]
@@ -118,7 +119,7 @@ class Matcher:
         self.millis = int(matching.get("millis") or 0)
         self.aliases = list(aliases)
         self.elements = list(elements)
-        self.nulls = {a: dict.fromkeys(columns[a]) for a in aliases}  # an unbound alias
+        self.columns = columns  # for the null row of an unbound (negated, other ||) alias
         self.steps = _steps(matching["pattern"])
         # per step: the negated alias, or the aliases a positive step binds
         self.refs = [[tree["name"]["name"]] if neg else _refs(tree) for neg, tree in self.steps or []]
@@ -134,18 +135,17 @@ class Matcher:
         # "oldest": the earliest start of any partial (None: none), so expiry costs nothing until due
         return {"partial": {}, "oldest": None}
 
-    @staticmethod
-    def _all(state: dict) -> list[list]:
-        return [p for bucket in state["partial"].values() for p in bucket]
+    def _rows(self, bound: Mapping[str, Mapping]) -> dict[str, Mapping]:
+        return null_filled({a: bound.get(a) for a in self.aliases}, self.columns)
 
     def _holds(self, bound: Mapping[str, Mapping], alias: str) -> bool:
         names = set(bound)
-        rows = {a: bound.get(a) or self.nulls[a] for a in self.aliases}
+        rows = self._rows(bound)
         return all(truth(test(rows)) for needs, test in self.conds
                    if alias in needs and needs <= names)
 
     def _row(self, bound: Mapping[str, Mapping], seq: int) -> Change:
-        return Change("i", None, None, {a: bound.get(a) or self.nulls[a] for a in self.aliases}, seq)
+        return Change("i", None, None, self._rows(bound), seq)
 
     def _waiting(self, pos: int) -> tuple[list[str], Optional[int]]:
         """The negated aliases from step ``pos`` on, and the index of the next positive step."""
@@ -222,7 +222,7 @@ class Matcher:
                 state["partial"][bucket] = kept
             else:
                 del state["partial"][bucket]
-        starts = [p[0] for p in self._all(state)]
+        starts = [p[0] for bucket in state["partial"].values() for p in bucket]
         state["oldest"] = min(starts) if starts else None
         return out
 
