@@ -197,11 +197,12 @@ def read_changelog(spark: SparkSession, dirs: RunDirs, element: dict,
 def _input_files(element: dict, plan: dict, options: RunOptions):
     """Where an input element's rows come from: a ``--input`` binding or a file input adapter
     (:data:`ccl.physical.FILE_INPUT_ADAPTERS`); the adapter's properties shape the parsing."""
-    from .csv_source import XML_LIST, FileSpec
+    from .csv_source import XML_LIST, FileSpec, adapter_properties
 
     path = options.inputs.get(element["name"])
     adapter = input_adapter(plan, element["name"])
-    props = {k.lower(): v for k, v in adapter["properties"].items()} if adapter else {}
+    # ESP's aliases resolved first, so the dsv_in default below yields to a csvMatchStreamName
+    props = adapter_properties(adapter["properties"]) if adapter else {}
     kind = str(adapter["type"]).lower() if adapter is not None else ""
     if kind == "dsv_in":
         props.setdefault("matchstreamname", "true")  # dsv_in discards other streams' lines
@@ -390,7 +391,8 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: boo
                     instances[str(r[INST])] = instances.get(str(r[INST]), 0) + int(r["n"])
             else:
                 instances = {str(r[INST]): int(r["s"]) for r in counts if r[KIND] == "stat"}
-            if sum(rows_out.values()) and name not in unrecorded:
+            produced = sum(rows_out.values())
+            if produced and name not in unrecorded:
                 data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
                                                              *[column(c) for c in cols])
                 _single_parquet(data, dirs.batch_file("changelog", name, batch_id, "parquet"), dirs)
@@ -399,7 +401,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: boo
             _atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
                          {"rows_in": sum(instances.values()), "rows_out": rows_out, "bad": bad,
                           "instances": instances})
-            if consumers and sum(rows_out.values()):
+            if consumers and produced:
                 rows = changelog_frame(df.where(F.col(KIND) == "row"), cols)
                 for consumer, consumer_write in consumers:
                     consumer_write(native_frame(plan, consumer, element, rows, native_operators),

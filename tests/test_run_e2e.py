@@ -381,3 +381,19 @@ def test_partitioned_module_instances_multiply(spark, tmp_path):
     got = sorted((r["k"], int(r["n"])) for r in out.rows("counts"))
     assert got == sorted((k, n) for (_, k), n in want.items())
     assert sorted(int(i) for i in out.stats("one.last3")["instances"]) == sorted(kept)
+
+
+def test_input_adapter_properties_resolve_esp_aliases_before_defaults(tmp_path):
+    """dsv_in matches stream names unless told otherwise, also under ESP's csv-prefixed name;
+    an xmllist adapter reads XML list files."""
+    from runtime.job import RunOptions, _input_files
+    element = {"name": "S", "role": "input", "query": None}
+
+    def props(kind, **given):
+        plan = {"elements": [element], "adapters": [
+            {"direction": "input", "element": "S", "type": kind, "properties": {"dir": "d", **given}}]}
+        return _input_files(element, plan, RunOptions(base_dir=str(tmp_path)))[1]
+    assert props("dsv_in")["matchstreamname"] == "true"
+    assert props("dsv_in", csvMatchStreamName="false")["matchstreamname"] == "false"
+    assert "matchstreamname" not in props("toolkit_file_csv_input")
+    assert props("toolkit_file_xmllist_input")["fileformat"] == "xmllist"
