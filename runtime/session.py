@@ -21,6 +21,17 @@ REQUIRED_CONF = {
 }
 
 
+WORKER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_path")
+
+
+def _worker_path_first() -> None:
+    """Put :data:`WORKER_PATH` (its sitecustomize: compiled pyspark for Python workers, see there)
+    on the PYTHONPATH the local Spark JVM, started next, gives its Python workers."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if WORKER_PATH not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([WORKER_PATH] + paths)
+
+
 def get_session(master: str = "local[*]", app_name: str = "ccl", shuffle_partitions: int = 8,
                 conf: Optional[dict[str, str]] = None) -> SparkSession:
     """A SparkSession (created once per process) with the runtime's required settings."""
@@ -29,6 +40,8 @@ def get_session(master: str = "local[*]", app_name: str = "ccl", shuffle_partiti
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ["TZ"] = "UTC"
     time.tzset()
+    if master.startswith("local"):
+        _worker_path_first()
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions)))

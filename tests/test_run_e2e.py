@@ -397,3 +397,14 @@ def test_input_adapter_properties_resolve_esp_aliases_before_defaults(tmp_path):
     assert props("dsv_in", csvMatchStreamName="false")["matchstreamname"] == "false"
     assert "matchstreamname" not in props("toolkit_file_csv_input")
     assert props("toolkit_file_xmllist_input")["fileformat"] == "xmllist"
+
+
+def test_local_python_workers_import_compiled_pyspark_not_the_zip(spark):
+    """runtime/worker_path/sitecustomize.py: a worker imports the installed pyspark (compiled
+    once) rather than SPARK_HOME's pyspark.zip, which Python compiles again in every process."""
+    def where(_):
+        import pyspark
+        yield pyspark.__file__
+
+    paths = spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()
+    assert paths and ".zip" not in paths[0]
