@@ -57,24 +57,27 @@ def changelog(spark: SparkSession, dirs: RunDirs, element: dict) -> DataFrame:
     return df
 
 
-def _ordered(df: DataFrame) -> DataFrame:
-    return df.orderBy(BATCH, SEQ, INST, SUB)
+ORDER = (BATCH, SEQ, INST, SUB)  # the order in which an element produced its changelog rows
 
 
 def final_rows(spark: SparkSession, dirs: RunDirs, element: dict) -> DataFrame:
-    """What ``NAME.csv`` holds for an element (see the module docstring)."""
+    """What ``NAME.csv`` holds for an element (see the module docstring), in no order."""
     df = changelog(spark, dirs, element)
     if element["kind"] != "window":
-        return _ordered(df)
+        return df
     key = [INST] + [F.col(f"`{k}`") for k in element["key"]] if element["key"] else [INST, SEQ]
     latest = Window.partitionBy(*key).orderBy(F.col(BATCH).desc(), F.col(SEQ).desc(), F.col(SUB).desc())
     last = df.withColumn("__n", F.row_number().over(latest)).where("__n = 1").drop("__n")
-    return _ordered(last.where(F.col(OP) != "d"))
+    return last.where(F.col(OP) != "d")
 
 
 def _records(df: DataFrame) -> Iterator[dict]:
-    for row in df.toLocalIterator():
-        yield row.asDict()
+    """The rows of ``df`` as dicts in :data:`ORDER`: collected as one Arrow table and sorted on the
+    driver (several times faster than Spark's sort and Row objects; the driver writes the file
+    in any case)."""
+    table = df.toArrow().sort_by([(c, "ascending") for c in ORDER])
+    for batch in table.to_batches():
+        yield from batch.to_pylist()
 
 
 def write_outputs(spark: SparkSession, plan: dict, dirs: RunDirs, out_dir: str, base_dir: str,
@@ -107,7 +110,7 @@ def _write_adapter(spark: SparkSession, plan: dict, dirs: RunDirs, adapter: dict
     directory = os.path.join(base_dir, str(props.get("dir", ".")))
     os.makedirs(directory, exist_ok=True)
     name = str(props.get("file") or element["name"] + ".csv")
-    rows = _records(_ordered(changelog(spark, dirs, element)))
+    rows = _records(changelog(spark, dirs, element))
     try:
         fmt = CsvFormat.from_options(props)
     except ValueError as exc:
