@@ -376,6 +376,31 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: boo
                 dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id),
             changelog_path=lambda batch_id: dirs.batch_file("changelog", name, batch_id, "parquet"))
 
+    # An input whose changelog nothing reads and whose one reader is a native aggregation hands
+    # its batch over unread: the aggregation's pass counts its rows too, so the batch is read
+    # once, not cached and read again (a second read only for bad records, when there are some).
+    if (native == "input" and name in unrecorded and len(consumers) == 1
+            and native_path(consumers[0][0], plan, native_operators) == "aggregation"):
+        consumer, consumer_write = consumers[0]
+
+        def write_through(df: DataFrame, batch_id: int) -> None:
+            rows = changelog_frame(df, cols, keep=(KIND,))
+            counted = consumer_write(native_frame(plan, consumer, element, rows, native_operators),
+                                     batch_id, tally=(KIND, SRC, OP))
+            rows_out: dict[str, int] = {}
+            instances: dict[str, int] = {}
+            for (kind, inst, op), k in counted.items():
+                instances[str(inst)] = instances.get(str(inst), 0) + k
+                if kind == "row":
+                    rows_out[op] = rows_out.get(op, 0) + k
+            bad = (_write_bad(df.where(F.col(KIND) == "bad"), name,
+                              dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id)
+                   if any(kind == "bad" for kind, _, _ in counted) else {})
+            _atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
+                         {"rows_in": sum(instances.values()), "rows_out": rows_out, "bad": bad,
+                          "instances": instances})
+        return write_through
+
     def write(df: DataFrame, batch_id: int) -> None:
         df = df.persist()
         try:
@@ -599,11 +624,13 @@ def native_stream(element: dict, spec: dict, frame: DataFrame) -> DataFrame:
                         [column(src).alias(name) for name, src in spec["items"]])
 
 
-def changelog_frame(rows: DataFrame, cols: list[str]) -> DataFrame:
-    """Changelog rows (``__inst, __seq, __sub, __op`` and ``cols``) in the processor's frame layout."""
+def changelog_frame(rows: DataFrame, cols: list[str], keep: tuple[str, ...] = ()) -> DataFrame:
+    """Changelog rows (``__inst, __seq, __sub, __op`` and ``cols``) in the processor's frame layout
+    (and the columns ``keep`` as they are)."""
     return rows.select(F.col(SEQ), F.col(SUB), F.col(INST).alias(SRC), F.col(OP),
                        *[column(c) for c in cols],
-                       F.lit(None).cast("string").alias(WHY), F.lit(None).cast("string").alias(RAW))
+                       F.lit(None).cast("string").alias(WHY), F.lit(None).cast("string").alias(RAW),
+                       *[F.col(c) for c in keep])
 
 
 def upstream_frame(spark: SparkSession, dirs: RunDirs, source: dict,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -67,30 +67,44 @@ def native_writer(element: dict, spec: dict, state_dir: str,
                   write_parquet: Callable[[DataFrame, str], None],
                   write_stats: Callable[[int, dict], None],
                   write_bad: Callable[[DataFrame, int], dict],
-                  changelog_path: Callable[[int], str]) -> Callable[[DataFrame, int], None]:
+                  changelog_path: Callable[[int], str]
+                  ) -> Callable[..., Optional[dict[tuple, int]]]:
     """The foreachBatch function of a native aggregation. Its input is the source's changelog with
     ``__inst`` and ``__why``; ``write_bad(rows, batch_id)`` writes the rows with a ``__why`` as
-    bad records and returns their counts by reason."""
+    bad records and returns their counts by reason.
+
+    ``write(df, batch_id, tally=())``: rows whose ``__op`` is a delete or null are not aggregated.
+    With ``tally`` (columns of ``df``), the same pass over ``df`` also counts all its rows by those
+    columns, returned as ``{values: rows}``: a producer that hands its whole batch over (see
+    runtime/job.py batch_writer) gets its own counters without a pass of its own."""
     group_cols = [INST] + sorted({c for _, c in spec["groups"]})
     partials = _partials(spec)
     types = dict((name, t) for name, t in element["columns"])
 
-    def write(df: DataFrame, batch_id: int) -> None:
-        df = df.where(~F.col(OP).isin("d", "s"))
-        # One pass over the batch: the groups' partials, with rows that got no instance grouped
-        # apart (``__bad``), and per group the rows it got (the counts per instance come from these).
-        every = df.groupBy(*[column(c) for c in group_cols], F.col(WHY).isNotNull().alias("__bad")).agg(
+    def write(df: DataFrame, batch_id: int, tally: Sequence[str] = ()) -> Optional[dict[tuple, int]]:
+        live = F.coalesce(~F.col(OP).isin("d", "s"), F.lit(False))
+        # One pass over the batch: the groups' partials, with rows that got no instance (``__bad``)
+        # and rows not aggregated (``__live`` false) grouped apart, and per group the rows it got
+        # (the counts per instance and the tally come from these).
+        every = df.groupBy(*[column(c) for c in group_cols], F.col(WHY).isNotNull().alias("__bad"),
+                           live.alias("__live"), *[column(c) for c in tally]).agg(
             *[agg.alias(name) for name, agg, _ in partials], F.max(SEQ).alias(SEQ),
             F.count(F.lit(1)).alias("__n")).persist()
         merged: Optional[DataFrame] = None
         try:
             received: dict[str, int] = {}
+            counted: dict[tuple, int] = {}
             any_bad = False
-            for r in every.groupBy(INST, "__bad").agg(F.sum("__n").alias("n")).collect():
-                received[str(r[INST])] = received.get(str(r[INST]), 0) + int(r["n"])
-                any_bad = any_bad or r["__bad"]
-            bad = write_bad(df.where(F.col(WHY).isNotNull()), batch_id) if any_bad else {}
-            part = every.where(~F.col("__bad")).drop("__bad", "__n")
+            for r in every.groupBy(INST, "__bad", "__live", *[column(c) for c in tally]).agg(
+                    F.sum("__n").alias("n")).collect():
+                values = tuple(r[c] for c in tally)
+                counted[values] = counted.get(values, 0) + int(r["n"])
+                if r["__live"]:
+                    received[str(r[INST])] = received.get(str(r[INST]), 0) + int(r["n"])
+                    any_bad = any_bad or r["__bad"]
+            bad = write_bad(df.where(live & F.col(WHY).isNotNull()), batch_id) if any_bad else {}
+            part = every.where(F.col("__live") & ~F.col("__bad")).drop(
+                "__bad", "__live", "__n", *tally)
             earlier = [snap for snap in _snapshots(state_dir) if snap[0] < batch_id]
             old_path = max(earlier)[1] if earlier else None
             if old_path is not None:
@@ -141,6 +155,7 @@ def native_writer(element: dict, spec: dict, state_dir: str,
                     os.remove(stale)
             write_stats(batch_id, {"rows_in": sum(received.values()), "rows_out": ops, "bad": bad,
                                    "instances": received})
+            return counted if tally else None
         finally:
             if merged is not None:
                 merged.unpersist()
