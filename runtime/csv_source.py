@@ -540,9 +540,18 @@ def rows_to_arrow(rows: Sequence[Row], schema: Any) -> Any:
 # File discovery and the manifest
 # --------------------------------------------------------------------------------------------------
 
+def wanted(spec: FileSpec, name: str) -> bool:
+    """Whether a file called ``name`` in ``spec.dir`` is one of ``spec``'s input files: the named
+    file, or one matching the pattern; hidden ``.x``/``_x`` names and ``*.tmp`` (files being
+    written) are never taken."""
+    if spec.file:
+        return name == spec.file
+    return (not name.startswith((".", "_")) and not name.endswith(".tmp")
+            and (not spec.pattern or fnmatch.fnmatchcase(name, spec.pattern)))
+
+
 def list_new_files(spec: FileSpec, known: Iterable[str]) -> list[str]:
-    """Names of complete, not yet known files of ``spec``, sorted (hidden ``.x``/``_x`` names and
-    ``*.tmp`` are never taken)."""
+    """Names of complete, not yet known files of ``spec`` (see :func:`wanted`), sorted."""
     seen = set(known)
     if spec.file:
         names = [spec.file] if os.path.isfile(os.path.join(spec.dir, spec.file)) else []
@@ -551,8 +560,7 @@ def list_new_files(spec: FileSpec, known: Iterable[str]) -> list[str]:
             names = [e.name for e in os.scandir(spec.dir) if e.is_file()]
         except FileNotFoundError:
             names = []
-        names = [nm for nm in names if not nm.startswith((".", "_")) and not nm.endswith(".tmp")
-                 and (not spec.pattern or fnmatch.fnmatchcase(nm, spec.pattern))]
+        names = [nm for nm in names if wanted(spec, nm)]
     return sorted(nm for nm in names if nm not in seen)
 
 
@@ -586,6 +594,42 @@ class Manifest:
             f.write("".join(nm + "\n" for nm in names).encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
+
+
+def read_partition(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat, file_no: int,
+                   start: int, end: int, first_line: int, schema: Any = None) -> Iterator[Any]:
+    """The rows of bytes ``start..end`` of the file at ``path`` (a slice of :func:`file_slices`,
+    ``first_line`` lines into the file, numbered ``file_no``): pyarrow RecordBatches of the arrow
+    ``schema`` (the fast path when it takes the slice, else the Python path's rows converted), or
+    with no ``schema`` tuples of the Python path."""
+    data, header = read_slice_bytes(path, fmt, start, end, [c[0] for c in columns])
+    rows: Iterator[Row]
+    if fmt.xml_list:
+        from .xml_list import parse_xml_list
+        rows = parse_xml_list(data.decode("utf-8", "replace"), columns, fmt, file_no)
+    else:
+        if schema is not None:
+            from .csv_arrow import parse_slice_arrow
+            table = parse_slice_arrow(data, columns, fmt, file_no, first_line=first_line,
+                                      header=header, schema=schema)
+            if table is not None:
+                for batch in table.to_batches(max_chunksize=FAST_BATCH_ROWS):
+                    if batch.num_rows:
+                        yield batch
+                return
+        rows = parse_file_text(data.decode("utf-8", "replace"), columns, fmt, file_no,
+                               first_line=first_line, header=header)
+    if schema is None:
+        yield from rows
+        return
+    chunk: list[Row] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= ARROW_BATCH_ROWS:
+            yield rows_to_arrow(chunk, schema)
+            chunk = []
+    if chunk:
+        yield rows_to_arrow(chunk, schema)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -693,42 +737,12 @@ def _make_source_classes() -> tuple[type, type]:
 
         # worker side -----------------------------------------------------------------------
         def read(self, partition: Any) -> Iterator[Any]:
-            data, header = read_slice_bytes(partition.path, self.fmt, partition.start,
-                                            partition.end, [c[0] for c in self.columns])
             schema = None
             if not self.as_tuples:
                 from pyspark.sql.pandas.types import to_arrow_schema
                 schema = to_arrow_schema(self.schema, timezone="UTC")
-            rows: Iterator[Row]
-            if self.fmt.xml_list:
-                from .xml_list import parse_xml_list
-                rows = parse_xml_list(data.decode("utf-8", "replace"), self.columns, self.fmt,
-                                      partition.file_no)
-            else:
-                if schema is not None:
-                    from .csv_arrow import parse_slice_arrow
-                    table = parse_slice_arrow(data, self.columns, self.fmt, partition.file_no,
-                                              first_line=partition.first_line, header=header,
-                                              schema=schema)
-                    if table is not None:
-                        for batch in table.to_batches(max_chunksize=FAST_BATCH_ROWS):
-                            if batch.num_rows:
-                                yield batch
-                        return
-                rows = parse_file_text(data.decode("utf-8", "replace"), self.columns, self.fmt,
-                                       partition.file_no, first_line=partition.first_line,
-                                       header=header)
-            if self.as_tuples:
-                yield from rows
-                return
-            chunk: list[Row] = []
-            for row in rows:
-                chunk.append(row)
-                if len(chunk) >= ARROW_BATCH_ROWS:
-                    yield rows_to_arrow(chunk, schema)
-                    chunk = []
-            if chunk:
-                yield rows_to_arrow(chunk, schema)
+            return read_partition(partition.path, self.columns, self.fmt, partition.file_no,
+                                  partition.start, partition.end, partition.first_line, schema)
 
     class CclCsvDataSource(DataSource):
         """``spark.readStream.format("ccl_csv")``: options ``columns`` (JSON ``[[name, type]]``),

@@ -105,9 +105,13 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
     else:
         fused = fused_consumers(plan, options.native_operators)
         unrecorded = [] if options.record_inputs else unrecorded_inputs(plan, fused)
+        # with a file limit per batch the ccl_csv source stays: it takes files in name order,
+        # Spark's file source the oldest first
+        file_source = ([] if options.max_files_per_batch else
+                       [e["name"] for e in plan["elements"] if native_path(e, plan) == "input"])
         with open(saved + ".tmp", "w", encoding="utf-8") as f:
-            json.dump({**plan, "buckets": options.buckets, "fused": fused, "unrecorded": unrecorded},
-                      f, indent=1, sort_keys=True)
+            json.dump({**plan, "buckets": options.buckets, "fused": fused, "unrecorded": unrecorded,
+                       "file_source": file_source}, f, indent=1, sort_keys=True)
         os.replace(saved + ".tmp", saved)
     return RunDirs(root)
 
@@ -128,6 +132,9 @@ class RunLayout:
     buckets: int                  # state groups per element
     fused: dict[str, list[str]]   # :func:`fused_consumers` (none in a directory from before fusion)
     unrecorded: frozenset[str]    # :func:`unrecorded_inputs` (none in an older directory)
+    # input elements read through Spark's file source (runtime/file_input.py: the native input
+    # streams); none in an older directory, whose checkpoints hold the ccl_csv source
+    file_source: frozenset[str] = frozenset()
 
 
 def layout_of(root: str) -> RunLayout:
@@ -135,7 +142,7 @@ def layout_of(root: str) -> RunLayout:
     with open(os.path.join(root, "plan.json"), encoding="utf-8") as f:
         saved = json.load(f)
     return RunLayout(int(saved.get("buckets", 8)), dict(saved.get("fused", {})),
-                     frozenset(saved.get("unrecorded", [])))
+                     frozenset(saved.get("unrecorded", [])), frozenset(saved.get("file_source", [])))
 
 
 def unrecorded_inputs(plan: dict, fused: dict[str, list[str]]) -> list[str]:
@@ -549,8 +556,36 @@ def input_frame(spark: SparkSession, plan: dict, element: dict, options: RunOpti
         df = read_input(spark, element, files, options=opts)
     except ValueError as exc:  # a delimiter or date format the reader cannot use
         raise RunError(f"input of '{element['name']}': {exc}") from None
+    return _frame_layout(df)
+
+
+def _frame_layout(df: DataFrame) -> DataFrame:
+    """Rows of an input source (runtime/csv_source.py) in the processor's frame layout."""
     return (df.withColumn(SRC, F.lit(0)).withColumn(SUB, F.lit(0).cast("long"))
             .withColumnRenamed("__bad", WHY).withColumnRenamed("__raw", RAW))
+
+
+def input_files_stream(spark: SparkSession, plan: dict, element: dict, options: RunOptions,
+                       dirs: RunDirs) -> Optional[tuple[DataFrame, Callable[[DataFrame], DataFrame]]]:
+    """For an input element read through Spark's file source (runtime/file_input.py): the stream
+    of its new files and the function from one batch of it to the batch's processor output rows
+    (:func:`native_input`); None when no file is bound to the element."""
+    from .file_input import batch_rows, file_stream, input_format
+
+    files, props = _input_files(element, plan, options)
+    if files is None:
+        return None
+    try:
+        fmt = input_format(element, {k: str(v) for k, v in props.items()})
+    except ValueError as exc:  # a delimiter or date format the reader cannot use
+        raise RunError(f"input of '{element['name']}': {exc}") from None
+
+    def rows(batch: DataFrame) -> DataFrame:
+        paths = [r[0] for r in batch.collect()]
+        parsed = batch_rows(batch.sparkSession, element, files, fmt,
+                            dirs.of("sources", element["name"]), paths)
+        return native_input(element, _frame_layout(parsed))
+    return file_stream(spark, files, options.max_files_per_batch), rows
 
 
 def native_path(element: dict, plan: dict, native_operators: bool = True) -> Optional[str]:

@@ -12,8 +12,8 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from .job import (RunDirs, RunError, RunLayout, RunOptions, batch_writer, element_query, is_input,
-                  layout_of, prepare_run_dir, uses_time)
+from .job import (RunDirs, RunError, RunLayout, RunOptions, batch_writer, element_query,
+                  input_files_stream, is_input, layout_of, prepare_run_dir, uses_time)
 from .outputs import element_stats, write_outputs
 
 
@@ -65,10 +65,17 @@ def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, 
     source's batches: ``layout.fused``, see job.fused_consumers)."""
     if any(element["name"] in consumers for consumers in layout.fused.values()):
         return None
-    frame = element_query(spark, plan, element, options, dirs, layout.buckets)
-    if frame is None:
-        return None
     write = batch_writer(element, dirs, plan, options.native_operators, layout.fused, layout.unrecorded)
+    if element["name"] in layout.file_source:
+        files = input_files_stream(spark, plan, element, options, dirs)
+        if files is None:
+            return None
+        frame, rows = files
+        write = (lambda df, batch_id, write=write: write(rows(df), batch_id))
+    else:
+        frame = element_query(spark, plan, element, options, dirs, layout.buckets)
+        if frame is None:
+            return None
     writer = (frame.writeStream.foreachBatch(write)
               .option("checkpointLocation", dirs.of("queries", element["name"]))
               .queryName(f"ccl:{element['name']}"))

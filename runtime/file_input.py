@@ -1,0 +1,103 @@
+"""Input files through Spark's own file source: the query of a native input stream.
+
+Spark's file source (format ``binaryFile``, whose content column is never read) decides which new
+files each micro-batch takes and logs them in the query's checkpoint, so a replayed batch takes the
+same files. The batch function (:func:`batch_rows`, on the driver) numbers the batch's files in the
+element's manifest, as the ``ccl_csv`` source does (names new to it appended in name order), cuts
+them into slices (:func:`runtime.csv_source.file_slices`) and parses the slices on the executors
+(``mapInArrow`` over the slice list, :func:`runtime.csv_source.read_partition`): the rows and
+sequence numbers of the ``ccl_csv`` source, without a Python data source (whose planning and read
+path cost about 0.6 s more per million rows here, see docs/io.md "Speed").
+
+Only a query that feeds ``foreachBatch`` can read files so: an element on the per-instance path
+needs its rows as a stream and keeps the ``ccl_csv`` source. Files are taken as the ``ccl_csv``
+source takes them (:func:`runtime.csv_source.wanted`: the top level of the directory, no hidden
+or ``*.tmp`` files); within a batch they are numbered by name, and with ``max_files_per_batch``
+Spark takes the oldest files first.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterator, Optional
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from .csv_source import (DEFAULT_SLICE_BYTES, CsvFormat, FileSpec, Manifest, column_parser,
+                         file_slices, output_schema, read_partition, wanted)
+
+# binaryFile's fixed schema; only ``path`` is selected, so no file content is read by the JVM
+_LISTING = T.StructType([T.StructField("path", T.StringType()),
+                         T.StructField("modificationTime", T.TimestampType()),
+                         T.StructField("length", T.LongType()),
+                         T.StructField("content", T.BinaryType())])
+_SLICES = "file_no long, path string, start long, end long, first_line long"
+# Spark keeps files it has seen for this long (relative to the newest) and ignores older new
+# ones by default (7 days): a file copied in with an old modification time would be lost.
+_MAX_FILE_AGE = "36500d"
+
+
+def input_format(element: dict, adapter: dict) -> CsvFormat:
+    """The parsing format of ``adapter`` properties for ``element``; ValueError (with the reason)
+    for a delimiter or date format the reader cannot use."""
+    fmt = CsvFormat.from_options(adapter, str(element.get("name", "")) or None)
+    for _, t in element["columns"]:
+        column_parser(t, fmt)
+    return fmt
+
+
+def file_stream(spark: SparkSession, files: FileSpec, max_files: Optional[int] = None) -> DataFrame:
+    """The stream of new file paths under ``files.dir`` (all of them: :func:`batch_rows` keeps
+    the wanted ones)."""
+    os.makedirs(files.dir, exist_ok=True)
+    reader = (spark.readStream.format("binaryFile").schema(_LISTING)
+              .option("maxFileAge", _MAX_FILE_AGE))
+    if max_files:
+        reader = reader.option("maxFilesPerTrigger", max_files)
+    return reader.load(os.path.abspath(files.dir)).select("path")
+
+
+def _local(path: str) -> str:
+    """A local path for a path Spark lists (``file:/a/b c.csv``, possibly percent-encoded)."""
+    parsed = urlparse(path)
+    local = parsed.path if parsed.scheme in ("file", "") else path
+    return local if os.path.exists(local) else unquote(local)
+
+
+def batch_rows(spark: SparkSession, element: dict, files: FileSpec, fmt: CsvFormat,
+               manifest_dir: str, paths: list[str],
+               slice_bytes: int = DEFAULT_SLICE_BYTES) -> DataFrame:
+    """The parsed rows of the files ``paths`` (one micro-batch of :func:`file_stream`) in the
+    ``ccl_csv`` source's schema, numbered in the manifest of ``manifest_dir``."""
+    top = os.path.realpath(files.dir)
+    names = sorted({os.path.basename(p) for p in map(_local, paths)
+                    if os.path.realpath(os.path.dirname(p)) == top  # not from a subdirectory
+                    and wanted(files, os.path.basename(p))})
+    manifest = Manifest(manifest_dir)
+    known = manifest.read()
+    manifest.append([nm for nm in names if nm not in set(known)])
+    number = {nm: no for no, nm in enumerate(manifest.read())}
+    slices = []
+    for nm in names:
+        path = os.path.join(files.dir, nm)
+        for start, end, first_line in file_slices(path, 0 if fmt.xml_list else slice_bytes):
+            slices.append((number[nm], os.path.abspath(path), start, end, first_line))
+    schema = output_schema(element["columns"])
+    listing = spark.createDataFrame(spark.sparkContext.parallelize(slices, max(len(slices), 1)),
+                                    _SLICES)
+    return listing.mapInArrow(_parser(json.dumps(element["columns"]), fmt, schema), schema)
+
+
+def _parser(columns_json: str, fmt: CsvFormat, schema: T.StructType) -> Any:
+    """The ``mapInArrow`` function parsing slices (it travels to the executors pickled)."""
+    def parse(batches: Iterator[Any]) -> Iterator[Any]:
+        from pyspark.sql.pandas.types import to_arrow_schema
+        columns = json.loads(columns_json)
+        arrow = to_arrow_schema(schema, timezone="UTC")
+        for batch in batches:
+            for file_no, path, start, end, first_line in zip(
+                    *[batch.column(i).to_pylist() for i in range(5)]):
+                yield from read_partition(path, columns, fmt, file_no, start, end, first_line, arrow)
+    return parse

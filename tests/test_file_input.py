@@ -1,0 +1,107 @@
+"""Native input streams read through Spark's file source (runtime/file_input.py) give what the
+ccl_csv source gives: the same rows, sequence numbers, bad records and counters."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from runner_e2e import run_project
+from runtime.csv_source import CsvFormat, FileSpec, read_file
+from runtime.file_input import batch_rows
+
+COLUMNS = [["k", "string"], ["v", "integer"]]
+
+# one consumer (the aggregation reads the input's batch in its own pass) or two (the batch is
+# cached and read by both); the ROUNDROBIN stream places rows by sequence number
+PROJECTS = {
+    "one reader": """
+    create input stream s schema (k string, v integer);
+    create output window w primary key deduced keep all
+      as select s.k, sum(s.v) t, count(*) n from s group by s.k;
+    """,
+    "two readers": """
+    create input stream s schema (k string, v integer);
+    create output stream o partition by s roundrobin partitions 3
+      as select s.k, s.v from s where s.v > 0;
+    create output window w primary key deduced keep all
+      as select s.k, sum(s.v) t, count(*) n from s group by s.k;
+    """,
+}
+
+
+def _files(d) -> None:
+    d.mkdir(parents=True)
+    (d / "a.csv").write_text("k,v\nx,1\ny,oops\n\nz,3,4\n" + "".join(f"r{i % 7},{i}\n" for i in range(40)))
+    (d / "b c%41.csv").write_text('ESP_OPS,k,v\ni,"q\nq",5\nd,x,1\nu,x,2\n')
+    # never input: hidden, being written, in a subdirectory
+    (d / ".hidden.csv").write_text("k,v\nh,100\n")
+    (d / "_meta.csv").write_text("k,v\nh,100\n")
+    (d / "c.csv.tmp").write_text("k,v\nh,100\n")
+    (d / "sub").mkdir()
+    (d / "sub" / "s.csv").write_text("k,v\nh,100\n")
+
+
+def _summary(out, elements) -> dict:
+    return {"rows": {e: out.rows(e) for e in elements if e != "s"},
+            "bad": sorted(json.dumps(b, sort_keys=True) for b in out.bad_records()),
+            "stats": {e: {k: out.stats(e)[k] for k in ("rows_in", "rows_out_by_opcode",
+                                                       "bad_records", "instances")}
+                      for e in elements}}
+
+
+@pytest.mark.parametrize("shape", sorted(PROJECTS))
+def test_file_source_gives_what_the_ccl_csv_source_gives(spark, tmp_path, shape):
+    text = PROJECTS[shape]
+    data = tmp_path / "in"
+    _files(data)
+    old = tmp_path / "old"
+    (old / "run").mkdir(parents=True)
+    runs = {}
+    for second in (False, True):
+        if second:  # a new file: numbered after the first two, in both runs
+            (data / "d.csv").write_text("v,k\n7,x\n8,zz\n")
+        new = run_project(spark, tmp_path / "new", text, {"s": str(data)})
+        if not second:
+            plan = {k: v for k, v in new.plan.items()}
+            # a run directory from before the file source: its input keeps the ccl_csv source
+            (old / "run" / "plan.json").write_text(json.dumps({**plan, "buckets": 2}))
+        runs[second] = (new, run_project(spark, old, text, {"s": str(data)}))
+        elements = [e["name"] for e in new.plan["elements"]]
+        assert _summary(runs[second][0], elements) == _summary(runs[second][1], elements)
+    saved = json.loads((tmp_path / "new" / "run" / "plan.json").read_text())
+    assert saved["file_source"] == ["s"]
+    first, later = runs[False][0], runs[True][0]
+    assert first.stats("s")["rows_in"] == 1 + 2 + 40 + 3  # the unreadable lines are rows in too
+    assert later.stats("s")["rows_in"] == first.stats("s")["rows_in"] + 2
+    reasons = sorted(b["reason"] for b in later.bad_records())
+    assert reasons == ["column v: 'oops' is not an integer", "expected 2 fields, got 3"]
+    w = {r["k"]: (int(r["t"]), int(r["n"])) for r in later.rows("w")}
+    assert "h" not in w and w["q\nq"] == (5, 1) and w["zz"] == (8, 1)
+    assert w["x"] == (1 + 2 + 7, 3)  # the delete is dropped by the stream, the update inserted
+
+
+def test_batch_rows_numbers_files_and_slices_them_as_the_ccl_csv_source(spark, tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    lines = "".join(f"k{i},{i}\n" for i in range(300))
+    (d / "big.csv").write_text("k,v\n" + lines)
+    (d / "small.csv").write_text("k,v\nx,1\n")
+    element = {"name": "s", "columns": COLUMNS}
+    spec, fmt = FileSpec(str(d), None, "*"), CsvFormat.from_options({}, "s")
+    manifest = str(tmp_path / "manifest")
+
+    def rows(names, slice_bytes):
+        df = batch_rows(spark, element, spec, fmt, manifest, ["file:" + str(d / n) for n in names],
+                        slice_bytes=slice_bytes)
+        return sorted(tuple(r) for r in df.collect()), df.rdd.getNumPartitions()
+
+    got, parts = rows(["small.csv"], 64)
+    assert got == sorted(read_file(str(d / "small.csv"), COLUMNS, fmt, 0)) and parts == 1
+    # the second batch's file is numbered 1; cut in slices of about 64 bytes, one task each
+    got, parts = rows(["big.csv", "small.csv"], 64)
+    assert got == sorted([*read_file(str(d / "big.csv"), COLUMNS, fmt, 1),
+                          *read_file(str(d / "small.csv"), COLUMNS, fmt, 0)])
+    assert parts > 10
+    assert open(os.path.join(manifest, "files.txt")).read() == "small.csv\nbig.csv\n"
