@@ -50,7 +50,8 @@ def input_format(element: dict, adapter: dict) -> CsvFormat:
 
 def file_stream(spark: SparkSession, files: FileSpec, max_files: Optional[int] = None) -> DataFrame:
     """The stream of new file paths under ``files.dir`` (all of them: :func:`batch_rows` keeps
-    the wanted ones)."""
+    the wanted ones). A missing directory is made (Spark's source needs it; the ``ccl_csv``
+    source waits for it to appear); OSError when it cannot be."""
     os.makedirs(files.dir, exist_ok=True)
     reader = (spark.readStream.format("binaryFile").schema(_LISTING)
               .option("maxFileAge", _MAX_FILE_AGE))

@@ -585,7 +585,10 @@ def input_files_stream(spark: SparkSession, plan: dict, element: dict, options: 
         parsed = batch_rows(batch.sparkSession, element, files, fmt,
                             dirs.of("sources", element["name"]), paths)
         return native_input(element, _frame_layout(parsed))
-    return file_stream(spark, files, options.max_files_per_batch), rows
+    try:
+        return file_stream(spark, files, options.max_files_per_batch), rows
+    except OSError as exc:  # the directory is missing and cannot be made
+        raise RunError(f"input of '{element['name']}': {exc}") from None
 
 
 def native_path(element: dict, plan: dict, native_operators: bool = True) -> Optional[str]:

@@ -105,3 +105,16 @@ def test_batch_rows_numbers_files_and_slices_them_as_the_ccl_csv_source(spark, t
                           *read_file(str(d / "small.csv"), COLUMNS, fmt, 0)])
     assert parts > 10
     assert open(os.path.join(manifest, "files.txt")).read() == "small.csv\nbig.csv\n"
+
+
+def test_a_missing_directory_is_made_and_one_that_cannot_be_is_a_clear_error(spark, tmp_path):
+    from runtime.job import RunError
+    adapter = "attach input adapter a type toolkit_file_csv_input to s properties dir = '{}';\n"
+    text = PROJECTS["one reader"] + adapter.format("later/in")
+    out = run_project(spark, tmp_path / "a", text, {})
+    assert out.stats("s")["rows_in"] == 0 and (tmp_path / "a" / "later" / "in").is_dir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "plain").write_text("not a directory")
+    text = PROJECTS["one reader"] + adapter.format("plain/in")
+    with pytest.raises(RunError, match="input of 's'"):
+        run_project(spark, tmp_path / "b", text, {})

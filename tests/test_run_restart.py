@@ -1,6 +1,7 @@
 """A real `ccl run --checkpoint` killed with SIGKILL and started again: nothing lost, nothing twice;
 and a checkpoint refused after PARTITIONS changed."""
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -28,29 +29,45 @@ def _batches(run_dir: str, element: str) -> int:
     return len(glob.glob(os.path.join(run_dir, "stats", element, "batch-*.json")))
 
 
-def test_killed_run_resumes_without_loss_or_duplicates(spark, tmp_path):
+@pytest.mark.parametrize("source", ["ccl_csv", "spark files"])
+def test_killed_run_resumes_without_loss_or_duplicates(spark, tmp_path, source):
+    """With ``max_files_per_batch`` the input is read by the ccl_csv source, one file a batch; without
+    it by Spark's file source (runtime/file_input.py), fed a file at a time while the run goes."""
     rows = [(i, "ABCDEFG"[i % 7], (i * 37) % 100) for i in range(1200)]
     data = tmp_path / "in"
-    for f in range(24):  # one file per micro-batch: the kill lands in the middle of the input
-        write_rows(str(data / f"trades-{f:02d}.csv"), ["id", "sym", "qty"], rows[f * 50:(f + 1) * 50])
+
+    def feed(f: int) -> None:  # written aside and renamed: a reader never sees half a file
+        write_rows(str(data / f".trades-{f:02d}.csv"), ["id", "sym", "qty"], rows[f * 50:(f + 1) * 50])
+        os.replace(data / f".trades-{f:02d}.csv", data / f"trades-{f:02d}.csv")
+    fed = 24 if source == "ccl_csv" else 1
+    for f in range(fed):  # one file per micro-batch: the kill lands in the middle of the input
+        feed(f)
     (tmp_path / "p.ccl").write_text(PROJECT)
     run_dir = str(tmp_path / "ckpt")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    limit = ["--set", "runtime.max_files_per_batch=1"] if source == "ccl_csv" else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "ccl.cli", "run", str(tmp_path / "p.ccl"), "--input", f"trades={data}",
-         "--checkpoint", run_dir, "--output-dir", str(tmp_path / "out1"),
-         "--set", "runtime.max_files_per_batch=1", "--set", "runtime.trigger_interval=200 milliseconds",
+         "--checkpoint", run_dir, "--output-dir", str(tmp_path / "out1"), *limit,
+         "--set", "runtime.trigger_interval=200 milliseconds",
          "--set", "spark.master=local[2]", "--set", "spark.shuffle_partitions=2"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 240
         while _batches(run_dir, "totals") < 4 and proc.poll() is None and time.monotonic() < deadline:
+            if fed < 24 and _batches(run_dir, "trades") >= fed:
+                feed(fed)
+                fed += 1
             time.sleep(0.2)
         assert proc.poll() is None, "the run ended before it could be killed"
         assert _batches(run_dir, "totals") >= 4, "no progress before the deadline"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, as a crash would
         proc.wait()
+    assert (json.loads((Path(run_dir) / "plan.json").read_text())["file_source"]
+            == ([] if source == "ccl_csv" else ["trades"]))
+    for f in range(fed, 24):
+        feed(f)
     done = _batches(run_dir, "trades")
     assert 0 < done < 24, f"{done} of 24 input batches were done at the kill: not a mid-run kill"
 
