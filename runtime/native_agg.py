@@ -76,7 +76,8 @@ def native_writer(element: dict, spec: dict, state_dir: str,
     ``write(df, batch_id, tally=())``: rows whose ``__op`` is a delete or null are not aggregated.
     With ``tally`` (columns of ``df``), the same pass over ``df`` also counts all its rows by those
     columns, returned as ``{values: rows}``: a producer that hands its whole batch over (see
-    runtime/job.py batch_writer) gets its own counters without a pass of its own."""
+    runtime/job.py batch_writer) gets its own counters without a pass of its own. The tally must
+    not split a group: the rows aggregated have one tally value (a producer's output rows)."""
     group_cols = [INST] + sorted({c for _, c in spec["groups"]})
     partials = _partials(spec)
     types = dict((name, t) for name, t in element["columns"])
@@ -95,13 +96,15 @@ def native_writer(element: dict, spec: dict, state_dir: str,
             received: dict[str, int] = {}
             counted: dict[tuple, int] = {}
             any_bad = False
+            groups = 0  # in ``part`` below
             for r in every.groupBy(INST, "__bad", "__live", *[column(c) for c in tally]).agg(
-                    F.sum("__n").alias("n")).collect():
+                    F.sum("__n").alias("n"), F.count(F.lit(1)).alias("groups")).collect():
                 values = tuple(r[c] for c in tally)
                 counted[values] = counted.get(values, 0) + int(r["n"])
                 if r["__live"]:
                     received[str(r[INST])] = received.get(str(r[INST]), 0) + int(r["n"])
                     any_bad = any_bad or r["__bad"]
+                    groups += 0 if r["__bad"] else int(r["groups"])
             bad = write_bad(df.where(live & F.col(WHY).isNotNull()), batch_id) if any_bad else {}
             part = every.where(F.col("__live") & ~F.col("__bad")).drop(
                 "__bad", "__live", "__n", *tally)
@@ -145,8 +148,11 @@ def native_writer(element: dict, spec: dict, state_dir: str,
                                  F.when(column("__present"), F.lit("u")).otherwise(F.lit("i")).alias(OP),
                                  *values)
             rows = rows.select(BATCH, INST, SEQ, SUB, OP, *[column(c) for c, _ in element["columns"]])
-            ops = {r[OP]: int(r["n"]) for r in rows.groupBy(OP).count()
-                   .withColumnRenamed("count", "n").collect()}
+            if old_path is None:  # every group is new
+                ops = {"i": groups} if groups else {}
+            else:
+                ops = {r[OP]: int(r["n"]) for r in rows.groupBy(OP).count()
+                       .withColumnRenamed("count", "n").collect()}
             if sum(ops.values()):
                 write_parquet(rows, changelog_path(batch_id))
             write_parquet(state, os.path.join(state_dir, f"state-{batch_id:08d}.parquet"))

@@ -58,7 +58,7 @@ def test_file_source_gives_what_the_ccl_csv_source_gives(spark, tmp_path, shape)
     _files(data)
     old = tmp_path / "old"
     (old / "run").mkdir(parents=True)
-    runs = {}
+    runs, groups = {}, {}
     for second in (False, True):
         if second:  # a new file: numbered after the first two, in both runs
             (data / "d.csv").write_text("v,k\n7,x\n8,zz\n")
@@ -68,6 +68,7 @@ def test_file_source_gives_what_the_ccl_csv_source_gives(spark, tmp_path, shape)
             # a run directory from before the file source: its input keeps the ccl_csv source
             (old / "run" / "plan.json").write_text(json.dumps({**plan, "buckets": 2}))
         runs[second] = (new, run_project(spark, old, text, {"s": str(data)}))
+        groups[second] = len(new.rows("w"))  # the output files of the run just made
         elements = [e["name"] for e in new.plan["elements"]]
         assert _summary(runs[second][0], elements) == _summary(runs[second][1], elements)
     saved = json.loads((tmp_path / "new" / "run" / "plan.json").read_text())
@@ -80,6 +81,10 @@ def test_file_source_gives_what_the_ccl_csv_source_gives(spark, tmp_path, shape)
     w = {r["k"]: (int(r["t"]), int(r["n"])) for r in later.rows("w")}
     assert "h" not in w and w["q\nq"] == (5, 1) and w["zz"] == (8, 1)
     assert w["x"] == (1 + 2 + 7, 3)  # the delete is dropped by the stream, the update inserted
+    # one change per group and batch: all new in the first batch; of d.csv's, x was there
+    assert first.stats("w")["rows_out_by_opcode"] == {"i": groups[False]}
+    assert groups[True] == len(w) == groups[False] + 1  # zz
+    assert later.stats("w")["rows_out_by_opcode"] == {"i": len(w), "u": 1}
 
 
 def test_batch_rows_numbers_files_and_slices_them_as_the_ccl_csv_source(spark, tmp_path):
