@@ -19,10 +19,8 @@ Run directory (the checkpoint directory, or a temporary one):
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -79,9 +77,6 @@ class RunDirs:
         """``WHAT/ELEMENT/batch-N.EXT``: one micro-batch's changelog, stats or bad records."""
         return os.path.join(self.of(what, element), f"batch-{batch_id:08d}.{ext}")
 
-    def tmp(self) -> str:
-        return tempfile.mkdtemp(dir=os.path.join(self.root, "tmp"))
-
 
 def _safe(name: str) -> str:
     """A file name for an element name (module elements are ``inst.elem``)."""
@@ -95,7 +90,7 @@ def _safe(name: str) -> str:
 def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
     """Create (or reopen) the run directory; refuse a checkpoint made with other partition counts."""
     root = options.run_dir or tempfile.mkdtemp(prefix="ccl-run-")
-    for sub in ("queries", "changelog", "stats", "bad", "tmp"):
+    for sub in ("queries", "changelog", "stats", "bad"):
         os.makedirs(os.path.join(root, sub), exist_ok=True)
     saved = os.path.join(root, "plan.json")
     if os.path.exists(saved):
@@ -346,7 +341,7 @@ def _atomic_json(path: str, data: object) -> None:
     os.replace(path + ".tmp", path)
 
 
-def _single_parquet(df: DataFrame, target: str, dirs: RunDirs) -> None:
+def _single_parquet(df: DataFrame, target: str) -> None:
     """Write ``df`` as one Parquet file at ``target`` (complete or absent, never partial): one
     task writes its Arrow batches with pyarrow under a hidden name and renames it. (Spark's own
     writer, with its commit protocol and temporary directories, took about twice as long for a
@@ -398,7 +393,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: boo
     if native == "aggregation":
         return native_writer(
             element, native_aggregation(element, plan), dirs.of("native", name),
-            write_parquet=lambda df, path: _single_parquet(df, path, dirs),
+            write_parquet=_single_parquet,
             write_stats=lambda batch_id, stats: _atomic_json(
                 dirs.batch_file("stats", name, batch_id, "json"), stats),
             write_bad=lambda rows, batch_id: _write_bad(
@@ -450,7 +445,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: boo
             if produced and name not in unrecorded:
                 data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
                                                              *[column(c) for c in cols])
-                _single_parquet(data, dirs.batch_file("changelog", name, batch_id, "parquet"), dirs)
+                _single_parquet(data, dirs.batch_file("changelog", name, batch_id, "parquet"))
             bad = _write_bad(df.where(F.col(KIND) == "bad"), name,
                              dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id)
             _atomic_json(dirs.batch_file("stats", name, batch_id, "json"),

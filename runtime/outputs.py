@@ -13,7 +13,8 @@ from __future__ import annotations
 import glob
 import json
 import os
-from typing import Iterator, Optional
+import re
+from typing import Iterable, Iterator, Optional
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -49,35 +50,61 @@ def element_stats(dirs: RunDirs, element: dict) -> dict:
     return total
 
 
+CHUNK_BYTES = 64 << 20  # changelog files read, sorted and written at a time (see changelog_chunks)
+_BATCH_FILE = re.compile(r"batch-(\d+)")
+
+
 def changelog(spark: SparkSession, dirs: RunDirs, element: dict) -> DataFrame:
-    """An element's whole changelog as a batch frame, in the order it was produced."""
+    """An element's whole changelog as a batch frame, in no order."""
     path = dirs.of("changelog", element["name"])
     os.makedirs(path, exist_ok=True)
-    df = spark.read.schema(changelog_schema(element)).parquet(path)
-    return df
+    return spark.read.schema(changelog_schema(element)).parquet(path)
+
+
+def changelog_chunks(spark: SparkSession, dirs: RunDirs, element: dict) -> Iterator[DataFrame]:
+    """An element's changelog as frames of whole micro-batches, in batch order, each of about
+    :data:`CHUNK_BYTES` of files: sorted one at a time (:func:`_records`), they give the whole
+    changelog in order without holding it all on the driver."""
+    files: list[tuple[int, str]] = []
+    for path in glob.glob(os.path.join(dirs.of("changelog", element["name"]), "batch-*.parquet")):
+        m = _BATCH_FILE.match(os.path.basename(path))
+        if m:
+            files.append((int(m.group(1)), path))
+    files.sort()
+    chunk: list[str] = []
+    size = 0
+    for i, (batch, path) in enumerate(files):
+        chunk.append(path)
+        size += os.path.getsize(path)
+        last_of_batch = i + 1 == len(files) or files[i + 1][0] != batch
+        if last_of_batch and (size >= CHUNK_BYTES or i + 1 == len(files)):
+            yield spark.read.schema(changelog_schema(element)).parquet(*chunk)
+            chunk, size = [], 0
 
 
 ORDER = (BATCH, SEQ, INST, SUB)  # the order in which an element produced its changelog rows
 
 
-def final_rows(spark: SparkSession, dirs: RunDirs, element: dict) -> DataFrame:
-    """What ``NAME.csv`` holds for an element (see the module docstring), in no order."""
-    df = changelog(spark, dirs, element)
+def final_rows(spark: SparkSession, dirs: RunDirs, element: dict) -> Iterator[DataFrame]:
+    """What ``NAME.csv`` holds for an element (see the module docstring), as frames to sort one
+    at a time: a window's final contents, else the changelog's chunks."""
     if element["kind"] != "window":
-        return df
+        yield from changelog_chunks(spark, dirs, element)
+        return
+    df = changelog(spark, dirs, element)
     key = [INST] + [F.col(f"`{k}`") for k in element["key"]] if element["key"] else [INST, SEQ]
     latest = Window.partitionBy(*key).orderBy(F.col(BATCH).desc(), F.col(SEQ).desc(), F.col(SUB).desc())
     last = df.withColumn("__n", F.row_number().over(latest)).where("__n = 1").drop("__n")
-    return last.where(F.col(OP) != "d")
+    yield last.where(F.col(OP) != "d")
 
 
-def _records(df: DataFrame) -> Iterator[dict]:
-    """The rows of ``df`` as dicts in :data:`ORDER`: collected as one Arrow table and sorted on the
-    driver (several times faster than Spark's sort and Row objects; the driver writes the file
-    in any case)."""
-    table = df.toArrow().sort_by([(c, "ascending") for c in ORDER])
-    for batch in table.to_batches():
-        yield from batch.to_pylist()
+def _records(frames: Iterable[DataFrame]) -> Iterator[dict]:
+    """The rows of ``frames`` as dicts, each frame collected as one Arrow table and sorted on the
+    driver in :data:`ORDER` (about twice as fast as Spark's sort and Row objects)."""
+    for df in frames:
+        table = df.toArrow().sort_by([(c, "ascending") for c in ORDER])
+        for batch in table.to_batches():
+            yield from batch.to_pylist()
 
 
 def write_outputs(spark: SparkSession, plan: dict, dirs: RunDirs, out_dir: str, base_dir: str,
@@ -110,7 +137,7 @@ def _write_adapter(spark: SparkSession, plan: dict, dirs: RunDirs, adapter: dict
     directory = os.path.join(base_dir, str(props.get("dir", ".")))
     os.makedirs(directory, exist_ok=True)
     name = str(props.get("file") or element["name"] + ".csv")
-    rows = _records(changelog(spark, dirs, element))
+    rows = _records(changelog_chunks(spark, dirs, element))
     try:
         fmt = CsvFormat.from_options(props)
     except ValueError as exc:

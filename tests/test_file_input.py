@@ -123,3 +123,4 @@ def test_a_missing_directory_is_made_and_one_that_cannot_be_is_a_clear_error(spa
     text = PROJECTS["one reader"] + adapter.format("plain/in")
     with pytest.raises(RunError, match="input of 's'"):
         run_project(spark, tmp_path / "b", text, {})
+

@@ -408,3 +408,22 @@ def test_local_python_workers_import_compiled_pyspark_not_the_zip(spark):
 
     paths = spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()
     assert paths and ".zip" not in paths[0]
+
+
+def test_stream_outputs_are_written_in_order_chunk_by_chunk(spark, tmp_path, monkeypatch):
+    """NAME.csv of a stream is its changelog read a few batches at a time (runtime/outputs.py
+    changelog_chunks), each chunk sorted on the driver: the same file with chunks of one batch."""
+    from runtime import outputs
+    text = """
+    create input stream s schema (k string, v integer);
+    create output stream o as select s.k, s.v from s where s.v % 3 <> 0;
+    """
+    rows = [(f"k{i % 5}", i) for i in range(90)]
+    for f in range(3):
+        write_rows(str(tmp_path / "in" / f"p{f}.csv"), ["k", "v"], rows[f * 30:(f + 1) * 30])
+    whole = run_project(spark, tmp_path / "a", text, {"s": str(tmp_path / "in")}, max_files_per_batch=1)
+    monkeypatch.setattr(outputs, "CHUNK_BYTES", 1)
+    chunked = run_project(spark, tmp_path / "b", text, {"s": str(tmp_path / "in")}, max_files_per_batch=1)
+    assert whole.stats("o")["batches"] == 3
+    assert [int(r["v"]) for r in chunked.rows("o")] == [v for _, v in rows if v % 3]
+    assert chunked.rows("o") == whole.rows("o")
