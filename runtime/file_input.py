@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any, Iterator, Optional
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -57,13 +58,19 @@ def file_stream(spark: SparkSession, files: FileSpec, max_files: Optional[int] =
               .option("maxFileAge", _MAX_FILE_AGE))
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)
-    return reader.load(os.path.abspath(files.dir)).select("path")
+    return reader.load(_glob_escaped(os.path.abspath(files.dir))).select("path")
+
+
+def _glob_escaped(path: str) -> str:
+    """``path`` with Hadoop's glob characters escaped: Spark's file source reads its path as a
+    glob, so a directory called ``in [1]`` would match nothing."""
+    return "".join("\\" + c if c in "\\{}[]*?" else c for c in path)
 
 
 def _local(path: str) -> str:
-    """A local path for a path Spark lists (``file:/a/b c.csv``, possibly percent-encoded)."""
-    parsed = urlparse(path)
-    local = parsed.path if parsed.scheme in ("file", "") else path
+    """A local path for a path Spark lists (``file:/a/b c.csv``, possibly percent-encoded; not
+    parsed as a URL, where ``?`` and ``#`` would start a query or fragment)."""
+    local = re.sub(r"^file:(//)?", "", path)
     return local if os.path.exists(local) else unquote(local)
 
 

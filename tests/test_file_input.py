@@ -124,3 +124,13 @@ def test_a_missing_directory_is_made_and_one_that_cannot_be_is_a_clear_error(spa
     with pytest.raises(RunError, match="input of 's'"):
         run_project(spark, tmp_path / "b", text, {})
 
+
+
+@pytest.mark.parametrize("directory", ["in [x]{y}*", "h#sh?q=1 %41", "back\\slash"])
+def test_directory_names_are_not_globs_or_urls(spark, tmp_path, directory):
+    """Spark's file source reads its path as a glob and lists URLs: neither may lose a file."""
+    data = tmp_path / directory
+    data.mkdir()
+    (data / "a [1]?.csv").write_text("k,v\na,1\nb,2\n")
+    out = run_project(spark, tmp_path / "p", PROJECTS["one reader"], {"s": str(data)})
+    assert {r["k"]: r["t"] for r in out.rows("w")} == {"a": "1", "b": "2"}
