@@ -134,3 +134,22 @@ def test_directory_names_are_not_globs_or_urls(spark, tmp_path, directory):
     (data / "a [1]?.csv").write_text("k,v\na,1\nb,2\n")
     out = run_project(spark, tmp_path / "p", PROJECTS["one reader"], {"s": str(data)})
     assert {r["k"]: r["t"] for r in out.rows("w")} == {"a": "1", "b": "2"}
+
+
+def test_xml_list_files_through_the_file_source(spark, tmp_path):
+    """An xmllist adapter's files are read whole (no slices) by the same reader."""
+    text = """
+    create input stream S schema (k string, v integer);
+    create output window w primary key deduced keep all
+      as select S.k, sum(S.v) t, count(*) n from S group by S.k;
+    attach input adapter a type toolkit_file_xmllist_input to S properties dir = 'xml';
+    """
+    (tmp_path / "new" / "xml").mkdir(parents=True)
+    (tmp_path / "new" / "xml" / "s.xml").write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n<S ESP_OPS="i" k="a" v="1"/>\n'
+        '<S k="b" v="2"/>\n<S k="a" v="x"/>\n<S ESP_OPS="i" k="a" v="4"/>\n')
+    out = run_project(spark, tmp_path / "new", text, {})
+    assert json.loads((tmp_path / "new" / "run" / "plan.json").read_text())["file_source"] == ["S"]
+    assert {r["k"]: (r["t"], r["n"]) for r in out.rows("w")} == {"a": ("5", "2"), "b": ("2", "1")}
+    assert [b["reason"] for b in out.bad_records()] == ["column v: 'x' is not an integer"]
+    assert out.stats("S")["rows_in"] == 4
