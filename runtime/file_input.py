@@ -7,7 +7,7 @@ element's manifest, as the ``ccl_csv`` source does (names new to it appended in 
 them into slices (:func:`runtime.csv_source.file_slices`) and parses the slices on the executors
 (``mapInArrow`` over the slice list, :func:`runtime.csv_source.read_partition`): the rows and
 sequence numbers of the ``ccl_csv`` source, without a Python data source (whose planning and read
-path cost about 0.6 s more per million rows here, see docs/io.md "Speed").
+path cost 0.3-0.6 s more per million rows here, see docs/io.md).
 
 Only a query that feeds ``foreachBatch`` can read files so: an element on the per-instance path
 needs its rows as a stream and keeps the ``ccl_csv`` source. Files are taken as the ``ccl_csv``
