@@ -6,7 +6,9 @@ retracts. Its input rows carry their partition instance (``__inst``, given by
 aggregated with ``groupBy(__inst, group columns)`` and merged into per-group partial totals kept as
 one Parquet snapshot per batch (``RUN/native/ELEMENT/state-N.parquet``), so every instance has its
 own groups. A replayed batch N reads snapshot N-1 again and rewrites the same files, as the
-per-instance path does. Rows that get no instance (``__why`` set) are bad records.
+per-instance path does. Rows that get no instance (``__why`` set) are bad records. A snapshot also
+keeps each group's last batch and sequence number, so the window's final contents (``NAME.csv``)
+are read from the latest snapshot (:func:`final_contents`) rather than from the whole changelog.
 
 Changelog rows: one per group the batch touched, ``i`` when the group is new and ``u`` otherwise,
 carrying the largest sequence number of the group's rows in the batch (the per-instance path
@@ -19,13 +21,14 @@ import os
 import re
 from typing import Callable, Optional, Sequence
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .processor import BATCH, INST, OP, SEQ, SUB, WHY
 from .types import column, spark_type
 
 _STATE = re.compile(r"state-(\d+)\.parquet$")
+LAST_BATCH = "__last_batch"  # snapshot column: the batch of the group's last change
 
 
 
@@ -63,6 +66,40 @@ def _snapshots(directory: str) -> list[tuple[int, str]]:
     return found
 
 
+def output_values(element: dict, spec: dict) -> list[Column]:
+    """The element's group and aggregate columns from a frame of partials (a batch's merged
+    groups or a snapshot)."""
+    types = dict((name, t) for name, t in element["columns"])
+    values = [column(col).cast(spark_type(types[item])).alias(item) for item, col in spec["groups"]]
+    for i, (item, fn, _) in enumerate(spec["aggregates"]):
+        if fn in ("max", "min"):
+            value = column(f"__m{i}")
+        elif fn == "sum":
+            value = column(f"__s{i}")
+        elif fn == "count":
+            value = column(f"__c{i}")
+        else:
+            value = F.when(column(f"__c{i}") > 0, column(f"__s{i}") / column(f"__c{i}"))
+        values.append(value.cast(spark_type(types[item])).alias(item))
+    return values
+
+
+def final_contents(spark: SparkSession, element: dict, spec: dict,
+                   state_dir: str) -> Optional[DataFrame]:
+    """The window's rows now, from its latest snapshot, as changelog rows (each with the batch and
+    sequence number of its group's last change): the last change of every group, without reading
+    the changelog. None when there is no snapshot or it predates those columns."""
+    snaps = _snapshots(state_dir)
+    if not snaps:
+        return None
+    snap = spark.read.parquet(max(snaps)[1])
+    if LAST_BATCH not in snap.columns:
+        return None
+    return snap.select(F.col(LAST_BATCH).alias(BATCH), F.col(INST), F.col(SEQ),
+                       F.lit(0).cast("long").alias(SUB), F.lit("u").alias(OP),
+                       *output_values(element, spec))
+
+
 def native_writer(element: dict, spec: dict, state_dir: str,
                   write_parquet: Callable[[DataFrame, str], None],
                   write_stats: Callable[[int, dict], None],
@@ -80,7 +117,6 @@ def native_writer(element: dict, spec: dict, state_dir: str,
     not split a group: the rows aggregated have one tally value (a producer's output rows)."""
     group_cols = [INST] + sorted({c for _, c in spec["groups"]})
     partials = _partials(spec)
-    types = dict((name, t) for name, t in element["columns"])
 
     def write(df: DataFrame, batch_id: int, tally: Sequence[str] = ()) -> Optional[dict[tuple, int]]:
         live = F.coalesce(~F.col(OP).isin("d", "s"), F.lit(False))
@@ -110,9 +146,14 @@ def native_writer(element: dict, spec: dict, state_dir: str,
                 "__bad", "__live", "__n", *tally)
             earlier = [snap for snap in _snapshots(state_dir) if snap[0] < batch_id]
             old_path = max(earlier)[1] if earlier else None
+            # the batch and sequence number of each group's last change (for final_contents);
+            # a snapshot from before they were kept goes on without them
+            order = [LAST_BATCH, SEQ]
             if old_path is not None:
                 old = df.sparkSession.read.parquet(old_path)
-                old = old.select(*[column(c).alias("__o_" + c) for c in group_cols],
+                if LAST_BATCH not in old.columns:
+                    order = []
+                old = old.select(*[column(c).alias("__o_" + c) for c in group_cols + order],
                                  *[column(p).alias("__o" + p) for p, _, _ in partials],
                                  F.lit(True).alias("__present"))
                 cond = None
@@ -127,26 +168,17 @@ def native_writer(element: dict, spec: dict, state_dir: str,
                 merged = part.withColumn("__present", F.lit(None).cast("boolean"))
                 kept = None
             merged = merged.persist()
-            state = merged.select(*[column(c) for c in group_cols], *[column(p) for p, _, _ in partials])
+            state = merged.select(*[column(c) for c in group_cols], *[column(p) for p, _, _ in partials],
+                                  *([F.lit(batch_id).cast("long").alias(LAST_BATCH), F.col(SEQ)]
+                                    if order else []))
             if kept is not None:
                 state = state.unionByName(kept.select(
-                    *[column("__o_" + c).alias(c) for c in group_cols],
+                    *[column("__o_" + c).alias(c) for c in group_cols + order],
                     *[column("__o" + p).alias(p) for p, _, _ in partials]))
-            values = [column(col).cast(spark_type(types[item])).alias(item) for item, col in spec["groups"]]
-            for i, (item, fn, _) in enumerate(spec["aggregates"]):
-                if fn in ("max", "min"):
-                    value = column(f"__m{i}")
-                elif fn == "sum":
-                    value = column(f"__s{i}")
-                elif fn == "count":
-                    value = column(f"__c{i}")
-                else:
-                    value = F.when(column(f"__c{i}") > 0, column(f"__s{i}") / column(f"__c{i}"))
-                values.append(value.cast(spark_type(types[item])).alias(item))
             rows = merged.select(F.lit(batch_id).alias(BATCH), F.col(INST),
                                  F.col(SEQ), F.lit(0).cast("long").alias(SUB),
                                  F.when(column("__present"), F.lit("u")).otherwise(F.lit("i")).alias(OP),
-                                 *values)
+                                 *output_values(element, spec))
             rows = rows.select(BATCH, INST, SEQ, SUB, OP, *[column(c) for c, _ in element["columns"]])
             if old_path is None:  # every group is new
                 ops = {"i": groups} if groups else {}

@@ -19,11 +19,12 @@ from typing import Iterable, Iterator, Optional
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ccl.physical import instance_count
+from ccl.physical import instance_count, native_aggregation
 
 from .csv_output import write_csv
 from .csv_source import CsvFormat, adapter_properties
 from .job import BATCH, RunDirs, RunError, changelog_schema
+from .native_agg import final_contents
 from .processor import INST, OP, SEQ, SUB
 
 OUTPUT_ADAPTERS = ("toolkit_file_csv_output", "dsv_out", "toolkit_file_csv_output_adapter")
@@ -85,20 +86,34 @@ def changelog_chunks(spark: SparkSession, dirs: RunDirs, element: dict) -> Itera
 ORDER = (BATCH, SEQ, INST, SUB)  # the order in which an element produced its changelog rows
 
 
-def final_rows(spark: SparkSession, dirs: RunDirs, element: dict) -> Iterator[DataFrame]:
+def final_rows(spark: SparkSession, dirs: RunDirs, element: dict,
+               plan: dict) -> Iterator[DataFrame]:
     """What ``NAME.csv`` holds for an element (see the module docstring), as frames to sort one
-    at a time: a window's final contents, else the changelog's chunks."""
+    at a time: a window's final contents (a native aggregation's from its latest snapshot, the
+    others' the last change of each key in the changelog), else the changelog's chunks."""
     if element["kind"] != "window":
         yield from changelog_chunks(spark, dirs, element)
         return
+    spec = native_aggregation(element, plan)
+    contents = (final_contents(spark, element, spec, dirs.of("native", element["name"]))
+                if spec is not None else None)
+    if contents is not None:
+        yield contents
+        return
+    yield last_changes(spark, dirs, element)
+
+
+def last_changes(spark: SparkSession, dirs: RunDirs, element: dict) -> DataFrame:
+    """A window's rows now from its changelog: the last change of each key (per instance), unless
+    it is a delete."""
     df = changelog(spark, dirs, element)
     key = [INST] + [F.col(f"`{k}`") for k in element["key"]] if element["key"] else [INST, SEQ]
     latest = Window.partitionBy(*key).orderBy(F.col(BATCH).desc(), F.col(SEQ).desc(), F.col(SUB).desc())
     last = df.withColumn("__n", F.row_number().over(latest)).where("__n = 1").drop("__n")
-    yield last.where(F.col(OP) != "d")
+    return last.where(F.col(OP) != "d")
 
 
-def _records(frames: Iterable[DataFrame]) -> Iterator[dict]:
+def records(frames: Iterable[DataFrame]) -> Iterator[dict]:
     """The rows of ``frames`` as dicts, each frame collected as one Arrow table and sorted on the
     driver in :data:`ORDER` (about twice as fast as Spark's sort and Row objects)."""
     for df in frames:
@@ -116,7 +131,7 @@ def write_outputs(spark: SparkSession, plan: dict, dirs: RunDirs, out_dir: str, 
     for e in plan["elements"]:
         report["elements"][e["name"]] = element_stats(dirs, e)
         if e["role"] == "output":
-            rows = _records(final_rows(spark, dirs, e))
+            rows = records(final_rows(spark, dirs, e, plan))
             delta = e["kind"] == "delta stream"
             write_csv(os.path.join(out_dir, e["name"] + ".csv"), e["columns"],
                       ({**r, "__op": r[OP]} for r in rows), opcodes=delta)
@@ -137,7 +152,7 @@ def _write_adapter(spark: SparkSession, plan: dict, dirs: RunDirs, adapter: dict
     directory = os.path.join(base_dir, str(props.get("dir", ".")))
     os.makedirs(directory, exist_ok=True)
     name = str(props.get("file") or element["name"] + ".csv")
-    rows = _records(changelog_chunks(spark, dirs, element))
+    rows = records(changelog_chunks(spark, dirs, element))
     try:
         fmt = CsvFormat.from_options(props)
     except ValueError as exc:
