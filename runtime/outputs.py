@@ -134,7 +134,7 @@ def write_outputs(spark: SparkSession, plan: dict, dirs: RunDirs, out_dir: str, 
             rows = records(final_rows(spark, dirs, e, plan))
             delta = e["kind"] == "delta stream"
             write_csv(os.path.join(out_dir, e["name"] + ".csv"), e["columns"],
-                      ({**r, "__op": r[OP]} for r in rows), opcodes=delta)
+                      rows, opcodes=delta)
     for a in plan.get("adapters", []):
         if a["direction"] == "output" and a["type"].lower() in OUTPUT_ADAPTERS:
             _write_adapter(spark, plan, dirs, a, base_dir)
@@ -158,7 +158,7 @@ def _write_adapter(spark: SparkSession, plan: dict, dirs: RunDirs, adapter: dict
     except ValueError as exc:
         raise RunError(f"output adapter '{adapter['name']}': {exc}") from None
     write_csv(os.path.join(directory, name), element["columns"],
-              ({**r, "__op": r[OP]} for r in rows), delimiter=fmt.delimiter, opcodes=True,
+              rows, delimiter=fmt.delimiter, opcodes=True,
               header=fmt.has_header is not False,
               stream_name=element["name"] if fmt.stream_opcode else None)
 

@@ -5,7 +5,7 @@ import datetime as dt
 import math
 from decimal import Decimal
 
-from runtime.csv_output import format_value, write_csv
+from runtime.csv_output import format_value, value_formatter, write_csv
 from runtime.csv_source import CsvFormat, read_file
 
 COLS = [["id", "integer"], ["n", "long"], ["price", "money(2)"], ["d", "decimal(10,3)"],
@@ -28,6 +28,24 @@ def test_format_values():
     assert format_value(t.replace(tzinfo=dt.timezone(dt.timedelta(hours=1))), "timestamp") == \
         "2020-01-02T02:04:05.123"
     assert format_value(7, "long") == "7" and format_value("a,b", "string") == "a,b"
+
+
+def test_column_formatters_agree_with_format_value():
+    values = [None, 0, -7, 2**40, True, False, 1.5, 100.0, -0.0, 1e20, math.nan, math.inf, -math.inf,
+              "", "a,b", "12", Decimal("1.5"), dt.datetime(2020, 1, 2, 3, 4, 5, 6), b"\x01"]
+    for ccl_type in ["integer", "LONG", "float", " Float ", "string", "boolean", "money(2)",
+                     "timestamp", "interval", "binary"]:
+        fmt = value_formatter(ccl_type)
+        for v in values:
+            try:
+                expected = format_value(v, ccl_type)
+            except (TypeError, ValueError, ArithmeticError, AttributeError) as exc:
+                expected = type(exc)
+            try:
+                got = fmt(v)
+            except (TypeError, ValueError, ArithmeticError, AttributeError) as exc:
+                got = type(exc)
+            assert got == expected, (ccl_type, v)
 
 
 def test_write_csv_header_quoting_and_rename(tmp_path):
