@@ -101,14 +101,15 @@ def final_contents(spark: SparkSession, element: dict, spec: dict,
 
 
 def native_writer(element: dict, spec: dict, state_dir: str,
-                  write_parquet: Callable[[DataFrame, str], None],
+                  write_parquets: Callable[[list[tuple[DataFrame, str, bool]]], list[dict]],
                   write_stats: Callable[[int, dict], None],
                   write_bad: Callable[[DataFrame, int], dict],
                   changelog_path: Callable[[int], str]
                   ) -> Callable[..., Optional[dict[tuple, int]]]:
     """The foreachBatch function of a native aggregation. Its input is the source's changelog with
     ``__inst`` and ``__why``; ``write_bad(rows, batch_id)`` writes the rows with a ``__why`` as
-    bad records and returns their counts by reason.
+    bad records and returns their counts by reason; ``write_parquets`` is
+    :func:`runtime.job.single_parquets`.
 
     ``write(df, batch_id, tally=())``: rows whose ``__op`` is a delete or null are not aggregated.
     With ``tally`` (columns of ``df``), the same pass over ``df`` also counts all its rows by those
@@ -132,15 +133,13 @@ def native_writer(element: dict, spec: dict, state_dir: str,
             received: dict[str, int] = {}
             counted: dict[tuple, int] = {}
             any_bad = False
-            groups = 0  # in ``part`` below
             for r in every.groupBy(INST, "__bad", "__live", *[column(c) for c in tally]).agg(
-                    F.sum("__n").alias("n"), F.count(F.lit(1)).alias("groups")).collect():
+                    F.sum("__n").alias("n")).collect():
                 values = tuple(r[c] for c in tally)
                 counted[values] = counted.get(values, 0) + int(r["n"])
                 if r["__live"]:
                     received[str(r[INST])] = received.get(str(r[INST]), 0) + int(r["n"])
                     any_bad = any_bad or r["__bad"]
-                    groups += 0 if r["__bad"] else int(r["groups"])
             bad = write_bad(df.where(live & F.col(WHY).isNotNull()), batch_id) if any_bad else {}
             part = every.where(F.col("__live") & ~F.col("__bad")).drop(
                 "__bad", "__live", "__n", *tally)
@@ -167,7 +166,8 @@ def native_writer(element: dict, spec: dict, state_dir: str,
             else:
                 merged = part.withColumn("__present", F.lit(None).cast("boolean"))
                 kept = None
-            merged = merged.persist()
+            if old_path is not None:  # a join with the old snapshot: computed once for both files
+                merged = merged.persist()
             state = merged.select(*[column(c) for c in group_cols], *[column(p) for p, _, _ in partials],
                                   *([F.lit(batch_id).cast("long").alias(LAST_BATCH), F.col(SEQ)]
                                     if order else []))
@@ -180,14 +180,9 @@ def native_writer(element: dict, spec: dict, state_dir: str,
                                  F.when(column("__present"), F.lit("u")).otherwise(F.lit("i")).alias(OP),
                                  *output_values(element, spec))
             rows = rows.select(BATCH, INST, SEQ, SUB, OP, *[column(c) for c, _ in element["columns"]])
-            if old_path is None:  # every group is new
-                ops = {"i": groups} if groups else {}
-            else:
-                ops = {r[OP]: int(r["n"]) for r in rows.groupBy(OP).count()
-                       .withColumnRenamed("count", "n").collect()}
-            if sum(ops.values()):
-                write_parquet(rows, changelog_path(batch_id))
-            write_parquet(state, os.path.join(state_dir, f"state-{batch_id:08d}.parquet"))
+            # both files in one job; the changelog's rows by opcode are counted as it is written
+            ops, _ = write_parquets([(rows, changelog_path(batch_id), False),
+                                     (state, os.path.join(state_dir, f"state-{batch_id:08d}.parquet"), True)])
             for n, stale in earlier:
                 if n < batch_id - 1:  # batch N-1's stays: a replay of this batch reads it
                     os.remove(stale)

@@ -479,3 +479,30 @@ def test_native_window_contents_come_from_its_snapshot(spark, tmp_path):
 def _native_spec(element, plan):
     from ccl.physical import native_aggregation
     return native_aggregation(element, plan)
+
+
+def test_single_parquets_writes_every_part_in_one_job(spark, tmp_path):
+    """runtime.job.single_parquets: each frame in its own file, rows counted by ``__op``; an
+    empty frame gets a file only when asked to."""
+    import datetime as dt
+
+    import pyarrow.parquet as pq
+
+    from runtime.job import single_parquets
+    changes = spark.createDataFrame(
+        [("i", 1, Decimal("1.50"), dt.datetime(2026, 1, 2, 3, 4, 5)), ("u", 2, None, None),
+         ("i", 3, Decimal("-2.25"), dt.datetime(2026, 1, 2, 3, 4, 6))],
+        "__op string, k int, m decimal(10,2), ts timestamp")
+    state = spark.createDataFrame([(1, "a"), (2, None)], "k int, `a b` string")
+    empty = state.where("k > 9")
+    paths = [str(tmp_path / n / "f.parquet") for n in ("c", "s", "e1", "e2")]
+    counts = single_parquets([(changes, paths[0], False), (state, paths[1], True),
+                              (empty, paths[2], False), (empty, paths[3], True)])
+    assert counts == [{"i": 2, "u": 1}, {None: 2}, {}, {}]
+    assert sorted(pq.read_table(paths[0]).to_pylist(), key=lambda r: r["k"]) == [
+        {"__op": "i", "k": 1, "m": Decimal("1.50"), "ts": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)},
+        {"__op": "u", "k": 2, "m": None, "ts": None},
+        {"__op": "i", "k": 3, "m": Decimal("-2.25"), "ts": dt.datetime(2026, 1, 2, 3, 4, 6, tzinfo=dt.UTC)}]
+    assert spark.read.parquet(paths[1]).orderBy("k").collect() == state.orderBy("k").collect()
+    assert not os.path.exists(paths[2]) and pq.read_table(paths[3]).num_rows == 0
+    assert not [f for f in glob.glob(str(tmp_path / "*" / ".*")) if f.endswith(".tmp")]
