@@ -129,12 +129,13 @@ def test_values_are_cast_to_column_types_and_cast_failure_is_bad():
 
 # --- KEEP policies ------------------------------------------------------------------------------
 
-def test_keep_rows_evicts_oldest_and_update_does_not_move():
+def test_keep_rows_evicts_the_least_recently_inserted_or_updated():
     w = input_window(keep("rows", count=2))
     eng = Engine(w, plan(w))
     out, _ = run(eng, [ev("i", 1, k="a", v=1), ev("i", 2, k="b", v=1), ev("u", 3, k="a", v=2),
-                       ev("i", 4, k="c", v=1)])
-    assert out[-2:] == [("d", {"k": "a", "v": 2}), ("i", {"k": "c", "v": 1})]
+                       ev("i", 4, k="c", v=1), ev("p", 5, k="c", v=2), ev("i", 6, k="d", v=1)])
+    assert out[3:] == [("d", {"k": "b", "v": 1}), ("i", {"k": "c", "v": 1}),
+                       ("u", {"k": "c", "v": 2}), ("d", {"k": "a", "v": 2}), ("i", {"k": "d", "v": 1})]
     assert all(isinstance(e, Emit) and e.seq == 4 for e in eng.process(
         eng.initial_state(), [ev("i", 4, k="x", v=1)], 0))
 

@@ -1,8 +1,9 @@
 """A keyed collection of rows with an ESP KEEP policy, its state kept as plain picklable data.
 
 The :class:`Store` object holds only the policy; each instance's rows live in a state dict made by
-:meth:`Store.initial_state`. Row order (for ``KEEP n ROWS``) is the order of first insertion: an
-update changes a row in place and does not move it. Every method returns the :class:`Change` records
+:meth:`Store.initial_state`. Row order (for ``KEEP n ROWS``) is the order of the last insert or update:
+an update makes its row the most recent one, as SAP's CCL FAQ puts it ("KEEP 10 ROWS will keep the
+10 rows that have been added or updated most recently"). Every method returns the :class:`Change` records
 it caused; deletes caused by the policy itself (evictions) are listed before the change that caused
 them.
 """
@@ -60,6 +61,10 @@ class Store:
                 self._ungroup(state, key, old_group)
                 out += self._make_room(state, new_group, seq)
                 state["groups"].setdefault(new_group, {})[key] = None
+            else:  # the most recent row of its group now
+                members = state["groups"][new_group]
+                del members[key]
+                members[key] = None
             rows[key] = new
             out.append(Change("u", key, old, new, seq))
         if self.kind == "time":
