@@ -322,6 +322,8 @@ def column_parser(ccl_type: str, fmt: CsvFormat) -> Callable[[str], Any]:
                 v = int(s)
                 if v <= high:
                     return v
+            if "." in s:  # parse_integral (SPLASH's cast) drops a fraction; a file's value must not lose one
+                raise _BadValue(not_a)
             return parse_integral(s, bits)
         return guarded(integral)
     if name == "float":

@@ -117,6 +117,10 @@ def test_bad_rows_have_reason_and_raw_line():
         ("column id: 'x' is not an integer", "x,1,1"),
         ("column id: '99999999999' is not an integer", "99999999999,1,1")]
     assert all(r[4:] == (None, None, None) for r in rows)
+    fractions = parse("k,n\n3.7,1\n4,2.\n5, 6 \n", columns=[["k", "integer"], ["n", "long"]])
+    assert [(r[2], r[4:]) for r in fractions] == [
+        ("column k: '3.7' is not an integer", (None, None)),
+        ("column n: '2.' is not a long", (None, None)), (None, (5, 6))]
     bad_op = parse("ESP_OPS,id\nz,1\n")
     assert bad_op[0][1:4] == (None, "unknown opcode 'z'", "z,1")
 
