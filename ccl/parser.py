@@ -425,9 +425,9 @@ class CCLParser:
         p[0] = n.Keep("all")
 
     def p_keep_last(self, p):
-        """keep_spec : LAST
-                     | LAST ROW"""
-        p[0] = n.Keep("last")
+        """keep_spec : LAST per_opt
+                     | LAST ROW per_opt"""
+        p[0] = n.Keep("last", None, None, None, p[len(p) - 1])
 
     def p_rows_word(self, p):
         """rows_word : ROW

@@ -247,7 +247,7 @@ def keep(k: n.Keep) -> str:
         return f"KEEP EVERY {interval(k.interval)}{per}"
     if k.kind == "all":
         return "KEEP ALL"
-    return "KEEP LAST ROW"
+    return f"KEEP LAST ROW{per}"
 
 
 def _names(idents: list[n.Ident]) -> str:

@@ -123,6 +123,8 @@ def test_input_stream_with_where_and_autogenerate():
     ("KEEP ALL ROWS", n.Keep("all")),
     ("KEEP LAST ROW", n.Keep("last")),
     ("KEEP LAST", n.Keep("last")),
+    ("KEEP LAST PER (b)", n.Keep("last", per=[n.Ident("b")])),
+    ("KEEP LAST ROW PER (a, b)", n.Keep("last", per=[n.Ident("a"), n.Ident("b")])),
 ])
 def test_keep_forms(clause, expected):
     s = parse_one(f"CREATE INPUT WINDOW w SCHEMA (a integer, b integer) PRIMARY KEY (a) {clause};")
