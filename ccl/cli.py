@@ -939,6 +939,10 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None,
     except UsageError as exc:
         err.write(f"ccl: error: {exc}\n")
         return EXIT_USAGE
+    except RecursionError:  # beyond ccl.RECURSION_LIMIT: tens of thousands of nested terms
+        err.write("ccl: error: an expression or statement is nested too deeply to compile "
+                  "(split it into smaller ones)\n")
+        return EXIT_ERRORS
 
 
 if __name__ == "__main__":

@@ -165,3 +165,11 @@ def test_an_import_of_a_name_with_a_nul_is_a_diagnostic_not_a_traceback():
     project = load_text("IMPORT 'a\x00b.ccl';\n", "p.ccl")
     assert [(d.code, d.span.line) for d in project.diagnostics] == [("CCL1201", 1)]
     assert "NUL" in project.diagnostics[0].message
+
+
+def test_an_expression_nested_beyond_the_recursion_limit_is_an_error_not_a_traceback(tmp_path):
+    path = tmp_path / "deep.ccl"
+    path.write_text("CREATE INPUT STREAM s SCHEMA (a integer);\nCREATE OUTPUT STREAM t AS SELECT "
+                    + " + ".join("s.a" for _ in range(30000)) + " AS b FROM s;\n")
+    code, out, err = run("check", str(path))
+    assert code == 1 and "nested too deeply" in err and "Traceback" not in err

@@ -549,3 +549,15 @@ def test_a_reference_with_rows_is_a_keyed_table(tmp_path):
     out = join.process(state, [ev("i", 1, port=1, customerID=7, fullName="Cy"),
                                ev("i", 2, port=0, orderID=100, customerID=7)], 0)
     assert [dict(o.values) for o in out] == [{"orderID": 100, "fullName": "Cy"}]
+
+
+def test_long_else_if_chains_and_flat_expressions_compile_and_run(tmp_path):
+    """Generated code nests deeply: a 1,000-branch else-if chain and a 2,000-term sum (each needs
+    more than Python's default 1,000 frames) check, compile and run."""
+    chain = " else ".join(f"if (S.a = {i}) r := 'v{i}';" for i in range(1000))
+    total = " + ".join("S.a" for _ in range(2000))
+    eng, _ = build(tmp_path, "CREATE INPUT STREAM S SCHEMA (a integer);\n"
+                   "CREATE FLEX F IN S OUT OUTPUT STREAM O SCHEMA (r string, t long) BEGIN ON S { "
+                   f"string r; {chain} output [r = r; t = {total};]; }}; END;", "O")
+    out = eng.process(eng.initial_state(), [ev("i", 1, a=999), ev("i", 2, a=1000)], 0)
+    assert ops(out) == [("i", {"r": "v999", "t": 1998000}), ("i", {"r": None, "t": 2000000})]
