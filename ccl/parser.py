@@ -334,7 +334,7 @@ class CCLParser:
         p[0] = n.InlineSchema(p[2], span=self._at(p))
 
     def p_clause_primary_key(self, p):
-        """clause : PRIMARY KEY LPAREN ident_list RPAREN
+        """clause : PRIMARY KEY LPAREN name_list RPAREN
                   | PRIMARY KEY DEDUCED"""
         span = self._at(p)
         pk = n.PrimaryKey(p[4], span=span) if len(p) == 6 else n.PrimaryKey([], True, span=span)
@@ -349,8 +349,8 @@ class CCLParser:
         p[0] = _Clause("keep", p[1], p[1].span)
 
     def p_clause_autogenerate(self, p):
-        """clause : AUTOGENERATE LPAREN ident_list RPAREN
-                  | AUTOGENERATE LPAREN ident_list RPAREN FROM const_value"""
+        """clause : AUTOGENERATE LPAREN name_list RPAREN
+                  | AUTOGENERATE LPAREN name_list RPAREN FROM const_value"""
         start = p[6] if len(p) == 7 else None
         p[0] = _Clause("autogenerate", n.Autogenerate(p[3], start, span=self._at(p)), self._at(p))
 
@@ -439,7 +439,7 @@ class CCLParser:
         p[0] = p[2][0] if len(p) > 1 else None
 
     def p_per_opt(self, p):
-        """per_opt : PER LPAREN ident_list RPAREN
+        """per_opt : PER LPAREN name_list RPAREN
                    | """
         p[0] = p[3] if len(p) > 1 else []
 
@@ -491,7 +491,7 @@ class CCLParser:
         p[0] = n.PartitionSpec(source, method, cols, body, span=self._at(p) if source else method_at)
 
     def p_partition_method(self, p):
-        """partition_method : HASH LPAREN ident_list RPAREN
+        """partition_method : HASH LPAREN name_list RPAREN
                             | ROUNDROBIN
                             | block"""
         at = self._at(p)
@@ -541,8 +541,8 @@ class CCLParser:
 
     def p_select_item_expr(self, p):
         """select_item : expr
-                       | expr ident
-                       | expr AS ident"""
+                       | expr column_name
+                       | expr AS column_name"""
         p[0] = n.SelectItem(p[1], p[len(p) - 1] if len(p) > 2 else None, span=p[1].span)
 
     def p_select_item_star(self, p):
@@ -1049,7 +1049,7 @@ class CCLParser:
         p[0] = n.EventCacheType(p[3], p[4], p[5], span=self._at(p))
 
     def p_cache_keys(self, p):
-        """cache_keys : LBRACKET ident_list RBRACKET
+        """cache_keys : LBRACKET name_list RBRACKET
                       | LBRACKET RBRACKET
                       | """
         p[0] = None if len(p) == 1 else (p[2] if len(p) == 4 else [])
@@ -1368,8 +1368,8 @@ class CCLParser:
         p[0] = _items(p) if len(p) == 3 else ([p[1]] if isinstance(p[1], n.FieldInit) else p[1])
 
     def p_field_init_last(self, p):
-        """field_init_last : ident EQ expr
-                           | ident MEQ expr"""
+        """field_init_last : field_name EQ expr
+                           | field_name MEQ expr"""
         # ESP lets the last field before ']' go without its ';': [k = 1; | v = 'x']
         p[0] = n.FieldInit(p[1], p[3], span=p[1].span)
 
@@ -1379,8 +1379,8 @@ class CCLParser:
         p[0] = _items(p)
 
     def p_field_init(self, p):
-        """field_init : ident EQ expr SEMI
-                      | ident MEQ expr SEMI"""
+        """field_init : field_name EQ expr SEMI
+                      | field_name MEQ expr SEMI"""
         p[0] = n.FieldInit(p[1], p[3], span=p[1].span)
 
     def p_literal_number(self, p):
@@ -1419,6 +1419,11 @@ class CCLParser:
     def p_ident_list(self, p):
         """ident_list : ident
                       | ident_list COMMA ident"""
+        p[0] = _items(p)
+
+    def p_name_list(self, p):
+        """name_list : column_name
+                     | name_list COMMA column_name"""
         p[0] = _items(p)
 
 

@@ -157,6 +157,22 @@ def test_type_names_as_column_names_keep_their_spelling():
     assert items[2] == n.Call(n.Ident("string"), [n.Var(n.Ident("Date"))])
 
 
+def test_type_names_as_key_per_hash_alias_and_record_field_names():
+    w, o, f = parse_ok(
+        "CREATE INPUT WINDOW W SCHEMA (id integer, Date date, Interval integer) "
+        "PRIMARY KEY (id, Date) KEEP 5 ROWS PER (Date);"
+        "CREATE OUTPUT WINDOW O PRIMARY KEY DEDUCED PARTITION BY W HASH(Date) PARTITIONS 2 "
+        "AS SELECT w.Date, max(w.Interval) AS Interval, w.id Timestamp FROM W w GROUP BY w.Date;"
+        "CREATE FLEX F IN W OUT OUTPUT STREAM S SCHEMA (Date date) "
+        "BEGIN ON W { output [Date = W.Date; | Money = 1]; }; END;")
+    assert w.primary_key.columns == [n.Ident("id"), n.Ident("Date")]
+    assert w.keep.per == [n.Ident("Date")]
+    assert o.partition.specs[0].columns == [n.Ident("Date")]
+    assert [i.alias for i in o.query.items] == [None, n.Ident("Interval"), n.Ident("Timestamp")]
+    record = f.handlers[0].body.stmts[0].value
+    assert [fi.name for fi in record.key_fields + record.fields] == [n.Ident("Date"), n.Ident("Money")]
+
+
 def test_select_forms():
     s = parse_one("""CREATE OUTPUT STREAM o AS
         SELECT t.*, 'TEMP'EVENT_NAME, t.a AS x, count(*) c, -t.b
