@@ -34,13 +34,13 @@ from ply.lex import LexToken
 from . import nodes as n
 from .diagnostics import Diagnostic, sort_key
 from .functions_data import DATE_PART_FUNCTIONS, DATE_PARTS
-from .lexer import PUNCTUATION, LineIndex, make_lexer, tokens
+from .lexer import KEYWORDS, PUNCTUATION, LineIndex, make_lexer, tokens
 
 # Keywords that may also be used as names (columns, elements, aliases, variables).
 SOFT_KEYWORDS = """
     KEY DEDUCED FILTER ORDER TYPE HASH ROUNDROBIN SLACK PER ROW ROWS INHERITS REFERENCES STORES
     PARAMETERS MODULE ADAPTER LOAD ERROR SPLITTER FLEX REFERENCE IMPORT ATTACH DELTA
-    ASC DESC TO PARTITIONS PROPERTIES OUT IS
+    ASC DESC TO PARTITIONS PROPERTIES OUT IS LAST
 """.split()
 
 INTERVAL_UNITS = {
@@ -173,8 +173,13 @@ class CCLParser:
     def p_error(self, tok) -> None:
         self._matching_on = False
         self._chain_ends.clear()
-        expected = self._expected()
+        names = self._expected_tokens()
+        expected = describe_expected(set(names))
         hint = f"; expected {expected}" if expected else ""
+        # only a name fits here (not an expression, where a keyword may well be a mistake)
+        if (tok is not None and "ID" in names and "INTEGER" not in names
+                and tok.type in KEYWORDS.values()):
+            hint += f" ('{tok.value}' is a reserved word and cannot be a name)"
         if tok is None:
             self._error("CCL1102", self.index.span(len(self._text.rstrip())),
                         f"unexpected end of file{hint}")
@@ -182,13 +187,13 @@ class CCLParser:
             self._error("CCL1101", self.index.span(tok.lexpos),
                         f"syntax error at {describe_token(tok)}{hint}")
 
-    def _expected(self) -> str:
+    def _expected_tokens(self) -> list[str]:
+        """The tokens the parser could have accepted where it stopped."""
         try:
             state = self._parser.statestack[-1]
-            names = [t for t in self._parser.action[state] if t not in ("error", "$end")]
+            return [t for t in self._parser.action[state] if t not in ("error", "$end")]
         except (AttributeError, IndexError, KeyError):
-            return ""
-        return describe_expected(set(names))
+            return []
 
     # ------------------------------------------------------------------------------------------
     # Project and statements
@@ -1320,7 +1325,6 @@ class CCLParser:
     def p_func_name_keyword(self, p):
         """func_name : LEFT
                      | RIGHT
-                     | LAST
                      | LIKE"""
         p[0] = n.Ident(p[1].lower(), span=self._at(p))
 

@@ -173,6 +173,21 @@ def test_type_names_as_key_per_hash_alias_and_record_field_names():
     assert [fi.name for fi in record.key_fields + record.fields] == [n.Ident("Date"), n.Ident("Money")]
 
 
+def test_last_is_a_name_too_and_reserved_words_are_named_as_such():
+    w, o = parse_ok("CREATE INPUT WINDOW W SCHEMA (id integer, Last float) PRIMARY KEY (id) KEEP LAST;"
+                    "CREATE OUTPUT WINDOW O PRIMARY KEY DEDUCED AS SELECT w.id, last(w.Last) Last "
+                    "FROM W w GROUP BY w.id;")
+    assert w.schema.columns[1].name == n.Ident("Last") and w.keep == n.Keep("last")
+    assert o.query.items[1] == n.SelectItem(n.Call(n.Ident("last"), [n.FieldAccess(n.Var(n.Ident("w")),
+                                                                              n.Ident("Last"))]),
+                                            n.Ident("Last"))
+    _, diags = parse_text("CREATE INPUT WINDOW W SCHEMA (id integer, Store float) PRIMARY KEY (id);")
+    assert [d.message for d in diags] == [
+        "syntax error at 'Store'; expected a name or a type ('Store' is a reserved word and cannot be a name)"]
+    _, diags = parse_text("CREATE OUTPUT STREAM t AS SELECT a, FROM s;")
+    assert "reserved" not in diags[0].message
+
+
 def test_select_forms():
     s = parse_one("""CREATE OUTPUT STREAM o AS
         SELECT t.*, 'TEMP'EVENT_NAME, t.a AS x, count(*) c, -t.b
