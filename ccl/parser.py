@@ -176,6 +176,8 @@ class CCLParser:
         names = self._expected_tokens()
         expected = describe_expected(set(names))
         hint = f"; expected {expected}" if expected else ""
+        if tok is not None and tok.type in _STATEMENT_START and "SEMI" in names:
+            hint = "; expected ';' to end the statement before it"
         # only a name fits here (not an expression, where a keyword may well be a mistake)
         if (tok is not None and "ID" in names and "INTEGER" not in names
                 and tok.type in KEYWORDS.values()):

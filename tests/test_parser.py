@@ -400,3 +400,10 @@ def test_unexpected_end_of_file_points_at_the_last_token():
 def test_positions_are_one_based_and_count_tabs_as_one_column():
     _, (d,) = parse_text("\n\tCREATE OUTPUT STREAM s AS SELECT FROM x;", "t.ccl")
     assert (d.span.line, d.span.col) == (2, 35)
+
+
+def test_a_missing_semicolon_between_statements_says_so():
+    _, diags = parse_text("CREATE INPUT WINDOW W SCHEMA (a integer) PRIMARY KEY (a)\n"
+                          "CREATE OUTPUT WINDOW O PRIMARY KEY (a) AS SELECT w.a FROM W w;", "t.ccl")
+    assert [(d.span.line, d.span.col, d.message) for d in diags] == [
+        (2, 1, "syntax error at 'CREATE'; expected ';' to end the statement before it")]
