@@ -624,6 +624,7 @@ class Analyzer:
         distinct_inputs = {id(el) for el in inputs.values()}
         count, count_text = self._partition_count(p)
         specs_by_input: dict[str, n.PartitionSpec] = {}
+        unknown_hash = False
         methods = []
         for spec in p.specs:
             if spec.source is None:
@@ -650,6 +651,7 @@ class Analyzer:
                     if not el.open and col.name not in el.columns:
                         self.report("CCL2405", col.span, f"HASH column '{col.name}' is not a column of "
                                                          f"'{el.name}'")
+                        unknown_hash = True
                 methods.append(f"HASH({', '.join(c.name for c in spec.columns)}) by {el.name}")
             elif spec.method == "roundrobin":
                 methods.append(f"ROUNDROBIN by {el.name}")
@@ -669,6 +671,8 @@ class Analyzer:
         self.partitioned.append(PartitionedElement(
             target, kind, methods, count, count_text, broadcast, node,
             [(spec, name) for name, spec in specs_by_input.items()]))
+        if unknown_hash:  # safety warnings about a HASH that names no column would only mislead
+            return
         self.partition_facts.append(PartitionFacts(
             target, node, p, inputs, specs_by_input, self._stateful(node, select, sources, local),
             len(sources) > 1 and isinstance(node, n.CreateElement), list(select.group_by) if select else [], select, getattr(node, "keep", None)
