@@ -348,37 +348,38 @@ def _single_parquet(df: DataFrame, target: str) -> None:
 
 def single_parquets(parts: list[tuple[DataFrame, str, bool]]) -> list[dict]:
     """Write each ``(frame, target, always)`` of ``parts`` as one Parquet file at ``target``
-    (complete or absent, never partial), all in one Spark job: one task writes the Arrow batches
-    with pyarrow under hidden names and renames them. A frame with no rows gets a file only when
-    ``always``. Returns per part its rows counted by ``__op`` (``{None: rows}`` for a frame
-    without that column). (Spark's own writer, with its commit protocol and temporary
-    directories, took about twice as long for a file of 50,000 rows, and a job per file costs
-    0.1-0.2 s.)"""
+    (complete or absent, never partial), all in one Spark job: one task per frame writes its
+    Arrow batches with pyarrow under a hidden name and renames it. A frame with no rows gets a
+    file (empty, written here) only when ``always``. Returns per part its rows counted by
+    ``__op`` (``{None: rows}`` for a frame without that column). (Spark's own writer, with its
+    commit protocol and temporary directories, took about twice as long for a file of 50,000
+    rows, and a job per file costs 0.1-0.2 s.)"""
     structs = [T.StructType(df.schema.fields) for df, _, _ in parts]
     frames = []
     for i, (df, _, _) in enumerate(parts):
-        frames.append(df.select(*[F.struct(*[column(c) for c in df.columns]).alias(f"p{k}") if k == i
-                                  else F.lit(None).cast(t).alias(f"p{k}") for k, t in enumerate(structs)]))
+        frames.append(df.coalesce(1).select(*[
+            F.struct(*[column(c) for c in df.columns]).alias(f"p{k}") if k == i
+            else F.lit(None).cast(t).alias(f"p{k}") for k, t in enumerate(structs)]))
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)
-    targets = [(target, always) for _, target, always in parts]
+    targets = [target for _, target, _ in parts]
     counts: list[dict] = [{} for _ in parts]
-    for r in union.coalesce(1).mapInArrow(_parquet_writer(targets, structs),
-                                          "part int, op string, n long").collect():
+    for r in union.mapInArrow(_parquet_writer(targets, structs),
+                              "part int, op string, n long").collect():
         counts[r["part"]][r["op"]] = r["n"]
-    for (target, always), schema, found in zip(targets, structs, counts):
-        if always and not found:  # no partition at all: the empty file Spark's writer would leave
+    for (_, target, always), schema, found in zip(parts, structs, counts):
+        if always and not found:  # as Spark's writer would leave for a frame without rows
             import pyarrow.parquet as pq
             from pyspark.sql.pandas.types import to_arrow_schema
             os.makedirs(os.path.dirname(target), exist_ok=True)
             pq.write_table(to_arrow_schema(schema, timezone="UTC").empty_table(), target)
-            found[None] = 0
     return [{op: n for op, n in c.items() if n} for c in counts]
 
 
-def _parquet_writer(targets: list[tuple[str, bool]], schemas: list[T.StructType]) -> Callable:
-    """The ``mapInArrow`` function of :func:`single_parquets` (it runs on an executor)."""
+def _parquet_writer(targets: list[str], schemas: list[T.StructType]) -> Callable:
+    """The ``mapInArrow`` function of :func:`single_parquets` (it runs on an executor, once per
+    frame: the rows of a frame are in one partition)."""
     def write(batches):
         import uuid
 
@@ -393,8 +394,8 @@ def _parquet_writer(targets: list[tuple[str, bool]], schemas: list[T.StructType]
 
         def writer(i: int):
             if i not in writers:
-                os.makedirs(os.path.dirname(targets[i][0]), exist_ok=True)
-                hidden = os.path.join(os.path.dirname(targets[i][0]), f".{uuid.uuid4().hex}.tmp")
+                os.makedirs(os.path.dirname(targets[i]), exist_ok=True)
+                hidden = os.path.join(os.path.dirname(targets[i]), f".{uuid.uuid4().hex}.tmp")
                 writers[i] = (pq.ParquetWriter(hidden, arrows[i]), hidden)
             return writers[i][0]
 
@@ -411,16 +412,12 @@ def _parquet_writer(targets: list[tuple[str, bool]], schemas: list[T.StructType]
                            if "__op" in arrows[i].names else [{"values": None, "counts": len(part)}])
                     for vc in ops:
                         counts[i][vc["values"]] = counts[i].get(vc["values"], 0) + vc["counts"]
-            for i, (target, always) in enumerate(targets):
-                if always and i not in writers:
-                    writer(i)
         finally:
             for out, _ in writers.values():
                 out.close()
         for i, (out, hidden) in writers.items():
-            os.replace(hidden, targets[i][0])
+            os.replace(hidden, targets[i])
         found = [(i, op, n) for i, c in enumerate(counts) for op, n in c.items()]
-        found += [(i, None, 0) for i in writers if not counts[i]]
         yield pa.record_batch([pa.array([f[0] for f in found], pa.int32()),
                                pa.array([f[1] for f in found], pa.string()),
                                pa.array([f[2] for f in found], pa.int64())],
