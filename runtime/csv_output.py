@@ -12,7 +12,7 @@ import datetime as dt
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -113,23 +113,52 @@ def write_csv(path: str, columns: list[list[str]], rows: Iterable[Mapping[str, A
     no header row and no ``ESP_OPS`` column; with ``stream_name`` (ESP's expectStreamNameOpcode
     form) each line starts with that name and the opcode, and there is no header. Written to
     ``path + ".tmp"`` and renamed; returns the number of rows written."""
-    tmp = path + ".tmp"
-    count = 0
     names = [c[0] for c in columns]
     formatters = [value_formatter(c[1]) for c in columns]
+
+    def lines() -> Iterator[tuple[str | None, list[str]]]:
+        for row in rows:
+            get = row.get if isinstance(row, dict) else partial(_get, row)
+            yield get("__op"), [fmt(get(n)) for n, fmt in zip(names, formatters)]
+    return _write(path, names, lines(), delimiter, opcodes, header, stream_name)
+
+
+def write_csv_tables(path: str, columns: list[list[str]], tables: Iterable[Any], *,
+                     delimiter: str = ",", opcodes: bool = False, header: bool = True,
+                     stream_name: str | None = None) -> int:
+    """:func:`write_csv` for rows given as pyarrow Tables (or RecordBatches) with the columns by
+    name (and ``__op``): the same file, each column formatted as a whole (about twice as fast as
+    going through a dict per row)."""
+    names = [c[0] for c in columns]
+    formatters = [value_formatter(c[1]) for c in columns]
+
+    def lines() -> Iterator[tuple[str | None, list[str]]]:
+        for table in tables:
+            have = set(table.schema.names)
+            rows = table.num_rows
+            fields = [list(map(fmt, table.column(n).to_pylist())) if n in have else [""] * rows
+                      for n, fmt in zip(names, formatters)]
+            ops = table.column("__op").to_pylist() if "__op" in have else [None] * rows
+            yield from zip(ops, map(list, zip(*fields)) if fields else ([] for _ in range(rows)))
+    return _write(path, names, lines(), delimiter, opcodes, header, stream_name)
+
+
+def _write(path: str, names: list[str], lines: Iterable[tuple[str | None, list[str]]],
+           delimiter: str, opcodes: bool, header: bool, stream_name: str | None) -> int:
+    """The file of :func:`write_csv` from ``(opcode, formatted fields)`` per row."""
+    tmp = path + ".tmp"
+    count = 0
     with open(tmp, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f, delimiter=delimiter, lineterminator="\n")
         if stream_name is not None:
             header = False
         if header:
             writer.writerow((["ESP_OPS"] if opcodes else []) + names)
-        for row in rows:
-            get = row.get if isinstance(row, dict) else partial(_get, row)
-            fields = [fmt(get(n)) for n, fmt in zip(names, formatters)]
+        for op, fields in lines:
             if stream_name is not None:
-                fields[:0] = [stream_name, get("__op") or "i"]
+                fields[:0] = [stream_name, op or "i"]
             elif opcodes and header:
-                fields.insert(0, get("__op") or "i")
+                fields.insert(0, op or "i")
             writer.writerow(fields)
             count += 1
     os.replace(tmp, path)
