@@ -123,6 +123,15 @@ class _Rules:
             t.type = "BASETYPE"  # the value keeps its spelling: it may also be a column name
         return t
 
+    def t_QUOTED_NAME(self, t):
+        r'"[^"\n]*"'
+        # Not CCL. Read as the name it quotes, so that one error is reported and not one per
+        # quote character with syntax errors after them.
+        t.lexer.report("CCL1001", t.lexpos, f"double-quoted name {t.value}: CCL names are not "
+                                            "quoted; write it without quotes (letters, digits, _)")
+        t.type, t.value = "ID", t.value[1:-1]
+        return t
+
     def t_error(self, t):
         t.lexer.report("CCL1001", t.lexpos, f"illegal character {t.value[0]!r}")
         t.lexer.skip(1)

@@ -74,3 +74,9 @@ def test_line_index_maps_offsets_to_lines_and_columns():
     assert (idx.span(4).line, idx.span(4).col) == (2, 2)
     assert (idx.span(8).line, idx.span(8).col) == (4, 1)
     assert str(idx.span(4)) == "x.ccl:2:2"
+
+
+def test_a_double_quoted_name_is_one_error_and_reads_as_the_name():
+    assert lex_errors('a "Trade Feed" b') == [("CCL1001", 2)]
+    assert kinds('x "Sym" y') == [("ID", "x"), ("ID", "Sym"), ("ID", "y")]
+    assert lex_errors('a "unclosed\nb') == [("CCL1001", 2)]  # no closing quote: the character alone
