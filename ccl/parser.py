@@ -178,6 +178,10 @@ class CCLParser:
         hint = f"; expected {expected}" if expected else ""
         if tok is not None and tok.type in _STATEMENT_START and "SEMI" in names:
             hint = "; expected ';' to end the statement before it"
+        method = self._method_read_as_input()
+        if tok is not None and method:
+            hint = (f"; PARTITION BY names the input before the method: PARTITION BY <input> "
+                    f"{method}..., or PARTITION {method}... for the element's only input")
         # only a name fits here (not an expression, where a keyword may well be a mistake)
         if (tok is not None and "ID" in names and "INTEGER" not in names
                 and tok.type in KEYWORDS.values()):
@@ -188,6 +192,18 @@ class CCLParser:
         else:
             self._error("CCL1101", self.index.span(tok.lexpos),
                         f"syntax error at {describe_token(tok)}{hint}")
+
+    def _method_read_as_input(self) -> str:
+        """``HASH`` or ``ROUNDROBIN`` when the parser stopped just after reading one as the input
+        name of ``PARTITION BY`` (``PARTITION BY HASH(a)``), else ''."""
+        try:
+            stack = self._parser.symstack
+            if stack[-2].type == "BY" and stack[-1].type == "ident" and stack[-3].type == "PARTITION":
+                name = stack[-1].value.name.upper()
+                return name if name in ("HASH", "ROUNDROBIN") else ""
+        except (AttributeError, IndexError):
+            pass
+        return ""
 
     def _expected_tokens(self) -> list[str]:
         """The tokens the parser could have accepted where it stopped."""

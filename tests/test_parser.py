@@ -407,3 +407,10 @@ def test_a_missing_semicolon_between_statements_says_so():
                           "CREATE OUTPUT WINDOW O PRIMARY KEY (a) AS SELECT w.a FROM W w;", "t.ccl")
     assert [(d.span.line, d.span.col, d.message) for d in diags] == [
         (2, 1, "syntax error at 'CREATE'; expected ';' to end the statement before it")]
+
+
+def test_partition_by_a_method_without_the_input_says_what_to_write():
+    _, diags = parse_text("CREATE OUTPUT STREAM O PARTITION BY HASH(a) PARTITIONS 2 AS SELECT s.a FROM S s;")
+    assert [d.message for d in diags] == [
+        "syntax error at '('; PARTITION BY names the input before the method: PARTITION BY <input> "
+        "HASH..., or PARTITION HASH... for the element's only input"]
