@@ -152,6 +152,28 @@ def test_explain_shows_each_partition_function_and_its_path(tmp_path):
     assert "input priceW: custom function -> compiled to one Spark expression" in out
 
 
+def test_check_and_explain_count_the_instances_of_elements_partitioned_inside_modules(tmp_path):
+    project = tmp_path / "nested.ccl"
+    project.write_text(
+        "CREATE MODULE m IN inS OUT outW BEGIN\n"
+        "  CREATE INPUT STREAM inS SCHEMA (isin string, price float);\n"
+        "  CREATE OUTPUT WINDOW outW PRIMARY KEY DEDUCED PARTITION BY inS HASH(isin) PARTITIONS 2\n"
+        "    AS SELECT inS.isin, max(inS.price) p FROM inS GROUP BY inS.isin;\n"
+        "END;\n"
+        "CREATE INPUT STREAM priceS SCHEMA (isin string, price float);\n"
+        "LOAD MODULE m AS m1 IN inS = priceS OUT outW = a PARTITION BY priceS HASH(isin) PARTITIONS 3;\n"
+        "LOAD MODULE m AS m2 IN inS = priceS OUT outW = b;\n")
+    code, out, _ = run("check", str(project))
+    assert code == 0 and "3 partitioned" in out
+    # module 3 x window 2 = 6 instances; the unpartitioned module instance keeps the window's 2
+    assert "partitioned m1.outW (window): HASH(isin) by inS, 6 instances" in out
+    assert "partitioned m2.outW (window): HASH(isin) by inS, 2 instances" in out
+    code, out, _ = run("explain", str(project))
+    assert code == 0 and "m1.outW (window): 6 instances" in out
+    # the partition function itself still takes the window's own count
+    assert "input inS: HASH(isin) -> Spark expression pmod(hash(isin), 2)" in out
+
+
 def test_explain_refuses_a_project_with_errors(tmp_path):
     project = tmp_path / "bad.ccl"
     project.write_text("CREATE OUTPUT STREAM o AS SELECT * FROM nowhere;\n")

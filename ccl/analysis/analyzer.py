@@ -563,7 +563,7 @@ class Analyzer:
                 outputs[name.name] = inner.elements[name.name]
         if self.claim(s.name, "module"):
             inputs = {i.name: inner.elements.get(i.name) for i in s.inputs}
-            self.modules[s.name.name] = Module(s, inner.param_decls, inputs, outputs)
+            self.modules[s.name.name] = Module(s, inner.param_decls, inputs, outputs, inner.partitioned)
 
     def stmt_LoadModule(self, s: n.LoadModule) -> None:
         module = self.modules.get(s.module.name)
@@ -594,8 +594,19 @@ class Analyzer:
                 self.elements[b.value.name] = Element(
                     b.value.name, inner_el.kind if inner_el else "stream", None, columns,
                     key=list(inner_el.key) if inner_el else [], node=s)
+        outer = 1
         if s.partition is not None:
             self.partition(s, s.instance.name, "module", s.partition, bound_inputs, None)
+            mine = self.partitioned[-1] if self.partitioned else None
+            outer = mine.count if mine is not None and mine.name == s.instance.name else None
+        # the partitioned elements of the module's body, in this instance: their own instances in
+        # every instance of the module (module 3 x window 2 = 6)
+        for pe in module.partitioned:
+            self.partitioned.append(PartitionedElement(
+                f"{s.instance.name}.{pe.name}", pe.kind, pe.methods,
+                pe.count * outer if pe.count is not None and outer is not None else None,
+                pe.count_text,  # the count its partition function takes (explain)
+                pe.broadcast, pe.node, pe.specs))
 
     def _bindings(self, s: n.LoadModule, bindings: list[n.Binding], declared: list[str], what: str,
                   code: str, required: Optional[list[str]] = None) -> None:

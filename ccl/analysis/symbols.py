@@ -41,6 +41,7 @@ class Module:
     params: dict[str, n.ParamDecl]
     inputs: dict[str, Optional[Element]]
     outputs: dict[str, Element]
+    partitioned: list = field(default_factory=list)  # the body's PartitionedElements
 
 
 @dataclass
