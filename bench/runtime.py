@@ -112,7 +112,8 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=4)
     ap.add_argument("--only", default="", help="comma-separated job names")
     ap.add_argument("--repeat", type=int, default=1,
-                    help="runs per job; the fastest counts (run-to-run noise here is 10-30%%)")
+                    help="rounds of runs (every job once per round); each job's fastest run counts "
+                         "(run-to-run noise here is 10-40%%)")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="ccl-bench-")
     data = os.path.join(root, "data")
@@ -138,20 +139,22 @@ def main() -> None:
                           ("per-instance", lambda s, d, w: compiled(s, d, w, "hash", 4, native=False))]:
             os.makedirs(os.path.join(warm, name))
             job(spark, os.path.join(warm, "data"), os.path.join(warm, name))
-        for name, job in jobs.items():
-            if only and name not in only:
-                continue
-            times = []
-            for attempt in range(max(args.repeat, 1)):
+        # Rounds: every job once per round, so that the machine's drift over minutes (runs of the
+        # same job vary 10-40% here) weighs on all jobs alike.
+        chosen = [name for name in jobs if not only or name in only]
+        times: dict[str, list[float]] = {name: [] for name in chosen}
+        for attempt in range(max(args.repeat, 1)):
+            for name in chosen:
                 work = os.path.join(root, f"{name}-{attempt}")
                 os.makedirs(work)
-                times.append(job(work))
+                times[name].append(jobs[name](work))
                 shutil.rmtree(work, ignore_errors=True)
-            seconds = min(times)
+        for name in chosen:
+            seconds = min(times[name])
             rates[name] = args.rows / seconds
             print(f"{name:>16}: {seconds:7.2f} s  {rates[name]:>10,.0f} rows/s"
-                  + (f"  (runs: {', '.join(f'{t:.2f}' for t in times)} s)" if len(times) > 1 else ""),
-                  flush=True)
+                  + (f"  (runs: {', '.join(f'{t:.2f}' for t in times[name])} s)"
+                     if len(times[name]) > 1 else ""), flush=True)
     finally:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -35,7 +35,8 @@ from ccl.physical import (NATIVE, changed_instances, input_adapter, native_aggre
 
 from .engine.changes import OPS
 from .native_agg import native_writer
-from .partition_fn import BAD_REASON, INSTANCE, assign_instances
+from .built_once import once
+from .partition_fn import instance_columns
 from .processor import (BATCH, INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
                         output_schema, port_column)
 from .types import column, struct
@@ -259,20 +260,52 @@ def _target(partition: dict, fallback: str) -> str:
     return var[:-len("_partitions")] if var.endswith("_partitions") else fallback
 
 
-def _assigned(df: DataFrame, partition: dict, source_name: str, target: str, column: str) -> DataFrame:
-    """``df`` with ``column``: the instance of ``partition`` each row goes to (every instance, one
-    copy each, for a broadcast source); a row that gets none is marked bad in ``__why``."""
+def _assignment(partition: dict, source_name: str, target: str, schema: T.StructType,
+                tmp: str) -> tuple[dict[str, Column], Column, Optional[Column]]:
+    """``(first, instance, reason)`` of ``partition`` for rows of ``source_name`` (see
+    :func:`runtime.partition_fn.instance_columns`); a broadcast source's rows are copied to every
+    instance (``first`` explodes them, as ``tmp``)."""
     count = int(partition["count"])
     spec = _spec_for(partition, source_name)
     if spec is None:
-        return df.withColumn(column, F.explode(F.sequence(F.lit(0), F.lit(count - 1))))
+        return {tmp: F.explode(F.sequence(F.lit(0), F.lit(count - 1)))}, F.col(tmp), None
     by_name = spec.get("as") or source_name  # the name the custom block reads the row under
     node = n.PartitionSpec(n.Ident(by_name), spec["method"],
                            [n.Ident(c) for c in spec.get("columns", [])],
                            n.from_json(spec["block"]) if spec.get("block") else None)
-    out, _ = assign_instances(df, node, by_name, _target(partition, target), count, sequence=SEQ)
-    return (out.withColumn(column, F.coalesce(F.col(INSTANCE), F.lit(0)))
-            .withColumn(WHY, F.coalesce(F.col(WHY), F.col(BAD_REASON))).drop(INSTANCE, BAD_REASON))
+    first, instance, reason, _ = instance_columns(node, by_name, _target(partition, target), count,
+                                                  schema, SEQ, tmp=tmp)
+    return first, F.coalesce(instance, F.lit(0)), reason
+
+
+@once
+def _instance_steps(element: dict, source: dict, schema: T.StructType) -> tuple[list[dict], list[str]]:
+    """The ``withColumns`` steps that give rows of ``source`` (a frame of ``schema``) their
+    ``__inst`` and mark those that get none in ``__why``, and the helper columns to drop after."""
+    own, mod = element.get("partition"), element.get("module_partition")
+    steps: list[dict] = []
+    reasons: list[Column] = []
+    instance: Column = F.lit(0)
+    for partition, tmp in ((own, "__a_own"), (mod, "__a_mod")):
+        if not partition:
+            continue
+        theirs = source.get("module_partition") or {}
+        if partition is mod and theirs.get("partitions_var") == mod["partitions_var"]:
+            # an element of the same module instance: the module instance its producer was in
+            per = int((source.get("partition") or {}).get("count") or 1)
+            part: Column = F.floor(F.col(SRC) / F.lit(per)).cast("int")
+        else:
+            first, part, reason = _assignment(partition, source["name"], element["name"], schema, tmp)
+            if first:
+                steps.append(first)
+            if reason is not None:
+                reasons.append(reason)
+        # module instance m of M, own instance p of P: m * P + p
+        instance = part if partition is own else part * F.lit(int(own["count"]) if own else 1) + instance
+    final = {INST: instance}
+    if reasons:
+        final[WHY] = F.coalesce(F.col(WHY), *reasons)
+    return steps + [final], [tmp for step in steps for tmp in step]
 
 
 def _with_instance(df: DataFrame, element: dict, source: dict) -> DataFrame:
@@ -281,20 +314,10 @@ def _with_instance(df: DataFrame, element: dict, source: dict) -> DataFrame:
     Own partitioning gives ``p`` in ``0..P-1``; an element of a partitioned module instance also
     gets the module instance ``m`` in ``0..M-1`` (from the module's BY for an outer input, from the
     producing instance for an element of the same module instance) and ``__inst = m * P + p``."""
-    own = element.get("partition")
-    df = (_assigned(df, own, source["name"], element["name"], INST) if own
-          else df.withColumn(INST, F.lit(0)))
-    mod = element.get("module_partition")
-    if not mod:
-        return df
-    theirs = source.get("module_partition") or {}
-    if theirs.get("partitions_var") == mod["partitions_var"]:
-        per = int((source.get("partition") or {}).get("count") or 1)
-        df = df.withColumn("__minst", F.floor(F.col(SRC) / F.lit(per)).cast("int"))
-    else:
-        df = _assigned(df, mod, source["name"], element["name"], "__minst")
-    per = int(own["count"]) if own else 1
-    return df.withColumn(INST, F.col("__minst") * F.lit(per) + F.col(INST)).drop("__minst")
+    steps, helpers = _instance_steps(element, source, df.schema)
+    for step in steps:
+        df = df.withColumns(step)
+    return df.drop(*helpers) if helpers else df
 
 
 def processor_input(plan: dict, element: dict, frames: list[DataFrame], buckets: int) -> DataFrame:
@@ -354,12 +377,8 @@ def single_parquets(parts: list[tuple[DataFrame, str, bool]]) -> list[dict]:
     ``__op`` (``{None: rows}`` for a frame without that column). (Spark's own writer, with its
     commit protocol and temporary directories, took about twice as long for a file of 50,000
     rows, and a job per file costs 0.1-0.2 s.)"""
-    structs = [T.StructType(df.schema.fields) for df, _, _ in parts]
-    frames = []
-    for i, (df, _, _) in enumerate(parts):
-        frames.append(df.coalesce(1).select(*[
-            F.struct(*[column(c) for c in df.columns]).alias(f"p{k}") if k == i
-            else F.lit(None).cast(t).alias(f"p{k}") for k, t in enumerate(structs)]))
+    structs = tuple(T.StructType(df.schema.fields) for df, _, _ in parts)
+    frames = [df.coalesce(1).select(*cols) for (df, _, _), cols in zip(parts, _struct_columns(structs))]
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)
@@ -375,6 +394,15 @@ def single_parquets(parts: list[tuple[DataFrame, str, bool]]) -> list[dict]:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             pq.write_table(to_arrow_schema(schema, timezone="UTC").empty_table(), target)
     return [{op: n for op, n in c.items() if n} for c in counts]
+
+
+@once
+def _struct_columns(structs: tuple[T.StructType, ...]) -> list[list[Column]]:
+    """Per frame of :func:`single_parquets`, its columns: its rows as struct ``p<i>`` beside null
+    structs for the other frames."""
+    return [[F.struct(*[column(c) for c in mine.names]).alias(f"p{k}") if k == i
+             else F.lit(None).cast(t).alias(f"p{k}") for k, t in enumerate(structs)]
+            for i, mine in enumerate(structs)]
 
 
 def _parquet_writer(targets: list[str], schemas: list[T.StructType]) -> Callable:
@@ -456,23 +484,22 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: boo
     if (native == "input" and name in unrecorded and len(consumers) == 1
             and native_path(consumers[0][0], plan, native_operators) == "aggregation"):
         consumer, consumer_write = consumers[0]
+        # the input's rows by kind (an input stream emits inserts only, and has one instance)
+        kinds = ("row", "bad", "skip")
+        code = F.when(F.col(KIND) == kinds[0], 0).when(F.col(KIND) == kinds[1], 1).otherwise(2)
 
         def write_through(df: DataFrame, batch_id: int) -> None:
             rows = changelog_frame(df, cols, keep=(KIND,))
             counted = consumer_write(native_frame(plan, consumer, element, rows, native_operators),
-                                     batch_id, tally=(KIND, SRC, OP))
-            rows_out: dict[str, int] = {}
-            instances: dict[str, int] = {}
-            for (kind, inst, op), k in counted.items():
-                instances[str(inst)] = instances.get(str(inst), 0) + k
-                if kind == "row":
-                    rows_out[op] = rows_out.get(op, 0) + k
+                                     batch_id, tally=code)
+            by_kind = {kinds[k]: n for k, n in counted.items()}
             bad = (_write_bad(df.where(F.col(KIND) == "bad"), name,
                               dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id)
-                   if any(kind == "bad" for kind, _, _ in counted) else {})
+                   if by_kind.get("bad") else {})
             _atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
-                         {"rows_in": sum(instances.values()), "rows_out": rows_out, "bad": bad,
-                          "instances": instances})
+                         {"rows_in": sum(by_kind.values()),
+                          "rows_out": {"i": by_kind["row"]} if by_kind.get("row") else {},
+                          "bad": bad, "instances": {"0": sum(by_kind.values())} if by_kind else {}})
         return write_through
 
     def write(df: DataFrame, batch_id: int) -> None:
@@ -628,8 +655,14 @@ def input_frame(spark: SparkSession, plan: dict, element: dict, options: RunOpti
 
 def _frame_layout(df: DataFrame) -> DataFrame:
     """Rows of an input source (runtime/csv_source.py) in the processor's frame layout."""
-    return (df.withColumn(SRC, F.lit(0)).withColumn(SUB, F.lit(0).cast("long"))
-            .withColumnRenamed("__bad", WHY).withColumnRenamed("__raw", RAW))
+    return df.select(*_layout_columns(tuple(df.columns)))
+
+
+@once
+def _layout_columns(names: tuple[str, ...]) -> list[Column]:
+    renamed = {"__bad": WHY, "__raw": RAW}
+    return ([column(c).alias(renamed[c]) if c in renamed else column(c) for c in names]
+            + [F.lit(0).alias(SRC), F.lit(0).cast("long").alias(SUB)])
 
 
 def input_files_stream(spark: SparkSession, plan: dict, element: dict, options: RunOptions,
@@ -677,6 +710,11 @@ def native_input(element: dict, frame: DataFrame) -> DataFrame:
     the engine's input stage does for a stream, row by row. Every input row gives one output row:
     ``row`` (an insert, upsert or update, emitted as an insert), ``bad`` (does not parse, unknown
     opcode) or ``skip`` (a delete or safedelete, which a stream drops; counted as received)."""
+    return frame.select(*_native_input_columns(element))
+
+
+@once
+def _native_input_columns(element: dict) -> list[Column]:
     op, why = F.col(OP), F.col(WHY)
     unknown = F.concat(F.lit("unknown opcode '"), op, F.lit("'"))
     reason = F.when(why.isNotNull(), why).when(~op.isin(*OPS), unknown)
@@ -686,16 +724,14 @@ def native_input(element: dict, frame: DataFrame) -> DataFrame:
     info = (F.when(reason.isNull(), F.lit(None))
             .when(F.col(RAW).isNotNull(), _info(reason, F.struct(F.col(RAW).alias("line"))))
             .otherwise(_info(reason, F.struct(*[column(c) for c in cols]))))
-    return _native_rows(frame, kind, F.lit(0), info, [column(c) for c in cols])
+    return _native_row_columns(kind, F.lit(0), info, [column(c) for c in cols])
 
 
-def _native_rows(frame: DataFrame, kind: Column, inst: Column, info: Column,
-                 values: list[Column]) -> DataFrame:
-    """``frame`` as processor output rows (runtime/processor.py) of a native element: one per
+def _native_row_columns(kind: Column, inst: Column, info: Column, values: list[Column]) -> list[Column]:
+    """The columns of processor output rows (runtime/processor.py) of a native element: one per
     input row, kind ``row`` (an insert with the input's sequence number), ``skip`` or ``bad``."""
-    return frame.select(kind.alias(KIND), inst.alias(INST), F.col(SEQ),
-                        F.lit(0).cast("long").alias(SUB), F.when(kind == "row", F.lit("i")).alias(OP),
-                        info.alias(INFO), *values)
+    return [kind.alias(KIND), inst.alias(INST), F.col(SEQ), F.lit(0).cast("long").alias(SUB),
+            F.when(kind == "row", F.lit("i")).alias(OP), info.alias(INFO), *values]
 
 
 def _condition(expr: dict) -> Column:
@@ -716,26 +752,37 @@ def _condition(expr: dict) -> Column:
             "<=": left <= right, ">": left > right, ">=": left >= right}[op]
 
 
-def native_stream(element: dict, spec: dict, frame: DataFrame) -> DataFrame:
+def native_stream(element: dict, plan: dict, source: dict, frame: DataFrame) -> DataFrame:
     """A stateless stream's processor output computed by Spark expressions (ccl/physical.py
     native_filter): ``row`` for a row that passes the WHERE (an insert with the source row's
     sequence number), ``skip`` for one that does not (counted as received), ``bad`` for a row
-    that got no instance (``__why``). ``frame`` is the source changelog with ``__inst``."""
+    that got no instance (``__why``). ``frame`` is the changelog of ``source`` with ``__inst``."""
+    return frame.select(*_native_stream_columns(element, plan, source))
+
+
+@once
+def _native_stream_columns(element: dict, plan: dict, source: dict) -> list[Column]:
+    spec = native_filter(element, plan)
     why = F.col(WHY)
     passes = F.coalesce(_condition(spec["where"]), F.lit(False)) if spec["where"] else F.lit(True)
     kind = (F.when(why.isNotNull(), F.lit("bad")).when(F.col(OP).isin("d", "s"), F.lit("skip"))
             .when(passes, F.lit("row")).otherwise(F.lit("skip")))
-    return _native_rows(frame, kind, F.col(INST), F.when(why.isNotNull(), _why_info(frame)),
-                        [column(src).alias(name) for name, src in spec["items"]])
+    info = _info(why, F.struct(*[column(c) for c, _ in source["columns"]]))
+    return _native_row_columns(kind, F.col(INST), F.when(why.isNotNull(), info),
+                               [column(src).alias(name) for name, src in spec["items"]])
 
 
 def changelog_frame(rows: DataFrame, cols: list[str], keep: tuple[str, ...] = ()) -> DataFrame:
     """Changelog rows (``__inst, __seq, __sub, __op`` and ``cols``) in the processor's frame layout
     (and the columns ``keep`` as they are)."""
-    return rows.select(F.col(SEQ), F.col(SUB), F.col(INST).alias(SRC), F.col(OP),
-                       *[column(c) for c in cols],
-                       F.lit(None).cast("string").alias(WHY), F.lit(None).cast("string").alias(RAW),
-                       *[F.col(c) for c in keep])
+    return rows.select(*_changelog_columns(tuple(cols), keep))
+
+
+@once
+def _changelog_columns(cols: tuple[str, ...], keep: tuple[str, ...]) -> list[Column]:
+    return [F.col(SEQ), F.col(SUB), F.col(INST).alias(SRC), F.col(OP), *[column(c) for c in cols],
+            F.lit(None).cast("string").alias(WHY), F.lit(None).cast("string").alias(RAW),
+            *[F.col(c) for c in keep]]
 
 
 def upstream_frame(spark: SparkSession, dirs: RunDirs, source: dict,
@@ -752,7 +799,7 @@ def native_frame(plan: dict, element: dict, source: dict, frame: DataFrame,
     instance, or for a stream its processor output."""
     frame = _with_instance(frame, element, source)
     if native_path(element, plan, native_operators) == "stream":
-        return native_stream(element, native_filter(element, plan), frame)
+        return native_stream(element, plan, source, frame)
     return frame  # aggregated per batch by runtime/native_agg.py (see batch_writer)
 
 

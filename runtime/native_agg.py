@@ -16,10 +16,11 @@ emits one change per input row; the final contents are the same).
 """
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import re
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -111,75 +112,87 @@ def native_writer(element: dict, spec: dict, state_dir: str,
     bad records and returns their counts by reason; ``write_parquets`` is
     :func:`runtime.job.single_parquets`.
 
-    ``write(df, batch_id, tally=())``: rows whose ``__op`` is a delete or null are not aggregated.
-    With ``tally`` (columns of ``df``), the same pass over ``df`` also counts all its rows by those
-    columns, returned as ``{values: rows}``: a producer that hands its whole batch over (see
-    runtime/job.py batch_writer) gets its own counters without a pass of its own. The tally must
-    not split a group: the rows aggregated have one tally value (a producer's output rows)."""
+    ``write(df, batch_id, tally=None)``: rows whose ``__op`` is a delete or null are not
+    aggregated. With ``tally`` (a non-negative integer column of ``df``), the same pass over ``df``
+    also counts all its rows by its value, returned as ``{value: rows}``: a producer that hands its
+    whole batch over (see runtime/job.py batch_writer) gets its own counters without a pass of its
+    own. The tally must not split a group: the rows aggregated have one tally value (a producer's
+    output rows)."""
     group_cols = [INST] + sorted({c for _, c in spec["groups"]})
     partials = _partials(spec)
+    # Every expression is built here, once: building them costs py4j round trips, in every batch.
+    live = F.coalesce(~F.col(OP).isin("d", "s"), F.lit(False))
+    # Bad (the row got no instance), live (aggregated) and the tally are one grouping integer
+    # (tally * 4 + bad * 2 + live): one cheap column instead of several.
+    flags = F.when(F.col(WHY).isNotNull(), 2).otherwise(0) + F.when(live, 1).otherwise(0)
+    keys = [column(c) for c in group_cols]
+    every_aggs = ([agg.alias(name) for name, agg, _ in partials]
+                  + [F.max(SEQ).alias(SEQ), F.count(F.lit(1)).alias("__n")])
+    counted_sum = F.sum("__n").alias("n")
+    bad_rows = live & F.col(WHY).isNotNull()
+    aggregated = F.col("__code").bitwiseAND(3) == 1
+    cond = functools.reduce(lambda a, b: a & b,
+                            [column(c).eqNullSafe(column("__o_" + c)) for c in group_cols])
+    combined = {p: _combine(how, column(p), column("__o" + p)) for p, _, how in partials}
+    new_group = F.lit(None).cast("boolean")
+    rows_out = [F.col(INST), F.col(SEQ), F.lit(0).cast("long").alias(SUB),
+                F.when(column("__present"), F.lit("u")).otherwise(F.lit("i")).alias(OP),
+                *output_values(element, spec)]
+    changelog_cols = [BATCH, INST, SEQ, SUB, OP, *[column(c) for c, _ in element["columns"]]]
 
-    def write(df: DataFrame, batch_id: int, tally: Sequence[str] = ()) -> Optional[dict[tuple, int]]:
-        live = F.coalesce(~F.col(OP).isin("d", "s"), F.lit(False))
-        # One pass over the batch: the groups' partials, with rows that got no instance (``__bad``)
-        # and rows not aggregated (``__live`` false) grouped apart, and per group the rows it got
-        # (the counts per instance and the tally come from these).
-        every = df.groupBy(*[column(c) for c in group_cols], F.col(WHY).isNotNull().alias("__bad"),
-                           live.alias("__live"), *[column(c) for c in tally]).agg(
-            *[agg.alias(name) for name, agg, _ in partials], F.max(SEQ).alias(SEQ),
-            F.count(F.lit(1)).alias("__n")).persist()
+    @functools.lru_cache(maxsize=2)
+    def layout(order: tuple[str, ...]) -> tuple[list[Column], list[Column], list[Column]]:
+        """The columns read from an earlier snapshot, and of the new snapshot's merged and kept
+        groups; ``order`` is (LAST_BATCH, SEQ) or, for a snapshot from before them, empty."""
+        old = ([column(c).alias("__o_" + c) for c in group_cols + list(order)]
+               + [column(p).alias("__o" + p) for p, _, _ in partials] + [F.lit(True).alias("__present")])
+        merged = [*keys, *[column(p) for p, _, _ in partials]]
+        kept = ([column("__o_" + c).alias(c) for c in group_cols + list(order)]
+                + [column("__o" + p).alias(p) for p, _, _ in partials])
+        return old, merged, kept
+
+    def write(df: DataFrame, batch_id: int, tally: Optional[Column] = None) -> Optional[dict[int, int]]:
+        # One pass over the batch: the groups' partials, with rows that got no instance (bad) and
+        # rows not aggregated (not live) grouped apart, and per group the rows it got (the counts
+        # per instance and the tally come from these).
+        code = flags + tally * 4 if tally is not None else flags
+        every = df.groupBy(*keys, code.alias("__code")).agg(*every_aggs).persist()
         merged: Optional[DataFrame] = None
         try:
             received: dict[str, int] = {}
-            counted: dict[tuple, int] = {}
+            counted: dict[int, int] = {}
             any_bad = False
-            for r in every.groupBy(INST, "__bad", "__live", *[column(c) for c in tally]).agg(
-                    F.sum("__n").alias("n")).collect():
-                values = tuple(r[c] for c in tally)
-                counted[values] = counted.get(values, 0) + int(r["n"])
-                if r["__live"]:
+            for r in every.groupBy(INST, "__code").agg(counted_sum).collect():
+                value, is_bad, is_live = r["__code"] >> 2, bool(r["__code"] & 2), bool(r["__code"] & 1)
+                counted[value] = counted.get(value, 0) + int(r["n"])
+                if is_live:
                     received[str(r[INST])] = received.get(str(r[INST]), 0) + int(r["n"])
-                    any_bad = any_bad or r["__bad"]
-            bad = write_bad(df.where(live & F.col(WHY).isNotNull()), batch_id) if any_bad else {}
-            part = every.where(F.col("__live") & ~F.col("__bad")).drop(
-                "__bad", "__live", "__n", *tally)
+                    any_bad = any_bad or is_bad
+            bad = write_bad(df.where(bad_rows), batch_id) if any_bad else {}
+            part = every.where(aggregated).drop("__code", "__n")
             earlier = [snap for snap in _snapshots(state_dir) if snap[0] < batch_id]
             old_path = max(earlier)[1] if earlier else None
             # the batch and sequence number of each group's last change (for final_contents);
             # a snapshot from before they were kept goes on without them
-            order = [LAST_BATCH, SEQ]
+            order: tuple[str, ...] = (LAST_BATCH, SEQ)
             if old_path is not None:
                 old = df.sparkSession.read.parquet(old_path)
                 if LAST_BATCH not in old.columns:
-                    order = []
-                old = old.select(*[column(c).alias("__o_" + c) for c in group_cols + order],
-                                 *[column(p).alias("__o" + p) for p, _, _ in partials],
-                                 F.lit(True).alias("__present"))
-                cond = None
-                for c in group_cols:
-                    eq = column(c).eqNullSafe(column("__o_" + c))
-                    cond = eq if cond is None else cond & eq
-                merged = part.join(old, cond, "left")
-                for p, _, how in partials:
-                    merged = merged.withColumn(p, _combine(how, column(p), column("__o" + p)))
+                    order = ()
+                old_cols, merged_cols, kept_cols = layout(order)
+                old = old.select(*old_cols)
+                # a join with the old snapshot: computed once for both files
+                merged = part.join(old, cond, "left").withColumns(combined).persist()
                 kept = old.join(part, cond, "left_anti")
             else:
-                merged = part.withColumn("__present", F.lit(None).cast("boolean"))
+                old_cols, merged_cols, kept_cols = layout(order)
+                merged = part.withColumn("__present", new_group)
                 kept = None
-            if old_path is not None:  # a join with the old snapshot: computed once for both files
-                merged = merged.persist()
-            state = merged.select(*[column(c) for c in group_cols], *[column(p) for p, _, _ in partials],
-                                  *([F.lit(batch_id).cast("long").alias(LAST_BATCH), F.col(SEQ)]
-                                    if order else []))
+            state = merged.select(*merged_cols, *([F.lit(batch_id).cast("long").alias(LAST_BATCH),
+                                                   F.col(SEQ)] if order else []))
             if kept is not None:
-                state = state.unionByName(kept.select(
-                    *[column("__o_" + c).alias(c) for c in group_cols + order],
-                    *[column("__o" + p).alias(p) for p, _, _ in partials]))
-            rows = merged.select(F.lit(batch_id).alias(BATCH), F.col(INST),
-                                 F.col(SEQ), F.lit(0).cast("long").alias(SUB),
-                                 F.when(column("__present"), F.lit("u")).otherwise(F.lit("i")).alias(OP),
-                                 *output_values(element, spec))
-            rows = rows.select(BATCH, INST, SEQ, SUB, OP, *[column(c) for c, _ in element["columns"]])
+                state = state.unionByName(kept.select(*kept_cols))
+            rows = merged.select(F.lit(batch_id).alias(BATCH), *rows_out).select(*changelog_cols)
             # both files in one job; the changelog's rows by opcode are counted as it is written
             ops, _ = write_parquets([(rows, changelog_path(batch_id), False),
                                      (state, os.path.join(state_dir, f"state-{batch_id:08d}.parquet"), True)])
@@ -188,7 +201,7 @@ def native_writer(element: dict, spec: dict, state_dir: str,
                     os.remove(stale)
             write_stats(batch_id, {"rows_in": sum(received.values()), "rows_out": ops, "bad": bad,
                                    "instances": received})
-            return counted if tally else None
+            return counted if tally is not None else None
         finally:
             if merged is not None:
                 merged.unpersist()

@@ -324,26 +324,40 @@ def assign_instances(df: DataFrame, spec: n.PartitionSpec, source: str, target: 
                      globals_: Optional[Mapping[str, object]] = None,
                      functions: Optional[Mapping[str, n.FuncDef]] = None) -> tuple[DataFrame, Assignment]:
     """``df`` with an instance column (0..count-1, null for a bad record) and a bad-record reason."""
+    first, instance, reason, how = instance_columns(spec, source, target, count, df.schema, sequence,
+                                                    globals_, functions)
+    out = df.withColumns(first) if first else df
+    return _with(out, instance, reason).drop(*first), how
+
+
+def instance_columns(spec: n.PartitionSpec, source: str, target: str, count: int,
+                     schema: T.StructType, sequence: Optional[str] = None,
+                     globals_: Optional[Mapping[str, object]] = None,
+                     functions: Optional[Mapping[str, n.FuncDef]] = None,
+                     tmp: str = "__assignment"
+                     ) -> tuple[dict[str, Column], Column, Optional[Column], Assignment]:
+    """``(first, instance, reason, how)`` for ``spec`` over rows of ``schema``: columns to add
+    first (the interpreter's result, as ``tmp``; none when the function is a Spark expression),
+    then the instance (0..count-1, null for a bad record) and the bad-record reason (None: never
+    one) as expressions over them, and how the function runs."""
     if spec.method == "hash":
         instance = F.pmod(F.hash(*[column(c.name) for c in spec.columns]), F.lit(count))
-        return _with(df, instance, None), Assignment("hash")
+        return {}, instance, None, Assignment("hash")
     if spec.method == "roundrobin":
         if sequence is None:
             raise ValueError("ROUNDROBIN needs the sequence number column")
         instance = F.pmod(column(sequence), F.lit(count).cast("long")).cast("int")
-        return _with(df, instance, None), Assignment("roundrobin")
+        return {}, instance, None, Assignment("roundrobin")
     try:
-        instance = compile_custom(spec.body, source, target, count, column_kinds(df.schema))
+        instance = compile_custom(spec.body, source, target, count, column_kinds(schema))
         reason = F.when(instance.isNull(), F.lit("the partition function returned no integer"))
-        return _with(df, instance, reason), Assignment("compiled")
+        return {}, instance, reason, Assignment("compiled")
     except NotCompilable as exc:
         why = str(exc)
-    result = interpreter_udf(spec.body, source, target, count, column_kinds(df.schema), globals_,
+    result = interpreter_udf(spec.body, source, target, count, column_kinds(schema), globals_,
                              functions)
-    tmp = "__assignment"
-    out = df.withColumn(tmp, result)
-    out = out.withColumn(INSTANCE, F.col(f"{tmp}.instance")).withColumn(BAD_REASON, F.col(f"{tmp}.reason"))
-    return out.drop(tmp), Assignment("interpreter", why)
+    return ({tmp: result}, F.col(f"{tmp}.instance"), F.col(f"{tmp}.reason"),
+            Assignment("interpreter", why))
 
 
 def _with(df: DataFrame, instance: Column, reason: Optional[Column]) -> DataFrame:
