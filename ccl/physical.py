@@ -31,6 +31,15 @@ def changed_instances(old: Mapping, new: Mapping) -> list[tuple[str, int, int]]:
             if e.get("name") in before and before[e["name"]] != instance_count(e)]
 
 
+def uses_time(element: Mapping) -> bool:
+    """Whether the element has a time-based KEEP (its own or on a FROM source)."""
+    keeps = [element.get("keep")]
+    for sel in (element.get("query") or {}).get("selects", []):
+        keeps += [s.get("keep") for s in sel["sources"]]
+    every = any(h["event"] == "every" for h in (element.get("flex") or {}).get("handlers", []))
+    return every or any(k and k["kind"] in ("time", "every_time") for k in keeps)
+
+
 def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]:
     """(path, why) for one plan element (docs/plan.md); ``plan`` lets the rule look at sources.
 
@@ -53,7 +62,9 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
                         "merged into per-group totals")
     if plan is not None and native_filter(element, plan) is not None:
         return NATIVE, "stateless stream (filter and projection): Spark expressions"
-    return PER_INSTANCE, "per-instance state in transformWithState"
+    if uses_time(element):
+        return PER_INSTANCE, "per-instance state in transformWithState (timers for a time-based KEEP)"
+    return PER_INSTANCE, "per-instance state: the engine over each bucket's rows in applyInArrow"
 
 
 def _column(expr: object, alias: str) -> Optional[str]:

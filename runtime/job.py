@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -31,10 +32,11 @@ from pyspark.sql import types as T
 
 from ccl import nodes as n
 from ccl.physical import (NATIVE, changed_instances, input_adapter, native_aggregation, native_filter,
-                          path_of)
+                          path_of, uses_time)
 
 from .engine.changes import OPS
 from .native_agg import native_writer
+from .arrow_state import bucket_rows, prune
 from .built_once import once
 from .partition_fn import instance_columns
 from .processor import (BATCH, INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
@@ -99,7 +101,8 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
             old = json.load(f)
         _check_compatible(old, plan, root)
     else:
-        fused = fused_consumers(plan, options.native_operators)
+        arrow = arrow_elements(plan, options.native_operators)
+        fused = fused_consumers(plan, options.native_operators, arrow)
         unrecorded = [] if options.record_inputs else unrecorded_inputs(plan, fused)
         # with a file limit per batch the ccl_csv source stays: it takes files in name order,
         # Spark's file source the oldest first
@@ -107,7 +110,7 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
                        [e["name"] for e in plan["elements"] if native_path(e, plan) == "input"])
         with open(saved + ".tmp", "w", encoding="utf-8") as f:
             json.dump({**plan, "buckets": options.buckets, "fused": fused, "unrecorded": unrecorded,
-                       "file_source": file_source}, f, indent=1, sort_keys=True)
+                       "file_source": file_source, "arrow_state": arrow}, f, indent=1, sort_keys=True)
         os.replace(saved + ".tmp", saved)
     return RunDirs(root)
 
@@ -131,6 +134,9 @@ class RunLayout:
     # input elements read through Spark's file source (runtime/file_input.py: the native input
     # streams); none in an older directory, whose checkpoints hold the ccl_csv source
     file_source: frozenset[str] = frozenset()
+    # per-instance elements run by runtime/arrow_state.py (:func:`arrow_elements`); none in an
+    # older directory, whose checkpoints hold transformWithState's state
+    arrow_state: frozenset[str] = frozenset()
 
 
 def layout_of(root: str) -> RunLayout:
@@ -138,7 +144,16 @@ def layout_of(root: str) -> RunLayout:
     with open(os.path.join(root, "plan.json"), encoding="utf-8") as f:
         saved = json.load(f)
     return RunLayout(int(saved.get("buckets", 8)), dict(saved.get("fused", {})),
-                     frozenset(saved.get("unrecorded", [])), frozenset(saved.get("file_source", [])))
+                     frozenset(saved.get("unrecorded", [])), frozenset(saved.get("file_source", [])),
+                     frozenset(saved.get("arrow_state", [])))
+
+
+def arrow_elements(plan: dict, native_operators: bool = True) -> list[str]:
+    """The per-instance elements that need no timers (no time-based KEEP): they run in their
+    query's batches with ``applyInArrow`` and keep their state in files (runtime/arrow_state.py)."""
+    return [e["name"] for e in plan["elements"]
+            if (is_input(e) or ports_of(e)) and native_path(e, plan, native_operators) is None
+            and not uses_time(e)]
 
 
 def unrecorded_inputs(plan: dict, fused: dict[str, list[str]]) -> list[str]:
@@ -156,17 +171,20 @@ def unrecorded_inputs(plan: dict, fused: dict[str, list[str]]) -> list[str]:
             and readers.get(e["name"], set()) <= set(fused.get(e["name"], []))]
 
 
-def fused_consumers(plan: dict, native_operators: bool = True) -> dict[str, list[str]]:
-    """Producer name -> the native elements that run inside the producer's batches instead of a
-    query of their own: a native aggregation or native stream whose only source is the producer
-    (not itself a native aggregation). Each such batch gets the producer's output rows directly,
-    under the producer's batch id, so it is written (and replayed) with the producer's batch."""
+def fused_consumers(plan: dict, native_operators: bool = True,
+                    arrow: Sequence[str] = ()) -> dict[str, list[str]]:
+    """Producer name -> the elements that run inside the producer's batches instead of a query of
+    their own: a native aggregation, a native stream or an ``arrow`` element (see
+    :func:`arrow_elements`) whose only source is the producer (not itself a native aggregation).
+    Each such batch gets the producer's output rows directly, under the producer's batch id, so
+    it is written (and replayed) with the producer's batch."""
     by_name = {e["name"]: e for e in plan["elements"]}
     fused: dict[str, list[str]] = {}
     for e in plan["elements"]:
         ports = ports_of(e)
         if (is_input(e) or len(ports) != 1
-                or native_path(e, plan, native_operators) not in ("aggregation", "stream")):
+                or (native_path(e, plan, native_operators) not in ("aggregation", "stream")
+                    and e["name"] not in arrow)):
             continue
         source = by_name.get(ports[0][1])
         if (source is not None and (is_input(source) or ports_of(source))  # it has a query
@@ -344,15 +362,6 @@ def processor_input(plan: dict, element: dict, frames: list[DataFrame], buckets:
 
 
 
-def uses_time(element: dict) -> bool:
-    """Whether the element has a time-based KEEP (its own or on a FROM source)."""
-    keeps = [element.get("keep")]
-    for sel in (element.get("query") or {}).get("selects", []):
-        keeps += [s.get("keep") for s in sel["sources"]]
-    every = any(h["event"] == "every" for h in (element.get("flex") or {}).get("handlers", []))
-    return every or any(k and k["kind"] in ("time", "every_time") for k in keeps)
-
-
 # --------------------------------------------------------------------------------------------------
 # Writing: one batch of an element's output
 # --------------------------------------------------------------------------------------------------
@@ -453,19 +462,29 @@ def _parquet_writer(targets: list[str], schemas: list[T.StructType]) -> Callable
     return write
 
 
-def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: bool = True,
-                 fused: Optional[dict[str, list[str]]] = None,
-                 unrecorded: frozenset[str] = frozenset()) -> Callable[[DataFrame, int], None]:
+def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
+                 native_operators: bool = True) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of an element's query (its input is the processor's output, or
     for a native aggregation the source's changelog with ``__inst``). After its own files, a batch
-    runs the writers of the element's ``fused`` consumers on its output rows. An ``unrecorded``
-    element writes its counters and bad records but no changelog."""
+    runs the writers of the element's fused consumers (``layout.fused``) on its output rows. An
+    unrecorded element (``layout.unrecorded``) writes its counters and bad records but no
+    changelog."""
     name = element["name"]
+    unrecorded = layout.unrecorded
     cols = [c for c, _ in element["columns"]]
     native = native_path(element, plan, native_operators)
     by_name = {e["name"]: e for e in plan["elements"]}
-    consumers = [(by_name[c], batch_writer(by_name[c], dirs, plan, native_operators, fused, unrecorded))
-                 for c in (fused or {}).get(name, [])]
+    consumers = [(by_name[c], batch_writer(by_name[c], dirs, plan, layout, native_operators))
+                 for c in layout.fused.get(name, [])]
+    arrow_rows = {c["name"]: arrow_transform(plan, c, dirs) for c, _ in consumers
+                  if c["name"] in layout.arrow_state}
+
+    def consumer_frame(consumer: dict, rows: DataFrame, batch_id: int) -> DataFrame:
+        """What the writer of a fused consumer gets from this batch's output ``rows``."""
+        if consumer["name"] in arrow_rows:
+            proc_in = processor_input(plan, consumer, [rows], layout.buckets)
+            return arrow_rows[consumer["name"]](proc_in, batch_id)
+        return native_frame(plan, consumer, element, rows, native_operators)
     errors = error_writer(element, plan, dirs)
     if native == "aggregation":
         return native_writer(
@@ -530,11 +549,32 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, native_operators: boo
             if consumers and produced:
                 rows = changelog_frame(df.where(F.col(KIND) == "row"), cols)
                 for consumer, consumer_write in consumers:
-                    consumer_write(native_frame(plan, consumer, element, rows, native_operators),
-                                   batch_id)
+                    consumer_write(consumer_frame(consumer, rows, batch_id), batch_id)
         finally:
             df.unpersist()
+        if name in layout.arrow_state:
+            prune(dirs.of("state", name), batch_id)
     return write
+
+
+def arrow_transform(plan: dict, element: dict, dirs: RunDirs) -> Callable[[DataFrame, int], DataFrame]:
+    """For an element run by runtime/arrow_state.py: the function from one batch of its processor
+    input (with ``__bucket``) to the batch's processor output rows."""
+    plan_text = json.dumps(plan)
+    first = first_ports(plan, element)
+    state_dir = dirs.of("state", element["name"])
+
+    def rows(proc_in: DataFrame, batch_id: int) -> DataFrame:
+        return bucket_rows(proc_in, plan_text, element, first, state_dir, batch_id,
+                           int(time.time() * 1000))
+    return rows
+
+
+def first_ports(plan: dict, element: dict) -> frozenset[int]:
+    """The ports of ``element`` that read a reference (their rows of a batch come first)."""
+    kinds = {e["name"]: e["kind"] for e in plan["elements"]}
+    return frozenset(port for port, (_, source) in enumerate(ports_of(element))
+                     if kinds.get(source) == "reference")
 
 
 def _info(reason: Column, row: Column) -> Column:
@@ -804,9 +844,10 @@ def native_frame(plan: dict, element: dict, source: dict, frame: DataFrame,
 
 
 def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOptions,
-                  dirs: RunDirs, buckets: int) -> Optional[DataFrame]:
-    """The streaming frame of processor output rows (runtime/processor.py) of ``element``; None
-    for an input element with no input."""
+                  dirs: RunDirs, layout: RunLayout) -> Optional[DataFrame]:
+    """The streaming frame of processor output rows (runtime/processor.py) of ``element``, or for
+    an element run by runtime/arrow_state.py its processor input (each batch goes through
+    :func:`arrow_transform`); None for an input element with no input."""
     by_name = {e["name"]: e for e in plan["elements"]}
     if is_input(element):
         frame = input_frame(spark, plan, element, options, dirs)
@@ -824,16 +865,15 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
                             options.native_operators)
     if native == "input":
         return native_input(element, frames[0])
-    proc_in = processor_input(plan, element, frames, buckets)
+    proc_in = processor_input(plan, element, frames, layout.buckets)
+    if element["name"] in layout.arrow_state:
+        return proc_in
     # Time-based KEEPs need processing-time timers. The time mode is part of the checkpoint, so it
     # is the same in both kinds of run; an until-idle run registers no timers (it expires rows only
     # as batches arrive) and is stopped when idle (run.py: availableNow never ends in this mode).
     timed = uses_time(element)
-    kinds = {e["name"]: e["kind"] for e in plan["elements"]}
-    references = frozenset(port for port, (_, source) in enumerate(ports_of(element))
-                           if kinds.get(source) == "reference")
     processor = ElementProcessor(json.dumps(plan), element["name"], timed and not options.until_idle,
-                                 references)
+                                 first_ports(plan, element))
     return (proc_in.groupBy("__bucket")
             .transformWithState(processor, output_schema(element), "Append",
                                 "ProcessingTime" if timed else "None"))

@@ -59,14 +59,93 @@ def bad_info(reason: str, values: Any) -> str:
     return json.dumps({"reason": reason, "row": values}, default=str, sort_keys=True)
 
 
+class BucketRun:
+    """The per-instance processing of one element's bucket, shared by both ways of running it:
+    a batch's rows of each instance in order, through the element's engine
+    (:func:`runtime.engine.flex.make_engine`, made once and serving every instance), with the
+    instances' states (a dict, kept by the caller between batches).
+
+    A batch's rows are processed in sequence order, except that rows of ``first_ports`` (the ports
+    reading a reference) come before all others: ESP looks a reference up in its database when a
+    row arrives, so its rows are data already there, not events that race with the element's other
+    inputs. Output rows are tuples ``(kind, inst, seq, sub, op, info, values)``.
+    """
+
+    def __init__(self, plan_text: str, element_name: str,
+                 first_ports: frozenset[int] = frozenset()) -> None:
+        from .engine.flex import make_engine
+
+        plan = json.loads(plan_text)
+        element = next(e for e in plan["elements"] if e["name"] == element_name)
+        self.element = element
+        self.engine = make_engine(element, plan, 0)
+        self.columns = [name for name, _ in element["columns"]]
+        # (seq, src, sub, port) order; rows of a reference's port first when there is one
+        self.order = ((lambda x: (x[3] not in first_ports, *x[:4])) if first_ports
+                      else (lambda x: x[:4]))
+
+    def process(self, states: dict[int, dict], by_instance: dict[int, list[tuple]],
+                now: int) -> list[tuple]:
+        """Output rows for ``by_instance``: per instance its received rows
+        ``(seq, src, sub, port, op, bad, values)`` (``values`` of a bad one: its reason and row)."""
+        out: list[tuple] = []
+        for inst in sorted(by_instance):
+            received = sorted(by_instance[inst], key=self.order)
+            out.append(("stat", inst, len(received), 0, None, None, _NONE))
+            events = []
+            for seq, _src, _sub, port, op, bad, values in received:
+                if bad:
+                    out.append(("bad", inst, seq, 0, None, bad_info(*values), _NONE))
+                else:
+                    events.append(Event(port, op, seq, values))
+            state = states.get(inst)
+            if state is None:
+                state = states[inst] = self.engine.initial_state()
+            out.extend(self.emitted(inst, self.engine.process(state, events, now)))
+        return out
+
+    def expire(self, states: dict[int, dict], now: int) -> list[tuple]:
+        """Output rows of what time-based KEEPs evict at ``now``, in every instance."""
+        out: list[tuple] = []
+        for inst in sorted(states):
+            out.extend(self.emitted(inst, self.engine.expire(states[inst], now), EXPIRY_SUB))
+        return out
+
+    def next_deadline(self, states: dict[int, dict]) -> Optional[int]:
+        """When :meth:`expire` next has work in any instance (ms), or None."""
+        deadlines = [d for d in (self.engine.next_deadline(s) for s in states.values()) if d is not None]
+        return min(deadlines) if deadlines else None
+
+    @staticmethod
+    def emitted(inst: int, outputs: list, first_sub: int = 0) -> list[tuple]:
+        """The output rows of an engine's outputs for instance ``inst``."""
+        rows = []
+        for sub, o in enumerate(outputs, first_sub):
+            if isinstance(o, Emit):
+                rows.append(("row", inst, o.seq, sub, o.op, None, o.values))
+            elif isinstance(o, Bad):
+                rows.append(("bad", inst, o.seq, sub, None, bad_info(o.reason, dict(o.values)), _NONE))
+        return rows
+
+
+_NONE: dict = {}  # the values of an output row that carries none (never changed)
+
+
+def received_row(seq: int, src: int, sub: int, port: int, op: str, why: Optional[str],
+                 raw: Optional[str], values: Any) -> tuple:
+    """A row as :meth:`BucketRun.process` takes it: one that does not parse or got no instance
+    (``why``) carries its reason and its line (or values) instead of values."""
+    if why is not None:
+        return (seq, src, sub, port, op, True, (why, {"line": raw} if raw is not None else values))
+    return (seq, src, sub, port, op, False, values)
+
+
 class ElementProcessor(StatefulProcessor):
-    """Runs the element's engine (:func:`runtime.engine.flex.make_engine`) for every instance of one bucket.
+    """:class:`BucketRun` for one bucket in transformWithState (elements whose time-based KEEP
+    needs processing-time timers; see runtime/arrow_state.py for the others).
 
     Built on the driver from the plan as JSON text (it travels to the Python workers pickled);
-    the engine is made in ``init`` on the worker. A batch's rows are processed in sequence order,
-    except that rows of ``first_ports`` (the ports reading a reference) come before all others:
-    ESP looks a reference up in its database when a row arrives, so its rows are data already
-    there, not events that race with the element's other inputs.
+    the engine is made in ``init`` on the worker.
     """
 
     def __init__(self, plan_text: str, element_name: str, timers: bool,
@@ -75,18 +154,10 @@ class ElementProcessor(StatefulProcessor):
         self.first_ports = first_ports
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        from .engine.flex import make_engine
-
-        plan = json.loads(self.plan_text)
-        element = next(e for e in plan["elements"] if e["name"] == self.element_name)
-        self.engine = make_engine(element, plan, 0)
-        self.columns = [name for name, _ in element["columns"]]
+        self.run = BucketRun(self.plan_text, self.element_name, self.first_ports)
         self.handle = handle
         self.state = handle.getValueState("instances", T.StructType([T.StructField("blob", T.BinaryType())]))
-        self.make_row = Row(*[n for n, _ in META], *self.columns)
-        first = self.first_ports
-        # (seq, src, sub, port) order; rows of a reference's port first when there is one
-        self._order = (lambda x: (x[3] not in first, *x[:4])) if first else (lambda x: x[:4])
+        self.make_row = Row(*[n for n, _ in META], *self.run.columns)
 
     # --- state --------------------------------------------------------------------------------
 
@@ -101,64 +172,34 @@ class ElementProcessor(StatefulProcessor):
             return
         for t in list(self.handle.listTimers()):
             self.handle.deleteTimer(t)
-        deadlines = [d for d in (self.engine.next_deadline(s) for s in states.values()) if d is not None]
-        if deadlines:
-            self.handle.registerTimer(min(deadlines))
+        deadline = self.run.next_deadline(states)
+        if deadline is not None:
+            self.handle.registerTimer(deadline)
 
     # --- callbacks ----------------------------------------------------------------------------
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
-        now = timerValues.getCurrentProcessingTimeInMs()
         by_instance: dict[int, list[tuple]] = defaultdict(list)
         for r in rows:
             port = r[PORT]
-            values = _plain(r[port_column(port)])
-            if r[WHY] is not None:  # a row that does not parse, or got no instance
-                values = (r[WHY], {"line": r[RAW]} if r[RAW] is not None else values)
-            by_instance[r[INST]].append((r[SEQ], r[SRC], r[SUB], port, r[OP], r[WHY] is not None,
-                                         values))
+            by_instance[r[INST]].append(received_row(r[SEQ], r[SRC], r[SUB], port, r[OP], r[WHY],
+                                                     r[RAW], _plain(r[port_column(port)])))
         states = self._load()
-        out: list[Row] = []
-        for inst in sorted(by_instance):
-            received = sorted(by_instance[inst], key=self._order)
-            out.append(self._row("stat", inst, len(received), 0, None, None, {}))
-            events = []
-            for seq, _src, _sub, port, op, bad, values in received:
-                if bad:
-                    out.append(self._row("bad", inst, seq, 0, None, bad_info(*values), {}))
-                else:
-                    events.append(Event(port, op, seq, values))
-            state = states.get(inst)
-            if state is None:
-                state = states[inst] = self.engine.initial_state()
-            out.extend(self._emitted(inst, self.engine.process(state, events, now)))
+        out = self.run.process(states, by_instance, timerValues.getCurrentProcessingTimeInMs())
         self._save(states)
-        return iter(out)
+        return iter(self._rows(out))
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
-        now = timerValues.getCurrentProcessingTimeInMs()
         states = self._load()
-        out: list[Row] = []
-        for inst in sorted(states):
-            out.extend(self._emitted(inst, self.engine.expire(states[inst], now), EXPIRY_SUB))
+        out = self.run.expire(states, timerValues.getCurrentProcessingTimeInMs())
         self._save(states)
-        return iter(out)
+        return iter(self._rows(out))
 
     def close(self) -> None:
         pass
 
-    # --- output rows --------------------------------------------------------------------------
-
-    def _emitted(self, inst: int, outputs: list, first_sub: int = 0) -> list[Row]:
-        rows = []
-        for sub, o in enumerate(outputs, first_sub):
-            if isinstance(o, Emit):
-                rows.append(self._row("row", inst, o.seq, sub, o.op, None, o.values))
-            elif isinstance(o, Bad):
-                rows.append(self._row("bad", inst, o.seq, sub, None, bad_info(o.reason, dict(o.values)), {}))
-        return rows
-
-    def _row(self, kind: str, inst: int, seq: int, sub: int, op: Optional[str], info: Optional[str],
-             values: Any) -> Row:
-        return self.make_row(kind, inst, seq, sub, op, info, *[values.get(c) for c in self.columns])
+    def _rows(self, out: list[tuple]) -> list[Row]:
+        columns = self.run.columns
+        return [self.make_row(kind, inst, seq, sub, op, info, *[values.get(c) for c in columns])
+                for kind, inst, seq, sub, op, info, values in out]

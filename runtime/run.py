@@ -12,7 +12,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from .job import (RunDirs, RunError, RunLayout, RunOptions, batch_writer, element_query,
+from .job import (RunDirs, RunError, RunLayout, RunOptions, arrow_transform, batch_writer, element_query,
                   input_files_stream, is_input, layout_of, prepare_run_dir, uses_time)
 from .outputs import element_stats, write_outputs
 
@@ -65,7 +65,7 @@ def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, 
     source's batches: ``layout.fused``, see job.fused_consumers)."""
     if any(element["name"] in consumers for consumers in layout.fused.values()):
         return None
-    write = batch_writer(element, dirs, plan, options.native_operators, layout.fused, layout.unrecorded)
+    write = batch_writer(element, dirs, plan, layout, options.native_operators)
     if element["name"] in layout.file_source:
         files = input_files_stream(spark, plan, element, options, dirs)
         if files is None:
@@ -73,9 +73,12 @@ def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, 
         frame, rows = files
         write = (lambda df, batch_id, write=write: write(rows(df), batch_id))
     else:
-        frame = element_query(spark, plan, element, options, dirs, layout.buckets)
+        frame = element_query(spark, plan, element, options, dirs, layout)
         if frame is None:
             return None
+        if element["name"] in layout.arrow_state:
+            transform = arrow_transform(plan, element, dirs)
+            write = (lambda df, batch_id, write=write: write(transform(df, batch_id), batch_id))
     writer = (frame.writeStream.foreachBatch(write)
               .option("checkpointLocation", dirs.of("queries", element["name"]))
               .queryName(f"ccl:{element['name']}"))

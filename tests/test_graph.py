@@ -195,7 +195,7 @@ def test_explain_prints_the_physical_plan_after_the_partitioning():
     instances: 2
     state: join of 2 sources (left); aggregation: 1 GROUP BY expression(s), 1 aggregate(s); \
 window keyed by (isin) with KEEP 1 MINUTE
-    path: per-instance (per-instance state in transformWithState)
+    path: per-instance (per-instance state in transformWithState (timers for a time-based KEEP))
     broadcast inputs: volumeW
 """ in physical
     assert "  1. priceW: input window, line 1 of hash_vwap_broadcast.ccl\n    partitioning: none\n" \
@@ -206,7 +206,7 @@ window keyed by (isin) with KEEP 1 MINUTE
 def test_explain_physical_paths_state_kinds_and_modules():
     text = explain_physical(plan_of("crypto_orderbook_modules.ccl", VALID))
     assert "module instance partitioning: 4 partitions" in text
-    assert "path: per-instance (per-instance state in transformWithState)" in text
+    assert "path: per-instance (per-instance state: the engine over each bucket's rows in applyInArrow)" in text
     seeds = explain_physical(plan_of("hash_maxprice.ccl"))
     assert "1. priceW: input stream" in seeds
     assert "path: native (input stream without state: Spark expressions)" in seeds

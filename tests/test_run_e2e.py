@@ -273,7 +273,11 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
     assert native.stats("trades")["rows_in"] == len(rows) == 180
     slow = run_project(spark, tmp_path / "slow", text, {"trades": str(data)}, max_files_per_batch=1,
                        native_operators=False)
-    assert len(glob.glob(str(tmp_path / "slow" / changelogs))) == 3  # read by the elements' queries
+    # the per-instance path (runtime/arrow_state.py) runs in the input's batches too
+    assert json.loads((tmp_path / "slow" / "run" / "plan.json").read_text())["arrow_state"] == [
+        "stats", "flat", "rr", "odd", "picked", "perSym"]
+    assert os.listdir(tmp_path / "slow" / "run" / "queries") == ["trades"]
+    assert not glob.glob(str(tmp_path / "slow" / changelogs))
     for name in ("stats", "flat", "rr", "odd", "picked", "perSym"):
         def table(out):  # float sums may differ in the last digit (another summation order)
             def value(v):  # as text: NaN equals NaN
@@ -303,7 +307,7 @@ def test_an_input_is_recorded_when_something_reads_its_changelog(tmp_path):
     """unrecorded_inputs: an input read by nothing or only by consumers fused into its batches;
     not one with an output adapter or one a query of its own reads (a join runs per instance)."""
     from ccl.planner import plan_project
-    from runtime.job import fused_consumers, unrecorded_inputs
+    from runtime.job import arrow_elements, fused_consumers, unrecorded_inputs
     path = tmp_path / "p.ccl"
     path.write_text("""
     create input stream a schema (k string, v integer);
@@ -312,13 +316,20 @@ def test_an_input_is_recorded_when_something_reads_its_changelog(tmp_path):
     create input stream d schema (k string);
     create input stream e schema (k string);
     create output window s primary key deduced as select a.k, sum(a.v) v from a group by a.k;
+    create output window t primary key deduced keep 1 minute as select d.k, count(*) n from d group by d.k;
     create output stream j as select b.k, w.x from b join w on b.k = w.k;
     attach output adapter o type toolkit_file_csv_output to d properties dir = 'out';
     """)
     plan, diags = plan_project(str(path))
     assert plan is not None, [str(d) for d in diags]
-    assert unrecorded_inputs(plan, fused_consumers(plan)) == ["a", "e"]
-    assert unrecorded_inputs(plan, fused_consumers(plan, native_operators=False)) == ["e"]
+    arrow = arrow_elements(plan)
+    assert arrow == ["w", "j"]  # t has timers (transformWithState); s and the streams are native
+    assert unrecorded_inputs(plan, fused_consumers(plan, arrow=arrow)) == ["a", "e"]
+    # on the per-instance path s runs in a's batches too (it has one source), j does not (two)
+    arrow = arrow_elements(plan, native_operators=False)
+    assert arrow == ["w", "s", "j"]
+    assert unrecorded_inputs(plan, fused_consumers(plan, False, arrow)) == ["a", "e"]
+    assert unrecorded_inputs(plan, fused_consumers(plan, False)) == ["e"]
 
 
 def test_run_directory_from_before_fusion_keeps_a_query_per_element(spark, tmp_path):

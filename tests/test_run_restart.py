@@ -22,6 +22,9 @@ create output stream big as select t.id, t.sym, t.qty from trades t where t.qty 
 create output window totals primary key deduced keep 10 minutes
   partition by trades hash(sym) partitions 3
   as select t.sym, sum(t.qty) total, count(*) n from trades t group by t.sym;
+create output window counted primary key deduced
+  partition by trades roundrobin partitions 2
+  as select t.sym, sum(t.qty) total, count(*) n from trades t group by t.sym having count(*) > 0;
 """
 
 
@@ -64,8 +67,10 @@ def test_killed_run_resumes_without_loss_or_duplicates(spark, tmp_path, source):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, as a crash would
         proc.wait()
-    assert (json.loads((Path(run_dir) / "plan.json").read_text())["file_source"]
-            == ([] if source == "ccl_csv" else ["trades"]))
+    saved = json.loads((Path(run_dir) / "plan.json").read_text())
+    assert saved["file_source"] == ([] if source == "ccl_csv" else ["trades"])
+    # totals (a time KEEP) has timers: transformWithState; counted keeps its state in files
+    assert saved["arrow_state"] == ["counted"]
     for f in range(fed, 24):
         feed(f)
     done = _batches(run_dir, "trades")
@@ -79,6 +84,11 @@ def test_killed_run_resumes_without_loss_or_duplicates(spark, tmp_path, source):
         total, n = want.get(sym, (0, 0))
         want[sym] = (total + qty, n + 1)
     assert {r["sym"]: (int(r["total"]), int(r["n"])) for r in out.rows("totals")} == want
+    both: dict[str, tuple[int, int]] = {}  # a symbol's rows are split between the 2 instances
+    for r in out.rows("counted"):
+        total, n = both.get(r["sym"], (0, 0))
+        both[r["sym"]] = (total + int(r["total"]), n + int(r["n"]))
+    assert both == want and len(out.rows("counted")) == 2 * len(want)
     assert out.stats("trades")["rows_in"] == len(rows)
 
 

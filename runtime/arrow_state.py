@@ -1,0 +1,124 @@
+"""Per-instance elements without timers: each micro-batch's rows grouped by bucket with Spark's
+``applyInArrow``, every bucket's instances run by :class:`runtime.processor.BucketRun`, and their
+states kept in files, one per bucket and batch.
+
+transformWithState's row API converts every cell between Arrow and Python one at a time (about as
+much time per row as the engine itself), and its pandas API reads a null float as NaN and writes a
+NaN as null. Here a bucket's rows arrive as one Arrow table and leave as one, converted a column at
+a time. A bucket's state is what transformWithState kept in RocksDB, the pickled dict of its
+instances' states: batch N reads the bucket's newest file from before N and writes its file for N
+(under a hidden name, then renamed), so a batch that Spark runs again after a crash reads what the
+first try read and writes the same file. Elements with a time-based KEEP need processing-time
+timers to expire rows while no input arrives, and stay on transformWithState
+(runtime/processor.py :class:`ElementProcessor`).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import uuid
+from collections import defaultdict
+from typing import Any, Callable, Optional
+
+from pyspark.sql import DataFrame
+
+from .processor import INST, OP, PORT, RAW, SEQ, SRC, SUB, WHY, BucketRun, output_schema, port_column, received_row
+
+BUCKET = "__bucket"
+_STATE_FILE = re.compile(r"^b(\d+)-(\d+)\.pkl$")
+_RUNS: dict[tuple, BucketRun] = {}  # per Python worker: engines are built once, not every batch
+
+
+def state_path(state_dir: str, bucket: int, batch_id: int) -> str:
+    """The state file of ``bucket`` written by batch ``batch_id``."""
+    return os.path.join(state_dir, f"b{bucket:05d}-{batch_id:010d}.pkl")
+
+
+def _files(state_dir: str) -> dict[int, list[int]]:
+    """Bucket -> the batches that wrote a state file for it, in order."""
+    found: dict[int, list[int]] = defaultdict(list)
+    for name in os.listdir(state_dir) if os.path.isdir(state_dir) else []:
+        m = _STATE_FILE.match(name)
+        if m:
+            found[int(m.group(1))].append(int(m.group(2)))
+    return {b: sorted(batches) for b, batches in found.items()}
+
+
+def load_states(state_dir: str, bucket: int, batch_id: int) -> dict[int, dict]:
+    """The instance states of ``bucket`` as batch ``batch_id`` starts (the newest file of an
+    earlier batch; none: every instance starts empty)."""
+    earlier = [b for b in _files(state_dir).get(bucket, []) if b < batch_id]
+    if not earlier:
+        return {}
+    with open(state_path(state_dir, bucket, earlier[-1]), "rb") as f:
+        return pickle.load(f)
+
+
+def save_states(state_dir: str, bucket: int, batch_id: int, states: dict[int, dict]) -> None:
+    """Write the states of ``bucket`` after batch ``batch_id`` (complete or not at all)."""
+    os.makedirs(state_dir, exist_ok=True)
+    hidden = os.path.join(state_dir, f".{uuid.uuid4().hex}.tmp")
+    with open(hidden, "wb") as f:
+        pickle.dump(states, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(hidden, state_path(state_dir, bucket, batch_id))
+
+
+def prune(state_dir: str, batch_id: int) -> None:
+    """After batch ``batch_id``: per bucket, drop the files older than the newest one from before
+    it (which stays: should this batch run again, it starts from there)."""
+    for bucket, batches in _files(state_dir).items():
+        earlier = [b for b in batches if b < batch_id]
+        for b in earlier[:-1]:
+            try:
+                os.remove(state_path(state_dir, bucket, b))
+            except FileNotFoundError:
+                pass
+
+
+def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int], state_dir: str,
+                  batch_id: int, now: int) -> Callable[[Any, Any], Any]:
+    """The ``applyInArrow`` function of one batch (it travels to the executors pickled): a
+    bucket's rows (the processor's input layout, runtime/job.py processor_input) in, its output
+    rows (:func:`runtime.processor.output_schema`) out."""
+    def run(key: Any, table: Any) -> Any:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        cache_key = (hash(plan_text), element_name, first_ports)
+        runner = _RUNS.get(cache_key)
+        if runner is None:
+            if len(_RUNS) > 64:
+                _RUNS.clear()
+            runner = _RUNS[cache_key] = BucketRun(plan_text, element_name, first_ports)
+        bucket = key[0].as_py()
+        meta = {c: table.column(c).to_pylist() for c in (INST, SEQ, SRC, SUB, PORT, OP, WHY, RAW)}
+        ports: dict[int, list] = {}
+        by_instance: dict[int, list[tuple]] = defaultdict(list)
+        for i, (inst, seq, src, sub, port, op, why, raw) in enumerate(zip(
+                meta[INST], meta[SEQ], meta[SRC], meta[SUB], meta[PORT], meta[OP], meta[WHY], meta[RAW])):
+            values = ports.get(port)
+            if values is None:
+                values = ports[port] = table.column(port_column(port)).to_pylist()
+            by_instance[inst].append(received_row(seq, src, sub, port, op, why, raw, values[i] or {}))
+        states = load_states(state_dir, bucket, batch_id)
+        out = runner.process(states, by_instance, now)
+        save_states(state_dir, bucket, batch_id, states)
+        schema = to_arrow_schema(output_schema(runner.element), timezone="UTC")
+        columns: list[list] = [[] for _ in schema]
+        fixed = 6  # kind, inst, seq, sub, op, info
+        for row in out:
+            for c in range(fixed):
+                columns[c].append(row[c])
+        for c, name in enumerate(runner.columns, fixed):
+            columns[c] = [row[6].get(name) for row in out]
+        return pa.Table.from_arrays([pa.array(col, type=field.type) for col, field in zip(columns, schema)],
+                                    schema=schema)
+    return run
+
+
+def bucket_rows(proc_in: DataFrame, plan_text: str, element: dict, first_ports: frozenset[int],
+                state_dir: str, batch_id: int, now: int) -> DataFrame:
+    """The processor output rows of one batch of ``proc_in`` (with ``__bucket``)."""
+    runner = bucket_runner(plan_text, element["name"], first_ports, state_dir, batch_id, now)
+    return proc_in.groupBy(BUCKET).applyInArrow(runner, output_schema(element))
