@@ -358,6 +358,9 @@ def coerce(v: object, t: Type, what: str) -> object:
 # Values from outside
 # --------------------------------------------------------------------------------------------------
 
+_PLAIN_KINDS = {str: "string", float: "float", bool: "boolean", int: "integer"}
+
+
 def from_python(v: object, t: Type = ANY) -> object:
     """An outside Python value (an input column, a global) in SPLASH form. With a type, the value is
     cast to it (a Spark column of that type holds it); without one an ``int`` is an integer when it
@@ -366,6 +369,10 @@ def from_python(v: object, t: Type = ANY) -> object:
     interval."""
     if v is None:
         return None
+    plain = _PLAIN_KINDS.get(type(v))
+    if plain is not None and t.name in (plain, "any", "null") and (plain != "integer"
+                                                                    or INT_MIN <= v <= INT_MAX):  # type: ignore[operator]
+        return v  # the common case, already in SPLASH form: what the checks below would give
     if isinstance(v, dt.datetime):
         if v.tzinfo is not None:
             v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)

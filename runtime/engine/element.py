@@ -134,14 +134,8 @@ class _Select:
                     for r in rows]
         if self.aggregator is None:
             return [self.projection.apply(r) for r in rows]
-        out = []
-        for r in rows:
-            for c in self.aggregator.apply(state["agg"], r):
-                out.append(Change(c.op, c.key, self._cast(c.old), self._cast(c.new), c.seq))
-        return out
-
-    def _cast(self, row: Optional[Mapping]) -> Optional[dict]:
-        return coerce_row(row, self.columns) if row is not None else None
+        # the aggregator's rows are already cast to the element's columns
+        return [c for r in rows for c in self.aggregator.apply(state["agg"], r)]
 
 
 def _cache_aggregates(select: Mapping, declared: Optional[Declared]) -> list[Mapping]:

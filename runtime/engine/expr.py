@@ -12,6 +12,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from ccl import nodes as n
 from ccl.splash import Declarations, Interpreter, SplashError, as_type
 from ccl.splash.convert import cast, from_python, to_text
+from ccl.splash.operators import arithmetic, comparison, like, logical_not, negate, plus, truth
 
 Rows = Mapping[str, Mapping[str, object]]
 Compiled = Callable[..., object]
@@ -56,12 +57,41 @@ class Expressions:
         It raises :class:`SplashError` when the expression fails (the caller makes the row a bad
         record)."""
         node = n.from_json(expr)
+        direct = self._direct(node)
+        if direct is None:
+            return self._interpreted(node)
+
+        def guarded(rows: Rows, variables: Mapping[str, object] = {}) -> object:
+            try:
+                return direct(rows, variables)  # type: ignore[misc]
+            except SplashError:
+                raise
+            except RecursionError:
+                raise SplashError("code nested too deeply") from None
+            except Exception as e:  # as the interpreter's guard: never a traceback for a row
+                raise SplashError(f"internal error: {type(e).__name__}: {e}") from None
+        return guarded
+
+    def _interpreted(self, node: n.Node) -> Compiled:
         interp = self._interp
 
         def run(rows: Rows, variables: Mapping[str, object] = {}) -> object:
             return interp.evaluate(node, rows, variables)
+        return run
+
+    def _direct(self, node: n.Node) -> Optional[Compiled]:
+        """``node`` as Python closures calling SPLASH's own operators, without setting up an
+        interpreter call per row (which converts every column of every row into a SPLASH record):
+        literals, columns of a source, bound variables, and unary and binary operators over them.
+        None for anything else (the interpreter evaluates the whole expression)."""
+        if isinstance(node, n.Literal):
+            try:
+                value = self._interp.compiler.expr(node)(None, None)
+            except Exception:  # a literal the interpreter refuses (too large): it says why
+                return None
+            return lambda rows, variables={}: value
         if isinstance(node, n.Var):  # a value the runtime binds (an aggregate's result)
-            name = node.name.name
+            name, run = node.name.name, self._interpreted(node)
 
             def bound(rows: Rows, variables: Mapping[str, object] = {}) -> object:
                 if name not in variables:
@@ -70,20 +100,59 @@ class Expressions:
                 return v if _is_plain(v) else from_python(v)
             return bound
         ref = self._column(node)
-        if ref is None:
-            return run
-        # The common case, a column of a source: the value the interpreter would read, without
-        # making a SPLASH record of every row (the interpreter runs when anything is unusual).
-        alias, column, ctype = ref
-        plain = _PLAIN.get(ctype.name)  # type: ignore[attr-defined]
+        if ref is not None:
+            # A column of a source: the value the interpreter would read, without making a SPLASH
+            # record of every row (the interpreter runs when anything is unusual).
+            alias, column, ctype = ref
+            plain, run = _PLAIN.get(ctype.name), self._interpreted(node)  # type: ignore[attr-defined]
 
-        def read(rows: Rows, variables: Mapping[str, object] = {}) -> object:
-            row = rows.get(alias)
-            if alias in variables or type(row) is not dict or column not in row:
-                return run(rows, variables)
-            v = row[column]
-            return v if type(v) is plain and _is_plain(v) else from_python(v, ctype)
-        return read
+            def read(rows: Rows, variables: Mapping[str, object] = {}) -> object:
+                row = rows.get(alias)
+                if alias in variables or type(row) is not dict or column not in row:
+                    return run(rows, variables)
+                v = row[column]
+                return v if type(v) is plain and _is_plain(v) else from_python(v, ctype)
+            return read
+        if isinstance(node, n.Unary) and node.op in _UNARY:
+            operand, unary = self._direct(node.operand), _UNARY[node.op]
+            if operand is None:
+                return None
+            return lambda rows, variables={}: unary(operand(rows, variables))
+        if isinstance(node, n.Binary):
+            return self._binary(node)
+        return None
+
+    def _binary(self, node: n.Binary) -> Optional[Compiled]:
+        left, right, op = self._direct(node.left), self._direct(node.right), node.op
+        if left is None or right is None:
+            return None
+        if op == "and":  # three-valued, the right side only when it can matter (as SPLASH)
+            def run_and(rows: Rows, variables: Mapping[str, object] = {}) -> Optional[bool]:
+                a = truth(left(rows, variables))
+                if a is False:
+                    return False
+                b = truth(right(rows, variables))
+                if b is False:
+                    return False
+                return None if a is None or b is None else True
+            return run_and
+        if op == "or":
+            def run_or(rows: Rows, variables: Mapping[str, object] = {}) -> Optional[bool]:
+                a = truth(left(rows, variables))
+                if a is True:
+                    return True
+                b = truth(right(rows, variables))
+                if b is True:
+                    return True
+                return None if a is None or b is None else False
+            return run_or
+        if op == "like":
+            return lambda rows, variables={}: like(left(rows, variables), right(rows, variables))
+        if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
+            return lambda rows, variables={}: comparison(op, left(rows, variables), right(rows, variables))
+        if op in ("+", "-", "*", "/", "%", "^"):
+            return lambda rows, variables={}: arithmetic(op, left(rows, variables), right(rows, variables))
+        return None
 
     def _column(self, node: n.Node) -> Optional[tuple[str, str, object]]:
         if not (isinstance(node, n.FieldAccess) and isinstance(node.base, n.Var)):
@@ -100,6 +169,8 @@ def _type(text: str) -> object:
     return as_type(text)
 
 
+_UNARY = {"-": negate, "+": plus, "not": logical_not}
+
 # Column types whose values of this Python type are already in SPLASH form (from_python and cast
 # return them unchanged): a hot path that skips both.
 _PLAIN = {"string": str, "float": float, "boolean": bool, "integer": int}
@@ -114,11 +185,35 @@ def _is_plain(v: object) -> bool:
 def coerce_row(values: Mapping[str, object], columns: Sequence[Sequence[str]]) -> dict[str, object]:
     """``values`` cast to the declared column types, in column order (missing columns are null)."""
     out = {}
-    for name, t in columns:
-        v = values.get(name)
-        ctype = _type(t)
-        if ctype.name in ("any", "null"):  # a column of no known type is carried as text (runtime.types)
-            out[name] = None if v is None else to_text(v)
-            continue
-        out[name] = v if type(v) is _PLAIN.get(ctype.name) and _is_plain(v) else cast(v, ctype)  # type: ignore[attr-defined]
+    get = values.get
+    for name, ctype, plain, as_text in _coercion(columns):
+        v = get(name)
+        if v is None:
+            out[name] = None
+        elif as_text:  # a column of no known type is carried as text (runtime.types)
+            out[name] = to_text(v)
+        elif type(v) is plain and (plain is not int or -2**31 <= v < 2**31):  # type: ignore[operator]
+            out[name] = v  # already in SPLASH form: the cast would give it back
+        else:
+            out[name] = cast(v, ctype)
     return out
+
+
+_COERCIONS: dict[int, tuple[Sequence, list[tuple]]] = {}
+
+
+def _coercion(columns: Sequence[Sequence[str]]) -> list[tuple]:
+    """Per column of ``columns`` (a plan's list, the same object row after row): its name, type,
+    the Python type its values have when already in SPLASH form, and whether it is carried as
+    text; worked out once per list."""
+    hit = _COERCIONS.get(id(columns))
+    if hit is not None and hit[0] is columns:
+        return hit[1]
+    steps = []
+    for name, t in columns:
+        ctype = _type(t)
+        steps.append((name, ctype, _PLAIN.get(ctype.name), ctype.name in ("any", "null")))  # type: ignore[attr-defined]
+    if len(_COERCIONS) > 4096:
+        _COERCIONS.clear()
+    _COERCIONS[id(columns)] = (columns, steps)  # the list is kept: its id is not reused meanwhile
+    return steps

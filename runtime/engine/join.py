@@ -69,7 +69,10 @@ def referenced_columns(exprs: Iterable[object]) -> dict[str, list[str]]:
 def null_filled(rows: Mapping[str, Optional[Mapping[str, object]]],
                 columns: Mapping[str, Sequence[str]]) -> dict[str, Mapping[str, object]]:
     """``rows`` with each missing (None) row replaced by a row of nulls over ``columns[alias]``, so
-    that expressions read null from the missing side of an outer join."""
+    that expressions read null from the missing side of an outer join (``rows`` itself when no
+    row is missing)."""
+    if None not in rows.values():
+        return rows  # type: ignore[return-value]
     return {alias: row if row is not None else {c: None for c in columns.get(alias, ())}
             for alias, row in rows.items()}
 
