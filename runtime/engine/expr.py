@@ -60,6 +60,8 @@ class Expressions:
         direct = self._direct(node)
         if direct is None:
             return self._interpreted(node)
+        if not isinstance(node, (n.Unary, n.Binary)):
+            return direct  # a leaf: raises nothing but SplashError
 
         def guarded(rows: Rows, variables: Mapping[str, object] = {}) -> object:
             try:
