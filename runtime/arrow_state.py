@@ -23,7 +23,8 @@ from typing import Any, Callable, Optional
 
 from pyspark.sql import DataFrame
 
-from .processor import INST, OP, PORT, RAW, SEQ, SRC, SUB, WHY, BucketRun, output_schema, port_column, received_row
+from .processor import (INST, OP, PORT, RAW, SEQ, SRC, SUB, WHY, BucketRun, gc_paused, output_schema,
+                        port_column, received_row)
 
 BUCKET = "__bucket"
 _STATE_FILE = re.compile(r"^b(\d+)-(\d+)\.pkl$")
@@ -82,6 +83,10 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
     bucket's rows (the processor's input layout, runtime/job.py processor_input) in, its output
     rows (:func:`runtime.processor.output_schema`) out."""
     def run(key: Any, table: Any) -> Any:
+        with gc_paused():
+            return _run(key, table)
+
+    def _run(key: Any, table: Any) -> Any:
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
