@@ -36,6 +36,7 @@ from ccl.physical import (NATIVE, changed_instances, input_adapter, native_aggre
 
 from .engine.changes import OPS
 from .native_agg import native_writer
+from .parquet_files import write_atomically
 from .arrow_state import bucket_rows, prune
 from .built_once import once
 from .partition_fn import instance_columns
@@ -398,10 +399,8 @@ def single_parquets(parts: list[tuple[DataFrame, str, bool]]) -> list[dict]:
         counts[r["part"]][r["op"]] = r["n"]
     for (_, target, always), schema, found in zip(parts, structs, counts):
         if always and not found:  # as Spark's writer would leave for a frame without rows
-            import pyarrow.parquet as pq
             from pyspark.sql.pandas.types import to_arrow_schema
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            pq.write_table(to_arrow_schema(schema, timezone="UTC").empty_table(), target)
+            write_atomically(target, to_arrow_schema(schema, timezone="UTC").empty_table())
     return [{op: n for op, n in c.items() if n} for c in counts]
 
 
@@ -418,24 +417,15 @@ def _parquet_writer(targets: list[str], schemas: list[T.StructType]) -> Callable
     """The ``mapInArrow`` function of :func:`single_parquets` (it runs on an executor, once per
     frame: the rows of a frame are in one partition)."""
     def write(batches):
-        import uuid
-
         import pyarrow as pa
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        from .parquet_files import AtomicParquet
+
         arrows = [to_arrow_schema(s, timezone="UTC") for s in schemas]
-        writers: dict[int, tuple] = {}
+        files: dict[int, AtomicParquet] = {}
         counts: list[dict] = [{} for _ in targets]
-
-        def writer(i: int):
-            if i not in writers:
-                os.makedirs(os.path.dirname(targets[i]), exist_ok=True)
-                hidden = os.path.join(os.path.dirname(targets[i]), f".{uuid.uuid4().hex}.tmp")
-                writers[i] = (pq.ParquetWriter(hidden, arrows[i]), hidden)
-            return writers[i][0]
-
         try:
             for batch in batches:
                 for i in range(len(targets)):
@@ -444,16 +434,18 @@ def _parquet_writer(targets: list[str], schemas: list[T.StructType]) -> Callable
                     if len(rows) == 0:
                         continue
                     part = pa.RecordBatch.from_struct_array(rows).cast(arrows[i])
-                    writer(i).write_batch(part)
+                    if i not in files:
+                        files[i] = AtomicParquet(targets[i], arrows[i])
+                    files[i].write(part)
                     ops = (pc.value_counts(part.column("__op")).to_pylist()
                            if "__op" in arrows[i].names else [{"values": None, "counts": len(part)}])
                     for vc in ops:
                         counts[i][vc["values"]] = counts[i].get(vc["values"], 0) + vc["counts"]
         finally:
-            for out, _ in writers.values():
+            for out in files.values():
                 out.close()
-        for i, (out, hidden) in writers.items():
-            os.replace(hidden, targets[i])
+        for out in files.values():
+            out.commit()
         found = [(i, op, n) for i, c in enumerate(counts) for op, n in c.items()]
         yield pa.record_batch([pa.array([f[0] for f in found], pa.int32()),
                                pa.array([f[1] for f in found], pa.string()),
@@ -489,7 +481,6 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
     if native == "aggregation":
         return native_writer(
             element, native_aggregation(element, plan), dirs.of("native", name),
-            write_parquets=single_parquets,
             write_stats=lambda batch_id, stats: _atomic_json(
                 dirs.batch_file("stats", name, batch_id, "json"), stats),
             write_bad=lambda rows, batch_id: _write_bad(

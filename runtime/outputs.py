@@ -16,6 +16,8 @@ import os
 import re
 from typing import Any, Iterable, Iterator, Optional
 
+import pyarrow as pa
+
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -87,16 +89,16 @@ ORDER = (BATCH, SEQ, INST, SUB)  # the order in which an element produced its ch
 
 
 def final_rows(spark: SparkSession, dirs: RunDirs, element: dict,
-               plan: dict) -> Iterator[DataFrame]:
-    """What ``NAME.csv`` holds for an element (see the module docstring), as frames to sort one
-    at a time: a window's final contents (a native aggregation's from its latest snapshot, the
-    others' the last change of each key in the changelog), else the changelog's chunks."""
+               plan: dict) -> Iterator[Any]:
+    """What ``NAME.csv`` holds for an element (see the module docstring), as frames (or a native
+    aggregation's Arrow table) to sort one at a time: a window's final contents (a native
+    aggregation's from its latest snapshot, the others' the last change of each key in the
+    changelog), else the changelog's chunks."""
     if element["kind"] != "window":
         yield from changelog_chunks(spark, dirs, element)
         return
-    spec = native_aggregation(element, plan)
-    contents = (final_contents(spark, element, spec, dirs.of("native", element["name"]))
-                if spec is not None else None)
+    contents = (final_contents(element, dirs.of("native", element["name"]))
+                if native_aggregation(element, plan) is not None else None)
     if contents is not None:
         yield contents
         return
@@ -113,11 +115,12 @@ def last_changes(spark: SparkSession, dirs: RunDirs, element: dict) -> DataFrame
     return last.where(F.col(OP) != "d")
 
 
-def sorted_tables(frames: Iterable[DataFrame]) -> Iterator[Any]:
-    """Each of ``frames`` collected as one Arrow table and sorted on the driver in :data:`ORDER`
-    (about twice as fast as Spark's sort and Row objects)."""
+def sorted_tables(frames: Iterable[Any]) -> Iterator[Any]:
+    """Each of ``frames`` (a DataFrame, collected as one Arrow table, or an Arrow table) sorted on
+    the driver in :data:`ORDER` (about twice as fast as Spark's sort and Row objects)."""
     for df in frames:
-        yield df.toArrow().sort_by([(c, "ascending") for c in ORDER])
+        table = df if isinstance(df, pa.Table) else df.toArrow()
+        yield table.sort_by([(c, "ascending") for c in ORDER])
 
 
 def records(frames: Iterable[DataFrame]) -> Iterator[dict]:
