@@ -13,7 +13,8 @@ from .builtins import lookup
 from .caches import AGGREGATES, EventCache, aggregate, cache_names, nth_value
 from .convert import cast
 from .machine import OPCODES, Cell, Expr, Frame, Function, Machine, fail, find_cell, get_element
-from .operators import arithmetic, comparison, in_list, like, logical_not, negate, plus, truth
+from .operators import (arithmetic, comparison, in_list, like, logical_and, logical_not, logical_or,
+                        negate, plus, truth)
 from .values import (LONG_MAX, LONG_MIN, MONEY_PRECISION, Dictionary, Long, Record, SplashError,
                      Vector, a_kind, make_dec, resolve_type)
 
@@ -200,28 +201,13 @@ class ExpressionCompiler:
 
     def _e_Binary(self, e: n.Binary) -> Expr:
         left, right, op = self.expr(e.left), self.expr(e.right), e.op
-        if op == "and":
-            def run_and(m: Machine, f: Frame) -> Optional[bool]:
+        if op in ("and", "or"):
+            logic = logical_and if op == "and" else logical_or
+
+            def run_logic(m: Machine, f: Frame) -> Optional[bool]:
                 m.tick()
-                a = truth(left(m, f))
-                if a is False:
-                    return False
-                b = truth(right(m, f))
-                if b is False:
-                    return False
-                return None if a is None or b is None else True
-            return run_and
-        if op == "or":
-            def run_or(m: Machine, f: Frame) -> Optional[bool]:
-                m.tick()
-                a = truth(left(m, f))
-                if a is True:
-                    return True
-                b = truth(right(m, f))
-                if b is True:
-                    return True
-                return None if a is None or b is None else False
-            return run_or
+                return logic(left(m, f), lambda: right(m, f))
+            return run_logic
         if op == "like":
             def run_like(m: Machine, f: Frame) -> Optional[bool]:
                 m.tick()

@@ -11,7 +11,7 @@ import functools
 import math
 import re
 from decimal import Decimal
-from typing import Optional
+from typing import Callable, Optional
 
 from .values import (EXACT, MAX_STRING, Dec, Interval, Long, SplashError, a_kind, as_dec,
                      dec_to_float, is_integral, is_number, kind, make_dec, wrap32, wrap64)
@@ -275,6 +275,30 @@ def truth(v: object) -> Optional[bool]:
     if is_number(v):
         return v != 0
     raise SplashError(f"{a_kind(v)} cannot be used as a condition")
+
+
+def logical_and(left: object, right: Callable[[], object]) -> Optional[bool]:
+    """``left and right()``, three-valued: ``right()`` is evaluated only when ``left`` is not false;
+    false when either is false, else null when either is null."""
+    a = truth(left)
+    if a is False:
+        return False
+    b = truth(right())
+    if b is False:
+        return False
+    return None if a is None or b is None else True
+
+
+def logical_or(left: object, right: Callable[[], object]) -> Optional[bool]:
+    """``left or right()``, three-valued: ``right()`` is evaluated only when ``left`` is not true;
+    true when either is true, else null when either is null."""
+    a = truth(left)
+    if a is True:
+        return True
+    b = truth(right())
+    if b is True:
+        return True
+    return None if a is None or b is None else False
 
 
 def logical_not(v: object) -> Optional[bool]:

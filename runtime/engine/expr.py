@@ -12,7 +12,8 @@ from typing import Callable, Mapping, Optional, Sequence
 from ccl import nodes as n
 from ccl.splash import Declarations, Interpreter, SplashError, as_type
 from ccl.splash.convert import cast, from_python, to_text
-from ccl.splash.operators import arithmetic, comparison, like, logical_not, negate, plus, truth
+from ccl.splash.operators import (arithmetic, comparison, like, logical_and, logical_not, logical_or,
+                                  negate, plus)
 
 Rows = Mapping[str, Mapping[str, object]]
 Compiled = Callable[..., object]
@@ -128,26 +129,9 @@ class Expressions:
         left, right, op = self._direct(node.left), self._direct(node.right), node.op
         if left is None or right is None:
             return None
-        if op == "and":  # three-valued, the right side only when it can matter (as SPLASH)
-            def run_and(rows: Rows, variables: Mapping[str, object] = {}) -> Optional[bool]:
-                a = truth(left(rows, variables))
-                if a is False:
-                    return False
-                b = truth(right(rows, variables))
-                if b is False:
-                    return False
-                return None if a is None or b is None else True
-            return run_and
-        if op == "or":
-            def run_or(rows: Rows, variables: Mapping[str, object] = {}) -> Optional[bool]:
-                a = truth(left(rows, variables))
-                if a is True:
-                    return True
-                b = truth(right(rows, variables))
-                if b is True:
-                    return True
-                return None if a is None or b is None else False
-            return run_or
+        if op in ("and", "or"):  # three-valued; the right side only when it can matter
+            logic = logical_and if op == "and" else logical_or
+            return lambda rows, variables={}: logic(left(rows, variables), lambda: right(rows, variables))
         if op == "like":
             return lambda rows, variables={}: like(left(rows, variables), right(rows, variables))
         if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
