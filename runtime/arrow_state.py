@@ -21,12 +21,13 @@ import uuid
 from collections import defaultdict
 from typing import Any, Callable, Optional
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 
 from .processor import (INST, OP, PORT, RAW, SEQ, SRC, SUB, WHY, BucketRun, gc_paused, output_schema,
                         port_column, received_row)
 
 BUCKET = "__bucket"
+GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
 _STATE_FILE = re.compile(r"^b(\d+)-(\d+)\.pkl$")
 _RUNS: dict[tuple, BucketRun] = {}  # per Python worker: engines are built once, not every batch
 
@@ -96,7 +97,7 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
             if len(_RUNS) > 64:
                 _RUNS.clear()
             runner = _RUNS[cache_key] = BucketRun(plan_text, element_name, first_ports)
-        bucket = key[0].as_py()
+        bucket = table.column(BUCKET)[0].as_py()  # one bucket per group (key: bucket_group)
         meta = {c: table.column(c).to_pylist() for c in (INST, SEQ, SRC, SUB, PORT, OP, WHY, RAW)}
         ports: dict[int, list] = {}
         by_instance: dict[int, list[tuple]] = defaultdict(list)
@@ -122,8 +123,51 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
     return run
 
 
-def bucket_rows(proc_in: DataFrame, plan_text: str, element: dict, first_ports: frozenset[int],
-                state_dir: str, batch_id: int, now: int) -> DataFrame:
-    """The processor output rows of one batch of ``proc_in`` (with ``__bucket``)."""
+def bucket_rows(proc_in: DataFrame, group: Column, plan_text: str, element: dict,
+                first_ports: frozenset[int], state_dir: str, batch_id: int, now: int) -> DataFrame:
+    """The processor output rows of one batch of ``proc_in`` (with ``__bucket``), its buckets
+    grouped by ``group`` (:func:`bucket_group`)."""
     runner = bucket_runner(plan_text, element["name"], first_ports, state_dir, batch_id, now)
-    return proc_in.groupBy(BUCKET).applyInArrow(runner, output_schema(element))
+    return proc_in.groupBy(group.alias(GROUP)).applyInArrow(runner, output_schema(element))
+
+
+def bucket_group(buckets: int) -> Column:
+    """The grouping column of the buckets ``0..buckets-1``: for bucket ``b`` the ``b``-th of
+    :func:`spread_keys`. Spark sends a group to shuffle partition ``pmod(murmur3(key), n)``; the
+    bucket numbers themselves would crowd some partitions (with 2 partitions, 5 of 8 buckets
+    landed on one and its core did 5/8 of the work)."""
+    from pyspark.sql import functions as F
+    keys = spread_keys(buckets)
+    return F.element_at(F.array(*[F.lit(k) for k in keys]), F.col(BUCKET) + 1)
+
+
+def spread_keys(buckets: int) -> list[int]:
+    """Integers ``k_0 .. k_(buckets-1)`` with ``pmod(murmur3(k_b), L) == b`` for ``L`` the power of
+    two at or above ``buckets``: under any power-of-two number of shuffle partitions the buckets
+    spread evenly (one each when there are as many partitions as buckets)."""
+    size = 1 << max(buckets - 1, 0).bit_length()
+    keys: list[Optional[int]] = [None] * buckets
+    k = 0
+    while None in keys:
+        b = spark_hash_int(k) % size
+        if b < buckets and keys[b] is None:
+            keys[b] = k
+        k += 1
+    return keys  # type: ignore[return-value]
+
+
+def spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark's ``hash()`` of one int column (Murmur3 x86 32-bit, seed 42), as a signed int."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+    k1 = rotl((value & mask) * 0xCC9E2D51 & mask, 15) * 0x1B873593 & mask
+    h1 = (rotl(seed ^ k1, 13) * 5 + 0xE6546B64) & mask
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & mask
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & mask
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1

@@ -37,7 +37,7 @@ from ccl.physical import (NATIVE, changed_instances, input_adapter, native_aggre
 from .engine.changes import OPS
 from .native_agg import native_writer
 from .parquet_files import write_atomically
-from .arrow_state import bucket_rows, prune
+from .arrow_state import bucket_group, bucket_rows, prune
 from .built_once import once
 from .partition_fn import instance_columns
 from .processor import (BATCH, INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
@@ -468,7 +468,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
     by_name = {e["name"]: e for e in plan["elements"]}
     consumers = [(by_name[c], batch_writer(by_name[c], dirs, plan, layout, native_operators))
                  for c in layout.fused.get(name, [])]
-    arrow_rows = {c["name"]: arrow_transform(plan, c, dirs) for c, _ in consumers
+    arrow_rows = {c["name"]: arrow_transform(plan, c, dirs, layout.buckets) for c, _ in consumers
                   if c["name"] in layout.arrow_state}
 
     def consumer_frame(consumer: dict, rows: DataFrame, batch_id: int) -> DataFrame:
@@ -548,15 +548,17 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
     return write
 
 
-def arrow_transform(plan: dict, element: dict, dirs: RunDirs) -> Callable[[DataFrame, int], DataFrame]:
+def arrow_transform(plan: dict, element: dict, dirs: RunDirs,
+                    buckets: int) -> Callable[[DataFrame, int], DataFrame]:
     """For an element run by runtime/arrow_state.py: the function from one batch of its processor
-    input (with ``__bucket``) to the batch's processor output rows."""
+    input (with ``__bucket``, of ``buckets``) to the batch's processor output rows."""
     plan_text = json.dumps(plan)
     first = first_ports(plan, element)
     state_dir = dirs.of("state", element["name"])
+    group = bucket_group(buckets)
 
     def rows(proc_in: DataFrame, batch_id: int) -> DataFrame:
-        return bucket_rows(proc_in, plan_text, element, first, state_dir, batch_id,
+        return bucket_rows(proc_in, group, plan_text, element, first, state_dir, batch_id,
                            int(time.time() * 1000))
     return rows
 

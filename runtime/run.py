@@ -77,7 +77,7 @@ def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, 
         if frame is None:
             return None
         if element["name"] in layout.arrow_state:
-            transform = arrow_transform(plan, element, dirs)
+            transform = arrow_transform(plan, element, dirs, layout.buckets)
             write = (lambda df, batch_id, write=write: write(transform(df, batch_id), batch_id))
     writer = (frame.writeStream.foreachBatch(write)
               .option("checkpointLocation", dirs.of("queries", element["name"]))

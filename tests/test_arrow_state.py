@@ -64,3 +64,19 @@ def test_batches_carry_state_per_instance_and_a_rerun_batch_gives_the_same_rows(
     assert sorted(os.listdir(state)) == [os.path.basename(state_path(state, 0, b)) for b in (1, 2)]
     third = _run(plan_text, state, 2, _table([(1, "b", 1)], 6))
     assert [(r["__op"], r["total"], r["n"]) for r in third if r["__kind"] == "row"] == [("u", 6, 2)]
+
+
+def test_bucket_keys_spread_evenly_over_spark_shuffle_partitions(spark):
+    """spark_hash_int is Spark's hash() of an int; the spread keys of 8 buckets land 4/4 on 2
+    shuffle partitions, 2 each on 4 and one each on 8 (the bucket numbers 0..7 landed 5/3)."""
+    from pyspark.sql import functions as F
+
+    from runtime.arrow_state import spark_hash_int, spread_keys
+    values = [0, 1, -1, 7, 12345, -2**31, 2**31 - 1]
+    got = spark.createDataFrame([(v,) for v in values], "v int").select(F.hash("v")).collect()
+    assert [r[0] for r in got] == [spark_hash_int(v) for v in values]
+    keys = spread_keys(8)
+    for n in (2, 4, 8):
+        parts = [r[0] for r in spark.createDataFrame([(k,) for k in keys], "k int").select(
+            F.pmod(F.hash("k"), F.lit(n))).collect()]
+        assert sorted(parts) == sorted(list(range(n)) * (8 // n))
