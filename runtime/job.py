@@ -35,10 +35,10 @@ from ccl.physical import (NATIVE, changed_instances, input_adapter, native_aggre
                           path_of, uses_time)
 
 from .engine.changes import OPS
-from .native_agg import native_writer
-from .parquet_files import write_atomically
 from .arrow_state import bucket_group, bucket_rows, prune
 from .built_once import once
+from .native_agg import native_writer
+from .parquet_files import write_atomically
 from .partition_fn import instance_columns
 from .processor import (BATCH, INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
                         output_schema, port_column)

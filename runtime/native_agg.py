@@ -24,7 +24,7 @@ import os
 import re
 from typing import Any, Callable, Optional
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from .processor import BATCH, INST, OP, SEQ, SUB, WHY

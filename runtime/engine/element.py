@@ -17,7 +17,7 @@ from ccl import nodes as n
 
 from runtime.engine.cache import Declared
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
-from runtime.engine.expr import Expressions, SplashError, coerce_row
+from runtime.engine.expr import Expressions, SplashError
 from runtime.engine.join import null_filled
 from runtime.engine.stages import (
     InputStage,
