@@ -91,7 +91,7 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        cache_key = (hash(plan_text), element_name, first_ports)
+        cache_key = (plan_text, element_name, first_ports)
         runner = _RUNS.get(cache_key)
         if runner is None:
             if len(_RUNS) > 64:
@@ -111,13 +111,9 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
         out = runner.process(states, by_instance, now)
         save_states(state_dir, bucket, batch_id, states)
         schema = to_arrow_schema(output_schema(runner.element), timezone="UTC")
-        columns: list[list] = [[] for _ in schema]
-        fixed = 6  # kind, inst, seq, sub, op, info
-        for row in out:
-            for c in range(fixed):
-                columns[c].append(row[c])
-        for c, name in enumerate(runner.columns, fixed):
-            columns[c] = [row[6].get(name) for row in out]
+        # kind, inst, seq, sub, op, info, then the element's columns from the values
+        columns = ([[row[c] for row in out] for c in range(6)]
+                   + [[row[6].get(name) for row in out] for name in runner.columns])
         return pa.Table.from_arrays([pa.array(col, type=field.type) for col, field in zip(columns, schema)],
                                     schema=schema)
     return run
