@@ -212,6 +212,11 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "DECLARE block."),
     _c("CCL2302", "error", "partition count out of range",
        "A constant partition count is outside 1..65535."),
+    _c("CCL2303", "error", "KEEP row count not a positive integer",
+       "KEEP n ROWS (and KEEP EVERY n ROWS) takes an integer, the name of an integer PARAMETER or an "
+       "expression of literals and parameters (ESP: \"an integer value or an expression\"), evaluated "
+       "with the parameters' values when the project is checked and planned; it must give a "
+       "positive integer."),
     # 24xx: partitioning
     _c("CCL2401", "error", "element cannot be partitioned",
        "PARTITION BY is not allowed on input streams and windows, references, unions, splitters, "

@@ -202,6 +202,32 @@ def _constant(expr: n.Node) -> Optional[tuple[str, object]]:
     return _evaluated(expr)
 
 
+def keep_count(count: object, values: Mapping[str, object]) -> tuple[Optional[int], Optional[str]]:
+    """``(rows, None)`` for the count of ``KEEP count ROWS``: an int, the name (Ident) of an integer
+    parameter, or an expression of literals and parameters (ESP: "an integer value or an
+    expression"), with the parameters' ``values``; ``(None, why)`` when it is none of these or not
+    a positive integer; ``(None, None)`` when a parameter it reads has no value yet (a module's,
+    bound when the module is loaded)."""
+    if isinstance(count, int):
+        return count, None
+    expr = n.Var(count) if isinstance(count, n.Ident) else count
+    names = {x.name.name for x in expr.walk() if isinstance(x, n.Var)}  # type: ignore[union-attr]
+    if any(isinstance(x, (n.FieldAccess, n.Sequence, n.Assign)) for x in expr.walk()):  # type: ignore[union-attr]
+        return None, "it reads something other than literals and parameters"
+    if not names <= set(values):
+        return None, None
+    from .splash import Interpreter, SplashError
+    from .splash.values import is_integral
+
+    try:
+        value = Interpreter(dict(values), constants=set(values)).evaluate(expr)  # type: ignore[arg-type]
+    except SplashError as exc:
+        return None, str(exc)
+    if not is_integral(value) or isinstance(value, bool) or value < 1:  # type: ignore[operator]
+        return None, f"it is {value!r}, not a positive integer"
+    return int(value), None  # type: ignore[arg-type]
+
+
 def _evaluated(expr: n.Node) -> Optional[tuple[str, object]]:
     """A constant expression's value as (literal kind, value); None when it reads a name or fails."""
     from .splash import Interpreter, SplashError

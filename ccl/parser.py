@@ -425,14 +425,15 @@ class CCLParser:
         p[0] = p[2]
 
     def p_keep_rows(self, p):
-        """keep_spec : INTEGER rows_word slack_opt per_opt
-                     | ident ROWS slack_opt per_opt"""
-        count = p[1][0] if isinstance(p[1], tuple) else p[1]
-        p[0] = n.Keep("rows", count, None, p[3], p[4])
+        """keep_spec : expr ROWS slack_opt per_opt
+                     | INTEGER ROW slack_opt per_opt"""
+        # `n ROW` only for a number: `KEEP LAST ROW` is the LAST policy, not a parameter Last
+        p[0] = n.Keep("rows", _keep_count(p[1]), None, p[3], p[4])
 
     def p_keep_every_rows(self, p):
-        "keep_spec : EVERY INTEGER rows_word per_opt"
-        p[0] = n.Keep("every_rows", p[2][0], None, None, p[4])
+        """keep_spec : EVERY expr ROWS per_opt
+                     | EVERY INTEGER ROW per_opt"""
+        p[0] = n.Keep("every_rows", _keep_count(p[2]), None, None, p[4])
 
     def p_keep_time(self, p):
         "keep_spec : interval per_opt"
@@ -451,10 +452,6 @@ class CCLParser:
         """keep_spec : LAST per_opt
                      | LAST ROW per_opt"""
         p[0] = n.Keep("last", None, None, None, p[len(p) - 1])
-
-    def p_rows_word(self, p):
-        """rows_word : ROW
-                     | ROWS"""
 
     def p_slack_opt(self, p):
         """slack_opt : SLACK INTEGER
@@ -1457,6 +1454,19 @@ def _add_soft_keyword_rule() -> None:
 
 
 _add_soft_keyword_rule()
+
+
+def _keep_count(expr: n.Node) -> object:
+    """The count of ``KEEP count ROWS``: an int for an integer literal, the name of a parameter, or
+    (ESP: "an integer value or an expression") the expression, evaluated when the project is
+    planned."""
+    if isinstance(expr, tuple):  # an INTEGER token
+        return expr[0]
+    if isinstance(expr, n.Literal) and expr.kind in ("integer", "long"):
+        return expr.value
+    if isinstance(expr, n.Var):
+        return expr.name
+    return expr
 
 
 def _items(p) -> list:

@@ -15,7 +15,7 @@ from .analysis.analyzer import Analyzer, _aggregates
 from .analysis.symbols import Element
 from .analysis.types import Type
 from .diagnostics import Diagnostic, sort_key
-from .parameters import ResolvedParameter, _constant
+from .parameters import ResolvedParameter, _constant, keep_count
 from .plan_expressions import (ParamValue, PlanError, PlanSource, QueryScope, column_ref,
                                fold_parameters, json_value, splash_json)
 from .project import LoadedProject
@@ -433,11 +433,10 @@ def keep_json(k: Optional[n.Keep], scope: Scope) -> Optional[dict]:
     if k is None:
         return None
     count = k.count
-    if isinstance(count, n.Ident):
-        param = scope.params.get(count.name)
-        if param is None or not isinstance(param.value, int):
-            raise _fail(k, "KEEP", f"'{count.name}' has no integer value")
-        count = param.value
+    if count is not None:
+        count, why = keep_count(count, {name: p.value for name, p in scope.params.items()})
+        if count is None:
+            raise _fail(k, "KEEP", f"the row count has no value: {why or 'a parameter has none'}")
     millis = k.interval.microseconds // 1000 if k.interval is not None else None
     return {"kind": k.kind, "count": count, "millis": millis, "per": [p.name for p in k.per],
             "slack": k.slack}

@@ -232,15 +232,22 @@ def interval(i: n.Interval) -> str:
     return " ".join(f"{p.amount} {_UNIT_WORDS[p.unit]}" for p in i.parts)
 
 
+def keep_count_text(count: object) -> str:
+    """The row count of a KEEP clause as written: a number, a parameter or an expression."""
+    if isinstance(count, n.Ident):
+        return count.name
+    return expr(count) if isinstance(count, n.Node) else str(count)
+
+
 def keep(k: n.Keep) -> str:
     """A KEEP clause."""
     per = f" PER ({_names(k.per)})" if k.per else ""
+    count = keep_count_text(k.count)
     if k.kind == "rows":
-        count = k.count.name if isinstance(k.count, n.Ident) else k.count
         slack = f" SLACK {k.slack}" if k.slack is not None else ""
         return f"KEEP {count} ROWS{slack}{per}"
     if k.kind == "every_rows":
-        return f"KEEP EVERY {k.count} ROWS{per}"
+        return f"KEEP EVERY {count} ROWS{per}"
     if k.kind == "time":
         return f"KEEP {interval(k.interval)}{per}"
     if k.kind == "every_time":

@@ -292,3 +292,49 @@ def test_a_module_reads_what_a_module_it_loads_produces(tmp_path):
     assert [e["name"] for e in plan["elements"]] == ["Src", "o1.mid", "Res", "Doubled"]
     assert select(plan, "o1.mid")["sources"][0]["element"] == "Src"
     assert select(plan, "Res")["sources"][0]["element"] == "o1.mid"
+
+
+def test_keep_row_counts_may_be_expressions_of_literals_and_parameters(tmp_path):
+    """ESP: the number of rows "can be either an integer value or an expression"; a module's
+    parameter is bound when the module is loaded (--param and the .ccr give the values)."""
+    plan = plan_text(tmp_path, """
+DECLARE PARAMETER integer depth := 3; END;
+CREATE MODULE m IN i OUT o BEGIN
+  DECLARE PARAMETER integer size := 1; END;
+  CREATE INPUT STREAM i SCHEMA (k string, v integer);
+  CREATE OUTPUT WINDOW o PRIMARY KEY (k) KEEP size * 4 ROWS AS SELECT i.k, i.v FROM i;
+END;
+CREATE INPUT STREAM s SCHEMA (k string, v integer);
+CREATE OUTPUT WINDOW w PRIMARY KEY (k) KEEP depth * 2 ROWS AS SELECT s.k, s.v FROM s;
+CREATE OUTPUT WINDOW e PRIMARY KEY (k) KEEP EVERY (depth + 1) ROWS AS SELECT s.k, s.v FROM s;
+CREATE OUTPUT WINDOW c PRIMARY KEY (k) KEEP 2 * 5 ROWS AS SELECT s.k, s.v FROM s;
+CREATE OUTPUT STREAM f AS SELECT s.k FROM s KEEP 7 / 2 ROWS;
+LOAD MODULE m AS m1 IN i = s OUT o = mo PARAMETERS size = depth;
+""", params={"depth": "5"})
+    assert [element(plan, e)["keep"]["count"] for e in ("w", "e", "c", "mo")] == [10, 6, 10, 20]
+    assert element(plan, "e")["keep"]["kind"] == "every_rows"
+    assert element(plan, "f")["query"]["selects"][0]["sources"][0]["keep"]["count"] == 3
+
+
+def test_keep_row_counts_that_are_not_positive_integer_constants_are_reported(tmp_path):
+    from ccl.printer import to_ccl
+    from ccl.parser import parse_text
+    text = """DECLARE PARAMETER integer depth := 3; PARAMETER string label := 'x'; END;
+CREATE INPUT STREAM s SCHEMA (k string, v integer);
+CREATE OUTPUT STREAM a AS SELECT s.k FROM s KEEP depth - 3 ROWS;
+CREATE OUTPUT STREAM b AS SELECT s.k FROM s KEEP nope ROWS;
+CREATE OUTPUT WINDOW c PRIMARY KEY (k) KEEP label ROWS AS SELECT s.k FROM s;
+CREATE OUTPUT WINDOW d PRIMARY KEY (k) KEEP s.v ROWS AS SELECT s.k FROM s;
+"""
+    path = tmp_path / "bad.ccl"
+    path.write_text(text)
+    plan, diags = plan_project(str(path))
+    assert plan is None
+    found = sorted((d.span.line, d.code) for d in diags)
+    assert found == [(3, "CCL2303"), (4, "CCL2303"), (5, "CCL2303"), (6, "CCL2303")], [str(d) for d in diags]
+    assert "it is 0, not a positive integer" in next(d.message for d in diags if d.span.line == 3)
+    assert "no PARAMETER 'nope'" in next(d.message for d in diags if d.span.line == 4)
+    # the expression forms print back and parse to the same tree
+    project, errors = parse_text(text)
+    again, errors2 = parse_text(to_ccl(project))
+    assert errors == errors2 == [] and again == project

@@ -8,7 +8,8 @@ from typing import Mapping, Optional, Union
 
 from .. import nodes as n
 from ..diagnostics import Diagnostic
-from ..parameters import ResolvedParameter
+from ..parameters import ResolvedParameter, keep_count
+from ..printer import keep_count_text
 from .expressions import Typer, is_aggregate_call
 from .statements import StatementChecker
 from .symbols import ERROR_COLUMNS, Context, Element, Module, Scope, Source, Variable
@@ -392,6 +393,7 @@ class Analyzer:
         alias = item.alias.name if item.alias else item.name.name
         sources.append(Source(alias, el, item))
         if item.keep is not None:
+            self.keep_count(item.keep)
             for col in item.keep.per:
                 if not el.open and col.name not in el.columns:
                     self.report("CCL2204", col.span, f"PER column '{col.name}' is not in '{el.name}'")
@@ -434,8 +436,26 @@ class Analyzer:
                                                  f"'{element.name}'")
         element.key = [c.name for c in pk.columns]
 
+    def keep_count(self, keep: n.Keep) -> None:
+        """Report a KEEP row count that is not a positive integer constant: a literal, an integer
+        parameter or an expression of them (evaluated with the parameters' values; a module's
+        parameters are bound when it is loaded, and checked then by the planner)."""
+        if keep.count is None:
+            return
+        values = {name: p.value for name, p in self.parameters.items()}
+        unknown = [x.name for x in _names_read(keep.count) if x.name not in self.param_decls]
+        if unknown:
+            self.report("CCL2303", keep.span, f"KEEP {keep_count_text(keep.count)} ROWS: no PARAMETER "
+                                              f"'{unknown[0]}' is declared")
+            return
+        _, why = keep_count(keep.count, {k: v for k, v in values.items() if k in self.param_decls})
+        if why is not None:
+            self.report("CCL2303", keep.span, f"KEEP {keep_count_text(keep.count)} ROWS: {why}")
+
     def _element_clauses(self, s: n.CreateElement, element: Element, select: Optional[n.Select],
                          sources: list[Source]) -> None:
+        if s.keep is not None:
+            self.keep_count(s.keep)
         for col in (s.keep.per if s.keep else []):
             if col.name not in element.columns:
                 self.report("CCL2204", col.span, f"PER column '{col.name}' is not a column of '{element.name}'")
@@ -514,6 +534,8 @@ class Analyzer:
         out = s.output
         columns = self._schema_or_missing(out.schema, out.name)
         element = Element(out.name.name, out.kind, out.role, columns, node=s, keep=out.keep)
+        if out.keep is not None:
+            self.keep_count(out.keep)
         self.keys(out, element, None, [])
         # The Flex may share its output's name (Studio does so), and its code may use typeof(output).
         if s.name.name != out.name.name:
@@ -858,3 +880,13 @@ def _splash_of(node: n.Node) -> list[n.Node]:
     if isinstance(node, n.CreateFlex):
         out += [h.body for h in node.handlers]
     return out
+
+
+def _names_read(count: object) -> list[n.Ident]:
+    """The names a KEEP row count reads."""
+    if isinstance(count, n.Ident):
+        return [count]
+    if isinstance(count, n.Node):
+        return [x.name for x in count.walk() if isinstance(x, n.Var)]
+    return []
+

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Callable, Iterator, Optional
 
 from .. import nodes as n
+from ..printer import keep_count_text
 from .analyzer import PartitionFacts
 from .statements import can_end_without_value
 from .symbols import Variable
@@ -84,7 +85,7 @@ def _retention(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report
     if keep is not None and keep.kind in ("rows", "every_rows"):
         per = {c.name for c in keep.per}
         if not any(cols <= per for cols in hash_cols.values()):  # groups of PER live in one instance
-            report("CCL3006", keep.span, f"KEEP {keep.count} ROWS holds that many rows in each "
+            report("CCL3006", keep.span, f"KEEP {keep_count_text(keep.count)} ROWS holds that many rows in each "
                                          f"instance of '{f.target}', not in all")
     for cache in _caches(f):
         source = cache.source.name
