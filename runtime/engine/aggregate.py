@@ -728,5 +728,8 @@ def _maybe(exprs: Expressions, expr: object) -> Optional[Compiled]:
 
 
 def _plain(rows: Rows) -> dict:
-    """Rows as plain dicts (picklable state)."""
+    """Rows as plain dicts (picklable state); rows that are plain dicts already are kept as they
+    are (rows are never changed once made)."""
+    if type(rows) is dict and all(type(row) is dict or row is None for row in rows.values()):
+        return rows
     return {alias: None if row is None else dict(row) for alias, row in rows.items()}

@@ -329,4 +329,4 @@ def _filled(rows: Optional[Mapping], columns: Mapping[str, Sequence[str]]) -> Op
 
 def _emit(change: Change) -> Emit:
     values = change.old if change.op == "d" else change.new
-    return Emit(change.op, change.seq, dict(values or {}))
+    return Emit(change.op, change.seq, values if type(values) is dict else dict(values or {}))

@@ -45,7 +45,7 @@ class Store:
                now_ms: int) -> list[Change]:
         """Insert ``row`` under ``key``, or update the row there; evictions come first."""
         rows = state["rows"]
-        new = dict(row)
+        new = row if type(row) is dict else dict(row)  # rows reach the store fresh: no copy
         old = rows.get(key)
         out: list[Change] = []
         if old is None:
