@@ -8,14 +8,17 @@ deterministic, a replayed batch reads the same offsets and state). Downstream qu
 files as a file stream. Per batch the query also writes its counters (rows in and out, bad records
 by reason, rows per instance) and its bad records, under the run directory.
 
-A native aggregation or native stream with one source has no query of its own: it runs inside the
+A native aggregation, a native stream or a per-instance element without timers (run by
+runtime/arrow_state.py) with one source has no query of its own: it runs inside the
 batches of its source's query, on the rows the source just produced, and writes its own changelog,
 counters and bad records under the source's batch id (:func:`fused_consumers`; the decision is kept
 in ``plan.json``, so a run directory goes on as it started).
 
 Run directory (the checkpoint directory, or a temporary one):
 ``plan.json`` (the plan of the first run), ``queries/ELEMENT`` (Spark checkpoints),
-``changelog/ELEMENT/batch-N.parquet``, ``stats/ELEMENT/batch-N.json``, ``bad/ELEMENT/batch-N.jsonl``.
+``changelog/ELEMENT/batch-N.parquet``, ``stats/ELEMENT/batch-N.json``, ``bad/ELEMENT/batch-N.jsonl``,
+``state/ELEMENT/`` (per-instance state files, runtime/arrow_state.py), ``native/ELEMENT/``
+(native aggregation snapshots).
 """
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ def sorted_tables(frames: Iterable[Any]) -> Iterator[Any]:
         yield table.sort_by([(c, "ascending") for c in ORDER])
 
 
-def records(frames: Iterable[DataFrame]) -> Iterator[dict]:
+def records(frames: Iterable[Any]) -> Iterator[dict]:
     """The rows of ``frames`` as dicts, in the order of :func:`sorted_tables`."""
     for table in sorted_tables(frames):
         yield from table.to_pylist()

@@ -358,7 +358,9 @@ def coerce(v: object, t: Type, what: str) -> object:
 # Values from outside
 # --------------------------------------------------------------------------------------------------
 
-_PLAIN_KINDS = {str: "string", float: "float", bool: "boolean", int: "integer"}
+# Python types whose values are already in SPLASH form for a column of the named type (an int only
+# within 32 bits): from_python and cast give them back unchanged.
+PLAIN_KINDS = {str: "string", float: "float", bool: "boolean", int: "integer"}
 
 
 def from_python(v: object, t: Type = ANY) -> object:
@@ -369,7 +371,7 @@ def from_python(v: object, t: Type = ANY) -> object:
     interval."""
     if v is None:
         return None
-    plain = _PLAIN_KINDS.get(type(v))
+    plain = PLAIN_KINDS.get(type(v))
     if plain is not None and t.name in (plain, "any", "null") and (plain != "integer"
                                                                     or INT_MIN <= v <= INT_MAX):  # type: ignore[operator]
         return v  # the common case, already in SPLASH form: what the checks below would give

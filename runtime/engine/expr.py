@@ -11,7 +11,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from ccl import nodes as n
 from ccl.splash import Declarations, Interpreter, SplashError, as_type
-from ccl.splash.convert import cast, from_python, to_text
+from ccl.splash.convert import PLAIN_KINDS, cast, from_python, to_text
 from ccl.splash.operators import (arithmetic, comparison, like, logical_and, logical_not, logical_or,
                                   negate, plus)
 
@@ -157,9 +157,9 @@ def _type(text: str) -> object:
 
 _UNARY = {"-": negate, "+": plus, "not": logical_not}
 
-# Column types whose values of this Python type are already in SPLASH form (from_python and cast
-# return them unchanged): a hot path that skips both.
-_PLAIN = {"string": str, "float": float, "boolean": bool, "integer": int}
+# Column type -> the Python type whose values are already in SPLASH form for it (from_python and
+# cast return them unchanged): a hot path that skips both.
+_PLAIN = {kind: python for python, kind in PLAIN_KINDS.items()}
 
 
 def _is_plain(v: object) -> bool:
