@@ -153,7 +153,7 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
     _c("CCL2009", "error", "unknown type",
        "A type name is neither a built-in type nor a typedef declared before it."),
     _c("CCL2010", "warning", "function not available at run time",
-       "ESP has this function but this runtime does not run it (rank() in GROUP FILTER, a window's W_stream / W_iterator, the event-cache iterator "
+       "ESP has this function but this runtime does not run it (a window's W_stream / W_iterator, the event-cache iterator "
        "functions, the XML functions, the recent and xmlagg aggregates, a negation inside && or || "
        "of a MATCHING pattern): the project runs, and every row that calls it becomes a bad "
        "record."),
@@ -206,6 +206,10 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
     _c("CCL2211", "error", "not a source",
        "FROM, IN, ON or a binding names something rows cannot come from (a schema, a module, an "
        "adapter, an output of a module not loaded)."),
+    _c("CCL2212", "error", "rank() outside GROUP FILTER",
+       "rank() is the rank of a row in its group (0 for the first row, in GROUP ORDER BY order, or "
+       "in order of arrival without GROUP ORDER BY). It exists only while GROUP FILTER picks the "
+       "rows a group aggregates: use it there."),
     # 23xx: parameters
     _c("CCL2301", "error", "PARTITIONS names no parameter",
        "PARTITIONS takes an integer constant or the name of a PARAMETER declared in a global "

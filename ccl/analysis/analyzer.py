@@ -348,9 +348,12 @@ class Analyzer:
             self.typer.type_of(sel.where, where_ctx)
         for e in sel.group_by + [o.expr for o in sel.group_order_by]:
             self.typer.type_of(e, ctx)
-        for e in (sel.group_filter, sel.having):
-            if e is not None:
-                self.typer.type_of(e, ctx)
+        if sel.group_filter is not None:
+            filter_ctx = self.context(scope, sources, functions=functions)
+            filter_ctx.in_group_filter = True
+            self.typer.type_of(sel.group_filter, filter_ctx)
+        if sel.having is not None:
+            self.typer.type_of(sel.having, ctx)
         columns: dict[str, Type] = {}
         for i, item in enumerate(sel.items):
             for name, t, at in self._item_columns(item, i, ctx):

@@ -242,7 +242,11 @@ class Typer:
         if info is None:
             self.report("CCL2005", e.func.span, f"unknown function '{name}'")
             return ANY
-        if not runs_at_run_time(name):
+        if name.lower() == "rank":
+            if not ctx.in_group_filter:
+                self.report("CCL2212", e.func.span, "rank() can only be used in GROUP FILTER (the "
+                                                    "rank of a row in its group, by GROUP ORDER BY)")
+        elif not runs_at_run_time(name):
             self.report("CCL2010", e.func.span, f"{name}() is an ESP function this runtime does not "
                                                 "run: every row that calls it becomes a bad record")
         if is_aggregate_call(e):

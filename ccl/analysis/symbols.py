@@ -89,6 +89,7 @@ class Context:
     functions: dict[str, n.FuncDef] = field(default_factory=dict)
     in_splash: bool = False
     in_where: bool = False
+    in_group_filter: bool = False  # rank() is allowed here only
 
     def source(self, name: str) -> Optional[Source]:
         for s in self.sources:
@@ -101,4 +102,5 @@ class Context:
         return None
 
     def with_scope(self, scope: Scope) -> "Context":
-        return Context(scope, self.sources, self.functions, self.in_splash, self.in_where)
+        return Context(scope, self.sources, self.functions, self.in_splash, self.in_where,
+                       self.in_group_filter)

@@ -695,7 +695,7 @@ class Aggregator:
         new = self._output(group) if group["n"] > 0 else None
         old = group["emitted"]
         group["emitted"] = new
-        if group["n"] == 0:
+        if self._forgotten(group):
             del state["groups"][gkey]
         old_key = None if old is None else self._key_of(old)
         new_key = None if new is None else self._key_of(new)
@@ -707,6 +707,10 @@ class Aggregator:
 
     def _key_of(self, row: Mapping[str, object]) -> tuple:
         return tuple(row.get(k) for k in self.key)
+
+    def _forgotten(self, group: dict) -> bool:
+        """Whether the group holds nothing any more (it is dropped)."""
+        return group["n"] == 0
 
 
 def _transition(old_key: Optional[tuple], old: Optional[dict], new_key: Optional[tuple],

@@ -19,6 +19,7 @@ from runtime.engine.cache import Declared
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.expr import Expressions, SplashError
 from runtime.engine.join import null_filled
+from runtime.engine.ranked import RankedAggregator, is_ranked
 from runtime.engine.stages import (
     InputStage,
     OutputStage,
@@ -86,6 +87,8 @@ class _Select:
             self.projection = Projection(select, exprs, element["columns"], key,
                                          keyed=element["kind"] != "stream",
                                          extra=lambda rows: {name: f(rows) for name, f in aggs})
+        elif (select.get("aggregates") or select.get("group_by")) and is_ranked(select):
+            self.aggregator = RankedAggregator(select, exprs, element["columns"], key)
         elif select.get("aggregates") or select.get("group_by"):
             from runtime.engine.aggregate import Aggregator
             # one stream source without a FROM KEEP gives inserts only: nothing to retract, so

@@ -1,0 +1,158 @@
+"""GROUP ORDER BY and rank() in GROUP FILTER: aggregation over the ranked rows of each group.
+
+ESP orders a group's rows by GROUP ORDER BY, then GROUP FILTER picks the rows the aggregates see,
+and ``rank()`` there is a row's place in that order. A row's rank changes when rows before it
+come or go, so a group cannot keep running values: :class:`RankedAggregator` stores every row of
+every group and, on each change, sorts the group, evaluates GROUP FILTER row by row with its rank,
+and folds the aggregates over the rows that pass, in group order (first() and last() are the
+first and last rows of that order). A change to one group costs O(rows of the group), as in ESP,
+where this clause is used over windows that KEEP a few rows per group.
+
+Choices where ESP's reference is silent (docs/language.md): ranks count from 0; rows that tie
+on GROUP ORDER BY (and all rows, without GROUP ORDER BY) rank in order of arrival; nulls sort
+before every value (after them with DESC), NaN after every number.
+"""
+from __future__ import annotations
+
+from functools import cmp_to_key
+from typing import Any, Mapping, Optional
+
+from runtime.engine.aggregate import ARGS, SINCE, TOUCHED, Aggregator, Rows, _nan_largest, _plain
+from runtime.engine.changes import Change
+from runtime.engine.expr import Expressions
+from runtime.engine.join import null_filled, referenced_columns
+
+__all__ = ["RankedAggregator", "is_ranked"]
+
+RANK = "__rank"  # the variable GROUP FILTER reads where it calls rank()
+# a stored row of a group: [since, touched, args, GROUP ORDER BY values, input rows]
+ORDER, INPUT = 3, 4
+_NONE: Mapping[tuple, list] = {}
+
+
+def is_ranked(select: Mapping) -> bool:
+    """Whether a select's aggregation needs group order: GROUP ORDER BY, or rank() in GROUP
+    FILTER."""
+    return bool(select.get("group_order_by")) or _calls_rank(select.get("group_filter"))
+
+
+def _calls_rank(expr: Any) -> bool:
+    if isinstance(expr, Mapping):
+        if expr.get("node") == "Call" and str(expr["func"]["name"]).lower() == "rank":
+            return True
+        return any(_calls_rank(v) for v in expr.values())
+    if isinstance(expr, list):
+        return any(_calls_rank(v) for v in expr)
+    return False
+
+
+def _rank_as_variable(expr: Any) -> Any:
+    """``expr`` (plan JSON) with each ``rank()`` call made a read of the variable RANK."""
+    if isinstance(expr, Mapping):
+        if expr.get("node") == "Call" and str(expr["func"]["name"]).lower() == "rank":
+            return {"node": "Var", "name": {"node": "Ident", "name": RANK}}
+        return {k: _rank_as_variable(v) for k, v in expr.items()}
+    if isinstance(expr, list):
+        return [_rank_as_variable(v) for v in expr]
+    return expr
+
+
+def _compare(a: object, b: object) -> int:
+    if a is None or b is None:
+        return (a is not None) - (b is not None)  # null first
+    ka, kb = _nan_largest(a), _nan_largest(b)
+    return (ka > kb) - (ka < kb)  # type: ignore[operator]
+
+
+class RankedAggregator(Aggregator):
+    """An :class:`Aggregator` whose groups keep their rows and are refolded in group order on
+    every change (see the module docstring). A group's ``rows`` maps input key to ``[since,
+    touched, args, order values, input rows]``; ``n`` counts the rows GROUP FILTER lets through
+    (the group has an output row when it is not 0); the group is forgotten when it has no rows."""
+
+    def __init__(self, select: dict, exprs: Expressions, columns: list[list[str]],
+                 key: list[str]) -> None:
+        filter_expr = select.get("group_filter")
+        super().__init__({**select, "group_filter": None}, exprs, columns, key, retracting=True)
+        self.group_filter = (exprs.compile(_rank_as_variable(filter_expr))
+                             if filter_expr is not None else None)
+        orders = select.get("group_order_by") or []
+        self.order_by = [exprs.compile(o["expr"]) for o in orders]
+        self.descending = [bool(o.get("descending")) for o in orders]
+        self.null_columns = referenced_columns([filter_expr, [o["expr"] for o in orders],
+                                                select.get("having"), select.get("group_by"),
+                                                [it["expr"] for it in select.get("items") or []],
+                                                [s.get("args") for s in select.get("aggregates") or []]])
+        self._sort_key = cmp_to_key(self._compare_rows)
+
+    def apply(self, state: dict, change: Change) -> list[Change]:
+        """The output row changes caused by one input row change. Everything that can fail (the
+        new row's expressions, GROUP FILTER over the groups it changes) is evaluated before the
+        state changes, so that a row refused as a bad record leaves no trace."""
+        ikey = tuple(change.key)
+        entry = self._contribution(change.new) if change.op in ("i", "u") else None
+        old_gkey = state["inputs"].get(ikey)
+        groups = state["groups"]
+        new_rows: dict[tuple, dict] = {}
+        stored = None
+        if old_gkey is not None:
+            new_rows[old_gkey] = dict(groups[old_gkey]["rows"])
+            stored = new_rows[old_gkey].pop(ikey)
+        if entry is not None:
+            gkey, (args, order) = entry
+            rows = new_rows.get(gkey)
+            if rows is None:
+                rows = new_rows[gkey] = dict(groups[gkey]["rows"]) if gkey in groups else {}
+            since = stored[SINCE] if stored is not None and old_gkey == gkey else change.seq
+            rows[ikey] = [since, change.seq, args, order, _plain(change.new)]  # type: ignore[arg-type]
+        folds = {g: self._fold(rows) for g, rows in new_rows.items()}
+        for g, rows in new_rows.items():
+            group = groups.get(g)
+            if group is None:
+                group = groups[g] = self._new_group()
+            group["rows"] = rows
+            group["n"], group["acc"] = folds[g]
+            if entry is not None and g == entry[0]:
+                group["row"] = _plain(change.new)  # type: ignore[arg-type]
+            elif change.old is not None:
+                group["row"] = _plain(change.old)
+        state["inputs"].pop(ikey, None)
+        if entry is not None:
+            state["inputs"][ikey] = entry[0]
+        return [c for g in new_rows for c in self._emit(state, g, change.seq)]
+
+    def _contribution(self, rows: Optional[Rows]) -> Optional[tuple[tuple, tuple]]:
+        """``(group key, (arguments of each aggregate, GROUP ORDER BY values))`` of an input
+        row; GROUP FILTER waits for the row's rank."""
+        if rows is None:
+            return None
+        filled = null_filled(rows, self.null_columns)
+        gkey = tuple(f(filled) for f in self.group_by)
+        return gkey, ([agg.values(filled) for agg in self.aggregates],
+                      [f(filled) for f in self.order_by])
+
+    def _fold(self, rows: Mapping[tuple, list]) -> tuple[int, list]:
+        """(rows GROUP FILTER lets through, the aggregates' running values over them)."""
+        ranked = sorted(rows.values(), key=self._sort_key)
+        accs = [agg.init() for agg in self.aggregates]
+        n = 0
+        for rank, row in enumerate(ranked):
+            if self.group_filter is not None:
+                filled = null_filled(row[INPUT], self.null_columns)
+                if self.group_filter(filled, {RANK: rank}) is not True:
+                    continue
+            # the place in group order stands for arrival: first()/last() follow the order
+            accs = [agg.add(acc, row[ARGS][i], n, row[TOUCHED], _NONE)
+                    for i, (agg, acc) in enumerate(zip(self.aggregates, accs))]
+            n += 1
+        return n, accs
+
+    def _compare_rows(self, a: list, b: list) -> int:
+        for x, y, desc in zip(a[ORDER], b[ORDER], self.descending):
+            c = _compare(x, y)
+            if c:
+                return -c if desc else c
+        return (a[SINCE] > b[SINCE]) - (a[SINCE] < b[SINCE])
+
+    def _forgotten(self, group: dict) -> bool:
+        return not group["rows"]

@@ -1,0 +1,131 @@
+"""GROUP ORDER BY and rank() in GROUP FILTER (runtime/engine/ranked.py), against a brute-force
+model that sorts, ranks, filters and aggregates every group from scratch after each event."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from ccl.planner import plan_project
+from runtime.engine.changes import Emit, Event
+from runtime.engine.flex import make_engine
+
+SOURCE = "CREATE INPUT WINDOW Q SCHEMA (Id integer, Sym string, Bid float, Qty integer) PRIMARY KEY (Id);\n"
+
+
+def engine_of(tmp_path, query: str, source: str = SOURCE):
+    path = tmp_path / "p.ccl"
+    path.write_text(source + "CREATE OUTPUT WINDOW B PRIMARY KEY DEDUCED AS " + query + ";\n")
+    plan, diags = plan_project(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    element = next(e for e in plan["elements"] if e["name"] == "B")
+    return make_engine(element, plan, 0)
+
+
+def apply_emits(window: dict, outputs: list) -> None:
+    for o in outputs:
+        assert isinstance(o, Emit), o
+        if o.op == "d":
+            del window[o.values["Sym"]]
+        else:
+            assert (o.op == "i") == (o.values["Sym"] not in window)
+            window[o.values["Sym"]] = dict(o.values)
+
+
+def _desc(value):
+    """Sort key of a DESC column: largest first, nulls last."""
+    return (value is None, -(value or 0))
+
+
+def _asc(value):
+    return (value is not None, value or 0)
+
+
+MODELS = {
+    # query, (sort key of a row, which ranked rows pass)
+    "top2 by bid": ("SELECT Q.Sym, max(Q.Bid) Best, sum(Q.Qty) Qty, count(*) N, first(Q.Id) F, "
+                    "last(Q.Id) L FROM Q GROUP FILTER rank() < 2 GROUP BY Q.Sym "
+                    "GROUP ORDER BY Q.Bid DESC, Q.Qty",
+                    lambda r: (_desc(r["Bid"]), _asc(r["Qty"]), r["since"]),
+                    lambda rank, r: rank < 2),
+    "after the first, big ones": ("SELECT Q.Sym, max(Q.Bid) Best, sum(Q.Qty) Qty, count(*) N, "
+                                  "first(Q.Id) F, last(Q.Id) L FROM Q "
+                                  "GROUP FILTER rank() >= 1 AND Q.Qty > 3 GROUP BY Q.Sym "
+                                  "GROUP ORDER BY Q.Qty",
+                                  lambda r: (_asc(r["Qty"]), r["since"]),
+                                  lambda rank, r: rank >= 1 and r["Qty"] is not None and r["Qty"] > 3),
+}
+
+
+def model_window(rows: dict, sort_key, passes) -> dict:
+    groups: dict = {}
+    for r in rows.values():
+        groups.setdefault(r["Sym"], []).append(r)
+    out = {}
+    for sym, members in groups.items():
+        kept = [r for rank, r in enumerate(sorted(members, key=sort_key)) if passes(rank, r)]
+        if not kept:
+            continue
+        bids = [r["Bid"] for r in kept if r["Bid"] is not None]
+        qtys = [r["Qty"] for r in kept if r["Qty"] is not None]
+        out[sym] = {"Sym": sym, "Best": max(bids) if bids else None, "Qty": sum(qtys) if qtys else None,
+                    "N": len(kept), "F": kept[0]["Id"], "L": kept[-1]["Id"]}
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("seed", range(4))
+def test_random_changes_match_the_model(tmp_path, name, seed):
+    query, sort_key, passes = MODELS[name]
+    engine = engine_of(tmp_path, query)
+    state = engine.initial_state()
+    rnd = random.Random(seed)
+    rows: dict = {}  # Id -> row with "since" (arrival in its group)
+    window: dict = {}
+    for seq in range(1, 400):
+        values = {"Sym": rnd.choice("ABC"), "Bid": rnd.choice([None, *range(8)]) and float(rnd.randrange(8)),
+                  "Qty": rnd.choice([None, *range(6)])}
+        if rows and rnd.random() < 0.25:
+            ident = rnd.choice(sorted(rows))
+            event = Event(0, "d", seq, {"Id": ident, **{k: rows[ident][k] for k in values}})
+            del rows[ident]
+        elif rows and rnd.random() < 0.4:
+            ident = rnd.choice(sorted(rows))
+            same_group = values["Sym"] == rows[ident]["Sym"]
+            rows[ident] = {"Id": ident, **values, "since": rows[ident]["since"] if same_group else seq}
+            event = Event(0, "u", seq, {"Id": ident, **values})
+        else:
+            ident = seq
+            rows[ident] = {"Id": ident, **values, "since": seq}
+            event = Event(0, "i", seq, {"Id": ident, **values})
+        apply_emits(window, engine.process(state, [event], 0))
+        assert window == model_window(rows, sort_key, passes), f"after event {seq}: {event}"
+
+
+def test_top_n_of_a_stream_and_a_failing_order_leaves_no_trace(tmp_path):
+    source = "CREATE INPUT STREAM T SCHEMA (Sym string, Px float, Code string);\n"
+    engine = engine_of(tmp_path, "SELECT T.Sym, sum(T.Px) Top2, count(*) N FROM T GROUP FILTER rank() < 2 "
+                                 "GROUP BY T.Sym GROUP ORDER BY to_integer(T.Code) DESC", source)
+    state = engine.initial_state()
+    out = engine.process(state, [Event(0, "i", 1, {"Sym": "A", "Px": 10.0, "Code": "1"}),
+                                 Event(0, "i", 2, {"Sym": "A", "Px": 30.0, "Code": "3"}),
+                                 Event(0, "i", 3, {"Sym": "A", "Px": 5.0, "Code": "x"}),  # not a number
+                                 Event(0, "i", 4, {"Sym": "A", "Px": 20.0, "Code": "2"})], 0)
+    assert [type(o).__name__ for o in out] == ["Emit", "Emit", "Bad", "Emit"]
+    assert out[-1].values == {"Sym": "A", "Top2": 50.0, "N": 2}  # 30 and 20; the bad row never ranked
+    assert [len(g["rows"]) for g in state["selects"][0]["agg"]["groups"].values()] == [3]
+
+
+def test_rank_without_order_is_arrival_and_is_checked_only_in_group_filter(tmp_path):
+    query = "SELECT Q.Sym, last(Q.Id) L, count(*) N FROM Q GROUP FILTER rank() = 0 GROUP BY Q.Sym"
+    engine = engine_of(tmp_path, query)  # no diagnostic at all (before: CCL2010, every row bad)
+    state = engine.initial_state()
+    out = engine.process(state, [Event(0, "i", 1, {"Id": 7, "Sym": "A"}), Event(0, "i", 2, {"Id": 3, "Sym": "A"}),
+                                 Event(0, "d", 3, {"Id": 7, "Sym": "A"})], 0)
+    assert [(o.op, o.values) for o in out] == [("i", {"Sym": "A", "L": 7, "N": 1}),
+                                               ("u", {"Sym": "A", "L": 3, "N": 1})]
+    path = tmp_path / "bad.ccl"
+    path.write_text(SOURCE + "CREATE OUTPUT WINDOW B PRIMARY KEY DEDUCED AS "
+                    + query.replace("GROUP FILTER rank() = 0", "WHERE rank() = 0") + ";\n")
+    plan, diags = plan_project(str(path))
+    assert plan is None and [d.code for d in diags] == ["CCL2212"]
