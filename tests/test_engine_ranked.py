@@ -113,7 +113,33 @@ def test_top_n_of_a_stream_and_a_failing_order_leaves_no_trace(tmp_path):
                                  Event(0, "i", 4, {"Sym": "A", "Px": 20.0, "Code": "2"})], 0)
     assert [type(o).__name__ for o in out] == ["Emit", "Emit", "Bad", "Emit"]
     assert out[-1].values == {"Sym": "A", "Top2": 50.0, "N": 2}  # 30 and 20; the bad row never ranked
-    assert [len(g["rows"]) for g in state["selects"][0]["agg"]["groups"].values()] == [3]
+    # a stream only inserts: under rank() < 2 the group keeps its best 2 rows, not all 3
+    assert [len(g["rows"]) for g in state["selects"][0]["agg"]["groups"].values()] == [2]
+
+
+@pytest.mark.parametrize("group_filter, passes, most_kept", [
+    ("RANK() < 3", lambda rank, r: rank < 3, 3),
+    ("2 >= rank()", lambda rank, r: rank <= 2, 3),
+    ("rank() < 3 OR T.Qty = 0", lambda rank, r: rank < 3 or r["Qty"] == 0, None),
+])
+def test_stream_top_n_keeps_only_the_rows_that_can_rank(tmp_path, group_filter, passes, most_kept):
+    source = "CREATE INPUT STREAM T SCHEMA (Id integer, Sym string, Bid float, Qty integer);\n"
+    engine = engine_of(tmp_path, "SELECT T.Sym, max(T.Bid) Best, sum(T.Qty) Qty, count(*) N, first(T.Id) F, "
+                                 f"last(T.Id) L FROM T GROUP FILTER {group_filter} GROUP BY T.Sym "
+                                 "GROUP ORDER BY T.Bid DESC", source)
+    state = engine.initial_state()
+    rnd = random.Random(5)
+    rows: dict = {}
+    window: dict = {}
+    for seq in range(1, 300):
+        values = {"Id": seq, "Sym": rnd.choice("AB"), "Bid": float(rnd.randrange(50)), "Qty": rnd.randrange(4)}
+        rows[seq] = {**values, "since": seq}
+        apply_emits(window, engine.process(state, [Event(0, "i", seq, values)], 0))
+        assert window == model_window(rows, lambda r: (_desc(r["Bid"]), r["since"]), passes)
+    agg = state["selects"][0]["agg"]
+    kept = sorted(len(g["rows"]) for g in agg["groups"].values())
+    assert kept == [most_kept] * 2 if most_kept else sum(kept) == len(rows)
+    assert agg["inputs"] == {}
 
 
 def test_rank_without_order_is_arrival_and_is_checked_only_in_group_filter(tmp_path):

@@ -87,15 +87,16 @@ class _Select:
             self.projection = Projection(select, exprs, element["columns"], key,
                                          keyed=element["kind"] != "stream",
                                          extra=lambda rows: {name: f(rows) for name, f in aggs})
-        elif (select.get("aggregates") or select.get("group_by")) and is_ranked(select):
-            self.aggregator = RankedAggregator(select, exprs, element["columns"], key)
         elif select.get("aggregates") or select.get("group_by"):
             from runtime.engine.aggregate import Aggregator
             # one stream source without a FROM KEEP gives inserts only: nothing to retract, so
             # groups keep running values and no input rows (state stays one entry per group)
             insert_only = len(self.sources) == 1 and self.sources[0].store is None
-            self.aggregator = Aggregator(select, exprs, element["columns"], key,
-                                         retracting=not insert_only)
+            if is_ranked(select):
+                self.aggregator = RankedAggregator(select, exprs, element["columns"], key, insert_only)
+            else:
+                self.aggregator = Aggregator(select, exprs, element["columns"], key,
+                                             retracting=not insert_only)
         else:
             self.projection = Projection(select, exprs, element["columns"], key,
                                          keyed=element["kind"] != "stream")

@@ -36,10 +36,15 @@ def is_ranked(select: Mapping) -> bool:
     return bool(select.get("group_order_by")) or _calls_rank(select.get("group_filter"))
 
 
+def _is_rank(expr: Any) -> bool:
+    return (isinstance(expr, Mapping) and expr.get("node") == "Call"
+            and str(expr["func"]["name"]).lower() == "rank")
+
+
 def _calls_rank(expr: Any) -> bool:
+    if _is_rank(expr):
+        return True
     if isinstance(expr, Mapping):
-        if expr.get("node") == "Call" and str(expr["func"]["name"]).lower() == "rank":
-            return True
         return any(_calls_rank(v) for v in expr.values())
     if isinstance(expr, list):
         return any(_calls_rank(v) for v in expr)
@@ -48,13 +53,28 @@ def _calls_rank(expr: Any) -> bool:
 
 def _rank_as_variable(expr: Any) -> Any:
     """``expr`` (plan JSON) with each ``rank()`` call made a read of the variable RANK."""
+    if _is_rank(expr):
+        return {"node": "Var", "name": {"node": "Ident", "name": RANK}}
     if isinstance(expr, Mapping):
-        if expr.get("node") == "Call" and str(expr["func"]["name"]).lower() == "rank":
-            return {"node": "Var", "name": {"node": "Ident", "name": RANK}}
         return {k: _rank_as_variable(v) for k, v in expr.items()}
     if isinstance(expr, list):
         return [_rank_as_variable(v) for v in expr]
     return expr
+
+
+def _rank_limit(expr: Any) -> Optional[int]:
+    """n when GROUP FILTER is exactly ``rank() < n`` (or ``rank() <= n - 1``, ``n > rank()``,
+    ``n - 1 >= rank()``) with an integer literal, else None."""
+    if not isinstance(expr, Mapping) or expr.get("node") != "Binary":
+        return None
+    op, left, right = expr["op"], expr["left"], expr["right"]
+    if _calls_rank(right) and not _calls_rank(left):
+        op, left, right = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op), right, left
+    if (op not in ("<", "<=") or not _is_rank(left) or not isinstance(right, Mapping)
+            or right.get("node") != "Literal" or right.get("kind") != "integer"):
+        return None
+    return max(int(right["value"]) + (op == "<="), 0)
+
 
 
 def _compare(a: object, b: object) -> int:
@@ -71,7 +91,8 @@ class RankedAggregator(Aggregator):
     (the group has an output row when it is not 0); the group is forgotten when it has no rows."""
 
     def __init__(self, select: dict, exprs: Expressions, columns: list[list[str]],
-                 key: list[str]) -> None:
+                 key: list[str], insert_only: bool = False) -> None:
+        """``insert_only``: the input only ever inserts (a stream without FROM KEEP)."""
         filter_expr = select.get("group_filter")
         super().__init__({**select, "group_filter": None}, exprs, columns, key, retracting=True)
         self.group_filter = (exprs.compile(_rank_as_variable(filter_expr))
@@ -84,6 +105,10 @@ class RankedAggregator(Aggregator):
                                                 [it["expr"] for it in select.get("items") or []],
                                                 [s.get("args") for s in select.get("aggregates") or []]])
         self._sort_key = cmp_to_key(self._compare_rows)
+        # With inserts only, ranks never fall: under GROUP FILTER rank() < n a row ranked n or
+        # more is out for good, and the group keeps its first n rows only.
+        self.insert_only = insert_only
+        self.keep_ranks = _rank_limit(filter_expr) if insert_only else None
 
     def apply(self, state: dict, change: Change) -> list[Change]:
         """The output row changes caused by one input row change. Everything that can fail (the
@@ -110,14 +135,17 @@ class RankedAggregator(Aggregator):
             group = groups.get(g)
             if group is None:
                 group = groups[g] = self._new_group()
+            group["n"], group["acc"], ranked = folds[g]
+            if self.keep_ranks is not None:
+                for out in ranked[self.keep_ranks:]:
+                    del rows[out]
             group["rows"] = rows
-            group["n"], group["acc"] = folds[g]
             if entry is not None and g == entry[0]:
                 group["row"] = _plain(change.new)  # type: ignore[arg-type]
             elif change.old is not None:
                 group["row"] = _plain(change.old)
         state["inputs"].pop(ikey, None)
-        if entry is not None:
+        if entry is not None and not self.insert_only:  # a stream's row never changes again
             state["inputs"][ikey] = entry[0]
         return [c for g in new_rows for c in self._emit(state, g, change.seq)]
 
@@ -131,12 +159,13 @@ class RankedAggregator(Aggregator):
         return gkey, ([agg.values(filled) for agg in self.aggregates],
                       [f(filled) for f in self.order_by])
 
-    def _fold(self, rows: Mapping[tuple, list]) -> tuple[int, list]:
-        """(rows GROUP FILTER lets through, the aggregates' running values over them)."""
-        ranked = sorted(rows.values(), key=self._sort_key)
+    def _fold(self, rows: Mapping[tuple, list]) -> tuple[int, list, list[tuple]]:
+        """(rows GROUP FILTER lets through, the aggregates' running values over them, the input
+        keys in rank order)."""
+        ranked = sorted(rows, key=lambda ikey: self._sort_key(rows[ikey]))
         accs = [agg.init() for agg in self.aggregates]
         n = 0
-        for rank, row in enumerate(ranked):
+        for rank, row in enumerate(rows[ikey] for ikey in ranked):
             if self.group_filter is not None:
                 filled = null_filled(row[INPUT], self.null_columns)
                 if self.group_filter(filled, {RANK: rank}) is not True:
@@ -145,7 +174,7 @@ class RankedAggregator(Aggregator):
             accs = [agg.add(acc, row[ARGS][i], n, row[TOUCHED], _NONE)
                     for i, (agg, acc) in enumerate(zip(self.aggregates, accs))]
             n += 1
-        return n, accs
+        return n, accs, ranked
 
     def _compare_rows(self, a: list, b: list) -> int:
         for x, y, desc in zip(a[ORDER], b[ORDER], self.descending):
