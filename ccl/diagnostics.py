@@ -153,10 +153,11 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
     _c("CCL2009", "error", "unknown type",
        "A type name is neither a built-in type nor a typedef declared before it."),
     _c("CCL2010", "warning", "function not available at run time",
-       "ESP has this function but this runtime does not run it (a window's W_stream / W_iterator, the event-cache iterator "
-       "functions, the XML functions, the recent and xmlagg aggregates, a negation inside && or || "
-       "of a MATCHING pattern): the project runs, and every row that calls it becomes a bad "
-       "record."),
+       "ESP has this function but this runtime does not run it (W_stream / W_iterator of a window "
+       "that is neither an input nor the output of the Flex whose code names it, the iterator "
+       "functions setRange and setSearch, getData, the XML functions, the recent and xmlagg "
+       "aggregates, a negation inside && or || of a MATCHING pattern): the project runs, and "
+       "every row that calls it becomes a bad record."),
     _c("CCL2011", "error", "event cache over an element not read",
        "A local event cache holds rows of one of the element's own inputs (a FROM source, a Flex "
        "input): they fill it as they arrive. Cache an input, or read the other element in FROM."),

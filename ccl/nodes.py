@@ -227,6 +227,14 @@ class IndexAccess(Node):
 
 
 @dataclass
+class WindowFind(Node):
+    """`W_stream{record}`: any row of a window whose fields equal the record's (ESP SPLASH)."""
+
+    base: "Expr"
+    record: "Expr"
+
+
+@dataclass
 class Star(Node):
     """`*` or `src.*` in a select list, or the argument of `count(*)`."""
 
@@ -316,8 +324,8 @@ class RecordLit(Node):
     bar: bool
 
 
-Expr = Union[Literal, Var, FieldAccess, IndexAccess, Star, Call, New, Cast, Unary, Binary, InList,
-             Case, RecordLit]
+Expr = Union[Literal, Var, FieldAccess, IndexAccess, WindowFind, Star, Call, New, Cast, Unary,
+             Binary, InList, Case, RecordLit]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -395,9 +403,12 @@ class While(Node):
 
 @dataclass
 class ForIn(Node):
+    """`for (var in iterable [where col = expr, ...]) body`; ``where`` only over a window."""
+
     var: Ident
     iterable: Expr
     body: "Stmt"
+    where: list[FieldInit] = field(default_factory=list)
 
 
 @dataclass

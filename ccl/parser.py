@@ -1164,6 +1164,19 @@ class CCLParser:
         "stmt : FOR LPAREN ident IN expr RPAREN stmt"
         p[0] = n.ForIn(p[3], p[5], p[7], span=self._at(p))
 
+    def p_stmt_for_where(self, p):
+        "stmt : FOR LPAREN ident IN expr WHERE for_conditions RPAREN stmt"
+        p[0] = n.ForIn(p[3], p[5], p[9], p[7], span=self._at(p))
+
+    def p_for_conditions(self, p):
+        """for_conditions : for_condition
+                          | for_conditions COMMA for_condition"""
+        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+
+    def p_for_condition(self, p):
+        "for_condition : field_name EQ expr"
+        p[0] = n.FieldInit(p[1], p[3], span=p[1].span)
+
     def p_stmt_switch(self, p):
         "stmt : SWITCH LPAREN expr RPAREN LBRACE switch_cases RBRACE"
         p[0] = n.Switch(p[3], p[6], span=self._at(p))
@@ -1297,6 +1310,10 @@ class CCLParser:
     def p_postfix_index(self, p):
         "postfix : postfix LBRACKET expr RBRACKET"
         p[0] = n.IndexAccess(p[1], p[3], span=p[1].span)
+
+    def p_postfix_find(self, p):
+        "postfix : postfix LBRACE expr RBRACE"
+        p[0] = n.WindowFind(p[1], p[3], span=p[1].span)
 
     def p_field_name(self, p):
         """field_name : ident

@@ -56,7 +56,7 @@ def _level(e: n.Node) -> int:
 
 def _is_postfix(e: n.Node) -> bool:
     """Whether ``e`` prints as a postfix expression (usable as a statement or a field base)."""
-    return isinstance(e, (n.Var, n.Call, n.Cast, n.FieldAccess, n.IndexAccess))
+    return isinstance(e, (n.Var, n.Call, n.Cast, n.FieldAccess, n.IndexAccess, n.WindowFind))
 
 
 def _wrap(e: n.Node, need: bool) -> str:
@@ -114,6 +114,11 @@ def _(e: n.FieldAccess) -> str:
 @_expr.register
 def _(e: n.IndexAccess) -> str:
     return f"{_wrap(e.base, not _is_postfix(e.base))}[{expr(e.index)}]"
+
+
+@_expr.register
+def _(e: n.WindowFind) -> str:
+    return f"{_wrap(e.base, not _is_postfix(e.base))}{{{expr(e.record)}}}"
 
 
 @_expr.register
@@ -412,7 +417,9 @@ def _stmt_lines(s: n.Node, depth: int) -> list[str]:
     if isinstance(s, n.While):
         return _nested(f"{pad}while ({expr(s.cond)})", s.body, depth)
     if isinstance(s, n.ForIn):
-        return _nested(f"{pad}for ({s.var.name} in {expr(s.iterable)})", s.body, depth)
+        where = (" where " + ", ".join(f"{c.name.name} = {expr(c.value)}" for c in s.where)
+                 if s.where else "")
+        return _nested(f"{pad}for ({s.var.name} in {expr(s.iterable)}{where})", s.body, depth)
     if isinstance(s, n.Switch):
         lines = [f"{pad}switch ({expr(s.subject)}) {{"]
         for c in s.cases:

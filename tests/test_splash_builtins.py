@@ -400,6 +400,29 @@ def test_print_goes_to_the_printer():
     assert lines == ["x = 1 2.5"]
 
 
+def test_window_iterators_over_a_snapshot():
+    from ccl.splash import as_type
+    from ccl.splash.machine import Cell
+    from ccl.splash.windows import WindowView
+
+    rows = {(1,): {"k": 1, "v": "a"}, (2,): {"k": 2, "v": "b"}}
+    view = WindowView("W", rows, ["k"], {"k": as_type("integer"), "v": as_type("string")})
+    project, _ = parse_text("CREATE OUTPUT STREAM o PARTITION BY r { "
+                            "W_iterator := getiterator(W_stream); string s := ''; "
+                            "typeof(r) x := getnext(W_iterator); "
+                            "while (not isnull(x)) { s := s + x.v; x := getNext(W_iterator); } "
+                            "resetiterator(W_iterator); s := s + getNext(W_iterator).v; "
+                            "deleteiterator(W_iterator); return s + to_string(W_stream[[k = 2;|]].v); "
+                            "} PARTITIONS 2 AS SELECT * FROM r;")
+    body = project.statements[0].partition.specs[0].body
+    cells = {"W_stream": Cell(view, const=True), "W_iterator": Cell(None)}
+    assert Interpreter().run_block(body, extra_globals=cells).value == "abab"
+    with pytest.raises(SplashError, match="needs a window iterator"):
+        run_block("return getNext(1);")
+    with pytest.raises(SplashError, match="needs a window"):
+        run_block("return getIterator('W');")
+
+
 def test_every_builtin_is_documented_and_tested():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "functions.md").read_text(encoding="utf-8")
     here = Path(__file__).resolve().parent

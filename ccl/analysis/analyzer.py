@@ -549,6 +549,14 @@ class Analyzer:
         scope, functions = self.local_declare(s.declare, sources)
         for el in inputs:
             scope.vars[el.name + "_old"] = Variable(el.name + "_old", el.row_type, "implicit")
+        # ESP's W_stream (the rows of W: lookups, for loops) and W_iterator, for every input and
+        # for the output (ccl/splash/windows.py)
+        for name, el in [(el.name, el) for el in inputs] + [(element.name, element),
+                                                            (s.name.name, element)]:
+            scope.vars[name + "_stream"] = Variable(name + "_stream", Type("window", (el.row_type,)),
+                                                    "implicit")
+            scope.vars[name + "_iterator"] = Variable(name + "_iterator",
+                                                      Type("iterator", (el.row_type,)), "implicit")
         input_names = {el.name for el in inputs}
         for h in s.handlers:
             if isinstance(h, n.OnHandler) and h.source is not None and h.source.name not in input_names:

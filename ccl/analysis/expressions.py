@@ -141,8 +141,18 @@ class Typer:
         self.type_of(e.index, ctx)
         if base.name == "dictionary" and len(base.args) == 2:
             return base.args[1]
-        if base.name == "vector" and base.args:
+        if base.name in ("vector", "window") and base.args:
             return base.args[0]
+        return ANY
+
+    def _WindowFind(self, e: n.WindowFind, ctx: Context) -> Type:
+        base = self.type_of(e.base, ctx)
+        self.type_of(e.record, ctx)
+        if base.name == "window" and base.args:
+            return base.args[0]
+        if not base.is_vague:
+            self.report("CCL2101", e.base.span, f"{{...}} looks up rows of a window (W_stream), "
+                                                f"not of {base}")
         return ANY
 
     def _Star(self, e: n.Star, ctx: Context) -> Type:
@@ -260,6 +270,10 @@ class Typer:
                                                  else f"at least {low}")
             self.report("CCL2008", e.func.span, f"{name}() takes {takes} argument(s), not {count}")
             return _result(info["result"], arg_types)
+        if name.lower() in ("getiterator", "getnext") and arg_types[0].name in ("window", "iterator"):
+            # getIterator(W_stream) iterates W's rows; getNext gives one of them
+            row = arg_types[0].args[0]
+            return Type("iterator", (row,)) if name.lower() == "getiterator" else row
         patterns = info["args"]
         for i, (arg, t) in enumerate(zip(e.args, arg_types)):
             pattern = patterns[min(i, len(patterns) - 1)] if patterns else "any"

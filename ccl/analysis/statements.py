@@ -60,12 +60,25 @@ class StatementChecker:
             self.nested(s.body, ctx)
         elif isinstance(s, n.ForIn):
             it = self.typer.type_of(s.iterable, ctx)
+            if it.name == "record" and isinstance(s.iterable, n.Var):
+                # `for (r in W)`: ESP's older spelling of `for (r in W_stream)`
+                stream = ctx.scope.lookup(s.iterable.name.name + "_stream")
+                if stream is not None and stream.type.name == "window":
+                    it = stream.type
             inner = ctx.with_scope(ctx.scope.child())
             element = ANY
-            if it.name in ("vector", "eventcache") and it.args:
+            if it.name in ("vector", "eventcache", "window") and it.args:
                 element = it.args[0]
             elif it.name == "dictionary" and it.args:
                 element = it.args[0]
+            for cond in s.where:
+                self.typer.type_of(cond.value, ctx)
+                if it.name != "window" and not it.is_vague:
+                    self.report("CCL2101", cond.span, f"'where' in a for loop needs a window "
+                                                      f"(W_stream), not {it}")
+                    break
+                if element.name == "record" and element.fields and element.field(cond.name.name) is None:
+                    self.report("CCL2003", cond.name.span, f"no column '{cond.name.name}' in the window")
             inner.scope.vars[s.var.name] = Variable(s.var.name, element, "local", s.var.span)
             self.nested(s.body, inner)
         elif isinstance(s, n.Switch):

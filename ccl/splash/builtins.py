@@ -435,6 +435,6 @@ def register(*entries: Builtin) -> None:
         BUILTINS[b.name] = b
 
 
-from . import builtins_math, builtins_time  # noqa: E402  (they import this module's helpers)
+from . import builtins_math, builtins_time, windows  # noqa: E402  (they import this module's helpers)
 
-register(*builtins_math.ENTRIES, *builtins_time.ENTRIES)
+register(*builtins_math.ENTRIES, *builtins_time.ENTRIES, *windows._entries())

@@ -12,6 +12,7 @@ from .machine import (BREAK, CONTINUE, RETURN, Cell, ExitSignal, Expr, Frame, Fu
                       fail, find_cell, set_element)
 from .operators import comparison, truth
 from .values import Record, SplashError, a_kind
+from .windows import WindowView, window_rows
 
 
 class Compiler(ExpressionCompiler):
@@ -186,18 +187,35 @@ class Compiler(ExpressionCompiler):
         var = s.var.name
         iterable = self.expr(s.iterable)
         body = self._nested(s.body, loops + 1, 0)
+        where = [(c.name.name, self.expr(c.value)) for c in s.where]
+        # `for (r in W)`: ESP's older form of `for (r in W_stream)`, W naming the window
+        stream = f"{s.iterable.name.name}_stream" if isinstance(s.iterable, n.Var) else None
 
         def run(m: Machine, f: Frame) -> Optional[str]:
             m.tick()
-            it = iterable(m, f)
+            cell = m.globals.get(stream) if stream is not None else None
+            view = cell.value if cell is not None and isinstance(cell.value, WindowView) else None
+            try:
+                it = iterable(m, f)
+            except SplashError:
+                if view is None:
+                    raise
+                it = None  # the window's own name, which is no variable here
+            if view is not None and (it is None or isinstance(it, Record)):
+                it = view
             if it is None:
                 return None
-            if isinstance(it, list):
+            if isinstance(it, WindowView):
+                items = window_rows(it, {name: value(m, f) for name, value in where})
+                t: Type = ANY
+            elif where:
+                raise SplashError(f"for-in with where needs a window (W_stream), not {a_kind(it)}")
+            elif isinstance(it, list):
                 items, t = list(it), getattr(it, "elem", ANY)
             elif isinstance(it, dict) and not isinstance(it, Record):
                 items, t = list(it), getattr(it, "key", ANY)
             else:
-                raise SplashError(f"for-in needs a vector or a dictionary, not {a_kind(it)}")
+                raise SplashError(f"for-in needs a vector, a dictionary or a window, not {a_kind(it)}")
             for item in items:
                 m.tick()
                 f.scopes.append({var: Cell(item, t)})

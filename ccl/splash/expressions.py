@@ -17,6 +17,7 @@ from .operators import (arithmetic, comparison, in_list, like, logical_and, logi
                         negate, plus, truth)
 from .values import (LONG_MAX, LONG_MIN, MONEY_PRECISION, Dictionary, Long, Record, SplashError,
                      Vector, a_kind, make_dec, resolve_type)
+from .windows import WindowView
 
 
 class ExpressionCompiler:
@@ -98,6 +99,18 @@ class ExpressionCompiler:
 
         def ev(m: Machine, f: Frame) -> object:
             return get_element(base_ev(m, f), index_ev(m, f))
+        return ev
+
+    def _e_WindowFind(self, e: n.WindowFind) -> Expr:
+        base_ev, record_ev = self.expr(e.base), self.expr(e.record)
+
+        def ev(m: Machine, f: Frame) -> object:
+            view, probe = base_ev(m, f), record_ev(m, f)
+            if view is None or probe is None:
+                return None
+            if not isinstance(view, WindowView):
+                raise SplashError(f"{{...}} looks rows up in a window (W_stream), not in {a_kind(view)}")
+            return view.find(probe)
         return ev
 
     def _e_Call(self, e: n.Call) -> Expr:

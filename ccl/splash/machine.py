@@ -15,6 +15,7 @@ from .. import nodes as n
 from ..analysis.types import ANY, Type
 from .convert import coerce
 from .values import BudgetExhausted, Long, Record, SplashError, a_kind, is_integral
+from .windows import WindowView
 
 BREAK, CONTINUE, RETURN = "break", "continue", "return"
 OPCODES = {"insert": 1, "update": 3, "delete": 5, "upsert": 7, "safedelete": 13}
@@ -160,6 +161,8 @@ def get_element(container: object, index: object) -> object:
     if isinstance(container, dict) and not isinstance(container, Record):
         key = coerce(index, getattr(container, "key", ANY), "a dictionary key")
         return container.get(key)
+    if isinstance(container, WindowView):
+        return container.by_key(index)
     raise SplashError(f"{a_kind(container)} cannot be indexed")
 
 

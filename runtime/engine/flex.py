@@ -11,8 +11,9 @@ from typing import Mapping, Optional, Sequence, Union
 
 from ccl import nodes as n
 from ccl.physical import READ_AS
-from ccl.splash import Interpreter, Record, SplashError
+from ccl.splash import Interpreter, Record, SplashError, as_type
 from ccl.splash.machine import Cell
+from ccl.splash.windows import WindowView
 from runtime.engine.cache import Declared
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.element import Engine
@@ -96,6 +97,15 @@ class FlexEngine:
         keep = element.get("keep")
         self.store: Optional[Store] = Store(keep) if self.kind == "window" else None
         self.strict: bool = (keep or {}).get("kind") in STRICT_KEEPS
+        # W_stream / W_iterator of each input and of the output (ccl/splash/windows.py):
+        # (names, port or None for the output, key, column types)
+        self.windows: list[tuple[list[str], Optional[int], list[str], dict]] = []
+        for port, (plan_name, written) in enumerate(zip(self.inputs, self.input_names)):
+            source = elements[plan_name]
+            self.windows.append((_names(written, plan_name), port, list(source.get("key") or []),
+                                 _types(source["columns"])))
+        self.windows.append((_names(element["name"], flex.get("name") or element["name"]), None,
+                             self.key, _types(self.columns)))
 
     # --- the Engine interface ------------------------------------------------------------------
 
@@ -196,13 +206,13 @@ class FlexEngine:
         are dropped; variable changes it made before failing stay."""
         emitted: list[Record] = []
         self.interp.bind(state["vars"])
-        extra = None
+        extra = self._window_cells(state)
         sources = dict(rows)
         if old is not None:
             if old[1] is not None:
                 sources[old[0]] = old[1]
             else:
-                extra = {old[0]: Cell(None)}
+                extra[old[0]] = Cell(None)
         try:
             self.interp.run_block(h.body, sources, extra, output=emitted.append)
         except SplashError as e:
@@ -212,6 +222,21 @@ class FlexEngine:
         for rec in emitted:
             out += self._output(state, rec, seq, port, now_ms)
         return out
+
+    def _window_cells(self, state: dict) -> dict[str, Cell]:
+        """``W_stream`` (read-only) and ``W_iterator`` of every input and of the output, over
+        the instance's rows (a stream has none)."""
+        cells: dict[str, Cell] = {}
+        for names, port, key, types in self.windows:
+            if port is None:
+                rows = state["output"]["rows"] if self.store is not None else None
+            else:
+                mirror = state["sources"][port]
+                rows = mirror["rows"] if mirror is not None else None
+            for name in names:
+                cells[f"{name}_stream"] = Cell(WindowView(name, rows, key, types), const=True)
+                cells[f"{name}_iterator"] = Cell(None)
+        return cells
 
     # --- the output element ----------------------------------------------------------------------
 
@@ -245,6 +270,15 @@ class _Row(dict):
     """An input row handed to the interpreter, with the opcode of its change."""
 
     opcode: Optional[int] = None
+
+
+def _names(*names: str) -> list[str]:
+    """The names code calls an element by (a module's elements by their own name), once each."""
+    return list(dict.fromkeys(name.split(".")[-1] for name in names))
+
+
+def _types(columns: Sequence[Sequence[str]]) -> dict:
+    return {name: as_type(t) for name, t in columns}
 
 
 def _emit(change: Change) -> Emit:

@@ -1,0 +1,161 @@
+"""The rows of a window as SPLASH code in a Flex sees them: ``W_stream`` and window iterators.
+
+ESP declares, in a Flex's code, ``W_stream`` and ``W_iterator`` for each input window ``W`` (and
+for the Flex's own output window). This module gives their values and functions (docs/runtime-flex.md):
+
+- ``W_stream[rec]``: the row whose key equals ``rec``'s key fields, or null;
+- ``W_stream{rec}``: a row whose fields equal ``rec``'s non-null fields, or null;
+- ``for (r in W_stream [where col = value, ...]) ...``: every row (whose columns equal the values);
+- ``getIterator(W_stream)``, ``getNext(it)`` (null at the end), ``resetIterator(it)``,
+  ``deleteIterator(it)``: an iterator over the rows as they were when it was made.
+
+A :class:`WindowView` reads the engine's live rows (``key -> {column: value}``) and hands out
+read-only copies as records; rows come in the window's order (first insertion of each key). Views
+and iterators belong to one handler run: kept in a variable across events, an iterator is closed.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Mapping, Optional, Sequence
+
+from ..analysis.types import ANY, Type
+from .convert import from_python
+from .values import Record, SplashError, a_kind
+
+__all__ = ["WindowIterator", "WindowView", "window_rows"]
+
+
+class WindowView:
+    """``W_stream``: the rows of window ``name`` (``rows``: key tuple -> row dict, or None for a
+    stream, which holds no rows) with its key columns and column types."""
+
+    splash_value = True  # passes through from_python unchanged
+
+    def __init__(self, name: str, rows: Optional[Mapping[tuple, Mapping[str, object]]],
+                 key: Sequence[str], types: Mapping[str, Type]) -> None:
+        self.name = name
+        self.rows = rows if rows is not None else {}
+        self.key = tuple(key)
+        self.types = dict(types)
+
+    def __repr__(self) -> str:
+        return f"{self.name}_stream"
+
+    def __reduce__(self):  # a view of one handler run: a stored copy holds no rows
+        return (WindowView, (self.name, None, self.key, self.types))
+
+    def record(self, row: Mapping[str, object]) -> Record:
+        """A read-only record of one row."""
+        rec = Record(((c, from_python(row.get(c), self.types.get(c, ANY))) for c in self.types),
+                     types=dict(self.types), key_fields=self.key)
+        rec.readonly, rec.source = True, self.name  # type: ignore[attr-defined]
+        return rec
+
+    def by_key(self, probe: object) -> Optional[Record]:
+        """``W_stream[probe]``: the row with ``probe``'s key, or null."""
+        if not isinstance(probe, Mapping):
+            raise SplashError(f"{self!r}[...] needs a record with the key of {self.name}, not "
+                              f"{a_kind(probe)}")
+        missing = [k for k in self.key if k not in probe]
+        if missing:
+            raise SplashError(f"{self!r}[...]: the record has no key field '{missing[0]}'")
+        row = self.rows.get(tuple(probe[k] for k in self.key))
+        return None if row is None else self.record(row)
+
+    def find(self, probe: object) -> Optional[Record]:
+        """``W_stream{probe}``: the first row whose columns equal ``probe``'s non-null fields."""
+        if not isinstance(probe, Mapping):
+            raise SplashError(f"{self!r}{{...}} needs a record, not {a_kind(probe)}")
+        wanted = {c: v for c, v in probe.items() if v is not None}
+        for row in window_rows(self, wanted):
+            return row
+        return None
+
+
+def window_rows(view: WindowView, equal: Mapping[str, object]) -> Iterator[Record]:
+    """The rows of ``view`` whose columns equal ``equal`` (a null value matches nothing), read
+    from a snapshot so that the code may change what it reads meanwhile."""
+    unknown = [c for c in equal if c not in view.types]
+    if unknown:
+        raise SplashError(f"{view.name} has no column '{unknown[0]}'")
+    if any(v is None for v in equal.values()):
+        return
+    if equal and set(view.key) <= set(equal):  # the key: one lookup
+        row = view.rows.get(tuple(equal[k] for k in view.key))
+        candidates = [row] if row is not None else []
+    else:
+        candidates = list(view.rows.values())
+    for row in candidates:
+        if all(_same(row.get(c), v) for c, v in equal.items()):
+            yield view.record(row)
+
+
+def _same(a: object, b: object) -> bool:
+    return a is not None and a == b and (type(a) is bool) == (type(b) is bool)
+
+
+class WindowIterator:
+    """``getIterator(W_stream)``: the rows of a window as they were when it was made."""
+
+    splash_value = True
+
+    def __init__(self, view: Optional[WindowView]) -> None:
+        self.view = view
+        self.rows = list(view.rows.values()) if view is not None else []
+        self.position = 0
+
+    def __repr__(self) -> str:
+        return f"iterator({self.view!r})" if self.view is not None else "iterator(closed)"
+
+    def __reduce__(self):  # kept past its handler run, an iterator is closed
+        return (WindowIterator, (None,))
+
+    def next(self) -> Optional[Record]:
+        """The next row, or null at the end."""
+        if self.view is None:
+            raise SplashError("getNext(): the iterator was deleted, or made in an earlier event")
+        if self.position >= len(self.rows):
+            return None
+        self.position += 1
+        return self.view.record(self.rows[self.position - 1])
+
+    def reset(self) -> None:
+        """Start again from the first row (of the same snapshot)."""
+        self.position = 0
+
+    def close(self) -> None:
+        self.view, self.rows = None, []
+
+
+def _view(fn: str, v: object) -> WindowView:
+    if not isinstance(v, WindowView):
+        raise SplashError(f"{fn}() needs a window (W_stream), not {a_kind(v)}")
+    return v
+
+
+def _iterator(fn: str, v: object) -> WindowIterator:
+    if not isinstance(v, WindowIterator):
+        raise SplashError(f"{fn}() needs a window iterator (from getIterator), not {a_kind(v)}")
+    return v
+
+
+def _get_iterator(ctx: object, view: object) -> WindowIterator:
+    return WindowIterator(_view("getIterator", view))
+
+
+def _get_next(ctx: object, it: object) -> Optional[Record]:
+    return _iterator("getNext", it).next()
+
+
+def _reset_iterator(ctx: object, it: object) -> None:
+    _iterator("resetIterator", it).reset()
+
+
+def _delete_iterator(ctx: object, it: object) -> None:
+    _iterator("deleteIterator", it).close()
+
+
+def _entries() -> list:
+    from .builtins import Builtin  # builtins registers these entries: imported late
+    return [Builtin("getiterator", 1, 1, _get_iterator), Builtin("getnext", 1, 1, _get_next),
+            Builtin("resetiterator", 1, 1, _reset_iterator),
+            Builtin("deleteiterator", 1, 1, _delete_iterator)]

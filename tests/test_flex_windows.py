@@ -1,0 +1,132 @@
+"""A Flex's code reading windows (ccl/splash/windows.py): W_stream[rec], W_stream{rec},
+for (r in W_stream [where ...]), for (r in W), window iterators; checked and run without Spark."""
+import pickle
+
+import pytest
+
+from ccl.parser import parse_text
+from ccl.planner import plan_project
+from ccl.printer import to_ccl
+from ccl.splash import SplashError, as_type
+from ccl.splash.windows import WindowIterator, WindowView
+from runtime.engine.changes import Emit
+from tests.test_engine_flex import build, ev, ops
+
+HEAD = """
+CREATE INPUT WINDOW Earnings SCHEMA (Symbol string, Quarter string, Value float) PRIMARY KEY (Symbol, Quarter);
+CREATE INPUT STREAM Trades SCHEMA (Symbol string, Shares integer);
+CREATE FLEX Checker IN Trades, Earnings
+OUT OUTPUT WINDOW Flags SCHEMA (Symbol string, Negative integer, Quarters integer, Latest string,
+                                Q1 float, AnyQuarter string, Seen integer) PRIMARY KEY (Symbol)
+BEGIN
+  DECLARE
+    typeof(Earnings) kept;
+  END;
+  ON Trades {
+"""
+TAIL = """
+  };
+END;
+"""
+
+BODY = """
+    integer negative := 0;
+    integer quarters := 0;
+    integer seen := 0;
+    string latest;
+    for (e in Earnings_stream where Symbol = Trades.Symbol) {
+      quarters := quarters + 1;
+      if (e.Value < 0) { negative := 1; }
+    }
+    typeof(Earnings) q1 := Earnings_stream[[Symbol = Trades.Symbol; Quarter = '2008Q1';|]];
+    typeof(Earnings) one := Earnings_stream{[Symbol = Trades.Symbol;|]};
+    Earnings_iterator := getIterator(Earnings_stream);
+    typeof(Earnings) r := getNext(Earnings_iterator);
+    while (not isnull(r)) {
+      if (r.Symbol = Trades.Symbol and (isnull(latest) or r.Quarter > latest)) { latest := r.Quarter; }
+      r := getNext(Earnings_iterator);
+    }
+    resetIterator(Earnings_iterator);
+    if (isnull(latest) and not isnull(getNext(Earnings_iterator))) { latest := 'none'; }
+    deleteIterator(Earnings_iterator);
+    for (f in Flags) { if (f.Symbol = Trades.Symbol) { seen := f.Quarters; } }
+    output setOpcode([Symbol = Trades.Symbol; | Negative = negative; Quarters = quarters;
+                      Latest = latest; Q1 = q1.Value; AnyQuarter = one.Quarter; Seen = seen;], upsert);
+"""
+
+
+def quarter(op, seq, symbol, q, value):
+    return ev(op, seq, 1, Symbol=symbol, Quarter=q, Value=value)
+
+
+def test_lookups_loops_and_iterators_read_the_window_as_it_is(tmp_path):
+    engine, _ = build(tmp_path, HEAD + BODY + TAIL, "Flags")
+    state = engine.initial_state()
+    engine.process(state, [quarter("i", 1, "T", "2008Q1", 5.0), quarter("i", 2, "T", "2008Q2", -1.0),
+                           quarter("i", 3, "X", "2008Q1", 3.0)], 0)
+    out = ops(engine.process(state, [ev("i", 4, 0, Symbol="T", Shares=1)], 0))
+    assert out == [("i", {"Symbol": "T", "Negative": 1, "Quarters": 2, "Latest": "2008Q2", "Q1": 5.0,
+                          "AnyQuarter": "2008Q1", "Seen": 0})]
+    state = pickle.loads(pickle.dumps(state))  # views live in one handler run only
+    engine.process(state, [quarter("d", 5, "T", "2008Q2", None), quarter("u", 6, "T", "2008Q1", 7.0)], 0)
+    out = ops(engine.process(state, [ev("i", 7, 0, Symbol="T", Shares=1), ev("i", 8, 0, Symbol="Z", Shares=1)], 0))
+    assert out == [("u", {"Symbol": "T", "Negative": 0, "Quarters": 1, "Latest": "2008Q1", "Q1": 7.0,
+                          "AnyQuarter": "2008Q1", "Seen": 2}),  # Flags' own row from event 4
+                   ("i", {"Symbol": "Z", "Negative": 0, "Quarters": 0, "Latest": "none", "Q1": None,
+                          "AnyQuarter": None, "Seen": 0})]
+
+
+def test_a_record_copied_out_stays_and_a_stored_iterator_is_closed(tmp_path):
+    body = """
+    if (isnull(kept.Symbol)) { kept := Earnings_stream{[Symbol = Trades.Symbol;|]}; }
+    output setOpcode([Symbol = Trades.Symbol; | Latest = kept.Quarter;], upsert);
+    """
+    engine, _ = build(tmp_path, HEAD + body + TAIL, "Flags")
+    state = engine.initial_state()
+    engine.process(state, [quarter("i", 1, "T", "2008Q1", 5.0)], 0)
+    out = engine.process(state, [ev("i", 2, 0, Symbol="T", Shares=1)], 0)
+    assert [o.values["Latest"] for o in out if isinstance(o, Emit)] == ["2008Q1"]
+    engine.process(state, [quarter("d", 3, "T", "2008Q1", 5.0)], 0)
+    out = engine.process(state, [ev("i", 4, 0, Symbol="T", Shares=1)], 0)
+    assert [o.values["Latest"] for o in out] == ["2008Q1"]
+
+    view = WindowView("W", {("a",): {"k": "a", "v": 1}}, ["k"], {"k": as_type("string"), "v": as_type("integer")})
+    it = WindowIterator(view)
+    assert dict(it.next()) == {"k": "a", "v": 1} and it.next() is None
+    with pytest.raises(SplashError, match="deleted, or made in an earlier event"):
+        pickle.loads(pickle.dumps(it)).next()
+    assert pickle.loads(pickle.dumps(view)).rows == {}
+
+    bad = HEAD + """
+    typeof(Earnings) r := Earnings_stream[[Symbol = Trades.Symbol;|]];
+    output setOpcode([Symbol = Trades.Symbol; |], upsert);
+    """ + TAIL
+    engine, _ = build(tmp_path, bad, "Flags")
+    out = ops(engine.process(engine.initial_state(), [ev("i", 1, 0, Symbol="T", Shares=1)], 0))
+    assert out == [("bad", "Earnings_stream[...]: the record has no key field 'Quarter'")]
+
+
+def test_checks_know_the_window_variables(tmp_path):
+    text = HEAD + BODY + TAIL
+    path = tmp_path / "p.ccl"
+    path.write_text(text)
+    plan, diags = plan_project(str(path))
+    assert plan is not None and [d.code for d in diags] == []
+    path.write_text(text.replace("where Symbol = Trades.Symbol", "where Sym = Trades.Symbol")
+                    .replace("e.Value < 0", "e.Valu < 0"))
+    plan, diags = plan_project(str(path))
+    assert [d.code for d in diags] == ["CCL2003", "CCL2003"]
+    # a window of another element is not visible: ESP's iterator names exist for inputs only
+    path.write_text(text.replace("Earnings_stream{", "Other_stream{"))
+    plan, diags = plan_project(str(path))
+    assert [d.code for d in diags] == ["CCL2010"]
+
+
+def test_where_and_find_print_back_as_they_parse():
+    tree, diags = parse_text(HEAD + BODY + TAIL)
+    assert diags == []
+    printed = to_ccl(tree)
+    assert "for (e in Earnings_stream where Symbol = Trades.Symbol)" in printed
+    assert "Earnings_stream{[Symbol = Trades.Symbol; |]}" in printed
+    again, _ = parse_text(printed)
+    assert to_ccl(again) == printed
