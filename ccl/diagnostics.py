@@ -161,10 +161,6 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
     _c("CCL2011", "error", "event cache over an element not read",
        "A local event cache holds rows of one of the element's own inputs (a FROM source, a Flex "
        "input): they fill it as they arrive. Cache an input, or read the other element in FROM."),
-    _c("CCL2012", "warning", "KEEP on a Flex input not applied",
-       "ESP lets `CREATE FLEX f IN w KEEP ...` change the retention of an input window as the Flex "
-       "sees it. This runtime accepts the clause and ignores it: the Flex's handlers get every "
-       "change of the input, with no deletes for rows the KEEP would drop."),
     # 21xx: types
     _c("CCL2101", "error", "type mismatch",
        "An operand has a type the operator does not accept (a string in arithmetic, a number "

@@ -125,8 +125,10 @@ class Planner:
                    query=None,
                    partition=self.partition(s.partition, sources, o.name.name, scope, s),
                    stateful=True)
+        keeps = list(s.input_keeps) + [None] * (len(inputs) - len(s.input_keeps))
         out["flex"] = {"name": s.name.name, "inputs": [p for _, p in inputs],
                        "input_names": [w for w, _ in inputs],
+                       "input_keeps": [keep_json(k, scope) for k in keeps],
                        "declare": out["declare"],
                        "handlers": [self._handler(h, scope) for h in s.handlers]}
         self._add(out, scope)

@@ -5,6 +5,7 @@ import pickle
 import pytest
 
 from ccl.parser import parse_text
+from ccl.physical import uses_time
 from ccl.planner import plan_project
 from ccl.printer import to_ccl
 from ccl.splash import SplashError, as_type
@@ -130,3 +131,41 @@ def test_where_and_find_print_back_as_they_parse():
     assert "Earnings_stream{[Symbol = Trades.Symbol; |]}" in printed
     again, _ = parse_text(printed)
     assert to_ccl(again) == printed
+
+
+KEPT = """
+CREATE INPUT STREAM Ticks SCHEMA (Sym string, Px float);
+CREATE FLEX Recent IN Ticks KEEP {keep}
+OUT OUTPUT WINDOW Last SCHEMA (Sym string, N integer, Total float, Deletes integer) PRIMARY KEY (Sym)
+BEGIN
+  DECLARE integer deletes := 0; END;
+  ON Ticks {
+    if (getOpcode(Ticks) = delete) { deletes := deletes + 1; }
+    integer n := 0; float total := 0;
+    for (t in Ticks_stream where Sym = Ticks.Sym) { n := n + 1; total := total + t.Px; }
+    output setOpcode([Sym = Ticks.Sym; | N = n; Total = total; Deletes = deletes;], upsert);
+  };
+END;
+"""
+
+
+def test_keep_on_a_flex_input_shapes_what_it_sees_and_evictions_are_deletes(tmp_path):
+    engine, plan = build(tmp_path, KEPT.replace("{keep}", "2 ROWS"), "Last")
+    assert plan["elements"][1]["flex"]["input_keeps"][0]["count"] == 2
+    state = engine.initial_state()
+    out = ops(engine.process(state, [ev("i", s, Sym="A", Px=float(s)) for s in (1, 2, 3)], 0))
+    # the third tick evicts the first: a delete run first (the window already as the KEEP left it)
+    assert out == [("i", {"Sym": "A", "N": 1, "Total": 1.0, "Deletes": 0}),
+                   ("u", {"Sym": "A", "N": 2, "Total": 3.0, "Deletes": 0}),
+                   ("u", {"Sym": "A", "N": 2, "Total": 5.0, "Deletes": 1}),
+                   ("u", {"Sym": "A", "N": 2, "Total": 5.0, "Deletes": 1})]
+
+    assert not uses_time(plan["elements"][1])
+    engine, plan = build(tmp_path, KEPT.replace("{keep}", "10 SECONDS"), "Last")
+    assert uses_time(plan["elements"][1])  # timers: transformWithState
+    state = engine.initial_state()
+    engine.process(state, [ev("i", 1, Sym="A", Px=1.0)], 0)
+    engine.process(state, [ev("i", 2, Sym="A", Px=2.0)], 5_000)
+    assert engine.next_deadline(state) == 10_000
+    assert ops(engine.expire(state, 10_000)) == [("u", {"Sym": "A", "N": 1, "Total": 2.0, "Deletes": 1})]
+    assert engine.next_deadline(state) == 15_000

@@ -530,10 +530,9 @@ class Analyzer:
 
     def stmt_CreateFlex(self, s: n.CreateFlex) -> None:
         inputs = [el for el in (self.element(i) for i in s.inputs) if el is not None]
-        for name, keep in zip(s.inputs, s.input_keeps):
+        for keep in s.input_keeps:
             if keep is not None:
-                self.report("CCL2012", keep.span, f"KEEP on the Flex input '{name.name}' is not "
-                                                  "applied: the Flex gets every change of its input")
+                self.keep_count(keep)
         out = s.output
         columns = self._schema_or_missing(out.schema, out.name)
         element = Element(out.name.name, out.kind, out.role, columns, node=s, keep=out.keep)

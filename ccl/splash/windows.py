@@ -79,7 +79,7 @@ def window_rows(view: WindowView, equal: Mapping[str, object]) -> Iterator[Recor
         raise SplashError(f"{view.name} has no column '{unknown[0]}'")
     if any(v is None for v in equal.values()):
         return
-    if equal and set(view.key) <= set(equal):  # the key: one lookup
+    if view.key and set(view.key) <= set(equal):  # the key: one lookup
         row = view.rows.get(tuple(equal[k] for k in view.key))
         candidates = [row] if row is not None else []
     else:

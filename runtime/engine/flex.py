@@ -83,7 +83,11 @@ class FlexEngine:
         options = {"budget": budget} if budget is not None else {}
         self.interp = Interpreter(self.declared.decl, source_types=self.declared.source_types,
                                   **options)  # type: ignore[arg-type]
-        self.sources = [SourceStage(elements[p], None) for p in self.inputs]
+        # `IN w KEEP ...`: the Flex sees its input through that KEEP (a stream's rows kept, as a
+        # FROM KEEP does); rows it evicts reach the handlers as deletes
+        keeps = list(flex.get("input_keeps") or [])
+        keeps += [None] * (len(self.inputs) - len(keeps))
+        self.sources = [SourceStage(elements[p], k) for p, k in zip(self.inputs, keeps)]
         self.source_kinds = [elements[p]["kind"] for p in self.inputs]
         self.port_caches = [self.declared.caches_of([w, p])
                             for p, w in zip(self.inputs, self.input_names)]
@@ -145,6 +149,10 @@ class FlexEngine:
         out: list[Output] = []
         if self.store is not None:
             out += [_emit(c) for c in self.store.expire(state["output"], now_ms, seq)]
+        for port, source in enumerate(self.sources):
+            evicted = source.expire(state["sources"][port], now_ms, seq)
+            if evicted:
+                out += self._changes(state, port, evicted, seq, now_ms, {})
         timers = state["timers"]
         for i, h in enumerate(self.every):
             due = timers[i]
@@ -162,6 +170,8 @@ class FlexEngine:
         """When :meth:`expire` next has work (ms since epoch), or ``None``. EVERY timers start at
         the instance's first process()/expire() call."""
         due = [t for t in state["timers"] if t is not None]
+        due += [t for t in (s.next_deadline(state["sources"][p]) for p, s in enumerate(self.sources))
+                if t is not None]
         if self.store is not None:
             t = self.store.next_deadline(state["output"])
             if t is not None:
@@ -183,6 +193,12 @@ class FlexEngine:
         except SplashError as e:
             return [Bad(e.reason, event.seq, port, dict(event.values))]
         changes = source.apply(state["sources"][port], event.op, event.seq, row_in, now_ms)
+        return self._changes(state, port, changes, event.seq, now_ms, dict(event.values))
+
+    def _changes(self, state: dict, port: int, changes: list[Change], seq: int, now_ms: int,
+                 values: dict) -> list[Output]:
+        """The ON handlers of ``port`` run for each change of its rows (``values``: the input row,
+        for a bad record)."""
         out: list[Output] = []
         name = self.input_names[port]
         for change in changes:
@@ -194,8 +210,8 @@ class FlexEngine:
             rec.opcode = _LETTER_CODES[change.op]
             old = _Row(change.old) if change.op == "u" and change.old is not None else None
             for h in self.on_row[port]:
-                out += self._run(state, h, {name: rec}, (f"{name}_old", old), event.seq, port,
-                                 now_ms, None, dict(event.values))
+                out += self._run(state, h, {name: rec}, (f"{name}_old", old), seq, port,
+                                 now_ms, None, values)
         return out
 
     def _run(self, state: dict, h: _Handler, rows: Mapping[str, Mapping], old: Optional[tuple],
