@@ -74,8 +74,8 @@ class Declared:
         for name, value in constants.items():
             base.values[name], base.types[name] = value, INTEGER
             base.constants.add(name)
-        glob, global_caches = declare_state(_nodes(plan_globals), base, source_types=types)
-        self.decl, caches = declare_state(_nodes(local), glob, source_types=types)
+        glob, global_caches = declare_state(as_nodes(plan_globals), base, source_types=types)
+        self.decl, caches = declare_state(as_nodes(local), glob, source_types=types)
         self.sources = dict(sources)
         self.caches: dict[str, tuple[n.EventCacheType, Mapping]] = {}
         for name, spec in global_caches + caches:
@@ -129,5 +129,6 @@ class Declared:
                 cache.sweep(now_ms)
 
 
-def _nodes(items: Sequence[object]) -> list[n.Node]:
+def as_nodes(items: Sequence[object]) -> list[n.Node]:
+    """Plan items (JSON) as syntax nodes; nodes stay as they are."""
     return [i if isinstance(i, n.Node) else n.from_json(i) for i in items]

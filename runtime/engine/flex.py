@@ -14,7 +14,7 @@ from ccl.physical import READ_AS
 from ccl.splash import Interpreter, Record, SplashError, as_type
 from ccl.splash.machine import Cell
 from ccl.splash.windows import WindowView
-from runtime.engine.cache import Declared
+from runtime.engine.cache import Declared, as_nodes
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.element import Engine
 from runtime.engine.expr import coerce_row
@@ -110,6 +110,14 @@ class FlexEngine:
                                  _types(source["columns"])))
         self.windows.append((_names(element["name"], flex.get("name") or element["name"]), None,
                              self.key, _types(self.columns)))
+        code = [x for c in [h.body for h in handlers] + as_nodes(flex.get("declare") or [])
+                for x in c.walk()]
+        named = {v.name.name for v in code if isinstance(v, n.Var)}
+        looped = {f.iterable.name.name for f in code  # for (r in W)
+                  if isinstance(f, n.ForIn) and isinstance(f.iterable, n.Var)}
+        self.windows = [w for w in self.windows  # those the code names only: made per handler run
+                        if any(f"{x}_stream" in named or f"{x}_iterator" in named or x in looped
+                               for x in w[0])]
 
     # --- the Engine interface ------------------------------------------------------------------
 
