@@ -155,3 +155,14 @@ def test_rank_without_order_is_arrival_and_is_checked_only_in_group_filter(tmp_p
                     + query.replace("GROUP FILTER rank() = 0", "WHERE rank() = 0") + ";\n")
     plan, diags = plan_project(str(path))
     assert plan is None and [d.code for d in diags] == ["CCL2212"]
+
+
+def test_a_group_state_without_rows_is_refused_not_misread(tmp_path):
+    engine = engine_of(tmp_path, MODELS["top2 by bid"][0])
+    state = engine.initial_state()
+    agg = state["selects"][0]["agg"]
+    del agg["ranked"]  # as an earlier version kept it: running values, no rows
+    agg["groups"][("A",)] = {"n": 1, "acc": [], "rows": {}, "row": None, "emitted": None}
+    out = engine.process(state, [Event(0, "i", 1, {"Id": 1, "Sym": "A", "Bid": 1.0, "Qty": 1})], 0)
+    assert [o.reason for o in out] == ["the group state comes from a checkpoint of a version without "
+                                       "GROUP ORDER BY / rank(): start this element from a new checkpoint"]

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Optional
 
 from runtime.engine.aggregate import ARGS, SINCE, TOUCHED, Aggregator, Rows, _nan_largest, _plain
 from runtime.engine.changes import Change
-from runtime.engine.expr import Expressions
+from runtime.engine.expr import Expressions, SplashError
 from runtime.engine.join import null_filled, referenced_columns
 
 __all__ = ["RankedAggregator", "is_ranked"]
@@ -114,6 +114,11 @@ class RankedAggregator(Aggregator):
         """The output row changes caused by one input row change. Everything that can fail (the
         new row's expressions, GROUP FILTER over the groups it changes) is evaluated before the
         state changes, so that a row refused as a bad record leaves no trace."""
+        if not state.get("ranked"):
+            if state["groups"]:  # kept by a version that ignored GROUP ORDER BY: no rows to rank
+                raise SplashError("the group state comes from a checkpoint of a version without "
+                                  "GROUP ORDER BY / rank(): start this element from a new checkpoint")
+            state["ranked"] = True
         ikey = tuple(change.key)
         entry = self._contribution(change.new) if change.op in ("i", "u") else None
         old_gkey = state["inputs"].get(ikey)
@@ -148,6 +153,10 @@ class RankedAggregator(Aggregator):
         if entry is not None and not self.insert_only:  # a stream's row never changes again
             state["inputs"][ikey] = entry[0]
         return [c for g in new_rows for c in self._emit(state, g, change.seq)]
+
+    def initial_state(self) -> dict:
+        """As :meth:`Aggregator.initial_state`, marked as holding every group's rows."""
+        return {**super().initial_state(), "ranked": True}
 
     def _contribution(self, rows: Optional[Rows]) -> Optional[tuple[tuple, tuple]]:
         """``(group key, (arguments of each aggregate, GROUP ORDER BY values))`` of an input
