@@ -186,7 +186,7 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
     _c("CCL2203", "error", "PRIMARY KEY DEDUCED not allowed here",
        "Input windows and Flex outputs have no query to deduce a key from: name the key columns."),
     _c("CCL2204", "error", "key column not in the schema",
-       "A PRIMARY KEY, PER or AUTOGENERATE column is not a column of the element."),
+       "A PRIMARY KEY, PER, AUTOGENERATE or AGES column is not a column of the element."),
     _c("CCL2205", "error", "aggregate in WHERE",
        "WHERE filters rows before they are grouped, so it cannot use aggregate functions. Move the "
        "condition to HAVING."),
@@ -197,7 +197,7 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "DEDUCED) or aggregate over an event cache."),
     _c("CCL2209", "error", "clause not allowed on a stream",
        "Streams keep no rows and have no key: KEEP and PRIMARY KEY belong to windows and delta "
-       "streams (a KEEP on a FROM source is allowed)."),
+       "streams (a KEEP on a FROM source is allowed), AGES to windows."),
     _c("CCL2210", "error", "missing schema",
        "An input element, reference or Flex output needs SCHEMA name or SCHEMA (cols)."),
     _c("CCL2211", "error", "not a source",

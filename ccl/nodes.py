@@ -493,6 +493,18 @@ class PrimaryKey(Node):
 
 
 @dataclass
+class Aging(Node):
+    """`AGES EVERY interval SET column [n TIMES] [FROM column]`: a row not updated for an interval
+    gets ``column`` incremented, up to ``times`` (default 1); ``start`` names the column holding
+    the time aging starts from (default: the row's last change)."""
+
+    interval: Interval
+    column: Ident
+    times: Optional[int] = None
+    start: Optional[Ident] = None
+
+
+@dataclass
 class Keep(Node):
     """A retention policy.
 
@@ -663,6 +675,7 @@ class CreateElement(Node):
     declare: Optional[DeclareBlock] = None
     partition: Optional[Partition] = None
     query: Optional[Query] = None
+    aging: Optional[Aging] = None
 
 
 @dataclass

@@ -57,7 +57,7 @@ INTERVAL_UNITS = {
 _CLAUSE_TITLES = {
     "schema": "SCHEMA", "primary_key": "PRIMARY KEY", "keep": "KEEP", "store": "STORE",
     "autogenerate": "AUTOGENERATE", "where": "WHERE", "declare": "DECLARE", "partition": "PARTITION",
-    "properties": "PROPERTIES",
+    "properties": "PROPERTIES", "aging": "AGES",
 }
 
 
@@ -176,14 +176,15 @@ class CCLParser:
         names = self._expected_tokens()
         expected = describe_expected(set(names))
         hint = f"; expected {expected}" if expected else ""
-        if tok is not None and tok.type in _STATEMENT_START and "SEMI" in names:
+        ends_statement = tok is not None and tok.type in _STATEMENT_START and "SEMI" in names
+        if ends_statement:
             hint = "; expected ';' to end the statement before it"
         method = self._method_read_as_input()
         if tok is not None and method:
             hint = (f"; PARTITION BY names the input before the method: PARTITION BY <input> "
                     f"{method}..., or PARTITION {method}... for the element's only input")
         # only a name fits here (not an expression, where a keyword may well be a mistake)
-        if (tok is not None and "ID" in names and "INTEGER" not in names
+        if (tok is not None and "ID" in names and "INTEGER" not in names and not ends_statement
                 and tok.type in KEYWORDS.values()):
             hint += f" ('{tok.value}' is a reserved word and cannot be a name)"
         if tok is None:
@@ -292,7 +293,7 @@ class CCLParser:
         "create_element : CREATE role_opt element_kind ident clauses as_query_opt"
         role, kind, name, clauses, query = p[2], p[3], p[4], p[5], p[6]
         node = n.CreateElement(role, kind, name, span=self._at(p))
-        allowed = {"schema", "primary_key", "store", "keep", "declare", "partition"}
+        allowed = {"schema", "primary_key", "store", "keep", "declare", "partition", "aging"}
         if role == "input":
             allowed |= {"autogenerate", "where"}
             if query is not None:
@@ -376,6 +377,30 @@ class CCLParser:
                   | AUTOGENERATE LPAREN name_list RPAREN FROM const_value"""
         start = p[6] if len(p) == 7 else None
         p[0] = _Clause("autogenerate", n.Autogenerate(p[3], start, span=self._at(p)), self._at(p))
+
+    def p_clause_aging(self, p):
+        """clause : ID EVERY interval ID column_name aging_times aging_start"""
+        for k, want in ((1, "ages"), (4, "set")):
+            if p[k].lower() != want:
+                self._error("CCL1103", self._at(p, k), f"{p[k]!r} is not expected here "
+                                                       "(AGES EVERY interval SET column [n TIMES] [FROM column])")
+        aging = n.Aging(p[3], p[5], p[6], p[7], span=self._at(p))
+        p[0] = _Clause("aging", aging, self._at(p))
+
+    def p_aging_times(self, p):
+        """aging_times : INTEGER ID
+                       | """
+        if len(p) == 1:
+            p[0] = None
+            return
+        if p[2].lower() != "times":
+            self._error("CCL1103", self._at(p, 2), f"{p[2]!r} is not expected here (n TIMES)")
+        p[0] = p[1][0]
+
+    def p_aging_start(self, p):
+        """aging_start : FROM column_name
+                       | """
+        p[0] = p[2] if len(p) == 3 else None
 
     def p_clause_where(self, p):
         "clause : WHERE expr"

@@ -32,15 +32,16 @@ def changed_instances(old: Mapping, new: Mapping) -> list[tuple[str, int, int]]:
 
 
 def uses_time(element: Mapping) -> bool:
-    """Whether the element has a time-based KEEP (its own, on a FROM source or on a Flex input) or
-    a Flex EVERY handler."""
+    """Whether the element has a time-based KEEP (its own, on a FROM source or on a Flex input), an
+    AGES policy or a Flex EVERY handler."""
     keeps = [element.get("keep")]
     for sel in (element.get("query") or {}).get("selects", []):
         keeps += [s.get("keep") for s in sel["sources"]]
     flex = element.get("flex") or {}
     keeps += flex.get("input_keeps") or []
     every = any(h["event"] == "every" for h in flex.get("handlers", []))
-    return every or any(k and k["kind"] in ("time", "every_time") for k in keeps)
+    return (every or element.get("aging") is not None
+            or any(k and k["kind"] in ("time", "every_time") for k in keeps))
 
 
 def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]:

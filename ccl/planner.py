@@ -102,6 +102,11 @@ class Planner:
         out["autogenerate"] = self._autogenerate(s.autogenerate, s.name.name, facts, scope)
         out["input_where"] = self._input_where(s, facts, scope)
         out["declare"] = splash_json(s.declare.items, scope.params) if s.declare else []
+        if s.aging is not None:
+            a = s.aging
+            out["aging"] = {"millis": a.interval.microseconds // 1000, "column": a.column.name,
+                            "times": a.times if a.times is not None else 1,
+                            "start": a.start.name if a.start is not None else None}
         if s.query is None:
             out.update(query=None, partition=None, stateful=s.kind != "stream")
         else:

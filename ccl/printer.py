@@ -588,6 +588,11 @@ def _element_clauses(s: Union[n.CreateElement, n.FlexOutput]) -> list[str]:
             lines += _declare_lines(s.declare, 0)
         if s.partition is not None:
             lines.append(partition(s.partition))
+        if s.aging is not None:
+            a = s.aging
+            lines.append(f"AGES EVERY {interval(a.interval)} SET {a.column.name}"
+                         + (f" {a.times} TIMES" if a.times is not None else "")
+                         + (f" FROM {a.start.name}" if a.start is not None else ""))
     return lines
 
 

@@ -467,10 +467,30 @@ class Analyzer:
                 if col.name not in element.columns:
                     self.report("CCL2204", col.span, f"AUTOGENERATE column '{col.name}' is not a column "
                                                      f"of '{element.name}'")
+        if s.aging is not None:
+            self.aging(s.aging, element)
         if select is None:
             return
         if s.kind == "stream" and select.group_by:
             self.report("CCL2207", select.group_by[0].span, "a stream cannot GROUP BY: make it a window")
+
+    def aging(self, aging: n.Aging, element: Element) -> None:
+        """AGES EVERY ... SET col [n TIMES] [FROM col]: a window's integer column, counted up; a
+        date-time column to start from."""
+        if element.kind != "window":
+            self.report("CCL2209", aging.span, f"a {element.kind} keeps no rows to age: AGES belongs "
+                                               "to windows")
+            return
+        for col, want, ok in ((aging.column, "an integer or long", lambda t: t.name in ("integer", "long")),
+                              (aging.start, "a date-time", lambda t: t.is_temporal)):
+            if col is None:
+                continue
+            t = element.columns.get(col.name)
+            if t is None:
+                self.report("CCL2204", col.span, f"AGES column '{col.name}' is not a column of "
+                                                 f"'{element.name}'")
+            elif not t.is_vague and not ok(t):
+                self.report("CCL2103", col.span, f"AGES column '{col.name}' is {t}; it must be {want}")
 
     # --- other statements ------------------------------------------------------------------------
 

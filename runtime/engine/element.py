@@ -267,7 +267,8 @@ class Engine:
         changes = self._output(state, consolidate(rows), now_ms)
         evicted = self.output.expire(state["output"], now_ms, seq)
         for change in evicted:
-            self._drop_group(state, change.key)
+            if change.op == "d":  # (an update is a row that aged)
+                self._drop_group(state, change.key)
         return [_emit(c) for c in changes + evicted]
 
     def next_deadline(self, state: dict) -> Optional[int]:

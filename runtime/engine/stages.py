@@ -64,7 +64,8 @@ class InputStage:
         self.columns = element["columns"]
         self.key: list[str] = list(element.get("key") or [])
         keep = element.get("keep")
-        self.store: Optional[Store] = Store(keep) if self.kind == "window" else None
+        self.store: Optional[Store] = (Store(keep, element.get("aging")) if self.kind == "window"
+                                       else None)
         self.strict: bool = (keep or {}).get("kind") in STRICT_KEEPS
         where = element.get("input_where")
         self.where: Optional[Compiled] = exprs.compile(where) if where else None
@@ -262,7 +263,8 @@ class OutputStage:
     def __init__(self, element: Mapping) -> None:
         self.kind: str = element["kind"]
         self.key: list[str] = list(element.get("key") or [])
-        self.store: Optional[Store] = Store(element.get("keep")) if self.kind == "window" else None
+        self.store: Optional[Store] = (Store(element.get("keep"), element.get("aging"))
+                                       if self.kind == "window" else None)
 
     def initial_state(self) -> Optional[dict]:
         """The window's rows (``None`` for streams and delta streams)."""
@@ -294,7 +296,7 @@ class OutputStage:
         return out, evicted
 
     def expire(self, state: Optional[dict], now_ms: int, seq: int) -> list[Change]:
-        """Deletes of rows the element's time KEEP evicts."""
+        """Deletes of rows the element's time KEEP evicts, updates of rows that aged (AGES)."""
         return self.store.expire(state, now_ms, seq) if self.store else []
 
     def next_deadline(self, state: Optional[dict]) -> Optional[int]:

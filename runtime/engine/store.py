@@ -9,6 +9,7 @@ them.
 """
 from __future__ import annotations
 
+import datetime as dt
 from typing import Mapping, Optional
 
 from runtime.engine.changes import Change
@@ -20,7 +21,11 @@ TIME_KINDS = ("time", "every_time")
 class Store:
     """Rows by key under the KEEP policy ``keep`` (a plan ``keep`` dict, or ``None`` = keep all)."""
 
-    def __init__(self, keep: Optional[Mapping[str, object]]) -> None:
+    def __init__(self, keep: Optional[Mapping[str, object]],
+                 aging: Optional[Mapping[str, object]] = None) -> None:
+        """``aging``: the plan's AGES policy of the window (``{"millis", "column", "times",
+        "start"}``), or None."""
+        self.aging = dict(aging) if aging else None
         keep = dict(keep or {"kind": "all"})
         self.kind: str = str(keep.get("kind") or "all")
         self.count: int = 1 if self.kind == "last" else int(keep.get("count") or 0)
@@ -30,8 +35,8 @@ class Store:
 
     @property
     def timed(self) -> bool:
-        """Whether rows leave with time (expire() has work)."""
-        return self.kind in TIME_KINDS
+        """Whether rows leave or age with time (expire() has work)."""
+        return self.kind in TIME_KINDS or self.aging is not None
 
     def initial_state(self) -> dict:
         """An empty store: rows by key, row keys by PER group (insertion order), last-change times."""
@@ -46,6 +51,8 @@ class Store:
         """Insert ``row`` under ``key``, or update the row there; evictions come first."""
         rows = state["rows"]
         new = row if type(row) is dict else dict(row)  # rows reach the store fresh: no copy
+        if self.aging is not None:
+            new = self._young(state, key, new, now_ms)
         old = rows.get(key)
         out: list[Change] = []
         if old is None:
@@ -79,6 +86,8 @@ class Store:
             return []
         self._ungroup(state, key, self._group(old))
         state["times"].pop(key, None)
+        if "ages" in state:
+            state["ages"].pop(key, None)
         return [Change("d", key, old, None, seq)]
 
     def expire(self, state: dict, now_ms: int, seq: int) -> list[Change]:
@@ -94,17 +103,53 @@ class Store:
                 out += self.delete(state, key, seq)
         elif self.kind == "every_time":
             out += self._start_bucket(state, seq, now_ms)
+        if self.aging is not None:
+            out += self._age(state, now_ms, seq)
         return out
 
     def next_deadline(self, state: dict) -> Optional[int]:
         """When :meth:`expire` next has work (ms since epoch), or ``None``."""
         if not state["rows"]:
             return None
+        due = [due for due, _ in state.get("ages", {}).values()]
         if self.kind == "time":
-            return next(iter(state["times"].values())) + self.millis
-        if self.kind == "every_time" and state["bucket"] is not None:
-            return (state["bucket"] + 1) * self.millis
-        return None
+            due.append(next(iter(state["times"].values())) + self.millis)
+        elif self.kind == "every_time" and state["bucket"] is not None:
+            due.append((state["bucket"] + 1) * self.millis)
+        return min(due) if due else None
+
+    # --- AGES EVERY ---------------------------------------------------------------------------
+
+    def _young(self, state: dict, key: tuple, row: dict, now_ms: int) -> dict:
+        """A row inserted or updated: its age is 0 again and its aging starts over, from now or
+        from its start column."""
+        aging = self.aging
+        row = {**row, aging["column"]: 0}
+        start = _millis(row.get(aging["start"])) if aging.get("start") else None
+        if aging["times"] > 0:
+            state.setdefault("ages", {})[key] = [(now_ms if start is None else start) + aging["millis"], 0]
+        return row
+
+    def _age(self, state: dict, now_ms: int, seq: int) -> list[Change]:
+        """Updates of the rows whose aging time passed: their age column counted up (once per
+        period that passed, up to ``times``)."""
+        aging = self.aging
+        out: list[Change] = []
+        ages = state.get("ages", {})
+        for key, (due, age) in list(ages.items()):
+            if due > now_ms:
+                continue
+            periods = (now_ms - due) // aging["millis"] + 1
+            age = min(age + periods, aging["times"])
+            old = state["rows"][key]
+            new = state["rows"][key] = {**old, aging["column"]: age}
+            out.append(Change("u", key, old, new, seq))
+            if age >= aging["times"]:
+                del ages[key]
+            else:
+                ages[key] = [due + periods * aging["millis"], age]
+        return out
+
 
     def _group(self, row: Mapping[str, object]) -> tuple:
         return tuple(row.get(c) for c in self.per)
@@ -145,3 +190,15 @@ class Store:
         if not state["rows"] or state["bucket"] is None or bucket > state["bucket"]:
             state["bucket"] = bucket
         return out
+
+
+def _millis(value: object) -> Optional[int]:
+    """Milliseconds since the epoch of a date-time value (naive values are UTC), or None."""
+    if not isinstance(value, dt.datetime):
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return (value - _EPOCH) // dt.timedelta(milliseconds=1)
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
