@@ -43,6 +43,10 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "editor). It is read as Windows-1252, so accented letters there keep their meaning; save "
        "the file as UTF-8 to silence this."),
     # 11xx: syntax
+    _c("CCL1006", "error", "preprocessor directive error",
+       "A #define, #undef, #if, #ifdef, #ifndef, #elif, #else, #endif or #include line is not "
+       "understood: an unknown directive, a macro with parameters, an #if expression that is not "
+       "made of integers and macros, an #else or #endif without #if, or an #if never closed."),
     _c("CCL1101", "error", "syntax error",
        "The token cannot appear at this point of a statement. The message names what was found and "
        "what could have followed. The parser resumes at the next ';', so later statements are still "

@@ -35,6 +35,7 @@ from . import nodes as n
 from .diagnostics import Diagnostic, sort_key
 from .functions_data import DATE_PART_FUNCTIONS, DATE_PARTS
 from .lexer import KEYWORDS, PUNCTUATION, LineIndex, make_lexer, tokens
+from .preprocess import preprocess
 
 # Keywords that may also be used as names (columns, elements, aliases, variables).
 SOFT_KEYWORDS = """
@@ -113,6 +114,8 @@ class CCLParser:
     def parse(self, text: str, file: str) -> tuple[n.Project, list[Diagnostic]]:
         """Parse one file's text; returns the project (possibly partial) and its diagnostics."""
         self.diagnostics = []
+        text = preprocess(text, lambda code, line, col, message: self.diagnostics.append(
+            Diagnostic(code, message, n.Span(file, line, col))))
         self.index = LineIndex(text, file)
         self._statements = []
         self._text = text
