@@ -218,7 +218,7 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
     _c("CCL2302", "error", "partition count out of range",
        "A constant partition count is outside 1..65535."),
     _c("CCL2303", "error", "KEEP row count not a positive integer",
-       "KEEP n ROWS (and KEEP EVERY n ROWS) takes an integer, the name of an integer PARAMETER or an "
+       "KEEP n ROWS (and KEEP EVERY n ROWS, and the s of SLACK s) takes an integer, the name of an integer PARAMETER or an "
        "expression of literals and parameters (ESP: \"an integer value or an expression\"), evaluated "
        "with the parameters' values when the project is checked and planned; it must give a "
        "positive integer."),

@@ -513,9 +513,9 @@ class Keep(Node):
     """
 
     kind: str
-    count: Optional[Union[int, Ident]] = None
+    count: Optional[Union[int, Ident, "Expr"]] = None
     interval: Optional[Interval] = None
-    slack: Optional[int] = None
+    slack: Optional[Union[int, Ident, "Expr"]] = None  # like count
     per: list[Ident] = field(default_factory=list)
 
 

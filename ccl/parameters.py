@@ -209,7 +209,7 @@ def keep_count(count: object, values: Mapping[str, object]) -> tuple[Optional[in
     a positive integer; ``(None, None)`` when a parameter it reads has no value yet (a module's,
     bound when the module is loaded)."""
     if isinstance(count, int):
-        return count, None
+        return (count, None) if count >= 1 else (None, f"it is {count}, not a positive integer")
     expr = n.Var(count) if isinstance(count, n.Ident) else count
     names = {x.name.name for x in expr.walk() if isinstance(x, n.Var)}  # type: ignore[union-attr]
     if any(isinstance(x, (n.FieldAccess, n.Sequence, n.Assign)) for x in expr.walk()):  # type: ignore[union-attr]

@@ -482,9 +482,9 @@ class CCLParser:
         p[0] = n.Keep("last", None, None, None, p[len(p) - 1])
 
     def p_slack_opt(self, p):
-        """slack_opt : SLACK INTEGER
+        """slack_opt : SLACK expr
                      | """
-        p[0] = p[2][0] if len(p) > 1 else None
+        p[0] = _keep_count(p[2]) if len(p) > 1 else None  # ESP: "an integer value or an expression"
 
     def p_per_opt(self, p):
         """per_opt : PER LPAREN name_list RPAREN

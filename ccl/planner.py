@@ -439,14 +439,19 @@ def keep_json(k: Optional[n.Keep], scope: Scope) -> Optional[dict]:
     """A KEEP clause normalised: ``{"kind", "count", "millis", "per", "slack"}``."""
     if k is None:
         return None
-    count = k.count
+    values = {name: p.value for name, p in scope.params.items()}
+    count, slack = k.count, k.slack
     if count is not None:
-        count, why = keep_count(count, {name: p.value for name, p in scope.params.items()})
+        count, why = keep_count(count, values)
         if count is None:
             raise _fail(k, "KEEP", f"the row count has no value: {why or 'a parameter has none'}")
+    if slack is not None:
+        slack, why = keep_count(slack, values)
+        if slack is None:
+            raise _fail(k, "KEEP", f"the SLACK has no value: {why or 'a parameter has none'}")
     millis = k.interval.microseconds // 1000 if k.interval is not None else None
     return {"kind": k.kind, "count": count, "millis": millis, "per": [p.name for p in k.per],
-            "slack": k.slack}
+            "slack": slack}
 
 
 # --- adapters and parameters ---------------------------------------------------------------------

@@ -249,7 +249,7 @@ def keep(k: n.Keep) -> str:
     per = f" PER ({_names(k.per)})" if k.per else ""
     count = keep_count_text(k.count)
     if k.kind == "rows":
-        slack = f" SLACK {k.slack}" if k.slack is not None else ""
+        slack = f" SLACK {keep_count_text(k.slack)}" if k.slack is not None else ""
         return f"KEEP {count} ROWS{slack}{per}"
     if k.kind == "every_rows":
         return f"KEEP EVERY {count} ROWS{per}"

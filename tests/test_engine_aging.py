@@ -67,3 +67,20 @@ def test_default_is_once_from_a_start_column_and_aggregates_see_the_updates(tmp_
     assert ops(by_sym.process(agg, [ev("i", 1, Id=1, Sym="A")], 0)) == [("i", {"Sym": "A", "N": 1, "Idle": 0})]
     assert ops(by_sym.expire(agg, 5_000)) == [("u", {"Sym": "A", "N": 1, "Idle": 1})]
     assert ops(by_sym.process(agg, [ev("i", 2, Id=2, Sym="A")], 6_000)) == [("u", {"Sym": "A", "N": 2, "Idle": 0})]
+
+
+def test_keep_rows_with_slack_purges_slack_rows_at_once(tmp_path):
+    path = tmp_path / "s.ccl"
+    path.write_text("DECLARE PARAMETER integer depth := 3; END;\n"
+                    "CREATE INPUT WINDOW W SCHEMA (k integer) PRIMARY KEY (k) KEEP depth ROWS SLACK depth - 1;\n")
+    plan, diags = plan_project(str(path))
+    assert plan is not None and plan["elements"][0]["keep"]["slack"] == 2, [str(d) for d in diags]
+    engine = make_engine(plan["elements"][0], plan)
+    state = engine.initial_state()
+    out = ops(engine.process(state, [ev("i", k, k=k) for k in range(1, 8)], 0))
+    # up to 3 + 2 - 1 = 4 rows; the 5th and the 7th purge the 2 oldest
+    assert [(op, v["k"]) for op, v in out] == [("i", 1), ("i", 2), ("i", 3), ("i", 4), ("d", 1), ("d", 2),
+                                               ("i", 5), ("i", 6), ("d", 3), ("d", 4), ("i", 7)]
+    path.write_text("CREATE INPUT WINDOW W SCHEMA (k integer) PRIMARY KEY (k) KEEP 3 ROWS SLACK 0;\n")
+    plan, diags = plan_project(str(path))
+    assert plan is None and [d.code for d in diags] == ["CCL2303"]

@@ -443,17 +443,19 @@ class Analyzer:
         """Report a KEEP row count that is not a positive integer constant: a literal, an integer
         parameter or an expression of them (evaluated with the parameters' values; a module's
         parameters are bound when it is loaded, and checked then by the planner)."""
-        if keep.count is None:
-            return
-        values = {name: p.value for name, p in self.parameters.items()}
-        unknown = [x.name for x in _names_read(keep.count) if x.name not in self.param_decls]
-        if unknown:
-            self.report("CCL2303", keep.span, f"KEEP {keep_count_text(keep.count)} ROWS: no PARAMETER "
-                                              f"'{unknown[0]}' is declared")
-            return
-        _, why = keep_count(keep.count, {k: v for k, v in values.items() if k in self.param_decls})
-        if why is not None:
-            self.report("CCL2303", keep.span, f"KEEP {keep_count_text(keep.count)} ROWS: {why}")
+        values = {name: p.value for name, p in self.parameters.items() if name in self.param_decls}
+        for count, what in ((keep.count, "ROWS"), (keep.slack, "ROWS SLACK")):
+            if count is None:
+                continue
+            text = (f"KEEP {keep_count_text(count)} ROWS" if what == "ROWS"
+                    else f"KEEP {keep_count_text(keep.count)} ROWS SLACK {keep_count_text(count)}")
+            unknown = [x.name for x in _names_read(count) if x.name not in self.param_decls]
+            if unknown:
+                self.report("CCL2303", keep.span, f"{text}: no PARAMETER '{unknown[0]}' is declared")
+                continue
+            _, why = keep_count(count, values)
+            if why is not None:
+                self.report("CCL2303", keep.span, f"{text}: {why}")
 
     def _element_clauses(self, s: n.CreateElement, element: Element, select: Optional[n.Select],
                          sources: list[Source]) -> None:

@@ -29,6 +29,9 @@ class Store:
         keep = dict(keep or {"kind": "all"})
         self.kind: str = str(keep.get("kind") or "all")
         self.count: int = 1 if self.kind == "last" else int(keep.get("count") or 0)
+        # ROWS SLACK s: up to count + s - 1 rows; the row that would make count + s purges the
+        # oldest s, leaving count (ESP: "no more than N + S rows ... purges S rows"; default 1)
+        self.slack: int = max(int(keep.get("slack") or 1), 1) if self.kind == "rows" else 1
         self.millis: int = int(keep.get("millis") or 0)
         # PER applies to row-count policies; a sliding time window expires each row on its own.
         self.per: list[str] = list(keep.get("per") or []) if self.kind in COUNT_KINDS else []
@@ -150,7 +153,6 @@ class Store:
                 ages[key] = [due + periods * aging["millis"], age]
         return out
 
-
     def _group(self, row: Mapping[str, object]) -> tuple:
         return tuple(row.get(c) for c in self.per)
 
@@ -166,7 +168,7 @@ class Store:
         if self.kind not in COUNT_KINDS or self.count <= 0:
             return []
         members = state["groups"].get(group, {})
-        if len(members) < self.count:
+        if len(members) < self.count + self.slack - 1:
             return []
         if self.kind == "every_rows":
             victims = list(members)
