@@ -64,11 +64,20 @@ def keep_text(keep: Optional[Mapping]) -> str:
         text = "KEEP LAST"
     else:
         text = "KEEP ALL"
-    if keep.get("per"):
-        text += f" PER ({', '.join(keep['per'])})"
     if keep.get("slack"):
         text += f" SLACK {keep['slack']}"
+    if keep.get("per"):
+        text += f" PER ({', '.join(keep['per'])})"
     return text
+
+
+def aging_text(aging: Optional[Mapping]) -> str:
+    """A plan AGES policy back in CCL words (empty for none)."""
+    if not aging:
+        return ""
+    start = f" FROM {aging['start']}" if aging.get("start") else ""
+    return (f" AGES EVERY {_duration(int(aging['millis']))} SET {aging['column']} "
+            f"{aging['times']} TIMES{start}")
 
 
 def state_kind(element: Mapping) -> str:
@@ -76,9 +85,11 @@ def state_kind(element: Mapping) -> str:
     if element.get("flex"):
         flex = element["flex"]
         handlers = len(flex.get("handlers", []))
+        inputs = "".join(f"; input {name} with {keep_text(keep)}" for name, keep
+                         in zip(flex.get("input_names") or [], flex.get("input_keeps") or []) if keep)
         return (f"flex: {handlers} handler(s), {len(flex.get('declare', []))} DECLARE item(s); "
                 f"output {element.get('kind')} keyed by ({', '.join(element.get('key', []))}) "
-                f"with {keep_text(element.get('keep'))}")
+                f"with {keep_text(element.get('keep'))}{inputs}")
     if not element.get("stateful"):
         return "none"
     parts: list[str] = []
@@ -99,7 +110,8 @@ def state_kind(element: Mapping) -> str:
         parts.append(f"local DECLARE ({len(element['declare'])} item(s))")
     kind = element.get("kind")
     if kind in ("window", "delta stream"):
-        keep = f" with {keep_text(element.get('keep'))}" if kind == "window" else ""
+        keep = (f" with {keep_text(element.get('keep'))}{aging_text(element.get('aging'))}"
+                if kind == "window" else "")
         parts.append(f"{kind} keyed by ({', '.join(element.get('key', []))}){keep}")
     elif element.get("keep"):
         parts.append(f"{kind} with {keep_text(element['keep'])}")

@@ -60,7 +60,8 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
             and not element.get("autogenerate") and not element.get("input_where")):
         return NATIVE, "input stream without state: Spark expressions"
     if element.get("query") is None and not element.get("flex"):
-        return PER_INSTANCE, "input element: key and opcode rules need per-instance state"
+        timers = "; transformWithState for its timers" if uses_time(element) else ""
+        return PER_INSTANCE, f"input element: key and opcode rules need per-instance state{timers}"
     if plan is not None and native_aggregation(element, plan) is not None:
         return NATIVE, ("aggregation of a stream: Spark group-by per batch on (instance, group), "
                         "merged into per-group totals")

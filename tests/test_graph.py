@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ccl.explain import explain_physical, keep_text, state_kind
+from ccl.explain import aging_text, explain_physical, keep_text, state_kind
 from ccl.graph import (
     build_graph,
     layers,
@@ -214,7 +214,9 @@ def test_explain_physical_paths_state_kinds_and_modules():
     assert state_kind(flex["elements"][1]).startswith("flex: 1 handler(s)")
     assert state_kind(flex["elements"][0]) == "none"
     assert keep_text({"kind": "rows", "count": 3, "per": ["a", "b"], "slack": 2}) == \
-        "KEEP 3 ROWS PER (a, b) SLACK 2"
+        "KEEP 3 ROWS SLACK 2 PER (a, b)"  # CCL's order: it parses back
+    assert aging_text({"millis": 60_000, "column": "Age", "times": 3, "start": "T"}) == \
+        " AGES EVERY 1 MINUTE SET Age 3 TIMES FROM T"
     assert keep_text({"kind": "every_time", "millis": 1500}) == "KEEP EVERY 1500 MILLISECONDS"
     assert keep_text(None) == "KEEP ALL"
 
