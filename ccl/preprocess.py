@@ -185,8 +185,10 @@ def _condition(text: str, macros: dict[str, str], problem: Callable[[str], None]
         value, rest = _expr(tokens, 0, macros)
         if rest:
             raise ValueError("something is left over")
-    except (ValueError, IndexError, ZeroDivisionError) as e:
-        problem(f"#if {text.strip()}: not an expression of integers and macros ({e})")
+    except (ValueError, IndexError, ZeroDivisionError, RecursionError) as e:
+        shown = text.strip() if len(text.strip()) <= 60 else text.strip()[:57] + "..."
+        reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        problem(f"#if {shown}: not an expression of integers and macros ({reason})")
         return False
     return value != 0
 
