@@ -287,6 +287,12 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "Consequence: the block's result does not use <target>_partitions, so after the modulo some "
        "instances may get no rows when the count changes (skew). Fix: return expr % "
        "<target>_partitions."),
+    _c("CCL3010", "warning", "Flex reads a partitioned window",
+       "A partitioned Flex reads the rows of a partitioned input (W_stream lookups, for loops, "
+       "iterators) or of its own output: each instance holds only its share, so a row another "
+       "instance holds is not found and a loop sees part of the window. Look rows up by the "
+       "partition key (every HASH column given from a HASH column of the input being handled), "
+       "or leave the input unpartitioned so every instance gets all of it."),
 ]}
 
 

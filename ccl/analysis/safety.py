@@ -1,4 +1,4 @@
-"""Partition-safety warnings (CCL3001-CCL3009): where partitioning changes what a project means.
+"""Partition-safety warnings (CCL3001-CCL3010): where partitioning changes what a project means.
 
 Each check is one of SAP's partitioning guidelines (shared/seeds/esp-splash-partitioning-guidelines.txt)
 made mechanical. The analysis hands over :class:`~ccl.analysis.analyzer.PartitionFacts` for every
@@ -34,6 +34,8 @@ def check_partition_safety(facts: list[PartitionFacts], resolved: dict[int, Vari
         _group_by(f, hash_cols, report)
         _retention(f, hash_cols, report)
         _splash(f, hash_cols, resolved, report)
+        if isinstance(f.node, n.CreateFlex):
+            _window_reads(f, hash_cols, report)
 
 
 def _custom(f: PartitionFacts, spec: n.PartitionSpec, report: Report) -> None:
@@ -132,6 +134,65 @@ def _splash(f: PartitionFacts, hash_cols: dict[str, set[str]], resolved: dict[in
                                                         f"'{f.target}', not over all rows")
             elif isinstance(node, n.Call) and node.func.name.lower() == "keycache" and len(node.args) > 1:
                 _key_cache(f, node, hash_cols, report)
+
+
+def _window_reads(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report) -> None:
+    """CCL3010: Flex code reading the rows of a partitioned input (or of its own output) sees only
+    the rows of its instance, unless it reads them by the partition key."""
+    flex: n.CreateFlex = f.node  # type: ignore[assignment]
+    partitioned = {name: el.name for name, el in f.inputs.items() if el.name in f.specs_by_input}
+    pk = flex.output.primary_key
+    own_key = {c.name for c in pk.columns} if pk is not None and not pk.deduced else set()
+    own = {flex.output.name.name, flex.name.name}
+    code = [x for c in f.splash for x in c.walk()]
+    keyed: set[int] = set()  # the window names (Var nodes) of reads by the partition key
+    looped: set[int] = set()
+    for x in code:
+        base, pairs = None, None
+        if isinstance(x, (n.IndexAccess, n.WindowFind)):
+            rec = x.index if isinstance(x, n.IndexAccess) else x.record
+            base = x.base
+            if isinstance(rec, n.RecordLit):
+                pairs = [(fi.name.name, fi.value) for fi in rec.key_fields + rec.fields]
+        elif isinstance(x, n.ForIn):
+            base, pairs = x.iterable, [(c.name.name, c.value) for c in x.where]
+            if isinstance(base, n.Var):
+                looped.add(id(base))
+        if isinstance(base, n.Var) and pairs:
+            window = _window_of(base.name.name, id(base) in looped)
+            cols = (hash_cols.get(partitioned[window], set()) if window in partitioned
+                    else own_key if window in own else set())
+            if cols and all(_partition_value(dict(pairs).get(c), f, hash_cols) for c in cols):
+                keyed.add(id(base))
+    seen: set[str] = set()
+    for x in code:
+        if not isinstance(x, n.Var) or id(x) in keyed:
+            continue
+        window = _window_of(x.name.name, id(x) in looped)
+        if window is None or window in seen or (window not in partitioned and window not in own):
+            continue
+        seen.add(window)
+        whose = ("the rows it output itself" if window in own
+                 else f"the rows of '{window}' partitioned to it")
+        report("CCL3010", x.name.span, f"'{x.name.name}' reads a window: each instance of "
+                                       f"'{f.target}' holds only {whose}")
+
+
+def _window_of(name: str, looped: bool) -> Optional[str]:
+    """The window a name reads: ``W`` for ``W_stream`` / ``W_iterator`` (and for ``W`` itself as
+    the iterable of a for loop), else None."""
+    for end in ("_stream", "_iterator"):
+        if name.endswith(end):
+            return name[:-len(end)]
+    return name if looped else None
+
+
+def _partition_value(v: Optional[n.Node], f: PartitionFacts, hash_cols: dict[str, set[str]]) -> bool:
+    """Whether ``v`` is ``In.c`` with ``c`` a HASH column of the partitioned input ``In``."""
+    if not (isinstance(v, n.FieldAccess) and isinstance(v.base, n.Var)):
+        return False
+    source = f.inputs.get(v.base.name.name)
+    return source is not None and v.field.name in hash_cols.get(source.name, set())
 
 
 def _is_counter(assign: n.Assign, name: str) -> bool:
