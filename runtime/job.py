@@ -38,7 +38,7 @@ from ccl.physical import (NATIVE, changed_instances, input_adapter, native_aggre
                           path_of, uses_time)
 
 from .engine.changes import OPS
-from .arrow_state import bucket_group, bucket_rows, prune
+from .arrow_state import GROUP, bucket_group, bucket_rows, prune
 from .built_once import once
 from .native_agg import native_writer
 from .parquet_files import write_atomically
@@ -114,7 +114,8 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
                        [e["name"] for e in plan["elements"] if native_path(e, plan) == "input"])
         with open(saved + ".tmp", "w", encoding="utf-8") as f:
             json.dump({**plan, "buckets": options.buckets, "fused": fused, "unrecorded": unrecorded,
-                       "file_source": file_source, "arrow_state": arrow}, f, indent=1, sort_keys=True)
+                       "file_source": file_source, "arrow_state": arrow, "spread_timed": True},
+                      f, indent=1, sort_keys=True)
         os.replace(saved + ".tmp", saved)
     return RunDirs(root)
 
@@ -141,6 +142,9 @@ class RunLayout:
     # per-instance elements run by runtime/arrow_state.py (:func:`arrow_elements`); none in an
     # older directory, whose checkpoints hold transformWithState's state
     arrow_state: frozenset[str] = frozenset()
+    # transformWithState groups a batch's rows by the spread key of their bucket (as arrow_state
+    # does); an older directory's state is keyed by the bucket number itself
+    spread_timed: bool = False
 
 
 def layout_of(root: str) -> RunLayout:
@@ -149,7 +153,7 @@ def layout_of(root: str) -> RunLayout:
         saved = json.load(f)
     return RunLayout(int(saved.get("buckets", 8)), dict(saved.get("fused", {})),
                      frozenset(saved.get("unrecorded", [])), frozenset(saved.get("file_source", [])),
-                     frozenset(saved.get("arrow_state", [])))
+                     frozenset(saved.get("arrow_state", [])), bool(saved.get("spread_timed")))
 
 
 def arrow_elements(plan: dict, native_operators: bool = True) -> list[str]:
@@ -870,6 +874,9 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
     timed = uses_time(element)
     processor = ElementProcessor(json.dumps(plan), element["name"], timed and not options.until_idle,
                                  first_ports(plan, element))
-    return (proc_in.groupBy("__bucket")
+    key = "__bucket"
+    if layout.spread_timed:  # the processor ignores the key: the spread key balances buckets
+        proc_in, key = proc_in.withColumn(GROUP, bucket_group(layout.buckets)), GROUP
+    return (proc_in.groupBy(key)
             .transformWithState(processor, output_schema(element), "Append",
                                 "ProcessingTime" if timed else "None"))

@@ -80,3 +80,14 @@ def test_bucket_keys_spread_evenly_over_spark_shuffle_partitions(spark):
         parts = [r[0] for r in spark.createDataFrame([(k,) for k in keys], "k int").select(
             F.pmod(F.hash("k"), F.lit(n))).collect()]
         assert sorted(parts) == sorted(list(range(n)) * (8 // n))
+
+
+def test_run_directories_say_how_transform_with_state_groups_buckets(tmp_path):
+    import json
+
+    from runtime.job import layout_of
+    # a directory made before the spread keys: its RocksDB state is keyed by bucket number
+    (tmp_path / "plan.json").write_text(json.dumps({"buckets": 8, "arrow_state": ["w"]}))
+    assert layout_of(str(tmp_path)).spread_timed is False
+    (tmp_path / "plan.json").write_text(json.dumps({"buckets": 8, "spread_timed": True}))
+    assert layout_of(str(tmp_path)).spread_timed is True
