@@ -41,7 +41,7 @@ from .preprocess import preprocess
 SOFT_KEYWORDS = """
     KEY DEDUCED FILTER ORDER TYPE HASH ROUNDROBIN SLACK PER ROW ROWS INHERITS REFERENCES STORES
     PARAMETERS MODULE ADAPTER LOAD ERROR SPLITTER FLEX REFERENCE IMPORT ATTACH DELTA
-    ASC DESC TO PARTITIONS PROPERTIES OUT IS LAST
+    ASC DESC TO PARTITIONS PROPERTIES OUT IS LAST AGES SET
 """.split()
 
 INTERVAL_UNITS = {
@@ -382,11 +382,7 @@ class CCLParser:
         p[0] = _Clause("autogenerate", n.Autogenerate(p[3], start, span=self._at(p)), self._at(p))
 
     def p_clause_aging(self, p):
-        """clause : ID EVERY interval ID column_name aging_times aging_start"""
-        for k, want in ((1, "ages"), (4, "set")):
-            if p[k].lower() != want:
-                self._error("CCL1103", self._at(p, k), f"{p[k]!r} is not expected here "
-                                                       "(AGES EVERY interval SET column [n TIMES] [FROM column])")
+        """clause : AGES EVERY interval SET column_name aging_times aging_start"""
         aging = n.Aging(p[3], p[5], p[6], p[7], span=self._at(p))
         p[0] = _Clause("aging", aging, self._at(p))
 
