@@ -182,12 +182,15 @@ class ElementProcessor(StatefulProcessor):
             return {}
         return pickle.loads(self.state.get()[0])
 
-    def _save(self, states: dict[int, dict]) -> None:
+    def _save(self, states: dict[int, dict], fired: Optional[int] = None) -> None:
+        """Keep the states and set the one timer for their next deadline (``fired``: the timer
+        being handled, which Spark deletes itself; deleting it again logs a warning)."""
         self.state.update((pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL),))
         if not self.timers:  # only time-based retention needs timers (and only then are they allowed)
             return
         for t in list(self.handle.listTimers()):
-            self.handle.deleteTimer(t)
+            if t != fired:
+                self.handle.deleteTimer(t)
         deadline = self.run.next_deadline(states)
         if deadline is not None:
             self.handle.registerTimer(deadline)
@@ -210,7 +213,7 @@ class ElementProcessor(StatefulProcessor):
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
         states = self._load()
         out = self.run.expire(states, timerValues.getCurrentProcessingTimeInMs())
-        self._save(states)
+        self._save(states, expiredTimerInfo.getExpiryTimeInMs())
         return iter(self._rows(out))
 
     def close(self) -> None:
