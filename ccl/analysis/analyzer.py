@@ -444,11 +444,10 @@ class Analyzer:
         parameter or an expression of them (evaluated with the parameters' values; a module's
         parameters are bound when it is loaded, and checked then by the planner)."""
         values = {name: p.value for name, p in self.parameters.items() if name in self.param_decls}
-        for count, what in ((keep.count, "ROWS"), (keep.slack, "ROWS SLACK")):
+        rows = f"KEEP {keep_count_text(keep.count)} ROWS"
+        for count, text in ((keep.count, rows), (keep.slack, f"{rows} SLACK {keep_count_text(keep.slack)}")):
             if count is None:
                 continue
-            text = (f"KEEP {keep_count_text(count)} ROWS" if what == "ROWS"
-                    else f"KEEP {keep_count_text(keep.count)} ROWS SLACK {keep_count_text(count)}")
             unknown = [x.name for x in _names_read(count) if x.name not in self.param_decls]
             if unknown:
                 self.report("CCL2303", keep.span, f"{text}: no PARAMETER '{unknown[0]}' is declared")

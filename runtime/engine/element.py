@@ -15,6 +15,7 @@ from typing import Mapping, Optional, Sequence
 
 from ccl import nodes as n
 
+from runtime.engine.aggregate import Aggregator
 from runtime.engine.cache import Declared
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.expr import Expressions, SplashError
@@ -88,7 +89,6 @@ class _Select:
                                          keyed=element["kind"] != "stream",
                                          extra=lambda rows: {name: f(rows) for name, f in aggs})
         elif select.get("aggregates") or select.get("group_by"):
-            from runtime.engine.aggregate import Aggregator
             # one stream source without a FROM KEEP gives inserts only: nothing to retract, so
             # groups keep running values and no input rows (state stays one entry per group)
             insert_only = len(self.sources) == 1 and self.sources[0].store is None

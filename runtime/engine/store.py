@@ -15,7 +15,6 @@ from typing import Mapping, Optional
 from runtime.engine.changes import Change
 
 COUNT_KINDS = ("rows", "every_rows", "last")
-TIME_KINDS = ("time", "every_time")
 
 
 class Store:
@@ -35,11 +34,6 @@ class Store:
         self.millis: int = int(keep.get("millis") or 0)
         # PER applies to row-count policies; a sliding time window expires each row on its own.
         self.per: list[str] = list(keep.get("per") or []) if self.kind in COUNT_KINDS else []
-
-    @property
-    def timed(self) -> bool:
-        """Whether rows leave or age with time (expire() has work)."""
-        return self.kind in TIME_KINDS or self.aging is not None
 
     def initial_state(self) -> dict:
         """An empty store: rows by key, row keys by PER group (insertion order), last-change times."""
