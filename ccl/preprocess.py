@@ -4,9 +4,11 @@ ESP's compiler ran CCL through a preprocessor (``#define``, ``#ifdef`` ...). Its
 not be retrieved, so this is the subset of the C preprocessor that CCL projects use, with C's
 meaning (docs/language.md, "Preprocessor"):
 
-- ``#define NAME [text]`` / ``#undef NAME``: object-like macros, replaced in the code as whole
-  names (not inside strings or comments), again in what they are replaced by; a macro with
-  parameters (``#define F(x) ...``) is an error;
+- ``#define NAME [text]`` / ``#undef NAME``: macros, replaced in the code as whole names (not
+  inside strings or comments), again in what they are replaced by; ``#define F(a, b) text``: a
+  macro with parameters, replaced where its name is followed by ``(`` and its arguments on the
+  same line (each argument expanded first, then put in place of its parameter's name); a
+  directive line ending in ``\\`` goes on on the next line;
 - ``#ifdef NAME``, ``#ifndef NAME``, ``#if expr``, ``#elif expr``, ``#else``, ``#endif``:
   ``expr`` takes integers, macros (a name not defined is 0), ``defined(NAME)``, ``! - + * / %
   < <= > >= == != && ||`` and parentheses; it is evaluated here, never by Python;
@@ -19,11 +21,13 @@ it is.
 from __future__ import annotations
 
 import re
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 __all__ = ["preprocess"]
 
 Report = Callable[[str, int, int, str], None]  # (code, line, column, message)
+# a macro: its text, or (its parameters, its text) for a macro with parameters
+Macro = Union[str, tuple[list[str], str]]
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*([A-Za-z]*)(.*)$")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -35,17 +39,29 @@ def preprocess(text: str, report: Report, defines: Optional[dict[str, str]] = No
     """``text`` with its directives applied; problems go to ``report`` (code CCL1006)."""
     if not re.search(r"(?m)^[ \t]*#", text):
         return text
-    macros: dict[str, str] = dict(defines or {})
+    macros: dict[str, Macro] = dict(defines or {})
     # one entry per open #if: [this branch is live, some branch was taken, #else seen, line]
     stack: list[list] = []
     out: list[str] = []
     in_comment = False
-    for number, line in enumerate(text.split("\n"), 1):
+    lines = text.split("\n")
+    continued = 0  # lines still to skip: they went on a directive line ending in a backslash
+    for number, line in enumerate(lines, 1):
+        if continued:
+            continued -= 1
+            out.append("")
+            continue
         live = all(frame[0] for frame in stack)
         m = _DIRECTIVE.match(line) if not in_comment else None
+        if m is not None:
+            while line.endswith("\\") and number + continued < len(lines):
+                line = line[:-1] + " " + lines[number + continued]
+                continued += 1
+            m = _DIRECTIVE.match(line)
         if m is None:
             if live:
-                expanded, in_comment = _expand(line, macros, in_comment)
+                expanded, in_comment = _expand(line, macros, in_comment, lambda name, message: report(
+                    "CCL1006", number, max(line.find(name), 0) + 1, message))
                 out.append(expanded)
             else:
                 out.append("")
@@ -91,7 +107,17 @@ def preprocess(text: str, report: Report, defines: Optional[dict[str, str]] = No
             if m_name is None:
                 problem("#define needs a name")
             elif rest[m_name.end():].startswith("("):
-                problem(f"#define {m_name.group()}(...): macros with parameters are not supported")
+                params = re.match(r"\(\s*((?:[A-Za-z_]\w*\s*(?:,\s*[A-Za-z_]\w*\s*)*)?)\)",
+                                  rest[m_name.end():])
+                if params is None:
+                    problem(f"#define {m_name.group()}(: the parameters must be names between "
+                            "parentheses, separated by commas")
+                else:
+                    names = [p.strip() for p in params.group(1).split(",") if p.strip()]
+                    if len(set(names)) != len(names):
+                        problem(f"#define {m_name.group()}: a parameter is named twice")
+                    else:
+                        macros[m_name.group()] = (names, rest[m_name.end() + params.end():].strip())
             else:
                 macros[m_name.group()] = rest[m_name.end():].strip()
         elif word == "undef":
@@ -124,41 +150,99 @@ def _one_name(rest: str, word: str, problem: Callable[[str], None]) -> Optional[
 
 
 def _still_in_comment(line: str, in_comment: bool) -> bool:
-    return _expand(line, {}, in_comment)[1]
+    return _expand(line, {}, in_comment, lambda name, message: None)[1]
 
 
-def _expand(line: str, macros: dict[str, str], in_comment: bool) -> tuple[str, bool]:
+def _expand(line: str, macros: dict[str, Macro], in_comment: bool,
+            problem: Callable[[str, str], None]) -> tuple[str, bool]:
     """The line with macros replaced outside strings and comments, and whether a block comment
-    is still open at its end."""
-    parts: list[str] = []
+    is still open at its end; a macro called with the wrong number of arguments goes to
+    ``problem(name, message)``."""
     pos = 0
+    head = ""
     if in_comment:
         end = line.find("*/")
         if end < 0:
             return line, True
-        parts.append(line[:end + 2])
-        pos = end + 2
-    for m in _CODE.finditer(line, pos):
-        piece = m.group()
-        if piece.startswith("/*"):
+        head, pos = line[:end + 2], end + 2
+    text, open_comment = _replace_in(line, pos, macros, set(), problem)
+    return head + text, open_comment
+
+
+def _replace_in(text: str, pos: int, macros: dict[str, Macro], seen: set[str],
+                problem: Callable[[str, str], None]) -> tuple[str, bool]:
+    """``text`` from ``pos`` with the macros (but those in ``seen``) replaced, and whether it
+    ends inside a block comment."""
+    parts: list[str] = []
+    while pos < len(text):
+        m = _CODE.match(text, pos)
+        assert m is not None  # _CODE matches any character
+        piece, pos = m.group(), m.end()
+        if piece.startswith("/*") and (not piece.endswith("*/") or len(piece) < 4):
+            return "".join(parts) + text[m.start():], True
+        macro = macros.get(piece) if piece not in seen else None
+        if macro is None:
             parts.append(piece)
-            if not piece.endswith("*/") or len(piece) < 4:
-                return "".join(parts) + line[m.end():], True
-        elif piece in macros:
-            parts.append(_replace(piece, macros, set()))
+        elif isinstance(macro, str):
+            parts.append(_replace_in(macro, 0, macros, seen | {piece}, problem)[0])
         else:
-            parts.append(piece)
+            found = _arguments(text, pos)
+            if found is None:  # a macro with parameters named without arguments stays a name
+                parts.append(piece)
+                continue
+            args, pos = found
+            params, body = macro
+            if len(args) != len(params) and not (not params and args == [""]):
+                problem(piece, f"macro {piece} takes {len(params)} argument(s), given {len(args)}")
+                parts.append(text[m.start():pos])
+                continue
+            values = {p: _replace_in(a.strip(), 0, macros, seen, problem)[0]
+                      for p, a in zip(params, args)}
+            body = "".join(values.get(t.group(), t.group()) for t in _CODE.finditer(body))
+            parts.append(_replace_in(body, 0, macros, seen | {piece}, problem)[0])
     return "".join(parts), False
 
 
-def _replace(name: str, macros: dict[str, str], seen: set[str]) -> str:
-    """A macro's text with the macros in it replaced (a macro is not replaced inside itself)."""
-    if name in seen or name not in macros:
-        return name
-    body = macros[name]
-    inner = seen | {name}
-    return "".join(_replace(m.group(), macros, inner) if _NAME.fullmatch(m.group()) else m.group()
-                   for m in _CODE.finditer(body))
+def _arguments(text: str, pos: int) -> Optional[tuple[list[str], int]]:
+    """The arguments of a call whose ``(`` follows ``pos`` (after blanks), split at commas
+    outside parentheses and strings, and the position after its ``)``; None when there is no
+    ``(`` or it does not close on this line."""
+    i = pos
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    if i >= len(text) or text[i] != "(":
+        return None
+    depth, args, current = 0, [], []
+    i += 1
+    while i < len(text):
+        c = text[i]
+        if c == "'":
+            close = re.compile(r"'(?:[^']|'')*'").match(text, i)
+            if close is None:
+                return None
+            current.append(close.group())
+            i = close.end()
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            if depth == 0:
+                args.append("".join(current))
+                return args, i + 1
+            depth -= 1
+        elif c == "," and depth == 0:
+            args.append("".join(current))
+            current = []
+            i += 1
+            continue
+        current.append(c)
+        i += 1
+    return None
+
+
+def _replace(name: str, macros: dict[str, Macro], seen: set[str]) -> str:
+    """A name with the macros in it replaced (for #if expressions)."""
+    return _replace_in(name, 0, macros, seen, lambda name, message: None)[0]
 
 
 # --- #if expressions -----------------------------------------------------------------------------
@@ -167,7 +251,7 @@ _TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_]\w*)|(&&|\|\||==|!=|<=|>=|[-+
 _BINARY = [("||",), ("&&",), ("==", "!="), ("<", "<=", ">", ">="), ("+", "-"), ("*", "/", "%")]
 
 
-def _condition(text: str, macros: dict[str, str], problem: Callable[[str], None]) -> bool:
+def _condition(text: str, macros: dict[str, Macro], problem: Callable[[str], None]) -> bool:
     """Whether an #if / #elif expression is non-zero (False, with a problem, when it is not an
     expression)."""
     tokens: list[tuple[str, object]] = []
@@ -193,7 +277,7 @@ def _condition(text: str, macros: dict[str, str], problem: Callable[[str], None]
     return value != 0
 
 
-def _expr(tokens: list, level: int, macros: dict[str, str]) -> tuple[int, list]:
+def _expr(tokens: list, level: int, macros: dict[str, Macro]) -> tuple[int, list]:
     if level == len(_BINARY):
         return _unary(tokens, macros)
     left, tokens = _expr(tokens, level + 1, macros)
@@ -216,7 +300,7 @@ def _apply(op: str, a: int, b: int) -> int:
             "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b}[op]()
 
 
-def _unary(tokens: list, macros: dict[str, str]) -> tuple[int, list]:
+def _unary(tokens: list, macros: dict[str, Macro]) -> tuple[int, list]:
     kind, value = tokens[0]
     if kind == "op" and value in ("!", "-", "+"):
         operand, rest = _unary(tokens[1:], macros)

@@ -30,6 +30,26 @@ def test_macros_replace_whole_names_outside_strings_and_comments():
     assert out.split("\n")[-1] == "X"
 
 
+def test_macros_with_parameters_take_their_arguments_expanded():
+    out, problems = run("#define MAX(a, b) case when (a) > (b) then (a) else (b) end\n"
+                        "#define TWICE(x) (x) * 2\n#define N 3\n#define E() 42\n"
+                        "MAX(s.a, TWICE(N)) E() MAX 'MAX(1)' // MAX(1)\n"
+                        "MAX(f(1, 2), 'a,b')  MAX (1, 2)")
+    assert problems == []
+    assert out.split("\n")[4:] == [
+        "case when (s.a) > ((3) * 2) then (s.a) else ((3) * 2) end 42 MAX 'MAX(1)' // MAX(1)",
+        "case when (f(1, 2)) > ('a,b') then (f(1, 2)) else ('a,b') end  "
+        "case when (1) > (2) then (1) else (2) end"]
+    out, _ = run("#define F(x) F(x + 1)\nF(0)")  # not replaced inside itself
+    assert out.split("\n")[-1] == "F(0 + 1)"
+
+
+def test_a_directive_goes_on_after_a_backslash_and_lines_keep_their_numbers():
+    out, problems = run("#define SUM(a, b) \\\n  (a) + \\\n  (b)\nx := SUM(1, 2);")
+    assert problems == []
+    assert out.split("\n") == ["", "", "", "x := (1) +    (2);"]
+
+
 @pytest.mark.parametrize("condition, defines, taken", [
     ("#ifdef DEBUG", {}, "else"), ("#ifdef DEBUG", {"DEBUG": ""}, "if"),
     ("#ifndef DEBUG", {}, "if"), ("#if LEVEL > 2 && defined(DEBUG)", {"LEVEL": "3", "DEBUG": "1"}, "if"),
@@ -57,7 +77,9 @@ def test_directive_lines_inside_a_comment_are_text():
 
 @pytest.mark.parametrize("text, message", [
     ("#pragma once", "unknown preprocessor directive '#pragma'"),
-    ("#define F(x) x", "#define F(...): macros with parameters are not supported"),
+    ("#define F(x y) x", "#define F(: the parameters must be names"),
+    ("#define F(x, x) x", "#define F: a parameter is named twice"),
+    ("#define F(x, y) x\n\nF(1)", "macro F takes 2 argument(s), given 1"),
     ("#endif", "#endif without #if"), ("#else", "#else without #if"),
     ("#if 1\n#else\n#else\n#endif", "#else after #else"),
     ("x\n#ifdef A", "#if without #endif"),
