@@ -676,6 +676,7 @@ class CreateElement(Node):
     partition: Optional[Partition] = None
     query: Optional[Query] = None
     aging: Optional[Aging] = None
+    keyed: bool = False  # a STREAM with a PRIMARY KEY (ESP's keyed stream): kind is "delta stream"
 
 
 @dataclass
@@ -754,6 +755,7 @@ class FlexOutput(Node):
     primary_key: Optional[PrimaryKey] = None
     keep: Optional[Keep] = None
     store: Optional[StoreRef] = None
+    keyed: bool = False  # as CreateElement.keyed
 
 
 @dataclass

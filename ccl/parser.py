@@ -26,7 +26,7 @@ import copy
 import gc
 import os
 from decimal import Decimal
-from typing import Optional
+from typing import Optional, Union
 
 import ply.yacc as yacc
 from ply.lex import LexToken
@@ -307,6 +307,7 @@ class CCLParser:
                         f"a derived {kind} needs AS SELECT ... (only INPUT elements have no query)")
         self._attach_clauses(node, clauses, allowed, f"{role or 'derived'} {kind}")
         node.query = query
+        _keyed_stream(node)
         p[0] = node
 
     def p_role_opt(self, p):
@@ -818,6 +819,7 @@ class CCLParser:
                              "Flex output")
         out.schema, out.primary_key, out.keep, out.store = (
             holder.schema, holder.primary_key, holder.keep, holder.store)
+        _keyed_stream(out)
         inputs = [name for name, _ in p[5]]
         keeps = [keep for _, keep in p[5]]
         p[0] = n.CreateFlex(p[3], inputs, out, holder.partition, p[12], p[13],
@@ -1598,3 +1600,10 @@ def get_parser() -> CCLParser:
 def parse_text(text: str, file: str = "<string>") -> tuple[n.Project, list[Diagnostic]]:
     """Parse CCL source text. Never raises on bad input: problems come back as diagnostics."""
     return get_parser().parse(text, file)
+
+
+def _keyed_stream(node: Union[n.CreateElement, n.FlexOutput]) -> None:
+    """A STREAM with a PRIMARY KEY is ESP's keyed stream (5.1 SP08 on): it stores nothing and passes
+    inserts, updates and deletes on, which is what a delta stream does; it runs as one."""
+    if node.kind == "stream" and node.primary_key is not None:
+        node.kind, node.keyed = "delta stream", True

@@ -496,7 +496,7 @@ def statement(s: n.Node) -> str:
             head += f" ({_columns(s.columns)})"
         lines = [head]
     elif isinstance(s, n.CreateElement):
-        lines = [f"CREATE {_role(s.role)}{s.kind.upper()} {s.name.name}"]
+        lines = [f"CREATE {_role(s.role)}{_kind(s)} {s.name.name}"]
         lines += _element_clauses(s)
         if s.query is not None:
             lines += ["AS"] + query(s.query).split("\n")
@@ -568,6 +568,10 @@ def statement(s: n.Node) -> str:
     return "\n".join(lines)
 
 
+def _kind(s: Union[n.CreateElement, n.FlexOutput]) -> str:
+    return "STREAM" if s.keyed else s.kind.upper()
+
+
 def _element_clauses(s: Union[n.CreateElement, n.FlexOutput]) -> list[str]:
     lines = []
     if s.schema is not None:
@@ -601,7 +605,7 @@ def _flex_lines(s: n.CreateFlex) -> list[str]:
     ins = ", ".join(i.name + (f" {keep(k)}" if k is not None else "")
                     for i, k in zip(s.inputs, s.input_keeps or [None] * len(s.inputs)))
     lines = [f"CREATE FLEX {s.name.name}", f"IN {ins}",
-             f"OUT {_role(out.role)}{out.kind.upper()} {out.name.name}"]
+             f"OUT {_role(out.role)}{_kind(out)} {out.name.name}"]
     lines += _element_clauses(out)
     if s.partition is not None:
         lines.append(partition(s.partition))

@@ -423,6 +423,13 @@ def create_elements(draw):
         node.where = draw(_opt(st.builds(n.InputWhere, expressions)))
     else:  # a derived element needs AS SELECT (CCL1105)
         node.query = draw(queries)
+    return _keyed(node)
+
+
+def _keyed(node):
+    """A stream with a PRIMARY KEY parses as a keyed stream (kind delta stream, keyed)."""
+    if node.kind == "stream" and node.primary_key is not None:
+        node.kind, node.keyed = "delta stream", True
     return node
 
 
@@ -444,7 +451,7 @@ imports = st.builds(n.Import, _strings)
 global_declares = st.builds(n.GlobalDeclare, declare_blocks)
 
 flex_outputs = st.builds(n.FlexOutput, roles, kinds, identifiers, _opt(schema_specs),
-                         _opt(primary_keys), _opt(keeps), _opt(store_refs))
+                         _opt(primary_keys), _opt(keeps), _opt(store_refs)).map(_keyed)
 flex_handlers = st.one_of(
     st.builds(lambda s, b: n.OnHandler("row", s, b), identifiers, blocks),
     st.builds(lambda e, b: n.OnHandler(e, None, b),

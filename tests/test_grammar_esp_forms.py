@@ -269,3 +269,39 @@ def test_is_null_is_the_isnull_call():
     assert interp.evaluate(where, {"S": {"a": 1, "p": None}}) is False
     assert interp.evaluate(where, {"S": {"a": 1, "p": Dec("2.00")}}) is True
     assert codes(SCHEMA + "CREATE OUTPUT STREAM O AS SELECT * FROM S WHERE S.a IS 1;") == ["CCL1101"]
+
+
+KEYED = """CREATE INPUT STREAM KS SCHEMA (Id integer, V float) PRIMARY KEY (Id);
+CREATE OUTPUT STREAM KS2 PRIMARY KEY DEDUCED AS SELECT KS.Id, KS.V * 2 V2 FROM KS WHERE KS.V > 0;
+CREATE FLEX F IN KS OUT OUTPUT STREAM FO SCHEMA (Id integer, V float) PRIMARY KEY (Id)
+BEGIN ON KS { output setOpcode(KS, getOpcode(KS)); }; END;
+"""
+
+
+def test_a_stream_with_a_primary_key_is_a_keyed_stream_run_as_a_delta_stream(tmp_path):
+    project = round_trip(KEYED)
+    ks, ks2, flex = project.statements
+    assert (ks.kind, ks.keyed, ks2.kind, ks2.keyed) == ("delta stream", True, "delta stream", True)
+    assert (flex.output.kind, flex.output.keyed) == ("delta stream", True)
+    assert to_ccl(project).startswith("CREATE INPUT STREAM KS")
+    plain = parse_ok("CREATE INPUT STREAM S SCHEMA (a integer);").statements[0]
+    assert (plain.kind, plain.keyed) == ("stream", False)
+    assert analyze(load_text(KEYED), {}).diagnostics == []
+
+    from ccl.planner import plan_project
+    from runtime.engine.changes import Event
+    from runtime.engine.flex import make_engine
+    path = tmp_path / "k.ccl"
+    path.write_text(KEYED)
+    plan, diags = plan_project(str(path))
+    assert plan is not None, diags
+    by_name = {e["name"]: e for e in plan["elements"]}
+    assert by_name["KS2"]["key"] == ["Id"]
+    events = [Event(0, "i", 1, {"Id": 1, "V": 1.5}), Event(0, "i", 2, {"Id": 2, "V": -1.0}),
+              Event(0, "u", 3, {"Id": 1, "V": 3.0}), Event(0, "d", 4, {"Id": 2, "V": -1.0})]
+    source = make_engine(by_name["KS"], plan)  # opcodes pass, nothing is stored
+    assert [(o.op, o.values["Id"]) for o in source.process(source.initial_state(), events, 0)] == \
+        [("i", 1), ("i", 2), ("u", 1), ("d", 2)]
+    derived = make_engine(by_name["KS2"], plan)  # WHERE on a keyed stream: the update rule
+    assert [(o.op, o.values) for o in derived.process(derived.initial_state(), events, 0)] == \
+        [("i", {"Id": 1, "V2": 3.0}), ("u", {"Id": 1, "V2": 6.0})]

@@ -407,10 +407,8 @@ class Analyzer:
              select: Optional[n.Select], sources: list[Source]) -> None:
         pk = s.primary_key
         keyed = element.kind in ("window", "delta stream")
-        if element.kind == "stream":
-            if pk is not None:
-                self.report("CCL2209", pk.span, "a stream has no primary key (make it a window or a "
-                                                "delta stream)")
+        if element.kind == "stream":  # (a stream with a PRIMARY KEY is a keyed stream, parsed as
+            # a delta stream)
             if s.keep is not None:
                 self.report("CCL2209", s.keep.span, "a stream keeps no rows: KEEP belongs to windows "
                                                     "(or to a FROM source)")
