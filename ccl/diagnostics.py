@@ -200,8 +200,8 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "A stream keeps no state, so it cannot GROUP BY. Make the element a window (with PRIMARY KEY "
        "DEDUCED) or aggregate over an event cache."),
     _c("CCL2209", "error", "clause not allowed on a stream",
-       "Streams keep no rows and have no key: KEEP and PRIMARY KEY belong to windows and delta "
-       "streams (a KEEP on a FROM source is allowed), AGES to windows."),
+       "Streams keep no rows: KEEP belongs to windows (a KEEP on a FROM source is allowed), AGES to "
+       "windows. (A stream with a PRIMARY KEY is a keyed stream.)"),
     _c("CCL2210", "error", "missing schema",
        "An input element, reference or Flex output needs SCHEMA name or SCHEMA (cols)."),
     _c("CCL2211", "error", "not a source",
@@ -211,6 +211,15 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "rank() is the rank of a row in its group (0 for the first row, in GROUP ORDER BY order, or "
        "in order of arrival without GROUP ORDER BY). It exists only while GROUP FILTER picks the "
        "rows a group aggregates: use it there."),
+    _c("CCL2213", "error", "input adapter on a derived element",
+       "An input adapter publishes rows into an INPUT stream or window; a derived element gets its "
+       "rows from its query. Attach the adapter to the input the query reads."),
+    _c("CCL2214", "error", "assignment to a parameter",
+       "A PARAMETER is a constant of the project, set by its default or the .ccr file when the "
+       "project starts. Keep a value that changes in a variable."),
+    _c("CCL2215", "error", "join of two streams",
+       "A stream keeps no rows, so a row of one stream would never find its match in the other: one "
+       "side of a join must be a window (or carry a KEEP in FROM)."),
     # 23xx: parameters
     _c("CCL2301", "error", "PARTITIONS names no parameter",
        "PARTITIONS takes an integer constant or the name of a PARAMETER declared in a global "

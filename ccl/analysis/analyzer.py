@@ -306,12 +306,17 @@ class Analyzer:
             if declared is not None:
                 self._match_schema(select, columns, declared)
                 columns = declared
+        for later, (_, produced) in zip(selects[1:], results[1:]):
+            # every SELECT of a UNION gives the element's columns, in order
+            self._match_schema(later, produced, columns, "the first SELECT of the UNION"
+                               if s.schema is None else "the SCHEMA")
         return select, sources, columns
 
-    def _match_schema(self, select: n.Select, produced: dict[str, Type], declared: dict[str, Type]) -> None:
+    def _match_schema(self, select: n.Select, produced: dict[str, Type], declared: dict[str, Type],
+                      what: str = "the SCHEMA") -> None:
         if len(produced) != len(declared):
-            self.report("CCL2104", select.span, f"the query produces {len(produced)} column(s), the "
-                                                f"SCHEMA has {len(declared)}")
+            self.report("CCL2104", select.span, f"the query produces {len(produced)} column(s), "
+                                                f"{what} has {len(declared)}")
             return
         for item, (pname, ptype), (dname, dtype) in zip(select.items, produced.items(), declared.items()):
             if not widens(ptype, dtype):
@@ -329,6 +334,13 @@ class Analyzer:
         ctx = self.context(scope, sources, functions=functions)
         for j in joins:
             self.typer.type_of(j.on, ctx)
+        streams = [src for src in sources if src.element.kind == "stream" and not src.element.open
+                   and (src.from_node is None or src.from_node.keep is None)]
+        if len(streams) > 1 and sel.matching is None:  # (MATCHING follows events of streams)
+            at = streams[1].from_node
+            self.report("CCL2215", at.span if at is not None and at.span else sel.span,
+                        f"'{streams[0].alias}' and '{streams[1].alias}' are both streams: a join needs "
+                        "a window on one side (or a KEEP in FROM)")
         if sel.matching is not None:
             for node in sel.matching.pattern.walk():
                 if isinstance(node, n.PatternRef) and ctx.source(node.name.name) is None:
@@ -466,6 +478,9 @@ class Analyzer:
                 if col.name not in element.columns:
                     self.report("CCL2204", col.span, f"AUTOGENERATE column '{col.name}' is not a column "
                                                      f"of '{element.name}'")
+                elif element.columns[col.name].name != "long" and not element.columns[col.name].is_vague:
+                    self.report("CCL2101", col.span, f"AUTOGENERATE column '{col.name}' is "
+                                f"{element.columns[col.name]}: it must be long")
         if s.aging is not None:
             self.aging(s.aging, element)
         if select is None:
@@ -540,7 +555,11 @@ class Analyzer:
         self.claim(s.name, "store")
 
     def stmt_AttachAdapter(self, s: n.AttachAdapter) -> None:
-        self.element(s.target)
+        target = self.element(s.target)
+        if s.direction == "input" and target is not None and target.role != "input" \
+                and target.kind != "reference":
+            self.report("CCL2213", s.target.span, f"input adapter {s.name.name} publishes into "
+                        f"'{target.name}', which is not an INPUT element: its rows come from its query")
         if s.partition is not None:
             self.report("CCL2401", s.partition.span, "an adapter cannot be partitioned")
         self.claim(s.name, "adapter")

@@ -48,6 +48,11 @@ class StatementChecker:
         elif isinstance(s, n.VarDecl):
             self.declare(ctx, s, "local")
         elif isinstance(s, n.Assign):
+            if isinstance(s.target, n.Var):
+                var = ctx.scope.lookup(s.target.name.name)
+                if var is not None and var.where == "parameter":
+                    self.report("CCL2214", s.target.span, f"'{var.name}' is a PARAMETER: it cannot "
+                                                          "be assigned")
             target = self.typer.type_of(s.target, ctx)
             self.assignable(self.typer.type_of(s.value, ctx), target, s.value)
         elif isinstance(s, n.If):
