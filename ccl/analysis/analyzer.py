@@ -599,7 +599,8 @@ class Analyzer:
             if isinstance(h, n.OnHandler) and h.source is not None and h.source.name not in input_names:
                 self.report("CCL2211", h.source.span, f"ON {h.source.name}: not an input of Flex "
                                                       f"'{s.name.name}'")
-            checker = StatementChecker(self.typer, self.report, self.type_spec)
+            checker = StatementChecker(self.typer, self.report, self.type_spec,
+                                       element.row_type if not element.open else None)
             checker.block(h.body, self.context(scope, sources, splash=True, functions=functions))
         if s.partition is not None:
             self.partition(s, out.name.name, f"Flex {out.kind}", s.partition,

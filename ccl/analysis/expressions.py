@@ -181,13 +181,22 @@ class Typer:
     def _Case(self, e: n.Case, ctx: Context) -> Type:
         if e.subject is not None:
             self.type_of(e.subject, ctx)
-        results = []
+        results: list[tuple[Type, n.Node]] = []
         for w in e.whens:
             self.type_of(w.when, ctx)
-            results.append(self.type_of(w.then, ctx))
+            results.append((self.type_of(w.then, ctx), w.then))
         if e.default is not None:
-            results.append(self.type_of(e.default, ctx))
-        return widest(results)
+            results.append((self.type_of(e.default, ctx), e.default))
+        common = widest([t for t, _ in results])
+        if common.is_vague and any(not t.is_vague for t, _ in results):
+            for i in range(1, len(results) + 1):  # the first branch that fits no earlier one
+                if widest([t for t, _ in results[:i]]).name == "any":
+                    first = next(t for t, _ in results if not t.is_vague)
+                    self.report("CCL2101", results[i - 1][1].span,
+                                f"this CASE branch gives {results[i - 1][0]}, an earlier one "
+                                f"{first}: give all branches one type (to_string, cast ...)")
+                    break
+        return common
 
     def _InList(self, e: n.InList, ctx: Context) -> Type:
         left = self.type_of(e.expr, ctx)

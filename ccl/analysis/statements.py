@@ -1,7 +1,7 @@
 """SPLASH statements: declarations, assignments and control flow, checked in nested scopes."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 from .. import nodes as n
 from .expressions import Report, Typer
@@ -12,10 +12,13 @@ from .types import ANY, Type, widens
 class StatementChecker:
     """Checks SPLASH blocks; collects the RETURN statements with the types of their values."""
 
-    def __init__(self, typer: Typer, report: Report, type_spec: Callable[..., Type]) -> None:
+    def __init__(self, typer: Typer, report: Report, type_spec: Callable[..., Type],
+                 output: Optional[Type] = None) -> None:
+        """``output``: the row type of the Flex output that ``output`` statements write to."""
         self.typer = typer
         self.report = report
         self.type_spec = type_spec
+        self.output = output
         self.returns: list[tuple[n.Return, Type]] = []
 
     def declare(self, ctx: Context, decl: n.VarDecl, where: str) -> None:
@@ -31,10 +34,7 @@ class StatementChecker:
             ctx.scope.vars[name] = Variable(name, t, where, d.name.span)
 
     def assignable(self, value: Type, target: Type, at: n.Node) -> None:
-        literal = at.operand if isinstance(at, n.Unary) else at
-        if isinstance(literal, n.Literal) and literal.kind == "float" and target.name in ("money", "decimal"):
-            return  # a decimal constant written as a float literal
-        if not widens(value, target):
+        if not _fits(value, target, at):
             self.report("CCL2103", at.span, f"cannot assign {value} to {target}")
 
     def block(self, block: n.Block, ctx: Context) -> None:
@@ -97,13 +97,40 @@ class StatementChecker:
         elif isinstance(s, n.Return):
             t = self.typer.type_of(s.value, ctx) if s.value is not None else ANY
             self.returns.append((s, t))
-        elif isinstance(s, (n.OutputStmt, n.ExprStmt)):
-            self.typer.type_of(s.value if isinstance(s, n.OutputStmt) else s.expr, ctx)
+        elif isinstance(s, n.OutputStmt):
+            self.output_record(s.value, self.typer.type_of(s.value, ctx))
+        elif isinstance(s, n.ExprStmt):
+            self.typer.type_of(s.expr, ctx)
         elif isinstance(s, n.TypeDef):
             pass  # typedefs inside blocks are rare; global ones are registered by the analyzer
 
+    def output_record(self, value: n.Node, typed: Type) -> None:
+        """The fields of a record literal written by ``output`` (possibly in setOpcode) must be
+        columns of the Flex output, of types that widen to theirs."""
+        if isinstance(value, n.Call) and value.func.name.lower() == "setopcode" and value.args:
+            value = value.args[0]
+        if self.output is None or not self.output.fields or not isinstance(value, n.RecordLit):
+            return
+        for init in value.key_fields + value.fields:
+            column = self.output.field(init.name.name)
+            given = typed.field(init.name.name) if typed.name == "record" else None
+            if column is None:
+                self.report("CCL2003", init.name.span, f"the Flex output has no column "
+                                                       f"'{init.name.name}'")
+            elif given is not None and not _fits(given, column, init.value):
+                self.report("CCL2103", init.value.span, f"cannot output {given} into column "
+                                                        f"'{init.name.name}' ({column})")
+
     def nested(self, s: n.Node, ctx: Context) -> None:
         self.stmt(s, ctx.with_scope(ctx.scope.child()))
+
+
+def _fits(value: Type, target: Type, at: n.Node) -> bool:
+    """Whether the value of ``at`` (of type ``value``) may be stored where ``target`` is kept."""
+    literal = at.operand if isinstance(at, n.Unary) else at
+    if isinstance(literal, n.Literal) and literal.kind == "float" and target.name in ("money", "decimal"):
+        return True  # a decimal constant written as a float literal
+    return widens(value, target)
 
 
 def can_end_without_value(stmts: list[n.Node]) -> bool:
