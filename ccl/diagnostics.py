@@ -262,6 +262,9 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "binds a parameter the module does not declare."),
     _c("CCL2503", "error", "not allowed in a module",
        "CREATE MODULE and ATTACH ADAPTER cannot appear inside a module."),
+    _c("CCL2504", "error", "bound input lacks a column of the module input",
+       "The element bound to a module input must have every column of that input, by name, of a "
+       "type that widens to the input's: the module's queries read those columns."),
     # 30xx: partition-safety warnings
     _c("CCL3001", "warning", "ROUNDROBIN on a stateful element",
        "Consequence: rows of one key are spread over all instances, so each instance aggregates, "

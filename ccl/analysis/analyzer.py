@@ -657,6 +657,7 @@ class Analyzer:
                 bound_inputs.append(Source(b.name.name, el))
                 if inner is not None:
                     bound_inputs.append(Source(el.name, el))
+                    self._bound_columns(b, el, inner)
         self.claim(s.instance, "module instance")
         for b in s.outputs:
             inner_el = module.outputs.get(b.name.name)
@@ -678,6 +679,18 @@ class Analyzer:
                 pe.count * outer if pe.count is not None and outer is not None else None,
                 pe.count_text,  # the count its partition function takes (explain)
                 pe.broadcast, pe.node, pe.specs))
+
+    def _bound_columns(self, b: n.Binding, outer: Element, inner: Element) -> None:
+        """The element bound to a module input has the input's columns (the module reads them)."""
+        if outer.open or inner.open:
+            return
+        for name, t in inner.columns.items():
+            given = outer.columns.get(name)
+            if given is None or not widens(given, t):
+                have = "has no such column" if given is None else f"has it as {given}"
+                self.report("CCL2504", b.value.span, f"module input '{inner.name}' has column "
+                            f"'{name}' ({t}); '{outer.name}' {have}")
+                return
 
     def _bindings(self, s: n.LoadModule, bindings: list[n.Binding], declared: list[str], what: str,
                   code: str, required: Optional[list[str]] = None) -> None:
