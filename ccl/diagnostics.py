@@ -305,6 +305,12 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "instance holds is not found and a loop sees part of the window. Look rows up by the "
        "partition key (every HASH column given from a HASH column of the input being handled), "
        "or leave the input unpartitioned so every instance gets all of it."),
+    _c("CCL3011", "warning", "an update can move a row to another instance",
+       "Consequence: the input has a key and sends updates, and the partition function reads columns "
+       "that are not its key: an update that changes them goes to another instance than the row's "
+       "insert, so the first instance keeps the old row (ESP routes each event by its values, as "
+       "this runtime does). Fix: partition by HASH on the input's key columns (or columns an "
+       "update cannot change), or do not partition."),
 ]}
 
 

@@ -1,4 +1,4 @@
-"""Partition-safety warnings (CCL3001-CCL3010): where partitioning changes what a project means.
+"""Partition-safety warnings (CCL3001-CCL3011): where partitioning changes what a project means.
 
 Each check is one of SAP's partitioning guidelines (shared/seeds/esp-splash-partitioning-guidelines.txt)
 made mechanical. The analysis hands over :class:`~ccl.analysis.analyzer.PartitionFacts` for every
@@ -31,6 +31,7 @@ def check_partition_safety(facts: list[PartitionFacts], resolved: dict[int, Vari
                                              f"of stateful '{f.target}': each keeps a different part")
             if spec.method == "custom":
                 _custom(f, spec, report)
+        _moving_rows(f, report)
         _group_by(f, hash_cols, report)
         _retention(f, hash_cols, report)
         _splash(f, hash_cols, resolved, report)
@@ -58,6 +59,30 @@ def _column_of(e: n.Node, f: PartitionFacts, input_name: str) -> Optional[str]:
     if isinstance(e, n.Var) and e.name.name in element.columns:
         return e.name.name
     return None
+
+
+def _moving_rows(f: PartitionFacts, report: Report) -> None:
+    """An input with a key sends updates; a partition function of columns that are not its key
+    can send an update elsewhere than the row's insert (ROUNDROBIN is CCL3001's)."""
+    if not (f.stateful or f.join):
+        return
+    for name, spec in f.specs_by_input.items():
+        element = f.inputs[name]
+        if element.kind not in ("window", "delta stream") or not element.key or element.open:
+            continue
+        if spec.method == "hash":
+            read = {c.name for c in spec.columns}
+        elif spec.method == "custom":
+            read = {x.field.name for x in spec.body.walk()
+                    if isinstance(x, n.FieldAccess) and isinstance(x.base, n.Var)
+                    and f.inputs.get(x.base.name.name) is element}
+        else:
+            continue
+        moving = sorted(read - set(element.key))
+        if moving:
+            report("CCL3011", spec.span, f"an update of {name} that changes {', '.join(moving)} "
+                               f"(not its key) goes to another instance of '{f.target}' than the "
+                               "row's insert, and the old row stays where it was")
 
 
 def _group_by(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report) -> None:
