@@ -197,6 +197,8 @@ def condition_kind(expr: object, alias: str, types: Mapping[str, str]) -> Option
         return kind if kind in _COMPARABLE else None
     if node == "Unary" and expr["op"] == "not":
         return "boolean" if condition_kind(expr["operand"], alias, types) == "boolean" else None
+    if is_true_test(expr):
+        return "boolean" if condition_kind(expr["whens"][0]["when"], alias, types) == "boolean" else None
     if node == "Binary":
         left = condition_kind(expr["left"], alias, types)
         right = condition_kind(expr["right"], alias, types)
@@ -207,6 +209,15 @@ def condition_kind(expr: object, alias: str, types: Mapping[str, str]) -> Option
         if expr["op"] in _COMPARISONS and (left == right or (left in _NUMBERS and right in _NUMBERS)):
             return "boolean"
     return None
+
+
+def is_true_test(expr: Mapping) -> bool:
+    """Whether ``expr`` is ``CASE WHEN c THEN true ELSE false END`` (true when c is true, false when
+    it is false or null: a splitter branch's test)."""
+    whens = expr.get("whens") or []
+    return (expr.get("node") == "Case" and expr.get("subject") is None and len(whens) == 1
+            and whens[0]["then"] == {"node": "Literal", "kind": "boolean", "value": True}
+            and expr.get("default") == {"node": "Literal", "kind": "boolean", "value": False})
 
 
 def native_filter(element: Mapping, plan: Mapping) -> Optional[dict]:

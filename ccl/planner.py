@@ -398,11 +398,14 @@ def _not(e: dict) -> dict:
 
 
 def _branch_condition(s: n.CreateSplitter, target: str, qs: QueryScope) -> Optional[dict]:
-    """The WHERE of one splitter target: the OR of (its branch's condition and no earlier one)."""
+    """The WHERE of one splitter target: the OR of (its branch's condition and no earlier one).
+    A condition counts as true only when it is true: a null one (a null column) falls through to the
+    next branch and to ELSE, as in CASE."""
     earlier: list[dict] = []
     alternatives: list[dict] = []
     for b in s.branches:
-        cond = qs.expr(b.cond)
+        cond = qs.expr(n.Case(None, [n.WhenThen(b.cond, n.Literal("boolean", True))],
+                              n.Literal("boolean", False), span=b.cond.span))
         if any(t.name == target for t in b.targets):
             alternatives.append(_conj(earlier + [cond]))
         earlier.append(_not(cond))

@@ -783,6 +783,8 @@ def _condition(expr: dict) -> Column:
         return column(expr["field"]["name"])
     if node == "Unary":
         return ~_condition(expr["operand"])
+    if node == "Case":  # ccl.physical.is_true_test: null is false
+        return F.coalesce(_condition(expr["whens"][0]["when"]), F.lit(False))
     left, right, op = _condition(expr["left"]), _condition(expr["right"]), expr["op"]
     if op == "and":
         return left & right

@@ -272,6 +272,24 @@ def test_splitter_targets_over_a_window_are_delta_streams_with_its_key(tmp_path)
     assert element(plan, "IbmWin")["key"] == ["Id"]
 
 
+def test_a_splitter_row_whose_condition_is_null_falls_through_to_else(tmp_path):
+    """A WHEN that is not true (null included) passes the row on to the next branch and to ELSE."""
+    from runtime.engine.changes import Event
+    from runtime.engine.flex import make_engine
+    plan = plan_text(tmp_path, """
+    CREATE INPUT STREAM S SCHEMA (id integer, amt float);
+    CREATE SPLITTER Sp AS WHEN s.amt > 100 THEN Big WHEN s.amt > 10 THEN Mid ELSE Small
+        SELECT s.id, s.amt FROM S s;
+    """)
+    rows = [{"id": 1, "amt": 500.0}, {"id": 2, "amt": 50.0}, {"id": 3, "amt": None}, {"id": 4, "amt": 1.0}]
+    events = [Event(0, "i", i, row) for i, row in enumerate(rows)]
+    got = {}
+    for target in ("Big", "Mid", "Small"):
+        engine = make_engine(element(plan, target), plan)
+        got[target] = [o.values["id"] for o in engine.process(engine.initial_state(), events, 0)]
+    assert got == {"Big": [1], "Mid": [2], "Small": [3, 4]}
+
+
 def test_a_module_loading_a_module_binds_through_both(tmp_path):
     src = (ROOT / "compile_errors" / "valid_module_loads_a_module.ccl").read_text()
     plan = plan_text(tmp_path, src)
