@@ -195,12 +195,14 @@ def _drain_and_stop(plan: dict, queries: dict[str, StreamingQuery], bound: float
         try:
             if is_input(element):
                 _stop_between_batches(q, bound)
+            elif uses_time(element):  # timers keep batches coming: stop once they bring no rows
+                _stop_when_idle(q)
             else:
                 waiter = threading.Thread(target=_quietly, args=(q.processAllAvailable,),
                                           daemon=True)
                 waiter.start()
                 waiter.join(bound)
-                q.stop()
+                _stop_between_batches(q, bound)
         except Exception:  # stopping is best effort; the checkpoint stays usable
             pass
 
