@@ -31,6 +31,7 @@ Macro = Union[str, tuple[list[str], str]]
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*([A-Za-z]*)(.*)$")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_STRING = re.compile(r"'(?:[^']|'')*'")  # a whole string literal (in a macro call's arguments)
 # the parts of a line that macros do not touch: strings and comments ('/*' may run to a later line)
 _CODE = re.compile(r"'(?:[^'\n]|'')*'?|//.*|/\*.*?(?:\*/|$)|[A-Za-z_][A-Za-z0-9_]*|[^'/A-Za-z_]+|/")
 
@@ -217,7 +218,7 @@ def _arguments(text: str, pos: int) -> Optional[tuple[list[str], int]]:
     while i < len(text):
         c = text[i]
         if c == "'":
-            close = re.compile(r"'(?:[^']|'')*'").match(text, i)
+            close = _STRING.match(text, i)
             if close is None:
                 return None
             current.append(close.group())

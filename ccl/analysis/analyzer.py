@@ -478,7 +478,7 @@ class Analyzer:
                 if col.name not in element.columns:
                     self.report("CCL2204", col.span, f"AUTOGENERATE column '{col.name}' is not a column "
                                                      f"of '{element.name}'")
-                elif element.columns[col.name].name != "long" and not element.columns[col.name].is_vague:
+                elif element.columns[col.name].name not in ("long", "any", "null"):
                     self.report("CCL2101", col.span, f"AUTOGENERATE column '{col.name}' is "
                                 f"{element.columns[col.name]}: it must be long")
         if s.aging is not None:

@@ -187,16 +187,17 @@ class Typer:
             results.append((self.type_of(w.then, ctx), w.then))
         if e.default is not None:
             results.append((self.type_of(e.default, ctx), e.default))
-        common = widest([t for t, _ in results])
-        if common.is_vague and any(not t.is_vague for t, _ in results):
-            for i in range(1, len(results) + 1):  # the first branch that fits no earlier one
-                if widest([t for t, _ in results[:i]]).name == "any":
-                    first = next(t for t, _ in results if not t.is_vague)
-                    self.report("CCL2101", results[i - 1][1].span,
-                                f"this CASE branch gives {results[i - 1][0]}, an earlier one "
-                                f"{first}: give all branches one type (to_string, cast ...)")
-                    break
-        return common
+        known = [(t, node) for t, node in results if not t.is_vague]
+        so_far = known[0][0] if known else None
+        for t, node in known[1:]:  # the first branch that fits no earlier one is reported
+            common = widest([so_far, t])
+            if common.is_vague:
+                self.report("CCL2101", node.span, f"this CASE branch gives {t}, an earlier one "
+                                                  f"{known[0][0]}: give all branches one type "
+                                                  "(to_string, cast ...)")
+                break
+            so_far = common
+        return widest([t for t, _ in results])
 
     def _InList(self, e: n.InList, ctx: Context) -> Type:
         left = self.type_of(e.expr, ctx)
