@@ -475,12 +475,13 @@ class Analyzer:
                 self.report("CCL2204", col.span, f"PER column '{col.name}' is not a column of '{element.name}'")
         if s.autogenerate is not None:
             for col in s.autogenerate.columns:
-                if col.name not in element.columns:
+                t = element.columns.get(col.name)
+                if t is None:
                     self.report("CCL2204", col.span, f"AUTOGENERATE column '{col.name}' is not a column "
                                                      f"of '{element.name}'")
-                elif element.columns[col.name].name not in ("long", "any", "null"):
-                    self.report("CCL2101", col.span, f"AUTOGENERATE column '{col.name}' is "
-                                f"{element.columns[col.name]}: it must be long")
+                elif t.name != "long" and not t.is_vague:
+                    self.report("CCL2101", col.span, f"AUTOGENERATE column '{col.name}' is {t}: it "
+                                                     "must be long")
         if s.aging is not None:
             self.aging(s.aging, element)
         if select is None:
