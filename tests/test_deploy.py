@@ -142,12 +142,21 @@ def test_state_of_a_running_project_and_its_counters(tmp_path):
     assert "starting" in text and "rows in      130" in text and "bad records  3" in text
 
 
+def _cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().decode("utf-8", "replace")
+
+
 def test_running_once_the_driver_runs(tmp_path):
     sleeper = None
     pd = make_project(tmp_path)
     try:
         # a stand-in driver whose command line names the job directory, as the real one does
         sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", pd.job_dir])
+        # Popen returns after fork: until exec, /proc shows this process's command line
+        deadline = time.time() + 20
+        while time.time() < deadline and pd.job_dir not in _cmdline(sleeper.pid):
+            time.sleep(0.05)
         with open(pd.driver_pid_file, "w") as f:
             f.write(f"{sleeper.pid}\n")
         meta = pd.meta()
