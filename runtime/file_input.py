@@ -55,7 +55,10 @@ def file_stream(spark: SparkSession, files: FileSpec, max_files: Optional[int] =
     source waits for it to appear); OSError when it cannot be."""
     os.makedirs(files.dir, exist_ok=True)
     reader = (spark.readStream.format("binaryFile").schema(_LISTING)
-              .option("maxFileAge", _MAX_FILE_AGE))
+              .option("maxFileAge", _MAX_FILE_AGE)
+              # no partition discovery: subdirectories named like ``x=1`` next to the files made
+              # Spark fail the query ("Conflicting directory structures")
+              .option("recursiveFileLookup", True))
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)
     return reader.load(_glob_escaped(os.path.abspath(files.dir))).select("path")

@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional, TextIO
 
-from pyspark.errors import StreamingQueryException
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -62,7 +63,16 @@ class RunResult:
 def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, dirs: RunDirs,
            layout: RunLayout) -> Optional[StreamingQuery]:
     """The query of ``element``; None when it has none (no input bound, or it runs inside its
-    source's batches: ``layout.fused``, see job.fused_consumers)."""
+    source's batches: ``layout.fused``, see job.fused_consumers). RunError when Spark refuses to
+    start it (e.g. an input directory it cannot list)."""
+    try:
+        return _start_query(spark, plan, element, options, dirs, layout)
+    except (PySparkException, Py4JJavaError) as exc:
+        raise RunError(f"element '{element['name']}' could not start: {_first_line(exc)}") from None
+
+
+def _start_query(spark: SparkSession, plan: dict, element: dict, options: RunOptions, dirs: RunDirs,
+                 layout: RunLayout) -> Optional[StreamingQuery]:
     if any(element["name"] in consumers for consumers in layout.fused.values()):
         return None
     write = batch_writer(element, dirs, plan, layout, options.native_operators)
@@ -99,9 +109,13 @@ def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, 
     return writer.start()
 
 
-def _failure(element: str, exc: StreamingQueryException) -> RunError:
+def _first_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
-    return RunError(f"element '{element}' stopped: {text[0] if text else type(exc).__name__}")
+    return text[0] if text else type(exc).__name__
+
+
+def _failure(element: str, exc: StreamingQueryException) -> RunError:
+    return RunError(f"element '{element}' stopped: {_first_line(exc)}")
 
 
 def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,

@@ -41,6 +41,9 @@ def _files(d) -> None:
     (d / "c.csv.tmp").write_text("k,v\nh,100\n")
     (d / "sub").mkdir()
     (d / "sub" / "s.csv").write_text("k,v\nh,100\n")
+    # named like a partition directory: Spark's partition discovery failed the query on it
+    (d / "day=1").mkdir()
+    (d / "day=1" / "s.csv").write_text("k,v\nh,100\n")
 
 
 def _summary(out, elements) -> dict:
@@ -124,6 +127,18 @@ def test_a_missing_directory_is_made_and_one_that_cannot_be_is_a_clear_error(spa
     with pytest.raises(RunError, match="input of 's'"):
         run_project(spark, tmp_path / "b", text, {})
 
+
+def test_a_query_spark_refuses_to_start_is_a_run_error_naming_the_element(monkeypatch):
+    from pyspark.errors import AnalysisException
+
+    from runtime import run
+    from runtime.job import RunError
+
+    def refuse(*args):
+        raise AnalysisException(message="[PATH_NOT_FOUND] no such path\n\tat org.apache.x")
+    monkeypatch.setattr(run, "_start_query", refuse)
+    with pytest.raises(RunError, match=r"^element 's' could not start: \[PATH_NOT_FOUND\] no such path$"):
+        run._start(None, {}, {"name": "s"}, None, None, None)
 
 
 @pytest.mark.parametrize("directory", ["in [x]{y}*", "h#sh?q=1 %41", "back\\slash"])
