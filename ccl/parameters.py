@@ -228,15 +228,39 @@ def keep_count(count: object, values: Mapping[str, object]) -> tuple[Optional[in
     return int(value), None  # type: ignore[arg-type]
 
 
-def _evaluated(expr: n.Node) -> Optional[tuple[str, object]]:
-    """A constant expression's value as (literal kind, value); None when it reads a name or fails."""
+def bound_module_parameter(decl: n.ParamDecl, expr: n.Node, outer: Mapping[str, object]
+                           ) -> tuple[object, Optional[str]]:
+    """The value ``LOAD MODULE ... PARAMETERS name = expr`` gives the module parameter ``decl``:
+    ``expr`` is a constant or an expression of the loading scope's parameters (``outer``: their
+    values). ``(value, None)``; ``(None, why)`` when the value does not fit the parameter's type;
+    ``(UNKNOWN, None)`` when it cannot be known yet (it reads a parameter without a value here,
+    as a module loading another module does, or the parameter's type is not a built-in scalar)."""
+    info = _declared(decl, {})
+    constant = _evaluated(expr, outer)
+    if info is None or constant is None:
+        return UNKNOWN, None
+    try:
+        return _convert_default(constant, info), None
+    except ValueError as exc:
+        return None, f"parameter '{info.name}' is {info.type}: {exc}"
+
+
+UNKNOWN = object()  # a value that cannot be known when the project is checked
+
+
+def _evaluated(expr: n.Node, values: Optional[Mapping[str, object]] = None
+               ) -> Optional[tuple[str, object]]:
+    """A constant expression's value as (literal kind, value), reading the parameters ``values``;
+    None when it reads another name or fails."""
     from .splash import Interpreter, SplashError
     from .splash.values import Dec, Long
 
-    if any(isinstance(x, (n.Var, n.FieldAccess, n.Sequence)) for x in expr.walk()):
+    values = values or {}
+    if any(isinstance(x, (n.FieldAccess, n.Sequence)) or (isinstance(x, n.Var) and x.name.name not in values)
+           for x in expr.walk()):
         return None
     try:
-        value = Interpreter().evaluate(expr)
+        value = Interpreter(dict(values), constants=set(values)).evaluate(expr)
     except SplashError:
         return None
     if isinstance(value, bool):
@@ -270,8 +294,7 @@ def _convert_default(constant: tuple[str, object], info: _Declared) -> object:
     if kind == "null":
         return None
     if kind not in _ACCEPTS[info.base]:
-        raise ValueError(f"a {kind} literal cannot be {'an' if info.base[0] in 'aeiou' else 'a'} "
-                         f"{info.type}")
+        raise ValueError(f"{_article(kind)} {kind} literal cannot be {_article(info.base)} {info.type}")
     if kind == "boolean":
         return value
     if kind == "string":
@@ -283,6 +306,10 @@ def _convert_default(constant: tuple[str, object], info: _Declared) -> object:
     else:
         text = str(value)
     return parse_value(text, info.base, info.args)
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
 
 
 def _type_label(spec: n.Node) -> str:

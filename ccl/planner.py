@@ -227,7 +227,10 @@ class Planner:
                                                          "can be planned")
         kind, value = const
         if kind == "string" and base != "string":
-            value = parse_value(str(value), base, tuple(spec.args))
+            try:
+                value = parse_value(str(value), base, tuple(spec.args))
+            except ValueError as exc:
+                raise _fail(at, f"parameter '{d.name.name}'", str(exc)) from None
         text = f"{base}({','.join(map(str, spec.args))})" if spec.args else base
         return ParamValue(text, value)
 

@@ -8,7 +8,7 @@ from typing import Mapping, Optional, Union
 
 from .. import nodes as n
 from ..diagnostics import Diagnostic
-from ..parameters import ResolvedParameter, keep_count
+from ..parameters import UNKNOWN, ResolvedParameter, bound_module_parameter, keep_count
 from ..printer import keep_count_text
 from .expressions import Typer, is_aggregate_call
 from .statements import StatementChecker
@@ -617,6 +617,11 @@ class Analyzer:
                 self.report("CCL2503", stmt.span, f"{what} is not allowed inside a module")
             elif isinstance(stmt, n.GlobalDeclare):
                 params.update({i.name.name: i for i in stmt.block.items if isinstance(i, n.ParamDecl)})
+        for decl in params.values():
+            if decl.default is not None:
+                _, why = bound_module_parameter(decl, decl.default, {})
+                if why is not None:
+                    self.report("CCL2103", decl.default.span, f"default of module '{s.name.name}': {why}")
         inner = Analyzer({}, self.diagnostics)
         inner.schemas = dict(self.schemas)
         inner.typedefs = dict(self.typedefs)
@@ -650,6 +655,7 @@ class Analyzer:
         self._bindings(s, s.outputs, [o.name for o in mnode.outputs], "output", "CCL2501")
         self._bindings(s, s.parameters, list(module.params), "parameter", "CCL2502",
                        required=[p for p, d in module.params.items() if d.default is None])
+        self._module_parameters(s, module)
         bound_inputs: list[Source] = []
         for b in s.inputs:
             el = self.element(b.value)
@@ -680,6 +686,31 @@ class Analyzer:
                 pe.count * outer if pe.count is not None and outer is not None else None,
                 pe.count_text,  # the count its partition function takes (explain)
                 pe.broadcast, pe.node, pe.specs))
+
+    def _module_parameters(self, s: n.LoadModule, module: Module) -> None:
+        """The values bound to a module's parameters fit their types (CCL2103), and the module's
+        KEEP row counts that read them are positive integers in this instance (CCL2303)."""
+        outer = {name: p.value for name, p in self.parameters.items() if name in self.param_decls}
+        given = {b.name.name: b.value for b in s.parameters}
+        values: dict[str, object] = {}
+        for name, decl in module.params.items():
+            expr = given.get(name, decl.default)
+            if expr is None:
+                continue
+            value, why = bound_module_parameter(decl, expr, outer)
+            if why is not None and name in given:  # a wrong default is reported with the module
+                self.report("CCL2103", expr.span, f"LOAD MODULE {s.instance.name}: {why}")
+            elif why is None and value is not UNKNOWN:
+                values[name] = value
+        keeps = [x for st in module.node.body for x in st.walk() if isinstance(x, n.Keep)]
+        for keep in keeps:
+            for count in (keep.count, keep.slack):
+                if not _names_read(count):
+                    continue  # a constant count was checked with the module
+                _, why = keep_count(count, values)
+                if why is not None:
+                    self.report("CCL2303", s.instance.span, f"module instance '{s.instance.name}': "
+                                f"KEEP {keep_count_text(count)} ROWS (line {keep.span.line}): {why}")
 
     def _bound_columns(self, b: n.Binding, outer: Element, inner: Element) -> None:
         """The element bound to a module input has the input's columns (the module reads them)."""
