@@ -299,33 +299,35 @@ class Analyzer:
         if s.query is None:
             return None, [], {}
         selects = s.query.selects if isinstance(s.query, n.Union_) else [s.query]
-        results = [self.select(sel, s.declare) for sel in selects]
+        # with a SCHEMA, the SCHEMA names the columns (in order): the query's may repeat
+        results = [self.select(sel, s.declare, unique_names=s.schema is None) for sel in selects]
         select, sources, columns = selects[0], results[0][0], results[0][1]
         if s.schema is not None:
             declared = self.columns_of(s.schema)
             if declared is not None:
-                self._match_schema(select, columns, declared)
+                self._match_schema(select, results[0][2], declared)
                 columns = declared
-        for later, (_, produced) in zip(selects[1:], results[1:]):
+        for later, (_, _, produced) in zip(selects[1:], results[1:]):
             # every SELECT of a UNION gives the element's columns, in order
             self._match_schema(later, produced, columns, "the first SELECT of the UNION"
                                if s.schema is None else "the SCHEMA")
         return select, sources, columns
 
-    def _match_schema(self, select: n.Select, produced: dict[str, Type], declared: dict[str, Type],
-                      what: str = "the SCHEMA") -> None:
+    def _match_schema(self, select: n.Select, produced: list[tuple[str, Type, n.Span]],
+                      declared: dict[str, Type], what: str = "the SCHEMA") -> None:
         if len(produced) != len(declared):
             self.report("CCL2104", select.span, f"the query produces {len(produced)} column(s), "
                                                 f"{what} has {len(declared)}")
             return
-        for item, (pname, ptype), (dname, dtype) in zip(select.items, produced.items(), declared.items()):
+        for (_, ptype, at), (dname, dtype) in zip(produced, declared.items()):
             if not widens(ptype, dtype):
-                at = item.expr.span if isinstance(item, n.SelectItem) else item.span
                 self.report("CCL2104", at, f"column {dname} is {dtype}; the query gives {ptype}")
 
-    def select(self, sel: n.Select, declare: Optional[n.DeclareBlock] = None
-               ) -> tuple[list[Source], dict[str, Type]]:
-        """Analyse one SELECT; returns its sources and output columns (name -> type)."""
+    def select(self, sel: n.Select, declare: Optional[n.DeclareBlock] = None, unique_names: bool = True
+               ) -> tuple[list[Source], dict[str, Type], list[tuple[str, Type, n.Span]]]:
+        """Analyse one SELECT; returns its sources, its output columns (name -> type) and every
+        column it produces in order (name, type, where), names repeated or not (a repeated name
+        is CCL2006 when ``unique_names``)."""
         sources: list[Source] = []
         joins: list[n.Join] = []
         for item in sel.sources:
@@ -367,14 +369,17 @@ class Analyzer:
         if sel.having is not None:
             self.typer.type_of(sel.having, ctx)
         columns: dict[str, Type] = {}
+        produced = []
         for i, item in enumerate(sel.items):
-            for name, t, at in self._item_columns(item, i, ctx):
+            for name, t, at, value_at in self._item_columns(item, i, ctx):
+                produced.append((name, t, value_at))
                 if name in columns:
-                    self.report("CCL2006", at, f"the query produces two columns named '{name}' "
-                                               "(give one an alias)")
+                    if unique_names:
+                        self.report("CCL2006", at, f"the query produces more than one column named "
+                                                   f"'{name}' (give it another alias)")
                     continue
                 columns[name] = t
-        return sources, columns
+        return sources, columns, produced
 
     def _item_columns(self, item: Union[n.SelectItem, n.Star], index: int, ctx: Context):
         if isinstance(item, n.Star):
@@ -391,10 +396,11 @@ class Analyzer:
                 for name, t in src.element.columns.items():
                     if name not in seen:
                         seen.add(name)
-                        out.append((name, t, item.span))
+                        out.append((name, t, item.span, item.span))
             return out
         t = self.typer.type_of(item.expr, ctx)
-        return [(output_name(item, index), t, item.alias.span if item.alias else item.expr.span)]
+        return [(output_name(item, index), t, item.alias.span if item.alias else item.expr.span,
+                 item.expr.span)]
 
     def _from_item(self, item: n.Node, sources: list[Source], joins: list[n.Join]) -> None:
         if isinstance(item, n.Join):
@@ -532,7 +538,7 @@ class Analyzer:
                                                  node=s)
 
     def stmt_CreateSplitter(self, s: n.CreateSplitter) -> None:
-        sources, columns = self.select(s.select)
+        sources, columns, _ = self.select(s.select)
         ctx = self.context(sources=sources)
         for branch in s.branches:
             self.typer.type_of(branch.cond, ctx)
