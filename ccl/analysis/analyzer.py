@@ -551,9 +551,11 @@ class Analyzer:
         if len(sources) == 1 and sources[0].element.kind in ("window", "delta stream"):
             key = deduce_key(s.select, sources, self.elements)
             kind = "delta stream" if key else "stream"
+        mine: set[str] = set()
         for target in [t for b in s.branches for t in b.targets] + s.otherwise:
-            if target.name in self.elements:
+            if target.name in mine:
                 continue  # one target may take several branches
+            mine.add(target.name)
             if self.claim(target, kind):
                 self.elements[target.name] = Element(target.name, kind, s.role, dict(columns),
                                                      key=list(key or []), node=s)
