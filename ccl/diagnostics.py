@@ -134,8 +134,8 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "unknown. Put FILE.ccr beside FILE.ccl or give --ccr."),
     # 20xx: names
     _c("CCL2001", "error", "unknown element",
-       "A stream, window, reference, module or schema is used before it is created, or never "
-       "created. CCL resolves names in declaration order: move the CREATE above its first use."),
+       "A stream, window, reference, module, schema or store is used before it is created, or "
+       "never created. CCL resolves names in declaration order: move the CREATE above its first use."),
     _c("CCL2002", "error", "duplicate name",
        "Two elements, schemas, modules, global variables, parameters, functions or typedefs have the "
        "same name, or a local variable repeats one of its scope. Rename one."),
@@ -200,13 +200,13 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "A stream keeps no state, so it cannot GROUP BY. Make the element a window (with PRIMARY KEY "
        "DEDUCED) or aggregate over an event cache."),
     _c("CCL2209", "error", "clause not allowed on a stream",
-       "Streams keep no rows: KEEP belongs to windows (a KEEP on a FROM source is allowed), AGES to "
-       "windows. (A stream with a PRIMARY KEY is a keyed stream.)"),
+       "Streams keep no rows: KEEP belongs to windows (a KEEP on a FROM source is allowed), AGES and "
+       "STORE to windows. (A stream with a PRIMARY KEY is a keyed stream.)"),
     _c("CCL2210", "error", "missing schema",
        "An input element, reference or Flex output needs SCHEMA name or SCHEMA (cols)."),
     _c("CCL2211", "error", "not a source",
        "FROM, IN, ON or a binding names something rows cannot come from (a schema, a module, an "
-       "adapter, an output of a module not loaded)."),
+       "adapter, an output of a module not loaded), or a STORE names something that is not a store."),
     _c("CCL2212", "error", "rank() outside GROUP FILTER",
        "rank() is the rank of a row in its group (0 for the first row, in GROUP ORDER BY order, or "
        "in order of arrival without GROUP ORDER BY). It exists only while GROUP FILTER picks the "

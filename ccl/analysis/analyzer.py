@@ -69,6 +69,7 @@ class Analyzer:
         self.partitioned: list[PartitionedElement] = []
         self.partition_facts: list[PartitionFacts] = []
         self.kind_counts: dict[str, int] = {}
+        self.module_stores: set[str] = set()  # in a module body: the stores its STORES clause names
         for decl in self.param_decls.values():
             self.globals.vars[decl.name.name] = Variable(decl.name.name, self.type_spec(decl.type),
                                                          "parameter", decl.name.span)
@@ -83,8 +84,7 @@ class Analyzer:
         """Register a top-level name; CCL2002 when it is taken."""
         if ident.name in self.names:
             what = self.names[ident.name]
-            article = "an" if what[0] in "aeiou" else "a"
-            self.report("CCL2002", ident.span, f"'{ident.name}' is already defined (as {article} {what})")
+            self.report("CCL2002", ident.span, f"'{ident.name}' is already defined (as {_article(what)} {what})")
             return False
         self.names[ident.name] = what
         self.kind_counts[what] = self.kind_counts.get(what, 0) + 1
@@ -425,6 +425,11 @@ class Analyzer:
              select: Optional[n.Select], sources: list[Source]) -> None:
         pk = s.primary_key
         keyed = element.kind in ("window", "delta stream")
+        if s.store is not None:
+            if element.kind == "stream":
+                self.report("CCL2209", s.store.span, "a stream keeps no rows to store: STORE "
+                                                     "belongs to windows")
+            self.store(s.store.name)
         if element.kind == "stream":  # (a stream with a PRIMARY KEY is a keyed stream, parsed as
             # a delta stream)
             if s.keep is not None:
@@ -631,6 +636,7 @@ class Analyzer:
                 if why is not None:
                     self.report("CCL2103", decl.default.span, f"default of module '{s.name.name}': {why}")
         inner = Analyzer({}, self.diagnostics)
+        inner.module_stores = {x.name for x in s.stores}
         inner.schemas = dict(self.schemas)
         inner.typedefs = dict(self.typedefs)
         inner.modules = dict(self.modules)  # a module may LOAD a module created before it
@@ -664,6 +670,12 @@ class Analyzer:
         self._bindings(s, s.parameters, list(module.params), "parameter", "CCL2502",
                        required=[p for p, d in module.params.items() if d.default is None])
         self._module_parameters(s, module)
+        # a module's stores: those its STORES clause names and those its body creates
+        stores = [x.name for x in mnode.stores] + [st.name.name for st in mnode.body
+                                                     if isinstance(st, n.CreateStore)]
+        self._bindings(s, s.stores, stores, "store", "CCL2501", required=[])
+        for b in s.stores:
+            self.store(b.value)
         bound_inputs: list[Source] = []
         for b in s.inputs:
             el = self.element(b.value)
@@ -731,6 +743,17 @@ class Analyzer:
                 self.report("CCL2504", b.value.span, f"module input '{inner.name}' has column "
                             f"'{name}' ({t}); '{outer.name}' {have}")
                 return
+
+    def store(self, ident: n.Ident) -> None:
+        """A name that must be a store: one created before (CCL2001 when none, CCL2211 when the
+        name is something else), or in a module body one its STORES clause names."""
+        if ident.name in self.module_stores:
+            return
+        what = self.names.get(ident.name)
+        if what is None:
+            self.report("CCL2001", ident.span, f"unknown store '{ident.name}'")
+        elif what != "store":
+            self.report("CCL2211", ident.span, f"'{ident.name}' is {_article(what)} {what}, not a store")
 
     def _bindings(self, s: n.LoadModule, bindings: list[n.Binding], declared: list[str], what: str,
                   code: str, required: Optional[list[str]] = None) -> None:
@@ -982,6 +1005,10 @@ def _splash_of(node: n.Node) -> list[n.Node]:
     if isinstance(node, n.CreateFlex):
         out += [h.body for h in node.handlers]
     return out
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
 
 
 def _names_read(count: object) -> list[n.Ident]:
