@@ -10,7 +10,7 @@ from typing import Callable, Optional
 from .. import nodes as n
 from ..functions_data import ENGINE_AGGREGATES, FUNCTIONS
 from .symbols import OPCODES, Context, Variable
-from .types import (ANY, BOOLEAN, FLOAT, INTEGER, INTERVAL, LONG, NULL, STRING, Type, comparable,
+from .types import (SCALARS, ANY, BOOLEAN, FLOAT, INTEGER, INTERVAL, LONG, NULL, STRING, Type, comparable,
                     record, scalar, truthy, widens, widest)
 
 # Functions real projects call that are not ESP built-ins of the reference: the partitioning
@@ -134,15 +134,23 @@ class Typer:
                 self.report("CCL2003", e.field.span, f"no column or field '{name}' here")
                 return ANY
             return found
+        if base_type.name in SCALARS:
+            self.report("CCL2101", e.field.span, f"'.{name}': {base_type} has no fields")
         return ANY
 
     def _IndexAccess(self, e: n.IndexAccess, ctx: Context) -> Type:
         base = self.type_of(e.base, ctx)
-        self.type_of(e.index, ctx)
+        index = self.type_of(e.index, ctx)
         if base.name == "dictionary" and len(base.args) == 2:
+            if not widens(index, base.args[0]):
+                self.report("CCL2101", e.index.span, f"the keys of {base} are {base.args[0]}, not {index}")
             return base.args[1]
         if base.name in ("vector", "window") and base.args:
+            if base.name == "vector" and not widens(index, LONG):
+                self.report("CCL2101", e.index.span, f"a vector's index is an integer, not {index}")
             return base.args[0]
+        if base.name in SCALARS:
+            self.report("CCL2101", e.span, f"[...] indexes a vector or dictionary, not {base}")
         return ANY
 
     def _WindowFind(self, e: n.WindowFind, ctx: Context) -> Type:
