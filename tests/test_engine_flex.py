@@ -199,7 +199,10 @@ BEGIN
 END;
 CREATE FLEX G IN S OUT OUTPUT STREAM G SCHEMA (k string, v integer)
 BEGIN
-    ON S { output setOpcode([k = S.k; v = S.v;], upsert); output [k = S.k; v = S.v + 1;]; };
+    ON S {
+        output setOpcode([k = S.k; v = S.v;], upsert); output [k = S.k; v = S.v + 1;];
+        output setOpcode([k = S.k; v = S.v + 2;], delete); output setOpcode([k = S.k; v = 4;], update);
+    };
 END;
 """
 
@@ -218,11 +221,11 @@ def test_window_output_applies_opcodes_with_strict_keys(tmp_path):
     assert isinstance(out[1], Bad) and out[1].seq == 2 and out[1].values == {"k": "a", "v": 2}
 
 
-def test_stream_output_refuses_non_inserts(tmp_path):
+def test_stream_output_turns_updates_into_inserts_and_drops_deletes(tmp_path):
+    """As every plain stream does (ESP: a stream keeps no rows to update or delete)."""
     eng, _ = build(tmp_path, RULES, "G")
     out = eng.process(eng.initial_state(), [ev("i", 1, k="a", v=1, what="")], 0)
-    assert ops(out) == [("bad", "output: a stream accepts only inserts, not upsert"),
-                        ("i", {"k": "a", "v": 2})]
+    assert ops(out) == [("i", {"k": "a", "v": 1}), ("i", {"k": "a", "v": 2}), ("i", {"k": "a", "v": 4})]
 
 
 def test_failing_handler_makes_the_row_bad_and_processing_goes_on(tmp_path):

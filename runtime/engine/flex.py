@@ -25,7 +25,6 @@ __all__ = ["FlexEngine", "make_engine"]
 
 OPCODE_LETTERS = {1: "i", 3: "u", 5: "d", 7: "p", 13: "s"}
 _LETTER_CODES = {"i": 1, "u": 3, "d": 5}
-_OPNAMES = {"i": "insert", "u": "update", "d": "delete", "p": "upsert", "s": "safedelete"}
 NO_PORT = -1  # the port of a bad record from a timer or transaction handler
 
 
@@ -274,10 +273,8 @@ class FlexEngine:
         if op is None:
             return [Bad(f"output: unknown opcode {code}", seq, port, row)]
         try:
-            if self.kind == "stream":
-                if op != "i":
-                    raise RowRefused(f"a stream accepts only inserts, not {_OPNAMES[op]}")
-                return [Emit("i", seq, row)]
+            if self.kind == "stream":  # as every plain stream: updates are inserts, deletes dropped
+                return [] if op in ("d", "s") else [Emit("i", seq, row)]
             key = key_of(row, self.key)
             if self.kind == "delta stream":
                 letter = {"i": "i", "u": "u", "p": "u", "d": "d", "s": "d"}[op]
