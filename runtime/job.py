@@ -522,18 +522,24 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
     def write(df: DataFrame, batch_id: int) -> None:
         df = df.persist()
         try:
-            counts = df.groupBy(KIND, INST, OP).agg(F.count(F.lit(1)).alias("n"),
-                                                    F.sum(SEQ).alias("s")).collect()
+            counts = df.groupBy(KIND, INST, OP).agg(F.count(F.lit(1)).alias("n"), F.sum(SEQ).alias("s"),
+                                                    F.sum(SUB).alias("u")).collect()
             rows_out: dict[str, int] = {}
             for r in counts:
                 if r[KIND] == "row":
                     rows_out[r[OP]] = rows_out.get(r[OP], 0) + r["n"]
+            # per instance the rows it received; rows_in also counts those that reached none
+            # (bad on arrival: no partition instance, or not parsed)
+            instances: dict[str, int] = {}
             if native in ("input", "stream"):  # one output row per input row, no stat rows
-                instances: dict[str, int] = {}
                 for r in counts:
-                    instances[str(r[INST])] = instances.get(str(r[INST]), 0) + int(r["n"])
+                    if r[KIND] != "bad" or native == "input":
+                        instances[str(r[INST])] = instances.get(str(r[INST]), 0) + int(r["n"])
+                rows_in = sum(int(r["n"]) for r in counts)
             else:
-                instances = {str(r[INST]): int(r["s"]) for r in counts if r[KIND] == "stat"}
+                stats = [r for r in counts if r[KIND] == "stat"]
+                instances = {str(r[INST]): int(r["s"]) for r in stats if r["s"]}
+                rows_in = sum(int(r["s"]) + int(r["u"]) for r in stats)
             produced = sum(rows_out.values())
             if produced and name not in unrecorded:
                 data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
@@ -542,8 +548,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
             bad = _write_bad(df.where(F.col(KIND) == "bad"), name,
                              dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id)
             _atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
-                         {"rows_in": sum(instances.values()), "rows_out": rows_out, "bad": bad,
-                          "instances": instances})
+                         {"rows_in": rows_in, "rows_out": rows_out, "bad": bad, "instances": instances})
             if consumers and produced:
                 rows = changelog_frame(df.where(F.col(KIND) == "row"), cols)
                 for consumer, consumer_write in consumers:

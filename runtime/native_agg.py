@@ -213,20 +213,23 @@ def native_writer(element: dict, spec: dict, state_dir: str,
         counted: dict[int, int] = {}
         ops: dict[str, int] = {}
         any_bad = False
+        unplaced = 0
         for r in rows.coalesce(1).mapInArrow(files, "inst int, code int, op string, n long").collect():
             if r["op"] is not None:
                 ops[r["op"]] = int(r["n"])
                 continue
             value, is_bad, is_live = r["code"] >> 2, bool(r["code"] & 2), bool(r["code"] & 1)
             counted[value] = counted.get(value, 0) + int(r["n"])
-            if is_live:
+            if is_live and is_bad:  # rows that got no instance: in rows_in, received by none
+                unplaced += int(r["n"])
+                any_bad = True
+            elif is_live:
                 received[str(r["inst"])] = received.get(str(r["inst"]), 0) + int(r["n"])
-                any_bad = any_bad or is_bad
         bad = write_bad(df.where(bad_rows), batch_id) if any_bad else {}
         for n, stale in earlier:
             if n < batch_id - 1:  # batch N-1's stays: a replay of this batch reads it
                 os.remove(stale)
-        write_stats(batch_id, {"rows_in": sum(received.values()), "rows_out": ops, "bad": bad,
+        write_stats(batch_id, {"rows_in": sum(received.values()) + unplaced, "rows_out": ops, "bad": bad,
                                "instances": received})
         return counted if tally is not None else None
     return write

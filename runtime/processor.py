@@ -7,7 +7,8 @@ pickled engine states of its instances, read once and written once per batch.
 
 Every output row has a kind: ``row`` (a changelog row of the element), ``bad`` (a bad record, its
 reason and input row as JSON in ``__info``) or ``stat`` (rows an instance received in this batch,
-in ``__seq``), so that one stream carries the data, the bad records and the counters.
+in ``__seq``; rows that came to it already bad, such as those that got no instance, in ``__sub``),
+so that one stream carries the data, the bad records and the counters.
 """
 from __future__ import annotations
 
@@ -93,7 +94,8 @@ class BucketRun:
         out: list[tuple] = []
         for inst in sorted(by_instance):
             received = sorted(by_instance[inst], key=self.order)
-            out.append(("stat", inst, len(received), 0, None, None, _NONE))
+            unplaced = sum(1 for r in received if r[5])  # bad on arrival: processed by no instance
+            out.append(("stat", inst, len(received) - unplaced, unplaced, None, None, _NONE))
             events = []
             for seq, _src, _sub, port, op, bad, values in received:
                 if bad:

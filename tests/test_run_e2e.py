@@ -128,6 +128,8 @@ def test_null_partition_results_are_bad_records(spark, tmp_path):
     assert sorted(r["isin"] for r in out.rows("o")) == ["A1", "C3", "E5"]
     stats = out.stats("o")
     assert sum(stats["bad_records"].values()) == 2
+    # the two rows that got no instance came in, but no instance received them
+    assert stats["rows_in"] == 5 and sum(stats["instances"].values()) == 3
     bad = [b for b in out.bad_records() if b["element"] == "o"]
     assert sorted(b["row"]["isin"] for b in bad) == ["B2", "D4"]
     assert all(b["reason"] for b in bad)
@@ -295,6 +297,8 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
     assert bad == sorted((r[0], r[3]) for r in rows if r[3] >= 90) and bad
     assert bad == sorted((b["row"]["sym"], int(b["row"]["qty"])) for b in slow.bad_records()
                          if b["element"] == "odd")
+    for run in (native, slow):  # rows that got no instance are in rows_in, not in an instance's count
+        assert sum(run.stats("odd")["instances"].values()) == run.stats("odd")["rows_in"] - len(bad)
     a = [r for r in native.rows("stats") if r["sym"] == "A" and r["venue"] == "X"][0]
     prices = [float(p) for s, v, p, _ in rows if s == "A" and v == "X" and p]
     assert int(a["n"]) == sum(1 for s, v, _, _ in rows if s == "A" and v == "X")
