@@ -188,7 +188,7 @@ def _parse(data: bytes | str, columns: Sequence[Sequence[str]], fmt: CsvFormat, 
     if fmt.has_header is not False and header is None and first_line == 0:
         cut = body.find(b"\n")
         line = (body if cut < 0 else body[:cut]).decode("utf-8").removesuffix("\r").split(fmt.delimiter)
-        if fmt.has_header or looks_like_header(line, names):
+        if fmt.has_header or looks_like_header(line, columns, fmt):
             header, body, header_lines = line, (b"" if cut < 0 else body[cut + 1:]), 1
     if header is not None and fmt.has_header is not False:
         header = [h.strip() for h in header]

@@ -261,11 +261,26 @@ class CsvFormat:
         return self.timestamp_format
 
 
-def looks_like_header(fields: Sequence[str], names: Sequence[str]) -> bool:
-    """Whether a file's first line (its ``fields``) is a header for an element with columns
-    ``names``: one of its fields names a column or ``ESP_OPS`` (in any case)."""
-    stripped = [f.strip() for f in fields]
-    return any(_find(stripped, n) is not None for n in (*names, OPS_COLUMN))
+def looks_like_header(fields: Sequence[str], columns: Sequence[Sequence[str]], fmt: "CsvFormat") -> bool:
+    """Whether a file's first line (its ``fields``) is a header for an element with ``columns``
+    (``[[name, ccl_type], ...]``): one of its fields names a column or ``ESP_OPS`` (in any case),
+    and the line is not also a data row (the element's fields in order, each a value of its
+    column's type) with a field that names nothing: ``1,name`` for ``(id integer, name string)``
+    is data, ``id,name`` and ``name,extra`` are headers."""
+    known = {str(c[0]).lower() for c in columns} | {OPS_COLUMN.lower()}
+    named = [f.strip().lower() in known for f in fields]
+    if not any(named):
+        return False
+    if all(named) or len(fields) != len(columns) or fmt.stream_opcode:
+        return True
+    for field, (_, ccl_type) in zip(fields, columns):
+        if field.strip() == "":
+            continue
+        try:
+            column_parser(ccl_type, fmt)(field)
+        except _BadValue:
+            return True  # not a value of its column: a name
+    return False
 
 
 def _article(word: str) -> str:
@@ -419,7 +434,7 @@ def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
         if not fields or fields == [""] and n != 1:
             continue
         line_no = first_line + start + 1
-        if not header_done and (fmt.has_header or looks_like_header(fields, names)):
+        if not header_done and (fmt.has_header or looks_like_header(fields, columns, fmt)):
             header = [h.strip() for h in fields]
             index = [_find(header, nm) for nm in names]
             ops_at = _find(header, OPS_COLUMN)
@@ -476,10 +491,10 @@ def read_file(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
 
 
 def read_slice_bytes(path: str, fmt: CsvFormat, start: int, end: int,
-                     names: Sequence[str] = ()) -> tuple[bytes, list[str] | None]:
+                     columns: Sequence[Sequence[str]] = ()) -> tuple[bytes, list[str] | None]:
     """Bytes ``start..end`` of the file at ``path``, and the file's header fields when the slice
-    is not the first one of a file with a header (else None). ``names`` are the element's
-    columns, to tell whether the file has a header when ``fmt`` leaves it open."""
+    is not the first one of a file with a header (else None). ``columns`` are the element's, to
+    tell whether the file has a header when ``fmt`` leaves it open."""
     with open(path, "rb") as f:
         header = None
         if fmt.has_header is not False and start > 0:
@@ -488,7 +503,7 @@ def read_slice_bytes(path: str, fmt: CsvFormat, start: int, end: int,
                 if line:
                     header = next(csv.reader([line], delimiter=fmt.delimiter))
                     break
-            if header is not None and not fmt.has_header and not looks_like_header(header, names):
+            if header is not None and not fmt.has_header and not looks_like_header(header, columns, fmt):
                 header = None
         f.seek(start)
         data = f.read(end - start)
@@ -500,7 +515,7 @@ def read_slice(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat, file
     """The rows of bytes ``start..end`` of the file at ``path`` (cut just after a newline, in a file
     without quote characters), ``first_line`` lines into the file; see :func:`parse_file_text`.
     This is the Python path, the reference of :mod:`runtime.csv_arrow`."""
-    data, header = read_slice_bytes(path, fmt, start, end, [c[0] for c in columns])
+    data, header = read_slice_bytes(path, fmt, start, end, columns)
     return parse_file_text(data.decode("utf-8", "replace"), columns, fmt, file_no,
                            first_line=first_line, header=header)
 
@@ -604,7 +619,7 @@ def read_partition(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat, 
     ``first_line`` lines into the file, numbered ``file_no``): pyarrow RecordBatches of the arrow
     ``schema`` (the fast path when it takes the slice, else the Python path's rows converted), or
     with no ``schema`` tuples of the Python path."""
-    data, header = read_slice_bytes(path, fmt, start, end, [c[0] for c in columns])
+    data, header = read_slice_bytes(path, fmt, start, end, columns)
     rows: Iterator[Row]
     if fmt.xml_list:
         from .xml_list import parse_xml_list

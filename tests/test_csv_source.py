@@ -35,6 +35,29 @@ def parse(text: str, columns=COLS, **options):
 # Parsing (no Spark)
 # --------------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("first, header", [
+    ("1,name", False),      # a data row whose value happens to be a column name
+    ("id,name", True),
+    ("name,id", True),
+    ("ESP_OPS,id,name", True),
+    ("name,extra,more", True),  # not the element's field count: not a data row
+    ("x,name", True),       # 'x' is not an integer: a name
+    ("1,bob", False),
+])
+def test_without_has_header_the_first_line_is_a_header_only_when_it_cannot_be_data(first, header):
+    columns = [["id", "integer"], ["name", "string"]]
+    rows = parse(first + "\n2,x\n", columns)
+    if header:
+        assert len(rows) == 1  # only the second line is a row (good or bad under that header)
+    else:
+        assert [(r[4], r[5]) for r in rows] == [(int(first.split(",")[0]), first.split(",")[1]), (2, "x")]
+
+
+def test_header_of_string_columns_is_a_header():
+    rows = parse("name,sym\nbob,A\n", [["sym", "string"], ["name", "string"]])
+    assert [(r[4], r[5]) for r in rows] == [("A", "bob")]
+
+
 def test_header_in_any_order_unknown_ignored_missing_null():
     rows = parse("s,zz,x,id\nhi,?,1.5,7\n")
     assert rows == [(2, "i", None, None, 7, None, None, None, 1.5, "hi")]
