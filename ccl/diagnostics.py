@@ -311,6 +311,12 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "insert, so the first instance keeps the old row (ESP routes each event by its values, as "
        "this runtime does). Fix: partition by HASH on the input's key columns (or columns an "
        "update cannot change), or do not partition."),
+    _c("CCL3012", "warning", "global variable shared by elements",
+       "Consequence: ESP keeps one copy of a global DECLARE variable for the whole project, so a "
+       "value one element writes is what the others read; here each element runs in its own query "
+       "with its own copy, and the others keep the initial value. Fix: carry the value as data "
+       "(a window the readers join with, or the readers' inputs), or do the reading in the "
+       "writing element (one Flex)."),
 ]}
 
 

@@ -11,6 +11,7 @@ from ..parameters import ResolvedParameter
 from ..project import LoadedProject
 from .analyzer import Analyzer, PartitionedElement
 from .safety import check_partition_safety
+from .shared_globals import check_shared_globals
 from .symbols import Element
 
 
@@ -30,6 +31,7 @@ def analyze(project: LoadedProject, parameters: Mapping[str, ResolvedParameter])
     analyzer = Analyzer(parameters, diagnostics)
     analyzer.run(project.statements)
     check_partition_safety(analyzer.partition_facts, analyzer.typer.resolved, analyzer.report)
+    check_shared_globals(project.statements, analyzer.typer.resolved, analyzer.report)
     unique = {(d.code, d.span, d.message): d for d in diagnostics}
     return Analysis(analyzer.elements, analyzer.partitioned, analyzer.kind_counts,
                     sorted(unique.values(), key=sort_key))
