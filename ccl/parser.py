@@ -1275,6 +1275,10 @@ class CCLParser:
                 | PLUS expr %prec UMINUS"""
         p[0] = n.Unary(p[1], p[2], span=self._at(p))
 
+    def p_expr_not_like(self, p):
+        "expr : expr NOT LIKE expr %prec LIKE"
+        p[0] = n.Unary("not", n.Binary("like", p[1], p[4], span=p[1].span), span=p[1].span)
+
     def p_expr_in(self, p):
         """expr : expr IN LPAREN expr_list RPAREN
                 | expr NOT IN LPAREN expr_list RPAREN %prec IN"""

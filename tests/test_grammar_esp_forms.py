@@ -305,3 +305,20 @@ def test_a_stream_with_a_primary_key_is_a_keyed_stream_run_as_a_delta_stream(tmp
     derived = make_engine(by_name["KS2"], plan)  # WHERE on a keyed stream: the update rule
     assert [(o.op, o.values) for o in derived.process(derived.initial_state(), events, 0)] == \
         [("i", {"Id": 1, "V2": 3.0}), ("u", {"Id": 1, "V2": 6.0})]
+
+
+# --- NOT LIKE ------------------------------------------------------------------------------------
+
+def test_not_like_is_the_negated_like():
+    """`x NOT LIKE p` (as `x NOT IN (...)`) reads as NOT (x LIKE p)."""
+    text = ("CREATE INPUT STREAM U SCHEMA (url string);\n"
+            "CREATE OUTPUT STREAM O AS SELECT * FROM U WHERE U.url NOT LIKE '%.gif' AND U.url LIKE 'http%';\n")
+    project = parse_ok(text)
+    where = project.statements[1].query.where
+    assert isinstance(where.left, n.Unary) and where.left.op == "not"
+    assert isinstance(where.left.operand, n.Binary) and where.left.operand.op == "like"
+    assert to_ccl(parse_ok(to_ccl(project))) == to_ccl(project)
+    assert not analyze(load_text(text), {}).diagnostics
+    interp = Interpreter({})
+    assert interp.evaluate(where, {"U": {"url": "http://a/b.png"}}) is True
+    assert interp.evaluate(where, {"U": {"url": "http://a/b.gif"}}) is False
