@@ -193,7 +193,8 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "A PRIMARY KEY, PER, AUTOGENERATE or AGES column is not a column of the element."),
     _c("CCL2205", "error", "aggregate in WHERE",
        "WHERE filters rows before they are grouped, so it cannot use aggregate functions. Move the "
-       "condition to HAVING."),
+       "condition to HAVING. Nor can GROUP BY, a join's ON, a splitter's WHEN or another "
+       "aggregate's argument."),
     _c("CCL2206", "error", "local variable in WHERE",
        "Variables of the element's DECLARE block may be used in the select list, not in WHERE."),
     _c("CCL2207", "error", "aggregation in a stream",

@@ -3,7 +3,7 @@ CCL20xx-CCL25xx. Partition-safety warnings (CCL30xx) are in :mod:`ccl.analysis.s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Optional, Union
 
 from .. import nodes as n
@@ -334,8 +334,9 @@ class Analyzer:
             self._from_item(item, sources, joins)
         scope, functions = self.local_declare(declare, sources)
         ctx = self.context(scope, sources, functions=functions)
+        on_ctx = replace(ctx, no_aggregates="a join's ON condition")
         for j in joins:
-            self.typer.type_of(j.on, ctx)
+            self.typer.type_of(j.on, on_ctx)
         streams = [src for src in sources if src.element.kind == "stream" and not src.element.open
                    and (src.from_node is None or src.from_node.keep is None)]
         if len(streams) > 1 and sel.matching is None:  # (MATCHING follows events of streams)
@@ -360,7 +361,9 @@ class Analyzer:
             where_ctx = self.context(scope, sources, functions=functions)
             where_ctx.in_where = True
             self.typer.type_of(sel.where, where_ctx)
-        for e in sel.group_by + [o.expr for o in sel.group_order_by]:
+        for e in sel.group_by:
+            self.typer.type_of(e, replace(ctx, no_aggregates="GROUP BY"))
+        for e in [o.expr for o in sel.group_order_by]:
             self.typer.type_of(e, ctx)
         if sel.group_filter is not None:
             filter_ctx = self.context(scope, sources, functions=functions)
@@ -544,7 +547,7 @@ class Analyzer:
 
     def stmt_CreateSplitter(self, s: n.CreateSplitter) -> None:
         sources, columns, _ = self.select(s.select)
-        ctx = self.context(sources=sources)
+        ctx = replace(self.context(sources=sources), no_aggregates="a splitter's WHEN condition")
         for branch in s.branches:
             self.typer.type_of(branch.cond, ctx)
         if s.partition is not None:

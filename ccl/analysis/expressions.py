@@ -5,6 +5,7 @@ which variable each name resolves to (the safety pass needs it).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Optional
 
 from .. import nodes as n
@@ -254,8 +255,11 @@ class Typer:
 
     def _Call(self, e: n.Call, ctx: Context) -> Type:
         name = e.func.name
-        arg_types = [self.type_of(a, ctx) for a in e.args]
         user = ctx.functions.get(name)
+        args_ctx = ctx
+        if user is None and not ctx.in_splash and is_aggregate_call(e):  # (SPLASH aggregates event caches)
+            args_ctx = replace(ctx, no_aggregates=f"the argument of {name}()")
+        arg_types = [self.type_of(a, args_ctx) for a in e.args]
         if user is not None:
             if len(e.args) != len(user.params):
                 self.report("CCL2008", e.func.span, f"{name}() takes {len(user.params)} argument(s), "
@@ -281,6 +285,9 @@ class Typer:
             if ctx.in_where:
                 self.report("CCL2205", e.func.span, f"aggregate {name}() cannot be used in WHERE "
                                                     "(move the condition to HAVING)")
+            elif ctx.no_aggregates:
+                self.report("CCL2205", e.func.span, f"aggregate {name}() cannot be used in "
+                                                    f"{ctx.no_aggregates}")
         count = 0 if (len(e.args) == 1 and isinstance(e.args[0], n.Star)) else len(e.args)
         low, high = info["min_args"], info["max_args"]
         if count < low or (high is not None and count > high):

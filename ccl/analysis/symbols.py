@@ -90,6 +90,7 @@ class Context:
     in_splash: bool = False
     in_where: bool = False
     in_group_filter: bool = False  # rank() is allowed here only
+    no_aggregates: Optional[str] = None  # where aggregates cannot be (besides WHERE): "GROUP BY", ...
 
     def source(self, name: str) -> Optional[Source]:
         for s in self.sources:
@@ -103,4 +104,4 @@ class Context:
 
     def with_scope(self, scope: Scope) -> "Context":
         return Context(scope, self.sources, self.functions, self.in_splash, self.in_where,
-                       self.in_group_filter)
+                       self.in_group_filter, self.no_aggregates)
