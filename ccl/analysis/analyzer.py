@@ -692,7 +692,7 @@ class Analyzer:
         for b in s.outputs:
             inner_el = module.outputs.get(b.name.name)
             columns = dict(inner_el.columns) if inner_el else {}
-            if self.claim(b.value, "stream"):
+            if self.claim(b.value, inner_el.kind if inner_el else "stream"):
                 self.elements[b.value.name] = Element(
                     b.value.name, inner_el.kind if inner_el else "stream", None, columns,
                     key=list(inner_el.key) if inner_el else [], node=s)
