@@ -222,6 +222,10 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "A stream keeps no rows, so a row of one stream would never find its match in the other: one "
        "side of a join must be a window (or carry a KEEP in FROM)."),
     # 23xx: parameters
+    _c("CCL2216", "error", "break or continue outside a loop",
+       "break leaves the innermost while, for or switch, continue goes on with the next round of "
+       "the innermost loop: outside them there is nothing to leave. Use return to leave a "
+       "function or handler."),
     _c("CCL2301", "error", "PARTITIONS names no parameter",
        "PARTITIONS takes an integer constant or the name of a PARAMETER declared in a global "
        "DECLARE block."),

@@ -20,6 +20,8 @@ class StatementChecker:
         self.type_spec = type_spec
         self.output = output
         self.returns: list[tuple[n.Return, Type]] = []
+        self.loops = 0  # loops around the statement being checked
+        self.switches = 0  # switch statements around it
 
     def declare(self, ctx: Context, decl: n.VarDecl, where: str) -> None:
         """Declare the variables of ``decl`` in ``ctx.scope`` (checking initialisers)."""
@@ -62,7 +64,7 @@ class StatementChecker:
                 self.nested(s.otherwise, ctx)
         elif isinstance(s, n.While):
             self.typer.type_of(s.cond, ctx)
-            self.nested(s.body, ctx)
+            self.loop_body(s.body, ctx)
         elif isinstance(s, n.ForIn):
             it = self.typer.type_of(s.iterable, ctx)
             if it.name == "record" and isinstance(s.iterable, n.Var):
@@ -85,15 +87,22 @@ class StatementChecker:
                 if element.name == "record" and element.fields and element.field(cond.name.name) is None:
                     self.report("CCL2003", cond.name.span, f"no column '{cond.name.name}' in the window")
             inner.scope.vars[s.var.name] = Variable(s.var.name, element, "local", s.var.span)
-            self.nested(s.body, inner)
+            self.loop_body(s.body, inner)
         elif isinstance(s, n.Switch):
             self.typer.type_of(s.subject, ctx)
             for case in s.cases:
                 for v in case.values:
                     self.typer.type_of(v, ctx)
                 inner = ctx.with_scope(ctx.scope.child())
+                self.switches += 1
                 for st in case.stmts:
                     self.stmt(st, inner)
+                self.switches -= 1
+        elif isinstance(s, (n.Break, n.Continue)):
+            word = "break" if isinstance(s, n.Break) else "continue"
+            if not self.loops and not (word == "break" and self.switches):
+                self.report("CCL2216", s.span, f"'{word}' outside a loop"
+                            + (" or switch" if word == "break" else ""))
         elif isinstance(s, n.Return):
             t = self.typer.type_of(s.value, ctx) if s.value is not None else ANY
             self.returns.append((s, t))
@@ -120,6 +129,11 @@ class StatementChecker:
             elif given is not None and not _fits(given, column, init.value):
                 self.report("CCL2103", init.value.span, f"cannot output {given} into column "
                                                         f"'{init.name.name}' ({column})")
+
+    def loop_body(self, s: n.Node, ctx: Context) -> None:
+        self.loops += 1
+        self.nested(s, ctx)
+        self.loops -= 1
 
     def nested(self, s: n.Node, ctx: Context) -> None:
         self.stmt(s, ctx.with_scope(ctx.scope.child()))
