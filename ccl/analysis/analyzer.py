@@ -457,7 +457,9 @@ class Analyzer:
             else:
                 element.key = key
             return
-        for col in pk.columns:
+        for i, col in enumerate(pk.columns):
+            if col.name in {c.name for c in pk.columns[:i]}:
+                self.report("CCL2006", col.span, f"key column '{col.name}' is named twice")
             if not element.open and element.columns and col.name not in element.columns:
                 self.report("CCL2204", col.span, f"key column '{col.name}' is not a column of "
                                                  f"'{element.name}'")
