@@ -385,5 +385,10 @@ def render_json(diags: Iterable[Diagnostic]) -> str:
     return json.dumps([d.to_json() for d in diags], indent=2)
 
 
+def article(word: str) -> str:
+    """``a`` or ``an`` before ``word`` in a message."""
+    return "an" if word[:1] in "aeiou" else "a"
+
+
 def sort_key(diag: Diagnostic) -> tuple:
     return (diag.span.file, diag.span.line, diag.span.col, diag.code)

@@ -19,7 +19,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 from . import nodes as n
 from .ccr import CcrFile
 from .config import SOURCE_CCL_DEFAULT, SOURCE_CCR, SOURCE_COMMAND_LINE, did_you_mean
-from .diagnostics import Diagnostic, sort_key
+from .diagnostics import Diagnostic, article, sort_key
 from .project import LoadedProject, UsageError
 from .value_text import INTEGER_TYPES, canonical_type, parse_value, type_text
 
@@ -294,7 +294,7 @@ def _convert_default(constant: tuple[str, object], info: _Declared) -> object:
     if kind == "null":
         return None
     if kind not in _ACCEPTS[info.base]:
-        raise ValueError(f"{_article(kind)} {kind} literal cannot be {_article(info.base)} {info.type}")
+        raise ValueError(f"{article(kind)} {kind} literal cannot be {article(info.base)} {info.type}")
     if kind == "boolean":
         return value
     if kind == "string":
@@ -306,10 +306,6 @@ def _convert_default(constant: tuple[str, object], info: _Declared) -> object:
     else:
         text = str(value)
     return parse_value(text, info.base, info.args)
-
-
-def _article(word: str) -> str:
-    return "an" if word[0] in "aeiou" else "a"
 
 
 def _type_label(spec: n.Node) -> str:

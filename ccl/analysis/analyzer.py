@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Optional, Union
 
 from .. import nodes as n
-from ..diagnostics import Diagnostic
+from ..diagnostics import Diagnostic, article
 from ..parameters import UNKNOWN, ResolvedParameter, bound_module_parameter, keep_count
 from ..printer import keep_count_text
 from .expressions import Typer, is_aggregate_call
@@ -84,7 +84,7 @@ class Analyzer:
         """Register a top-level name; CCL2002 when it is taken."""
         if ident.name in self.names:
             what = self.names[ident.name]
-            self.report("CCL2002", ident.span, f"'{ident.name}' is already defined (as {_article(what)} {what})")
+            self.report("CCL2002", ident.span, f"'{ident.name}' is already defined (as {article(what)} {what})")
             return False
         self.names[ident.name] = what
         self.kind_counts[what] = self.kind_counts.get(what, 0) + 1
@@ -694,10 +694,10 @@ class Analyzer:
         for b in s.outputs:
             inner_el = module.outputs.get(b.name.name)
             columns = dict(inner_el.columns) if inner_el else {}
-            if self.claim(b.value, inner_el.kind if inner_el else "stream"):
-                self.elements[b.value.name] = Element(
-                    b.value.name, inner_el.kind if inner_el else "stream", None, columns,
-                    key=list(inner_el.key) if inner_el else [], node=s)
+            kind = inner_el.kind if inner_el else "stream"
+            if self.claim(b.value, kind):
+                self.elements[b.value.name] = Element(b.value.name, kind, None, columns,
+                                                      key=list(inner_el.key) if inner_el else [], node=s)
         outer = 1
         if s.partition is not None:
             self.partition(s, s.instance.name, "module", s.partition, bound_inputs, None)
@@ -758,7 +758,7 @@ class Analyzer:
         if what is None:
             self.report("CCL2001", ident.span, f"unknown store '{ident.name}'")
         elif what != "store":
-            self.report("CCL2211", ident.span, f"'{ident.name}' is {_article(what)} {what}, not a store")
+            self.report("CCL2211", ident.span, f"'{ident.name}' is {article(what)} {what}, not a store")
 
     def _bindings(self, s: n.LoadModule, bindings: list[n.Binding], declared: list[str], what: str,
                   code: str, required: Optional[list[str]] = None) -> None:
@@ -1010,10 +1010,6 @@ def _splash_of(node: n.Node) -> list[n.Node]:
     if isinstance(node, n.CreateFlex):
         out += [h.body for h in node.handlers]
     return out
-
-
-def _article(word: str) -> str:
-    return "an" if word[0] in "aeiou" else "a"
 
 
 def _names_read(count: object) -> list[n.Ident]:

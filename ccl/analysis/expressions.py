@@ -11,8 +11,8 @@ from typing import Callable, Optional
 from .. import nodes as n
 from ..functions_data import ENGINE_AGGREGATES, FUNCTIONS
 from .symbols import OPCODES, Context, Variable
-from .types import (SCALARS, ANY, BOOLEAN, FLOAT, INTEGER, INTERVAL, LONG, NULL, STRING, Type, comparable,
-                    record, scalar, truthy, widens, widest)
+from .types import (ANY, BOOLEAN, FLOAT, INTEGER, INTERVAL, LONG, NULL, SCALARS, STRING, Type,
+                    comparable, record, scalar, truthy, widens, widest)
 
 # Functions real projects call that are not ESP built-ins of the reference: the partitioning
 # guide's insertIntoCache(row) (a user function in SAP's example, called without declaration).
