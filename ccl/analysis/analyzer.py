@@ -157,10 +157,17 @@ class Analyzer:
         if isinstance(schema, n.SchemaName):
             found = self.schemas.get(schema.name.name)
             if found is None:
-                self.report("CCL2001", schema.name.span, f"unknown schema '{schema.name.name}'")
+                self._not_a_schema(schema.name)
                 return None
             return dict(found)
         return self.column_defs(schema.columns)
+
+    def _not_a_schema(self, name: n.Ident) -> None:
+        what = self.names.get(name.name)
+        if what is None:
+            self.report("CCL2001", name.span, f"unknown schema '{name.name}'")
+        else:
+            self.report("CCL2211", name.span, f"'{name.name}' is {article(what)} {what}, not a schema")
 
     def column_defs(self, columns: list[n.Column], inherited: Optional[dict[str, Type]] = None) -> dict[str, Type]:
         out = dict(inherited or {})
@@ -184,7 +191,7 @@ class Analyzer:
         for base in s.inherits:
             cols = self.schemas.get(base.name)
             if cols is None:
-                self.report("CCL2001", base.span, f"unknown schema '{base.name}'")
+                self._not_a_schema(base)
                 continue
             for name, t in cols.items():
                 if name in inherited:
