@@ -404,6 +404,24 @@ def test_avg_over_from_keep_rows_retracts_evicted_rows():
                    ("u", {"g": "x", "m": 4.0})]
 
 
+def test_changes_of_one_upstream_row_are_one_transaction_downstream():
+    """An upstream KEEP evicting a row and the insert that caused it arrive as two changes with
+    one seq: the aggregate goes from the old state to the new one in one update, as with the KEEP
+    on the FROM source (the test above); changes of different rows stay apart."""
+    w = element("w", "window", [("id", "integer"), ("g", "string"), ("v", "float")], ("id",))
+    sel = agg_select([("a", "w")], [("g", "a.g"), ("m", "__agg0"), ("n", "__agg1")],
+                     [("__agg0", "avg", ["a.v"]), ("__agg1", "count", [])], ["a.g"])
+    d = element("d", "window", [("g", "string"), ("m", "float"), ("n", "integer")], ("g",),
+                query={"selects": [sel]})
+    eng = Engine(d, plan(w, d))
+    out, _ = run(eng, [ev("i", 1, id=1, g="x", v=1.0), ev("i", 2, id=2, g="x", v=3.0),
+                       ev("d", 3, id=1, g="x", v=1.0), ev("i", 3, id=3, g="x", v=8.0),
+                       ev("d", 4, id=2, g="x", v=3.0), ev("u", 5, id=3, g="x", v=9.0)])
+    assert out == [("i", {"g": "x", "m": 1.0, "n": 1}), ("u", {"g": "x", "m": 2.0, "n": 2}),
+                   ("u", {"g": "x", "m": 5.5, "n": 2}),  # not (3.0, 1) in between
+                   ("u", {"g": "x", "m": 8.0, "n": 1}), ("u", {"g": "x", "m": 9.0, "n": 1})]
+
+
 @pytest.mark.skipif(not HAS_AGG, reason="runtime/engine/aggregate.py not there yet")
 def test_keep_time_on_aggregate_window_drops_the_group():
     s = element("s", "stream", [("g", "string"), ("v", "integer")])

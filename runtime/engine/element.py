@@ -11,7 +11,7 @@ Pipeline of a derived element, per select of its query (several for a UNION)::
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Iterator, Mapping, Optional, Sequence
 
 from ccl import nodes as n
 
@@ -228,16 +228,36 @@ class Engine:
         processing continues with the next event."""
         out: list[Output] = list(self.expire(state, now_ms))
         self._bind(state)
-        for event in events:
-            if state["seq"] is None or event.seq > state["seq"]:
-                state["seq"] = event.seq
-            try:
-                changes = self._event(state, event, now_ms)
-            except (SplashError, RowRefused) as e:
-                out.append(Bad(str(e), event.seq, event.port, dict(event.values)))
+        for group in self._transactions(events):
+            rows: list[Change] = []
+            for event in group:
+                if state["seq"] is None or event.seq > state["seq"]:
+                    state["seq"] = event.seq
+                try:
+                    rows += self._event(state, event, now_ms)
+                except (SplashError, RowRefused) as e:
+                    out.append(Bad(str(e), event.seq, event.port, dict(event.values)))
+            if self.input is not None:
+                out += [_emit(c) for c in rows]
                 continue
-            out += [_emit(c) for c in changes]
+            try:
+                out += [_emit(c) for c in self._output(state, consolidate(rows), now_ms)]
+            except (SplashError, RowRefused) as e:
+                last = group[-1]
+                out.append(Bad(str(e), last.seq, last.port, dict(last.values)))
         return out
+
+    def _transactions(self, events: Sequence[Event]) -> Iterator[Sequence[Event]]:
+        """``events`` cut into ESP transactions: the changes one upstream row caused (one seq, one
+        port; e.g. a KEEP eviction upstream and the insert that caused it) are applied together
+        and reach the output stage merged, so no downstream state in between is emitted. An input
+        element's rows are each their own."""
+        start = 0
+        for i in range(1, len(events) + 1):
+            if (i == len(events) or self.input is not None or events[i].seq != events[start].seq
+                    or events[i].port != events[start].port):
+                yield events[start:i]
+                start = i
 
     def expire(self, state: dict, now_ms: int) -> list[Emit]:
         """Evict what time-based KEEPs (the element's and FROM-level ones) have due at ``now_ms``;
@@ -285,6 +305,8 @@ class Engine:
         return min(times) if times else None
 
     def _event(self, state: dict, event: Event, now_ms: int) -> list[Change]:
+        """An input element's changes for ``event``; a derived element's rows before the output
+        stage (merged with the rest of the transaction by :meth:`process`)."""
         if event.op not in OPS:
             raise RowRefused(f"unknown opcode {event.op!r}")
         for exprs in self._exprs:
@@ -302,8 +324,7 @@ class Engine:
             self.declared.feed(state["vars"], feeds[1], feeds[0], event.op, event.values, now_ms)  # type: ignore[union-attr]
         changes = sel.sources[index].apply(sstate["sources"][index], event.op, event.seq,
                                            event.values, now_ms)
-        rows = [c for change in changes for c in sel.apply(sstate, index, change, now_ms)]
-        return self._output(state, consolidate(rows), now_ms)
+        return [c for change in changes for c in sel.apply(sstate, index, change, now_ms)]
 
     def _bind(self, state: dict) -> None:
         # DECLAREd variables (and nextval()'s count) live in the instance's state: the
