@@ -576,10 +576,22 @@ def arrow_transform(plan: dict, element: dict, dirs: RunDirs,
 
 
 def first_ports(plan: dict, element: dict) -> frozenset[int]:
-    """The ports of ``element`` that read a reference (their rows of a batch come first)."""
+    """The ports of ``element`` whose rows of a batch come before the others: those reading a
+    reference, and in a join of a stream with windows, those reading the windows. The rows of two
+    inputs in one batch come from different files, so their line numbers say nothing of which
+    came first; the data the stream's events look up is taken to be there already (as ESP users
+    load it before the events), rather than a stream row at line 2 missing a window row at line 3."""
     kinds = {e["name"]: e["kind"] for e in plan["elements"]}
-    return frozenset(port for port, (_, source) in enumerate(ports_of(element))
-                     if kinds.get(source) == "reference")
+    first = {port for port, (_, source) in enumerate(ports_of(element)) if kinds.get(source) == "reference"}
+    if element.get("query") is not None and not element.get("flex"):
+        port = 0
+        for sel in element["query"]["selects"]:
+            sources = sel["sources"]
+            stream = [kinds.get(src["element"]) == "stream" and not src.get("keep") for src in sources]
+            if any(stream) and not all(stream):
+                first |= {port + i for i, is_stream in enumerate(stream) if not is_stream}
+            port += len(sources)
+    return frozenset(first)
 
 
 def _info(reason: Column, row: Column) -> Column:

@@ -213,17 +213,23 @@ def test_nextval_keys_a_window_over_a_stream_across_batches(spark, tmp_path):
 def test_a_reference_is_there_before_the_rows_that_look_it_up(spark, tmp_path):
     """ESP looks a reference up in its database when a stream row arrives: with a bound file,
     every stream row of the batch finds the reference's rows, even the first line of the stream's
-    file, whose sequence number ties with the reference's first line."""
+    file, whose sequence number ties with the reference's first line. So does a stream joined with
+    a window: the rows of two files in one batch have no order between them, and the window's are
+    taken to be there first."""
     text = """
     create input stream s schema (k string, v integer);
     create reference r schema (k string, name string) primary key (k);
+    create input window w schema (k string, name string) primary key (k);
     create output stream j as select s.k, s.v, r.name from s inner join r on s.k = r.k;
+    create output stream jw as select s.k, s.v, w.name from s inner join w on s.k = w.k;
     """
     write_rows(str(tmp_path / "s.csv"), ["k", "v"], [("b", 1), ("a", 2), ("b", 3), ("c", 4)])
-    write_rows(str(tmp_path / "r.csv"), ["k", "name"], [("a", "A"), ("b", "B")])
-    out = run_project(spark, tmp_path, text, {"s": str(tmp_path / "s.csv"), "r": str(tmp_path / "r.csv")})
-    assert [(r["k"], int(r["v"]), r["name"]) for r in out.rows("j")] == [("b", 1, "B"), ("a", 2, "A"),
-                                                                        ("b", 3, "B")]
+    for name in ("r", "w"):
+        write_rows(str(tmp_path / f"{name}.csv"), ["k", "name"], [("a", "A"), ("b", "B")])
+    out = run_project(spark, tmp_path, text, {e: str(tmp_path / f"{e}.csv") for e in ("s", "r", "w")})
+    for name in ("j", "jw"):
+        assert [(r["k"], int(r["v"]), r["name"]) for r in out.rows(name)] == [
+            ("b", 1, "B"), ("a", 2, "A"), ("b", 3, "B")]
 
 
 def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
