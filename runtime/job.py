@@ -513,10 +513,11 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
             bad = (_write_bad(df.where(F.col(KIND) == "bad"), name,
                               dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id)
                    if by_kind.get("bad") else {})
+            received = sum(n for k, n in by_kind.items() if k != "bad")  # (bad rows reach no instance)
             _atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
                          {"rows_in": sum(by_kind.values()),
                           "rows_out": {"i": by_kind["row"]} if by_kind.get("row") else {},
-                          "bad": bad, "instances": {"0": sum(by_kind.values())} if by_kind else {}})
+                          "bad": bad, "instances": {"0": received} if received else {}})
         return write_through
 
     def write(df: DataFrame, batch_id: int) -> None:
@@ -533,7 +534,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
             instances: dict[str, int] = {}
             if native in ("input", "stream"):  # one output row per input row, no stat rows
                 for r in counts:
-                    if r[KIND] != "bad" or native == "input":
+                    if r[KIND] != "bad":
                         instances[str(r[INST])] = instances.get(str(r[INST]), 0) + int(r["n"])
                 rows_in = sum(int(r["n"]) for r in counts)
             else:

@@ -166,6 +166,7 @@ def test_rows_that_do_not_parse_are_bad_records(spark, tmp_path):
     out = run_project(spark, tmp_path, text, {"s": path})
     assert [int(r["id"]) for r in out.rows("o")] == [1, 4]
     assert sum(out.stats("s")["bad_records"].values()) == 2
+    assert out.stats("s")["rows_in"] == 4 and out.stats("s")["instances"] == {"0": 2}
     assert out.stats("o")["bad_records"] == {}
 
 
