@@ -564,3 +564,27 @@ def test_long_else_if_chains_and_flat_expressions_compile_and_run(tmp_path):
                    f"string r; {chain} output [r = r; t = {total};]; }}; END;", "O")
     out = eng.process(eng.initial_state(), [ev("i", 1, a=999), ev("i", 2, a=1000)], 0)
     assert ops(out) == [("i", {"r": "v999", "t": 1998000}), ("i", {"r": None, "t": 2000000})]
+
+
+LONG_CODE = """
+CREATE INPUT STREAM S SCHEMA (n integer);
+DECLARE
+    integer sumto(integer n) { if (n <= 0) return 0; return n + sumto(n - 1); }
+END;
+CREATE FLEX F IN S OUT OUTPUT STREAM O SCHEMA (n integer, loop long, rec integer)
+BEGIN
+    ON S {
+        long t := 0; integer i := 0;
+        while (i < 300000) { t := t + i; i := i + 1; }
+        output [n = S.n; loop = t; rec = sumto(S.n);];
+    };
+END;
+"""
+
+
+def test_handlers_run_long_loops_and_deep_recursion(tmp_path):
+    """ESP sets no step or depth limit: a 300,000-round loop and 900 nested calls are ordinary
+    code (the engine's limits, runtime/engine/expr.py ENGINE_LIMITS, only stop runaway rows)."""
+    eng, _ = build(tmp_path, LONG_CODE, "O")
+    out = eng.process(eng.initial_state(), [ev("i", 1, n=900)], 0)
+    assert ops(out) == [("i", {"n": 900, "loop": 299999 * 300000 // 2, "rec": 900 * 901 // 2})]

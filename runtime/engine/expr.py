@@ -20,6 +20,11 @@ Compiled = Callable[..., object]
 
 __all__ = ["Expressions", "SplashError", "coerce_row"]
 
+# SPLASH in elements and Flex handlers: ESP sets no step or depth limit, and summing over a window of
+# a million rows or recursing a thousand deep is ordinary code. The limits only stop a runaway row
+# (a bad record) before it stalls its query: about a minute of steps, 1,000 nested calls.
+ENGINE_LIMITS = {"budget": 50_000_000, "max_depth": 1000}
+
 
 class Expressions:
     """Compiles plan expressions once and evaluates them on rows.
@@ -39,10 +44,10 @@ class Expressions:
             # Plan globals and the element's local DECLARE (runtime/engine/cache.py): variables
             # read from the instance's store once bound (see bind), functions callable.
             self._interp = Interpreter(declarations, constants=set(variables or {}),
-                                       global_types={}, source_types=types)
+                                       global_types={}, source_types=types, **ENGINE_LIMITS)
         else:
             self._interp = Interpreter(dict(variables or {}), constants=set(variables or {}),
-                                       source_types=types)
+                                       source_types=types, **ENGINE_LIMITS)
 
     def bind(self, store: Optional[dict]) -> None:
         """Read and write DECLAREd variables in ``store`` (one instance's) from now on."""

@@ -17,7 +17,7 @@ from ccl.splash.windows import WindowView
 from runtime.engine.cache import Declared, as_nodes
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.element import Engine
-from runtime.engine.expr import coerce_row
+from runtime.engine.expr import ENGINE_LIMITS, coerce_row
 from runtime.engine.stages import STRICT_KEEPS, RowRefused, SourceStage, apply_to_window, key_of
 from runtime.engine.store import Store
 
@@ -79,7 +79,7 @@ class FlexEngine:
         self.declared = Declared(plan.get("globals") or [], flex.get("declare") or [], sources,
                                  constants={partition.get("partitions_var")
                                             or f"{self.name.split('.')[-1]}_partitions": count})
-        options = {"budget": budget} if budget is not None else {}
+        options = {**ENGINE_LIMITS, **({"budget": budget} if budget is not None else {})}
         self.interp = Interpreter(self.declared.decl, source_types=self.declared.source_types,
                                   **options)  # type: ignore[arg-type]
         # `IN w KEEP ...`: the Flex sees its input through that KEEP (a stream's rows kept, as a
