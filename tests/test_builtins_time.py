@@ -424,3 +424,32 @@ def test_trunc_errors():
         ev("trunc(r.t)")
     with pytest.raises(SplashError, match="argument 2 must be an integer, not a float"):
         ev("trunc(1.5, 1.5)")
+
+
+@pytest.mark.parametrize("code, expected", [
+    ("to_string(r.t, 'YYYY-MM-DD')", "2020-03-04"),
+    ("to_string(r.t, 'YYYY-MM-DDTHH24:MI:SS.FF')", "2020-03-04T05:06:07.500"),
+    ("to_string(r.b, 'YY/MM/DD HH24:MI:SS.FF')", "21/12/31 23:59:59.123456"),
+    ("to_string(r.b, 'HH:MI PM, DD MON YYYY (MONTH)')", "11:59 PM, 31 DEC 2021 (DECEMBER)"),
+    ("to_string(r.t, 'SS.FF2 \"at\" HH12 A.M.')", "07.50 at 05 A.M."),
+    ("to_string(r.t, 'YYYY-MM-DD HH24:MI', 'America/New_York')", "2020-03-04 00:06"),
+    ("to_string(r.t, 'DD', 'Asia/Tokyo')", "04"),
+    ("to_string(r.i, '%05d')", "00007"),
+    ("to_string(r.i, 'id-%d!')", "id-7!"),
+    ("to_string(to_long(255), '%llx')", "ff"),
+    ("to_string(r.n, 'YYYY')", None),
+    ("hour(r.t, 'America/New_York')", 0),
+    ("dayofmonth(r.t, 'America/New_York')", 4),
+    ("minute(r.t, 'Asia/Kolkata')", 36),
+    ("year(r.b, 'Asia/Tokyo')", 2022),
+])
+def test_to_string_formats_and_time_parts_in_a_time_zone(code, expected):
+    """ESP's to_string(value, format[, time zone]) (R7) and the calendar parts in a time zone."""
+    assert ev(code) == expected
+
+
+@pytest.mark.parametrize("code", ["to_string(r.f, '%05d')", "to_string(r.i, '%s')",
+                                  "to_string(r.i, '%d %d')", "hour(r.t, 'Mars/Base')"])
+def test_to_string_formats_it_cannot_apply_are_errors(code):
+    with pytest.raises(SplashError):
+        ev(code)

@@ -235,9 +235,10 @@ def test_java_double_formatting():
     assert java_double(1e17) == "1.0E17" and java_double(-math.inf) == "-Infinity"
 
 
-def test_to_string_with_a_format_is_not_supported():
+def test_to_string_with_a_format_it_cannot_apply_is_an_error():
+    """(Date-time and integer formats: tests/test_builtins_time.py.)"""
     with pytest.raises(SplashError, match="format"):
-        ev("to_string(r.t, 'YYYY')")
+        ev("to_string('text', 'YYYY')")
 
 
 @pytest.mark.parametrize("code, expected", [
@@ -352,8 +353,9 @@ def test_date_parts(fn, expected):
     assert ev(f"{fn}(null)") is None
     with pytest.raises(SplashError, match="date-time"):
         ev(f"{fn}('2020-01-01')")
+    assert same(ev(f"{fn}(r.t, 'UTC')"), expected)  # (other zones: tests/test_builtins_time.py)
     with pytest.raises(SplashError, match="time zone"):
-        ev(f"{fn}(r.t, 'UTC')")
+        ev(f"{fn}(r.t, 'No/Such_Zone')")
 
 
 # --- containers and print -------------------------------------------------------------------------

@@ -281,6 +281,7 @@ class Typer:
         elif not runs_at_run_time(name):
             self.report("CCL2010", e.func.span, f"{name}() is an ESP function this runtime does not "
                                                 "run: every row that calls it becomes a bad record")
+
         if is_aggregate_call(e):
             if ctx.in_where:
                 self.report("CCL2205", e.func.span, f"aggregate {name}() cannot be used in WHERE "

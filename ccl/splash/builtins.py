@@ -241,9 +241,7 @@ def _isnull(ctx: CallContext, v: object) -> bool:
     return v is None
 
 
-def _to_string(ctx: CallContext, v: object, *fmt: object) -> Optional[str]:
-    if fmt:
-        raise SplashError("to_string() with a format is not supported")
+def _to_string(ctx: CallContext, v: object) -> Optional[str]:
     return to_text(v)
 
 
@@ -272,14 +270,6 @@ def _next_value(ctx: CallContext) -> int:
 def _row_id(ctx: CallContext, record: object) -> Optional[int]:
     row_id = ctx.current_row_id()
     return None if row_id is None else Long(row_id)
-
-
-def _part(name: str, attr: str) -> Callable[..., int]:
-    def run(ctx: CallContext, v: object, *tz: object) -> int:
-        if tz:
-            raise SplashError(f"{name}() with a time zone is not supported")
-        return getattr(_need_time(name, v), attr)
-    return run
 
 
 # --- containers and output ----------------------------------------------------------------------
@@ -391,7 +381,6 @@ BUILTINS: dict[str, Builtin] = _table(
     Builtin("firstnonnull", 1, None, _first_non_null, strict=False, spark="coalesce"),
     Builtin("coalesce", 1, None, _first_non_null, strict=False, spark="coalesce"),
     Builtin("string", 1, 1, _to_string, spark="cast(x as string)"),
-    Builtin("to_string", 1, 3, _to_string, spark="cast(x as string)"),
     Builtin("to_integer", 1, 1, _converter("integer"), spark="cast(x as int)"),
     Builtin("to_long", 1, 1, _converter("long"), spark="cast(x as bigint)"),
     Builtin("to_float", 1, 1, _converter("float"), spark="cast(x as double)"),
@@ -401,12 +390,6 @@ BUILTINS: dict[str, Builtin] = _table(
     Builtin("nextval", 0, 0, _next_value),
     Builtin("uniqueval", 0, 0, _next_value),
     Builtin("getrowid", 1, 1, _row_id, strict=False),
-    Builtin("year", 1, 2, _part("year", "year"), spark="year"),
-    Builtin("month", 1, 2, _part("month", "month"), spark="month"),
-    Builtin("dayofmonth", 1, 2, _part("dayofmonth", "day"), spark="dayofmonth"),
-    Builtin("hour", 1, 2, _part("hour", "hour"), spark="hour"),
-    Builtin("minute", 1, 2, _part("minute", "minute"), spark="minute"),
-    Builtin("second", 1, 2, _part("second", "second"), spark="second"),
     Builtin("size", 1, 1, _size, strict=False),
     Builtin("push_back", 2, 2, _push_back, strict=False),
     Builtin("resize", 2, 2, _resize, strict=False),

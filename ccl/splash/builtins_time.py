@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo
 from ..analysis.types import Type
 from ..functions_data import DATE_PARTS
 from .builtins import Builtin, CallContext, _need_int, _need_number, _need_str, _need_time
-from .convert import cast, truncate_time
+from .convert import cast, to_text, truncate_time
 from .values import (EXACT, LONG_MAX, LONG_MIN, Dec, Interval, Long, SplashError,
                      a_kind, dec_type, is_integral, is_number, make_dec)
 
@@ -343,6 +343,55 @@ def parse_with_format(text: str, fmt: str, target: str) -> dt.datetime:
         raise bad() from None
 
 
+def format_datetime(v: dt.datetime, fmt: str) -> str:
+    """``v`` written with the codes of :func:`parse_with_format`: ``YYYY`` ``YY`` ``MM`` ``MON``
+    ``MONTH`` (English, upper case) ``DD`` ``HH24`` ``HH``/``HH12`` (1-12) ``MI`` ``SS``, ``FF``
+    (milliseconds, or microseconds when the value has them) or ``FF1``-``FF9``, ``AM``/``PM``."""
+    out = []
+    for token in _format_tokens(fmt):
+        if token.startswith("FF"):
+            digits = int(token[2]) if len(token) == 3 else (3 if v.microsecond % 1000 == 0 else 6)
+            out.append(f"{v.microsecond:06d}{'0' * 3}"[:digits])
+        elif token in ("AM", "PM", "A.M.", "P.M."):
+            half = "P" if v.hour >= 12 else "A"
+            out.append(f"{half}.M." if "." in token else f"{half}M")
+        elif token == "MON":
+            out.append(calendar.month_abbr[v.month].upper())
+        elif token == "MONTH":
+            out.append(calendar.month_name[v.month].upper())
+        elif token in ("HH", "HH12"):
+            out.append(f"{(v.hour % 12) or 12:02d}")
+        elif token in _FIELD_WIDTH:
+            value = {"YYYY": v.year, "YY": v.year % 100, "MM": v.month, "DD": v.day, "HH24": v.hour,
+                     "MI": v.minute, "SS": v.second}[token]
+            out.append(f"{value:0{_FIELD_WIDTH[token]}d}")
+        else:
+            out.append(token)
+    return "".join(out)
+
+
+_PRINTF_INTEGER = re.compile(r"([^%]*)%([-+ 0#]*)([0-9]*)(?:l|ll|h)?([dixX])([^%]*)")
+
+
+def to_string(ctx: CallContext, v: object, *options: object) -> Optional[str]:
+    """``to_string(value[, format[, time zone]])``: a date-time with an Oracle-style format (in UTC
+    or the time zone), an integer or long with one printf-style code (``%05d``, ``%lld``, ``%x``);
+    without a format, the plain text form."""
+    if v is None:
+        return None
+    if not options:
+        return to_text(v)
+    fmt = _need_str("to_string", 2, options[0])
+    if isinstance(v, dt.datetime):
+        return format_datetime(_local("to_string", v, options[1:]), fmt)
+    m = _PRINTF_INTEGER.fullmatch(fmt)
+    if isinstance(v, int) and not isinstance(v, bool) and m is not None and len(options) == 1:
+        head, flags, width, code, tail = m.groups()
+        return head + ("%" + flags + width + code.replace("i", "d")) % v + tail
+    raise SplashError(f"to_string() with a format takes a date-time, or an integer with a printf code "
+                      f"such as '%05d'; not {type(v).__name__} with '{fmt}'")
+
+
 # Microseconds per unit of a number converted to each date-time type (ESP keeps a date in seconds,
 # a timestamp in milliseconds and a bigdatetime in microseconds since 1970-01-01 UTC).
 _NUMBER_UNIT = {"date": 1_000_000, "timestamp": 1_000, "bigdatetime": 1}
@@ -441,6 +490,13 @@ ENTRIES: tuple[Builtin, ...] = (
     Builtin("dayofweek", 1, 2, _component("dayofweek", _EXTRACT["weekday"]), spark="dayofweek"),
     Builtin("dayofyear", 1, 2, _component("dayofyear", _EXTRACT["dayofyear"]), spark="dayofyear"),
     Builtin("weekofyear", 1, 2, _component("weekofyear", _iso_week), spark="weekofyear"),
+    Builtin("to_string", 1, 3, to_string, spark="cast(x as string)"),
+    Builtin("year", 1, 2, _component("year", _EXTRACT["year"]), spark="year"),
+    Builtin("month", 1, 2, _component("month", _EXTRACT["month"]), spark="month"),
+    Builtin("dayofmonth", 1, 2, _component("dayofmonth", _EXTRACT["day"]), spark="dayofmonth"),
+    Builtin("hour", 1, 2, _component("hour", _EXTRACT["hour"]), spark="hour"),
+    Builtin("minute", 1, 2, _component("minute", _EXTRACT["minute"]), spark="minute"),
+    Builtin("second", 1, 2, _component("second", _EXTRACT["second"]), spark="second"),
     Builtin("millisecond", 1, 2, _component("millisecond", _EXTRACT["millisecond"])),
     Builtin("microsecond", 1, 2, _component("microsecond", _EXTRACT["microsecond"])),
     Builtin("getdate", 0, 0, _clock("timestamp")),
