@@ -32,7 +32,7 @@ import ply.yacc as yacc
 from ply.lex import LexToken
 
 from . import nodes as n
-from .diagnostics import Diagnostic, sort_key
+from .diagnostics import Diagnostic, article, sort_key
 from .functions_data import DATE_PART_FUNCTIONS, DATE_PARTS
 from .lexer import KEYWORDS, PUNCTUATION, LineIndex, make_lexer, tokens
 from .preprocess import preprocess
@@ -333,7 +333,7 @@ class CCLParser:
         for clause in clauses:
             title = _CLAUSE_TITLES[clause.kind]
             if clause.kind not in allowed:
-                self._error("CCL1105", clause.span, f"{title} is not allowed on {_article(what)}")
+                self._error("CCL1105", clause.span, f"{title} is not allowed on {article(what.lower())} {what}")
                 continue
             if clause.kind in seen:
                 self._error("CCL1104", clause.span, f"{title} is given twice (first at line "
@@ -1538,10 +1538,6 @@ def _record_parts(p) -> tuple[list, list, bool]:
 
 _SELECT_TITLES = {"matching": "MATCHING", "where": "WHERE", "group_filter": "GROUP FILTER",
                   "group_by": "GROUP BY", "group_order_by": "GROUP ORDER BY", "having": "HAVING"}
-
-
-def _article(what: str) -> str:
-    return ("an " if what[:1].lower() in "aeiou" else "a ") + what
 
 
 _EXPR_START = {"ID", "INTEGER", "FLOAT", "MONEY", "STRING", "LPAREN", "MINUS", "PLUS", "NOT", "CASE",

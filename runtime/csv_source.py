@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from ccl.diagnostics import article
 from ccl.splash.convert import (
     parse_boolean,
     parse_decimal,
@@ -283,10 +284,6 @@ def looks_like_header(fields: Sequence[str], columns: Sequence[Sequence[str]], f
     return False
 
 
-def _article(word: str) -> str:
-    return "an" if word[:1] in "aeiou" else "a"
-
-
 class _BadValue(Exception):
     pass
 
@@ -316,7 +313,7 @@ def column_parser(ccl_type: str, fmt: CsvFormat) -> Callable[[str], Any]:
     t = ccl_type.strip().lower()
     base = re.match(r"[a-z]+", t)
     name = base.group(0) if base else t
-    not_a = f"is not {_article(t)} {t}"
+    not_a = f"is not {article(t)} {t}"
 
     def guarded(fn: Callable[[str], Any]) -> Callable[[str], Any]:
         def parse(s: str) -> Any:

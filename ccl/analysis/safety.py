@@ -132,7 +132,8 @@ def _retention(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report
                                           "each instance: N instances keep N times as many")
 
 
-def _root_var(e: n.Node) -> Optional[n.Var]:
+def root_var(e: n.Node) -> Optional[n.Var]:
+    """The variable an access path starts from (``v`` of ``v.f[k]``), or None."""
     while isinstance(e, (n.FieldAccess, n.IndexAccess)):
         e = e.base
     return e if isinstance(e, n.Var) else None
@@ -147,7 +148,7 @@ def _splash(f: PartitionFacts, hash_cols: dict[str, set[str]], resolved: dict[in
     for code in f.splash:
         for node in code.walk():
             if isinstance(node, n.Assign):
-                root = _root_var(node.target)
+                root = root_var(node.target)
                 var = resolved.get(id(root)) if root is not None else None
                 if var is None:
                     continue

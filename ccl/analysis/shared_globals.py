@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from .. import nodes as n
+from .safety import root_var
 from .symbols import Variable
 
 Report = Callable[[str, Optional[n.Span], str], None]
@@ -30,17 +31,11 @@ class _Effects:
         self.calls: dict[str, n.Span] = {}
 
 
-def _root(e: n.Node) -> Optional[n.Var]:
-    while isinstance(e, (n.FieldAccess, n.IndexAccess)):
-        e = e.base
-    return e if isinstance(e, n.Var) else None
-
-
 def _effects(code: n.Node, resolved: dict[int, Variable], functions: set[str]) -> _Effects:
     out = _Effects()
 
     def glob(e: Optional[n.Node]) -> Optional[n.Var]:
-        root = _root(e) if e is not None else None
+        root = root_var(e) if e is not None else None
         var = resolved.get(id(root)) if root is not None else None
         return root if var is not None and var.where == "global" else None
 
