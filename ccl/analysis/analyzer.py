@@ -157,17 +157,19 @@ class Analyzer:
         if isinstance(schema, n.SchemaName):
             found = self.schemas.get(schema.name.name)
             if found is None:
-                self._not_a_schema(schema.name)
+                self._not_a("schema", schema.name)
                 return None
             return dict(found)
         return self.column_defs(schema.columns)
 
-    def _not_a_schema(self, name: n.Ident) -> None:
+    def _not_a(self, wanted: str, name: n.Ident) -> None:
+        """Report ``name``, which should name a ``wanted`` (schema, store) but does not: CCL2001
+        when it names nothing, CCL2211 when it names something else."""
         what = self.names.get(name.name)
         if what is None:
-            self.report("CCL2001", name.span, f"unknown schema '{name.name}'")
+            self.report("CCL2001", name.span, f"unknown {wanted} '{name.name}'")
         else:
-            self.report("CCL2211", name.span, f"'{name.name}' is {article(what)} {what}, not a schema")
+            self.report("CCL2211", name.span, f"'{name.name}' is {article(what)} {what}, not a {wanted}")
 
     def column_defs(self, columns: list[n.Column], inherited: Optional[dict[str, Type]] = None) -> dict[str, Type]:
         out = dict(inherited or {})
@@ -191,7 +193,7 @@ class Analyzer:
         for base in s.inherits:
             cols = self.schemas.get(base.name)
             if cols is None:
-                self._not_a_schema(base)
+                self._not_a("schema", base)
                 continue
             for name, t in cols.items():
                 if name in inherited:
@@ -759,13 +761,8 @@ class Analyzer:
     def store(self, ident: n.Ident) -> None:
         """A name that must be a store: one created before (CCL2001 when none, CCL2211 when the
         name is something else), or in a module body one its STORES clause names."""
-        if ident.name in self.module_stores:
-            return
-        what = self.names.get(ident.name)
-        if what is None:
-            self.report("CCL2001", ident.span, f"unknown store '{ident.name}'")
-        elif what != "store":
-            self.report("CCL2211", ident.span, f"'{ident.name}' is {article(what)} {what}, not a store")
+        if ident.name not in self.module_stores and self.names.get(ident.name) != "store":
+            self._not_a("store", ident)
 
     def _bindings(self, s: n.LoadModule, bindings: list[n.Binding], declared: list[str], what: str,
                   code: str, required: Optional[list[str]] = None) -> None:
