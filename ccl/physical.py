@@ -11,6 +11,9 @@ PER_INSTANCE = "per-instance"
 
 
 NATIVE_AGGREGATES = ("count", "sum", "min", "max", "avg")
+# Aggregates whose value is a function of the window's current rows only, not of the order or
+# number of changes that made them.
+CONTENT_AGGREGATES = NATIVE_AGGREGATES + ("vwap",)
 
 
 def instance_count(element: Mapping) -> int:
@@ -62,9 +65,13 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
     if element.get("query") is None and not element.get("flex"):
         timers = "; transformWithState for its timers" if uses_time(element) else ""
         return PER_INSTANCE, f"input element: key and opcode rules need per-instance state{timers}"
-    if plan is not None and native_aggregation(element, plan) is not None:
-        return NATIVE, ("aggregation of a stream: Spark group-by per batch on (instance, group), "
-                        "merged into per-group totals")
+    if plan is not None and aggregation_spec(element, plan) is not None:
+        observed = changes_observed(element["name"], plan)
+        if observed is None:
+            return NATIVE, ("aggregation of a stream: Spark group-by per batch on (instance, group), "
+                            "merged into per-group totals")
+        return PER_INSTANCE, (f"aggregation of a stream, but {observed}: one change per input row "
+                              "needs the per-instance engine")
     if plan is not None and native_filter(element, plan) is not None:
         return NATIVE, "stateless stream (filter and projection): Spark expressions"
     if uses_time(element):
@@ -133,7 +140,9 @@ def _select_from_one_stream(element: Mapping, plan: Mapping,
 def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
     """The parts of a GROUP BY window that Spark can run natively, or None.
 
-    It must be a window with KEEP ALL (or no KEEP) over one *stream* (inserts only: nothing is ever retracted),
+    Spark's group-by gives one change per touched group per micro-batch, where ESP (and the
+    per-instance path) give one per input row; so the element's changes must not be observed
+    one by one (:func:`changes_observed`). It must be a window with KEEP ALL (or no KEEP) over one *stream* (inserts only: nothing is ever retracted),
     no WHERE/HAVING/GROUP FILTER/FROM KEEP/DECLARE, grouped by plain columns, with count/sum/min/
     max/avg of plain columns (not DISTINCT), and select items that are group columns or
     aggregates. Any partitioning: the runtime gives each row its instance as the per-instance path
@@ -142,6 +151,12 @@ def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
     Returns ``{"source", "alias", "groups": [(item, column)], "aggregates": [(item, fn, column or
     None)]}``.
     """
+    spec = aggregation_spec(element, plan)
+    return spec if spec is not None and changes_observed(element["name"], plan) is None else None
+
+
+def aggregation_spec(element: Mapping, plan: Mapping) -> Optional[dict]:
+    """:func:`native_aggregation` without the rule on observed changes."""
     found = _select_from_one_stream(element, plan, "window")
     if found is None or (element.get("keep") or {"kind": "all"})["kind"] != "all":
         return None
@@ -174,6 +189,36 @@ def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
             or sorted({c for _, c in groups}) != sorted(set(group_cols)):
         return None
     return {"source": src["name"], "alias": alias, "groups": groups, "aggregates": aggregates}
+
+
+def changes_observed(name: str, plan: Mapping, _seen: frozenset = frozenset()) -> Optional[str]:
+    """Why the individual changes of element ``name`` show in a run's results, or None when only
+    its contents do: an output adapter writes its changelog; a stream, delta stream or Flex
+    reading it sees every change; so does a window reading it whose rows depend on more than the
+    source's current contents (a KEEP other than ALL, a KEEP on the source, an aggregate such as
+    first/last, DECLARE, MATCHING), or whose own changes are observed."""
+    if any(a.get("direction") == "output" and a.get("element") == name for a in plan.get("adapters", [])):
+        return "an output adapter writes its changes"
+    for reader in plan["elements"]:
+        flex = reader.get("flex")
+        query = reader.get("query") or {}
+        reads = [s for sel in query.get("selects", []) for s in sel["sources"] if s["element"] == name]
+        if flex and name in flex.get("inputs", []):
+            return f"Flex '{reader['name']}' reads its changes"
+        if not reads or reader["name"] in _seen:
+            continue
+        if reader.get("kind") != "window":
+            return f"{reader.get('kind', 'element')} '{reader['name']}' reads its changes"
+        if ((reader.get("keep") or {"kind": "all"})["kind"] != "all" or reader.get("declare")
+                or any(s.get("keep") for s in reads)
+                or any(sel.get("matching") for sel in query["selects"])
+                or any(a["fn"] not in CONTENT_AGGREGATES
+                       for sel in query["selects"] for a in sel.get("aggregates") or [])):
+            return f"window '{reader['name']}' depends on the order of its changes"
+        why = changes_observed(reader["name"], plan, _seen | {name})
+        if why is not None:
+            return f"window '{reader['name']}' reads it, and {why}"
+    return None
 
 
 _COMPARISONS = ("=", "!=", "<>", "<", "<=", ">", ">=")

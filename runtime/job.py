@@ -34,8 +34,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ccl import nodes as n
-from ccl.physical import (NATIVE, changed_instances, input_adapter, native_aggregation, native_filter,
-                          path_of, uses_time)
+from ccl.physical import (NATIVE, aggregation_spec, changed_instances, input_adapter, native_aggregation,
+                          native_filter, path_of, uses_time)
 
 from .engine.changes import OPS
 from .arrow_state import GROUP, bucket_group, bucket_rows, prune
@@ -103,7 +103,7 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
     if os.path.exists(saved):
         with open(saved, encoding="utf-8") as f:
             old = json.load(f)
-        _check_compatible(old, plan, root)
+        _check_compatible(old, plan, root, native_aggregations(plan, options.native_operators))
     else:
         arrow = arrow_elements(plan, options.native_operators)
         fused = fused_consumers(plan, options.native_operators, arrow)
@@ -114,19 +114,36 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
                        [e["name"] for e in plan["elements"] if native_path(e, plan) == "input"])
         with open(saved + ".tmp", "w", encoding="utf-8") as f:
             json.dump({**plan, "buckets": options.buckets, "fused": fused, "unrecorded": unrecorded,
-                       "file_source": file_source, "arrow_state": arrow, "spread_timed": True},
+                       "file_source": file_source, "arrow_state": arrow, "spread_timed": True,
+                       "native_aggregations": native_aggregations(plan, options.native_operators)},
                       f, indent=1, sort_keys=True)
         os.replace(saved + ".tmp", saved)
     return RunDirs(root)
 
 
-def _check_compatible(old: dict, new: dict, root: str) -> None:
+def _check_compatible(old: dict, new: dict, root: str, native_now: list[str]) -> None:
     for name, before, now in changed_instances(old, new):
         raise RunError(
             f"element '{name}' had {before} partition instance(s) in the checkpoint "
             f"{root} and has {now} now: its state is split by instance and cannot "
             f"be carried over. Set PARTITIONS back to {before}, or start from a new "
             f"checkpoint directory (or delete this one) to begin again with empty state.")
+    native_before = old.get("native_aggregations")
+    if native_before is None:  # made before the list was kept: before the rule on observed changes
+        native_before = [e["name"] for e in old["elements"] if aggregation_spec(e, old) is not None
+                         and e["name"] not in old.get("arrow_state", [])]
+    for name in sorted(set(native_before) ^ set(native_now)):
+        how = {True: "Spark's group-by", False: "the per-instance engine"}
+        raise RunError(
+            f"element '{name}' ran on {how[name in native_before]} in the checkpoint {root} and "
+            f"runs on {how[name in native_now]} now (see ccl explain): its state cannot be carried "
+            f"over. Start from a new checkpoint directory (or delete this one).")
+
+
+def native_aggregations(plan: dict, native_operators: bool = True) -> list[str]:
+    """The elements that run as native aggregations (runtime/native_agg.py), whose state is not
+    the per-instance engine's: kept in ``plan.json`` so that a later run can tell if this changed."""
+    return [e["name"] for e in plan["elements"] if native_path(e, plan, native_operators) == "aggregation"]
 
 
 @dataclass(frozen=True)

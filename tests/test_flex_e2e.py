@@ -162,3 +162,20 @@ def test_event_cache_partitioned_by_its_key_or_round_robin(spark, tmp_path):
     assert got_with_price("byHash") == flat      # a bucket lives in one instance: same result
     turn = averages(lambda seq: seq % 2)        # a bucket split over 2 instances: 2 x 4 rows kept
     assert got_with_price("byTurn") == turn and turn != flat
+
+
+def test_a_flex_sees_every_change_of_a_stream_aggregation(spark, tmp_path):
+    """A GROUP BY window over a stream changes once per input row, as in ESP, when a Flex reads
+    its changes (Spark's native group-by would give one change per group per batch: 1, not 5)."""
+    text = """
+    create input stream s schema (k string, v integer);
+    create window totals primary key deduced keep all as select s.k, sum(s.v) total from s group by s.k;
+    create flex seen in totals out output stream changes schema (k string, total integer, op integer)
+    begin on totals { output setOpcode([k = totals.k; | total = totals.total; op = getOpcode(totals);],
+                                       insert); }; end;
+    """
+    data = tmp_path / "in"
+    write_rows(str(data / "1.csv"), ["k", "v"], [("x", 1), ("x", 2), ("y", 5), ("x", 3), ("x", 4)])
+    out = run_project(spark, tmp_path, text, {"s": str(data)})
+    assert [(r["k"], int(r["total"]), int(r["op"])) for r in out.rows("changes")] == [
+        ("x", 1, 1), ("x", 3, 3), ("y", 5, 1), ("x", 6, 3), ("x", 10, 3)]  # 1 insert, 3 update

@@ -48,6 +48,42 @@ def test_other_aggregations_run_per_instance(tmp_path, body):
     assert native_aggregation(e, plan) is None and path_of(e, plan)[0] == PER_INSTANCE
 
 
+AGG = "create window a primary key deduced keep all as select s.sym, max(s.px) m from s group by s.sym;\n"
+
+
+@pytest.mark.parametrize("body, why", [
+    ("attach output adapter o type toolkit_file_csv_output to a properties dir = 'out';",
+     "an output adapter writes its changes"),
+    ("create output stream b as select a.sym from a;", "stream 'b' reads its changes"),
+    ("create output delta stream b primary key deduced as select a.sym from a;", "delta stream 'b'"),
+    ("create flex f in a out output stream b schema (sym string) begin on a { output setOpcode(a, insert); }; end;",
+     "Flex 'b' reads its changes"),
+    ("create output window b primary key deduced keep 2 rows as select a.sym from a;", "order of its changes"),
+    ("create output window b primary key deduced as select a.sym, last(a.m) m from a group by a.sym;",
+     "order of its changes"),
+    # transitively: a window that only projects, read by a stream
+    ("create window b primary key deduced as select a.sym, a.m from a;\n"
+     "create output stream c as select b.sym from b;", "window 'b' reads it, and stream 'c'"),
+])
+def test_aggregations_whose_changes_are_observed_run_per_instance(tmp_path, body, why):
+    """Spark's group-by emits one change per group per batch, ESP one per input row: wherever the
+    changes themselves (not only the window's contents) reach a result, the engine runs it."""
+    e, plan = _element(tmp_path, AGG + body)
+    assert native_aggregation(e, plan) is None
+    path, reason = path_of(e, plan)
+    assert path == PER_INSTANCE and why in reason, reason
+
+
+@pytest.mark.parametrize("body", [
+    "create output window b primary key deduced as select a.sym, a.m * 2 m from a where a.m > 1;",
+    "create output window b primary key deduced as select a.sym, count(*) n, max(a.m) m, avg(a.m) v from a group by a.sym;",
+    "create output window b primary key deduced as select a.sym, w.px from a join w on a.sym = w.sym;",
+])
+def test_aggregations_read_only_for_their_contents_stay_native(tmp_path, body):
+    e, plan = _element(tmp_path, AGG + body)
+    assert path_of(e, plan)[0] == NATIVE and native_aggregation(e, plan) is not None
+
+
 def test_input_elements(tmp_path):
     e, plan = _element(tmp_path, "create output stream a as select * from s;", name="s")
     assert path_of(e, plan)[0] == NATIVE

@@ -101,3 +101,36 @@ def test_checkpoint_refused_after_partitions_change(spark, tmp_path):
     message = str(info.value)
     assert "'totals'" in message and "3 partition instance(s)" in message and "has 4 now" in message
     assert "new checkpoint directory" in message
+
+
+def test_checkpoint_refused_when_an_aggregation_changes_path(tmp_path):
+    """A native aggregation keeps Spark group totals, the per-instance path engine states: a run
+    directory made with one is refused when the element now runs on the other (here because a
+    Flex now reads its changes), also one made before plan.json listed native aggregations."""
+    from ccl.planner import plan_project
+    from runtime.job import RunOptions, prepare_run_dir
+    agg = """create input stream s schema (k string, v integer);
+    create window w primary key deduced keep all as select s.k, sum(s.v) v from s group by s.k;
+    create output window o primary key deduced as select w.k, w.v from w;\n"""
+    flex = ("create flex f in w out output stream c schema (k string) "
+            "begin on w { output setOpcode([k = w.k;], insert); }; end;\n")
+
+    def plan(text):
+        (tmp_path / "p.ccl").write_text(text)
+        planned, diags = plan_project(str(tmp_path / "p.ccl"))
+        assert planned is not None, [str(d) for d in diags]
+        return planned
+    for older in (False, True):
+        run_dir = tmp_path / f"run{older}"
+        options = RunOptions(inputs={}, base_dir=str(tmp_path), run_dir=str(run_dir))
+        prepare_run_dir(plan(agg), options)
+        saved = json.loads((run_dir / "plan.json").read_text())
+        assert saved["native_aggregations"] == ["w"]
+        if older:
+            del saved["native_aggregations"]
+            (run_dir / "plan.json").write_text(json.dumps(saved))
+        prepare_run_dir(plan(agg), options)  # unchanged: goes on
+        with pytest.raises(RunError) as info:
+            prepare_run_dir(plan(agg + flex), options)
+        assert "'w' ran on Spark's group-by" in str(info.value)
+        assert "runs on the per-instance engine now" in str(info.value)
