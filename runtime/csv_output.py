@@ -150,6 +150,9 @@ def _write(path: str, names: list[str], lines: Iterable[tuple[str | None, list[s
     count = 0
     with open(tmp, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f, delimiter=delimiter, lineterminator="\n")
+        # the csv module quotes a field with a line feed but not one with a lone carriage return,
+        # which the reader (and any CSV reader splitting lines) would take for a line break
+        quoted = csv.writer(f, delimiter=delimiter, lineterminator="\n", quoting=csv.QUOTE_ALL)
         if stream_name is not None:
             header = False
         if header:
@@ -159,7 +162,7 @@ def _write(path: str, names: list[str], lines: Iterable[tuple[str | None, list[s
                 fields[:0] = [stream_name, op or "i"]
             elif opcodes and header:
                 fields.insert(0, op or "i")
-            writer.writerow(fields)
+            (quoted if any("\r" in x for x in fields) else writer).writerow(fields)
             count += 1
     os.replace(tmp, path)
     return count

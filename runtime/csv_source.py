@@ -71,6 +71,10 @@ ARROW_BATCH_ROWS = 8192  # rows per RecordBatch of the Python path
 FAST_BATCH_ROWS = 65536  # rows per RecordBatch of the pyarrow fast path (runtime/csv_arrow.py)
 DEFAULT_SLICE_BYTES = 4 << 20  # files larger than this are read by several tasks
 
+# A field may be as long as a file (the csv module's default limit of 128 KB made a long text
+# field, or a stray quote that runs to the end of a file, fail the whole query).
+csv.field_size_limit(2**31 - 1)
+
 _OPCODES = {"i": "i", "u": "u", "d": "d", "p": "p", "s": "s", "": "i",
             "insert": "i", "update": "u", "delete": "d", "upsert": "p", "safedelete": "s"}
 
@@ -398,6 +402,28 @@ def _find(header: Sequence[str], name: str) -> int | None:
     return None
 
 
+def _unclosed_quote(text: str, delimiter: str) -> bool:
+    """Whether a field of ``text`` opens a quote that never closes (the csv module then takes the
+    rest of the file as that field)."""
+    i, n, at_start = 0, len(text), True
+    while i < n:
+        if at_start and text[i] == '"':
+            i += 1
+            while True:
+                i = text.find('"', i)
+                if i < 0:
+                    return True
+                if text.startswith('""', i):
+                    i += 2
+                    continue
+                break
+            at_start = False
+        else:
+            at_start = text[i] in (delimiter, "\n")
+        i += 1
+    return False
+
+
 def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
                     file_no: int = 0, *, first_line: int = 0,
                     header: list[str] | None = None) -> Iterator[Row]:
@@ -426,11 +452,26 @@ def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
         width = len(header)
         header_done = True
     prev = 0
-    for fields in reader:
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as e:
+            start, prev = prev, reader.line_num
+            header_done = True
+            why = ("a carriage return inside an unquoted field" if "new-line character" in str(e)
+                   else f"not a CSV record: {e}")
+            yield (base + first_line + start + 1, None, why, "\n".join(lines[start:prev])) + nulls
+            continue
         start, prev = prev, reader.line_num
         if not fields or fields == [""] and n != 1:
             continue
         line_no = first_line + start + 1
+        if prev == len(lines) and _unclosed_quote("\n".join(lines[start:prev]), fmt.delimiter):
+            yield (base + line_no, None, "a quoted field is not closed before the end of the file",
+                   "\n".join(lines[start:prev])) + nulls
+            continue
         if not header_done and (fmt.has_header or looks_like_header(fields, columns, fmt)):
             header = [h.strip() for h in fields]
             index = [_find(header, nm) for nm in names]

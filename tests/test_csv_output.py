@@ -61,7 +61,7 @@ def test_round_trip_through_csv_source(tmp_path):
         {"__op": "u", "id": -1, "n": 2 ** 40, "price": Decimal("1.50"), "d": Decimal("-0.125"),
          "x": 0.1, "ok": True, "day": dt.datetime(2020, 1, 2, 3, 4, 5),
          "ts": dt.datetime(2020, 1, 2, 3, 4, 5, 678000),
-         "big": dt.datetime(2020, 1, 2, 3, 4, 5, 678901), "iv": 5_000_000, "s": 'a;"b"\nc'},
+         "big": dt.datetime(2020, 1, 2, 3, 4, 5, 678901), "iv": 5_000_000, "s": 'a;"b"\nc\rd'},
         {"__op": "d", **{c: None for c, _ in COLS}},
         {"id": 3, "x": 1e300, "s": "x"},
     ]

@@ -148,6 +148,24 @@ def test_bad_rows_have_reason_and_raw_line():
     assert bad_op[0][1:4] == (None, "unknown opcode 'z'", "z,1")
 
 
+def test_text_the_csv_module_refuses_is_a_bad_record_and_reading_goes_on():
+    """A carriage return in an unquoted field, and a field longer than the csv module's 128 KB
+    default (a stray quote running to the end of the file), made the whole query fail."""
+    rows = parse("id,v\n1,ok\n2,bare\rcr\n3,after\n", columns=[["id", "integer"], ["v", "string"]])
+    assert [(r[2], r[3], r[4:]) for r in rows] == [
+        (None, None, (1, "ok")), ("a carriage return inside an unquoted field", "2,bare\rcr", (None, None)),
+        (None, None, (3, "after"))]
+    assert [r[0] & 0xFFFFFFFF for r in rows] == [2, 3, 4]
+    long = "x" * 200_000
+    rows = parse(f"id,v\n1,{long}\n2,\"stray\n" + "3,y\n" * 20_000,
+                 columns=[["id", "integer"], ["v", "string"]])
+    assert rows[0][4:] == (1, long)
+    assert rows[1][2] == "a quoted field is not closed before the end of the file" and len(rows) == 2
+    assert rows[1][3].count("\n") == 20_000
+    closed = parse('id,v\n1,"a ""b""\nc",\n2,12" screen\n', columns=[["id", "integer"], ["v", "string"]])
+    assert [r[2] for r in closed] == ["expected 2 fields, got 3", None] and closed[1][5] == '12" screen'
+
+
 def test_decimal_overflow_is_bad():
     rows = parse("p\n123456789012345678\n", columns=[["p", "money(2)"]])
     assert rows[0][2] == "column p: '123456789012345678' does not fit in money(2)"
