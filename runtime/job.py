@@ -111,7 +111,8 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
         # with a file limit per batch the ccl_csv source stays: it takes files in name order,
         # Spark's file source the oldest first
         file_source = ([] if options.max_files_per_batch else
-                       [e["name"] for e in plan["elements"] if native_path(e, plan) == "input"])
+                       [e["name"] for e in plan["elements"] if native_path(e, plan) == "input"
+                        and not _hidden_file(e, plan, options)])
         with open(saved + ".tmp", "w", encoding="utf-8") as f:
             json.dump({**plan, "buckets": options.buckets, "fused": fused, "unrecorded": unrecorded,
                        "file_source": file_source, "arrow_state": arrow, "spread_timed": True,
@@ -256,8 +257,9 @@ def _input_files(element: dict, plan: dict, options: RunOptions):
         props["fileformat"] = XML_LIST
     if path is None and adapter is not None:
         directory = os.path.join(options.base_dir, str(props.get("dir", ".")))
-        if props.get("file"):
-            return FileSpec(directory, str(props["file"]), None), props
+        if props.get("file"):  # a path under dir is read from its own directory
+            file = os.path.join(directory, str(props["file"]))
+            return FileSpec(os.path.dirname(file), os.path.basename(file), None), props
         return FileSpec(directory, None, str(props.get("filepattern", "*"))), props
     if path is None:
         return None, props
@@ -269,6 +271,13 @@ def _input_files(element: dict, plan: dict, options: RunOptions):
 # --------------------------------------------------------------------------------------------------
 # The processor's input: every port's rows, with an instance and a bucket
 # --------------------------------------------------------------------------------------------------
+
+def _hidden_file(element: dict, plan: dict, options: RunOptions) -> bool:
+    """Whether ``element`` reads one named file that Spark's file source never lists: a name
+    starting with "_" or "." (Hadoop's hidden files). The ``ccl_csv`` source reads it."""
+    spec = _input_files(element, plan, options)[0]
+    return spec is not None and (spec.file or "").startswith(("_", "."))
+
 
 def is_input(element: dict) -> bool:
     """Whether the element is a CREATE INPUT stream or window (read from files)."""

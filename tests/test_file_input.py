@@ -168,3 +168,26 @@ def test_xml_list_files_through_the_file_source(spark, tmp_path):
     assert {r["k"]: (r["t"], r["n"]) for r in out.rows("w")} == {"a": ("5", "2"), "b": ("2", "1")}
     assert [b["reason"] for b in out.bad_records()] == ["column v: 'x' is not an integer"]
     assert out.stats("S")["rows_in"] == 4
+
+
+def test_a_named_file_is_read_whatever_its_name_and_wherever_under_dir(spark, tmp_path):
+    """Spark's file source never lists ``_x``/``.x`` names (Hadoop's hidden files), so an input
+    stream whose adapter named such a file read nothing; a file in a subdirectory of ``dir``
+    (``file = 'sub/in.csv'``) was never taken either. ESP reads the file it is told to."""
+    text = """
+    create input stream s schema (k string, v integer);
+    create input stream t schema (k string, v integer);
+    create output window w primary key deduced keep all
+      as select s.k, sum(s.v) t, count(*) n from s group by s.k;
+    create output window x primary key deduced keep all
+      as select t.k, sum(t.v) t, count(*) n from t group by t.k;
+    attach input adapter a type toolkit_file_csv_input to s properties dir = 'in', file = '_under.csv';
+    attach input adapter b type toolkit_file_csv_input to t properties dir = 'in', file = 'sub/in.csv';
+    """
+    (tmp_path / "in" / "sub").mkdir(parents=True)
+    (tmp_path / "in" / "_under.csv").write_text("k,v\na,1\na,2\n")
+    (tmp_path / "in" / "sub" / "in.csv").write_text("k,v\nb,5\n")
+    out = run_project(spark, tmp_path, text, {})
+    assert {r["k"]: (r["t"], r["n"]) for r in out.rows("w")} == {"a": ("3", "2")}
+    assert {r["k"]: (r["t"], r["n"]) for r in out.rows("x")} == {"b": ("5", "1")}
+    assert json.loads((tmp_path / "run" / "plan.json").read_text())["file_source"] == ["t"]
