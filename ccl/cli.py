@@ -581,6 +581,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     run_dir = args.checkpoint
     if run_dir == "":
         run_dir = os.path.join(str(settings["runtime.checkpoint_root"]), project)
+    _make_directory(out_dir, "--output-dir" if args.output_dir else "runtime.output_dir")
+    if run_dir:
+        _make_directory(run_dir, "--checkpoint")
     scratch = tempfile.mkdtemp(prefix="ccl-run-") if run_dir is None else None
     options = RunOptions(inputs=inputs, base_dir=os.path.dirname(os.path.abspath(args.file)),
                          run_dir=run_dir or scratch, until_idle=args.until_idle,
@@ -607,6 +610,19 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         _copy_file(os.path.join(out_dir, "_bad_records.jsonl"), str(bad_file.value))
     out.write(result.summary())
     return EXIT_OK
+
+
+def _make_directory(path: str, option: str) -> None:
+    """Make the directory ``path`` of ``option`` before Spark starts: a path that cannot be one
+    (a file, no permission) made the run fail at its end, its outputs lost."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"{option} {path}: is a file, not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot make the directory: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: the directory is not writable")
 
 
 def _copy_file(src: str, dst: str) -> None:

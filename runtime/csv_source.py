@@ -93,8 +93,15 @@ class FileSpec:
 # Options and formats
 # --------------------------------------------------------------------------------------------------
 
-def _flag(value: object) -> bool:
-    return str(value).strip().lower() in ("true", "1", "yes", "y", "t")
+def _flag(value: object, name: str = "") -> bool:
+    """An adapter's boolean property; ValueError for a value that is neither true nor false (a
+    misspelt true silently meant false)."""
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "y", "t"):
+        return True
+    if text in ("false", "0", "no", "n", "f", ""):
+        return False
+    raise ValueError(f"{name or 'property'} {value!r}: must be true or false")
 
 
 _JAVA_FIELDS = {"y": ("year", r"\d{4}", r"\d{2}"), "Y": ("year", r"\d{4}", r"\d{2}"),
@@ -249,10 +256,11 @@ class CsvFormat:
             delimiter = "\t"
         if len(delimiter) != 1:
             raise ValueError(f"delimiter {delimiter!r}: must be one character")
-        stream_opcode = _flag(o.get("expectstreamnameopcode", "false"))
-        has_header = (False if stream_opcode
-                      else _flag(o["hasheader"]) if "hasheader" in o else None)
-        match = stream_opcode and element is not None and _flag(o.get("matchstreamname", "false"))
+        stream_opcode = _flag(o.get("expectstreamnameopcode", "false"), "expectStreamNameOpcode")
+        header = _flag(o["hasheader"], "hasHeader") if "hasheader" in o else None
+        has_header = False if stream_opcode else header
+        match = _flag(o.get("matchstreamname", "false"), "matchStreamName")
+        match = stream_opcode and element is not None and match
         return cls(delimiter, has_header, stream_opcode, o.get("dateformat") or None,
                    o.get("timestampformat") or None, o.get("bigdatetimeformat") or None,
                    element if match else None, str(o.get("fileformat", "")).lower() == XML_LIST)

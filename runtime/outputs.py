@@ -141,29 +141,44 @@ def write_outputs(spark: SparkSession, plan: dict, dirs: RunDirs, out_dir: str, 
             write_csv_tables(os.path.join(out_dir, e["name"] + ".csv"), e["columns"],
                              sorted_tables(final_rows(spark, dirs, e, plan)),
                              opcodes=e["kind"] == "delta stream")
-    for a in plan.get("adapters", []):
-        if a["direction"] == "output" and a["type"].lower() in OUTPUT_ADAPTERS:
-            _write_adapter(spark, plan, dirs, a, base_dir)
+    for adapter, path, fmt in output_adapters(plan, base_dir):
+        _write_adapter(spark, plan, dirs, adapter, path, fmt)
     _merge_bad_records(dirs, plan, os.path.join(out_dir, "_bad_records.jsonl"))
     with open(os.path.join(out_dir, "_run.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2, sort_keys=True)
     return report
 
 
-def _write_adapter(spark: SparkSession, plan: dict, dirs: RunDirs, adapter: dict, base_dir: str) -> None:
-    element = next((e for e in plan["elements"] if e["name"] == adapter["element"]), None)
-    if element is None:
-        return
-    props = adapter_properties(adapter["properties"])
-    directory = os.path.join(base_dir, str(props.get("dir", ".")))
-    os.makedirs(directory, exist_ok=True)
-    name = str(props.get("file") or element["name"] + ".csv")
+def output_adapters(plan: dict, base_dir: str) -> list[tuple[dict, str, CsvFormat]]:
+    """(adapter, file path, format) of each file output adapter; RunError, before anything runs,
+    for properties the writer cannot use or two adapters writing one file (the last would win)."""
+    found: list[tuple[dict, str, CsvFormat]] = []
+    by_path: dict[str, str] = {}
+    names = {e["name"] for e in plan["elements"]}
+    for a in plan.get("adapters", []):
+        if a["direction"] != "output" or a["type"].lower() not in OUTPUT_ADAPTERS or a["element"] not in names:
+            continue
+        props = adapter_properties(a["properties"])
+        try:
+            fmt = CsvFormat.from_options(props)
+        except ValueError as exc:
+            raise RunError(f"output adapter '{a['name']}': {exc}") from None
+        path = os.path.normpath(os.path.join(base_dir, str(props.get("dir", ".")),
+                                             str(props.get("file") or a["element"] + ".csv")))
+        if path in by_path:
+            raise RunError(f"output adapters '{by_path[path]}' and '{a['name']}' both write {path}: "
+                           f"give one of them another dir or file")
+        by_path[path] = a["name"]
+        found.append((a, path, fmt))
+    return found
+
+
+def _write_adapter(spark: SparkSession, plan: dict, dirs: RunDirs, adapter: dict, path: str,
+                   fmt: CsvFormat) -> None:
+    element = next(e for e in plan["elements"] if e["name"] == adapter["element"])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     tables = sorted_tables(changelog_chunks(spark, dirs, element))
-    try:
-        fmt = CsvFormat.from_options(props)
-    except ValueError as exc:
-        raise RunError(f"output adapter '{adapter['name']}': {exc}") from None
-    write_csv_tables(os.path.join(directory, name), element["columns"], tables,
+    write_csv_tables(path, element["columns"], tables,
                      delimiter=fmt.delimiter, opcodes=True, header=fmt.has_header is not False,
                      stream_name=element["name"] if fmt.stream_opcode else None)
 

@@ -15,7 +15,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from .job import (RunDirs, RunError, RunLayout, RunOptions, arrow_transform, batch_writer, element_query,
                   input_files_stream, is_input, layout_of, prepare_run_dir, uses_time)
-from .outputs import element_stats, write_outputs
+from .outputs import element_stats, output_adapters, write_outputs
 
 
 IDLE_POLL = "100 milliseconds"  # trigger of until-idle queries that cannot use availableNow
@@ -124,6 +124,7 @@ def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
     until SIGINT/SIGTERM (printing a live status line), then stop cleanly. Outputs are written in
     both cases."""
     began = time.monotonic()
+    output_adapters(plan, options.base_dir)  # refused now rather than when the run ends
     dirs = prepare_run_dir(plan, options)
     layout = layout_of(dirs.root)
     if options.until_idle:

@@ -30,3 +30,15 @@ def test_hdfs_state_store_is_refused(tmp_path):
     src.write_text(GOOD)
     code, _, err = run("run", str(src), "--set", "spark.state_store=hdfs")
     assert code == 2 and "rocksdb" in err
+
+
+def test_output_and_checkpoint_paths_that_cannot_be_directories_are_usage_errors(tmp_path):
+    """They used to fail after the whole run, with a traceback and the outputs lost."""
+    src = tmp_path / "p.ccl"
+    src.write_text(GOOD)
+    (tmp_path / "afile").write_text("")
+    for option in ("--output-dir", "--checkpoint"):
+        code, _, err = run("run", str(src), "--until-idle", option, str(tmp_path / "afile"))
+        assert code == 2 and f"{option} {tmp_path / 'afile'}: is a file, not a directory" in err
+        code, _, err = run("run", str(src), "--until-idle", option, str(tmp_path / "afile" / "sub"))
+        assert code == 2 and "cannot make the directory" in err and "Traceback" not in err

@@ -5,6 +5,8 @@ import datetime as dt
 import math
 from decimal import Decimal
 
+import pytest
+
 from runtime.csv_output import format_value, value_formatter, write_csv
 from runtime.csv_source import CsvFormat, read_file
 
@@ -114,3 +116,22 @@ def test_tables_write_the_same_file_as_rows(tmp_path):
         assert write_csv(str(a), COLS, rows, **opts) == 3
         assert write_csv_tables(str(b), COLS, [table.slice(0, 1), table.slice(1)], **opts) == 3
         assert a.read_bytes() == b.read_bytes(), opts
+
+
+def test_output_adapters_are_checked_before_the_run(tmp_path):
+    """A property the writer cannot use, or two adapters writing one file (the last one won),
+    is refused before anything runs, not when the run ends."""
+    from runtime.job import RunError
+    from runtime.outputs import output_adapters
+
+    def plan(*adapters):
+        return {"elements": [{"name": "a"}, {"name": "b"}],
+                "adapters": [{"direction": "output", "type": "dsv_out", "name": f"o{i}", "element": e,
+                              "properties": props} for i, (e, props) in enumerate(adapters)]}
+    found = output_adapters(plan(("a", {"dir": "x"}), ("b", {"dir": "x", "file": "f.csv"})), str(tmp_path))
+    assert [p for _, p, _ in found] == [str(tmp_path / "x" / "a.csv"), str(tmp_path / "x" / "f.csv")]
+    with pytest.raises(RunError, match="output adapters 'o0' and 'o1' both write .*same.x.csv"):
+        output_adapters(plan(("a", {"dir": "same", "file": "x.csv"}), ("b", {"dir": "./same/", "file": "x.csv"})),
+                        str(tmp_path))
+    with pytest.raises(RunError, match="output adapter 'o0': hasHeader 'nope': must be true or false"):
+        output_adapters(plan(("a", {"hasHeader": "nope"})), str(tmp_path))

@@ -230,6 +230,10 @@ def test_options_are_case_insensitive_and_checked():
     assert fmt.delimiter == "\t" and not fmt.has_header
     with pytest.raises(ValueError):
         CsvFormat.from_options({"delimiter": ";;"})
+    assert CsvFormat.from_options({"hasHeader": " Yes "}).has_header is True
+    for prop in ("hasHeader", "expectStreamNameOpcode", "csvMatchStreamName"):  # a typo meant false
+        with pytest.raises(ValueError, match="must be true or false"):
+            CsvFormat.from_options({prop: "maybe"})
 
 
 def test_discovery_skips_hidden_temporary_and_known(tmp_path):
