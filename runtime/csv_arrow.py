@@ -39,7 +39,7 @@ import pyarrow.csv as pacsv
 from ccl.splash.convert import parse_boolean
 from ccl.splash.values import SplashError
 
-from .csv_source import _OPCODES, LINE_BITS, OPS_COLUMN, CsvFormat, _find, looks_like_header
+from .csv_source import _OPCODES, LINE_BITS, OPS_COLUMN, CsvFormat, _find, header_problem, looks_like_header
 
 _BOM = b"\xef\xbb\xbf"
 _INTEGRAL = r"^-?[0-9]+$"
@@ -190,6 +190,8 @@ def _parse(data: bytes | str, columns: Sequence[Sequence[str]], fmt: CsvFormat, 
         line = (body if cut < 0 else body[:cut]).decode("utf-8").removesuffix("\r").split(fmt.delimiter)
         if fmt.has_header or looks_like_header(line, columns, fmt):
             header, body, header_lines = line, (b"" if cut < 0 else body[cut + 1:]), 1
+            if header != [""] and header_problem([h.strip() for h in header], names) is not None:
+                raise _Fallback  # the Python path makes the header a bad record
     if header is not None and fmt.has_header is not False:
         header = [h.strip() for h in header]
         index = [_find(header, nm) for nm in names]

@@ -432,6 +432,25 @@ def _unclosed_quote(text: str, delimiter: str) -> bool:
     return False
 
 
+def header_problem(header: Sequence[str], names: Sequence[str]) -> str | None:
+    """Why a file's ``header`` does not fit the element's column ``names``, or None: a name given
+    twice, or a column missing while a name matches none (most likely a misspelt or renamed
+    column, whose values would be dropped and the column left null without a word). A header
+    that only lacks columns (they are null) or only has extra names (ignored) is fine."""
+    seen: set[str] = set()
+    for h in header:
+        if h.lower() in seen:
+            return f"the header names '{h}' twice"
+        seen.add(h.lower())
+    known = {nm.lower() for nm in names} | {OPS_COLUMN.lower()}
+    unknown = [h for h in header if h.lower() not in known]
+    missing = [nm for nm in names if nm.lower() not in seen]
+    if unknown and missing:
+        return (f"the header has no column {', '.join(repr(m) for m in missing)} and names no "
+                f"column with {', '.join(repr(u) for u in unknown)}; those values are not read")
+    return None
+
+
 def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
                     file_no: int = 0, *, first_line: int = 0,
                     header: list[str] | None = None) -> Iterator[Row]:
@@ -486,6 +505,9 @@ def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
             ops_at = _find(header, OPS_COLUMN)
             width = len(header)
             header_done = True
+            problem = header_problem(header, names)
+            if problem is not None:  # a bad record, so that it is counted and seen; rows go on
+                yield (base + line_no, None, problem, "\n".join(lines[start:prev])) + nulls
             continue
         header_done = True
         if fmt.stream_name is not None and fields[0].strip() != fmt.stream_name:

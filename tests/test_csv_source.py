@@ -47,8 +47,8 @@ def parse(text: str, columns=COLS, **options):
 def test_without_has_header_the_first_line_is_a_header_only_when_it_cannot_be_data(first, header):
     columns = [["id", "integer"], ["name", "string"]]
     rows = parse(first + "\n2,x\n", columns)
-    if header:
-        assert len(rows) == 1  # only the second line is a row (good or bad under that header)
+    if header:  # only the second line is a row (good or bad under that header)
+        assert [r[0] for r in rows if not (r[2] or "").startswith("the header")] == [2]
     else:
         assert [(r[4], r[5]) for r in rows] == [(int(first.split(",")[0]), first.split(",")[1]), (2, "x")]
 
@@ -59,8 +59,21 @@ def test_header_of_string_columns_is_a_header():
 
 
 def test_header_in_any_order_unknown_ignored_missing_null():
-    rows = parse("s,zz,x,id\nhi,?,1.5,7\n")
+    rows = parse("s,x,id\nhi,1.5,7\n")
     assert rows == [(2, "i", None, None, 7, None, None, None, 1.5, "hi")]
+    assert parse("s,zz,x,id,price,ok,ts\nhi,?,1.5,7,,,\n")[0][2:5] == (None, None, 7)
+
+
+def test_a_header_that_does_not_fit_is_a_bad_record_and_rows_go_on():
+    """A misspelt column name left the column null and dropped its values without a word."""
+    cols = [["id", "integer"], ["name", "string"]]
+    rows = parse("id,nmae\n1,a\n", columns=cols)
+    assert [(r[0], r[2], r[3], r[4:]) for r in rows] == [
+        (1, "the header has no column 'name' and names no column with 'nmae'; those values are not read",
+         "id,nmae", (None, None)),
+        (2, None, None, (1, None))]
+    rows = parse("name,name\n7,seven\n", columns=cols, hasHeader="true")
+    assert rows[0][2] == "the header names 'name' twice" and rows[1][4:] == (None, "7")
 
 
 def test_values_of_each_type():
