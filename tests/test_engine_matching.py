@@ -123,3 +123,14 @@ def test_partials_are_kept_by_the_column_on_equates_across_aliases(tmp_path):
     loose = engine(tmp_path, "create output stream o as select T1.id from T T1, T T2 "
                              "matching [10 seconds: T1, T2] on T1.id < T2.id;\n")
     assert loose.selects[0].matcher.bucket_by == {}
+
+
+def test_one_event_completing_two_partials_gives_two_matches(tmp_path):
+    """Both waiting readings are followed by the event: two matches (the changes of one input row
+    are merged per key, and matches have none: the earlier one was lost)."""
+    eng = engine(tmp_path, "create output stream o as select T.id, T.temp, D.what from T, D "
+                           "matching [10 seconds: T, D] on T.id = D.id;\n")
+    state = eng.initial_state()
+    rows = feed(eng, state, [((0,), 1, {"id": 1, "temp": 1.0}), ((0,), 2, {"id": 1, "temp": 2.0}),
+                             ((1,), 3, {"id": 1, "what": "x"})], now=1_000)
+    assert sorted(r["temp"] for r in rows) == [1.0, 2.0] and {r["what"] for r in rows} == {"x"}

@@ -203,9 +203,12 @@ def consolidate(changes: Sequence[Change]) -> list[Change]:
     """
     if len(changes) < 2:
         return list(changes)
-    merged: dict[tuple, Optional[Change]] = {}
+    merged: dict[object, Optional[Change]] = {}
     for ch in changes:
         key = ch.key
+        if key is None:  # a row without a key (a MATCHING match) is an event of its own
+            merged[object()] = ch
+            continue
         first = merged.get(key)
         if first is None:
             merged.pop(key, None)   # a key that cancelled out goes to the end when it comes back
