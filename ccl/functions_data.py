@@ -104,8 +104,8 @@ FUNCTIONS = {
                  doc="arc tangent (radians)"),  # src: MEM
     "atan2": dict(kind="scalar", min_args=2, max_args=2, args=("numeric", "numeric"), result="float",
                   doc="arc tangent of y/x using both signs"),  # src: MEM
-    "avg": dict(kind="aggregate", min_args=1, max_args=1, args=("numeric",), result="arg1",
-                doc="average of the group (additive); integer input may yield float in ESP - arg1 chosen to avoid false narrowing errors"),  # src: R14 R20
+    "avg": dict(kind="aggregate", min_args=1, max_args=1, args=("numeric",), result="average",
+                doc="average of the group (additive); float for integer, long and float input (ESP 5.0's reference: 'returns type FLOAT'), money and decimals keep their type"),  # src: R14 R20
     "bitand": dict(kind="scalar", min_args=2, max_args=2, args=("numeric", "numeric"), result="widest",
                    doc="bitwise AND of integer/long values"),  # unverified; src: MEM
     "bitclear": dict(kind="scalar", min_args=2, max_args=2, args=("numeric", "integer"), result="arg1",

@@ -257,6 +257,19 @@ def test_column_types_of_function_results(tmp_path):
         ["d1", "date"], ["b1", "bigdatetime"], ["r", "boolean"], ["bt", "boolean"]]
 
 
+def test_avg_is_a_float_except_of_money_and_decimals(tmp_path):
+    """ESP's reference: avg "takes any numeric datatype as input; returns type FLOAT" (an
+    integer column's average of 5 and 2 was 3); money and decimals keep their exact type."""
+    plan = plan_text(tmp_path, """
+    CREATE INPUT WINDOW W SCHEMA (id integer, x integer, l long, f float, m money(2), d decimal(10,3))
+        PRIMARY KEY (id);
+    CREATE OUTPUT WINDOW A PRIMARY KEY DEDUCED AS SELECT W.id, avg(W.x) ax, avg(W.l) al, avg(W.f) af,
+        avg(W.m) am, avg(W.d) ad FROM W GROUP BY W.id;
+    """)
+    assert element(plan, "A")["columns"][1:] == [
+        ["ax", "float"], ["al", "float"], ["af", "float"], ["am", "money(2)"], ["ad", "decimal(10,3)"]]
+
+
 def test_splitter_targets_over_a_window_are_delta_streams_with_its_key(tmp_path):
     """ESP: the targets of a splitter over a window are delta streams keyed as the window, so a
     window can be deduced from one and updates/deletes go on; over a stream they are streams."""

@@ -372,6 +372,9 @@ def _result(spec: str, args: list[Type]) -> Type:
         return args[k] if k < len(args) else ANY
     if spec == "widest":
         return widest(args) if args else ANY
+    if spec == "average":  # money and decimals keep their exactness; other numbers give a float
+        first = args[0] if args else ANY
+        return first if first.name in ("money", "decimal", "any") else FLOAT
     if spec == "elem":
         first = args[0] if args else ANY
         return first.args[0] if first.name in ("vector", "eventcache") and first.args else ANY
