@@ -441,7 +441,7 @@ FUNCTIONS = {
 # the two in step). Aggregates over an event cache are ccl.splash.caches.AGGREGATES.
 ENGINE_AGGREGATES = frozenset({
     "avg", "corr", "count", "covar_pop", "covar_samp", "exp_weighted_avg", "first", "last",
-    "lastnonnull", "max", "meandeviation", "median", "min", "regr_avgx", "regr_avgy", "regr_count",
+    "lastnonnull", "max", "meandeviation", "median", "min", "nth", "regr_avgx", "regr_avgy", "regr_count",
     "regr_intercept", "regr_r2", "regr_slope", "regr_sxx", "regr_sxy", "regr_syy", "stddev",
     "stddev_pop", "stddev_samp", "sum", "valueinserted", "var_pop", "var_samp", "variance", "vwap",
     "weighted_avg"})

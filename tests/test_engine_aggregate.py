@@ -519,12 +519,12 @@ def test_statistic_of_a_non_number_is_refused():
     assert st == agg.initial_state()
 
 
-def test_every_catalogue_aggregate_but_three_is_implemented():
-    assert AGGS - SUPPORTED == {"nth", "recent", "xmlagg"}
+def test_every_catalogue_aggregate_but_two_is_implemented():
+    assert AGGS - SUPPORTED == {"recent", "xmlagg"}
     assert SUPPORTED <= AGGS
 
 
-@pytest.mark.parametrize("call", ["nth(1, p.price)", "recent(p.price)", "xmlagg(p.isin)"])
+@pytest.mark.parametrize("call", ["recent(p.price)", "xmlagg(p.isin)"])
 def test_unimplemented_aggregate_refuses_each_row_without_breaking_the_engine(call):
     agg, st = make(f"SELECT p.isin, {call} x, count(*) c FROM P p "
                    "GROUP FILTER p.vol > 0 GROUP BY p.isin",
@@ -539,7 +539,7 @@ def test_unimplemented_aggregate_refuses_each_row_without_breaking_the_engine(ca
 
 def test_unimplemented_aggregate_makes_bad_records_in_the_element():
     s = element("s", "stream", [("g", "string"), ("v", "float")])
-    sel = plan_select("SELECT p.isin, nth(1, p.price) x, sum(p.price) t FROM P p "
+    sel = plan_select("SELECT p.isin, recent(p.price) x, sum(p.price) t FROM P p "
                       "GROUP BY p.isin")
     sel["sources"] = [{"alias": "p", "element": "s", "keep": None}]
     sel = _rename_columns(sel, {"isin": "g", "price": "v"})
@@ -547,7 +547,7 @@ def test_unimplemented_aggregate_makes_bad_records_in_the_element():
                 query={"selects": [sel]})
     eng = Engine(d, plan(s, d))  # building the engine does not fail
     out, state = run(eng, [ev("i", 1, g="a", v=1.0), ev("i", 2, g="b", v=2.0)])
-    assert out == [("bad", "aggregate function nth() is not supported by the engine")] * 2
+    assert out == [("bad", "aggregate function recent() is not supported by the engine")] * 2
     assert state["selects"][0]["agg"]["groups"] == {}
 
 

@@ -44,16 +44,20 @@ def _asc(value):
 MODELS = {
     # query, (sort key of a row, which ranked rows pass)
     "top2 by bid": ("SELECT Q.Sym, max(Q.Bid) Best, sum(Q.Qty) Qty, count(*) N, first(Q.Id) F, "
-                    "last(Q.Id) L FROM Q GROUP FILTER rank() < 2 GROUP BY Q.Sym "
+                    "last(Q.Id) L, nth(1, Q.Id) S FROM Q GROUP FILTER rank() < 2 GROUP BY Q.Sym "
                     "GROUP ORDER BY Q.Bid DESC, Q.Qty",
                     lambda r: (_desc(r["Bid"]), _asc(r["Qty"]), r["since"]),
                     lambda rank, r: rank < 2),
     "after the first, big ones": ("SELECT Q.Sym, max(Q.Bid) Best, sum(Q.Qty) Qty, count(*) N, "
-                                  "first(Q.Id) F, last(Q.Id) L FROM Q "
+                                  "first(Q.Id) F, last(Q.Id) L, nth(1, Q.Id) S FROM Q "
                                   "GROUP FILTER rank() >= 1 AND Q.Qty > 3 GROUP BY Q.Sym "
                                   "GROUP ORDER BY Q.Qty",
                                   lambda r: (_asc(r["Qty"]), r["since"]),
                                   lambda rank, r: rank >= 1 and r["Qty"] is not None and r["Qty"] > 3),
+    # no group order: the engine's plain aggregation, rows in order of arrival in their group
+    "arrival": ("SELECT Q.Sym, max(Q.Bid) Best, sum(Q.Qty) Qty, count(*) N, first(Q.Id) F, "
+                "last(Q.Id) L, nth(1, Q.Id) S FROM Q GROUP BY Q.Sym",
+                lambda r: r["since"], lambda rank, r: True),
 }
 
 
@@ -69,7 +73,8 @@ def model_window(rows: dict, sort_key, passes) -> dict:
         bids = [r["Bid"] for r in kept if r["Bid"] is not None]
         qtys = [r["Qty"] for r in kept if r["Qty"] is not None]
         out[sym] = {"Sym": sym, "Best": max(bids) if bids else None, "Qty": sum(qtys) if qtys else None,
-                    "N": len(kept), "F": kept[0]["Id"], "L": kept[-1]["Id"]}
+                    "N": len(kept), "F": kept[0]["Id"], "L": kept[-1]["Id"],
+                    "S": kept[1]["Id"] if len(kept) > 1 else None}
     return out
 
 
@@ -125,7 +130,7 @@ def test_top_n_of_a_stream_and_a_failing_order_leaves_no_trace(tmp_path):
 def test_stream_top_n_keeps_only_the_rows_that_can_rank(tmp_path, group_filter, passes, most_kept):
     source = "CREATE INPUT STREAM T SCHEMA (Id integer, Sym string, Bid float, Qty integer);\n"
     engine = engine_of(tmp_path, "SELECT T.Sym, max(T.Bid) Best, sum(T.Qty) Qty, count(*) N, first(T.Id) F, "
-                                 f"last(T.Id) L FROM T GROUP FILTER {group_filter} GROUP BY T.Sym "
+                                 f"last(T.Id) L, nth(1, T.Id) S FROM T GROUP FILTER {group_filter} GROUP BY T.Sym "
                                  "GROUP ORDER BY T.Bid DESC", source)
     state = engine.initial_state()
     rnd = random.Random(5)

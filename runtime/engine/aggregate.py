@@ -14,8 +14,9 @@ into changes of the element's output rows, one per group. Two modes:
 
 Aggregates: count, sum, avg, min, max, first, last, lastnonnull, valueinserted, vwap, median,
 meandeviation, stddev/stddev_samp/stddev_pop, variance/var_samp/var_pop, covar_pop, covar_samp,
-corr, regr_* (avgx, avgy, count, intercept, r2, slope, sxx, sxy, syy), weighted_avg and
-exp_weighted_avg. Any other aggregate the checker accepts (nth, recent, xmlagg, ...) does not stop
+corr, regr_* (avgx, avgy, count, intercept, r2, slope, sxx, sxy, syy), weighted_avg,
+exp_weighted_avg and nth(i, x) (from 0, in arrival or group order, as an event cache's nth). Any
+other aggregate the checker accepts (recent, xmlagg, ...) does not stop
 the engine: every row that reaches it is refused with a :class:`SplashError` (a bad record).
 
 Statistics follow ESP where its reference says something (stddev_samp: sample standard deviation,
@@ -448,6 +449,18 @@ class _Aggregate:
                                     _NO_ROWS)
         return result
 
+    def _nth_add(self, acc: list, args: list, since: int, touched: int, rows: Mapping) -> list:
+        """nth(i, x): the group's ``(since, i, x)`` in order of arrival (group order when ranked)."""
+        insort(acc, (since, args[0], args[1]), key=_since)
+        return acc
+
+    def _nth_remove(self, acc: list, args: list, since: int, touched: int, rows: Mapping) -> list:
+        at = [i for i in range(bisect_left(acc, since, key=_since), len(acc)) if acc[i][0] == since]
+        exact = [i for i in at if acc[i][1:] == (args[0], args[1])]
+        if exact or at:
+            del acc[(exact or at)[0]]
+        return acc
+
     def _sorted_add(self, acc: list, args: list, since: int, touched: int, rows: Mapping) -> list:
         """median, meandeviation: the group's non-null values, sorted (NaN last)."""
         if args[0] is not None:
@@ -531,23 +544,42 @@ def _pick_result(acc: Optional[list]) -> object:
     return None if acc is None else acc[1]
 
 
+def _since(entry: tuple) -> int:
+    return entry[0]
+
+
+def _nth_result(acc: list) -> object:
+    """The value at place ``i`` (from 0, as in an event cache's nth) of the group; null past its
+    end."""
+    if not acc:
+        return None
+    index = acc[-1][1]
+    return acc[index][2] if 0 <= index < len(acc) else None
+
+
+def _check_index(fn: str, args: list) -> list:
+    if not (isinstance(args[0], int) and not isinstance(args[0], bool)):
+        raise SplashError(f"{fn}() needs an integer index, got {args[0]!r}")
+    return args
+
+
 _A = _Aggregate
 _INIT: dict[str, Callable[[], object]] = {
     "count": lambda: 0, "sum": lambda: [0, 0], "avg": lambda: [0, 0], "vwap": lambda: [0, 0, 0],
     "min": lambda: None, "max": lambda: None, "first": lambda: None, "last": lambda: None,
     "lastnonnull": lambda: None, "valueinserted": lambda: None,
-    "median": list, "meandeviation": list,
+    "median": list, "meandeviation": list, "nth": list,
     "weighted_avg": lambda: [None, [0, 0, False]], "exp_weighted_avg": lambda: [None, [None]]}
 _ADD = {"count": _A._count_add, "sum": _A._sum_add, "avg": _A._sum_add, "vwap": _A._vwap_add,
         "min": _A._extreme_add, "max": _A._extreme_add, "first": _A._pick_add,
         "last": _A._pick_add, "lastnonnull": _A._pick_add, "valueinserted": _A._pick_add,
-        "median": _A._sorted_add, "meandeviation": _A._sorted_add,
+        "median": _A._sorted_add, "meandeviation": _A._sorted_add, "nth": _A._nth_add,
         "weighted_avg": _A._ordered_add, "exp_weighted_avg": _A._ordered_add}
 _REMOVE = {"count": _A._count_remove, "sum": _A._sum_remove, "avg": _A._sum_remove,
            "vwap": _A._vwap_remove, "min": _A._extreme_remove, "max": _A._extreme_remove,
            "first": _A._pick_remove, "last": _A._pick_remove, "lastnonnull": _A._pick_remove,
            "valueinserted": _A._pick_remove, "median": _A._sorted_remove,
-           "meandeviation": _A._sorted_remove, "weighted_avg": _A._ordered_remove,
+           "meandeviation": _A._sorted_remove, "nth": _A._nth_remove, "weighted_avg": _A._ordered_remove,
            "exp_weighted_avg": _A._ordered_remove}
 _RESULT: dict[str, Callable[[object], object]] = {
     "count": lambda acc: acc,
@@ -556,7 +588,7 @@ _RESULT: dict[str, Callable[[object], object]] = {
     "vwap": lambda acc: _div(acc[0], acc[1]) if acc[2] and acc[1] != 0 else None,
     "min": lambda acc: acc, "max": lambda acc: acc,
     "first": _pick_result, "last": _pick_result, "lastnonnull": _pick_result,
-    "valueinserted": _pick_result, "median": _median, "meandeviation": _meandeviation,
+    "valueinserted": _pick_result, "median": _median, "meandeviation": _meandeviation, "nth": _nth_result,
     "weighted_avg": lambda acc: _wma_result(acc[1]), "exp_weighted_avg": lambda acc: acc[1][0]}
 for _fn, _result in _MOMENT_RESULTS.items():
     _INIT[_fn] = partial(_moments_init, 1 if _fn in _UNIVARIATE else 2)
@@ -564,7 +596,7 @@ for _fn, _result in _MOMENT_RESULTS.items():
 
 _CHECKS: dict[str, Callable[[str, list], list]] = {
     **{fn: _check_floats for fn in _MOMENT_RESULTS}, "meandeviation": _check_floats,
-    "exp_weighted_avg": _check_period, "weighted_avg": _check_weighted}
+    "exp_weighted_avg": _check_period, "weighted_avg": _check_weighted, "nth": _check_index}
 # DISTINCT is honoured where the order of the values does not matter (min/max need nothing)
 _DISTINCT = frozenset(("count", "sum", "avg", "median", "meandeviation") + _UNIVARIATE)
 SUPPORTED: frozenset[str] = frozenset(_INIT)
