@@ -343,30 +343,65 @@ def parse_with_format(text: str, fmt: str, target: str) -> dt.datetime:
         raise bad() from None
 
 
+# to_string() writes more codes than the parser reads (ESP's "Date/Time Format Codes").
+_OUTPUT_TOKEN = re.compile(r'"[^"]*"|HH24|HH12|HH|MI|SSSSS|SS|FF[1-9]?|YYYY|YYY|YY|Y|MONTH|MON|MM|RM|DDD|DD'
+                           r'|DAY|DY|D|WW|W|Q|A\.M\.|P\.M\.|AM|PM', re.IGNORECASE)
+_ROMAN = ["I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII"]
+
+
+def _cased(text: str, written: str) -> str:
+    """A name in the case its code was written in: ``MONTH`` MARCH, ``Month`` March, ``month`` march."""
+    if written.isupper():
+        return text.upper()
+    return text.capitalize() if written[0].isupper() else text.lower()
+
+
 def format_datetime(v: dt.datetime, fmt: str) -> str:
-    """``v`` written with the codes of :func:`parse_with_format`: ``YYYY`` ``YY`` ``MM`` ``MON``
-    ``MONTH`` (English, upper case) ``DD`` ``HH24`` ``HH``/``HH12`` (1-12) ``MI`` ``SS``, ``FF``
-    (milliseconds, or microseconds when the value has them) or ``FF1``-``FF9``, ``AM``/``PM``."""
+    """``v`` written with Oracle-style codes (ESP's date/time format codes): ``YYYY`` ``YYY`` ``YY``
+    ``Y`` (the last digits of the year), ``Q`` (quarter), ``MM``, ``MON`` / ``MONTH`` (English
+    names, ``MONTH`` padded with blanks to 9 characters), ``RM`` (roman month), ``WW`` (week of the
+    year, from January 1st), ``W`` (week of the month), ``DDD`` (day of the year), ``DD``, ``D``
+    (day of the week, Sunday 1), ``DAY`` (padded to 9) / ``DY``, ``HH24``, ``HH``/``HH12``
+    (1-12), ``MI``, ``SS``, ``SSSSS`` (seconds since midnight), ``FF`` (milliseconds, or
+    microseconds when the value has them) or ``FF1``-``FF9``, ``AM``/``PM``. Names follow the
+    case of their code (``Month``: March); text in double quotes and other characters stand for
+    themselves."""
     out = []
-    for token in _format_tokens(fmt):
-        if token.startswith("FF"):
+    i = 0
+    while i < len(fmt):
+        m = _OUTPUT_TOKEN.match(fmt, i)
+        if m is None:
+            out.append(fmt[i])
+            i += 1
+            continue
+        written, i = m.group(), m.end()
+        token = written.upper()
+        if written.startswith('"'):
+            out.append(written[1:-1])
+        elif token.startswith("FF"):
             digits = int(token[2]) if len(token) == 3 else (3 if v.microsecond % 1000 == 0 else 6)
             out.append(f"{v.microsecond:06d}{'0' * 3}"[:digits])
         elif token in ("AM", "PM", "A.M.", "P.M."):
             half = "P" if v.hour >= 12 else "A"
-            out.append(f"{half}.M." if "." in token else f"{half}M")
-        elif token == "MON":
-            out.append(calendar.month_abbr[v.month].upper())
-        elif token == "MONTH":
-            out.append(calendar.month_name[v.month].upper())
-        elif token in ("HH", "HH12"):
-            out.append(f"{(v.hour % 12) or 12:02d}")
-        elif token in _FIELD_WIDTH:
-            value = {"YYYY": v.year, "YY": v.year % 100, "MM": v.month, "DD": v.day, "HH24": v.hour,
-                     "MI": v.minute, "SS": v.second}[token]
-            out.append(f"{value:0{_FIELD_WIDTH[token]}d}")
+            out.append(_cased(f"{half}.M." if "." in token else f"{half}M", written))
+        elif token in ("MON", "MONTH"):
+            name = calendar.month_abbr[v.month] if token == "MON" else f"{calendar.month_name[v.month]:<9}"
+            out.append(_cased(name, written))
+        elif token in ("DY", "DAY"):
+            name = calendar.day_abbr[v.weekday()] if token == "DY" else f"{calendar.day_name[v.weekday()]:<9}"
+            out.append(_cased(name, written))
+        elif token == "RM":
+            out.append(_cased(_ROMAN[v.month - 1], written))
         else:
-            out.append(token)
+            value, width = {
+                "YYYY": (v.year, 4), "YYY": (v.year % 1000, 3), "YY": (v.year % 100, 2), "Y": (v.year % 10, 1),
+                "Q": ((v.month - 1) // 3 + 1, 1), "MM": (v.month, 2),
+                "WW": ((v.timetuple().tm_yday - 1) // 7 + 1, 2), "W": ((v.day - 1) // 7 + 1, 1),
+                "DDD": (v.timetuple().tm_yday, 3), "DD": (v.day, 2), "D": ((v.weekday() + 1) % 7 + 1, 1),
+                "HH24": (v.hour, 2), "HH": ((v.hour % 12) or 12, 2), "HH12": ((v.hour % 12) or 12, 2),
+                "MI": (v.minute, 2), "SS": (v.second, 2),
+                "SSSSS": (v.hour * 3600 + v.minute * 60 + v.second, 5)}[token]
+            out.append(f"{value:0{width}d}")
     return "".join(out)
 
 
