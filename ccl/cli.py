@@ -558,7 +558,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except PlanError as exc:
         err.write(f"{exc}\n")
         return EXIT_ERRORS
-    from runtime.job import RunError, RunOptions, is_input
+    from runtime.job import RunError, RunOptions, inputs_without_files, is_input
     from runtime.quiet import filtered_stderr
     from runtime.run import run_plan, status_writer
     from runtime.session import get_session
@@ -589,6 +589,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                          run_dir=run_dir or scratch, until_idle=args.until_idle,
                          trigger_interval=str(settings["runtime.trigger_interval"]),
                          max_files_per_batch=int(settings["runtime.max_files_per_batch"]) or None)
+    for note in inputs_without_files(plan, options):
+        err.write(f"ccl run: note: {note}\n")
     try:
         with filtered_stderr():
             spark = get_session(args.master or str(settings["spark.master"]),

@@ -272,6 +272,22 @@ def _input_files(element: dict, plan: dict, options: RunOptions):
 # The processor's input: every port's rows, with an instance and a bucket
 # --------------------------------------------------------------------------------------------------
 
+def inputs_without_files(plan: dict, options: RunOptions) -> list[str]:
+    """A note per input element that is bound to files (an adapter or ``--input``) none of which
+    exist yet: a misspelt directory, file or pattern reads nothing, without an error."""
+    from .csv_source import list_new_files
+
+    notes = []
+    for e in plan["elements"]:
+        spec = _input_files(e, plan, options)[0] if is_input(e) else None
+        if spec is None or list_new_files(spec, ()):
+            continue
+        where = os.path.join(spec.dir, spec.file or spec.pattern or "*")
+        notes.append(f"input '{e['name']}' has no file yet: nothing matches {where}"
+                     + ("" if os.path.isdir(spec.dir) else " (the directory does not exist)"))
+    return notes
+
+
 def _hidden_file(element: dict, plan: dict, options: RunOptions) -> bool:
     """Whether ``element`` reads one named file that Spark's file source never lists: a name
     starting with "_" or "." (Hadoop's hidden files). The ``ccl_csv`` source reads it."""

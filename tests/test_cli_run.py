@@ -42,3 +42,23 @@ def test_output_and_checkpoint_paths_that_cannot_be_directories_are_usage_errors
         assert code == 2 and f"{option} {tmp_path / 'afile'}: is a file, not a directory" in err
         code, _, err = run("run", str(src), "--until-idle", option, str(tmp_path / "afile" / "sub"))
         assert code == 2 and "cannot make the directory" in err and "Traceback" not in err
+
+
+def test_inputs_bound_to_no_existing_file_get_a_note(tmp_path):
+    """A misspelt dir, file or pattern read nothing and the run ended with 0 rows, silently."""
+    from ccl.planner import plan_project
+    from runtime.job import RunOptions, inputs_without_files
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("id\n1\n")
+    (tmp_path / "p.ccl").write_text(
+        "create input stream s schema (id integer);\ncreate input stream t schema (id integer);\n"
+        "create input stream u schema (id integer);\ncreate input stream v schema (id integer);\n"
+        "attach input adapter a type toolkit_file_csv_input to s properties dir = 'in', file = 'a.csv';\n"
+        "attach input adapter b type toolkit_file_csv_input to t properties dir = 'nope';\n"
+        "attach input adapter c type dsv_in to u properties dir = 'in', filePattern = '*.txt';\n")
+    plan, diags = plan_project(str(tmp_path / "p.ccl"))
+    assert plan is not None, [str(d) for d in diags]
+    notes = inputs_without_files(plan, RunOptions(inputs={}, base_dir=str(tmp_path)))
+    assert notes == [f"input 't' has no file yet: nothing matches {tmp_path / 'nope' / '*'} "
+                     "(the directory does not exist)",
+                     f"input 'u' has no file yet: nothing matches {tmp_path / 'in' / '*.txt'}"]
