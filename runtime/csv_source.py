@@ -113,7 +113,9 @@ _JAVA_FIELDS = {"y": ("year", r"\d{4}", r"\d{2}"), "Y": ("year", r"\d{4}", r"\d{
 def java_pattern_regex(pattern: str) -> re.Pattern[str]:
     """A regular expression with named groups for a Java date-time pattern made of ``yyyy yy MM M
     dd d HH H mm ss SSS`` (any number of ``S``: a fraction of exactly that many digits), quoted
-    literals (``'T'``) and punctuation; other letters are refused with ValueError."""
+    literals (``'T'``) and punctuation; other letters are refused with ValueError. As in Java's
+    parsing, ``dd`` also reads ``5`` unless another number follows without a separator
+    (``yyyyMMdd``)."""
     out: list[str] = []
     i = 0
     while i < len(pattern):
@@ -135,8 +137,9 @@ def java_pattern_regex(pattern: str) -> re.Pattern[str]:
                 raise ValueError(f"date format {pattern!r}: {c!r} given twice")
             if c in "yY":
                 body = r"\d{2}" if run == 2 else r"\d{4}"
-            else:
-                body = two if run >= 2 else wide
+            else:  # as Java parses: the letter count matters only between adjacent numbers
+                adjacent = j < len(pattern) and (pattern[j] in _JAVA_FIELDS or pattern[j] == "S")
+                body = two if run >= 2 and adjacent else wide
             out.append(f"(?P<{name}>{body})")
         elif c == "S":
             out.append(f"(?P<fraction>\\d{{{run}}})")

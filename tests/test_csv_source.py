@@ -210,6 +210,12 @@ def test_date_and_timestamp_formats():
     fmt = CsvFormat.from_options({"dateFormat": "dd/MM/yyyy",
                                   "timestampformat": "yyyy-MM-dd'T'HH:mm:ss.SSS"})
     assert column_parser("date", fmt)("02/01/2020") == dt.datetime(2020, 1, 2)
+    # Java's parser ignores the letter count between separators, not between adjacent numbers
+    assert column_parser("date", fmt)("5/1/2024") == dt.datetime(2024, 1, 5)
+    compact = CsvFormat.from_options({"dateFormat": "yyyyMMddHHmm"})
+    assert column_parser("date", compact)("202401051502") == dt.datetime(2024, 1, 5, 15, 2)
+    with pytest.raises(Exception, match="is not a date"):
+        column_parser("date", compact)("2024151502")
     assert column_parser("timestamp", fmt)("2020-01-02T03:04:05.678") == \
         dt.datetime(2020, 1, 2, 3, 4, 5, 678000)
     with pytest.raises(Exception, match="is not a timestamp"):
