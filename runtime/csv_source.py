@@ -635,7 +635,16 @@ def wanted(spec: FileSpec, name: str) -> bool:
     if spec.file:
         return name == spec.file
     return (not name.startswith((".", "_")) and not name.endswith(".tmp")
-            and (not spec.pattern or fnmatch.fnmatchcase(name, spec.pattern)))
+            and (not spec.pattern or any(fnmatch.fnmatchcase(name, p) for p in _braces(spec.pattern))))
+
+
+def _braces(pattern: str) -> list[str]:
+    """A glob's ``{a,b}`` alternatives spelled out (Java's globs have them, fnmatch does not)."""
+    m = re.search(r"\{([^{}]*)\}", pattern)
+    if m is None:
+        return [pattern]
+    return [alt for part in m.group(1).split(",")
+            for alt in _braces(pattern[:m.start()] + part + pattern[m.end():])]
 
 
 def list_new_files(spec: FileSpec, known: Iterable[str]) -> list[str]:

@@ -264,6 +264,9 @@ def test_discovery_skips_hidden_temporary_and_known(tmp_path):
     assert list_new_files(FileSpec(str(tmp_path)), []) == ["a.csv", "b.csv", "d.txt"]
     assert list_new_files(FileSpec(str(tmp_path), file="d.txt"), []) == ["d.txt"]
     assert list_new_files(FileSpec(str(tmp_path), file="nope.csv"), []) == []
+    # Java glob alternatives, nested too
+    assert list_new_files(FileSpec(str(tmp_path), pattern="{a,d}.{csv,txt}"), []) == ["a.csv", "d.txt"]
+    assert list_new_files(FileSpec(str(tmp_path), pattern="{b{.csv,x},q}"), []) == ["b.csv"]
 
 
 def test_manifest_is_append_only_and_ignores_a_torn_line(tmp_path):
