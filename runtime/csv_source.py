@@ -394,6 +394,9 @@ def column_parser(ccl_type: str, fmt: CsvFormat) -> Callable[[str], Any]:
 Row = tuple  # (seq, op, bad, raw, *values)
 
 
+_UNDECODED = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as surrogateescape keeps it
+
+
 def _lines(text: str) -> list[str]:
     text = text.removeprefix("\ufeff")
     lines = text.split("\n")
@@ -463,6 +466,7 @@ def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
     columns are null, and ``ESP_OPS`` holds the opcode. For a slice of a file, ``first_line`` is the
     number of lines before ``text`` and ``header`` the file's header fields."""
     lines = _lines(text)
+    undecoded = _UNDECODED.search(text) is not None  # bytes that are not UTF-8 (surrogateescape)
     names = [c[0] for c in columns]
     parsers = [column_parser(c[1], fmt) for c in columns]
     n = len(columns)
@@ -498,6 +502,11 @@ def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
         if not fields or fields == [""] and n != 1:
             continue
         line_no = first_line + start + 1
+        if undecoded and any(_UNDECODED.search(f) for f in fields):
+            header_done = True
+            raw = "\n".join(lines[start:prev]).encode("utf-8", "surrogateescape")
+            yield (base + line_no, None, "not UTF-8 text", raw.decode("utf-8", "backslashreplace")) + nulls
+            continue
         if prev == len(lines) and _unclosed_quote("\n".join(lines[start:prev]), fmt.delimiter):
             yield (base + line_no, None, "a quoted field is not closed before the end of the file",
                    "\n".join(lines[start:prev])) + nulls
@@ -554,9 +563,9 @@ def parse_file_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
 
 def read_file(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
               file_no: int = 0) -> Iterator[Row]:
-    """The rows of the file at ``path`` (UTF-8, undecodable bytes replaced), see
+    """The rows of the file at ``path`` (UTF-8; a record with bytes that are not is bad), see
     :func:`parse_file_text`."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as f:
         text = f.read()
     return parse_file_text(text, columns, fmt, file_no)
 
@@ -587,7 +596,7 @@ def read_slice(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat, file
     without quote characters), ``first_line`` lines into the file; see :func:`parse_file_text`.
     This is the Python path, the reference of :mod:`runtime.csv_arrow`."""
     data, header = read_slice_bytes(path, fmt, start, end, columns)
-    return parse_file_text(data.decode("utf-8", "replace"), columns, fmt, file_no,
+    return parse_file_text(data.decode("utf-8", "surrogateescape"), columns, fmt, file_no,
                            first_line=first_line, header=header)
 
 
@@ -714,7 +723,7 @@ def read_partition(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat, 
                     if batch.num_rows:
                         yield batch
                 return
-        rows = parse_file_text(data.decode("utf-8", "replace"), columns, fmt, file_no,
+        rows = parse_file_text(data.decode("utf-8", "surrogateescape"), columns, fmt, file_no,
                                first_line=first_line, header=header)
     if schema is None:
         yield from rows

@@ -179,6 +179,15 @@ def test_text_the_csv_module_refuses_is_a_bad_record_and_reading_goes_on():
     assert [r[2] for r in closed] == ["expected 2 fields, got 3", None] and closed[1][5] == '12" screen'
 
 
+def test_a_record_that_is_not_utf8_is_bad(tmp_path):
+    """Latin-1 bytes were replaced by U+FFFD and the row went on as good."""
+    path = tmp_path / "l1.csv"
+    path.write_bytes("id,v\n1,café\n2,ok\n".encode("latin-1"))
+    rows = list(read_file(str(path), [["id", "integer"], ["v", "string"]], CsvFormat()))
+    assert [(r[2], r[3], r[4:]) for r in rows] == [
+        ("not UTF-8 text", "1,caf\\xe9", (None, None)), (None, None, (2, "ok"))]
+
+
 def test_decimal_overflow_is_bad():
     rows = parse("p\n123456789012345678\n", columns=[["p", "money(2)"]])
     assert rows[0][2] == "column p: '123456789012345678' does not fit in money(2)"
