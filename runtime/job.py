@@ -129,6 +129,14 @@ def _check_compatible(old: dict, new: dict, root: str, native_now: list[str]) ->
             f"{root} and has {now} now: its state is split by instance and cannot "
             f"be carried over. Set PARTITIONS back to {before}, or start from a new "
             f"checkpoint directory (or delete this one) to begin again with empty state.")
+    columns = {e["name"]: (e.get("columns"), e.get("key")) for e in old["elements"]}
+    for e in new["elements"]:
+        before = columns.get(e["name"])
+        if before is not None and before != (e.get("columns"), e.get("key")):
+            raise RunError(
+                f"element '{e['name']}' has other columns or another key than in the checkpoint "
+                f"{root}: its changelog and state cannot be read with the new ones. Start from a "
+                f"new checkpoint directory (or delete this one).")
     native_before = old.get("native_aggregations")
     if native_before is None:  # made before the list was kept: before the rule on observed changes
         native_before = [e["name"] for e in old["elements"] if aggregation_spec(e, old) is not None

@@ -134,3 +134,22 @@ def test_checkpoint_refused_when_an_aggregation_changes_path(tmp_path):
             prepare_run_dir(plan(agg + flex), options)
         assert "'w' ran on Spark's group-by" in str(info.value)
         assert "runs on the per-instance engine now" in str(info.value)
+
+
+def test_checkpoint_refused_when_an_element_changes_columns(tmp_path):
+    """Resuming after a column was added used to go on, reading old changelogs and state with
+    nulls (or failing inside Spark)."""
+    from ccl.planner import plan_project
+    from runtime.job import RunOptions, prepare_run_dir
+    text = "create input window w schema (k string, v integer) primary key (k);\n"
+    options = RunOptions(inputs={}, base_dir=str(tmp_path), run_dir=str(tmp_path / "run"))
+    for body, refused in [(text, False), (text.replace("v integer", "v integer, x float"), True),
+                          (text.replace("primary key (k)", "primary key (k, v)"), True)]:
+        (tmp_path / "p.ccl").write_text(body)
+        plan, diags = plan_project(str(tmp_path / "p.ccl"))
+        assert plan is not None, [str(d) for d in diags]
+        if refused:
+            with pytest.raises(RunError, match="element 'w' has other columns or another key"):
+                prepare_run_dir(plan, options)
+        else:
+            prepare_run_dir(plan, options)
