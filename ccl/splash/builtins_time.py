@@ -260,20 +260,21 @@ _MONTH_NAMES = [(calendar.month_name[i].lower(), calendar.month_abbr[i].lower(),
 _MERIDIAN = re.compile(r"([AP])\.?M\.?", re.IGNORECASE)
 
 
-def _format_tokens(fmt: str) -> list[str]:
-    """The format split into codes (upper case) and literal characters."""
-    out: list[str] = []
+def _format_tokens(fmt: str, codes: re.Pattern[str] = _FORMAT_TOKEN) -> list[tuple[str, str]]:
+    """The format split into ``(code in upper case, code as written)`` pairs and literal
+    characters ``("", character)`` (the text of double quotes is literal too)."""
+    out: list[tuple[str, str]] = []
     i = 0
     while i < len(fmt):
-        m = _FORMAT_TOKEN.match(fmt, i)
+        m = codes.match(fmt, i)
         if m is None:
-            out.append(fmt[i])
+            out.append(("", fmt[i]))
             i += 1
         elif m.group().startswith('"'):
-            out.extend(m.group()[1:-1])
+            out.extend(("", c) for c in m.group()[1:-1])
             i = m.end()
         else:
-            out.append(m.group().upper())
+            out.append((m.group().upper(), m.group()))
             i = m.end()
     return out
 
@@ -292,9 +293,9 @@ def parse_with_format(text: str, fmt: str, target: str) -> dt.datetime:
     def bad() -> SplashError:
         return SplashError(f"cannot convert '{text}' to {target} with format '{fmt}'")
 
-    for token in _format_tokens(fmt):
-        if len(token) == 1 and token not in _FIELD_WIDTH:
-            if pos >= len(text) or text[pos].lower() != token.lower():
+    for token, written in _format_tokens(fmt):
+        if not token:
+            if pos >= len(text) or text[pos].lower() != written.lower():
                 raise bad()
             pos += 1
             continue
@@ -367,17 +368,9 @@ def format_datetime(v: dt.datetime, fmt: str) -> str:
     case of their code (``Month``: March); text in double quotes and other characters stand for
     themselves."""
     out = []
-    i = 0
-    while i < len(fmt):
-        m = _OUTPUT_TOKEN.match(fmt, i)
-        if m is None:
-            out.append(fmt[i])
-            i += 1
-            continue
-        written, i = m.group(), m.end()
-        token = written.upper()
-        if written.startswith('"'):
-            out.append(written[1:-1])
+    for token, written in _format_tokens(fmt, _OUTPUT_TOKEN):
+        if not token:
+            out.append(written)
         elif token.startswith("FF"):
             digits = int(token[2]) if len(token) == 3 else (3 if v.microsecond % 1000 == 0 else 6)
             out.append(f"{v.microsecond:06d}{'0' * 3}"[:digits])
