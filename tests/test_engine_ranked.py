@@ -44,16 +44,16 @@ def _asc(value):
 MODELS = {
     # query, (sort key of a row, which ranked rows pass)
     "top2 by bid": ("SELECT Q.Sym, max(Q.Bid) Best, sum(Q.Qty) Qty, count(*) N, first(Q.Id) F, "
-                    "last(Q.Id) L, nth(1, Q.Id) S FROM Q GROUP FILTER rank() < 2 GROUP BY Q.Sym "
+                    "last(Q.Id) L, nth(1, Q.Id) S FROM Q GROUP FILTER rank() <= 2 GROUP BY Q.Sym "
                     "GROUP ORDER BY Q.Bid DESC, Q.Qty",
                     lambda r: (_desc(r["Bid"]), _asc(r["Qty"]), r["since"]),
-                    lambda rank, r: rank < 2),
+                    lambda rank, r: rank <= 2),
     "after the first, big ones": ("SELECT Q.Sym, max(Q.Bid) Best, sum(Q.Qty) Qty, count(*) N, "
                                   "first(Q.Id) F, last(Q.Id) L, nth(1, Q.Id) S FROM Q "
-                                  "GROUP FILTER rank() >= 1 AND Q.Qty > 3 GROUP BY Q.Sym "
+                                  "GROUP FILTER rank() >= 2 AND Q.Qty > 3 GROUP BY Q.Sym "
                                   "GROUP ORDER BY Q.Qty",
                                   lambda r: (_asc(r["Qty"]), r["since"]),
-                                  lambda rank, r: rank >= 1 and r["Qty"] is not None and r["Qty"] > 3),
+                                  lambda rank, r: rank >= 2 and r["Qty"] is not None and r["Qty"] > 3),
     # no group order: the engine's plain aggregation, rows in order of arrival in their group
     "arrival": ("SELECT Q.Sym, max(Q.Bid) Best, sum(Q.Qty) Qty, count(*) N, first(Q.Id) F, "
                 "last(Q.Id) L, nth(1, Q.Id) S FROM Q GROUP BY Q.Sym",
@@ -67,7 +67,7 @@ def model_window(rows: dict, sort_key, passes) -> dict:
         groups.setdefault(r["Sym"], []).append(r)
     out = {}
     for sym, members in groups.items():
-        kept = [r for rank, r in enumerate(sorted(members, key=sort_key)) if passes(rank, r)]
+        kept = [r for rank, r in enumerate(sorted(members, key=sort_key), 1) if passes(rank, r)]
         if not kept:
             continue
         bids = [r["Bid"] for r in kept if r["Bid"] is not None]
@@ -109,7 +109,7 @@ def test_random_changes_match_the_model(tmp_path, name, seed):
 
 def test_top_n_of_a_stream_and_a_failing_order_leaves_no_trace(tmp_path):
     source = "CREATE INPUT STREAM T SCHEMA (Sym string, Px float, Code string);\n"
-    engine = engine_of(tmp_path, "SELECT T.Sym, sum(T.Px) Top2, count(*) N FROM T GROUP FILTER rank() < 2 "
+    engine = engine_of(tmp_path, "SELECT T.Sym, sum(T.Px) Top2, count(*) N FROM T GROUP FILTER rank() <= 2 "
                                  "GROUP BY T.Sym GROUP ORDER BY to_integer(T.Code) DESC", source)
     state = engine.initial_state()
     out = engine.process(state, [Event(0, "i", 1, {"Sym": "A", "Px": 10.0, "Code": "1"}),
@@ -118,14 +118,14 @@ def test_top_n_of_a_stream_and_a_failing_order_leaves_no_trace(tmp_path):
                                  Event(0, "i", 4, {"Sym": "A", "Px": 20.0, "Code": "2"})], 0)
     assert [type(o).__name__ for o in out] == ["Emit", "Emit", "Bad", "Emit"]
     assert out[-1].values == {"Sym": "A", "Top2": 50.0, "N": 2}  # 30 and 20; the bad row never ranked
-    # a stream only inserts: under rank() < 2 the group keeps its best 2 rows, not all 3
+    # a stream only inserts: under rank() <= 2 the group keeps its best 2 rows, not all 3
     assert [len(g["rows"]) for g in state["selects"][0]["agg"]["groups"].values()] == [2]
 
 
 @pytest.mark.parametrize("group_filter, passes, most_kept", [
-    ("RANK() < 3", lambda rank, r: rank < 3, 3),
-    ("2 >= rank()", lambda rank, r: rank <= 2, 3),
-    ("rank() < 3 OR T.Qty = 0", lambda rank, r: rank < 3 or r["Qty"] == 0, None),
+    ("RANK() < 4", lambda rank, r: rank < 4, 3),   # ranks count from 1: the best 3
+    ("3 >= rank()", lambda rank, r: rank <= 3, 3),
+    ("rank() <= 3 OR T.Qty = 0", lambda rank, r: rank <= 3 or r["Qty"] == 0, None),
 ])
 def test_stream_top_n_keeps_only_the_rows_that_can_rank(tmp_path, group_filter, passes, most_kept):
     source = "CREATE INPUT STREAM T SCHEMA (Id integer, Sym string, Bid float, Qty integer);\n"
@@ -148,7 +148,7 @@ def test_stream_top_n_keeps_only_the_rows_that_can_rank(tmp_path, group_filter, 
 
 
 def test_rank_without_order_is_arrival_and_is_checked_only_in_group_filter(tmp_path):
-    query = "SELECT Q.Sym, last(Q.Id) L, count(*) N FROM Q GROUP FILTER rank() = 0 GROUP BY Q.Sym"
+    query = "SELECT Q.Sym, last(Q.Id) L, count(*) N FROM Q GROUP FILTER rank() = 1 GROUP BY Q.Sym"
     engine = engine_of(tmp_path, query)  # no diagnostic at all (before: CCL2010, every row bad)
     state = engine.initial_state()
     out = engine.process(state, [Event(0, "i", 1, {"Id": 7, "Sym": "A"}), Event(0, "i", 2, {"Id": 3, "Sym": "A"}),
@@ -157,7 +157,7 @@ def test_rank_without_order_is_arrival_and_is_checked_only_in_group_filter(tmp_p
                                                ("u", {"Sym": "A", "L": 3, "N": 1})]
     path = tmp_path / "bad.ccl"
     path.write_text(SOURCE + "CREATE OUTPUT WINDOW B PRIMARY KEY DEDUCED AS "
-                    + query.replace("GROUP FILTER rank() = 0", "WHERE rank() = 0") + ";\n")
+                    + query.replace("GROUP FILTER rank() = 1", "WHERE rank() = 1") + ";\n")
     plan, diags = plan_project(str(path))
     assert plan is None and [d.code for d in diags] == ["CCL2212"]
 

@@ -8,7 +8,8 @@ and folds the aggregates over the rows that pass, in group order (first() and la
 first and last rows of that order). A change to one group costs O(rows of the group), as in ESP,
 where this clause is used over windows that KEEP a few rows per group.
 
-Choices where ESP's reference is silent (docs/language.md): ranks count from 0; rows that tie
+Ranks count from 1, as ESP's Programmers Guide says ("every row in the group is ranked from 1 to
+N"; ``rank() < 11`` keeps 10 rows). Choices where ESP's reference is silent: rows that tie
 on GROUP ORDER BY (and all rows, without GROUP ORDER BY) rank in order of arrival; nulls sort
 before every value (after them with DESC), NaN after every number.
 """
@@ -63,8 +64,8 @@ def _rank_as_variable(expr: Any) -> Any:
 
 
 def _rank_limit(expr: Any) -> Optional[int]:
-    """n when GROUP FILTER is exactly ``rank() < n`` (or ``rank() <= n - 1``, ``n > rank()``,
-    ``n - 1 >= rank()``) with an integer literal, else None."""
+    """How many rows can pass when GROUP FILTER is exactly ``rank() < n`` (n - 1), ``rank() <= n``
+    (n) or the same turned round (``n > rank()``), with an integer literal; else None."""
     if not isinstance(expr, Mapping) or expr.get("node") != "Binary":
         return None
     op, left, right = expr["op"], expr["left"], expr["right"]
@@ -73,7 +74,7 @@ def _rank_limit(expr: Any) -> Optional[int]:
     if (op not in ("<", "<=") or not _is_rank(left) or not isinstance(right, Mapping)
             or right.get("node") != "Literal" or right.get("kind") != "integer"):
         return None
-    return max(int(right["value"]) + (op == "<="), 0)
+    return max(int(right["value"]) + (op == "<=") - 1, 0)  # ranks count from 1
 
 
 
@@ -177,7 +178,7 @@ class RankedAggregator(Aggregator):
         for rank, row in enumerate(rows[ikey] for ikey in ranked):
             if self.group_filter is not None:
                 filled = null_filled(row[INPUT], self.null_columns)
-                if self.group_filter(filled, {RANK: rank}) is not True:
+                if self.group_filter(filled, {RANK: rank + 1}) is not True:
                     continue
             # the place in group order stands for arrival: first()/last() follow the order
             accs = [agg.add(acc, row[ARGS][i], n, row[TOUCHED], _NONE)
