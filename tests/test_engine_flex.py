@@ -588,3 +588,26 @@ def test_handlers_run_long_loops_and_deep_recursion(tmp_path):
     eng, _ = build(tmp_path, LONG_CODE, "O")
     out = eng.process(eng.initial_state(), [ev("i", 1, n=900)], 0)
     assert ops(out) == [("i", {"n": 900, "loop": 299999 * 300000 // 2, "rec": 900 * 901 // 2})]
+
+
+def test_a_record_is_a_dictionary_key_by_its_key_fields(tmp_path):
+    """SAP's "Internal Pulsing" example keys a dictionary by the input record
+    (``dictionary(typeof(InStream), integer)``): records were unhashable, every row a bad record.
+    Records with one key are one entry; iterating gives the records back; the state pickles."""
+    eng, _ = build(tmp_path, """
+    CREATE INPUT WINDOW W SCHEMA (id integer, v integer) PRIMARY KEY (id);
+    CREATE FLEX F IN W OUT OUTPUT STREAM O SCHEMA (n integer, ids string, v integer)
+    BEGIN
+      DECLARE dictionary(typeof(W), integer) versions; END;
+      ON W {
+        versions[W] := W.v;
+        string ids := '';
+        for (k in versions) { ids := ids + string(k.id); }
+        output setOpcode([n = size(versions); ids = ids; v = versions[W];], insert);
+      };
+    END;""", "O")
+    state = eng.initial_state()
+    out = eng.process(state, [ev("i", 1, id=1, v=10), ev("u", 2, id=1, v=20)], 0)
+    state = roundtrip(state)
+    out += eng.process(state, [ev("i", 3, id=2, v=5)], 0)
+    assert [(v["n"], v["ids"], v["v"]) for _, v in ops(out)] == [(1, "1", 10), (1, "1", 20), (2, "12", 5)]

@@ -18,7 +18,7 @@ from . import caches
 from .convert import cast, coerce, to_decimal, to_text
 from .operators import arithmetic, java_pow, like, to_float
 from .values import (EXACT, INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, MAX_CONTAINER, MAX_STRING, Dec,
-                     Dictionary, Interval, Long, Record, SplashError, a_kind, dec_type, is_integral,
+                     Dictionary, Interval, Long, Record, SplashError, a_kind, dec_type, dictionary_key, is_integral,
                      is_number, make_dec, wrap32, wrap64)
 
 
@@ -308,7 +308,7 @@ def _resize(ctx: CallContext, v: object, size: object) -> list:
 def _remove(ctx: CallContext, d: object, key: object) -> None:
     if not isinstance(d, Dictionary) and not (isinstance(d, dict) and not isinstance(d, Record)):
         raise SplashError(f"remove() needs a dictionary, not {a_kind(d)}")
-    d.pop(coerce(key, getattr(d, "key", Type("any")), "a dictionary key"), None)
+    d.pop(dictionary_key(coerce(key, getattr(d, "key", Type("any")), "a dictionary key")), None)
     return None
 
 

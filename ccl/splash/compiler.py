@@ -11,7 +11,7 @@ from .expressions import ExpressionCompiler
 from .machine import (BREAK, CONTINUE, RETURN, Cell, ExitSignal, Expr, Frame, Function, Machine, Stmt,
                       fail, find_cell, set_element)
 from .operators import comparison, truth
-from .values import Record, SplashError, a_kind
+from .values import Record, SplashError, a_kind, stored_key
 from .windows import WindowView, window_rows
 
 
@@ -213,7 +213,7 @@ class Compiler(ExpressionCompiler):
             elif isinstance(it, list):
                 items, t = list(it), getattr(it, "elem", ANY)
             elif isinstance(it, dict) and not isinstance(it, Record):
-                items, t = list(it), getattr(it, "key", ANY)
+                items, t = [stored_key(k) for k in it], getattr(it, "key", ANY)
             else:
                 raise SplashError(f"for-in needs a vector, a dictionary or a window, not {a_kind(it)}")
             for item in items:

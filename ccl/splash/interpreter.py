@@ -196,7 +196,8 @@ class Interpreter:
             if not isinstance(row, Mapping):
                 raise SplashError(f"the row of '{src}' is not a mapping of columns to values")
             types = self.source_types.get(src, {})
-            rec = Record(((c, from_python(v, types.get(c, ANY))) for c, v in row.items()), types=dict(types))
+            rec = Record(((c, from_python(v, types.get(c, ANY))) for c, v in row.items()), types=dict(types),
+                         key_fields=tuple(getattr(row, "key_fields", ())))
             rec.readonly, rec.source = True, src  # type: ignore[attr-defined]
             opcode = getattr(row, "opcode", None)
             if opcode is not None:

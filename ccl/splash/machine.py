@@ -14,7 +14,7 @@ from typing import Callable, Optional
 from .. import nodes as n
 from ..analysis.types import ANY, Type
 from .convert import coerce
-from .values import BudgetExhausted, Long, Record, SplashError, a_kind, is_integral
+from .values import BudgetExhausted, Long, Record, SplashError, a_kind, dictionary_key, is_integral
 from .windows import WindowView
 
 BREAK, CONTINUE, RETURN = "break", "continue", "return"
@@ -160,7 +160,7 @@ def get_element(container: object, index: object) -> object:
         return container[index] if 0 <= index < len(container) else None  # type: ignore[operator,index]
     if isinstance(container, dict) and not isinstance(container, Record):
         key = coerce(index, getattr(container, "key", ANY), "a dictionary key")
-        return container.get(key)
+        return container.get(dictionary_key(key))
     if isinstance(container, WindowView):
         return container.by_key(index)
     raise SplashError(f"{a_kind(container)} cannot be indexed")
@@ -179,6 +179,6 @@ def set_element(container: object, index: object, value: object) -> None:
         if index is None:
             raise SplashError("a dictionary key cannot be null")
         key = coerce(index, getattr(container, "key", ANY), "a dictionary key")
-        container[key] = coerce(value, getattr(container, "value", ANY), "a dictionary value")
+        container[dictionary_key(key)] = coerce(value, getattr(container, "value", ANY), "a dictionary value")
         return
     raise SplashError(f"{a_kind(container)} cannot be indexed")

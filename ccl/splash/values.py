@@ -124,6 +124,41 @@ class Record(dict):
         return out
 
 
+class RecordKey:
+    """A record used as a dictionary key (``dictionary(typeof(S), integer) d; d[S] := 1;``, as in
+    SAP's examples): equal and hashed by its key fields (all fields when it has none), a copy of
+    the record kept so that iterating the dictionary gives records back."""
+
+    __slots__ = ("record", "ident")
+
+    def __init__(self, record: Record) -> None:
+        self.record = record.copy_record()
+        fields = record.key_fields or tuple(record)
+        self.ident = tuple((f, record.get(f)) for f in fields)
+
+    def __hash__(self) -> int:
+        return hash(self.ident)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RecordKey) and self.ident == other.ident
+
+    def __getstate__(self) -> tuple:
+        return (self.record, self.ident)
+
+    def __setstate__(self, state: tuple) -> None:
+        self.record, self.ident = state
+
+
+def dictionary_key(key: object) -> object:
+    """``key`` as a dictionary stores it (a record by its key fields)."""
+    return RecordKey(key) if isinstance(key, Record) else key
+
+
+def stored_key(key: object) -> object:
+    """A dictionary's stored key as SPLASH sees it (the record of a :class:`RecordKey`)."""
+    return key.record.copy_record() if isinstance(key, RecordKey) else key
+
+
 def wrap32(v: int) -> int:
     """``v`` wrapped to a 32-bit two's-complement integer (Java ``int`` overflow)."""
     v &= 0xFFFFFFFF

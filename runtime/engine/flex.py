@@ -88,6 +88,7 @@ class FlexEngine:
         keeps += [None] * (len(self.inputs) - len(keeps))
         self.sources = [SourceStage(elements[p], k) for p, k in zip(self.inputs, keeps)]
         self.source_kinds = [elements[p]["kind"] for p in self.inputs]
+        self.source_keys = [tuple(elements[p].get("key") or ()) for p in self.inputs]
         self.port_caches = [self.declared.caches_of([w, p])
                             for p, w in zip(self.inputs, self.input_names)]
         handlers = [_Handler(h) for h in flex.get("handlers") or []]
@@ -214,8 +215,10 @@ class FlexEngine:
             self.declared.feed(state["vars"], self.port_caches[port], self.source_kinds[port],
                                change.op, row or {}, now_ms)
             rec = _Row(row or {})
-            rec.opcode = _LETTER_CODES[change.op]
+            rec.opcode, rec.key_fields = _LETTER_CODES[change.op], self.source_keys[port]
             old = _Row(change.old) if change.op == "u" and change.old is not None else None
+            if old is not None:
+                old.key_fields = self.source_keys[port]
             for h in self.on_row[port]:
                 out += self._run(state, h, {name: rec}, (f"{name}_old", old), seq, port,
                                  now_ms, None, values)
@@ -288,9 +291,10 @@ class FlexEngine:
 
 
 class _Row(dict):
-    """An input row handed to the interpreter, with the opcode of its change."""
+    """An input row handed to the interpreter, with the opcode of its change and its element's key."""
 
     opcode: Optional[int] = None
+    key_fields: tuple[str, ...] = ()
 
 
 def _names(*names: str) -> list[str]:
