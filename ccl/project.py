@@ -7,7 +7,7 @@ that is not UTF-8 is read as Windows-1252 with a warning (CCL1005).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from . import nodes as n
@@ -45,10 +45,25 @@ class LoadedProject:
             for stmt in self.files[name].statements:
                 if isinstance(stmt, n.Import):
                     expand(_import_target(name, stmt.path))
+                elif isinstance(stmt, n.CreateModule):
+                    out.append(replace(stmt, body=self._module_body(name, stmt.body, [name])))
                 else:
                     out.append(stmt)
 
         expand(self.main)
+        return out
+
+    def _module_body(self, name: str, body: list, stack: list[str]) -> list:
+        """A module's statements with each IMPORT in it replaced by the file's statements: the
+        imported schemas and functions are the module's own (every module that imports a file
+        gets its statements)."""
+        out: list = []
+        for stmt in body:
+            target = _import_target(name, stmt.path) if isinstance(stmt, n.Import) else None
+            if target is None:
+                out.append(stmt)
+            elif target in self.files and target not in stack:
+                out += self._module_body(target, self.files[target].statements, stack + [target])
         return out
 
 
@@ -132,6 +147,10 @@ def _load(project: LoadedProject, name: str, text: str, stack: list[str]) -> Non
     for stmt in tree.statements:
         if isinstance(stmt, n.Import):
             _load_import(project, name, stmt, stack + [name])
+        elif isinstance(stmt, n.CreateModule):
+            for inner in stmt.body:
+                if isinstance(inner, n.Import):
+                    _load_import(project, name, inner, stack + [name])
 
 
 def _load_import(project: LoadedProject, importer: str, stmt: n.Import, stack: list[str]) -> None:

@@ -86,6 +86,28 @@ def test_imports_are_checked_and_missing_ones_reported(tmp_path):
     assert f"{main_file}:2:1: error CCL1201: cannot import 'lib/missing.ccl'" in err
 
 
+def test_an_import_inside_a_module_brings_its_statements_into_the_module(tmp_path):
+    """SAP's "Parameters in Modules" example imports its schemas inside the module body: the
+    import was dropped (unknown schema), and a missing file there was not reported."""
+    from ccl.project import load_project
+    (tmp_path / "schemas.ccl").write_text("CREATE SCHEMA TradesSchema (Id integer, Price float);\n")
+    module = ("CREATE MODULE M{n} IN I OUT O BEGIN\n  IMPORT '{file}';\n"
+              "  CREATE INPUT STREAM I SCHEMA TradesSchema;\n"
+              "  CREATE OUTPUT STREAM O SCHEMA TradesSchema AS SELECT * FROM I WHERE I.Price > 20;\nEND;\n")
+    main_file = tmp_path / "main.ccl"
+    main_file.write_text(module.format(n=1, file="schemas.ccl") + module.format(n=2, file="schemas.ccl")
+                         + "CREATE INPUT STREAM T SCHEMA (Id integer, Price float);\n"
+                           "LOAD MODULE M1 AS a IN I = T OUT O = Big;\n")
+    code, out, err = run("check", str(main_file))
+    assert code == 0, err
+    bodies = [s.body for s in load_project(str(main_file)).statements if type(s).__name__ == "CreateModule"]
+    assert [[type(s).__name__ for s in body] for body in bodies] == [
+        ["CreateSchema", "CreateElement", "CreateElement"]] * 2  # each module gets the schema
+    main_file.write_text(module.format(n=1, file="missing.ccl"))
+    code, _, err = run("check", str(main_file))
+    assert code == 1 and f"{main_file}:2:3: error CCL1201: cannot import 'missing.ccl'" in err
+
+
 def test_import_cycle(tmp_path):
     (tmp_path / "a.ccl").write_text("IMPORT 'b.ccl';\n")
     (tmp_path / "b.ccl").write_text("IMPORT 'a.ccl';\n")
