@@ -11,6 +11,7 @@ from typing import Callable, Iterator, Optional
 from .. import nodes as n
 from ..printer import keep_count_text
 from .analyzer import PartitionFacts
+from .expressions import is_aggregate_call
 from .statements import can_end_without_value
 from .symbols import Variable
 
@@ -64,7 +65,8 @@ def _column_of(e: n.Node, f: PartitionFacts, input_name: str) -> Optional[str]:
 def _moving_rows(f: PartitionFacts, report: Report) -> None:
     """An input with a key sends updates; a partition function of columns that are not its key
     can send an update elsewhere than the row's insert (ROUNDROBIN is CCL3001's)."""
-    if not (f.stateful or f.join):
+    delta = isinstance(f.node, n.CreateElement) and f.node.kind == "delta stream"  # keeps its input's keys
+    if not (f.stateful or f.join or delta):
         return
     for name, spec in f.specs_by_input.items():
         element = f.inputs[name]
@@ -87,6 +89,16 @@ def _moving_rows(f: PartitionFacts, report: Report) -> None:
 
 def _group_by(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report) -> None:
     if not f.group_by:
+        caches = {d.name.name for item in (f.declare.items if f.declare is not None else [])
+                  if isinstance(item, n.VarDecl) and isinstance(item.type, n.EventCacheType)
+                  for d in item.declarators}
+        aggregate = next((x for part in (f.select.items if f.select is not None else [])
+                          for x in part.walk() if isinstance(x, n.Call) and is_aggregate_call(x)
+                          and not any(isinstance(v, n.Var) and v.name.name in caches for v in x.walk())),
+                         None)  # (an aggregate of an event cache is SPLASH's, per row)
+        if aggregate is not None and f.specs_by_input:
+            report("CCL3002", aggregate.span, f"an aggregate without GROUP BY sees the rows of one "
+                                              f"instance of '{f.target}': each emits its own partial result")
         return
     for name, cols in hash_cols.items():
         grouped = {_column_of(g, f, name) for g in f.group_by} - {None}
@@ -106,14 +118,30 @@ def _caches(f: PartitionFacts) -> Iterator[n.EventCacheType]:
             yield item.type
 
 
+def _from_keeps(f: PartitionFacts) -> Iterator[n.FromSource]:
+    """The FROM sources of the element's select that have a KEEP."""
+    stack: list = list(f.select.sources) if f.select is not None else []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, n.Join):
+            stack += [item.left, item.right]
+        elif item.keep is not None:
+            yield item
+
+
 def _retention(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report) -> None:
     partitioned = set(f.specs_by_input)
-    keep = f.keep
-    if keep is not None and keep.kind in ("rows", "every_rows"):
-        per = {c.name for c in keep.per}
-        if not any(cols <= per for cols in hash_cols.values()):  # groups of PER live in one instance
-            report("CCL3006", keep.span, f"KEEP {keep_count_text(keep.count)} ROWS holds that many rows in each "
-                                         f"instance of '{f.target}', not in all")
+    row_keeps = [(f.keep, hash_cols.values(), "")] if f.keep is not None else []
+    for src in _from_keeps(f):  # a broadcast source's KEEP holds the same rows in every instance
+        by = [k for k in partitioned if f.inputs.get(k) is f.inputs.get(src.name.name)]
+        if by:
+            row_keeps.append((src.keep, [hash_cols.get(by[0], set())], f" of {src.name.name}"))
+    for keep, hashed, of in row_keeps:
+        if keep.kind in ("rows", "every_rows") and not any(cols and cols <= {c.name for c in keep.per}
+                                                           for cols in hashed):
+            every = "EVERY " if keep.kind == "every_rows" else ""
+            report("CCL3006", keep.span, f"KEEP {every}{keep_count_text(keep.count)} ROWS{of} holds that "
+                                         f"many rows in each instance of '{f.target}', not in all")
     for cache in _caches(f):
         source = cache.source.name
         element = f.inputs.get(source)
