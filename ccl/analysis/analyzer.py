@@ -61,6 +61,7 @@ class Analyzer:
         self.schemas: dict[str, dict[str, Type]] = {}
         self.modules: dict[str, Module] = {}
         self.names: dict[str, str] = {}  # element/schema/module/store name -> what it is
+        self.partitions_var: Optional[str] = None  # <target>_partitions while its query is analysed
         self.typedefs: dict[str, Type] = {}
         self.globals = Scope()
         self.functions: dict[str, n.FuncDef] = {}
@@ -246,6 +247,9 @@ class Analyzer:
                       ) -> tuple[Scope, dict[str, n.FuncDef]]:
         """The scope and functions of an element's own DECLARE block."""
         scope = self.globals.child()
+        if self.partitions_var is not None:  # around the DECLARE scope (a variable of the name is CCL2407)
+            scope.vars[self.partitions_var] = Variable(self.partitions_var, INTEGER, "implicit")
+            scope = scope.child()
         functions = dict(self.functions)
         if block is None:
             return scope, functions
@@ -282,7 +286,12 @@ class Analyzer:
                 own = Element(name, kind, "input", columns)
                 self.typer.type_of(s.where.cond, self.context(sources=[Source(name, own)]))
         else:
-            select, sources, columns = self.derived(s)
+            # a partitioned element's code may read its instance count (ESP: an implicit global)
+            self.partitions_var = f"{name}_partitions" if s.partition is not None else None
+            try:
+                select, sources, columns = self.derived(s)
+            finally:
+                self.partitions_var = None
         element = Element(name, kind, s.role, columns, node=s, keep=s.keep)
         self.keys(s, element, select, sources)
         self._element_clauses(s, element, select, sources)
@@ -611,7 +620,9 @@ class Analyzer:
         if self.claim(out.name, f"{out.role + ' ' if out.role else ''}{out.kind}"):
             self.elements[out.name.name] = element
         sources = [Source(el.name, el) for el in inputs] + [Source(element.name, element)]
+        self.partitions_var = f"{out.name.name}_partitions" if s.partition is not None else None
         scope, functions = self.local_declare(s.declare, sources)
+        self.partitions_var = None
         for el in inputs:
             scope.vars[el.name + "_old"] = Variable(el.name + "_old", el.row_type, "implicit")
         # ESP's W_stream (the rows of W: lookups, for loops) and W_iterator, for every input and
