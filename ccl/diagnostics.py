@@ -322,6 +322,19 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "with its own copy, and the others keep the initial value. Fix: carry the value as data "
        "(a window the readers join with, or the readers' inputs), or do the reading in the "
        "writing element (one Flex)."),
+    _c("CCL3013", "warning", "rows that join can land on different instances",
+       "Consequence: two inputs of a join are HASH-partitioned, and a row of one meets only the "
+       "rows of the other in its own instance; when the ON condition does not equate their HASH "
+       "columns (in order), or equates columns of different types (an integer and a long of one "
+       "value hash differently), matching rows can be in different instances and the join loses "
+       "them, in ESP as here. Fix: HASH both inputs on the columns the join equates, of one type."),
+    _c("CCL3014", "warning", "broadcast input kept by an outer join",
+       "Consequence: an input that no BY names is broadcast, so every instance sees all its rows; "
+       "on the preserved side of a LEFT, RIGHT or FULL join each instance emits the rows that found "
+       "no match in its own part of the partitioned input, so an unmatched row comes out once per "
+       "instance (N null-padded copies), and a row matched in one instance also comes out "
+       "unmatched from the others. Fix: partition the preserved input too (by the join columns), "
+       "or put the broadcast input on the other side."),
 ]}
 
 

@@ -1,4 +1,4 @@
-"""Partition-safety warnings (CCL3001-CCL3011): where partitioning changes what a project means.
+"""Partition-safety warnings (CCL3001-CCL3011, CCL3013, CCL3014): where partitioning changes what a project means.
 
 Each check is one of SAP's partitioning guidelines (shared/seeds/esp-splash-partitioning-guidelines.txt)
 made mechanical. The analysis hands over :class:`~ccl.analysis.analyzer.PartitionFacts` for every
@@ -33,6 +33,7 @@ def check_partition_safety(facts: list[PartitionFacts], resolved: dict[int, Vari
             if spec.method == "custom":
                 _custom(f, spec, report)
         _moving_rows(f, report)
+        _joins(f, hash_cols, report)
         _group_by(f, hash_cols, report)
         _retention(f, hash_cols, report)
         _splash(f, hash_cols, resolved, report)
@@ -85,6 +86,73 @@ def _moving_rows(f: PartitionFacts, report: Report) -> None:
             report("CCL3011", spec.span, f"an update of {name} that changes {', '.join(moving)} "
                                f"(not its key) goes to another instance of '{f.target}' than the "
                                "row's insert, and the old row stays where it was")
+
+
+def _sources_of(item: object) -> Iterator[n.FromSource]:
+    if isinstance(item, n.Join):
+        yield from _sources_of(item.left)
+        yield from _sources_of(item.right)
+    elif isinstance(item, n.FromSource):
+        yield item
+
+
+def _equated(on: n.Node) -> list[tuple[n.Node, n.Node]]:
+    """The ``a = b`` pairs of an ON condition's top-level AND."""
+    if isinstance(on, n.Binary) and on.op.lower() == "and":
+        return _equated(on.left) + _equated(on.right)
+    if isinstance(on, n.Binary) and on.op == "=":
+        return [(on.left, on.right)]
+    return []
+
+
+def _joins(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report) -> None:
+    """CCL3013: rows that match can be on different instances (the ON condition does not equate
+    the HASH columns of two HASH-partitioned inputs, or equates columns of different types, which
+    hash differently). CCL3014: a broadcast input on the preserved side of an outer join: its
+    unmatched rows come out of every instance."""
+    if f.select is None:
+        return
+    joins = [j for item in f.select.sources for j in _join_nodes(item)]
+    for j in joins:
+        preserved = ([j.left] if j.kind in ("left", "full") else []) + \
+            ([j.right] if j.kind in ("right", "full") else [])
+        for src in (s for side in preserved for s in _sources_of(side)):
+            element = f.inputs.get(src.name.name)
+            if element is not None and not any(f.inputs.get(k) is element for k in f.specs_by_input):
+                report("CCL3014", src.span, f"{src.name.name} is broadcast to every instance of "
+                                            f"'{f.target}' and kept by the {j.kind.upper()} JOIN: each "
+                                            "instance emits its unmatched rows")
+    hashed = [(k, [c.name for c in f.specs_by_input[k].columns]) for k in hash_cols]
+    if len(hashed) < 2 or not joins:
+        return
+    pairs = [(a, b) for j in joins for a, b in _equated(j.on)]
+    for i, (x, xcols) in enumerate(hashed):
+        for y, ycols in hashed[i + 1:]:
+            found = []
+            for xc, yc in zip(xcols, ycols):
+                match = next(((a, b) for a, b in pairs
+                              if (_column_of(a, f, x), _column_of(b, f, y)) == (xc, yc)
+                              or (_column_of(b, f, x), _column_of(a, f, y)) == (xc, yc)), None)
+                found.append(match)
+            spec = f.specs_by_input[y]
+            if len(xcols) != len(ycols) or None in found:
+                report("CCL3013", spec.span, f"the join's ON does not equate HASH({', '.join(xcols)}) of "
+                                             f"{x} with HASH({', '.join(ycols)}) of {y}: rows that match "
+                                             f"can be on different instances of '{f.target}' and never meet")
+                continue
+            tx = [f.inputs[x].columns.get(c) for c in xcols]
+            ty = [f.inputs[y].columns.get(c) for c in ycols]
+            if tx != ty:
+                report("CCL3013", spec.span, f"HASH columns of {x} ({', '.join(map(str, tx))}) and of {y} "
+                                             f"({', '.join(map(str, ty))}) have other types: equal values "
+                                             f"hash differently and land on different instances of '{f.target}'")
+
+
+def _join_nodes(item: object) -> Iterator[n.Join]:
+    if isinstance(item, n.Join):
+        yield item
+        yield from _join_nodes(item.left)
+        yield from _join_nodes(item.right)
 
 
 def _group_by(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report) -> None:
