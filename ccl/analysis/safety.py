@@ -217,7 +217,8 @@ def _retention(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report
             continue  # a broadcast input's cache sees every row in every instance
         spec = f.specs_by_input[element.name]
         keys = {k.name for k in cache.keys or []}
-        if spec.method != "hash" or keys != hash_cols.get(element.name, set()):
+        cols = hash_cols.get(element.name)
+        if spec.method != "hash" or not cols or not cols <= keys:  # else a bucket lives in one instance
             report("CCL3005", cache.span, f"the cache's key ({', '.join(sorted(keys)) or 'none'}) is "
                                           f"not the partition key of {source}: a bucket's rows are "
                                           "spread over the instances")
