@@ -653,7 +653,7 @@ def _info(reason: Column, row: Column) -> Column:
 def _why_info(frame: DataFrame) -> Column:
     """The ``__info`` of a row of ``frame`` (the processor's input layout) with a ``__why``: that
     reason and the row's element columns."""
-    meta = {SEQ, SUB, SRC, OP, WHY, RAW, INST}
+    meta = {SEQ, SUB, SRC, OP, WHY, RAW, INST, KIND, BATCH, PORT}
     return _info(F.col(WHY), F.struct(*[column(c) for c in frame.columns if c not in meta]))
 
 

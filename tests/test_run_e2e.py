@@ -304,6 +304,9 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
     assert bad == sorted((r[0], r[3]) for r in rows if r[3] >= 90) and bad
     assert bad == sorted((b["row"]["sym"], int(b["row"]["qty"])) for b in slow.bad_records()
                          if b["element"] == "odd")
+    # a bad record's row holds the element's columns only (the native path leaked "__kind")
+    assert {k for b in native.bad_records() if b["element"] == "odd" for k in b["row"]} == {
+        "sym", "venue", "price", "qty"}
     for run in (native, slow):  # rows that got no instance are in rows_in, not in an instance's count
         assert sum(run.stats("odd")["instances"].values()) == run.stats("odd")["rows_in"] - len(bad)
     a = [r for r in native.rows("stats") if r["sym"] == "A" and r["venue"] == "X"][0]
