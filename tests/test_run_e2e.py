@@ -526,3 +526,19 @@ def test_single_parquets_writes_every_part_in_one_job(spark, tmp_path):
     assert spark.read.parquet(paths[1]).orderBy("k").collect() == state.orderBy("k").collect()
     assert not os.path.exists(paths[2]) and pq.read_table(paths[3]).num_rows == 0
     assert not [f for f in glob.glob(str(tmp_path / "*" / ".*")) if f.endswith(".tmp")]
+
+
+def test_bad_records_of_an_input_read_only_by_a_native_aggregation_hold_its_columns(spark, tmp_path):
+    """The input's batch goes to the aggregation unread; a row the partition function refuses is
+    a bad record whose row is the input's columns (the internal "__kind" column leaked into it)."""
+    text = """
+    create input stream s schema (k string, v integer);
+    create output window w primary key deduced keep all
+      partition by s { integer i := 0; while (i < 1) i := i + 1; if (s.v < 90) return i; } partitions 2
+      as select s.k, count(*) n from s group by s.k;
+    """
+    data = tmp_path / "in"
+    write_rows(str(data / "a.csv"), ["k", "v"], [("a", 1), ("b", 95), ("a", 2)])
+    out = run_project(spark, tmp_path, text, {"s": str(data)})
+    assert [(b["reason"], b["row"]) for b in out.bad_records()] == [("no return", {"k": "b", "v": 95})]
+    assert {r["k"]: r["n"] for r in out.rows("w")} == {"a": "2"}
