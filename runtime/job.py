@@ -336,12 +336,13 @@ def _target(partition: dict, fallback: str) -> str:
     return var[:-len("_partitions")] if var.endswith("_partitions") else fallback
 
 
-def _assignment(partition: dict, source_name: str, target: str, schema: T.StructType,
+def _assignment(partition: dict, source: dict, target: str, schema: T.StructType,
                 tmp: str) -> tuple[dict[str, Column], Column, Optional[Column]]:
     """``(first, instance, reason)`` of ``partition`` for rows of ``source_name`` (see
     :func:`runtime.partition_fn.instance_columns`); a broadcast source's rows are copied to every
     instance (``first`` explodes them, as ``tmp``)."""
     count = int(partition["count"])
+    source_name = source["name"]
     spec = _spec_for(partition, source_name)
     if spec is None:
         return {tmp: F.explode(F.sequence(F.lit(0), F.lit(count - 1)))}, F.col(tmp), None
@@ -349,8 +350,11 @@ def _assignment(partition: dict, source_name: str, target: str, schema: T.Struct
     node = n.PartitionSpec(n.Ident(by_name), spec["method"],
                            [n.Ident(c) for c in spec.get("columns", [])],
                            n.from_json(spec["block"]) if spec.get("block") else None)
+    # an input's rows are numbered by line, consecutively; a derived element's carry the numbers
+    # of the rows that caused them (with gaps, or several rows with one number)
+    sequence = SEQ if is_input(source) else (SEQ, SUB)
     first, instance, reason, _ = instance_columns(node, by_name, _target(partition, target), count,
-                                                  schema, SEQ, tmp=tmp)
+                                                  schema, sequence, tmp=tmp)
     return first, F.coalesce(instance, F.lit(0)), reason
 
 
@@ -371,7 +375,7 @@ def _instance_steps(element: dict, source: dict, schema: T.StructType) -> tuple[
             per = int((source.get("partition") or {}).get("count") or 1)
             part: Column = F.floor(F.col(SRC) / F.lit(per)).cast("int")
         else:
-            first, part, reason = _assignment(partition, source["name"], element["name"], schema, tmp)
+            first, part, reason = _assignment(partition, source, element["name"], schema, tmp)
             if first:
                 steps.append(first)
             if reason is not None:

@@ -10,7 +10,7 @@ null instance and the reason, which makes it a bad record.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence, Union
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame
@@ -331,7 +331,7 @@ def assign_instances(df: DataFrame, spec: n.PartitionSpec, source: str, target: 
 
 
 def instance_columns(spec: n.PartitionSpec, source: str, target: str, count: int,
-                     schema: T.StructType, sequence: Optional[str] = None,
+                     schema: T.StructType, sequence: Optional[Union[str, Sequence[str]]] = None,
                      globals_: Optional[Mapping[str, object]] = None,
                      functions: Optional[Mapping[str, n.FuncDef]] = None,
                      tmp: str = "__assignment"
@@ -339,14 +339,21 @@ def instance_columns(spec: n.PartitionSpec, source: str, target: str, count: int
     """``(first, instance, reason, how)`` for ``spec`` over rows of ``schema``: columns to add
     first (the interpreter's result, as ``tmp``; none when the function is a Spark expression),
     then the instance (0..count-1, null for a bad record) and the bad-record reason (None: never
-    one) as expressions over them, and how the function runs."""
+    one) as expressions over them, and how the function runs. ROUNDROBIN takes the row's number
+    modulo the count when ``sequence`` is one column (rows numbered consecutively, as an input
+    file's lines), else the hash of the ``sequence`` columns (a derived row carries the number of
+    the input row that caused it: a filter's rows would keep its stride, a Flex's several rows of
+    one event would all go to one instance)."""
     if spec.method == "hash":
         instance = F.pmod(F.hash(*[column(c.name) for c in spec.columns]), F.lit(count))
         return {}, instance, None, Assignment("hash")
     if spec.method == "roundrobin":
         if sequence is None:
             raise ValueError("ROUNDROBIN needs the sequence number column")
-        instance = F.pmod(column(sequence), F.lit(count).cast("long")).cast("int")
+        if isinstance(sequence, str):  # consecutive numbers: a rotation
+            instance = F.pmod(column(sequence), F.lit(count).cast("long")).cast("int")
+        else:  # numbers with gaps or repeats (derived rows): spread by their hash
+            instance = F.pmod(F.hash(*[column(c) for c in sequence]), F.lit(count))
         return {}, instance, None, Assignment("roundrobin")
     try:
         instance = compile_custom(spec.body, source, target, count, column_kinds(schema))

@@ -191,6 +191,12 @@ def test_hash_and_roundrobin(spark):
     assert how.path == "hash" and all(len(v) == 1 for v in by_key.values())
     out, how = assign_instances(df, _spec("ROUNDROBIN"), SOURCE, TARGET, 3, sequence="i")
     assert how.path == "roundrobin" and {r.i: r[INSTANCE] for r in out.collect()} == {i: i % 3 for i in range(40)}
+    # derived rows: the numbers of every other input line, three rows per number (a filter, then
+    # a Flex): by number alone they would all land on one instance; hashed they spread
+    derived = spark.createDataFrame([(2 * i, j) for i in range(40) for j in range(3)], "i long, j long")
+    out, _ = assign_instances(derived, _spec("ROUNDROBIN"), SOURCE, TARGET, 2, sequence=("i", "j"))
+    counts = [r[INSTANCE] for r in out.collect()].count
+    assert 40 <= counts(0) <= 80 and counts(0) + counts(1) == 120
 
 
 def test_bad_records_are_written_counted_and_logged_once_per_batch(spark, tmp_path, caplog):
