@@ -143,9 +143,9 @@ def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
     Spark's group-by gives one change per touched group per micro-batch, where ESP (and the
     per-instance path) give one per input row; so the element's changes must not be observed
     one by one (:func:`changes_observed`). It must be a window with KEEP ALL (or no KEEP) over
-    one *stream* (inserts only: nothing is ever retracted), no WHERE/HAVING/GROUP FILTER/FROM KEEP/DECLARE, grouped by plain columns, with count/sum/min/
-    max/avg of plain columns (not DISTINCT), and select items that are group columns or
-    aggregates. Any partitioning: the runtime gives each row its instance as the per-instance path
+    one *stream* (inserts only: nothing is ever retracted), no WHERE/HAVING/GROUP FILTER/FROM
+    KEEP/DECLARE, grouped by plain columns, with count/sum/min/max/avg of plain columns (not
+    DISTINCT), and select items that are group columns or aggregates. Any partitioning: the runtime gives each row its instance as the per-instance path
     does and groups by (instance, group columns), so every instance has its own groups (with HASH
     on group columns, a group lives in one instance and the result is the unpartitioned one).
     Returns ``{"source", "alias", "groups": [(item, column)], "aggregates": [(item, fn, column or

@@ -338,7 +338,7 @@ def _target(partition: dict, fallback: str) -> str:
 
 def _assignment(partition: dict, source: dict, target: str, schema: T.StructType,
                 tmp: str) -> tuple[dict[str, Column], Column, Optional[Column]]:
-    """``(first, instance, reason)`` of ``partition`` for rows of ``source_name`` (see
+    """``(first, instance, reason)`` of ``partition`` for rows of the element ``source`` (see
     :func:`runtime.partition_fn.instance_columns`); a broadcast source's rows are copied to every
     instance (``first`` explodes them, as ``tmp``)."""
     count = int(partition["count"])

@@ -1,4 +1,5 @@
-"""Partition-safety warnings (CCL3001-CCL3011, CCL3013, CCL3014): where partitioning changes what a project means.
+"""Partition-safety warnings (CCL3001-CCL3011, CCL3013-CCL3014): where partitioning changes what a
+project means.
 
 Each check is one of SAP's partitioning guidelines (shared/seeds/esp-splash-partitioning-guidelines.txt)
 made mechanical. The analysis hands over :class:`~ccl.analysis.analyzer.PartitionFacts` for every
@@ -186,15 +187,10 @@ def _caches(f: PartitionFacts) -> Iterator[n.EventCacheType]:
             yield item.type
 
 
-def _from_keeps(f: PartitionFacts) -> Iterator[n.FromSource]:
+def _from_keeps(f: PartitionFacts) -> list[n.FromSource]:
     """The FROM sources of the element's select that have a KEEP."""
-    stack: list = list(f.select.sources) if f.select is not None else []
-    while stack:
-        item = stack.pop()
-        if isinstance(item, n.Join):
-            stack += [item.left, item.right]
-        elif item.keep is not None:
-            yield item
+    items = f.select.sources if f.select is not None else []
+    return [src for item in items for src in _sources_of(item) if src.keep is not None]
 
 
 def _retention(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report) -> None:
