@@ -48,6 +48,7 @@ class PartitionFacts:
     keep: Optional[n.Keep]
     declare: Optional[n.DeclareBlock]
     splash: list[n.Node]  # blocks and functions run by the element's instances
+    module_body: list[n.Node] = field(default_factory=list)  # a partitioned LOAD MODULE's module
 
 
 class Analyzer:
@@ -721,6 +722,8 @@ class Analyzer:
         outer = 1
         if s.partition is not None:
             self.partition(s, s.instance.name, "module", s.partition, bound_inputs, None)
+            if self.partition_facts and self.partition_facts[-1].node is s:
+                self.partition_facts[-1].module_body = list(module.node.body)
             mine = self.partitioned[-1] if self.partitioned else None
             outer = mine.count if mine is not None and mine.name == s.instance.name else None
         # the partitioned elements of the module's body, in this instance: their own instances in

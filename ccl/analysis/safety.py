@@ -36,6 +36,7 @@ def check_partition_safety(facts: list[PartitionFacts], resolved: dict[int, Vari
         _moving_rows(f, report)
         _joins(f, hash_cols, report)
         _group_by(f, hash_cols, report)
+        _module_group_by(f, hash_cols, report)
         _retention(f, hash_cols, report)
         _splash(f, hash_cols, resolved, report)
         if isinstance(f.node, n.CreateFlex):
@@ -177,6 +178,38 @@ def _group_by(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report)
         report("CCL3002", blame.span, f"rows of one group can reach several instances of "
                                       f"'{f.target}' (partitioned by HASH({', '.join(sorted(cols))}) "
                                       f"of {name}): each emits its own partial result")
+
+
+def _module_group_by(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report) -> None:
+    """CCL3002 for a partitioned LOAD MODULE: an aggregation in the module that reads a HASHed
+    input directly, grouped by something else than its HASH columns (or not grouped)."""
+    for stmt in f.module_body:
+        query = getattr(stmt, "query", None)
+        if not isinstance(stmt, n.CreateElement) or not isinstance(query, n.Select):
+            continue
+        names = {src.alias.name if src.alias else src.name.name: src.name.name
+                 for item in query.sources for src in _sources_of(item)}
+        grouped = query.group_by
+        if not grouped and not any(isinstance(x, n.Call) and is_aggregate_call(x)
+                                   for part in query.items for x in part.walk()):
+            continue
+        for by, cols in hash_cols.items():
+            element = f.inputs[by]
+            read = [alias for alias, name in names.items() if f.inputs.get(name) is element]
+            if not read:
+                continue
+            columns = set()
+            for g in grouped:
+                if isinstance(g, n.FieldAccess) and isinstance(g.base, n.Var) and g.base.name.name in read:
+                    columns.add(g.field.name)
+                elif isinstance(g, n.Var) and len(names) == 1:
+                    columns.add(g.name.name)
+            if not cols <= columns:
+                what = f"grouped by {', '.join(sorted(columns))}" if grouped else "an aggregate without GROUP BY"
+                report("CCL3002", f.specs_by_input[by].span,
+                       f"'{stmt.name.name}' in the module ({what}) reads {by}, partitioned by "
+                       f"HASH({', '.join(sorted(cols))}): rows of one group can reach several instances "
+                       f"of '{f.target}', each emitting its own partial result")
 
 
 def _caches(f: PartitionFacts) -> Iterator[n.EventCacheType]:
