@@ -159,7 +159,8 @@ class Planner:
 
     def plan_CreateErrorStream(self, s: n.CreateErrorStream, scope: Scope) -> None:
         facts = scope.element(s.name.name, s)
-        out = self._base(s, scope, "error stream", s.role or "output", facts)
+        # ESP: "The visibility of an error stream is, by default, LOCAL"
+        out = self._base(s, scope, "error stream", s.role or "local", facts)
         out.update(keep=None, autogenerate=None, input_where=None, declare=[], query=None,
                    partition=None, stateful=False,
                    error_sources=[scope.resolve(src.name) for src in s.sources])
@@ -175,7 +176,9 @@ class Planner:
                 targets.append(t.name)
         for target in targets:
             facts = scope.element(target, s)
-            out = self._base(s, scope, facts.kind, s.role or "output", facts, name=target)
+            # ESP: the targets are local or output "depending on the visibility clause defined
+            # for the splitter. The default is local."
+            out = self._base(s, scope, facts.kind, s.role or "local", facts, name=target)
             select, sources = self.select(s.select, [c for c, _ in out["columns"]], scope, s)
             qs = QueryScope(sources, scope.params)
             cond = _branch_condition(s, target, qs)

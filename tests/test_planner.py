@@ -369,3 +369,18 @@ CREATE OUTPUT WINDOW d PRIMARY KEY (k) KEEP s.v ROWS AS SELECT s.k FROM s;
     project, errors = parse_text(text)
     again, errors2 = parse_text(to_ccl(project))
     assert errors == errors2 == [] and again == project
+
+
+def test_splitter_targets_and_error_streams_are_local_unless_output(tmp_path):
+    """ESP: a splitter's targets are local or output "depending on the visibility clause defined
+    for the splitter. The default is local"; an error stream is LOCAL by default. They were
+    written as outputs."""
+    plan = plan_text(tmp_path, """
+    CREATE INPUT STREAM S SCHEMA (k string, x integer);
+    CREATE SPLITTER A AS WHEN S.x > 10 THEN T1 ELSE T2 SELECT S.k, S.x FROM S;
+    CREATE OUTPUT SPLITTER B AS WHEN S.x > 10 THEN U1 ELSE U2 SELECT S.k, S.x FROM S;
+    CREATE ERROR STREAM E ON S;
+    CREATE OUTPUT ERROR STREAM F ON S;
+    """)
+    assert {e: element(plan, e)["role"] for e in ("T1", "T2", "U1", "U2", "E", "F")} == {
+        "T1": "local", "T2": "local", "U1": "output", "U2": "output", "E": "local", "F": "output"}

@@ -580,6 +580,19 @@ class Analyzer:
         if len(sources) == 1 and sources[0].element.kind in ("window", "delta stream"):
             key = deduce_key(s.select, sources, self.elements)
             kind = "delta stream" if key else "stream"
+            if not key:
+                self.report("CCL2202", s.select.span, f"a splitter over {sources[0].element.kind} "
+                            f"'{sources[0].element.name}' must select its key columns unchanged: its "
+                            "targets are delta streams with that key")
+        for x in (x for item in s.select.items for x in item.walk()):
+            if isinstance(x, n.Call) and is_aggregate_call(x):
+                self.report("CCL2205", x.span, f"{x.func.name}() is an aggregate: a splitter's SELECT "
+                                               "gives each row's columns and expressions of them")
+        for targets in [b.targets for b in s.branches] + [s.otherwise]:
+            names = [t.name for t in targets]
+            for i, t in enumerate(targets):  # ESP: "each target stream name can appear only once"
+                if t.name in names[:i]:
+                    self.report("CCL2002", t.span, f"'{t.name}' is named twice in one list of targets")
         mine: set[str] = set()
         for target in [t for b in s.branches for t in b.targets] + s.otherwise:
             if target.name in mine:
