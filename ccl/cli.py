@@ -9,8 +9,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from typing import Optional, Sequence, TextIO
 
 from . import __version__
@@ -591,6 +593,11 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                          max_files_per_batch=int(settings["runtime.max_files_per_batch"]) or None)
     for note in inputs_without_files(plan, options):
         err.write(f"ccl run: note: {note}\n")
+    # A continuous run stops on SIGINT/SIGTERM, also one that comes while Spark starts (it was
+    # lost then, and the run went on).
+    stop = threading.Event()
+    previous = ({} if args.until_idle else
+                {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)})
     try:
         with filtered_stderr():
             spark = get_session(args.master or str(settings["spark.master"]),
@@ -598,13 +605,18 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                                 int(settings["spark.shuffle_partitions"]))
             spark.sparkContext.setLogLevel(str(settings["runtime.log_level"]))
             try:
-                result = run_plan(spark, plan, options, out_dir, status=status_writer(err))
+                result = run_plan(spark, plan, options, out_dir, status=status_writer(err), stop=stop)
             finally:
                 spark.stop()
     except RunError as exc:
         err.write(f"ccl run: {exc}\n")
         return EXIT_ERRORS
+    except KeyboardInterrupt:  # SparkContext's own SIGINT handler, before the run's took over
+        err.write("ccl run: interrupted while Spark was starting; nothing was run or written\n")
+        return 130
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
     bad_file = settings.setting("runtime.bad_record_path")

@@ -119,10 +119,12 @@ def _failure(element: str, exc: StreamingQueryException) -> RunError:
 
 
 def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
-             status: Callable[[str], None] = lambda s: None) -> RunResult:
+             status: Callable[[str], None] = lambda s: None,
+             stop: Optional[threading.Event] = None) -> RunResult:
     """Run ``plan``; with ``options.until_idle`` process what is there and return, otherwise run
     until SIGINT/SIGTERM (printing a live status line), then stop cleanly. Outputs are written in
-    both cases."""
+    both cases. ``stop``: set by the caller's signal handlers while Spark was starting (a stop
+    asked for then is carried out as soon as the queries are up)."""
     began = time.monotonic()
     output_adapters(plan, options.base_dir)  # refused now rather than when the run ends
     dirs = prepare_run_dir(plan, options)
@@ -139,7 +141,7 @@ def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
             except StreamingQueryException as exc:
                 raise _failure(element["name"], exc) from None
     else:
-        _run_until_stopped(spark, plan, options, dirs, layout, status)
+        _run_until_stopped(spark, plan, options, dirs, layout, status, stop or threading.Event())
     report = write_outputs(spark, plan, dirs, out_dir, options.base_dir, time.monotonic() - began)
     return RunResult(report, dirs.root, out_dir)
 
@@ -174,23 +176,26 @@ def _stop_between_batches(query: StreamingQuery, bound: float = 10.0) -> None:
 
 def _run_until_stopped(spark: SparkSession, plan: dict, options: RunOptions, dirs: RunDirs,
                        layout: RunLayout,
-                       status: Callable[[str], None]) -> None:
-    stop = threading.Event()
+                       status: Callable[[str], None], stop: threading.Event) -> None:
+    # (SparkContext put its own SIGINT handler in place, which raises KeyboardInterrupt)
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     queries: dict[str, StreamingQuery] = {}
     try:
         for element in plan["elements"]:
+            if stop.is_set():  # asked to stop while starting: stop what started
+                break
             q = _start(spark, plan, element, options, dirs, layout)
             if q is not None:
                 queries[element["name"]] = q
-        began = time.monotonic()
+        began, before = time.monotonic(), _progress(plan, dirs)[0]  # rows of earlier runs
         while not stop.wait(2.0):
             for name, q in queries.items():
                 if q.exception() is not None:
                     raise _failure(name, q.exception())
             rows, bad, batches = _progress(plan, dirs)
             elapsed = max(time.monotonic() - began, 1e-9)
-            status(f"batches {batches}  rows {rows}  ({rows / elapsed:,.0f} rows/s)  bad records {bad}")
+            status(f"batches {batches}  rows {rows}  ({(rows - before) / elapsed:,.0f} rows/s)  "
+                   f"bad records {bad}")
     finally:
         _drain_and_stop(plan, queries)
         for s, handler in previous.items():

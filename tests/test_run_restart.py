@@ -153,3 +153,27 @@ def test_checkpoint_refused_when_an_element_changes_columns(tmp_path):
                 prepare_run_dir(plan, options)
         else:
             prepare_run_dir(plan, options)
+
+
+def test_ctrl_c_while_spark_starts_stops_the_run(tmp_path):
+    """A SIGINT that came while Spark was starting was lost (the run went on for good); now the
+    run stops as soon as its queries are up, writes its outputs and exits 0."""
+    (tmp_path / "p.ccl").write_text(PROJECT)
+    data = tmp_path / "in"
+    write_rows(str(data / "t.csv"), ["id", "sym", "qty"], [(1, "A", 60)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ccl.cli", "run", str(tmp_path / "p.ccl"), "--input", f"trades={data}",
+         "--output-dir", str(tmp_path / "out"), "--set", "spark.master=local[2]",
+         "--set", "spark.shuffle_partitions=2"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True)
+    try:
+        time.sleep(1.5)  # the JVM is starting
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=150)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert (tmp_path / "out" / "_run.json").is_file()
