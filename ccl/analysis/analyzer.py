@@ -10,7 +10,7 @@ from .. import nodes as n
 from ..diagnostics import Diagnostic, article
 from ..parameters import UNKNOWN, ResolvedParameter, bound_module_parameter, keep_count
 from ..printer import keep_count_text
-from .expressions import Typer, is_aggregate_call
+from .expressions import Typer, aggregate_calls
 from .statements import StatementChecker
 from .symbols import ERROR_COLUMNS, Context, Element, Module, Scope, Source, Variable
 from .types import ANY, INTEGER, Type, record, scalar, widens
@@ -584,10 +584,9 @@ class Analyzer:
                 self.report("CCL2202", s.select.span, f"a splitter over {sources[0].element.kind} "
                             f"'{sources[0].element.name}' must select its key columns unchanged: its "
                             "targets are delta streams with that key")
-        for x in (x for item in s.select.items for x in item.walk()):
-            if isinstance(x, n.Call) and is_aggregate_call(x):
-                self.report("CCL2205", x.span, f"{x.func.name}() is an aggregate: a splitter's SELECT "
-                                               "gives each row's columns and expressions of them")
+        for x in aggregate_calls(s.select.items):
+            self.report("CCL2205", x.span, f"{x.func.name}() is an aggregate: a splitter's SELECT "
+                                           "gives each row's columns and expressions of them")
         for targets in [b.targets for b in s.branches] + [s.otherwise]:
             names = [t.name for t in targets]
             for i, t in enumerate(targets):  # ESP: "each target stream name can appear only once"
@@ -1029,7 +1028,7 @@ def _aggregates(select: n.Select) -> bool:
     if select.group_by:
         return True
     parts = list(select.items) + ([select.having] if select.having is not None else [])
-    return any(isinstance(x, n.Call) and is_aggregate_call(x) for part in parts for x in part.walk())
+    return next(aggregate_calls(parts), None) is not None
 
 
 def _splash_of(node: n.Node) -> list[n.Node]:

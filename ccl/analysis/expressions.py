@@ -6,7 +6,7 @@ which variable each name resolves to (the safety pass needs it).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable, Optional
+from typing import Callable, Collection, Iterable, Iterator, Optional
 
 from .. import nodes as n
 from ..functions_data import ENGINE_AGGREGATES, FUNCTIONS
@@ -51,6 +51,15 @@ def is_aggregate_call(call: n.Call) -> bool:
     if info is None or info["kind"] != "aggregate":
         return False
     return not (call.func.name.lower() in ("max", "min") and len(call.args) > 1)
+
+
+def aggregate_calls(nodes: Iterable[n.Node], caches: Collection[str] = ()) -> Iterator[n.Call]:
+    """The aggregate calls in ``nodes``, except those over a name in ``caches`` (an aggregate of
+    an event cache is SPLASH's, evaluated per row)."""
+    for x in (x for node in nodes for x in node.walk()):
+        if (isinstance(x, n.Call) and is_aggregate_call(x)
+                and not any(isinstance(v, n.Var) and v.name.name in caches for v in x.walk())):
+            yield x
 
 
 class Typer:

@@ -12,7 +12,7 @@ from typing import Callable, Iterator, Optional
 from .. import nodes as n
 from ..printer import keep_count_text
 from .analyzer import PartitionFacts
-from .expressions import is_aggregate_call
+from .expressions import aggregate_calls
 from .statements import can_end_without_value
 from .symbols import Variable
 
@@ -162,10 +162,7 @@ def _group_by(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report)
         caches = {d.name.name for item in (f.declare.items if f.declare is not None else [])
                   if isinstance(item, n.VarDecl) and isinstance(item.type, n.EventCacheType)
                   for d in item.declarators}
-        aggregate = next((x for part in (f.select.items if f.select is not None else [])
-                          for x in part.walk() if isinstance(x, n.Call) and is_aggregate_call(x)
-                          and not any(isinstance(v, n.Var) and v.name.name in caches for v in x.walk())),
-                         None)  # (an aggregate of an event cache is SPLASH's, per row)
+        aggregate = next(aggregate_calls(f.select.items if f.select is not None else [], caches), None)
         if aggregate is not None and f.specs_by_input:
             report("CCL3002", aggregate.span, f"an aggregate without GROUP BY sees the rows of one "
                                               f"instance of '{f.target}': each emits its own partial result")
@@ -190,8 +187,7 @@ def _module_group_by(f: PartitionFacts, hash_cols: dict[str, set[str]], report: 
         names = {src.alias.name if src.alias else src.name.name: src.name.name
                  for item in query.sources for src in _sources_of(item)}
         grouped = query.group_by
-        if not grouped and not any(isinstance(x, n.Call) and is_aggregate_call(x)
-                                   for part in query.items for x in part.walk()):
+        if not grouped and next(aggregate_calls(query.items), None) is None:
             continue
         for by, cols in hash_cols.items():
             element = f.inputs[by]
