@@ -678,7 +678,8 @@ class Aggregator:
         gkey = tuple(f(filled) for f in self.group_by)
         return gkey, [agg.values(filled) for agg in self.aggregates]
 
-    def _new_group(self) -> dict:
+    def new_group(self) -> dict:
+        """An empty group (no rows yet)."""
         return {"n": 0, "acc": [agg.init() for agg in self.aggregates], "rows": {},
                 "row": None, "emitted": None}
 
@@ -686,7 +687,7 @@ class Aggregator:
              touched: int, rows: Rows) -> None:
         group = state["groups"].get(gkey)
         if group is None:
-            group = state["groups"][gkey] = self._new_group()
+            group = state["groups"][gkey] = self.new_group()
         group["n"] += 1
         group["acc"] = [agg.add(acc, a, since, touched, group["rows"])
                         for agg, acc, a in zip(self.aggregates, group["acc"], args)]
@@ -710,8 +711,9 @@ class Aggregator:
 
     # --- output -----------------------------------------------------------------------------
 
-    def _output(self, group: dict) -> Optional[dict]:
-        """The group's output row, or None when HAVING refuses it."""
+    def output_row(self, group: dict) -> Optional[dict]:
+        """The group's output row, or None when HAVING refuses it (raises :class:`SplashError`
+        when an item or HAVING fails)."""
         variables = {agg.name: agg.result(acc) for agg, acc in zip(self.aggregates, group["acc"])}
         rows = null_filled(group["row"] or {}, self.null_columns)
         if self.having is not None and self.having(rows, variables) is not True:
@@ -724,7 +726,12 @@ class Aggregator:
         group = state["groups"].get(gkey)
         if group is None:
             return []
-        new = self._output(group) if group["n"] > 0 else None
+        return self.settle(state, gkey, self.output_row(group) if group["n"] > 0 else None, seq)
+
+    def settle(self, state: dict, gkey: tuple, new: Optional[dict], seq: int) -> list[Change]:
+        """Make ``new`` (:meth:`output_row` of group ``gkey``, or None) the row the group shows,
+        and give the change from the row it showed before; an empty group is dropped."""
+        group = state["groups"][gkey]
         old = group["emitted"]
         group["emitted"] = new
         if self._forgotten(group):

@@ -238,10 +238,10 @@ class Engine:
                 except (SplashError, RowRefused) as e:
                     out.append(Bad(str(e), event.seq, event.port, dict(event.values)))
             if self.input is not None:
-                out += [_emit(c) for c in rows]
+                out += [emit_of(c) for c in rows]
                 continue
             try:
-                out += [_emit(c) for c in self._output(state, consolidate(rows), now_ms)]
+                out += [emit_of(c) for c in self.deliver(state, consolidate(rows), now_ms)]
             except (SplashError, RowRefused) as e:
                 last = group[-1]
                 out.append(Bad(str(e), last.seq, last.port, dict(last.values)))
@@ -269,7 +269,7 @@ class Engine:
             self.declared.sweep(state["vars"], now_ms)
         seq = state["seq"] if state["seq"] is not None else 0
         if self.input is not None:
-            return [_emit(c) for c in self.input.expire(state["input"], now_ms, seq)]
+            return [emit_of(c) for c in self.input.expire(state["input"], now_ms, seq)]
         rows: list[Change] = []
         for si, sel in enumerate(self.selects):
             sstate = state["selects"][si]
@@ -284,12 +284,12 @@ class Engine:
                     rows += sel.finish(sstate, sel.matcher.expire(sstate["match"], now_ms, seq))
                 except SplashError:
                     pass            # as above
-        changes = self._output(state, consolidate(rows), now_ms)
+        changes = self.deliver(state, consolidate(rows), now_ms)
         evicted = self.output.expire(state["output"], now_ms, seq)
         for change in evicted:
             if change.op == "d":  # (an update is a row that aged)
                 self._drop_group(state, change.key)
-        return [_emit(c) for c in changes + evicted]
+        return [emit_of(c) for c in changes + evicted]
 
     def next_deadline(self, state: dict) -> Optional[int]:
         """When :meth:`expire` next has work (ms since epoch), or ``None``."""
@@ -333,7 +333,9 @@ class Engine:
         for exprs in self._exprs:
             exprs.bind(store)
 
-    def _output(self, state: dict, changes: list[Change], now_ms: int) -> list[Change]:
+    def deliver(self, state: dict, changes: list[Change], now_ms: int) -> list[Change]:
+        """The element's own changes for changes of its output rows: the output stage (a KEEP
+        that evicts an aggregate row makes its group forgotten)."""
         out: list[Change] = []
         for change in changes:
             emitted, evicted = self.output.apply(state["output"], change, now_ms)
@@ -353,6 +355,7 @@ def _filled(rows: Optional[Mapping], columns: Mapping[str, Sequence[str]]) -> Op
     return null_filled(rows, columns) if rows is not None else None
 
 
-def _emit(change: Change) -> Emit:
+def emit_of(change: Change) -> Emit:
+    """The changelog row of a change of the element's own rows."""
     values = change.old if change.op == "d" else change.new
     return Emit(change.op, change.seq, values if type(values) is dict else dict(values or {}))

@@ -18,7 +18,7 @@ from ccl.splash.operators import (arithmetic, comparison, like, logical_and, log
 Rows = Mapping[str, Mapping[str, object]]
 Compiled = Callable[..., object]
 
-__all__ = ["Expressions", "SplashError", "coerce_row"]
+__all__ = ["Expressions", "SplashError", "coerce_row", "splash_value"]
 
 # SPLASH in elements and Flex handlers: ESP sets no step or depth limit, and summing over a window of
 # a million rows or recursing a thousand deep is ordinary code. The limits only stop a runaway row
@@ -104,8 +104,7 @@ class Expressions:
             def bound(rows: Rows, variables: Mapping[str, object] = {}) -> object:
                 if name not in variables:
                     return run(rows, variables)
-                v = variables[name]
-                return v if _is_plain(v) else from_python(v)
+                return splash_value(variables[name])
             return bound
         ref = self._column(node)
         if ref is not None:
@@ -165,6 +164,11 @@ _UNARY = {"-": negate, "+": plus, "not": logical_not}
 # Column type -> the Python type whose values are already in SPLASH form for it (from_python and
 # cast return them unchanged): a hot path that skips both.
 _PLAIN = {kind: python for python, kind in PLAIN_KINDS.items()}
+
+
+def splash_value(v: object) -> object:
+    """A value the runtime binds (an aggregate's result) in SPLASH form, as expressions read it."""
+    return v if _is_plain(v) else from_python(v)
 
 
 def _is_plain(v: object) -> bool:

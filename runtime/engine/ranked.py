@@ -140,7 +140,7 @@ class RankedAggregator(Aggregator):
         for g, rows in new_rows.items():
             group = groups.get(g)
             if group is None:
-                group = groups[g] = self._new_group()
+                group = groups[g] = self.new_group()
             group["n"], group["acc"], ranked = folds[g]
             if self.keep_ranks is not None:
                 for out in ranked[self.keep_ranks:]:
