@@ -17,9 +17,8 @@ import re
 from typing import Any, Iterable, Iterator, Optional
 
 import pyarrow as pa
-
-from pyspark.sql import DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+import pyarrow.compute as pc
+from pyspark.sql import SparkSession
 
 from ccl.physical import instance_count, native_aggregation
 
@@ -57,17 +56,14 @@ CHUNK_BYTES = 64 << 20  # changelog files read, sorted and written at a time (se
 _BATCH_FILE = re.compile(r"batch-(\d+)")
 
 
-def changelog(spark: SparkSession, dirs: RunDirs, element: dict) -> DataFrame:
-    """An element's whole changelog as a batch frame, in no order."""
-    path = dirs.of("changelog", element["name"])
-    os.makedirs(path, exist_ok=True)
-    return spark.read.schema(changelog_schema(element)).parquet(path)
+def changelog_chunks(dirs: RunDirs, element: dict) -> Iterator[pa.Table]:
+    """An element's changelog as Arrow tables of whole micro-batches, in batch order, each of
+    about :data:`CHUNK_BYTES` of files: sorted one at a time (:func:`sorted_tables`), they give
+    the whole changelog in order without holding it all in memory. The files are read here, on
+    the driver, as every path of the run directory is (a Spark job per chunk cost 0.2-0.4 s)."""
+    import pyarrow.dataset as ds
 
-
-def changelog_chunks(spark: SparkSession, dirs: RunDirs, element: dict) -> Iterator[DataFrame]:
-    """An element's changelog as frames of whole micro-batches, in batch order, each of about
-    :data:`CHUNK_BYTES` of files: sorted one at a time (:func:`_records`), they give the whole
-    changelog in order without holding it all on the driver."""
+    schema = _arrow_schema(element)
     files: list[tuple[int, str]] = []
     for path in glob.glob(os.path.join(dirs.of("changelog", element["name"]), "batch-*.parquet")):
         m = _BATCH_FILE.match(os.path.basename(path))
@@ -81,51 +77,67 @@ def changelog_chunks(spark: SparkSession, dirs: RunDirs, element: dict) -> Itera
         size += os.path.getsize(path)
         last_of_batch = i + 1 == len(files) or files[i + 1][0] != batch
         if last_of_batch and (size >= CHUNK_BYTES or i + 1 == len(files)):
-            yield spark.read.schema(changelog_schema(element)).parquet(*chunk)
+            yield ds.dataset(chunk, schema=schema, format="parquet").to_table()
             chunk, size = [], 0
 
 
 ORDER = (BATCH, SEQ, INST, SUB)  # the order in which an element produced its changelog rows
 
 
-def final_rows(spark: SparkSession, dirs: RunDirs, element: dict,
-               plan: dict) -> Iterator[Any]:
-    """What ``NAME.csv`` holds for an element (see the module docstring), as frames (or a native
-    aggregation's Arrow table) to sort one at a time: a window's final contents (a native
-    aggregation's from its latest snapshot, the others' the last change of each key in the
-    changelog), else the changelog's chunks."""
+def _arrow_schema(element: dict) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+    return to_arrow_schema(changelog_schema(element), timezone="UTC")
+
+
+def final_rows(dirs: RunDirs, element: dict, plan: dict) -> Iterator[pa.Table]:
+    """What ``NAME.csv`` holds for an element (see the module docstring), as Arrow tables to sort
+    one at a time: a window's final contents (a native aggregation's from its latest snapshot,
+    the others' the last change of each key in the changelog), else the changelog's chunks."""
     if element["kind"] != "window":
-        yield from changelog_chunks(spark, dirs, element)
+        yield from changelog_chunks(dirs, element)
         return
     contents = (final_contents(element, dirs.of("native", element["name"]))
                 if native_aggregation(element, plan) is not None else None)
-    if contents is not None:
-        yield contents
-        return
-    yield last_changes(spark, dirs, element)
+    yield contents if contents is not None else last_changes(dirs, element)
 
 
-def last_changes(spark: SparkSession, dirs: RunDirs, element: dict) -> DataFrame:
+def last_changes(dirs: RunDirs, element: dict) -> pa.Table:
     """A window's rows now from its changelog: the last change of each key (per instance), unless
-    it is a delete."""
-    df = changelog(spark, dirs, element)
-    key = [INST] + [F.col(f"`{k}`") for k in element["key"]] if element["key"] else [INST, SEQ]
-    latest = Window.partitionBy(*key).orderBy(F.col(BATCH).desc(), F.col(SEQ).desc(), F.col(SUB).desc())
-    last = df.withColumn("__n", F.row_number().over(latest)).where("__n = 1").drop("__n")
-    return last.where(F.col(OP) != "d")
+    it is a delete. The changelog is read chunk by chunk, keeping the last change of each key."""
+    key = [INST, *element["key"]] if element["key"] else [INST, SEQ]
+    latest: Optional[pa.Table] = None
+    for chunk in changelog_chunks(dirs, element):
+        latest = _last_of_each(chunk if latest is None else pa.concat_tables([latest, chunk]), key)
+    if latest is None:
+        return _arrow_schema(element).empty_table()
+    return latest.filter(pc.not_equal(latest.column(OP), "d"))
 
 
-def sorted_tables(frames: Iterable[Any]) -> Iterator[Any]:
-    """Each of ``frames`` (a DataFrame, collected as one Arrow table, or an Arrow table) sorted on
-    the driver in :data:`ORDER` (about twice as fast as Spark's sort and Row objects)."""
-    for df in frames:
-        table = df if isinstance(df, pa.Table) else df.toArrow()
+def _last_of_each(table: pa.Table, key: list[str]) -> pa.Table:
+    """The last row (by batch, sequence number, sub-number) of each ``key`` in ``table``; float
+    keys compared as Spark groups them (-0.0 is 0.0, every NaN one value)."""
+    table = table.take(pc.sort_indices(table, [(c, "ascending") for c in (BATCH, SEQ, SUB)]))
+    keys = []
+    for i, name in enumerate(key):
+        values = table.column(name)
+        if pa.types.is_floating(values.type):
+            values = pc.if_else(pc.is_nan(values), float("nan"), pc.add(values, 0.0))
+        keys.append(pa.field(f"__k{i}", values.type))
+        table = table.append_column(keys[-1], values)
+    table = table.append_column("__i", pa.array(range(table.num_rows), pa.int64()))
+    last = table.group_by([k.name for k in keys], use_threads=False).aggregate([("__i", "max")])
+    return table.take(last.column("__i_max")).drop_columns([k.name for k in keys] + ["__i"])
+
+
+def sorted_tables(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
+    """Each of ``tables`` sorted in :data:`ORDER`."""
+    for table in tables:
         yield table.sort_by([(c, "ascending") for c in ORDER])
 
 
-def records(frames: Iterable[Any]) -> Iterator[dict]:
-    """The rows of ``frames`` as dicts, in the order of :func:`sorted_tables`."""
-    for table in sorted_tables(frames):
+def records(tables: Iterable[pa.Table]) -> Iterator[dict]:
+    """The rows of ``tables`` as dicts, in the order of :func:`sorted_tables`."""
+    for table in sorted_tables(tables):
         yield from table.to_pylist()
 
 
@@ -139,10 +151,10 @@ def write_outputs(spark: SparkSession, plan: dict, dirs: RunDirs, out_dir: str, 
         report["elements"][e["name"]] = element_stats(dirs, e)
         if e["role"] == "output":
             write_csv_tables(os.path.join(out_dir, e["name"] + ".csv"), e["columns"],
-                             sorted_tables(final_rows(spark, dirs, e, plan)),
+                             sorted_tables(final_rows(dirs, e, plan)),
                              opcodes=e["kind"] == "delta stream")
     for adapter, path, fmt in output_adapters(plan, base_dir):
-        _write_adapter(spark, plan, dirs, adapter, path, fmt)
+        _write_adapter(plan, dirs, adapter, path, fmt)
     _merge_bad_records(dirs, plan, os.path.join(out_dir, "_bad_records.jsonl"))
     with open(os.path.join(out_dir, "_run.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2, sort_keys=True)
@@ -173,11 +185,11 @@ def output_adapters(plan: dict, base_dir: str) -> list[tuple[dict, str, CsvForma
     return found
 
 
-def _write_adapter(spark: SparkSession, plan: dict, dirs: RunDirs, adapter: dict, path: str,
+def _write_adapter(plan: dict, dirs: RunDirs, adapter: dict, path: str,
                    fmt: CsvFormat) -> None:
     element = next(e for e in plan["elements"] if e["name"] == adapter["element"])
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tables = sorted_tables(changelog_chunks(spark, dirs, element))
+    tables = sorted_tables(changelog_chunks(dirs, element))
     write_csv_tables(path, element["columns"], tables,
                      delimiter=fmt.delimiter, opcodes=True, header=fmt.has_header is not False,
                      stream_name=element["name"] if fmt.stream_opcode else None)

@@ -479,8 +479,8 @@ def test_native_window_contents_come_from_its_snapshot(spark, tmp_path):
     def without_op(frames):
         return [{k: v for k, v in r.items() if k != "__op"} for r in records(frames)]
     assert final_contents(w, state_dir) is not None
-    from_changelog = without_op([last_changes(spark, dirs, w)])
-    assert without_op(final_rows(spark, dirs, w, out.plan)) == from_changelog
+    from_changelog = without_op([last_changes(dirs, w)])
+    assert without_op(final_rows(dirs, w, out.plan)) == from_changelog
     assert [(r["k"], r["t"]) for r in out.rows("w")] == [(r["k"], str(r["t"])) for r in from_changelog]
     assert len(from_changelog) == 22  # 11 keys in each of the 2 instances
     # an older snapshot (no last batch): the next batch's snapshot has none either, and the
@@ -498,7 +498,7 @@ def test_native_window_contents_come_from_its_snapshot(spark, tmp_path):
             totals[(j % 2, k)] = totals.get((j % 2, k), 0) + v
     assert sorted((r["k"], int(r["t"])) for r in out.rows("w")) == sorted(
         (k, t) for (_, k), t in totals.items())
-    assert without_op(final_rows(spark, dirs, w, out.plan)) == without_op([last_changes(spark, dirs, w)])
+    assert without_op(final_rows(dirs, w, out.plan)) == without_op([last_changes(dirs, w)])
 
 
 def test_single_parquets_writes_every_part_in_one_job(spark, tmp_path):
