@@ -72,6 +72,10 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
                             "merged into per-group totals")
         return PER_INSTANCE, (f"aggregation of a stream, but {observed}: one change per input row "
                               "needs the per-instance engine")
+    if plan is not None and batch_aggregation(element, plan):
+        return PER_INSTANCE, ("aggregation of a stream whose changes nothing reads one by one: "
+                              "each bucket's batch folded a column at a time, one change per group "
+                              "per batch")
     if plan is not None and native_filter(element, plan) is not None:
         return NATIVE, "stateless stream (filter and projection): Spark expressions"
     if uses_time(element):
@@ -189,6 +193,112 @@ def aggregation_spec(element: Mapping, plan: Mapping) -> Optional[dict]:
             or sorted({c for _, c in groups}) != sorted(set(group_cols)):
         return None
     return {"source": src["name"], "alias": alias, "groups": groups, "aggregates": aggregates}
+
+
+# Functions whose value depends on more than their arguments (time, counters, the row at hand) or
+# that rank a group: an aggregation folded a batch at a time evaluates its select items once per
+# group, not once per row, so they would differ.
+IMPURE_FUNCTIONS = frozenset(("getdate", "getrowid", "nextval", "now", "random", "rank",
+                              "sysbigdatetime", "sysdate", "sysseconddate", "systimestamp",
+                              "uniqueval"))
+
+
+def batch_aggregation(element: Mapping, plan: Mapping) -> bool:
+    """Whether the per-instance path may fold ``element`` a batch at a time
+    (runtime/engine/columnar.py): one change per group per micro-batch instead of one per input
+    row, which is all its readers see when nothing observes its changes one by one
+    (:func:`changes_observed`).
+
+    It must be a window with KEEP ALL (or no KEEP, no AGES, no DECLARE) aggregating one stream (no
+    join, FROM KEEP, MATCHING or GROUP ORDER BY), keyed by its GROUP BY expressions (each key
+    column is one, and each is a key column), whose expressions read only the source's columns,
+    the aggregates and ``<target>_partitions``, and call only built-in functions whose value
+    depends on their arguments alone (not :data:`IMPURE_FUNCTIONS`). Any GROUP BY expressions,
+    WHERE, GROUP FILTER, HAVING, aggregate of the engine and partitioning.
+    """
+    from .functions_data import FUNCTIONS
+
+    query = element.get("query")
+    if (element.get("kind") != "window" or not query or len(query["selects"]) != 1
+            or element.get("flex") or element.get("declare") or element.get("aging")
+            or (element.get("keep") or {"kind": "all"})["kind"] != "all"):
+        return False
+    sel = query["selects"][0]
+    if (len(sel["sources"]) != 1 or sel.get("joins") or sel.get("matching")
+            or sel.get("group_order_by") or sel["sources"][0].get("keep")
+            or not (sel.get("aggregates") or sel.get("group_by"))):
+        return False
+    src = next((e for e in plan["elements"] if e["name"] == sel["sources"][0]["element"]), None)
+    if src is None or READ_AS.get(src.get("kind"), src.get("kind")) != "stream":
+        return False
+    # the window's key must be the group's: key columns are GROUP BY expressions, all of them, so
+    # that no two groups ever show a row under one key (where the engine's order of rows decides)
+    items = {it["name"]: it["expr"] for it in sel["items"]}
+    keyed = [items.get(k) for k in element.get("key") or []]
+    if any(e not in sel["group_by"] for e in keyed) or any(g not in keyed for g in sel["group_by"]):
+        return False
+    alias = sel["sources"][0]["alias"]
+    partition = element.get("partition") or {}
+    names = ({a["name"] for a in sel["aggregates"] or []}
+             | {partition.get("partitions_var") or f"{element['name'].split('.')[-1]}_partitions"})
+    exprs = ([sel.get("where"), sel.get("group_filter"), sel.get("having")] + list(sel["group_by"] or [])
+             + [it["expr"] for it in sel["items"]] + [a for g in sel["aggregates"] or [] for a in g["args"]])
+    return (changes_observed(element["name"], plan) is None
+            and all(_pure(e, alias, names, FUNCTIONS) for e in exprs if e is not None))
+
+
+# Column types whose values Spark's hash() tells apart as Python's equality does (not float: 0.0
+# equals -0.0 in Python and hashes otherwise in Spark).
+_SPREAD_TYPES = ("string", "integer", "long", "boolean")
+
+
+def group_columns(element: Mapping, plan: Mapping) -> Optional[list[str]]:
+    """For an aggregation :func:`batch_aggregation` accepts, grouped by plain source columns of
+    string, integer, long or boolean type (each its own key column, of the same type): those
+    columns, by which the runtime may spread an instance's groups over several buckets (no group
+    reads another's rows, so each bucket runs its share of an instance); else None."""
+    if not batch_aggregation(element, plan):
+        return None
+    sel = element["query"]["selects"][0]
+    alias = sel["sources"][0]["alias"]
+    src = next(e for e in plan["elements"] if e["name"] == sel["sources"][0]["element"])
+    types = {c: str(t).strip().lower() for c, t in src["columns"]}
+    out_types = {c: str(t).strip().lower() for c, t in element["columns"]}
+    columns = []
+    for expr in sel["group_by"] or []:
+        col = _column(expr, alias)
+        item = next((it["name"] for it in sel["items"] if it["expr"] == expr), None)
+        if col is None or types.get(col) not in _SPREAD_TYPES or out_types.get(item) != types[col]:
+            return None
+        columns.append(col)
+    return columns or None
+
+
+def _pure(expr: object, alias: str, names: set, builtins: Mapping) -> bool:
+    """Whether ``expr`` (plan JSON) reads only columns of ``alias`` and ``names`` and calls only
+    built-in functions not in :data:`IMPURE_FUNCTIONS`."""
+    if isinstance(expr, list):
+        return all(_pure(e, alias, names, builtins) for e in expr)
+    if not isinstance(expr, Mapping):
+        return True
+    node = expr.get("node")
+    if node == "FieldAccess":
+        return _column(expr, alias) is not None
+    if node == "Var":
+        return expr["name"]["name"] in names
+    if node == "Call":
+        fn = str(expr["func"]["name"]).lower()
+        if fn in IMPURE_FUNCTIONS or fn not in builtins:
+            return False
+        return _pure(expr.get("args"), alias, names, builtins)
+    if node not in _PURE_NODES:
+        return False
+    return all(_pure(v, alias, names, builtins) for k, v in expr.items()
+               if k not in ("node", "type"))  # (a Cast's type is no expression)
+
+
+_PURE_NODES = ("Literal", "Interval", "IntervalPart", "Unary", "Binary", "Case", "WhenThen",
+               "InList", "Star", "Cast")
 
 
 def changes_observed(name: str, plan: Mapping, _seen: frozenset = frozenset()) -> Optional[str]:

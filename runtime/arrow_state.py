@@ -23,8 +23,7 @@ from typing import Any, Callable, Optional
 
 from pyspark.sql import Column, DataFrame
 
-from .processor import (INST, OP, PORT, RAW, SEQ, SRC, SUB, WHY, BucketRun, gc_paused, output_schema,
-                        port_column, received_row)
+from .processor import BucketRun, gc_paused, output_schema
 
 BUCKET = "__bucket"
 GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
@@ -98,17 +97,8 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
                 _RUNS.clear()
             runner = _RUNS[cache_key] = BucketRun(plan_text, element_name, first_ports)
         bucket = table.column(BUCKET)[0].as_py()  # one bucket per group (key: bucket_group)
-        meta = {c: table.column(c).to_pylist() for c in (INST, SEQ, SRC, SUB, PORT, OP, WHY, RAW)}
-        ports: dict[int, list] = {}
-        by_instance: dict[int, list[tuple]] = defaultdict(list)
-        for i, (inst, seq, src, sub, port, op, why, raw) in enumerate(zip(
-                meta[INST], meta[SEQ], meta[SRC], meta[SUB], meta[PORT], meta[OP], meta[WHY], meta[RAW])):
-            values = ports.get(port)
-            if values is None:
-                values = ports[port] = table.column(port_column(port)).to_pylist()
-            by_instance[inst].append(received_row(seq, src, sub, port, op, why, raw, values[i] or {}))
         states = load_states(state_dir, bucket, batch_id)
-        out = runner.process(states, by_instance, now)
+        out = runner.process_table(states, table, now)
         save_states(state_dir, bucket, batch_id, states)
         schema = to_arrow_schema(output_schema(runner.element), timezone="UTC")
         # kind, inst, seq, sub, op, info, then the element's columns from the values

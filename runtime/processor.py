@@ -38,6 +38,9 @@ BATCH = "__batch"
 # that they sort after the rows that number already produced.
 EXPIRY_SUB = 1 << 40
 PORT, SRC, WHY, RAW = "__port", "__src", "__why", "__raw"
+# What those columns hold on every row when they are left out of the input (runtime/job.py
+# processor_input leaves out the ones that cannot hold anything else for an element).
+META_DEFAULTS = {PORT: 0, SRC: 0, SUB: 0, OP: "i", WHY: None, RAW: None}
 
 
 def output_schema(element: dict) -> T.StructType:
@@ -76,6 +79,10 @@ class BucketRun:
 
     def __init__(self, plan_text: str, element_name: str,
                  first_ports: frozenset[int] = frozenset()) -> None:
+        from ccl.physical import batch_aggregation
+
+        from .engine.columnar import ColumnarAggregation
+        from .engine.element import Engine
         from .engine.flex import make_engine
 
         plan = json.loads(plan_text)
@@ -83,6 +90,10 @@ class BucketRun:
         self.element = element
         self.engine = make_engine(element, plan, 0)
         self.columns = [name for name, _ in element["columns"]]
+        # a stream aggregation whose changes nothing reads one by one: a bucket at a time
+        self.columnar = (ColumnarAggregation(self.engine, plan)
+                         if isinstance(self.engine, Engine) and self.engine.declared is None
+                         and batch_aggregation(element, plan) else None)
         # (seq, src, sub, port) order; rows of a reference's port first when there is one
         self.order = ((lambda x: (x[3] not in first_ports, *x[:4])) if first_ports
                       else (lambda x: x[:4]))
@@ -106,6 +117,30 @@ class BucketRun:
             if state is None:
                 state = states[inst] = self.engine.initial_state()
             out.extend(self.emitted(inst, self.engine.process(state, events, now)))
+        return out
+
+    def process_table(self, states: dict[int, dict], table: Any, now: int) -> list[tuple]:
+        """:meth:`process` for a bucket's rows as an Arrow table in the processor's input layout:
+        through :attr:`columnar` when there is one (its instances that it hands back, and
+        everything when there is none, through :meth:`process`)."""
+        if self.columnar is None:
+            return self.process(states, received_rows(table), now)
+        import numpy as np
+
+        rows = bucket_rows(table)
+        runs, left = self.columnar.run(states, rows, now)
+        received = dict(zip(*[a.tolist() for a in np.unique(rows.inst, return_counts=True)]))
+        out: list[tuple] = []
+        for run in runs:
+            came_bad = len(run.came_bad)
+            out.append(("stat", run.inst, received[run.inst] - came_bad, came_bad, None, None, _NONE))
+            for i in run.came_bad:
+                why, raw = rows.why[i].as_py(), meta_column(table, RAW)[i].as_py()
+                reason = (why, {"line": raw} if raw is not None else rows.values[i].as_py() or {})
+                out.append(("bad", run.inst, int(rows.seq[i]), 0, None, bad_info(*reason), _NONE))
+            out.extend(self.emitted(run.inst, run.outputs))
+        if left:
+            out.extend(self.process(states, received_rows(table, set(left)), now))
         return out
 
     def expire(self, states: dict[int, dict], now: int) -> list[tuple]:
@@ -147,6 +182,47 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def meta_column(table: Any, name: str) -> Any:
+    """A meta column of a bucket's rows (an Arrow table in the processor's input layout), or its
+    :data:`META_DEFAULTS` value on every row when the input left it out."""
+    if name in table.column_names:
+        return table.column(name).combine_chunks()
+    import pyarrow as pa
+    value = META_DEFAULTS[name]
+    kind = pa.string() if value is None or isinstance(value, str) else pa.int64()
+    return pa.repeat(pa.scalar(value, kind), table.num_rows)
+
+
+def bucket_rows(table: Any) -> Any:
+    """A bucket's rows (an Arrow table in the processor's input layout, one port) as
+    :class:`runtime.engine.columnar.BucketRows`."""
+    import numpy as np
+
+    from .engine.columnar import BucketRows
+
+    def ints(name: str) -> Any:
+        return np.asarray(meta_column(table, name).to_numpy(), dtype=np.int64)
+    return BucketRows(ints(INST), ints(SEQ), ints(SRC), ints(SUB), ints(PORT), meta_column(table, OP),
+                      meta_column(table, WHY), table.column(port_column(0)).combine_chunks())
+
+
+def received_rows(table: Any, instances: Optional[set[int]] = None) -> dict[int, list[tuple]]:
+    """A bucket's rows (an Arrow table in the processor's input layout) as :meth:`BucketRun.process`
+    takes them, by instance (only those of ``instances`` when given)."""
+    meta = {c: meta_column(table, c).to_pylist() for c in (INST, SEQ, SRC, SUB, PORT, OP, WHY, RAW)}
+    ports: dict[int, list] = {}
+    by_instance: dict[int, list[tuple]] = defaultdict(list)
+    for i, (inst, seq, src, sub, port, op, why, raw) in enumerate(zip(
+            meta[INST], meta[SEQ], meta[SRC], meta[SUB], meta[PORT], meta[OP], meta[WHY], meta[RAW])):
+        if instances is not None and inst not in instances:
+            continue
+        values = ports.get(port)
+        if values is None:
+            values = ports[port] = table.column(port_column(port)).to_pylist()
+        by_instance[inst].append(received_row(seq, src, sub, port, op, why, raw, values[i] or {}))
+    return by_instance
 
 
 def received_row(seq: int, src: int, sub: int, port: int, op: str, why: Optional[str],
