@@ -29,13 +29,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ccl import nodes as n
-from ccl.physical import (NATIVE, aggregation_spec, changed_instances, input_adapter, native_aggregation,
-                          native_filter, path_of, uses_time)
+from ccl.physical import (NATIVE, READ_AS, aggregation_spec, changed_instances, group_columns,
+                          input_adapter, instance_count, native_aggregation, native_filter, path_of,
+                          uses_time)
 
 from .engine.changes import OPS
 from .arrow_state import GROUP, bucket_group, bucket_rows, prune
@@ -113,10 +114,14 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
         file_source = ([] if options.max_files_per_batch else
                        [e["name"] for e in plan["elements"] if native_path(e, plan) == "input"
                         and not _hidden_file(e, plan, options)])
+        elements = {e["name"]: e for e in plan["elements"]}
+        by_group = {name: columns for name in arrow
+                    if (columns := group_columns(elements[name], plan)) is not None}
         with open(saved + ".tmp", "w", encoding="utf-8") as f:
             json.dump({**plan, "buckets": options.buckets, "fused": fused, "unrecorded": unrecorded,
                        "file_source": file_source, "arrow_state": arrow, "spread_timed": True,
-                       "native_aggregations": native_aggregations(plan, options.native_operators)},
+                       "native_aggregations": native_aggregations(plan, options.native_operators),
+                       "by_group": by_group},
                       f, indent=1, sort_keys=True)
         os.replace(saved + ".tmp", saved)
     return RunDirs(root)
@@ -137,6 +142,13 @@ def _check_compatible(old: dict, new: dict, root: str, native_now: list[str]) ->
                 f"element '{e['name']}' has other columns or another key than in the checkpoint "
                 f"{root}: its changelog and state cannot be read with the new ones. Start from a "
                 f"new checkpoint directory (or delete this one).")
+    elements = {e["name"]: e for e in new["elements"]}
+    for name, columns in old.get("by_group", {}).items():
+        if name in elements and group_columns(elements[name], new) != columns:
+            raise RunError(
+                f"element '{name}' kept its state split by the groups of ({', '.join(columns)}) in "
+                f"the checkpoint {root}, which it cannot now (see ccl explain): its state cannot be "
+                f"carried over. Start from a new checkpoint directory (or delete this one).")
     native_before = old.get("native_aggregations")
     if native_before is None:  # made before the list was kept: before the rule on observed changes
         native_before = [e["name"] for e in old["elements"] if aggregation_spec(e, old) is not None
@@ -171,6 +183,9 @@ class RunLayout:
     # transformWithState groups a batch's rows by the spread key of their bucket (as arrow_state
     # does); an older directory's state is keyed by the bucket number itself
     spread_timed: bool = False
+    # per-instance aggregations whose rows go to buckets by instance and group (the columns of
+    # ccl.physical.group_columns), not by instance alone; none in an older directory
+    by_group: dict[str, list[str]] = field(default_factory=dict)
 
 
 def layout_of(root: str) -> RunLayout:
@@ -179,7 +194,8 @@ def layout_of(root: str) -> RunLayout:
         saved = json.load(f)
     return RunLayout(int(saved.get("buckets", 8)), dict(saved.get("fused", {})),
                      frozenset(saved.get("unrecorded", [])), frozenset(saved.get("file_source", [])),
-                     frozenset(saved.get("arrow_state", [])), bool(saved.get("spread_timed")))
+                     frozenset(saved.get("arrow_state", [])), bool(saved.get("spread_timed")),
+                     dict(saved.get("by_group", {})))
 
 
 def arrow_elements(plan: dict, native_operators: bool = True) -> list[str]:
@@ -400,33 +416,63 @@ def _with_instance(df: DataFrame, element: dict, source: dict) -> DataFrame:
     return df.drop(*helpers) if helpers else df
 
 
-def processor_input(plan: dict, element: dict, frames: list[DataFrame], buckets: int) -> DataFrame:
-    """The union of all ports' rows in the processor's input layout, with ``__bucket``.
+def processor_input(plan: dict, element: dict, frames: list[DataFrame], buckets: int,
+                    by_group: Sequence[str] = (), narrow: bool = False) -> DataFrame:
+    """The union of all ports' rows in the processor's input layout, with ``__bucket``: the
+    instance modulo ``buckets``, or with ``by_group`` (columns of the one source, see
+    :attr:`RunLayout.by_group`) a hash of the instance and those columns. ``narrow`` leaves out
+    the meta columns that hold their ``META_DEFAULTS`` value on every row (:func:`constant_meta`;
+    for the applyInArrow path, whose readers put them back: every column of every row crosses a
+    shuffle and the Arrow link to Python, 0.6-0.8 s per million rows for six of them).
 
     Each frame has ``__seq``, ``__sub``, ``__src``, ``__op``, ``__why``, ``__raw`` and the source
     element's columns."""
     by_name = {e["name"]: e for e in plan["elements"]}
     ports = ports_of(element)
     structs = {i: struct(by_name[src]["columns"]) for i, (_, src) in enumerate(ports)}
+    left_out = constant_meta(plan, element, frames) if narrow else set()
     out = None
     for i, ((_, src), df) in enumerate(zip(ports, frames)):
         cols = [c for c, _ in by_name[src]["columns"]]
         df = _with_instance(df, element, by_name[src])
         packed = [F.lit(i).alias(PORT), F.col(SEQ), F.col(SUB), F.col(SRC), F.col(OP), F.col(INST),
                   F.col(WHY), F.col(RAW)]
+        packed = [c for c, name in zip(packed, (PORT, SEQ, SUB, SRC, OP, INST, WHY, RAW))
+                  if name not in left_out]
         for j in range(len(ports)):
             value = F.struct(*[column(c) for c in cols]) if j == i else F.lit(None).cast(structs[j])
             packed.append(value.alias(port_column(j)))
         df = df.select(*packed)
         out = df if out is None else out.unionByName(df)
     assert out is not None
-    return out.withColumn("__bucket", F.pmod(F.col(INST), F.lit(buckets)))
+    spread = F.hash(F.col(INST), *[F.col(port_column(0))[c] for c in by_group]) if by_group else F.col(INST)
+    return out.withColumn("__bucket", F.pmod(spread, F.lit(buckets)))
 
 
 
 # --------------------------------------------------------------------------------------------------
 # Writing: one batch of an element's output
 # --------------------------------------------------------------------------------------------------
+
+def constant_meta(plan: dict, element: dict, frames: list[DataFrame]) -> set[str]:
+    """The meta columns of ``element``'s processor input that hold their ``META_DEFAULTS`` value
+    on every row, given its ports' ``frames``: the port of a one-port element; a derived element's
+    line (only input elements read lines) and reason (none unless a partition function can fail
+    here); the opcode when every source is a stream (streams emit inserts only); the producing
+    instance when every source has one instance; the sub-number when every source is an input
+    stream read natively (one row per line)."""
+    if is_input(element):
+        return set()
+    by_name = {e["name"]: e for e in plan["elements"]}
+    sources = [by_name[src] for _, src in ports_of(element)]
+    fails = any(WHY in step for src, df in zip(sources, frames)
+                for step in _instance_steps(element, src, df.schema)[0])
+    rules = {PORT: len(sources) == 1, RAW: True, WHY: not fails,
+             OP: all(READ_AS.get(s["kind"], s["kind"]) == "stream" for s in sources),
+             SRC: all(instance_count(s) == 1 for s in sources),
+             SUB: all(path_of(s)[0] == NATIVE and is_input(s) for s in sources)}
+    return {name for name, holds in rules.items() if holds}
+
 
 def _atomic_json(path: str, data: object) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -535,7 +581,8 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
     def consumer_frame(consumer: dict, rows: DataFrame, batch_id: int) -> DataFrame:
         """What the writer of a fused consumer gets from this batch's output ``rows``."""
         if consumer["name"] in arrow_rows:
-            proc_in = processor_input(plan, consumer, [rows], layout.buckets)
+            proc_in = processor_input(plan, consumer, [rows], layout.buckets,
+                                      layout.by_group.get(consumer["name"], ()), narrow=True)
             return arrow_rows[consumer["name"]](proc_in, batch_id)
         return native_frame(plan, consumer, element, rows, native_operators)
     errors = error_writer(element, plan, dirs)
@@ -549,21 +596,30 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
                 dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id),
             changelog_path=lambda batch_id: dirs.batch_file("changelog", name, batch_id, "parquet"))
 
-    # An input whose changelog nothing reads and whose one reader is a native aggregation hands
-    # its batch over unread: the aggregation's pass counts its rows too, so the batch is read
-    # once, not cached and read again (a second read only for bad records, when there are some).
+    # An input whose changelog nothing reads and whose one reader is a native aggregation or runs
+    # in applyInArrow hands its batch over unread: the reader's pass counts the input's rows too
+    # (the aggregation's own grouping, or Spark's observed metrics), so the batch is read once,
+    # not cached and read again (a second read only for bad records, when there are some).
     if (native == "input" and name in unrecorded and len(consumers) == 1
-            and native_path(consumers[0][0], plan, native_operators) == "aggregation"):
+            and (native_path(consumers[0][0], plan, native_operators) == "aggregation"
+                 or consumers[0][0]["name"] in arrow_rows)):
         consumer, consumer_write = consumers[0]
         # the input's rows by kind (an input stream emits inserts only, and has one instance)
         kinds = ("row", "bad", "skip")
         code = F.when(F.col(KIND) == kinds[0], 0).when(F.col(KIND) == kinds[1], 1).otherwise(2)
+        tallies = [F.sum(F.when(code == k, 1).otherwise(0)).alias(kind) for k, kind in enumerate(kinds)]
 
         def write_through(df: DataFrame, batch_id: int) -> None:
-            rows = changelog_frame(df, cols, keep=(KIND,))
-            counted = consumer_write(native_frame(plan, consumer, element, rows, native_operators),
-                                     batch_id, tally=code)
-            by_kind = {kinds[k]: n for k, n in counted.items()}
+            if consumer["name"] in arrow_rows:
+                observed = Observation()
+                rows = changelog_frame(df.observe(observed, *tallies).where(F.col(KIND) == "row"), cols)
+                consumer_write(consumer_frame(consumer, rows, batch_id), batch_id)
+                by_kind = {kind: int(n) for kind, n in observed.get.items() if n}
+            else:
+                rows = changelog_frame(df, cols, keep=(KIND,))
+                counted = consumer_write(native_frame(plan, consumer, element, rows, native_operators),
+                                         batch_id, tally=code)
+                by_kind = {kinds[k]: n for k, n in counted.items()}
             bad = (_write_bad(df.where(F.col(KIND) == "bad"), name,
                               dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id)
                    if by_kind.get("bad") else {})
@@ -577,8 +633,10 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
     def write(df: DataFrame, batch_id: int) -> None:
         df = df.persist()
         try:
+            # (as Arrow: a row per instance and kind, 130,000 of them with 65,535 instances, which
+            # collect() turned into Row objects in about a second)
             counts = df.groupBy(KIND, INST, OP).agg(F.count(F.lit(1)).alias("n"), F.sum(SEQ).alias("s"),
-                                                    F.sum(SUB).alias("u")).collect()
+                                                    F.sum(SUB).alias("u")).toArrow().to_pylist()
             rows_out: dict[str, int] = {}
             for r in counts:
                 if r[KIND] == "row":
@@ -600,8 +658,9 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
                 data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
                                                              *[column(c) for c in cols])
                 _single_parquet(data, dirs.batch_file("changelog", name, batch_id, "parquet"))
-            bad = _write_bad(df.where(F.col(KIND) == "bad"), name,
-                             dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id)
+            bad = (_write_bad(df.where(F.col(KIND) == "bad"), name,
+                              dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id)
+                   if any(r[KIND] == "bad" for r in counts) else {})
             _atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
                          {"rows_in": rows_in, "rows_out": rows_out, "bad": bad, "instances": instances})
             if consumers and produced:
@@ -939,9 +998,10 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
                             options.native_operators)
     if native == "input":
         return native_input(element, frames[0])
-    proc_in = processor_input(plan, element, frames, layout.buckets)
     if element["name"] in layout.arrow_state:
-        return proc_in
+        return processor_input(plan, element, frames, layout.buckets,
+                               layout.by_group.get(element["name"], ()), narrow=True)
+    proc_in = processor_input(plan, element, frames, layout.buckets)
     # Time-based KEEPs need processing-time timers. The time mode is part of the checkpoint, so it
     # is the same in both kinds of run; an until-idle run registers no timers (it expires rows only
     # as batches arrive) and is stopped when idle (run.py: availableNow never ends in this mode).
