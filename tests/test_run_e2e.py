@@ -287,6 +287,10 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
         "stats", "flat", "rr", "odd", "picked", "perSym"]
     assert os.listdir(tmp_path / "slow" / "run" / "queries") == ["trades"]
     assert not glob.glob(str(tmp_path / "slow" / changelogs))
+    # the input handed over to its one reader is counted in that reader's pass
+    assert slow.stats("trades") == native.stats("trades")
+    # the aggregations grouped by a plain column spread each instance's groups over the buckets
+    assert json.loads((tmp_path / "slow" / "run" / "plan.json").read_text())["by_group"]["perSym"] == ["sym"]
     for name in ("stats", "flat", "rr", "odd", "picked", "perSym"):
         def table(out):  # float sums may differ in the last digit (another summation order)
             def value(v):  # as text: NaN equals NaN

@@ -136,6 +136,30 @@ def test_checkpoint_refused_when_an_aggregation_changes_path(tmp_path):
         assert "runs on the per-instance engine now" in str(info.value)
 
 
+def test_checkpoint_refused_when_groups_can_no_longer_be_spread(tmp_path):
+    """A per-instance aggregation folded a bucket at a time keeps its state split by instance and
+    group (plan.json ``by_group``); once its changes are read one by one it runs row by row with
+    state split by instance alone, and the run directory is refused."""
+    from ccl.planner import plan_project
+    from runtime.job import RunOptions, prepare_run_dir
+    agg = """create input stream s schema (k string, v integer);
+    create output window w primary key deduced keep all as select s.k, sum(s.v) v from s group by s.k;\n"""
+    reader = "create output stream c as select w.k from w;\n"
+    options = RunOptions(inputs={}, base_dir=str(tmp_path), run_dir=str(tmp_path / "run"),
+                         native_operators=False)
+    for text, refused in [(agg, False), (agg, False), (agg + reader, True)]:
+        (tmp_path / "p.ccl").write_text(text)
+        plan, diags = plan_project(str(tmp_path / "p.ccl"))
+        assert plan is not None, [str(d) for d in diags]
+        if not refused:
+            prepare_run_dir(plan, options)
+            assert json.loads((tmp_path / "run" / "plan.json").read_text())["by_group"] == {"w": ["k"]}
+            continue
+        with pytest.raises(RunError) as info:
+            prepare_run_dir(plan, options)
+        assert "'w' kept its state split by the groups of (k)" in str(info.value)
+
+
 def test_checkpoint_refused_when_an_element_changes_columns(tmp_path):
     """Resuming after a column was added used to go on, reading old changelogs and state with
     nulls (or failing inside Spark)."""

@@ -1,0 +1,48 @@
+"""runtime/outputs.py without Spark: a window's final contents from changelog files read with
+pyarrow, chunk by chunk."""
+import math
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from runtime import outputs
+from runtime.job import RunDirs
+
+ELEMENT = {"name": "w", "kind": "window", "key": ["k", "x"],
+           "columns": [["k", "string"], ["x", "float"], ["v", "integer"]]}
+
+
+def _write(dirs: RunDirs, batch: int, rows: list[tuple]) -> None:
+    """Changelog rows (inst, seq, sub, op, k, x, v) of one batch."""
+    import os
+    path = dirs.of("changelog", "w")
+    os.makedirs(path, exist_ok=True)
+    names = ["__inst", "__seq", "__sub", "__op", "k", "x", "v"]
+    columns = list(zip(*rows))
+    table = pa.table([pa.array([batch] * len(rows), pa.int64())]
+                     + [pa.array(c) for c in columns], names=["__batch"] + names)
+    pq.write_table(table, os.path.join(path, f"batch-{batch:08d}.parquet"))
+
+
+@pytest.mark.parametrize("chunk", [1, 64 << 20])
+def test_last_change_of_each_key_per_instance(tmp_path, monkeypatch, chunk):
+    """The last change (by batch, sequence number, sub-number) of each key in each instance, a
+    delete dropping the key; -0.0 and 0.0 are one key, every NaN one key, null a key of its own,
+    as Spark's window partitions grouped them. Read a batch at a time or all at once."""
+    monkeypatch.setattr(outputs, "CHUNK_BYTES", chunk)
+    dirs = RunDirs(str(tmp_path))
+    _write(dirs, 0, [(0, 1, 0, "i", "a", 0.0, 1), (0, 2, 0, "i", "b", float("nan"), 2),
+                     (1, 1, 0, "i", "a", 0.0, 10), (0, 3, 0, "i", None, 1.5, 3),
+                     (0, 4, 0, "i", "c", 1.0, 4)])
+    _write(dirs, 1, [(0, 9, 1, "u", "a", -0.0, 5), (0, 9, 0, "u", "a", 0.0, 6),
+                     (0, 8, 0, "u", "b", float("nan"), 7), (0, 10, 0, "d", "c", 1.0, 4)])
+    _write(dirs, 2, [(0, 1, 0, "u", None, 1.5, 8)])
+    got = outputs.last_changes(dirs, ELEMENT).to_pylist()
+    rows = sorted(((r["__inst"], r["k"] or "", r["v"]) for r in got))
+    assert rows == [(0, "", 8), (0, "a", 5), (0, "b", 7), (1, "a", 10)]
+    assert math.isnan(next(r["x"] for r in got if r["k"] == "b"))
+
+
+def test_no_changelog_gives_no_rows(tmp_path):
+    assert outputs.last_changes(RunDirs(str(tmp_path)), ELEMENT).num_rows == 0
