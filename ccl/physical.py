@@ -65,17 +65,24 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
     if element.get("query") is None and not element.get("flex"):
         timers = "; transformWithState for its timers" if uses_time(element) else ""
         return PER_INSTANCE, f"input element: key and opcode rules need per-instance state{timers}"
+    columnar = columnar_aggregation(element, plan) if plan is not None else None
     if plan is not None and aggregation_spec(element, plan) is not None:
         observed = changes_observed(element["name"], plan)
         if observed is None:
             return NATIVE, ("aggregation of a stream: Spark group-by per batch on (instance, group), "
                             "merged into per-group totals")
+        if columnar == "rows":
+            return PER_INSTANCE, (f"aggregation of a stream, but {observed}: one change per input "
+                                  "row, each bucket's rows a column at a time")
         return PER_INSTANCE, (f"aggregation of a stream, but {observed}: one change per input row "
                               "needs the per-instance engine")
-    if plan is not None and batch_aggregation(element, plan):
+    if columnar == "batch":
         return PER_INSTANCE, ("aggregation of a stream whose changes nothing reads one by one: "
                               "each bucket's batch folded a column at a time, one change per group "
                               "per batch")
+    if columnar == "rows":
+        return PER_INSTANCE, ("aggregation of a stream whose changes are read one by one: one "
+                              "change per input row, each bucket's rows a column at a time")
     if plan is not None and native_filter(element, plan) is not None:
         return NATIVE, "stateless stream (filter and projection): Spark expressions"
     if uses_time(element):
@@ -203,18 +210,21 @@ IMPURE_FUNCTIONS = frozenset(("getdate", "getrowid", "nextval", "now", "random",
                               "uniqueval"))
 
 
-def batch_aggregation(element: Mapping, plan: Mapping) -> bool:
-    """Whether the per-instance path may fold ``element`` a batch at a time
-    (runtime/engine/columnar.py): one change per group per micro-batch instead of one per input
-    row, which is all its readers see when nothing observes its changes one by one
-    (:func:`changes_observed`).
+def columnar_aggregation(element: Mapping, plan: Mapping) -> Optional[str]:
+    """How the per-instance path may run ``element`` a bucket of rows at a time, a column at a
+    time (runtime/engine/columnar.py), or None:
+
+    - ``"batch"`` when nothing observes its changes one by one (:func:`changes_observed`): one
+      change per group per micro-batch, all its readers see;
+    - ``"rows"`` when something does and its select items are its aggregates and plain columns of
+      its source, with no HAVING: one change per input row, as the engine gives them.
 
     It must be a window with KEEP ALL (or no KEEP, no AGES, no DECLARE) aggregating one stream (no
     join, FROM KEEP, MATCHING or GROUP ORDER BY), keyed by its GROUP BY expressions (each key
     column is one, and each is a key column), whose expressions read only the source's columns,
     the aggregates and ``<target>_partitions``, and call only built-in functions whose value
     depends on their arguments alone (not :data:`IMPURE_FUNCTIONS`). Any GROUP BY expressions,
-    WHERE, GROUP FILTER, HAVING, aggregate of the engine and partitioning.
+    WHERE, GROUP FILTER, aggregate of the engine and partitioning.
     """
     from .functions_data import FUNCTIONS
 
@@ -222,29 +232,35 @@ def batch_aggregation(element: Mapping, plan: Mapping) -> bool:
     if (element.get("kind") != "window" or not query or len(query["selects"]) != 1
             or element.get("flex") or element.get("declare") or element.get("aging")
             or (element.get("keep") or {"kind": "all"})["kind"] != "all"):
-        return False
+        return None
     sel = query["selects"][0]
     if (len(sel["sources"]) != 1 or sel.get("joins") or sel.get("matching")
             or sel.get("group_order_by") or sel["sources"][0].get("keep")
             or not (sel.get("aggregates") or sel.get("group_by"))):
-        return False
+        return None
     src = next((e for e in plan["elements"] if e["name"] == sel["sources"][0]["element"]), None)
     if src is None or READ_AS.get(src.get("kind"), src.get("kind")) != "stream":
-        return False
+        return None
     # the window's key must be the group's: key columns are GROUP BY expressions, all of them, so
     # that no two groups ever show a row under one key (where the engine's order of rows decides)
     items = {it["name"]: it["expr"] for it in sel["items"]}
     keyed = [items.get(k) for k in element.get("key") or []]
     if any(e not in sel["group_by"] for e in keyed) or any(g not in keyed for g in sel["group_by"]):
-        return False
+        return None
     alias = sel["sources"][0]["alias"]
     partition = element.get("partition") or {}
-    names = ({a["name"] for a in sel["aggregates"] or []}
-             | {partition.get("partitions_var") or f"{element['name'].split('.')[-1]}_partitions"})
+    aggregates = {a["name"] for a in sel["aggregates"] or []}
+    names = aggregates | {partition.get("partitions_var")
+                          or f"{element['name'].split('.')[-1]}_partitions"}
     exprs = ([sel.get("where"), sel.get("group_filter"), sel.get("having")] + list(sel["group_by"] or [])
              + [it["expr"] for it in sel["items"]] + [a for g in sel["aggregates"] or [] for a in g["args"]])
-    return (changes_observed(element["name"], plan) is None
-            and all(_pure(e, alias, names, FUNCTIONS) for e in exprs if e is not None))
+    if not all(_pure(e, alias, names, FUNCTIONS) for e in exprs if e is not None):
+        return None
+    if changes_observed(element["name"], plan) is None:
+        return "batch"
+    plain = all((e.get("node") == "Var" and e["name"]["name"] in aggregates) or _column(e, alias)
+                for e in items.values())
+    return "rows" if plain and sel.get("having") is None else None
 
 
 # Column types whose values Spark's hash() tells apart as Python's equality does (not float: 0.0
@@ -253,11 +269,11 @@ _SPREAD_TYPES = ("string", "integer", "long", "boolean")
 
 
 def group_columns(element: Mapping, plan: Mapping) -> Optional[list[str]]:
-    """For an aggregation :func:`batch_aggregation` accepts, grouped by plain source columns of
+    """For an aggregation :func:`columnar_aggregation` runs, grouped by plain source columns of
     string, integer, long or boolean type (each its own key column, of the same type): those
     columns, by which the runtime may spread an instance's groups over several buckets (no group
     reads another's rows, so each bucket runs its share of an instance); else None."""
-    if not batch_aggregation(element, plan):
+    if columnar_aggregation(element, plan) is None:
         return None
     sel = element["query"]["selects"][0]
     alias = sel["sources"][0]["alias"]

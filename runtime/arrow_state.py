@@ -87,9 +87,6 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
             return _run(key, table)
 
     def _run(key: Any, table: Any) -> Any:
-        import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         cache_key = (plan_text, element_name, first_ports)
         runner = _RUNS.get(cache_key)
         if runner is None:
@@ -100,12 +97,7 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
         states = load_states(state_dir, bucket, batch_id)
         out = runner.process_table(states, table, now)
         save_states(state_dir, bucket, batch_id, states)
-        schema = to_arrow_schema(output_schema(runner.element), timezone="UTC")
-        # kind, inst, seq, sub, op, info, then the element's columns from the values
-        columns = ([[row[c] for row in out] for c in range(6)]
-                   + [[row[6].get(name) for row in out] for name in runner.columns])
-        return pa.Table.from_arrays([pa.array(col, type=field.type) for col, field in zip(columns, schema)],
-                                    schema=schema)
+        return out
     return run
 
 

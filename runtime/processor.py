@@ -79,7 +79,7 @@ class BucketRun:
 
     def __init__(self, plan_text: str, element_name: str,
                  first_ports: frozenset[int] = frozenset()) -> None:
-        from ccl.physical import batch_aggregation
+        from ccl.physical import columnar_aggregation
 
         from .engine.columnar import ColumnarAggregation
         from .engine.element import Engine
@@ -90,10 +90,10 @@ class BucketRun:
         self.element = element
         self.engine = make_engine(element, plan, 0)
         self.columns = [name for name, _ in element["columns"]]
-        # a stream aggregation whose changes nothing reads one by one: a bucket at a time
+        # a stream aggregation run a bucket at a time (ccl.physical.columnar_aggregation)
         self.columnar = (ColumnarAggregation(self.engine, plan)
                          if isinstance(self.engine, Engine) and self.engine.declared is None
-                         and batch_aggregation(element, plan) else None)
+                         and columnar_aggregation(element, plan) else None)
         # (seq, src, sub, port) order; rows of a reference's port first when there is one
         self.order = ((lambda x: (x[3] not in first_ports, *x[:4])) if first_ports
                       else (lambda x: x[:4]))
@@ -119,16 +119,17 @@ class BucketRun:
             out.extend(self.emitted(inst, self.engine.process(state, events, now)))
         return out
 
-    def process_table(self, states: dict[int, dict], table: Any, now: int) -> list[tuple]:
-        """:meth:`process` for a bucket's rows as an Arrow table in the processor's input layout:
-        through :attr:`columnar` when there is one (its instances that it hands back, and
-        everything when there is none, through :meth:`process`)."""
+    def process_table(self, states: dict[int, dict], table: Any, now: int) -> Any:
+        """:meth:`process` for a bucket's rows as an Arrow table in the processor's input layout,
+        giving its output rows as an Arrow table (:func:`output_schema`): through
+        :attr:`columnar` when there is one (and the instances it hands back, or everything when
+        there is none, through :meth:`process`)."""
         if self.columnar is None:
-            return self.process(states, received_rows(table), now)
+            return self.table(self.process(states, received_rows(table), now))
         import numpy as np
 
         rows = bucket_rows(table)
-        runs, left = self.columnar.run(states, rows, now)
+        runs, left, changes = self.columnar.run(states, rows, now)
         received = dict(zip(*[a.tolist() for a in np.unique(rows.inst, return_counts=True)]))
         out: list[tuple] = []
         for run in runs:
@@ -139,9 +140,32 @@ class BucketRun:
                 reason = (why, {"line": raw} if raw is not None else rows.values[i].as_py() or {})
                 out.append(("bad", run.inst, int(rows.seq[i]), 0, None, bad_info(*reason), _NONE))
             out.extend(self.emitted(run.inst, run.outputs))
+        if changes is not None:
+            out.extend(("bad", inst, seq, sub, None, bad_info(reason, row), _NONE)
+                       for inst, seq, sub, reason, row in changes.bad)
         if left:
             out.extend(self.process(states, received_rows(table, set(left)), now))
-        return out
+        parts = [self.table(out)]
+        if changes is not None and changes.inst:
+            n = len(changes.inst)
+            parts.append(self.table_of([["row"] * n, changes.inst, changes.seq, changes.sub, changes.op,
+                                        [None] * n, *changes.values]))
+        import pyarrow as pa
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def table(self, out: list[tuple]) -> Any:
+        """Output rows (tuples of :meth:`process`) as an Arrow table of :func:`output_schema`."""
+        return self.table_of([[row[c] for row in out] for c in range(6)]
+                             + [[row[6].get(name) for row in out] for name in self.columns])
+
+    def table_of(self, columns: list[list]) -> Any:
+        """An Arrow table of :func:`output_schema` from its columns' values."""
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        schema = to_arrow_schema(output_schema(self.element), timezone="UTC")
+        return pa.Table.from_arrays([pa.array(col, type=field.type) for col, field in zip(columns, schema)],
+                                    schema=schema)
 
     def expire(self, states: dict[int, dict], now: int) -> list[tuple]:
         """Output rows of what time-based KEEPs evict at ``now``, in every instance."""

@@ -128,3 +128,43 @@ def test_only_delimited_file_adapters_are_read(tmp_path):
     assert input_adapter(plan, "w")["name"] == "c"
     assert [a["name"] for a in unread_adapters(plan, [])] == ["x"]
     assert unread_adapters(plan, ["s"]) == []
+
+
+COLUMNAR = "create output window a primary key deduced keep all as select {items} from s {rest};"
+ROWS_READER = "create output stream o as select a.sym from a;"
+
+
+@pytest.mark.parametrize("items, rest, reader, mode", [
+    # nothing reads the changes one by one: a batch at a time, any expression and HAVING
+    ("s.sym, max(s.px) m", "where s.q > 1 group by s.sym", "", "batch"),
+    ("upper(s.sym) sym, max(s.px) - min(s.px) r", "group by upper(s.sym) having count(*) > 1", "", "batch"),
+    # a stream reads them: per row, for aggregates and plain columns without HAVING
+    ("s.sym, max(s.px) m, s.q, median(s.px) md", "group filter s.q > 0 group by s.sym", ROWS_READER, "rows"),
+    ("s.sym, max(s.px) + 1 m", "group by s.sym", ROWS_READER, None),
+    ("s.sym, count(*) n", "group by s.sym having count(*) > 1", ROWS_READER, None),
+    # functions whose value is not their arguments', a key that is no GROUP BY expression
+    ("s.sym, max(s.px) m, now() t", "group by s.sym", "", None),
+    ("s.sym, count(*) n", "where getrowid(s) > 0 group by s.sym", "", None),
+])
+def test_columnar_aggregations(tmp_path, items, rest, reader, mode):
+    from ccl.physical import columnar_aggregation
+    e, plan = _element(tmp_path, COLUMNAR.format(items=items, rest=rest) + "\n" + reader)
+    assert columnar_aggregation(e, plan) == mode
+    assert path_of(e, plan)[0] == PER_INSTANCE
+
+
+@pytest.mark.parametrize("body", [
+    "create output window a primary key deduced keep 3 rows as select s.sym, count(*) n from s group by s.sym;",
+    "create output window a primary key deduced as select w.sym, max(w.px) m from w group by w.sym;",
+    "create output window a primary key deduced keep all as select s.sym, count(*) n from s keep 2 rows "
+    "group by s.sym;",
+    "create output window a primary key deduced keep all declare integer c := 0; end "
+    "as select s.sym, count(*) n from s group by s.sym;",
+    # a key that is no GROUP BY expression: 'b' and 'B' would meet on one key
+    "create output window a schema (u string, n integer) primary key (u) keep all "
+    "as select upper(s.sym) u, count(*) n from s group by s.sym;",
+])
+def test_other_aggregations_are_not_columnar(tmp_path, body):
+    from ccl.physical import columnar_aggregation
+    e, plan = _element(tmp_path, body)
+    assert columnar_aggregation(e, plan) is None

@@ -137,9 +137,10 @@ def test_checkpoint_refused_when_an_aggregation_changes_path(tmp_path):
 
 
 def test_checkpoint_refused_when_groups_can_no_longer_be_spread(tmp_path):
-    """A per-instance aggregation folded a bucket at a time keeps its state split by instance and
-    group (plan.json ``by_group``); once its changes are read one by one it runs row by row with
-    state split by instance alone, and the run directory is refused."""
+    """A per-instance aggregation run a bucket at a time keeps its state split by instance and
+    group (plan.json ``by_group``), whether its changes are read one by one or not; once an item
+    computes on an aggregate while its changes are read, it runs on the row engine with state
+    split by instance alone, and the run directory is refused."""
     from ccl.planner import plan_project
     from runtime.job import RunOptions, prepare_run_dir
     agg = """create input stream s schema (k string, v integer);
@@ -147,7 +148,8 @@ def test_checkpoint_refused_when_groups_can_no_longer_be_spread(tmp_path):
     reader = "create output stream c as select w.k from w;\n"
     options = RunOptions(inputs={}, base_dir=str(tmp_path), run_dir=str(tmp_path / "run"),
                          native_operators=False)
-    for text, refused in [(agg, False), (agg, False), (agg + reader, True)]:
+    computed = agg.replace("sum(s.v) v", "sum(s.v) + 1 v") + reader
+    for text, refused in [(agg, False), (agg + reader, False), (computed, True)]:
         (tmp_path / "p.ccl").write_text(text)
         plan, diags = plan_project(str(tmp_path / "p.ccl"))
         assert plan is not None, [str(d) for d in diags]

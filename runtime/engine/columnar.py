@@ -1,9 +1,18 @@
 """A stream aggregation of the per-instance path, run a bucket's micro-batch at a time.
 
-When nothing reads an aggregation's changes one by one (``ccl.physical.batch_aggregation``), all a
-micro-batch has to give is, per group it touched, the change from the group's row before the batch
-to its row after: one change per group, as on the native path (runtime/native_agg.py). This module
-computes that from a bucket's rows column by column instead of one engine call per row
+``ccl.physical.columnar_aggregation`` picks the aggregations (a KEEP ALL window over one stream,
+keyed by its GROUP BY expressions, with pure expressions) and the mode:
+
+- *batch*: nothing reads the window's changes one by one, so all a micro-batch has to give is,
+  per group it touched, the change from the group's row before the batch to its row after: one
+  change per group, as on the native path (runtime/native_agg.py), with the sequence number of the
+  group's last row in the batch;
+- *rows*: something does (an output adapter, a stream, a Flex), so every contributing row gives
+  the group's row after it, compared with its row before (an insert, an update or nothing), with
+  the engine's sequence and sub-numbers: the engine's very changes. Only for select items that
+  are aggregates and plain columns, with no HAVING.
+
+Either way the rows are read column by column instead of one engine call per row
 (runtime/engine/element.py), on the engine's own state (the Aggregator's groups and the window's
 store), with the engine's expressions and arithmetic, so that either can run an instance's next
 batch:
@@ -15,29 +24,32 @@ batch:
   columns when they are plain columns of a type whose values the engine reads as they are, and
   otherwise evaluated row by row by the engine's compiled expressions (a failure makes the row a
   bad record, the first failing expression giving the reason, as in the engine);
-- count, sum, avg, min and max of integer and float columns fold with NumPy: ``ufunc.at`` applies
-  the rows in order, so float sums add up in the engine's order, and ``maximum``/``fmin`` rank NaN
-  above every number, as the engine does; the other aggregates fold row by row with the engine's
-  own ``add``;
-- each touched group's output row is the engine's (HAVING, the select items, the casts), compared
-  with the row the group showed before (an insert, update, delete or nothing) and put through the
-  window's store, with the sequence number of the group's last row in the batch.
+- in batch mode count, sum, avg, min and max of integer and float columns fold with NumPy:
+  ``ufunc.at`` applies the rows in order, so float sums add up in the engine's order, and
+  ``maximum``/``fmin`` rank NaN above every number, as the engine does; in rows mode they run as
+  loops written after the engine's own (:func:`_running`: each result is the very object the
+  engine's would be, which decides whether a NaN equals the row before); other aggregates use the
+  engine's ``add`` and ``result``;
+- each group's output row is the engine's (HAVING, the select items, the casts) and goes through
+  the window's store.
 
-An instance whose output rows cannot all be evaluated (an item or HAVING that fails) is left as it
-was and handed back to be run by the engine, which tells which rows fail.
+An instance whose output rows cannot all be evaluated (an item or HAVING that fails, a value no
+column holds), or in rows mode one whose rows share a sequence number (an upstream transaction,
+whose changes the engine merges), is left as it was and handed back to be run by the engine.
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ccl.physical import group_columns
+from ccl.physical import columnar_aggregation, group_columns
 from runtime.engine.changes import OPS, Bad, Output
 from runtime.engine.element import Engine, emit_of
-from runtime.engine.expr import SplashError, coerce_row, splash_value
+from runtime.engine.expr import SplashError, coerce_column, coerce_row, splash_value
 from runtime.engine.stages import truth
 
 __all__ = ["BucketRows", "ColumnarAggregation"]
@@ -69,17 +81,32 @@ class BucketRows:
 
 @dataclass
 class InstanceRun:
-    """What :meth:`ColumnarAggregation.run` did for one instance: the engine's outputs, in order,
-    and the indexes of the rows that came to it bad (which the caller reports)."""
+    """What :meth:`ColumnarAggregation.run` did for one instance: the engine's outputs, in order
+    (in per-row mode they are in :class:`RowChanges` instead), and the indexes of the rows that
+    came to it bad (which the caller reports)."""
 
     inst: int
     outputs: list[Output]
     came_bad: list[int]
 
 
+@dataclass
+class RowChanges:
+    """The outputs of a bucket in per-row mode, in order per instance: the changes by column
+    (instance, sequence number, sub-number, opcode, and per element column its values) and the
+    bad records as ``(instance, sequence number, sub-number, reason, row)``."""
+
+    inst: list[int]
+    seq: list[int]
+    sub: list[int]
+    op: list[str]
+    values: list[list]
+    bad: list[tuple[int, int, int, str, dict]]
+
+
 class ColumnarAggregation:
     """The aggregation of ``engine`` (an :class:`Engine` of an element that
-    ``ccl.physical.batch_aggregation`` accepts) over whole buckets; see the module docstring."""
+    ``ccl.physical.columnar_aggregation`` takes) over whole buckets; see the module docstring."""
 
     def __init__(self, engine: Engine, plan: dict) -> None:
         sel = engine.selects[0]
@@ -117,6 +144,10 @@ class ColumnarAggregation:
             self.items = None
         # each key column a plain group column of its own type: no two groups can share a key
         self.exact_keys = group_columns(engine.element, plan) is not None
+        # one change per input row (the window's changes are read one by one) or per group
+        self.per_row = columnar_aggregation(engine.element, plan) == "rows"
+        if self.per_row and self.items is None:
+            raise ValueError(f"{engine.name}: one change per row needs plain select items")
         self.args: list[list[_Getter]] = []
         self.kinds: list[Optional[str]] = []  # per aggregate: the type NumPy folds it in, or None
         for agg_spec, agg in zip(spec["aggregates"], self.agg.aggregates):
@@ -128,9 +159,10 @@ class ColumnarAggregation:
             self.kinds.append(None if not fast else "count" if agg.star or agg.fn == "count" else kind)
 
     def run(self, states: dict[int, dict], rows: BucketRows,
-            now: int) -> tuple[list[InstanceRun], list[int]]:
+            now: int) -> tuple[list[InstanceRun], list[int], Optional[RowChanges]]:
         """Apply a bucket's rows to the instances' ``states``: per instance that was run (in
-        ascending order) what it gave, and the instances left untouched for the engine."""
+        ascending order) what it gave, the instances left untouched for the engine, and in
+        per-row mode the changes."""
         order = np.lexsort((rows.sub, rows.src, rows.seq, rows.inst))
         came_bad = np.asarray(rows.why.is_valid(), dtype=bool)[order]
         events = order[~came_bad]            # the rows the engine would get, in its order
@@ -147,20 +179,154 @@ class ColumnarAggregation:
             args = [None if a is None else [_kept(v, keep) for v in a] for a in args]
         groups = _Groups(batch.inst[live], keys)
         found = [self._group(states, inst, key) for inst, key in zip(groups.inst, groups.keys)]
-        accs = [[g["acc"][i] if g is not None else agg.init() for g in found]
-                for i, agg in enumerate(self.agg.aggregates)]
+        # (an aggregate folded by the engine's add() may change its accumulator in place, as
+        # median's sorted list: the state's own stays as it was until the batch is kept)
+        accs = [[(g["acc"][i] if self.kinds[i] else copy.deepcopy(g["acc"][i])) if g is not None
+                 else agg.init() for g in found] for i, agg in enumerate(self.agg.aggregates)]
+        counts = np.bincount(groups.ids, minlength=len(found)).tolist()
+        if self.per_row:
+            return self._run_rows(states, batch, groups, live, found, accs, counts, args,
+                                  order[came_bad])
         for i, agg in enumerate(self.agg.aggregates):
             if not (self.kinds[i] and self._fold_fast(i, accs[i], groups, batch, live, args[i])):
                 values = args[i] if args[i] is not None else [g.values(batch, live) for g in self.args[i]]
                 _fold_rows(agg, accs[i], groups, values, batch.seq[live])
-        counts = np.bincount(groups.ids, minlength=len(found)).tolist()
-        return self._settle(states, batch, groups, live, found, accs, counts, order[came_bad], now)
+        runs, left = self._settle(states, batch, groups, live, found, accs, counts, order[came_bad], now)
+        return runs, left, None
 
     def _output_row(self, group: dict) -> dict:
         """:meth:`Aggregator.output_row` for items that are aggregates and plain columns only."""
         acc, row, aggregates = group["acc"], group["row"][self.alias], self.agg.aggregates
         return coerce_row({name: splash_value(aggregates[ref].result(acc[ref])) if is_agg else row[ref]
                            for name, is_agg, ref in self.items}, self.agg.columns)  # type: ignore[union-attr]
+
+    # --- one change per row --------------------------------------------------------------------
+
+    def _run_rows(self, states: dict[int, dict], batch: "_Batch", groups: "_Groups",
+                  live: np.ndarray, found: list[Optional[dict]], accs: list[list], counts: list[int],
+                  args: list[Optional[list]], came_bad: np.ndarray
+                  ) -> tuple[list[InstanceRun], list[int], RowChanges]:
+        """Per-row mode: each contributing row's group row after it, compared with the group's row
+        before it (an insert, an update, or nothing when they are equal), as the engine emits
+        them; then each group's state as the engine leaves it."""
+        # rows of one upstream transaction (one sequence number) reach the engine's output stage
+        # merged: such an instance's batch is the engine's
+        left = _shared_sequence_numbers(batch.inst, batch.seq)
+        ids, seqs = groups.ids.tolist(), batch.seq[live].tolist()
+        results = []
+        for i, agg in enumerate(self.agg.aggregates):
+            values = args[i] if args[i] is not None else [g.values(batch, live) for g in self.args[i]]
+            results.append(_running(agg, self.kinds[i], accs[i], ids, values, seqs))
+        rows, failing = self._output_tuples(batch, live, results)
+        left |= {int(i) for i in batch.inst[live[failing]].tolist()} if failing else set()
+        shown = [None if g is None or g["emitted"] is None
+                 else tuple(g["emitted"][c] for c, _ in self.agg.columns) for g in found]
+        emits: list[tuple[int, str]] = []          # (live index, opcode)
+        last_emit = [-1] * len(found)
+        for j, (g, row) in enumerate(zip(ids, rows)):
+            old = shown[g]
+            if old is None or old != row:
+                emits.append((j, "u" if old is not None else "i"))
+                last_emit[g] = j
+            shown[g] = row
+        last = [-1] * len(found)
+        for j, g in enumerate(ids):
+            last[g] = j
+        insts = batch.inst[live].tolist()
+        ran = [inst for inst in np.unique(batch.rows.inst).tolist() if inst not in left]
+        for inst in ran:
+            if inst not in states:
+                states[inst] = self.engine.initial_state()
+        self._keep_rows(states, groups, found, accs, counts, rows, last, last_emit, batch, live,
+                        left)
+        changes = self._changes(batch, live, rows, emits, insts, seqs, left)
+        for inst, seq in _largest(batch.inst, batch.seq).items():
+            state = states[inst] if inst not in left else None
+            if state is not None and (state["seq"] is None or seq > state["seq"]):
+                state["seq"] = seq
+        arrivals: dict[int, list[int]] = {}
+        for i in came_bad.tolist():
+            arrivals.setdefault(int(batch.rows.inst[i]), []).append(i)
+        return [InstanceRun(inst, [], arrivals.get(inst, [])) for inst in ran], sorted(left), changes
+
+    def _output_tuples(self, batch: "_Batch", live: np.ndarray,
+                       results: list[list]) -> tuple[list[tuple], list[int]]:
+        """The output row after each contributing row, as a tuple in the element's column order:
+        its plain columns and aggregate results, cast as the engine's ``coerce_row`` casts; and
+        the rows whose output fails (a result no column type holds)."""
+        by_name = {name: (is_agg, ref) for name, is_agg, ref in self.items}  # type: ignore[union-attr]
+        columns = []
+        failing: set[int] = set()
+        for name, ctype in self.agg.columns:
+            is_agg, ref = by_name[name]
+            values = results[ref] if is_agg else batch.values(ref, live)
+            try:
+                columns.append(coerce_column([splash_value(v) for v in values] if is_agg else values,
+                                             ctype))
+            except SplashError:  # rare: find the rows, one by one
+                column = []
+                for j, v in enumerate(values):
+                    try:
+                        column.append(coerce_column([splash_value(v) if is_agg else v], ctype)[0])
+                    except SplashError:
+                        failing.add(j)
+                        column.append(None)
+                columns.append(column)
+        return list(zip(*columns)), sorted(failing)
+
+    def _keep_rows(self, states: dict[int, dict], groups: "_Groups", found: list[Optional[dict]],
+                   accs: list[list], counts: list[int], rows: list[tuple], last: list[int],
+                   last_emit: list[int], batch: "_Batch", live: np.ndarray, left: set[int]) -> None:
+        """Each group's state after the batch, as the engine leaves it: count, accumulators, last
+        row, the row it showed last (``emitted``), and in the window's store the row of its last
+        change, the store's keys in the order of their last changes."""
+        names = [c for c, _ in self.agg.columns]
+        last_rows = batch.dicts(live[np.array(last, dtype=np.int64)]) if last else []
+        key_at = [names.index(k) for k in self.agg.key]
+        for g in sorted(range(len(found)), key=lambda g: last_emit[g]):
+            inst = groups.inst[g]
+            if inst in left:
+                continue
+            state = states[inst]
+            agg_state, window = state["selects"][0]["agg"], state["output"]
+            group = found[g]
+            if group is None:
+                group = agg_state["groups"][groups.keys[g]] = self.agg.new_group()
+            group["n"] += counts[g]
+            group["acc"] = [a[g] for a in accs]
+            group["row"] = {self.alias: last_rows[g]}
+            shown = dict(zip(names, rows[last[g]]))
+            group["emitted"] = shown
+            key = tuple(shown[names[k]] for k in key_at)
+            agg_state["out"][key] = groups.keys[g]
+            if last_emit[g] < 0:
+                continue
+            stored = shown if last_emit[g] == last[g] else dict(zip(names, rows[last_emit[g]]))
+            self.engine.output.store.upsert(window, key, stored, 0, 0)
+
+    def _changes(self, batch: "_Batch", live: np.ndarray, rows: list[tuple],
+                 emits: list[tuple[int, str]], insts: list[int], seqs: list[int],
+                 left: set[int]) -> RowChanges:
+        """The bucket's changes and bad records, each numbered within its instance in order."""
+        live_at = live.tolist()
+        entries = [(live_at[j], j, op) for j, op in emits if insts[j] not in left]
+        entries += [(p, -1, reason) for p, reason in batch.bad.items() if int(batch.inst[p]) not in left]
+        entries.sort()
+        out = RowChanges([], [], [], [], [[] for _ in self.agg.columns], [])
+        sub: dict[int, int] = {}
+        for p, j, what in entries:
+            inst = int(batch.inst[p])
+            n = sub[inst] = sub.get(inst, -1) + 1
+            if j < 0:
+                out.bad.append((inst, int(batch.seq[p]), n, what, batch.dict_at(p)))
+                continue
+            out.inst.append(inst)
+            out.seq.append(seqs[j])
+            out.sub.append(n)
+            out.op.append(what)
+            for column, v in zip(out.values, rows[j]):
+                column.append(v)
+        return out
 
     # --- rows ----------------------------------------------------------------------------------
 
@@ -336,7 +502,7 @@ class ColumnarAggregation:
                failed: set[int], out: dict[int, list[tuple[int, Output]]], now: int) -> None:
         """Write each group into its instance's state, in the order of the groups' last rows, and
         its change through the window's store (KEEP ALL: nothing is evicted, and a group's key is
-        its own for good, see ccl.physical.batch_aggregation) into ``out``."""
+        its own for good, see ccl.physical.columnar_aggregation) into ``out``."""
         store, settle, new_group = self.engine.output.store, self.agg.settle, self.agg.new_group
         positions = last.tolist()
         for j in np.argsort(last, kind="stable").tolist():
@@ -529,3 +695,53 @@ def _largest(inst: np.ndarray, seqs: np.ndarray) -> dict[int, int]:
         return {}
     ends = np.append(np.flatnonzero(inst[1:] != inst[:-1]), len(inst) - 1)
     return dict(zip(inst[ends].tolist(), seqs[ends].tolist()))
+
+
+def _shared_sequence_numbers(inst: np.ndarray, seq: np.ndarray) -> set[int]:
+    """The instances in which two events (in processing order) share a sequence number."""
+    same = (inst[1:] == inst[:-1]) & (seq[1:] == seq[:-1])
+    return set(inst[1:][same].tolist())
+
+
+def _running(agg: Any, kind: Optional[str], accs: list, ids: list[int], values: Any,
+             seqs: list[int]) -> list:
+    """The aggregate's result after each row (the rows in order, ``ids`` their groups), leaving
+    each group's final accumulator in ``accs``; the engine's ``add`` and ``result``, written out
+    for count, sum, avg, min and max (a result is the very object the engine's would be: a max that
+    does not move keeps its object, so a NaN equals itself as it does in the engine's rows)."""
+    out: list = []
+    if kind is None:
+        no_rows: dict = {}
+        columns = values
+        for j, g in enumerate(ids):
+            accs[g] = acc = agg.add(accs[g], [v[j] for v in columns], seqs[j], seqs[j], no_rows)
+            out.append(agg.result(acc))
+        return out
+    xs = [None] * len(ids) if agg.star else (values[0] if isinstance(values, list) else values)
+    fn = agg.fn
+    if fn == "count":
+        for g, x in zip(ids, xs):
+            if agg.star or x is not None:
+                accs[g] = accs[g] + 1
+            out.append(accs[g])
+    elif fn in ("sum", "avg"):
+        for g, x in zip(ids, xs):
+            acc = accs[g]
+            if x is not None:
+                accs[g] = acc = [x if acc[1] == 0 else acc[0] + x, acc[1] + 1]
+            out.append((acc[0] if fn == "sum" else float(acc[0]) / float(acc[1])) if acc[1] else None)
+    else:
+        biggest = fn == "max"
+        for g, x in zip(ids, xs):
+            acc = accs[g]
+            if x is not None:
+                if acc is None:
+                    acc = x
+                elif x != x or acc != acc:  # NaN is larger than every number
+                    if (acc == acc) if biggest else (x == x):
+                        acc = x
+                elif (x > acc) if biggest else (x < acc):
+                    acc = x
+                accs[g] = acc
+            out.append(acc)
+    return out

@@ -18,7 +18,7 @@ from ccl.splash.operators import (arithmetic, comparison, like, logical_and, log
 Rows = Mapping[str, Mapping[str, object]]
 Compiled = Callable[..., object]
 
-__all__ = ["Expressions", "SplashError", "coerce_row", "splash_value"]
+__all__ = ["Expressions", "SplashError", "coerce_column", "coerce_row", "splash_value"]
 
 # SPLASH in elements and Flex handlers: ESP sets no step or depth limit, and summing over a window of
 # a million rows or recursing a thousand deep is ordinary code. The limits only stop a runaway row
@@ -179,19 +179,26 @@ def _is_plain(v: object) -> bool:
 
 def coerce_row(values: Mapping[str, object], columns: Sequence[Sequence[str]]) -> dict[str, object]:
     """``values`` cast to the declared column types, in column order (missing columns are null)."""
-    out = {}
     get = values.get
-    for name, ctype, plain, as_text in _coercion(columns):
-        v = get(name)
-        if v is None:
-            out[name] = None
-        elif as_text:  # a column of no known type is carried as text (runtime.types)
-            out[name] = to_text(v)
-        elif type(v) is plain and (plain is not int or -2**31 <= v < 2**31):  # type: ignore[operator]
-            out[name] = v  # already in SPLASH form: the cast would give it back
-        else:
-            out[name] = cast(v, ctype)
-    return out
+    return {name: _coerced(get(name), ctype, plain, as_text)
+            for name, ctype, plain, as_text in _coercion(columns)}
+
+
+def coerce_column(values: Sequence[object], ctype: str) -> list[object]:
+    """Values of one column cast to its type ``ctype`` (CCL type text), as :func:`coerce_row`."""
+    t = _type(ctype)
+    plain, as_text = _PLAIN.get(t.name), t.name in ("any", "null")  # type: ignore[attr-defined]
+    return [_coerced(v, t, plain, as_text) for v in values]
+
+
+def _coerced(v: object, ctype: object, plain: Optional[type], as_text: bool) -> object:
+    if v is None:
+        return None
+    if as_text:  # a column of no known type is carried as text (runtime.types)
+        return to_text(v)
+    if type(v) is plain and (plain is not int or -2**31 <= v < 2**31):  # type: ignore[operator]
+        return v  # already in SPLASH form: the cast would give it back
+    return cast(v, ctype)  # type: ignore[arg-type]
 
 
 _COERCIONS: dict[int, tuple[Sequence, list[tuple]]] = {}
