@@ -12,9 +12,13 @@ FILES CSV files for every job, each run with ``availableNow`` / ``ccl run --unti
   maximum price and total volume per isin) partitioned 4 ways by HASH(isin), ROUNDROBIN and a
   SPLASH function; the whole run, outputs (``maxW.csv``, ``_run.json``) included. The planner
   runs this aggregation natively (runtime/native_agg.py: Spark's groupBy on instance and isin).
-- ``instances-N``: the HASH project forced onto the per-instance path (transformWithState
-  around the Python engine) with PARTITIONS N (1, 16, 1024, 65535): the cost of per-instance
-  state as instances multiply (the Spark grouping key stays the bucket).
+- ``instances-N``: the HASH project forced onto the per-instance path with PARTITIONS N (1, 16,
+  1024, 65535): the cost of per-instance state as instances multiply (the Spark grouping key
+  stays the bucket). Nothing reads the window's changes one by one, so the per-instance path
+  folds each bucket's batch a column at a time (runtime/engine/columnar.py), one change per group.
+- ``observed-16``: the same with 16 instances and an output adapter on the window, which writes
+  every change: one change per input row (columnar.py's per-row mode), a changelog of a million
+  rows.
 
 Before timing, every kind of job runs once on a small input (not timed): the first query of a
 session pays one-off start-up (JVM code generation, Python workers, the Python data source),
@@ -95,10 +99,15 @@ def handwritten(spark, data: str, work: str) -> float:
                   .trigger(availableNow=True).option("checkpointLocation", os.path.join(work, "ck")).start())
 
 
-def compiled(spark, data: str, work: str, method: str, n: int, native: bool = True) -> float:
+OBSERVED = "attach output adapter o type toolkit_file_csv_output to maxW properties dir = 'adapter';\n"
+
+
+def compiled(spark, data: str, work: str, method: str, n: int, native: bool = True,
+             observed: bool = False) -> float:
     path = os.path.join(work, "p.ccl")
     with open(path, "w") as f:
-        f.write(PROJECT.replace("{partition}", PARTITIONS[method].replace("{n}", str(n))))
+        f.write(PROJECT.replace("{partition}", PARTITIONS[method].replace("{n}", str(n)))
+                + (OBSERVED if observed else ""))
     plan, diags = plan_project(path)
     if plan is None:
         raise SystemExit("\n".join(str(d) for d in diags))
@@ -130,6 +139,7 @@ def main() -> None:
         jobs[method] = lambda w, m=method: compiled(spark, data, w, m, 4)
     for n in (1, 16, 1024, 65535):
         jobs[f"instances-{n}"] = lambda w, n=n: compiled(spark, data, w, "hash", n, native=False)
+    jobs["observed-16"] = lambda w: compiled(spark, data, w, "hash", 16, native=False, observed=True)
     only = [j for j in args.only.split(",") if j]
     rates: dict[str, float] = {}  # from each job's fastest run
     medians: dict[str, float] = {}  # from its median run
@@ -139,7 +149,9 @@ def main() -> None:
         generate(os.path.join(warm, "data"), 4000, 100, 2)
         for name, job in [("passthrough", passthrough), ("handwritten", handwritten),
                           ("native", lambda s, d, w: compiled(s, d, w, "custom", 4)),
-                          ("per-instance", lambda s, d, w: compiled(s, d, w, "hash", 4, native=False))]:
+                          ("per-instance", lambda s, d, w: compiled(s, d, w, "hash", 4, native=False)),
+                          ("observed", lambda s, d, w: compiled(s, d, w, "hash", 4, native=False,
+                                                                observed=True))]:
             os.makedirs(os.path.join(warm, name))
             job(spark, os.path.join(warm, "data"), os.path.join(warm, name))
         # Rounds: every job once per round, so that the machine's drift over minutes (runs of the
@@ -165,7 +177,7 @@ def main() -> None:
     base = rates.get("handwritten")
     if base:
         for name in ("passthrough", "hash", "roundrobin", "custom", "instances-1", "instances-16",
-                     "instances-1024", "instances-65535"):
+                     "instances-1024", "instances-65535", "observed-16"):
             if name in rates:
                 print(f"{name:>16} / handwritten = {rates[name] / base:.2f} fastest runs, "
                       f"{medians[name] / medians['handwritten']:.2f} median runs")
