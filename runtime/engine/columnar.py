@@ -233,20 +233,11 @@ class ColumnarAggregation:
         for j, g in enumerate(ids):
             last[g] = j
         insts = batch.inst[live].tolist()
-        ran = [inst for inst in np.unique(batch.rows.inst).tolist() if inst not in left]
-        for inst in ran:
-            if inst not in states:
-                states[inst] = self.engine.initial_state()
+        ran = self._started(states, batch, left)
         self._keep_rows(states, groups, found, accs, counts, rows, last, last_emit, batch, live,
                         left)
         changes = self._changes(batch, live, rows, emits, insts, seqs, left)
-        for inst, seq in _largest(batch.inst, batch.seq).items():
-            state = states[inst] if inst not in left else None
-            if state is not None and (state["seq"] is None or seq > state["seq"]):
-                state["seq"] = seq
-        arrivals: dict[int, list[int]] = {}
-        for i in came_bad.tolist():
-            arrivals.setdefault(int(batch.rows.inst[i]), []).append(i)
+        arrivals = _finished(states, batch, left, came_bad)
         return [InstanceRun(inst, [], arrivals.get(inst, [])) for inst in ran], sorted(left), changes
 
     def _output_tuples(self, batch: "_Batch", live: np.ndarray,
@@ -434,6 +425,15 @@ class ColumnarAggregation:
 
     # --- outputs -------------------------------------------------------------------------------
 
+    def _started(self, states: dict[int, dict], batch: "_Batch", left: set[int]) -> list[int]:
+        """The bucket's instances that are not left to the engine, in ascending order, each
+        given a state if it had none."""
+        ran = [inst for inst in np.unique(batch.rows.inst).tolist() if inst not in left]
+        for inst in ran:
+            if inst not in states:
+                states[inst] = self.engine.initial_state()
+        return ran
+
     @staticmethod
     def _group(states: dict[int, dict], inst: int, gkey: tuple) -> Optional[dict]:
         state = states.get(inst)
@@ -456,18 +456,9 @@ class ColumnarAggregation:
             if inst not in failed:
                 out.setdefault(inst, []).append((p, Bad(reason, int(batch.seq[p]), int(batch.ports[p]),
                                                         batch.dict_at(p))))
-        ran = [inst for inst in np.unique(batch.rows.inst).tolist() if inst not in failed]
-        for inst in ran:
-            if inst not in states:
-                states[inst] = self.engine.initial_state()
+        ran = self._started(states, batch, failed)
         self._apply(states, groups, found, updates, last, batch.seq[last].tolist(), failed, out, now)
-        for inst, seq in _largest(batch.inst, batch.seq).items():
-            state = states[inst] if inst not in failed else None
-            if state is not None and (state["seq"] is None or seq > state["seq"]):
-                state["seq"] = seq
-        arrivals: dict[int, list[int]] = {}
-        for i in came_bad.tolist():
-            arrivals.setdefault(int(batch.rows.inst[i]), []).append(i)
+        arrivals = _finished(states, batch, failed, came_bad)
         runs = []
         for inst in ran:
             outputs = out.get(inst, [])
@@ -695,6 +686,20 @@ def _largest(inst: np.ndarray, seqs: np.ndarray) -> dict[int, int]:
         return {}
     ends = np.append(np.flatnonzero(inst[1:] != inst[:-1]), len(inst) - 1)
     return dict(zip(inst[ends].tolist(), seqs[ends].tolist()))
+
+
+def _finished(states: dict[int, dict], batch: "_Batch", left: set[int],
+              came_bad: np.ndarray) -> dict[int, list[int]]:
+    """Raise each run instance's sequence number to its largest in the batch, as the engine does;
+    the rows that came bad (bucket indexes), by instance."""
+    for inst, seq in _largest(batch.inst, batch.seq).items():
+        state = states[inst] if inst not in left else None
+        if state is not None and (state["seq"] is None or seq > state["seq"]):
+            state["seq"] = seq
+    arrivals: dict[int, list[int]] = {}
+    for i in came_bad.tolist():
+        arrivals.setdefault(int(batch.rows.inst[i]), []).append(i)
+    return arrivals
 
 
 def _shared_sequence_numbers(inst: np.ndarray, seq: np.ndarray) -> set[int]:
