@@ -17,6 +17,7 @@ import json
 import pickle
 from collections import defaultdict
 from contextlib import contextmanager
+from functools import cached_property
 from typing import Any, Iterator, Optional
 
 from pyspark.sql import Row
@@ -161,11 +162,15 @@ class BucketRun:
     def table_of(self, columns: list[list]) -> Any:
         """An Arrow table of :func:`output_schema` from its columns' values."""
         import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
 
-        schema = to_arrow_schema(output_schema(self.element), timezone="UTC")
+        schema = self._arrow_schema
         return pa.Table.from_arrays([pa.array(col, type=field.type) for col, field in zip(columns, schema)],
                                     schema=schema)
+
+    @cached_property
+    def _arrow_schema(self) -> Any:
+        from pyspark.sql.pandas.types import to_arrow_schema
+        return to_arrow_schema(output_schema(self.element), timezone="UTC")
 
     def expire(self, states: dict[int, dict], now: int) -> list[tuple]:
         """Output rows of what time-based KEEPs evict at ``now``, in every instance."""
