@@ -14,7 +14,7 @@ import glob
 import json
 import os
 import re
-from typing import Any, Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
