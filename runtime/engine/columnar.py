@@ -222,21 +222,18 @@ class ColumnarAggregation:
         shown = [None if g is None or g["emitted"] is None
                  else tuple(g["emitted"][c] for c, _ in self.agg.columns) for g in found]
         emits: list[tuple[int, str]] = []          # (live index, opcode)
-        last_emit = [-1] * len(found)
+        last, last_emit = [-1] * len(found), [-1] * len(found)  # each group's last row, last change
         for j, (g, row) in enumerate(zip(ids, rows)):
             old = shown[g]
             if old is None or old != row:
                 emits.append((j, "u" if old is not None else "i"))
                 last_emit[g] = j
             shown[g] = row
-        last = [-1] * len(found)
-        for j, g in enumerate(ids):
             last[g] = j
-        insts = batch.inst[live].tolist()
         ran = self._started(states, batch, left)
         self._keep_rows(states, groups, found, accs, counts, rows, last, last_emit, batch, live,
                         left)
-        changes = self._changes(batch, live, rows, emits, insts, seqs, left)
+        changes = self._changes(batch, live, rows, emits, seqs, left)
         arrivals = _finished(states, batch, left, came_bad)
         return [InstanceRun(inst, [], arrivals.get(inst, [])) for inst in ran], sorted(left), changes
 
@@ -296,10 +293,9 @@ class ColumnarAggregation:
             self.engine.output.store.upsert(window, key, stored, 0, 0)
 
     def _changes(self, batch: "_Batch", live: np.ndarray, rows: list[tuple],
-                 emits: list[tuple[int, str]], insts: list[int], seqs: list[int],
-                 left: set[int]) -> RowChanges:
+                 emits: list[tuple[int, str]], seqs: list[int], left: set[int]) -> RowChanges:
         """The bucket's changes and bad records, each numbered within its instance in order."""
-        live_at = live.tolist()
+        live_at, insts = live.tolist(), batch.inst[live].tolist()
         entries = [(live_at[j], j, op) for j, op in emits if insts[j] not in left]
         entries += [(p, -1, reason) for p, reason in batch.bad.items() if int(batch.inst[p]) not in left]
         entries.sort()
