@@ -451,7 +451,7 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     plan = _plan(args.file, config, analysis, err)
     if plan is None:
         return EXIT_ERRORS
-    out.write(explain_partitioning(analysis.partitioned))
+    out.write(explain_partitioning(analysis.partitioned, analysis.elements))
     out.write("\n" + explain_physical(plan))
     return EXIT_OK
 

@@ -274,7 +274,9 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
     _c("CCL3001", "warning", "ROUNDROBIN on a stateful element",
        "Consequence: rows of one key are spread over all instances, so each instance aggregates, "
        "joins or retains a different part of them and results differ from the unpartitioned "
-       "element. Fix: partition by HASH on the key (or GROUP BY) columns."),
+       "element. Fix: partition by HASH on the key (or GROUP BY) columns. A filter or projection "
+       "of a keyed input that keeps its key does not warn: ROUNDROBIN rotates that input's keys, "
+       "each with all its changes."),
     _c("CCL3002", "warning", "GROUP BY not determined by the partition key",
        "Consequence: rows of one group can reach several instances, and each instance emits its own "
        "partial row for that group. Fix: HASH on columns that the GROUP BY expressions are computed "

@@ -6,16 +6,19 @@ import os
 from typing import Mapping, Optional
 
 from .analysis.analyzer import PartitionedElement
+from .analysis.symbols import Element
 from .partition_functions import why_not_compilable
 from .printer import to_ccl
 
 
-def explain_partitioning(elements: list[PartitionedElement]) -> str:
-    """One paragraph per partitioned element: count, functions and paths, broadcast inputs."""
-    if not elements:
+def explain_partitioning(partitioned: list[PartitionedElement],
+                         elements: Mapping[str, Element]) -> str:
+    """One paragraph per partitioned element: count, functions and paths, broadcast inputs
+    (``elements``: the project's elements, whose keys ROUNDROBIN rotates)."""
+    if not partitioned:
         return "no partitioned elements\n"
     lines: list[str] = []
-    for el in elements:
+    for el in partitioned:
         count = f"{el.count} instances" if el.count is not None else f"PARTITIONS {el.count_text} (no value)"
         lines.append(f"{el.name} ({el.kind}): {count}")
         for spec, source in el.specs:
@@ -24,8 +27,10 @@ def explain_partitioning(elements: list[PartitionedElement]) -> str:
                 lines.append(f"  input {source}: HASH({cols}) -> Spark expression "
                              f"pmod(hash({cols}), {el.count_text})")
             elif spec.method == "roundrobin":
-                lines.append(f"  input {source}: ROUNDROBIN -> Spark expression "
-                             f"pmod(sequence number, {el.count_text})")
+                key = ", ".join(elements[source].key) if source in elements else ""
+                how = (f"pmod(hash({key}), {el.count_text}) (its keys rotate, each with its changes)"
+                       if key else f"pmod(sequence number, {el.count_text})")
+                lines.append(f"  input {source}: ROUNDROBIN -> Spark expression {how}")
             else:
                 why = why_not_compilable(spec.body, source)
                 path = ("compiled to one Spark expression" if why is None
@@ -124,6 +129,8 @@ def _partition_lines(part: Mapping, what: str) -> list[str]:
         method = spec.get("method")
         if method == "hash":
             how = f"HASH({', '.join(spec.get('columns', []))})"
+        elif method == "roundrobin" and spec.get("columns"):
+            how = f"ROUNDROBIN over its keys ({', '.join(spec['columns'])})"
         elif method == "roundrobin":
             how = "ROUNDROBIN"
         else:

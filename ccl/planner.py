@@ -373,8 +373,10 @@ class Planner:
             else:
                 written = spec.source.name
                 name = by_name.get(written) or scope.resolve(written)
-            specs.append({"input": name, "as": written, "method": spec.method,
-                          "columns": [c.name for c in spec.columns],
+            columns = [c.name for c in spec.columns]
+            if spec.method == "roundrobin":
+                columns = _rotated_key(scope.elements.get(written))
+            specs.append({"input": name, "as": written, "method": spec.method, "columns": columns,
                           "block": splash_json(spec.body, scope.params) if spec.body else None})
         used = {s["input"] for s in specs}
         return {"count": self._count(p, scope, at, target), "partitions_var": f"{target}_partitions",
@@ -391,6 +393,14 @@ class Planner:
 
 
 _TRUE = {"node": "Literal", "kind": "boolean", "value": True}
+
+
+def _rotated_key(source: Optional[Element]) -> list[str]:
+    """The columns ROUNDROBIN rotates over the instances: a keyed source's key (a key's insert,
+    updates and delete go to one instance), none for a stream without key (rows rotate)."""
+    if source is None or source.open:
+        return []
+    return list(source.key)
 
 
 def _and(left: Optional[dict], right: Optional[dict]) -> Optional[dict]:

@@ -363,7 +363,9 @@ def _assignment(partition: dict, source: dict, target: str, schema: T.StructType
     if spec is None:
         return {tmp: F.explode(F.sequence(F.lit(0), F.lit(count - 1)))}, F.col(tmp), None
     by_name = spec.get("as") or source_name  # the name the custom block reads the row under
-    node = n.PartitionSpec(n.Ident(by_name), spec["method"],
+    # ROUNDROBIN over a keyed source rotates its keys: the planner names them as the columns
+    method = "hash" if spec["method"] == "roundrobin" and spec.get("columns") else spec["method"]
+    node = n.PartitionSpec(n.Ident(by_name), method,
                            [n.Ident(c) for c in spec.get("columns", [])],
                            n.from_json(spec["block"]) if spec.get("block") else None)
     # an input's rows are numbered by line, consecutively; a derived element's carry the numbers

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import re
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional
 
 import pyarrow as pa
@@ -27,6 +29,8 @@ from .csv_source import CsvFormat, adapter_properties
 from .job import BATCH, RunDirs, RunError, changelog_schema
 from .native_agg import final_contents
 from .processor import INST, OP, SEQ, SUB
+
+log = logging.getLogger("ccl.runtime")
 
 OUTPUT_ADAPTERS = ("toolkit_file_csv_output", "dsv_out", "toolkit_file_csv_output_adapter")
 
@@ -89,44 +93,64 @@ def _arrow_schema(element: dict) -> pa.Schema:
     return to_arrow_schema(changelog_schema(element), timezone="UTC")
 
 
-def final_rows(dirs: RunDirs, element: dict, plan: dict) -> Iterator[pa.Table]:
+CONFLICT = "key held by another instance too: the later change wins"
+
+
+@dataclass
+class Contents:
+    """What ``NAME.csv`` holds for an element, and for a partitioned window the rows of keys that
+    another instance held too and changed later (each a :data:`CONFLICT` bad record)."""
+
+    tables: list[pa.Table]
+    replaced: list[pa.Table] = field(default_factory=list)
+
+
+def final_rows(dirs: RunDirs, element: dict, plan: dict) -> Contents:
     """What ``NAME.csv`` holds for an element (see the module docstring), as Arrow tables to sort
     one at a time: a window's final contents (a native aggregation's from its latest snapshot,
-    the others' the last change of each key in the changelog), else the changelog's chunks."""
+    the others' the last change of each key in the changelog), else the changelog's chunks.
+
+    A window holds each key once: where two instances hold a key (possible only after a CCL3001,
+    CCL3002 or CCL3011 warning), the row whose last change came later in sequence order wins."""
     if element["kind"] != "window":
-        yield from changelog_chunks(dirs, element)
-        return
+        return Contents(list(changelog_chunks(dirs, element)))
     contents = (final_contents(element, dirs.of("native", element["name"]))
                 if native_aggregation(element, plan) is not None else None)
-    yield contents if contents is not None else last_changes(dirs, element)
+    held = contents if contents is not None else last_changes(dirs, element)
+    if not element["key"]:
+        return Contents([held])
+    table, positions = _last_positions(held, element["key"])
+    kept = pc.is_in(pa.array(range(table.num_rows), pa.int64()), value_set=positions)
+    return Contents([table.take(positions)], [table.filter(pc.invert(kept))])
 
 
 def last_changes(dirs: RunDirs, element: dict) -> pa.Table:
-    """A window's rows now from its changelog: the last change of each key (per instance), unless
-    it is a delete. The changelog is read chunk by chunk, keeping the last change of each key."""
+    """A window's rows now in each instance, from its changelog: the last change of each key per
+    instance, unless it is a delete. The changelog is read chunk by chunk, keeping the last change
+    of each key."""
     key = [INST, *element["key"]] if element["key"] else [INST, SEQ]
     latest: Optional[pa.Table] = None
     for chunk in changelog_chunks(dirs, element):
-        latest = _last_of_each(chunk if latest is None else pa.concat_tables([latest, chunk]), key)
+        table, positions = _last_positions(chunk if latest is None else pa.concat_tables([latest, chunk]), key)
+        latest = table.take(positions)
     if latest is None:
         return _arrow_schema(element).empty_table()
     return latest.filter(pc.not_equal(latest.column(OP), "d"))
 
 
-def _last_of_each(table: pa.Table, key: list[str]) -> pa.Table:
-    """The last row (by batch, sequence number, sub-number) of each ``key`` in ``table``; float
-    keys compared as Spark groups them (-0.0 is 0.0, every NaN one value)."""
-    table = table.take(pc.sort_indices(table, [(c, "ascending") for c in (BATCH, SEQ, SUB)]))
-    keys = []
+def _last_positions(table: pa.Table, key: list[str]) -> tuple[pa.Table, pa.Array]:
+    """``table`` sorted in :data:`ORDER` and the positions of the last row of each ``key`` in it;
+    float keys compared as Spark groups them (-0.0 is 0.0, every NaN one value)."""
+    table = table.take(pc.sort_indices(table, [(c, "ascending") for c in ORDER]))
+    keyed = pa.table({"__i": pa.array(range(table.num_rows), pa.int64())})
     for i, name in enumerate(key):
         values = table.column(name)
         if pa.types.is_floating(values.type):
             values = pc.if_else(pc.is_nan(values), float("nan"), pc.add(values, 0.0))
-        keys.append(pa.field(f"__k{i}", values.type))
-        table = table.append_column(keys[-1], values)
-    table = table.append_column("__i", pa.array(range(table.num_rows), pa.int64()))
-    last = table.group_by([k.name for k in keys], use_threads=False).aggregate([("__i", "max")])
-    return table.take(last.column("__i_max")).drop_columns([k.name for k in keys] + ["__i"])
+        keyed = keyed.append_column(f"__k{i}", values)
+    last = keyed.group_by([f"__k{i}" for i in range(len(key))], use_threads=False).aggregate(
+        [("__i", "max")])
+    return table, last.column("__i_max").combine_chunks()
 
 
 def sorted_tables(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
@@ -147,15 +171,22 @@ def write_outputs(spark: SparkSession, plan: dict, dirs: RunDirs, out_dir: str, 
     os.makedirs(out_dir, exist_ok=True)
     report = {"project": plan.get("project"), "spark_version": spark.version,
               "wall_seconds": round(wall_seconds, 3), "elements": {}, **(extra or {})}
+    conflicts: list[dict] = []
     for e in plan["elements"]:
-        report["elements"][e["name"]] = element_stats(dirs, e)
+        stats = report["elements"][e["name"]] = element_stats(dirs, e)
         if e["role"] == "output":
+            contents = final_rows(dirs, e, plan)
             write_csv_tables(os.path.join(out_dir, e["name"] + ".csv"), e["columns"],
-                             sorted_tables(final_rows(dirs, e, plan)),
-                             opcodes=e["kind"] == "delta stream")
+                             sorted_tables(contents.tables), opcodes=e["kind"] == "delta stream")
+            replaced = [_conflict(e, row) for row in records(contents.replaced)]
+            if replaced:
+                stats["bad_records"][CONFLICT] = len(replaced)
+                log.warning("%s: %d key(s) held by two instances; the later change won (%s)",
+                            e["name"], len(replaced), "_bad_records.jsonl")
+            conflicts += replaced
     for adapter, path, fmt in output_adapters(plan, base_dir):
         _write_adapter(plan, dirs, adapter, path, fmt)
-    _merge_bad_records(dirs, plan, os.path.join(out_dir, "_bad_records.jsonl"))
+    _merge_bad_records(dirs, plan, os.path.join(out_dir, "_bad_records.jsonl"), conflicts)
     with open(os.path.join(out_dir, "_run.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2, sort_keys=True)
     return report
@@ -195,10 +226,18 @@ def _write_adapter(plan: dict, dirs: RunDirs, adapter: dict, path: str,
                      stream_name=element["name"] if fmt.stream_opcode else None)
 
 
-def _merge_bad_records(dirs: RunDirs, plan: dict, target: str) -> None:
+def _conflict(element: dict, row: dict) -> dict:
+    """The bad record of a window row that a change of another instance replaced."""
+    return {"element": element["name"], "reason": CONFLICT, "batch": row[BATCH],
+            "instance": row[INST], "row": {c: row[c] for c, _ in element["columns"]}}
+
+
+def _merge_bad_records(dirs: RunDirs, plan: dict, target: str, extra: list[dict]) -> None:
     with open(target + ".tmp", "w", encoding="utf-8") as out:
         for e in plan["elements"]:
             for path in sorted(glob.glob(os.path.join(dirs.of("bad", e["name"]), "batch-*.jsonl"))):
                 with open(path, encoding="utf-8") as f:
                     out.write(f.read())
+        for record in extra:
+            out.write(json.dumps(record, default=str, sort_keys=True) + "\n")
     os.replace(target + ".tmp", target)

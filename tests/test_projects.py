@@ -16,6 +16,7 @@ import pytest
 
 from ccl.planner import plan_project
 from runtime.job import RunOptions
+from runtime.outputs import CONFLICT
 from runtime.run import run_plan
 from tests.cli_runner import run as ccl
 from tests.runner_e2e import RunOutput
@@ -53,7 +54,9 @@ def run(spark, tmp_path, project: str) -> RunOutput:
                          until_idle=True, buckets=2)
     result = run_plan(spark, plan, options, out_dir)
     out = RunOutput(out_dir, result.report, plan)
-    assert out.bad_records() == []
+    # the example projects' data is clean; only a window that partitioning splits (the warning its
+    # README explains) has keys held by two instances
+    assert [b for b in out.bad_records() if b["reason"] != CONFLICT] == []
     return out
 
 
@@ -173,16 +176,20 @@ def test_max_price_hash_keep_5_minutes(spark, tmp_path):
     assert sorted(got) == sorted(by_isin.items())
 
     # Grouped by the first letter but partitioned by the whole ISIN: one maximum per (instance,
-    # letter); a letter whose ISINs hash to several instances has several rows.
+    # letter). The window holds each letter once, the maximum of the instance whose maximum
+    # changed last; the others are bad records.
     partial: dict[tuple[int, str], Decimal] = {}
-    for p in prices:
+    changed: dict[tuple[int, str], int] = {}
+    for n, p in enumerate(prices):
         k = (inst[(p["isin"],)], p["isin"][0].upper())
-        partial[k] = max(partial.get(k, Decimal(-1)), Decimal(p["price"]))
+        if Decimal(p["price"]) > partial.get(k, Decimal(-1)):
+            partial[k], changed[k] = Decimal(p["price"]), n
+    last = {letter: max((n, i) for (i, x), n in changed.items() if x == letter)[1] for _, letter in partial}
     got = sorted((r["isin"], Decimal(r["maxPrice"])) for r in out.rows("maxPriceW"))
-    assert got == sorted((letter, m) for (_, letter), m in partial.items())
+    assert got == sorted((letter, partial[(i, letter)]) for letter, i in last.items())
     letters = Counter(letter for _, letter in partial)
     assert any(n > 1 for n in letters.values())  # the data shows the effect the README explains
-    assert len(got) > len({p["isin"][0] for p in prices})
+    assert sum(out.stats("maxPriceW")["bad_records"].values()) == len(partial) - len(last)
 
     per_instance = dict(Counter(inst[(p["isin"],)] for p in prices))
     assert instances(out, "maxPriceW") == per_instance == instances(out, "maxPriceByIsin")

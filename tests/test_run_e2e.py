@@ -41,7 +41,65 @@ def test_roundrobin_filter_splits_rows_evenly(spark, tmp_path):
     assert [v for _, v in got] == [v for _, v in want] and len(got) == len(want)
     stats = out.stats("TradeOutWindow")
     assert stats["rows_in"] == 40
-    assert stats["instances"] == {"0": 20, "1": 20}  # round robin on the source's sequence numbers
+    # ROUNDROBIN over a window rotates its keys (Spark's hash of the key): every key on one instance
+    assert sum(stats["instances"].values()) == 40 and min(stats["instances"].values()) >= 10
+
+
+def test_roundrobin_filter_keeps_each_keys_changes_on_one_instance(spark, tmp_path):
+    """ESP's ROUNDROBIN example over an input window whose updates and deletes follow inserts of
+    other rows: every change of a key reaches the instance of its insert, so the partitioned
+    filter holds exactly what the unpartitioned one holds, each key once, without conflicts."""
+    rnd = random.Random(7)
+    ts = [f"2026-01-01T10:00:{i // 10:02d}.{i % 10:03d}" for i in range(60)]
+    changes = [("i", t, f"S{i % 5}", "1.00", rnd.randint(0, 20000)) for i, t in enumerate(ts)]
+    for i in rnd.sample(range(60), 30):  # updates across the threshold, both ways
+        changes.append(("u", ts[i], f"S{i % 5}", "2.00", rnd.choice([500, 15000, 30000])))
+    for i in rnd.sample(range(60), 15):
+        changes.append(("d", ts[i], f"S{i % 5}", "2.00", 0))
+    for i in rnd.sample(range(60), 10):  # re-inserted after their delete, or upserted
+        changes.append(("p", ts[i], f"S{i % 5}", "3.00", 25000))
+    path = write_rows(str(tmp_path / "in" / "trades.csv"), ["ESP_OPS", "Ts", "Symbol", "Price", "Volume"],
+                      changes)
+    window: dict[str, tuple] = {}
+    for op, t, sym, price, vol in changes:
+        if op == "d":
+            window.pop(t, None)
+        else:
+            window[t] = (sym, price, vol)
+    want = sorted((t[:23], vol) for t, (_, _, vol) in window.items() if vol > 10000)
+    out = run_project(spark, tmp_path, seed("roundrobin_tradewindow.ccl"), {"TradeWindow": path})
+    got = sorted((r["Ts"][:23], int(r["Volume"])) for r in out.rows("TradeOutWindow"))
+    assert got == want
+    stats = out.stats("TradeOutWindow")
+    assert len(stats["instances"]) == 2 and stats["bad_records"] == {}
+    assert [b for b in out.bad_records() if b["element"] == "TradeOutWindow"] == []
+
+
+def test_a_key_on_two_instances_is_held_once_and_counted(spark, tmp_path):
+    """HASH on a column that is not the window's key (CCL3011): an update that changes it goes to
+    another instance than the row's insert, and the old row stays there. The window's output
+    holds the key once, the later change's row, and the stale row is a bad record."""
+    from runtime.outputs import CONFLICT
+    accounts = [f"A{i}" for i in range(20)]
+    inst = spark_instance(spark, accounts, 2)
+    a, b = next(x for x in accounts if inst[x] == 0), next(x for x in accounts if inst[x] == 1)
+    text = """
+    create input window Orders schema (Id integer, Account string, Qty integer) primary key (Id);
+    create output window Open primary key deduced
+      partition by Orders hash(Account) partitions 2
+      as select * from Orders where Orders.Qty > 0;
+    """
+    changes = [("i", 1, a, 10), ("i", 2, a, 20), ("i", 3, b, 30), ("u", 1, b, 11), ("u", 3, a, 31),
+               ("u", 3, b, 32), ("u", 2, a, 21)]
+    path = write_rows(str(tmp_path / "in" / "o.csv"), ["ESP_OPS", "Id", "Account", "Qty"], changes)
+    out = run_project(spark, tmp_path, text, {"Orders": path})
+    got = sorted((int(r["Id"]), r["Account"], int(r["Qty"])) for r in out.rows("Open"))
+    assert got == [(1, b, 11), (2, a, 21), (3, b, 32)]
+    conflicts = [r for r in out.bad_records() if r["reason"] == CONFLICT]
+    # key 1: a's instance keeps its insert; key 3: b's instance holds 30 then 32, a's holds 31
+    assert sorted((r["row"]["Id"], r["row"]["Qty"], r["instance"]) for r in conflicts) == [
+        (1, 10, 0), (3, 31, 0)]
+    assert out.stats("Open")["bad_records"][CONFLICT] == 2
 
 
 def test_hash_maxprice_keeps_a_maximum_per_instance(spark, tmp_path):
@@ -52,12 +110,19 @@ def test_hash_maxprice_keeps_a_maximum_per_instance(spark, tmp_path):
     out = run_project(spark, tmp_path, seed("hash_maxprice.ccl"), {"priceW": path})
     inst = spark_instance(spark, isins, 5)
     want: dict[tuple[int, str], Decimal] = {}
-    for isin, price in rows:  # HASH(isin) splits a letter's isins over instances: a max per instance
+    changed: dict[tuple[int, str], int] = {}  # the row that last changed an instance's maximum
+    for n, (isin, price) in enumerate(rows):  # HASH(isin) splits a letter's isins: a max per instance
         k = (inst[isin], isin[0])
-        want[k] = max(want.get(k, Decimal("-1")), Decimal(price))
+        if Decimal(price) > want.get(k, Decimal("-1")):
+            want[k], changed[k] = Decimal(price), n
+    # the window holds each letter once: the maximum of the instance that changed it last (CCL3002)
+    last = {letter: max((n, i) for (i, x), n in changed.items() if x == letter)[1] for _, letter in want}
     got = sorted((r["isin"], Decimal(r["maxPrice"])) for r in out.rows("maxPriceW"))
-    assert got == sorted((letter, m) for (_, letter), m in want.items())
-    assert sum(out.stats("maxPriceW")["instances"].values()) == 200
+    assert got == sorted((letter, want[(i, letter)]) for letter, i in last.items())
+    stats = out.stats("maxPriceW")
+    assert sum(stats["instances"].values()) == 200
+    held = len(want) - len(last)  # the maxima of the other instances
+    assert held > 0 and sum(stats["bad_records"].values()) == held
 
 
 def test_custom_partition_function_with_target_partitions(spark, tmp_path):
@@ -257,6 +322,7 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
       as select p.sym, count(*) n, max(p.qty) q from picked p group by p.sym;
     """
     from ccl.physical import path_of
+    from runtime.outputs import CONFLICT
     rnd = random.Random(9)
     data = tmp_path / "in"
     rows = []
@@ -302,15 +368,17 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
         assert table(native) == table(slow) and len(table(native)) >= 5
         assert native.stats(name)["instances"] == slow.stats(name)["instances"]
         assert native.stats(name)["bad_records"] == slow.stats(name)["bad_records"]
-    # ROUNDROBIN: a symbol's groups in several instances; custom: rows with qty >= 90 get no instance
-    assert len(native.rows("rr")) > len(native.rows("flat"))
-    bad = sorted((b["row"]["sym"], int(b["row"]["qty"])) for b in native.bad_records() if b["element"] == "odd")
+    # ROUNDROBIN: a symbol's groups in several instances, the window holding each once (the
+    # others are bad records); custom: rows with qty >= 90 get no instance
+    assert len(native.rows("rr")) == len(native.rows("flat"))
+    assert native.stats("rr")["bad_records"][CONFLICT] >= len(native.rows("rr"))
+    unplaced = [b for b in native.bad_records() if b["element"] == "odd" and b["reason"] != CONFLICT]
+    bad = sorted((b["row"]["sym"], int(b["row"]["qty"])) for b in unplaced)
     assert bad == sorted((r[0], r[3]) for r in rows if r[3] >= 90) and bad
     assert bad == sorted((b["row"]["sym"], int(b["row"]["qty"])) for b in slow.bad_records()
-                         if b["element"] == "odd")
+                         if b["element"] == "odd" and b["reason"] != CONFLICT)
     # a bad record's row holds the element's columns only (the native path leaked "__kind")
-    assert {k for b in native.bad_records() if b["element"] == "odd" for k in b["row"]} == {
-        "sym", "venue", "price", "qty"}
+    assert {k for b in unplaced for k in b["row"]} == {"sym", "venue", "price", "qty"}
     for run in (native, slow):  # rows that got no instance are in rows_in, not in an instance's count
         assert sum(run.stats("odd")["instances"].values()) == run.stats("odd")["rows_in"] - len(bad)
     a = [r for r in native.rows("stats") if r["sym"] == "A" and r["venue"] == "X"][0]
@@ -458,7 +526,7 @@ def test_stream_outputs_are_written_in_order_chunk_by_chunk(spark, tmp_path, mon
     assert chunked.rows("o") == whole.rows("o")
 
 
-def test_native_window_contents_come_from_its_snapshot(spark, tmp_path):
+def test_native_window_contents_come_from_its_snapshot(spark, tmp_path, monkeypatch):
     """A native aggregation's NAME.csv is its latest snapshot (runtime/native_agg.py
     final_contents): the same rows, in the same order, as the last change of each key in its
     changelog; a snapshot from before the snapshot kept each group's last batch goes on without."""
@@ -466,7 +534,8 @@ def test_native_window_contents_come_from_its_snapshot(spark, tmp_path):
 
     from runtime.job import RunDirs
     from runtime.native_agg import final_contents
-    from runtime.outputs import final_rows, last_changes, records
+    from runtime import outputs
+    from runtime.outputs import CONFLICT, final_rows, last_changes, records
     text = """
     create input stream s schema (k string, v integer);
     create output window w primary key deduced keep all partition by s roundrobin partitions 2
@@ -483,10 +552,17 @@ def test_native_window_contents_come_from_its_snapshot(spark, tmp_path):
     def without_op(frames):
         return [{k: v for k, v in r.items() if k != "__op"} for r in records(frames)]
     assert final_contents(w, state_dir) is not None
-    from_changelog = without_op([last_changes(dirs, w)])
-    assert without_op(final_rows(dirs, w, out.plan)) == from_changelog
-    assert [(r["k"], r["t"]) for r in out.rows("w")] == [(r["k"], str(r["t"])) for r in from_changelog]
-    assert len(from_changelog) == 22  # 11 keys in each of the 2 instances
+    assert len(last_changes(dirs, w)) == 22  # 11 keys in each of the 2 instances
+    native = final_rows(dirs, w, out.plan)
+    with monkeypatch.context() as m:  # the same window's contents from its changelog
+        m.setattr(outputs, "final_contents", lambda *_: None)
+        from_changelog = final_rows(dirs, w, out.plan)
+    assert without_op(native.tables) == without_op(from_changelog.tables)
+    assert without_op(native.replaced) == without_op(from_changelog.replaced)
+    # each key once (CCL3001: the instance that changed it last wins), the other a bad record
+    assert [(r["k"], r["t"]) for r in out.rows("w")] == [
+        (r["k"], str(r["t"])) for r in without_op(native.tables)]
+    assert len(out.rows("w")) == 11 and out.stats("w")["bad_records"] == {CONFLICT: 11}
     # an older snapshot (no last batch): the next batch's snapshot has none either, and the
     # outputs come from the changelog
     latest = sorted(glob.glob(os.path.join(state_dir, "state-*.parquet")))[-1]
@@ -497,12 +573,13 @@ def test_native_window_contents_come_from_its_snapshot(spark, tmp_path):
     assert final_contents(w, state_dir) is None
     files = [rows[f * 40:(f + 1) * 40] for f in range(3)] + [[("k1", 1000), ("new", 5)]]
     totals: dict[tuple[int, str], int] = {}
+    last: dict[str, int] = {}  # the instance of each key's last row, whose total the window keeps
     for part in files:  # ROUNDROBIN on the sequence number: the line's parity (header: line 1)
         for j, (k, v) in enumerate(part):
             totals[(j % 2, k)] = totals.get((j % 2, k), 0) + v
+            last[k] = j % 2
     assert sorted((r["k"], int(r["t"])) for r in out.rows("w")) == sorted(
-        (k, t) for (_, k), t in totals.items())
-    assert without_op(final_rows(dirs, w, out.plan)) == without_op([last_changes(dirs, w)])
+        (k, totals[(i, k)]) for k, i in last.items())
 
 
 def test_single_parquets_writes_every_part_in_one_job(spark, tmp_path):

@@ -4,7 +4,7 @@ CCL20xx-CCL25xx. Partition-safety warnings (CCL30xx) are in :mod:`ccl.analysis.s
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Optional, Union
+from typing import Mapping, Optional, Sequence, Union
 
 from .. import nodes as n
 from ..diagnostics import Diagnostic, article
@@ -49,6 +49,7 @@ class PartitionFacts:
     declare: Optional[n.DeclareBlock]
     splash: list[n.Node]  # blocks and functions run by the element's instances
     module_body: list[n.Node] = field(default_factory=list)  # a partitioned LOAD MODULE's module
+    key: list[str] = field(default_factory=list)  # the element's primary key
 
 
 class Analyzer:
@@ -303,7 +304,7 @@ class Analyzer:
             elif isinstance(s.query, n.Union_):
                 self.report("CCL2401", s.partition.span, "a UNION cannot be partitioned")
             else:
-                self.partition(s, name, kind, s.partition, sources, select)
+                self.partition(s, name, kind, s.partition, sources, select, element.key)
         if self.claim(s.name, f"{s.role + ' ' if s.role else ''}{kind}"):
             self.elements[name] = element
 
@@ -808,7 +809,7 @@ class Analyzer:
     # --- PARTITION -----------------------------------------------------------------------------
 
     def partition(self, node: n.Node, target: str, kind: str, p: n.Partition, sources: list[Source],
-                  select: Optional[n.Select]) -> None:
+                  select: Optional[n.Select], key: Sequence[str] = ()) -> None:
         """The partitioning rules (CCL23xx, CCL24xx) of one PARTITION clause."""
         inputs: dict[str, Element] = {}
         for src in sources:
@@ -870,7 +871,8 @@ class Analyzer:
             target, node, p, inputs, specs_by_input, self._stateful(node, select, sources, local),
             len(sources) > 1 and isinstance(node, n.CreateElement), list(select.group_by) if select else [], select, getattr(node, "keep", None)
             or getattr(getattr(node, "output", None), "keep", None), local,
-            _splash_of(node) + [spec.body for spec in p.specs if spec.body is not None]))
+            _splash_of(node) + [spec.body for spec in p.specs if spec.body is not None],
+            key=list(key)))
 
     def _partition_count(self, p: n.Partition) -> tuple[Optional[int], str]:
         if isinstance(p.count, int):

@@ -11,7 +11,7 @@ from typing import Callable, Iterator, Optional
 
 from .. import nodes as n
 from ..printer import keep_count_text
-from .analyzer import PartitionFacts
+from .analyzer import PartitionFacts, output_name
 from .expressions import aggregate_calls
 from .statements import can_end_without_value
 from .symbols import Variable
@@ -28,7 +28,8 @@ def check_partition_safety(facts: list[PartitionFacts], resolved: dict[int, Vari
         for spec in f.partition.specs:
             rr_input = f.inputs.get(spec.source.name) if spec.source is not None else None
             joined_window = f.join and (rr_input is None or rr_input.kind != "stream")
-            if spec.method == "roundrobin" and (f.stateful or joined_window):
+            if spec.method == "roundrobin" and (f.stateful or joined_window) \
+                    and not _keeps_rotated_keys(f, spec.source.name if spec.source else None):
                 report("CCL3001", spec.span, f"ROUNDROBIN spreads the rows of one key over the instances "
                                              f"of stateful '{f.target}': each keeps a different part")
             if spec.method == "custom":
@@ -51,6 +52,32 @@ def _custom(f: PartitionFacts, spec: n.PartitionSpec, report: Report) -> None:
     if not any(isinstance(x, n.Var) and x.name.name == reserved for x in spec.body.walk()):
         report("CCL3009", spec.span, f"the partition function does not use {reserved}: some "
                                      "instances may get no rows")
+
+
+def _keeps_rotated_keys(f: PartitionFacts, input_name: Optional[str]) -> bool:
+    """Whether ROUNDROBIN leaves ``f`` exact: a filter or projection of one keyed input that keeps
+    that input's key in its own. ROUNDROBIN rotates such an input's keys (a key's changes all go to
+    one instance), so each of the element's keys lives in one instance."""
+    if input_name is None:
+        input_name = next(iter(f.inputs), None)
+    source = f.inputs.get(input_name) if input_name is not None else None
+    select = f.select
+    if (source is None or not source.key or source.open or select is None or f.join
+            or not isinstance(f.node, n.CreateElement) or f.keep is not None or f.group_by
+            or next(aggregate_calls(list(select.items)), None) is not None
+            or any(s.keep is not None for item in select.sources for s in _sources_of(item))
+            or (f.declare is not None and any(isinstance(i, n.VarDecl) for i in f.declare.items))):
+        return False
+    passed: set[str] = set()  # the input's columns that reach the element's key unchanged
+    for index, item in enumerate(select.items):
+        if isinstance(item, n.Star):
+            if item.qualifier is None or f.inputs.get(item.qualifier.name) is source:
+                passed |= set(source.key) & set(f.key)
+        elif output_name(item, index) in f.key:
+            column = _column_of(item.expr, f, input_name)
+            if column is not None:
+                passed.add(column)
+    return set(source.key) <= passed
 
 
 def _column_of(e: n.Node, f: PartitionFacts, input_name: str) -> Optional[str]:
