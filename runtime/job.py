@@ -142,6 +142,14 @@ def _check_compatible(old: dict, new: dict, root: str, native_now: list[str]) ->
                 f"element '{e['name']}' has other columns or another key than in the checkpoint "
                 f"{root}: its changelog and state cannot be read with the new ones. Start from a "
                 f"new checkpoint directory (or delete this one).")
+    spread = {e["name"]: _spread(e) for e in old["elements"]}
+    for e in new["elements"]:
+        if e["name"] in spread and spread[e["name"]] != _spread(e):
+            raise RunError(
+                f"element '{e['name']}' spreads its rows over its instances otherwise than in the "
+                f"checkpoint {root} (another partition method or columns, or a ROUNDROBIN over a "
+                f"keyed input from before it rotated the input's keys): its state per instance "
+                f"cannot be carried over. Start from a new checkpoint directory (or delete this one).")
     elements = {e["name"]: e for e in new["elements"]}
     for name, columns in old.get("by_group", {}).items():
         if name in elements and group_columns(elements[name], new) != columns:
@@ -159,6 +167,12 @@ def _check_compatible(old: dict, new: dict, root: str, native_now: list[str]) ->
             f"element '{name}' ran on {how[name in native_before]} in the checkpoint {root} and "
             f"runs on {how[name in native_now]} now (see ccl explain): its state cannot be carried "
             f"over. Start from a new checkpoint directory (or delete this one).")
+
+
+def _spread(element: dict) -> list:
+    """How an element's rows find their instance: per partitioned input, its method and columns."""
+    return [(p["count"], [(s["input"], s["method"], s.get("columns", [])) for s in p["specs"]])
+            for p in (element.get("partition"), element.get("module_partition")) if p]
 
 
 def native_aggregations(plan: dict, native_operators: bool = True) -> list[str]:

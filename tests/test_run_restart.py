@@ -13,6 +13,7 @@ import pytest
 
 from runner_e2e import run_project, write_rows
 from runtime.job import RunError
+from runtime.outputs import CONFLICT
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,11 +85,14 @@ def test_killed_run_resumes_without_loss_or_duplicates(spark, tmp_path, source):
         total, n = want.get(sym, (0, 0))
         want[sym] = (total + qty, n + 1)
     assert {r["sym"]: (int(r["total"]), int(r["n"])) for r in out.rows("totals")} == want
-    both: dict[str, tuple[int, int]] = {}  # a symbol's rows are split between the 2 instances
-    for r in out.rows("counted"):
+    # a symbol's rows are split between the 2 instances (CCL3001): the window holds the later
+    # instance's row, the other's is a bad record
+    held = out.rows("counted") + [b["row"] for b in out.bad_records() if b["reason"] == CONFLICT]
+    both: dict[str, tuple[int, int]] = {}
+    for r in held:
         total, n = both.get(r["sym"], (0, 0))
         both[r["sym"]] = (total + int(r["total"]), n + int(r["n"]))
-    assert both == want and len(out.rows("counted")) == 2 * len(want)
+    assert both == want and len(out.rows("counted")) == len(want) and len(held) == 2 * len(want)
     assert out.stats("trades")["rows_in"] == len(rows)
 
 
@@ -203,3 +207,36 @@ def test_ctrl_c_while_spark_starts_stops_the_run(tmp_path):
             proc.wait()
     assert proc.returncode == 0, err.decode()[-2000:]
     assert (tmp_path / "out" / "_run.json").is_file()
+
+
+def test_checkpoint_refused_when_rows_spread_otherwise(tmp_path):
+    """A run directory whose element spread its rows with another partition method or columns
+    (here: a ROUNDROBIN over a window from before it rotated the window's keys, then a HASH) is
+    refused; the same partitioning goes on."""
+    from ccl.planner import plan_project
+    from runtime.job import RunOptions, prepare_run_dir
+    text = """create input window w schema (k string, v integer) primary key (k);
+    create output window o primary key deduced partition by w roundrobin partitions 2
+      as select * from w where w.v > 0;\n"""
+    options = RunOptions(inputs={}, base_dir=str(tmp_path), run_dir=str(tmp_path / "run"))
+
+    def plan(body):
+        (tmp_path / "p.ccl").write_text(body)
+        planned, diags = plan_project(str(tmp_path / "p.ccl"))
+        assert planned is not None, [str(d) for d in diags]
+        return planned
+    prepare_run_dir(plan(text), options)
+    prepare_run_dir(plan(text), options)  # unchanged: goes on
+    saved_path = tmp_path / "run" / "plan.json"
+    saved = json.loads(saved_path.read_text())
+    o = next(e for e in saved["elements"] if e["name"] == "o")
+    assert o["partition"]["specs"][0]["columns"] == ["k"]
+    o["partition"]["specs"][0]["columns"] = []  # rows rotated: as before keys did
+    saved_path.write_text(json.dumps(saved))
+    with pytest.raises(RunError, match="element 'o' spreads its rows over its instances otherwise"):
+        prepare_run_dir(plan(text), options)
+    o["partition"]["specs"][0]["columns"] = ["k"]
+    saved_path.write_text(json.dumps(saved))
+    prepare_run_dir(plan(text), options)
+    with pytest.raises(RunError, match="element 'o' spreads its rows"):
+        prepare_run_dir(plan(text.replace("roundrobin", "hash(v)")), options)
