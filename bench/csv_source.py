@@ -1,11 +1,11 @@
-"""CSV input cost: the ``ccl_csv`` source (runtime/csv_source.py) vs Spark's built-in CSV file source.
+"""CSV input cost: the ``ccl_csv`` source (runtime/inputs/source.py) vs Spark's built-in CSV file source.
 
     python bench/csv_source.py [--rows 1000000] [--files 4] [--repeat 1]
 
 One Spark run (local[2]). The rows (symbol, price, volume, timestamp) are generated into FILES files;
 each reader streams the directory with ``trigger(availableNow=True)`` into the noop sink (one file
 per micro-batch for all). Paths: ``read_input`` yielding arrow RecordBatches (the default: these
-plain files take the pyarrow fast path of runtime/csv_arrow.py), the same yielding tuples (always
+plain files take the pyarrow fast path of runtime/inputs/csv_arrow.py), the same yielding tuples (always
 the Python parser), ``spark.readStream.csv`` with the same element schema, and the ceiling of any
 Python streaming source here: a source with the schema of ``ccl_csv`` (checked equal) that yields
 one pre-built RecordBatch of ``FAST_BATCH_ROWS`` rows over and over (no parsing at all).
@@ -30,7 +30,8 @@ import time
 # runtime package.
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from runtime.csv_source import FileSpec, read_input  # noqa: E402
+from runtime.inputs.listing import FileSpec  # noqa: E402
+from runtime.inputs.source import read_input  # noqa: E402
 from runtime.session import get_session  # noqa: E402
 from runtime.types import struct  # noqa: E402
 
@@ -64,13 +65,9 @@ def ceiling_source():
         InputPartition,
     )
 
-    from runtime.csv_source import (
-        FAST_BATCH_ROWS,
-        CsvFormat,
-        output_schema,
-        parse_file_text,
-        rows_to_arrow,
-    )
+    from runtime.inputs.csv_text import output_schema, parse_file_text, rows_to_arrow
+    from runtime.inputs.formats import CsvFormat
+    from runtime.inputs.source import FAST_BATCH_ROWS
 
     class Reader(DataSourceStreamReader):
         def __init__(self, schema, options):

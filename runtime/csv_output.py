@@ -1,4 +1,4 @@
-"""CSV output files in the form :mod:`runtime.csv_source` reads back (ESP's DSV file format).
+"""CSV output files in the form :mod:`runtime.inputs` reads back (ESP's DSV file format).
 
 A header row of column names (``ESP_OPS`` first when the rows carry opcodes), then one row per
 record; null is an empty field (so an empty string reads back as null); fields are quoted only when

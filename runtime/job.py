@@ -188,7 +188,7 @@ class RunLayout:
     buckets: int                  # state groups per element
     fused: dict[str, list[str]]   # :func:`fused_consumers` (none in a directory from before fusion)
     unrecorded: frozenset[str]    # :func:`unrecorded_inputs` (none in an older directory)
-    # input elements read through Spark's file source (runtime/file_input.py: the native input
+    # input elements read through Spark's file source (runtime/inputs/file_input.py: the native input
     # streams); none in an older directory, whose checkpoints hold the ccl_csv source
     file_source: frozenset[str] = frozenset()
     # per-instance elements run by runtime/arrow_state.py (:func:`arrow_elements`); none in an
@@ -282,7 +282,8 @@ def read_changelog(spark: SparkSession, dirs: RunDirs, element: dict,
 def _input_files(element: dict, plan: dict, options: RunOptions):
     """Where an input element's rows come from: a ``--input`` binding or a file input adapter
     (:data:`ccl.physical.FILE_INPUT_ADAPTERS`); the adapter's properties shape the parsing."""
-    from .csv_source import XML_LIST, FileSpec, adapter_properties
+    from .inputs.formats import XML_LIST, adapter_properties
+    from .inputs.listing import FileSpec
 
     path = options.inputs.get(element["name"])
     adapter = input_adapter(plan, element["name"])
@@ -313,7 +314,7 @@ def _input_files(element: dict, plan: dict, options: RunOptions):
 def inputs_without_files(plan: dict, options: RunOptions) -> list[str]:
     """A note per input element that is bound to files (an adapter or ``--input``) none of which
     exist yet: a misspelt directory, file or pattern reads nothing, without an error."""
-    from .csv_source import list_new_files
+    from .inputs.listing import list_new_files
 
     notes = []
     for e in plan["elements"]:
@@ -824,7 +825,7 @@ def input_frame(spark: SparkSession, plan: dict, element: dict, options: RunOpti
                 dirs: RunDirs) -> Optional[DataFrame]:
     """An input element's rows from its CSV files, in the processor's frame layout (rows that do
     not parse have ``__why`` and ``__raw``). None when no file is bound to the element."""
-    from .csv_source import read_input
+    from .inputs.source import read_input
 
     files, props = _input_files(element, plan, options)
     if files is None:
@@ -841,7 +842,7 @@ def input_frame(spark: SparkSession, plan: dict, element: dict, options: RunOpti
 
 
 def _frame_layout(df: DataFrame) -> DataFrame:
-    """Rows of an input source (runtime/csv_source.py) in the processor's frame layout."""
+    """Rows of an input source (runtime/inputs/source.py) in the processor's frame layout."""
     return df.select(*_layout_columns(tuple(df.columns)))
 
 
@@ -854,10 +855,10 @@ def _layout_columns(names: tuple[str, ...]) -> list[Column]:
 
 def input_files_stream(spark: SparkSession, plan: dict, element: dict, options: RunOptions,
                        dirs: RunDirs) -> Optional[tuple[DataFrame, Callable[[DataFrame], DataFrame]]]:
-    """For an input element read through Spark's file source (runtime/file_input.py): the stream
+    """For an input element read through Spark's file source (runtime/inputs/file_input.py): the stream
     of its new files and the function from one batch of it to the batch's processor output rows
     (:func:`native_input`); None when no file is bound to the element."""
-    from .file_input import batch_rows, file_stream, input_format
+    from .inputs.file_input import batch_rows, file_stream, input_format
 
     files, props = _input_files(element, plan, options)
     if files is None:

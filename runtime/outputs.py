@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from ccl.physical import instance_count, native_aggregation
 
 from .csv_output import write_csv_tables
-from .csv_source import CsvFormat, adapter_properties
+from .inputs.formats import CsvFormat, adapter_properties
 from .job import BATCH, RunDirs, RunError, changelog_schema
 from .native_agg import final_contents
 from .processor import INST, OP, SEQ, SUB

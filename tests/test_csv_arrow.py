@@ -1,4 +1,4 @@
-"""The pyarrow fast path of the ccl_csv source (runtime/csv_arrow.py) against the Python path.
+"""The pyarrow fast path of the ccl_csv source (runtime/inputs/csv_arrow.py) against the Python path.
 
 The differential test generates random small CSV texts (seeded, so a failure repeats) and checks
 that whenever the fast path answers, its rows are those of ``parse_file_text`` in the source's
@@ -12,15 +12,9 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pytest
 
-from runtime.csv_arrow import parse_slice_arrow, source_arrow_schema
-from runtime.csv_source import (
-    CsvFormat,
-    file_slices,
-    parse_file_text,
-    read_slice,
-    read_slice_bytes,
-    rows_to_arrow,
-)
+from runtime.inputs.csv_arrow import parse_slice_arrow, source_arrow_schema
+from runtime.inputs.csv_text import file_slices, parse_file_text, read_slice, read_slice_bytes, rows_to_arrow
+from runtime.inputs.formats import CsvFormat
 
 TYPES = ["integer", "long", "interval", "float", "money(2)", "money", "decimal(5,2)",
          "decimal(10,0)", "boolean", "date", "timestamp", "bigdatetime", "string", "foo"]

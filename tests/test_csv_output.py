@@ -8,7 +8,8 @@ from decimal import Decimal
 import pytest
 
 from runtime.csv_output import format_value, value_formatter, write_csv
-from runtime.csv_source import CsvFormat, read_file
+from runtime.inputs.csv_text import read_file
+from runtime.inputs.formats import CsvFormat
 
 COLS = [["id", "integer"], ["n", "long"], ["price", "money(2)"], ["d", "decimal(10,3)"],
         ["x", "float"], ["ok", "boolean"], ["day", "date"], ["ts", "timestamp"],

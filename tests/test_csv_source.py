@@ -8,20 +8,11 @@ from decimal import Decimal
 
 import pytest
 
-from runtime.csv_source import (
-    LINE_BITS,
-    CsvFormat,
-    FileSpec,
-    Manifest,
-    column_parser,
-    file_slices,
-    java_pattern_regex,
-    list_new_files,
-    parse_file_text,
-    read_file,
-    read_input,
-    read_slice,
-)
+from runtime.inputs.csv_text import file_slices, parse_file_text, read_file, read_slice
+from runtime.inputs.formats import LINE_BITS, CsvFormat
+from runtime.inputs.listing import FileSpec, Manifest, list_new_files
+from runtime.inputs.source import read_input
+from runtime.inputs.values import column_parser, java_pattern_regex
 
 COLS = [["id", "integer"], ["price", "money(2)"], ["ts", "timestamp"], ["ok", "boolean"],
         ["x", "float"], ["s", "string"]]
@@ -406,7 +397,7 @@ def test_spark_fast_path_rows_equal_the_python_path(spark, tmp_path):
 
 def test_spark_reads_xml_list_files(spark, tmp_path):
     """fileformat=xmllist (a toolkit_file_xmllist_input adapter): the same rows and sequence
-    numbers as runtime.xml_list gives, bad records included, one file per batch."""
+    numbers as runtime.inputs.xml_list gives, bad records included, one file per batch."""
     d = tmp_path / "in"
     d.mkdir()
     (d / "a.xml").write_text('<?xml version="1.0"?>\n<S ESP_OPS="u" id="7" s="x" price="1.5"/>\n'

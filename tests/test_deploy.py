@@ -224,7 +224,7 @@ def test_logs_tail(tmp_path):
 # --------------------------------------------------------------------------------------------------
 
 def test_publish_is_atomic_for_the_csv_source(tmp_path, monkeypatch):
-    from runtime.csv_source import FileSpec, list_new_files
+    from runtime.inputs.listing import FileSpec, list_new_files
 
     pd = make_project(tmp_path)
     src = tmp_path / "rows.csv"

@@ -1,4 +1,4 @@
-"""Native input streams read through Spark's file source (runtime/file_input.py) give what the
+"""Native input streams read through Spark's file source (runtime/inputs/file_input.py) give what the
 ccl_csv source gives: the same rows, sequence numbers, bad records and counters."""
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import os
 import pytest
 
 from runner_e2e import run_project
-from runtime.csv_source import CsvFormat, FileSpec, read_file
-from runtime.file_input import batch_rows
+from runtime.inputs.csv_text import read_file
+from runtime.inputs.file_input import batch_rows
+from runtime.inputs.formats import CsvFormat
+from runtime.inputs.listing import FileSpec
 
 COLUMNS = [["k", "string"], ["v", "integer"]]
 

@@ -36,7 +36,7 @@ def _batches(run_dir: str, element: str) -> int:
 @pytest.mark.parametrize("source", ["ccl_csv", "spark files"])
 def test_killed_run_resumes_without_loss_or_duplicates(spark, tmp_path, source):
     """With ``max_files_per_batch`` the input is read by the ccl_csv source, one file a batch; without
-    it by Spark's file source (runtime/file_input.py), fed a file at a time while the run goes."""
+    it by Spark's file source (runtime/inputs/file_input.py), fed a file at a time while the run goes."""
     rows = [(i, "ABCDEFG"[i % 7], (i * 37) % 100) for i in range(1200)]
     data = tmp_path / "in"
 

@@ -1,11 +1,11 @@
-"""ESP's XML list input files (runtime/xml_list.py): records, opcodes, bad records, line numbers."""
+"""ESP's XML list input files (runtime/inputs/xml_list.py): records, opcodes, bad records, line numbers."""
 from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
 
-from runtime.csv_source import CsvFormat
-from runtime.xml_list import parse_xml_list
+from runtime.inputs.formats import CsvFormat
+from runtime.inputs.xml_list import parse_xml_list
 
 COLS = [["Id", "integer"], ["Symbol", "string"], ["Price", "money(2)"], ["TradeTime", "date"]]
 FMT = CsvFormat.from_options({"fileformat": "xmllist"})

@@ -4,17 +4,18 @@ Spark's file source (format ``binaryFile``, whose content column is never read) 
 files each micro-batch takes and logs them in the query's checkpoint, so a replayed batch takes the
 same files. The batch function (:func:`batch_rows`, on the driver) numbers the batch's files in the
 element's manifest, as the ``ccl_csv`` source does (names new to it appended in name order), cuts
-them into slices (:func:`runtime.csv_source.file_slices`) and parses the slices on the executors
-(``mapInArrow`` over the slice list, :func:`runtime.csv_source.read_partition`): the rows and
+them into slices (:func:`runtime.inputs.csv_text.file_slices`) and parses the slices on the executors
+(``mapInArrow`` over the slice list, :func:`runtime.inputs.source.read_partition`): the rows and
 sequence numbers of the ``ccl_csv`` source, without a Python data source (whose planning and read
 path cost 0.3-0.6 s more per million rows here, see docs/io.md).
 
 Only a query that feeds ``foreachBatch`` can read files so: an element on the per-instance path
 needs its rows as a stream and keeps the ``ccl_csv`` source. Files are taken as the ``ccl_csv``
-source takes them (:func:`runtime.csv_source.wanted`: the top level of the directory, no hidden
+source takes them (:func:`runtime.inputs.listing.wanted`: the top level of the directory, no hidden
 or ``*.tmp`` files); within a batch they are numbered by name, and with ``max_files_per_batch``
 Spark takes the oldest files first.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,11 @@ from urllib.parse import unquote
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from .csv_source import (DEFAULT_SLICE_BYTES, CsvFormat, FileSpec, Manifest, column_parser,
-                         file_slices, output_schema, read_partition, wanted)
+from .csv_text import DEFAULT_SLICE_BYTES, file_slices, output_schema
+from .formats import CsvFormat
+from .listing import FileSpec, Manifest, wanted
+from .source import read_partition
+from .values import column_parser
 
 # binaryFile's fixed schema; only ``path`` is selected, so no file content is read by the JVM
 _LISTING = T.StructType([T.StructField("path", T.StringType()),

@@ -1,6 +1,6 @@
 """The vectorized fast path of the ``ccl_csv`` source: one slice of a CSV file parsed by pyarrow.
 
-:func:`parse_slice_arrow` takes what :func:`runtime.csv_source.parse_file_text` takes (the bytes or
+:func:`parse_slice_arrow` takes what :func:`runtime.inputs.csv_text.parse_file_text` takes (the bytes or
 text of one slice, the element's ``[[name, ccl_type]]`` columns, the :class:`CsvFormat`, the file
 number, the lines before the slice and, for later slices, the file's header fields) and returns
 the same rows as a pyarrow Table in the source's arrow schema, or None: "not sure, use the Python
@@ -16,7 +16,7 @@ Accepted value forms (an empty field is null for every type, as in the Python pa
 * integer, long, interval: ``-?[0-9]+``, cast with overflow checking (an overflow gives None);
 * float: ``-?[0-9]+(.[0-9]*)?`` or ``-?.[0-9]+`` (no exponent, NaN, suffix or blank);
 * money, decimal(p, s): the same plain forms with at most ``s`` fraction digits and at most
-  ``p - s`` integer digits after leading zeros (``_PLAIN_DECIMAL`` of :mod:`runtime.csv_source`);
+  ``p - s`` integer digits after leading zeros (``_PLAIN_DECIMAL`` of :mod:`runtime.inputs.values`);
 * boolean: whatever :func:`ccl.splash.convert.parse_boolean` accepts (its distinct values are
   checked by that very function);
 * date, timestamp, bigdatetime: ``YYYY-MM-DD[T ]HH:MM:SS[.f{1,9}]`` with a valid date and time,
@@ -24,8 +24,9 @@ Accepted value forms (an empty field is null for every type, as in the Python pa
 * string and unknown types: the text unchanged.
 
 The opcode (``ESP_OPS``, or the second field with ``expectStreamNameOpcode``) is mapped through
-``_OPCODES`` after ``strip().lower()`` of each distinct value, exactly as the Python path does.
+``OPCODES`` after ``strip().lower()`` of each distinct value, exactly as the Python path does.
 """
+
 from __future__ import annotations
 
 import re
@@ -39,7 +40,7 @@ import pyarrow.csv as pacsv
 from ccl.splash.convert import parse_boolean
 from ccl.splash.values import SplashError
 
-from .csv_source import _OPCODES, LINE_BITS, OPS_COLUMN, CsvFormat, _find, header_problem, looks_like_header
+from .formats import LINE_BITS, OPCODES, OPS_COLUMN, CsvFormat, find_column, header_problem, looks_like_header
 
 _BOM = b"\xef\xbb\xbf"
 _INTEGRAL = r"^-?[0-9]+$"
@@ -58,12 +59,12 @@ def source_arrow_schema(columns: Sequence[Sequence[str]]) -> pa.Schema:
     the Spark schema; needs pyspark)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from .csv_source import output_schema
+    from .csv_text import output_schema
     return to_arrow_schema(output_schema(columns), timezone="UTC")
 
 
 def _type_name(ccl_type: str) -> str:
-    """The base name of a CCL type as :func:`runtime.csv_source.column_parser` picks its parser."""
+    """The base name of a CCL type as :func:`runtime.inputs.values.column_parser` picks its parser."""
     t = ccl_type.strip().lower()
     m = re.match(r"[a-z]+", t)
     return m.group(0) if m else t
@@ -194,8 +195,8 @@ def _parse(data: bytes | str, columns: Sequence[Sequence[str]], fmt: CsvFormat, 
                 raise _Fallback  # the Python path makes the header a bad record
     if header is not None and fmt.has_header is not False:
         header = [h.strip() for h in header]
-        index = [_find(header, nm) for nm in names]
-        ops_at = _find(header, OPS_COLUMN)
+        index = [find_column(header, nm) for nm in names]
+        ops_at = find_column(header, OPS_COLUMN)
         width = len(header)
     rows = body.count(b"\n") + (0 if not body or body.endswith(b"\n") else 1)
     if rows == 0:
@@ -219,7 +220,7 @@ def _parse(data: bytes | str, columns: Sequence[Sequence[str]], fmt: CsvFormat, 
         op = pa.repeat(pa.scalar("i", pa.string()), rows)
     else:
         def opcode(text: str) -> str:
-            code = _OPCODES.get(text.strip().lower())
+            code = OPCODES.get(text.strip().lower())
             if code is None:
                 raise _Fallback
             return code

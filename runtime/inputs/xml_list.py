@@ -3,7 +3,7 @@ attributes, the opcode in ``ESP_OPS``::
 
     <MarketIn ESP_OPS="i" Id="1" Symbol="EBAY" Price="40.64" TradeTime="2010-08-23T09:37:33"/>
 
-:func:`parse_xml_list` yields the rows :func:`runtime.csv_source.parse_file_text` yields for a CSV
+:func:`parse_xml_list` yields the rows :func:`runtime.inputs.csv_text.parse_file_text` yields for a CSV
 file, ``(seq, op, bad, raw, *values)``, so the data source, its replay and its bad records work
 the same. A record is an element with an attribute that names a column of the element (exact, else
 in any case) or ``ESP_OPS``; elements around records (a root) are not records, and an element
@@ -18,14 +18,16 @@ start tag is on. Each piece is parsed inside an element
 of ours, where a DOCTYPE cannot stand, so no entity can be declared (a reference to one is a
 malformed line); an XML declaration line is skipped.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from typing import Any
 from xml.parsers import expat
 
-from .csv_source import (_OPCODES, LINE_BITS, OPS_COLUMN, CsvFormat, Row, _BadValue, _find, _lines,
-                         column_parser)
+from .csv_text import Row, split_lines
+from .formats import LINE_BITS, OPCODES, OPS_COLUMN, CsvFormat, find_column
+from .values import BadValue, column_parser
 
 MAX_JOINED_LINES = 10_000
 
@@ -60,7 +62,7 @@ def parse_xml_list(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
     parsers = [column_parser(c[1], fmt) for c in columns]
     nulls = (None,) * len(columns)
     base = file_no << LINE_BITS
-    lines = _lines(text)
+    lines = split_lines(text)
     if lines and lines[0].lstrip().startswith("<?xml"):
         lines[0] = ""  # the declaration cannot stand inside our element; keep the numbering
     try:
@@ -97,15 +99,15 @@ def _line_pieces(lines: list[str]) -> Iterator[tuple[int, list, str | None]]:
 def _record(seq: int, tag: str, attrs: dict[str, str], nested: bool, names: list[str],
             parsers: list, nulls: tuple) -> Iterator[Row]:
     keys = list(attrs)
-    index = [_find(keys, name) for name in names]
-    ops_at = _find(keys, OPS_COLUMN)
+    index = [find_column(keys, name) for name in names]
+    ops_at = find_column(keys, OPS_COLUMN)
     raw = "<" + " ".join([tag] + [f'{k}="{v}"' for k, v in attrs.items()]) + "/>"
     if ops_at is None and all(k is None for k in index):
         if not nested:
             yield (seq, None, f"element <{tag}> has no attribute naming a column", raw) + nulls
         return
     op_text = attrs[keys[ops_at]] if ops_at is not None else ""
-    op = _OPCODES.get(op_text.strip().lower())
+    op = OPCODES.get(op_text.strip().lower())
     if op is None:
         yield (seq, None, f"unknown opcode '{op_text}'", raw) + nulls
         return
@@ -117,7 +119,7 @@ def _record(seq: int, tag: str, attrs: dict[str, str], nested: bool, names: list
             continue
         try:
             values.append(parse(s))
-        except _BadValue as e:
+        except BadValue as e:
             yield (seq, op, f"column {name}: '{s}' {e}", raw) + nulls
             return
     yield (seq, op, None, None, *values)
