@@ -69,6 +69,7 @@ class Typer:
         self.report = report
         self.type_spec = type_spec
         self.resolved: dict[int, Variable] = {}  # id(Var node) -> the variable it names
+        self.libraries: dict[str, n.CreateLibrary] = {}  # CREATE LIBRARY statements seen so far
 
     # --- expressions ------------------------------------------------------------------------
 
@@ -263,6 +264,8 @@ class Typer:
         return result
 
     def _Call(self, e: n.Call, ctx: Context) -> Type:
+        if e.library is not None:
+            return self._library_call(e, ctx)
         name = e.func.name
         user = ctx.functions.get(name)
         args_ctx = ctx
@@ -316,6 +319,35 @@ class Typer:
                 self.report("CCL2102", arg.span, f"argument {i + 1} of {name}() must be {pattern}, "
                                                  f"not {t}")
         return _scaled(name.lower(), e.args) or _result(info["result"], arg_types)
+
+    def _library_call(self, e: n.Call, ctx: Context) -> Type:
+        """``Lib.func(args)``: checked against the CREATE LIBRARY's declaration; C and Java code
+        cannot run on Spark (CCL2010: each row that calls it becomes a bad record)."""
+        arg_types = [self.type_of(a, ctx) for a in e.args]
+        lib_name, name = e.library.name, e.func.name  # type: ignore[union-attr]
+        lib = self.libraries.get(lib_name)
+        if lib is None:
+            self.report("CCL2005", e.library.span, f"unknown library '{lib_name}' in "  # type: ignore[union-attr]
+                                                   f"{lib_name}.{name}() (CREATE LIBRARY it first)")
+            return ANY
+        fn = next((f for f in lib.functions if f.name.name == name), None)
+        if fn is None:
+            self.report("CCL2005", e.func.span, f"library '{lib_name}' declares no function '{name}'")
+            return ANY
+        if len(e.args) != len(fn.params):
+            self.report("CCL2008", e.func.span, f"{lib_name}.{name}() takes {len(fn.params)} "
+                                                f"argument(s), not {len(e.args)}")
+        for i, (arg, t, spec) in enumerate(zip(e.args, arg_types, fn.params)):
+            want = self.type_spec(spec)
+            if not widens(t, want):
+                self.report("CCL2102", arg.span, f"argument {i + 1} of {lib_name}.{name}() is "
+                                                 f"{want}, not {t}")
+        language = "Java" if lib.language == "java" else "C"
+        self.report("CCL2010", e.func.span, f"{lib_name}.{name}() is {language} code "
+                    f"(CREATE LIBRARY {lib_name} FROM '{lib.source}'), which cannot run on Spark: "
+                    f"every row that calls it becomes a bad record; write {name} as a SPLASH "
+                    "function in a DECLARE block and call it by its name")
+        return self.type_spec(fn.return_type)
 
 
 def _arith_operand_ok(op: str, left: Type, right: Type) -> bool:

@@ -115,6 +115,11 @@ class ExpressionCompiler:
 
     def _e_Call(self, e: n.Call) -> Expr:
         name = e.func.name
+        if e.library is not None:
+            lib = e.library.name
+            return fail(f"{lib}.{name}(): library {lib} is C or Java code (CREATE LIBRARY), which "
+                        f"cannot run on Spark; write {name} as a SPLASH function in a DECLARE "
+                        "block and call it by its name")
         args = [self.expr(a) for a in e.args]
         if e.distinct or any(isinstance(a, n.Star) for a in e.args):
             return fail(f"{name}(): aggregate forms are not allowed in SPLASH code")
