@@ -245,6 +245,10 @@ class Typer:
                 if not truthy(t, ctx.in_splash):
                     self.report("CCL2101", side.span, f"{op.upper()} needs a boolean, not {t}")
             return BOOLEAN
+        temporal = _temporal_with_number(op, left, right)
+        if temporal is not None:
+            e.temporal = temporal  # the runtime counts the date-time in this type's units
+            return BOOLEAN if op in _COMPARE else Type(temporal)
         if op in _COMPARE:
             if not comparable(left, right):
                 self.report("CCL2101", e.right.span, f"cannot compare {left} with {right}")
@@ -350,13 +354,28 @@ class Typer:
         return self.type_spec(fn.return_type)
 
 
+def _temporal_with_number(op: str, left: Type, right: Type) -> Optional[str]:
+    """The temporal type when ``left op right`` treats a date-time as its count of units since
+    the epoch (seconds for a date, milliseconds for a timestamp, microseconds for a bigdatetime):
+    ``* / %`` with an integer or long (``(t / 3600) * 3600``), and comparisons with one; + and -
+    keep reading the number as an interval (microseconds). None for anything else."""
+    if op not in _COMPARE and op not in ("*", "/", "%"):
+        return None
+    for a, b in ((left, right), (right, left)):
+        if a.is_temporal and b.name in ("integer", "long"):
+            if op in ("/", "%") and a is right:
+                return None  # a number divided by a date-time means nothing
+            return a.name
+    return None
+
+
 def _arith_operand_ok(op: str, left: Type, right: Type) -> bool:
     """Whether the left operand alone is acceptable for ``op`` (to decide which side to blame)."""
     if left.is_vague or left.is_numeric or left.name == "interval":
         return True
     if op == "+" and left.name == "string":
         return True
-    return op in ("+", "-") and left.is_temporal
+    return op in ("+", "-", "*", "/", "%") and left.is_temporal  # (* / % with a number)
 
 
 def _arithmetic(op: str, left: Type, right: Type) -> Optional[Type]:
