@@ -52,3 +52,34 @@ def test_a_library_call_makes_bad_records_that_name_the_library(spark, tmp_path)
     [bad] = out.bad_records()
     assert bad["row"]["Id"] == 2 and "Lib_0.intfun(): library Lib_0 is C or Java code" in bad["reason"]
     assert "write intfun as a SPLASH function" in bad["reason"]
+
+
+def test_error_stream_records_read_back_with_record_data_functions(spark, tmp_path):
+    """The Programmers Guide's error-stream functions over the error stream's columns: the bad row
+    as text (key columns before the bar) and as a record of the source's row type."""
+    text = """
+    CREATE INPUT WINDOW Orders SCHEMA (Id integer, Symbol string, Price float, At date)
+        PRIMARY KEY (Id);
+    CREATE OUTPUT ERROR STREAM Errors ON Orders;
+    CREATE OUTPUT STREAM Described AS
+        SELECT e.errorCode Code, recordDataToString(e.sourceStreamName, e.errorRecord) Row
+        FROM Errors e;
+    CREATE FLEX Readback IN Errors OUT OUTPUT STREAM Prices SCHEMA (Id integer, Price float, At date)
+    BEGIN
+        ON Errors {
+            if (Errors.errorCode = 2) {
+                typeof(Orders) rec := recordDataToRecord(Errors.sourceStreamName, Errors.errorRecord);
+                output [Id = rec.Id; Price = rec.Price * 2; At = rec.At + 1000000;];
+            }
+        };
+    END;
+    """
+    rows = [("i", 1, "IBM", 10.5, "2024-01-02T03:04:05"), ("i", 1, "IBM", 11.0, "2024-01-02T03:04:06"),
+            ("i", "x", "SAP", 1.0, "")]
+    path = write_rows(str(tmp_path / "in" / "o.csv"), ["ESP_OPS", "Id", "Symbol", "Price", "At"], rows)
+    out = run_project(spark, tmp_path, text, {"Orders": path})
+    described = sorted((r["Code"], r["Row"]) for r in out.rows("Described"))
+    assert described == [("1", "[ line=i,x,SAP,1.0,; ]"),
+                         ("2", "[ Id=1; | Symbol=IBM; Price=11.0; At=2024-01-02 03:04:06; ]")]
+    assert [(r["Id"], r["Price"], r["At"]) for r in out.rows("Prices")] == [
+        ("1", "22.0", "2024-01-02T03:04:07")]
