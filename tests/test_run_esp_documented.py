@@ -83,3 +83,27 @@ def test_error_stream_records_read_back_with_record_data_functions(spark, tmp_pa
                          ("2", "[ Id=1; | Symbol=IBM; Price=11.0; At=2024-01-02 03:04:06; ]")]
     assert [(r["Id"], r["Price"], r["At"]) for r in out.rows("Prices")] == [
         ("1", "22.0", "2024-01-02T03:04:07")]
+
+
+def test_flex_record_fields_not_in_the_output_are_dropped_and_missing_columns_null(spark, tmp_path):
+    """The Migration Guide's pattern stream: Symbol1/Symbol2 are no columns of the window (dropped),
+    charData1/charData2 are not in the record (null); a record without the key is a bad record."""
+    text = """
+    CREATE INPUT STREAM Ticks SCHEMA (idloc integer, Symbol string);
+    CREATE FLEX Pattern IN Ticks
+        OUT OUTPUT WINDOW Matches SCHEMA (id integer, charData1 string, charData2 string)
+        PRIMARY KEY (id)
+    BEGIN
+        ON Ticks {
+            integer idloc := Ticks.idloc;
+            if (Ticks.Symbol = 'nokey') output [ident = idloc; | charData1 = 'x';];
+            else output [id = idloc; | Symbol1='aaa'; Symbol2='bbb'];
+        };
+    END;
+    """
+    path = write_rows(str(tmp_path / "in" / "t.csv"), ["idloc", "Symbol"], [(1, "a"), (2, "nokey"), (3, "b")])
+    out = run_project(spark, tmp_path, text, {"Ticks": path})
+    assert sorted(out.rows("Matches"), key=lambda r: r["id"]) == [
+        {"id": "1", "charData1": "", "charData2": ""}, {"id": "3", "charData1": "", "charData2": ""}]
+    [bad] = out.bad_records()
+    assert bad["element"] == "Matches" and "null" in bad["reason"] and "key" in bad["reason"]
