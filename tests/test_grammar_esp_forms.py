@@ -366,3 +366,12 @@ def test_create_library_needs_its_keywords_and_a_known_language():
     assert codes("CREATE LIBRARY L LANGUAGE COBOL FROM 'x' ( integer f(); );") == ["CCL1103"]
     assert codes("CREATE LIBRARY L LINGO C FROM 'x' ( integer f(); );") == ["CCL1103"]
     assert codes("CREATE OUTPUT STREAM O AS SELECT (1 + 2).f() A FROM S;") == ["CCL1101"]
+
+
+def test_a_library_function_named_like_an_aggregate_is_no_aggregate():
+    text = ("CREATE LIBRARY M LANGUAGE C FROM 'libm.so' ( float max(float); );\n"
+            "CREATE INPUT STREAM S SCHEMA (Id integer, Price float);\n"
+            "CREATE OUTPUT STREAM O AS SELECT S.Id, M.max(S.Price) P FROM S WHERE M.max(S.Price) > 1.0;")
+    analysis = analyze(load_text(text), {})
+    assert [d.code for d in analysis.diagnostics] == ["CCL2010", "CCL2010"]
+    assert str(analysis.elements["O"].columns["P"]) == "float"

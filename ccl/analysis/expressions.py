@@ -47,6 +47,8 @@ def runs_at_run_time(name: str) -> bool:
 
 def is_aggregate_call(call: n.Call) -> bool:
     """An aggregate call: count, sum, ... (max/min with two or more arguments are scalar)."""
+    if call.library is not None:
+        return False
     info = function_info(call.func.name)
     if info is None or info["kind"] != "aggregate":
         return False
