@@ -477,9 +477,11 @@ def _typed(code: str, columns: str) -> tuple[str, object]:
     ("(r.d / 3600) * 3600", "date"), ("r.d % 60", "date"), ("2 * r.t", "timestamp"),
     ("r.b / 1000000", "bigdatetime"), ("r.d > 3600", "boolean"), ("3600 = r.b", "boolean"),
     ("r.d + 60", "date"), ("r.d - r.d", "interval"), ("r.b - 5", "bigdatetime"),
+    ("r.d + r.i", "date"), ("r.b - r.i", "bigdatetime"), ("r.b - r.b", "interval"),
+    ("r.d * r.i", "CCL2101"), ("r.b > r.i", "CCL2101"),
     ("3600 / r.d", "CCL2101"), ("r.d / 2.5", "CCL2101"), ("r.d * r.d", "CCL2101")])
 def test_a_date_time_with_a_number_is_typed(code, want):
-    assert _typed(code, "d date, t timestamp, b bigdatetime")[0] == want
+    assert _typed(code, "d date, t timestamp, b bigdatetime, i interval")[0] == want
 
 
 def test_a_date_counts_seconds_a_timestamp_milliseconds_a_bigdatetime_microseconds():
