@@ -781,9 +781,8 @@ class CCLParser:
     def p_create_library(self, p):
         "create_library : CREATE ID ident ID ident FROM STRING LPAREN library_functions RPAREN"
         for at, want in ((2, "LIBRARY"), (4, "LANGUAGE")):
-            word = p[at] if isinstance(p[at], str) else p[at].name
-            if word.upper() != want:
-                self._error("CCL1103", self._at(p, at), f"{word!r} is not expected here "
+            if p[at].upper() != want:
+                self._error("CCL1103", self._at(p, at), f"{p[at]!r} is not expected here "
                             "(CREATE LIBRARY name LANGUAGE C|JAVA FROM '...' (functions))")
         language = p[5].name.lower()
         if language not in ("c", "java"):
@@ -1402,7 +1401,7 @@ class CCLParser:
         if not isinstance(p[1], n.Var):
             self._error("CCL1101", p[3].span, "syntax error: only a library's functions are called "
                                               "with a dot (Library.function(...))")
-        library = p[1].name if isinstance(p[1], n.Var) else p[3]
+        library = p[1].name if isinstance(p[1], n.Var) else None
         p[0] = n.Call(p[3], p[5] if len(p) == 7 else [], library=library, span=p[1].span)
 
     def p_call_distinct(self, p):

@@ -18,6 +18,7 @@ from ..analysis.types import Type
 from .convert import cast, from_python, to_text
 from .values import Record, SplashError, a_kind, as_type
 
+
 @functools.lru_cache(maxsize=64)
 def _schemas(text: str) -> dict:
     try:
