@@ -352,6 +352,8 @@ def _add_config_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _plural(kind: str) -> str:
+    if kind.endswith("ary"):
+        return kind[:-1] + "ies"
     return kind + ("es" if kind.endswith("x") else "s")
 
 

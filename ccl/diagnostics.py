@@ -180,6 +180,10 @@ CATALOGUE: dict[str, Code] = {c.code: c for c in [
        "column whose type cannot be widened to the schema's."),
     _c("CCL2105", "error", "invalid type arguments",
        "money(n) takes n in 1..15; decimal(p, s) takes p in 1..34 and s in 0..p."),
+    _c("CCL2106", "warning", "record field not in the Flex output",
+       "A record that a Flex outputs has a field that is no column of its output. As ESP's SPLASH "
+       "records page says, the field is dropped, and the output's columns the record does not have "
+       "are null (a row with a null key column is a bad record). Rename the field or add the column."),
     # 22xx: elements, keys, clauses
     _c("CCL2201", "error", "missing primary key",
        "Windows and delta streams are keyed: give PRIMARY KEY (cols) or, on a derived element, "

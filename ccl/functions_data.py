@@ -65,6 +65,8 @@ Sources: (the key in each entry's trailing comment names the evidence)
       https://infocenter.sybase.com/help/topic/com.sybase.infocenter.dc01031.0400/doc/html/asc1252677221029.html ; https://infocenter.sybase.com/help/topic/com.sybase.infocenter.dc01031.0400/doc/html/cgo1288797744068.html
   R32: GROUP FILTER clause, CCL Reference ESP 5.1 SP03 (rank() ranks the records of a group)
       http://infocenter.sybase.com/help/topic/com.sybase.infocenter.dc01621.0513/doc/html/tem1292512065813.html
+  PG: CCL Programmers Guide, error streams (recordDataToString(), recordDataToRecord()); cited in issue 28,
+      page not retrieved here
   NOTES: project notes: functions seen in real projects
       /work/shared/notes/ccl-language.md
   LANG: project language notes: left/right/last/like are keywords callable as functions
@@ -300,6 +302,10 @@ FUNCTIONS = {
                            doc="replace the match of a regular expression"),  # unverified; src: MEM
     "regexp_search": dict(kind="scalar", min_args=2, max_args=2, args=("string", "string"), result="boolean",
                           doc="whether/where a regular expression matches"),  # unverified; src: MEM
+    "recorddatatorecord": dict(kind="splash", min_args=2, max_args=2, args=("string", "any"), result="record",
+                               doc="an error stream's errorRecord as a record of its source's row (streamName, errorRecord)"),  # src: PG
+    "recorddatatostring": dict(kind="splash", min_args=2, max_args=2, args=("string", "any"), result="string",
+                               doc="an error stream's errorRecord as text (streamName, errorRecord)"),  # src: PG
     "regr_avgx": dict(kind="aggregate", min_args=2, max_args=2, args=("numeric", "numeric"), result="float",
                       doc="linear regression: average of the independent variable"),  # unverified; src: MEM
     "regr_avgy": dict(kind="aggregate", min_args=2, max_args=2, args=("numeric", "numeric"), result="float",

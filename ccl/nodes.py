@@ -248,6 +248,7 @@ class Call(Node):
     func: Ident
     args: list["Expr"]
     distinct: bool = False  # count(DISTINCT x)
+    library: Optional[Ident] = None  # Lib.func(...): a function of a CREATE LIBRARY
 
 
 @dataclass
@@ -276,6 +277,9 @@ class Binary(Node):
     op: str  # or and = != <> < <= > >= like + - * / % ^
     left: "Expr"
     right: "Expr"
+    # Set by the analysis when a date-time meets a number in * / % or a comparison: the temporal
+    # type (date, timestamp, bigdatetime) whose count of units since the epoch stands for it.
+    temporal: Optional[str] = field(default=None, compare=False)
 
 
 @dataclass
@@ -718,6 +722,25 @@ class CreateReference(Node):
 
 
 @dataclass
+class LibraryFunction(Node):
+    """One function a CREATE LIBRARY declares: `returnType name(argType, ...);`."""
+
+    return_type: "TypeSpec"
+    name: Ident
+    params: list["TypeSpec"]
+
+
+@dataclass
+class CreateLibrary(Node):
+    """`CREATE LIBRARY name LANGUAGE C|JAVA FROM 'file or class' (functions)`: foreign functions."""
+
+    name: Ident
+    language: str  # c | java
+    source: str
+    functions: list[LibraryFunction]
+
+
+@dataclass
 class CreateStore(Node):
     kind: str  # memory | log
     is_default: bool
@@ -827,7 +850,7 @@ class AdapterStart(Node):
 
 Statement = Union[CreateSchema, CreateElement, CreateErrorStream, CreateSplitter, CreateReference,
                   CreateStore, AttachAdapter, AdapterStart, Import, GlobalDeclare, CreateFlex,
-                  CreateModule, LoadModule]
+                  CreateModule, LoadModule, CreateLibrary]
 
 
 @dataclass

@@ -242,6 +242,7 @@ class CCLParser:
                      | create_splitter SEMI
                      | create_reference SEMI
                      | create_store SEMI
+                     | create_library SEMI
                      | attach_adapter SEMI
                      | adapter_start SEMI
                      | import_stmt SEMI
@@ -776,6 +777,32 @@ class CCLParser:
         node = n.CreateStore(kind, is_default, p[kind_at + 2], [], span=self._at(p))
         self._attach_clauses(node, p[kind_at + 3], {"properties"}, "store")
         p[0] = node
+
+    def p_create_library(self, p):
+        "create_library : CREATE ID ident ID ident FROM STRING LPAREN library_functions RPAREN"
+        for at, want in ((2, "LIBRARY"), (4, "LANGUAGE")):
+            if p[at].upper() != want:
+                self._error("CCL1103", self._at(p, at), f"{p[at]!r} is not expected here "
+                            "(CREATE LIBRARY name LANGUAGE C|JAVA FROM '...' (functions))")
+        language = p[5].name.lower()
+        if language not in ("c", "java"):
+            self._error("CCL1103", p[5].span, f"{p[5].name!r} is not a library language (C or JAVA)")
+        p[0] = n.CreateLibrary(p[3], language, p[7], p[9], span=self._at(p))
+
+    def p_library_functions(self, p):
+        """library_functions : library_function
+                             | library_functions library_function"""
+        p[0] = _items(p)
+
+    def p_library_function(self, p):
+        """library_function : type_spec ident LPAREN RPAREN SEMI
+                            | type_spec ident LPAREN library_params RPAREN SEMI"""
+        p[0] = n.LibraryFunction(p[1], p[2], p[4] if len(p) == 7 else [], span=p[1].span)
+
+    def p_library_params(self, p):
+        """library_params : type_spec
+                          | library_params COMMA type_spec"""
+        p[0] = _items(p)
 
     def p_attach_adapter(self, p):
         """attach_adapter : ATTACH INPUT ADAPTER ident TYPE ident TO ident group_opt clauses
@@ -1367,6 +1394,15 @@ class CCLParser:
             # ESP writes the date part as a keyword too (datefloor(MINUTE, t)): read it as 'MINUTE'
             args = [n.Literal("string", args[0].name.name, span=args[0].span)] + args[1:]
         p[0] = n.Call(func, args, span=self._at(p))
+
+    def p_call_library(self, p):
+        """call : postfix DOT field_name LPAREN RPAREN
+                | postfix DOT field_name LPAREN expr_list RPAREN"""
+        if not isinstance(p[1], n.Var):
+            self._error("CCL1101", p[3].span, "syntax error: only a library's functions are called "
+                                              "with a dot (Library.function(...))")
+        library = p[1].name if isinstance(p[1], n.Var) else None
+        p[0] = n.Call(p[3], p[5] if len(p) == 7 else [], library=library, span=p[1].span)
 
     def p_call_distinct(self, p):
         "call : func_name LPAREN DISTINCT expr_list RPAREN"

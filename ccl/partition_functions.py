@@ -70,7 +70,7 @@ def _expr(e: n.Node, source: str) -> Optional[str]:
     if isinstance(e, n.Call):
         name = e.func.name.lower()
         arity = COMPILABLE_FUNCTIONS.get(name)
-        if arity is None or e.distinct:
+        if arity is None or e.distinct or e.library is not None:
             return f"a call to {e.func.name}()"
         if not arity[0] <= len(e.args) <= arity[1]:
             return f"{e.func.name}() with {len(e.args)} arguments"

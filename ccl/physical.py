@@ -304,7 +304,7 @@ def _pure(expr: object, alias: str, names: set, builtins: Mapping) -> bool:
         return expr["name"]["name"] in names
     if node == "Call":
         fn = str(expr["func"]["name"]).lower()
-        if fn in IMPURE_FUNCTIONS or fn not in builtins:
+        if fn in IMPURE_FUNCTIONS or fn not in builtins or expr.get("library"):
             return False
         return _pure(expr.get("args"), alias, names, builtins)
     if node not in _PURE_NODES:

@@ -5,6 +5,7 @@ raises :class:`PlanError`. Expression normalisation lives in :mod:`ccl.plan_expr
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional, Sequence
@@ -512,11 +513,36 @@ def build_plan(project: LoadedProject, analysis: Analysis,
     modules = {s.name.name: s for s in project.statements if isinstance(s, n.CreateModule)}
     planner = Planner(project, analysis, parameters)
     planner.run(project.statements, Scope("", params, analysis.elements, modules))
+    _give_error_records_their_schemas(planner.elements, planner.globals)
     return {"format": PLAN_FORMAT, "version": PLAN_VERSION, "project": project_name(project.main),
             "file": os.path.basename(project.main),
             "parameters": {k: json_value(v.type, v.value) for k, v in params.items()},
             "globals": planner.globals, "elements": planner.elements,
             "adapters": adapters_json(project, adapters_properties)}
+
+
+_ERROR_RECORD_FUNCTIONS = ("recorddatatostring", "recorddatatorecord")
+
+
+def _give_error_records_their_schemas(elements: list[dict], *more: object) -> None:
+    """Append the plan's element schemas (JSON text) to each recordDataToString/Record call of
+    the plan, in place: the row of an error record reads in its element's columns and key
+    (ccl/splash/error_records.py)."""
+    schemas = json.dumps({e["name"]: {"columns": e["columns"], "key": e.get("key") or []}
+                          for e in elements if e.get("columns")}, sort_keys=True)
+    literal = n.to_json(n.Literal("string", schemas))
+
+    def visit(value: object) -> None:
+        if isinstance(value, list):
+            for v in value:
+                visit(v)
+        elif isinstance(value, dict):
+            if (value.get("node") == "Call" and not value.get("library") and len(value["args"]) == 2
+                    and str(value["func"]["name"]).lower() in _ERROR_RECORD_FUNCTIONS):
+                value["args"].append(literal)
+            for v in value.values():
+                visit(v)
+    visit([elements, *more])
 
 
 def plan_project(path: str, ccr: Optional[str] = None, params: Mapping[str, str] = {}

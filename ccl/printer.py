@@ -129,7 +129,8 @@ def _(e: n.Star) -> str:
 @_expr.register
 def _(e: n.Call) -> str:
     distinct = "DISTINCT " if e.distinct else ""
-    return f"{e.func.name}({distinct}{', '.join(expr(a) for a in e.args)})"
+    library = f"{e.library.name}." if e.library is not None else ""
+    return f"{library}{e.func.name}({distinct}{', '.join(expr(a) for a in e.args)})"
 
 
 @_expr.register
@@ -478,7 +479,8 @@ def _declare_lines(block: n.DeclareBlock, depth: int) -> list[str]:
 def _is_statement(node: n.Node) -> bool:
     return isinstance(node, (n.CreateSchema, n.CreateElement, n.CreateErrorStream, n.CreateSplitter,
                              n.CreateReference, n.CreateStore, n.AttachAdapter, n.AdapterStart, n.Import,
-                             n.GlobalDeclare, n.CreateFlex, n.CreateModule, n.LoadModule))
+                             n.GlobalDeclare, n.CreateFlex, n.CreateModule, n.LoadModule,
+                             n.CreateLibrary))
 
 
 def _role(role: Union[str, None]) -> str:
@@ -528,6 +530,12 @@ def statement(s: n.Node) -> str:
         lines = [f"CREATE {default}{s.kind.upper()} STORE {s.name.name}"]
         if s.properties:
             lines.append(_properties(s.properties))
+    elif isinstance(s, n.CreateLibrary):
+        lines = [f"CREATE LIBRARY {s.name.name} LANGUAGE {s.language.upper()} "
+                 f"FROM {expr(n.Literal('string', s.source))} ("]
+        lines += [f"{INDENT}{type_text(f.return_type)} {f.name.name}("
+                  f"{', '.join(type_text(t) for t in f.params)});" for f in s.functions]
+        lines.append(")")
     elif isinstance(s, n.AttachAdapter):
         lines = [f"ATTACH {s.direction.upper()} ADAPTER {s.name.name} TYPE {s.type.name} "
                  f"TO {s.target.name}" + (f" GROUP {s.group.name}" if s.group else "")]

@@ -174,6 +174,8 @@ class _Compiler:
         return _Typed(result, kind, in_range, in_range)
 
     def _call(self, e: n.Call, env: dict[str, _Typed]) -> _Typed:
+        if e.library is not None:
+            raise NotCompilable(f"a call to {e.library.name}.{e.func.name}()")
         name = e.func.name.lower()
         if name == "ascii" and _leading_substring(e.args[0]):
             # ascii(substr(s, 1, k)) with k >= 1 reads the first character of s: same result

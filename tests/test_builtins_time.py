@@ -457,3 +457,45 @@ def test_to_string_formats_and_time_parts_in_a_time_zone(code, expected):
 def test_to_string_formats_it_cannot_apply_are_errors(code):
     with pytest.raises(SplashError):
         ev(code)
+
+
+# --- a date-time with a number in * / % and comparisons (issue 28; docs/language.md "Dates as numbers")
+
+def _typed(code: str, columns: str) -> tuple[str, object]:
+    """The analysed type of ``code`` over ``r(columns)`` and the tree's marked Binary node."""
+    from ccl.analysis import analyze
+    from ccl.project import load_text
+    project = load_text(f"CREATE INPUT STREAM r SCHEMA ({columns});\n"
+                        f"CREATE OUTPUT STREAM o AS SELECT {code} x FROM r;")
+    analysis = analyze(project, {})
+    errors = [d.code for d in analysis.diagnostics if d.severity == "error"]
+    return (errors[0] if errors else str(analysis.elements["o"].columns["x"]),
+            project.statements[1].query.items[0].expr)
+
+
+@pytest.mark.parametrize("code, want", [
+    ("(r.d / 3600) * 3600", "date"), ("r.d % 60", "date"), ("2 * r.t", "timestamp"),
+    ("r.b / 1000000", "bigdatetime"), ("r.d > 3600", "boolean"), ("3600 = r.b", "boolean"),
+    ("r.d + 60", "date"), ("r.d - r.d", "interval"), ("r.b - 5", "bigdatetime"),
+    ("r.d + r.i", "date"), ("r.b - r.i", "bigdatetime"), ("r.b - r.b", "interval"),
+    ("r.d * r.i", "CCL2101"), ("r.b > r.i", "CCL2101"),
+    ("3600 / r.d", "CCL2101"), ("r.d / 2.5", "CCL2101"), ("r.d * r.d", "CCL2101")])
+def test_a_date_time_with_a_number_is_typed(code, want):
+    assert _typed(code, "d date, t timestamp, b bigdatetime, i interval")[0] == want
+
+
+def test_a_date_counts_seconds_a_timestamp_milliseconds_a_bigdatetime_microseconds():
+    ts_row = dt.datetime(2023, 11, 14, 22, 13, 20, 123_456)
+    for temporal, divisor, want in [("date", 3600, dt.datetime(2023, 11, 14, 22)),
+                                    ("timestamp", 1000, dt.datetime(2023, 11, 14, 22, 13, 20)),
+                                    ("bigdatetime", 1000, dt.datetime(2023, 11, 14, 22, 13, 20, 123_000))]:
+        interp = Interpreter(source_types={"r": {"t": temporal}})
+        _, node = _typed(f"(r.t / {divisor}) * {divisor}", f"t {temporal}")
+        assert node.temporal == node.left.temporal == temporal
+        assert interp.evaluate(node, {"r": {"t": ts_row}}) == want
+    interp = Interpreter(source_types={"r": {"t": "date"}})
+    _, node = _typed("r.t < 1700000001", "t date")
+    assert interp.evaluate(node, {"r": {"t": dt.datetime(2023, 11, 14, 22, 13, 20)}}) is True
+    assert interp.evaluate(node, {"r": {"t": dt.datetime(2023, 11, 14, 22, 13, 21)}}) is False
+    _, node = _typed("r.t % 0", "t date")
+    assert interp.evaluate(node, {"r": {"t": ts_row}}) is None

@@ -322,3 +322,56 @@ def test_not_like_is_the_negated_like():
     interp = Interpreter({})
     assert interp.evaluate(where, {"U": {"url": "http://a/b.png"}}) is True
     assert interp.evaluate(where, {"U": {"url": "http://a/b.gif"}}) is False
+
+
+# --- CREATE LIBRARY (CCL Reference; the Migration Guide's foreign-function example) ---------------
+
+LIBRARIES = """\
+CREATE LIBRARY Lib_0 LANGUAGE C FROM 'libforeign.so' ( INTEGER intfun ( ); );
+CREATE LIBRARY JLib LANGUAGE java FROM 'com.sybase.Foo' (
+    float scale(float, integer);
+    money(2) price(string);
+);
+CREATE INPUT STREAM S SCHEMA (Id integer, Price float);
+"""
+
+
+def test_create_library_parses_prints_and_types_its_functions():
+    text = LIBRARIES + ("CREATE OUTPUT STREAM O AS SELECT S.Id, Lib_0.intfun() A, "
+                        "JLib.scale(S.Price, 2) B, JLib.price('x') + 1.00d2 C FROM S;")
+    project = round_trip(text)
+    lib = project.statements[1]
+    assert isinstance(lib, n.CreateLibrary) and (lib.name.name, lib.language, lib.source) == (
+        "JLib", "java", "com.sybase.Foo")
+    assert [(f.name.name, len(f.params)) for f in lib.functions] == [("scale", 2), ("price", 1)]
+    call = project.statements[3].query.items[1].expr
+    assert (call.library.name, call.func.name, call.args) == ("Lib_0", "intfun", [])
+    analysis = analyze(load_text(text), {})
+    assert [str(t) for t in analysis.elements["O"].columns.values()] == [
+        "integer", "integer", "float", "money(2)"]
+    warnings = [d for d in analysis.diagnostics if d.code == "CCL2010"]
+    assert len(warnings) == 3 and "Lib_0.intfun() is C code" in warnings[0].message
+    assert "JLib.scale() is Java code (CREATE LIBRARY JLib FROM 'com.sybase.Foo')" in warnings[1].message
+
+
+@pytest.mark.parametrize("call, code", [
+    ("Nope.intfun()", "CCL2005"), ("Lib_0.other()", "CCL2005"), ("Lib_0.intfun(1)", "CCL2008"),
+    ("JLib.scale('x', 1)", "CCL2102")])
+def test_library_calls_are_checked_against_the_declaration(call, code):
+    analysis = analyze(load_text(LIBRARIES + f"CREATE OUTPUT STREAM O AS SELECT {call} A FROM S;"), {})
+    assert code in [d.code for d in analysis.diagnostics if d.severity == "error"]
+
+
+def test_create_library_needs_its_keywords_and_a_known_language():
+    assert codes("CREATE LIBRARY L LANGUAGE COBOL FROM 'x' ( integer f(); );") == ["CCL1103"]
+    assert codes("CREATE LIBRARY L LINGO C FROM 'x' ( integer f(); );") == ["CCL1103"]
+    assert codes("CREATE OUTPUT STREAM O AS SELECT (1 + 2).f() A FROM S;") == ["CCL1101"]
+
+
+def test_a_library_function_named_like_an_aggregate_is_no_aggregate():
+    text = ("CREATE LIBRARY M LANGUAGE C FROM 'libm.so' ( float max(float); );\n"
+            "CREATE INPUT STREAM S SCHEMA (Id integer, Price float);\n"
+            "CREATE OUTPUT STREAM O AS SELECT S.Id, M.max(S.Price) P FROM S WHERE M.max(S.Price) > 1.0;")
+    analysis = analyze(load_text(text), {})
+    assert [d.code for d in analysis.diagnostics] == ["CCL2010", "CCL2010"]
+    assert str(analysis.elements["O"].columns["P"]) == "float"

@@ -545,3 +545,30 @@ def test_opcodes_and_event_cache_builtins():
     with pytest.raises(SplashError, match="opcode"):
         INTERP.evaluate(parse_text("create output stream o as select setopcode(r, 2) from r;")[0]
                         .statements[0].query.items[0].expr, {"r": {}})
+
+
+# --- error-stream records (recordDataToString / recordDataToRecord) --------------------------------
+
+ERROR_SCHEMAS = ('{"Orders": {"columns": [["Symbol", "string"], ["Id", "integer"], ["At", "date"], '
+                 '["Price", "float"]], "key": ["Id"]}, "Log": {"columns": [["Msg", "string"]], "key": []}}')
+
+
+def test_record_data_to_string_and_record_read_an_error_record_by_its_schema():
+    record = b'{"At": "2024-01-02 03:04:06+00:00", "Id": 7, "Price": null, "Symbol": "IBM"}'
+    ev_err = evaluator(Interpreter(source_types={"r": {"name": "string", "rec": "binary", "s": "string"}}),
+                       {"name": "Orders", "rec": record, "s": ERROR_SCHEMAS})
+    assert ev_err("recorddatatostring(r.name, r.rec, r.s)") == (
+        "[ Id=7; | Symbol=IBM; At=2024-01-02 03:04:06; Price=; ]")
+    rec = ev_err("recordDataToRecord(r.name, r.rec, r.s)")
+    assert list(rec.items()) == [("Id", 7), ("Symbol", "IBM"), ("At", dt.datetime(2024, 1, 2, 3, 4, 6)),
+                                 ("Price", None)]
+    assert rec.key_fields == ("Id",) and str(rec.types["Price"]) == "float"
+    assert ev_err("recorddatatostring('Log', r.rec, r.s)") == (
+        '[ At=2024-01-02 03:04:06+00:00; Id=7; Price=; Symbol=IBM; ]')  # no column of Log: as stored
+    assert ev_err("recorddatatostring('Log', r.rec, r.s)", rec=b'{"Msg": "x"}') == "[ Msg=x; ]"
+    assert ev_err("recorddatatostring(r.name, r.rec)", rec=b'{"line": "a,b"}') == "[ line=a,b; ]"
+    assert ev_err("recorddatatostring(r.name, r.rec)", rec=None) is None
+    with pytest.raises(SplashError, match="not a record this runtime wrote"):
+        ev_err("recorddatatostring(r.name, r.rec)", rec=b"\xff")
+    with pytest.raises(SplashError, match="must be binary"):
+        ev_err("recorddatatorecord(r.name, 5)")

@@ -605,6 +605,18 @@ class Analyzer:
     def stmt_CreateStore(self, s: n.CreateStore) -> None:
         self.claim(s.name, "store")
 
+    def stmt_CreateLibrary(self, s: n.CreateLibrary) -> None:
+        seen: set[str] = set()
+        for fn in s.functions:
+            if fn.name.name in seen:
+                self.report("CCL2002", fn.name.span, f"library '{s.name.name}' declares "
+                                                     f"'{fn.name.name}' twice")
+            seen.add(fn.name.name)
+            for spec in [fn.return_type, *fn.params]:
+                self.type_spec(spec)  # CCL2009 for an unknown type
+        if self.claim(s.name, "library"):
+            self.typer.libraries[s.name.name] = s
+
     def stmt_AttachAdapter(self, s: n.AttachAdapter) -> None:
         target = self.element(s.target)
         if s.direction == "input" and target is not None and target.role != "input" \
@@ -679,6 +691,7 @@ class Analyzer:
         inner.schemas = dict(self.schemas)
         inner.typedefs = dict(self.typedefs)
         inner.modules = dict(self.modules)  # a module may LOAD a module created before it
+        inner.typer.libraries = dict(self.typer.libraries)
         inner.run([st for st in s.body if not isinstance(st, (n.CreateModule, n.AttachAdapter))])
         # Partitioned elements inside the module get the same safety checks as top-level ones.
         self.partition_facts.extend(inner.partition_facts)

@@ -47,6 +47,8 @@ def runs_at_run_time(name: str) -> bool:
 
 def is_aggregate_call(call: n.Call) -> bool:
     """An aggregate call: count, sum, ... (max/min with two or more arguments are scalar)."""
+    if call.library is not None:
+        return False
     info = function_info(call.func.name)
     if info is None or info["kind"] != "aggregate":
         return False
@@ -69,6 +71,7 @@ class Typer:
         self.report = report
         self.type_spec = type_spec
         self.resolved: dict[int, Variable] = {}  # id(Var node) -> the variable it names
+        self.libraries: dict[str, n.CreateLibrary] = {}  # CREATE LIBRARY statements seen so far
 
     # --- expressions ------------------------------------------------------------------------
 
@@ -244,6 +247,10 @@ class Typer:
                 if not truthy(t, ctx.in_splash):
                     self.report("CCL2101", side.span, f"{op.upper()} needs a boolean, not {t}")
             return BOOLEAN
+        temporal = _temporal_with_number(op, left, right)
+        if temporal is not None:
+            e.temporal = temporal  # the runtime counts the date-time in this type's units
+            return BOOLEAN if op in _COMPARE else Type(temporal)
         if op in _COMPARE:
             if not comparable(left, right):
                 self.report("CCL2101", e.right.span, f"cannot compare {left} with {right}")
@@ -263,6 +270,8 @@ class Typer:
         return result
 
     def _Call(self, e: n.Call, ctx: Context) -> Type:
+        if e.library is not None:
+            return self._library_call(e, ctx)
         name = e.func.name
         user = ctx.functions.get(name)
         args_ctx = ctx
@@ -317,6 +326,50 @@ class Typer:
                                                  f"not {t}")
         return _scaled(name.lower(), e.args) or _result(info["result"], arg_types)
 
+    def _library_call(self, e: n.Call, ctx: Context) -> Type:
+        """``Lib.func(args)``: checked against the CREATE LIBRARY's declaration; C and Java code
+        cannot run on Spark (CCL2010: each row that calls it becomes a bad record)."""
+        arg_types = [self.type_of(a, ctx) for a in e.args]
+        lib_name, name = e.library.name, e.func.name  # type: ignore[union-attr]
+        lib = self.libraries.get(lib_name)
+        if lib is None:
+            self.report("CCL2005", e.library.span, f"unknown library '{lib_name}' in "  # type: ignore[union-attr]
+                                                   f"{lib_name}.{name}() (CREATE LIBRARY it first)")
+            return ANY
+        fn = next((f for f in lib.functions if f.name.name == name), None)
+        if fn is None:
+            self.report("CCL2005", e.func.span, f"library '{lib_name}' declares no function '{name}'")
+            return ANY
+        if len(e.args) != len(fn.params):
+            self.report("CCL2008", e.func.span, f"{lib_name}.{name}() takes {len(fn.params)} "
+                                                f"argument(s), not {len(e.args)}")
+        for i, (arg, t, spec) in enumerate(zip(e.args, arg_types, fn.params)):
+            want = self.type_spec(spec)
+            if not widens(t, want):
+                self.report("CCL2102", arg.span, f"argument {i + 1} of {lib_name}.{name}() is "
+                                                 f"{want}, not {t}")
+        language = "Java" if lib.language == "java" else "C"
+        self.report("CCL2010", e.func.span, f"{lib_name}.{name}() is {language} code "
+                    f"(CREATE LIBRARY {lib_name} FROM '{lib.source}'), which cannot run on Spark: "
+                    f"every row that calls it becomes a bad record; write {name} as a SPLASH "
+                    "function in a DECLARE block and call it by its name")
+        return self.type_spec(fn.return_type)
+
+
+def _temporal_with_number(op: str, left: Type, right: Type) -> Optional[str]:
+    """The temporal type when ``left op right`` treats a date-time as its count of units since
+    the epoch (seconds for a date, milliseconds for a timestamp, microseconds for a bigdatetime):
+    ``* / %`` with an integer or long (``(t / 3600) * 3600``), and comparisons with one; + and -
+    keep reading the number as an interval (microseconds). None for anything else."""
+    if op not in _COMPARE and op not in ("*", "/", "%"):
+        return None
+    for a, b in ((left, right), (right, left)):
+        if a.is_temporal and b.name in ("integer", "long"):
+            if op in ("/", "%") and a is right:
+                return None  # a number divided by a date-time means nothing
+            return a.name
+    return None
+
 
 def _arith_operand_ok(op: str, left: Type, right: Type) -> bool:
     """Whether the left operand alone is acceptable for ``op`` (to decide which side to blame)."""
@@ -324,7 +377,7 @@ def _arith_operand_ok(op: str, left: Type, right: Type) -> bool:
         return True
     if op == "+" and left.name == "string":
         return True
-    return op in ("+", "-") and left.is_temporal
+    return op in ("+", "-", "*", "/", "%") and left.is_temporal  # (* / % with a number)
 
 
 def _arithmetic(op: str, left: Type, right: Type) -> Optional[Type]:

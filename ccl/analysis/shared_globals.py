@@ -43,7 +43,7 @@ def _effects(code: n.Node, resolved: dict[int, Variable], functions: set[str]) -
         written = None
         if isinstance(node, n.Assign):
             written = glob(node.target)
-        elif isinstance(node, n.Call):
+        elif isinstance(node, n.Call) and node.library is None:
             name = node.func.name
             if name in functions and node.span is not None:
                 out.calls.setdefault(name, node.span)

@@ -114,8 +114,9 @@ class StatementChecker:
             pass  # typedefs inside blocks are rare; global ones are registered by the analyzer
 
     def output_record(self, value: n.Node, typed: Type) -> None:
-        """The fields of a record literal written by ``output`` (possibly in setOpcode) must be
-        columns of the Flex output, of types that widen to theirs."""
+        """The fields of a record literal written by ``output`` (possibly in setOpcode) should be
+        columns of the Flex output (others are dropped, as ESP drops them: CCL2106), of types that
+        widen to theirs."""
         if isinstance(value, n.Call) and value.func.name.lower() == "setopcode" and value.args:
             value = value.args[0]
         if self.output is None or not self.output.fields or not isinstance(value, n.RecordLit):
@@ -124,8 +125,8 @@ class StatementChecker:
             column = self.output.field(init.name.name)
             given = typed.field(init.name.name) if typed.name == "record" else None
             if column is None:
-                self.report("CCL2003", init.name.span, f"the Flex output has no column "
-                                                       f"'{init.name.name}'")
+                self.report("CCL2106", init.name.span, f"the Flex output has no column "
+                                                       f"'{init.name.name}': the field is dropped")
             elif given is not None and not _fits(given, column, init.value):
                 self.report("CCL2103", init.value.span, f"cannot output {given} into column "
                                                         f"'{init.name.name}' ({column})")

@@ -418,6 +418,8 @@ def register(*entries: Builtin) -> None:
         BUILTINS[b.name] = b
 
 
-from . import builtins_math, builtins_time, windows  # noqa: E402  (they import this module's helpers)
+from . import builtins_math, builtins_time, error_records, windows  # noqa: E402  (they import this module's helpers)
 
-register(*builtins_math.ENTRIES, *builtins_time.ENTRIES, *windows._entries())
+register(*builtins_math.ENTRIES, *builtins_time.ENTRIES, *windows._entries(),
+         Builtin("recorddatatostring", 2, 3, error_records.record_data_to_string),
+         Builtin("recorddatatorecord", 2, 3, error_records.record_data_to_record))

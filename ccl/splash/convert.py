@@ -306,6 +306,8 @@ def cast(v: object, t: Type) -> object:
         return _to_boolean(v)
     if name in TEMPORALS:
         return _to_temporal(v, name)
+    if name == "binary" and isinstance(v, (bytes, bytearray)):
+        return bytes(v)  # (an error stream's errorRecord)
     if name == "vector" and isinstance(v, list):
         return v
     if name == "dictionary" and isinstance(v, dict) and not isinstance(v, Record):
@@ -327,6 +329,7 @@ _WIDENS = {
     "float": {"float"},
     "string": {"string"},
     "boolean": {"boolean"},
+    "binary": {"binary"},
     "timestamp": set(TEMPORALS),
     "vector": {"vector"},
     "dictionary": {"dictionary"},

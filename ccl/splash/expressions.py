@@ -14,7 +14,7 @@ from .caches import AGGREGATES, EventCache, aggregate, cache_names, nth_value
 from .convert import cast
 from .machine import OPCODES, Cell, Expr, Frame, Function, Machine, fail, find_cell, get_element
 from .operators import (arithmetic, comparison, in_list, like, logical_and, logical_not, logical_or,
-                        negate, plus, truth)
+                        negate, plus, temporal_number, truth)
 from .values import (LONG_MAX, LONG_MIN, MONEY_PRECISION, Dictionary, Long, Record, SplashError,
                      Vector, a_kind, make_dec, resolve_type)
 from .windows import WindowView
@@ -115,6 +115,11 @@ class ExpressionCompiler:
 
     def _e_Call(self, e: n.Call) -> Expr:
         name = e.func.name
+        if e.library is not None:
+            lib = e.library.name
+            return fail(f"{lib}.{name}(): library {lib} is C or Java code (CREATE LIBRARY), which "
+                        f"cannot run on Spark; write {name} as a SPLASH function in a DECLARE "
+                        "block and call it by its name")
         args = [self.expr(a) for a in e.args]
         if e.distinct or any(isinstance(a, n.Star) for a in e.args):
             return fail(f"{name}(): aggregate forms are not allowed in SPLASH code")
@@ -226,6 +231,13 @@ class ExpressionCompiler:
                 m.tick()
                 return like(left(m, f), right(m, f))
             return run_like
+        if e.temporal is not None:
+            temporal = e.temporal
+
+            def run_temporal(m: Machine, f: Frame) -> object:
+                m.tick()
+                return temporal_number(op, left(m, f), right(m, f), temporal)
+            return run_temporal
         if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
             def run_compare(m: Machine, f: Frame) -> Optional[bool]:
                 m.tick()

@@ -163,6 +163,35 @@ def _temporal_op(op: str, a: object, b: object) -> object:
     raise _type_error(op, a, b)
 
 
+# Microseconds per unit of each date-time type counted as a number (see temporal_number).
+TEMPORAL_UNITS = {"date": 1_000_000, "timestamp": 1000, "bigdatetime": 1}
+EPOCH = dt.datetime(1970, 1, 1)
+
+
+def temporal_number(op: str, a: object, b: object, temporal: str) -> object:
+    """``a op b`` where a date-time of type ``temporal`` meets an integer (``* / %`` or a
+    comparison, as the analysis marked it): the date-time counts as its whole units since
+    1970-01-01 (seconds for a date, milliseconds for a timestamp, microseconds for a bigdatetime),
+    and an arithmetic result is that many units after the epoch again, so ``(t / 3600) * 3600`` is
+    a date ``t`` cut to the hour."""
+    if a is None or b is None:
+        return None
+    unit = TEMPORAL_UNITS[temporal]
+    x, y = (Long((v - EPOCH) // dt.timedelta(microseconds=unit)) if isinstance(v, dt.datetime)
+            else v for v in (a, b))
+    if not (is_integral(x) and is_integral(y)):
+        raise _type_error(op, a, b)
+    if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
+        return comparison(op, int(x), int(y))  # type: ignore[arg-type]
+    r = _integral_op(op, Long(x), Long(y))  # type: ignore[arg-type]
+    if r is None:
+        return None
+    try:
+        return EPOCH + dt.timedelta(microseconds=r * unit)
+    except OverflowError:
+        raise SplashError("date-time out of range") from None
+
+
 def negate(v: object) -> object:
     """Unary minus: integers wrap (``-(-2147483648)`` is -2147483648), decimals keep their type."""
     if v is None:

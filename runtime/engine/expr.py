@@ -13,7 +13,7 @@ from ccl import nodes as n
 from ccl.splash import Declarations, Interpreter, SplashError, as_type
 from ccl.splash.convert import PLAIN_KINDS, cast, from_python, to_text
 from ccl.splash.operators import (arithmetic, comparison, like, logical_and, logical_not, logical_or,
-                                  negate, plus)
+                                  negate, plus, temporal_number)
 
 Rows = Mapping[str, Mapping[str, object]]
 Compiled = Callable[..., object]
@@ -138,6 +138,10 @@ class Expressions:
             return lambda rows, variables={}: logic(left(rows, variables), lambda: right(rows, variables))
         if op == "like":
             return lambda rows, variables={}: like(left(rows, variables), right(rows, variables))
+        if node.temporal is not None:
+            temporal = node.temporal
+            return lambda rows, variables={}: temporal_number(op, left(rows, variables),
+                                                              right(rows, variables), temporal)
         if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
             return lambda rows, variables={}: comparison(op, left(rows, variables), right(rows, variables))
         if op in ("+", "-", "*", "/", "%", "^"):

@@ -279,6 +279,10 @@ class FlexEngine:
             if self.kind == "stream":  # as every plain stream: updates are inserts, deletes dropped
                 return [] if op in ("d", "s") else [Emit("i", seq, row)]
             key = key_of(row, self.key)
+            if None in key:  # a record without its key column (its missing columns are null)
+                missing = [c for c, v in zip(self.key, key) if v is None]
+                return [Bad(f"output: null in key column(s) {', '.join(missing)} of {self.name}",
+                            seq, port, row)]
             if self.kind == "delta stream":
                 letter = {"i": "i", "u": "u", "p": "u", "d": "d", "s": "d"}[op]
                 return [Emit(letter, seq, row)]

@@ -39,7 +39,7 @@ def is_ranked(select: Mapping) -> bool:
 
 def _is_rank(expr: Any) -> bool:
     return (isinstance(expr, Mapping) and expr.get("node") == "Call"
-            and str(expr["func"]["name"]).lower() == "rank")
+            and str(expr["func"]["name"]).lower() == "rank" and not expr.get("library"))
 
 
 def _calls_rank(expr: Any) -> bool:
