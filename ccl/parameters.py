@@ -174,7 +174,7 @@ def _resolve_one(info: _Declared, cli_text: Optional[str], ccr: Optional[CcrFile
                                 f"or with --param {info.name}=VALUE", decl.name.span))
         return None
     default_span = decl.default.span or decl.name.span
-    constant = _constant(decl.default)
+    constant = constant_of(decl.default)
     if constant is None:
         diags.append(Diagnostic("CCL1316", f"the default of parameter '{info.name}' must be a "
                                 f"constant (a literal, or an expression of literals)", default_span))
@@ -189,7 +189,7 @@ def _resolve_one(info: _Declared, cli_text: Optional[str], ccr: Optional[CcrFile
                              default_span)
 
 
-def _constant(expr: n.Node) -> Optional[tuple[str, object]]:
+def constant_of(expr: n.Node) -> Optional[tuple[str, object]]:
     """(literal kind, value) of a literal, possibly with a sign, or of a constant expression
     (ESP: "an expression that evaluates to a constant", evaluated once: operators and built-ins
     over literals, such as ``2 * 5``); None for anything else."""

@@ -12,11 +12,11 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from . import nodes as n
 from .analysis import Analysis, analyze
-from .analysis.analyzer import Analyzer, _aggregates
+from .analysis.analyzer import Analyzer, select_aggregates
 from .analysis.symbols import Element
 from .analysis.types import Type
 from .diagnostics import Diagnostic, sort_key
-from .parameters import ResolvedParameter, _constant, keep_count
+from .parameters import ResolvedParameter, constant_of, keep_count
 from .plan_expressions import (ParamValue, PlanError, PlanSource, QueryScope, column_ref,
                                fold_parameters, json_value, splash_json)
 from .project import LoadedProject
@@ -225,7 +225,7 @@ class Planner:
     def _param_value(d: n.ParamDecl, expr: object, at: n.Node) -> ParamValue:
         spec = d.type
         base = canonical_type(spec.name) if isinstance(spec, n.NamedType) else None
-        const = _constant(expr) if isinstance(expr, n.Node) else None
+        const = constant_of(expr) if isinstance(expr, n.Node) else None
         if base is None or const is None:
             raise _fail(at, f"parameter '{d.name.name}'", "only constant values of built-in types "
                                                          "can be planned")
@@ -443,7 +443,7 @@ def _conj(parts: list[dict]) -> dict:
 
 def _select_stateful(sel: n.Select) -> bool:
     """Whether a SELECT alone needs state: several sources, aggregation, a FROM KEEP, MATCHING."""
-    return (len(list(_from_sources(sel.sources))) != 1 or _aggregates(sel)
+    return (len(list(_from_sources(sel.sources))) != 1 or select_aggregates(sel)
             or sel.matching is not None or any(f.keep is not None for f in _from_sources(sel.sources)))
 
 

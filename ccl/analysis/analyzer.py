@@ -915,7 +915,7 @@ class Analyzer:
         if isinstance(node, n.CreateElement):
             if node.kind == "window" or node.keep is not None:
                 return True
-            if select is not None and (_aggregates(select) or any(
+            if select is not None and (select_aggregates(select) or any(
                     s.from_node is not None and s.from_node.keep is not None for s in sources)):
                 return True
             return _declares_state(declare)
@@ -1038,7 +1038,7 @@ def _reads_column(e: n.Node, src: Source, col: str, n_sources: int) -> bool:
     return isinstance(e, n.Var) and e.name.name == col and n_sources == 1
 
 
-def _aggregates(select: n.Select) -> bool:
+def select_aggregates(select: n.Select) -> bool:
     """Whether a SELECT aggregates: GROUP BY, or an aggregate call in the select list or HAVING."""
     if select.group_by:
         return True

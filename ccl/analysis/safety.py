@@ -11,7 +11,7 @@ from typing import Callable, Iterator, Optional
 
 from .. import nodes as n
 from ..printer import keep_count_text
-from .analyzer import PartitionFacts, output_name
+from .analyzer import PartitionFacts, output_name, select_aggregates
 from .expressions import aggregate_calls
 from .statements import can_end_without_value
 from .symbols import Variable
@@ -63,8 +63,8 @@ def _keeps_rotated_keys(f: PartitionFacts, input_name: Optional[str]) -> bool:
     source = f.inputs.get(input_name) if input_name is not None else None
     select = f.select
     if (source is None or not source.key or source.open or select is None or f.join
-            or not isinstance(f.node, n.CreateElement) or f.keep is not None or f.group_by
-            or next(aggregate_calls(list(select.items)), None) is not None
+            or not isinstance(f.node, n.CreateElement) or f.keep is not None
+            or select_aggregates(select)
             or any(s.keep is not None for item in select.sources for s in _sources_of(item))
             or (f.declare is not None and any(isinstance(i, n.VarDecl) for i in f.declare.items))):
         return False

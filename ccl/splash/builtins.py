@@ -9,75 +9,17 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
-from typing import Callable, Optional, Protocol
+from typing import Callable, Optional
 
 from ..analysis.types import Type
-from . import caches
+from . import builtins_math, builtins_time, caches, error_records, windows
+from .calls import Builtin, CallContext, check_length, logarithm, need_int, need_number, need_str
 from .convert import cast, coerce, to_decimal, to_text
 from .operators import arithmetic, java_pow, like, to_float
 from .values import (EXACT, INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, MAX_CONTAINER, MAX_STRING, Dec,
                      Dictionary, Interval, Long, Record, SplashError, a_kind, dec_type, dictionary_key, is_integral,
-                     is_number, make_dec, wrap32, wrap64)
-
-
-class CallContext(Protocol):
-    """What a built-in may ask of the running interpreter."""
-
-    def now(self) -> dt.datetime:
-        """The current time (naive UTC), the same for the whole call."""
-
-    def print(self, text: str) -> None:
-        """Send a line to the program's output."""
-
-    def next_in_sequence(self) -> int:
-        """The next number of the program's sequence (``nextval()``)."""
-
-    def current_row_id(self) -> Optional[int]:
-        """The sequence number of the input row being processed (``getrowid()``), if any."""
-
-
-@dataclass(frozen=True)
-class Builtin:
-    """A built-in function: arity, implementation, null handling and its Spark counterpart."""
-
-    name: str
-    min_args: int
-    max_args: Optional[int]
-    fn: Callable[..., object]
-    strict: bool = True
-    spark: Optional[str] = None
-
-
-def _need_str(name: str, i: int, v: object) -> str:
-    if not isinstance(v, str):
-        raise SplashError(f"{name}() argument {i} must be a string, not {a_kind(v)}")
-    return v
-
-
-def _need_int(name: str, i: int, v: object) -> int:
-    """An integer argument (a long is cut to 32 bits, as Spark's implicit cast does)."""
-    if not is_integral(v):
-        raise SplashError(f"{name}() argument {i} must be an integer, not {a_kind(v)}")
-    return wrap32(v)  # type: ignore[arg-type]
-
-
-def _need_number(name: str, v: object) -> None:
-    if not is_number(v):
-        raise SplashError(f"{name}() needs a number, not {a_kind(v)}")
-
-
-def _need_time(name: str, v: object) -> dt.datetime:
-    if not isinstance(v, dt.datetime):
-        raise SplashError(f"{name}() needs a date-time, not {a_kind(v)}")
-    return v
-
-
-def _check_length(s: str) -> str:
-    if len(s) > MAX_STRING:
-        raise SplashError(f"string longer than {MAX_STRING} characters")
-    return s
+                     make_dec, wrap32, wrap64)
 
 
 # --- strings ------------------------------------------------------------------------------------
@@ -92,32 +34,32 @@ def spark_substring(s: str, pos: int, length: int = INT_MAX) -> str:
 
 
 def _ascii(ctx: CallContext, s: object) -> int:
-    s = _need_str("ascii", 1, s)
+    s = need_str("ascii", 1, s)
     return ord(s[0]) if s else 0
 
 
 def _substr(ctx: CallContext, s: object, pos: object, length: object = INT_MAX) -> str:
-    return spark_substring(_need_str("substr", 1, s), _need_int("substr", 2, pos),
-                           _need_int("substr", 3, length))
+    return spark_substring(need_str("substr", 1, s), need_int("substr", 2, pos),
+                           need_int("substr", 3, length))
 
 
 def _left(ctx: CallContext, s: object, k: object) -> str:
-    return spark_substring(_need_str("left", 1, s), 1, _need_int("left", 2, k))
+    return spark_substring(need_str("left", 1, s), 1, need_int("left", 2, k))
 
 
 def _right(ctx: CallContext, s: object, k: object) -> str:
-    text, count = _need_str("right", 1, s), _need_int("right", 2, k)
+    text, count = need_str("right", 1, s), need_int("right", 2, k)
     return "" if count <= 0 else spark_substring(text, -count)
 
 
 def _string_fn(name: str, f: Callable[[str], str]) -> Callable[..., str]:
     def run(ctx: CallContext, s: object) -> str:
-        return f(_need_str(name, 1, s))
+        return f(need_str(name, 1, s))
     return run
 
 
 def _replace(ctx: CallContext, s: object, search: object, rep: object) -> str:
-    text, old, new = (_need_str("replace", i + 1, v) for i, v in enumerate((s, search, rep)))
+    text, old, new = (need_str("replace", i + 1, v) for i, v in enumerate((s, search, rep)))
     if not old:
         return text
     if len(new) > len(old) and len(text) // len(old) * (len(new) - len(old)) + len(text) > MAX_STRING:
@@ -130,13 +72,13 @@ def _like(ctx: CallContext, s: object, p: object) -> Optional[bool]:
 
 
 def _concat(ctx: CallContext, *args: object) -> str:
-    return _check_length("".join(_need_str("concat", i + 1, a) for i, a in enumerate(args)))
+    return check_length("".join(need_str("concat", i + 1, a) for i, a in enumerate(args)))
 
 
 # --- numbers ------------------------------------------------------------------------------------
 
 def _abs(ctx: CallContext, v: object) -> object:
-    _need_number("abs", v)
+    need_number("abs", v)
     if isinstance(v, Interval):
         return Interval(wrap64(abs(v)))
     if isinstance(v, Long):
@@ -150,7 +92,7 @@ def _abs(ctx: CallContext, v: object) -> object:
 
 def _ceil_floor(name: str, rounding: str) -> Callable[..., object]:
     def run(ctx: CallContext, v: object) -> object:
-        _need_number(name, v)
+        need_number(name, v)
         if isinstance(v, float):
             if math.isnan(v):
                 return Long(0)
@@ -167,8 +109,8 @@ def _ceil_floor(name: str, rounding: str) -> Callable[..., object]:
 
 
 def _round(ctx: CallContext, v: object, digits: object = 0) -> object:
-    _need_number("round", v)
-    d = _need_int("round", 2, digits)
+    need_number("round", v)
+    d = need_int("round", 2, digits)
     if isinstance(v, float):
         if not math.isfinite(v) or d > 340:
             return v
@@ -195,38 +137,28 @@ def _round(ctx: CallContext, v: object, digits: object = 0) -> object:
 
 
 def _power(ctx: CallContext, a: object, b: object) -> float:
-    _need_number("power", a)
-    _need_number("power", b)
+    need_number("power", a)
+    need_number("power", b)
     return java_pow(to_float(a), to_float(b))
 
 
 def _sqrt(ctx: CallContext, v: object) -> float:
-    _need_number("sqrt", v)
+    need_number("sqrt", v)
     x = to_float(v)
     return math.nan if x < 0 or math.isnan(x) else math.sqrt(x)
 
 
 def _exp(ctx: CallContext, v: object) -> float:
-    _need_number("exp", v)
+    need_number("exp", v)
     try:
         return math.exp(to_float(v))
     except OverflowError:
         return math.inf
 
 
-def _log(name: str, f: Callable[[float], float]) -> Callable[..., Optional[float]]:
-    def run(ctx: CallContext, v: object) -> Optional[float]:
-        _need_number(name, v)
-        x = to_float(v)
-        if x <= 0:
-            return None
-        return x if math.isnan(x) or math.isinf(x) else f(x)
-    return run
-
-
 def _mod(ctx: CallContext, a: object, b: object) -> object:
-    _need_number("mod", a)
-    _need_number("mod", b)
+    need_number("mod", a)
+    need_number("mod", b)
     return arithmetic("%", a, b)
 
 
@@ -254,7 +186,7 @@ def _converter(type_name: str) -> Callable[..., object]:
 
 
 def _to_decimal(ctx: CallContext, v: object, p: object, s: object) -> Optional[Dec]:
-    return to_decimal(v, _need_int("to_decimal", 2, p), _need_int("to_decimal", 3, s))
+    return to_decimal(v, need_int("to_decimal", 2, p), need_int("to_decimal", 3, s))
 
 
 # --- date-times ---------------------------------------------------------------------------------
@@ -373,8 +305,8 @@ BUILTINS: dict[str, Builtin] = _table(
     Builtin("power", 2, 2, _power, spark="power"),
     Builtin("sqrt", 1, 1, _sqrt, spark="sqrt"),
     Builtin("exp", 1, 1, _exp, spark="exp"),
-    Builtin("ln", 1, 1, _log("ln", math.log), spark="ln"),
-    Builtin("log10", 1, 1, _log("log10", math.log10), spark="log10"),
+    Builtin("ln", 1, 1, logarithm("ln", math.log), spark="ln"),
+    Builtin("log10", 1, 1, logarithm("log10", math.log10), spark="log10"),
     Builtin("pi", 0, 0, lambda ctx: math.pi, spark="pi"),
     Builtin("mod", 2, 2, _mod, spark="mod"),
     Builtin("isnull", 1, 1, _isnull, strict=False, spark="isnull"),
@@ -413,13 +345,11 @@ def lookup(name: str) -> Optional[Builtin]:
 
 
 def register(*entries: Builtin) -> None:
-    """Add built-ins defined in other modules (they use this module's argument helpers)."""
+    """Add built-ins defined in other modules."""
     for b in entries:
         BUILTINS[b.name] = b
 
 
-from . import builtins_math, builtins_time, error_records, windows  # noqa: E402  (they import this module's helpers)
-
-register(*builtins_math.ENTRIES, *builtins_time.ENTRIES, *windows._entries(),
+register(*builtins_math.ENTRIES, *builtins_time.ENTRIES, *windows.entries(),
          Builtin("recorddatatostring", 2, 3, error_records.record_data_to_string),
          Builtin("recorddatatorecord", 2, 3, error_records.record_data_to_record))

@@ -29,8 +29,7 @@ from typing import Callable, Optional
 
 import regex
 
-from .builtins import (Builtin, CallContext, _check_length, _log, _need_int, _need_number,
-                       _need_str)
+from .calls import Builtin, CallContext, check_length, logarithm, need_int, need_number, need_str
 from .operators import compare, to_float
 from .values import (MAX_PRECISION, Interval, Long, SplashError, a_kind, dec_type, is_number,
                      make_dec, wrap32, wrap64)
@@ -56,7 +55,7 @@ def _float_fn(name: str, f: Callable[[float], float],
     """A one-argument float function with Java's ``Math`` behaviour: an argument outside the
     domain (acos(2), sin(infinity)) gives NaN, an overflow gives ``overflow(x)`` (an infinity)."""
     def run(ctx: CallContext, v: object) -> float:
-        _need_number(name, v)
+        need_number(name, v)
         x = to_float(v)
         try:
             return f(x)
@@ -68,8 +67,8 @@ def _float_fn(name: str, f: Callable[[float], float],
 
 
 def _atan2(ctx: CallContext, y: object, x: object) -> float:
-    _need_number("atan2", y)
-    _need_number("atan2", x)
+    need_number("atan2", y)
+    need_number("atan2", x)
     # + 0.0 turns -0.0 into 0.0, as Spark does (atan2(-0.0, -1) is pi, not -pi).
     return math.atan2(to_float(y) + 0.0, to_float(x) + 0.0)
 
@@ -83,7 +82,7 @@ def _java_divide(a: float, b: float) -> float:
     return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
-_ln = _log("log", math.log)
+_ln = logarithm("log", math.log)
 
 
 def _log_fn(ctx: CallContext, a: object, *rest: object) -> Optional[float]:
@@ -93,8 +92,8 @@ def _log_fn(ctx: CallContext, a: object, *rest: object) -> Optional[float]:
     if not rest:
         return _ln(ctx, a)
     b = rest[0]
-    _need_number("log", a)
-    _need_number("log", b)
+    need_number("log", a)
+    need_number("log", b)
     base, x = to_float(a), to_float(b)
     if base <= 0 or x <= 0:
         return None
@@ -103,7 +102,7 @@ def _log_fn(ctx: CallContext, a: object, *rest: object) -> Optional[float]:
 
 def _sign(ctx: CallContext, v: object) -> Optional[int]:
     """-1, 0 or 1 (an integer); NaN has no sign and gives null (the result type has no NaN)."""
-    _need_number("sign", v)
+    need_number("sign", v)
     if isinstance(v, float) and math.isnan(v):
         return None
     return (v > 0) - (v < 0)  # type: ignore[operator]
@@ -172,7 +171,7 @@ def _fit(v: int, width: int) -> int:
 
 def _need_position(name: str, i: int, v: object, width: int) -> int:
     """A bit position from 0 (least significant) to ``width`` - 1 (ESP's numbering unverified)."""
-    pos = _need_int(name, i, v)
+    pos = need_int(name, i, v)
     if not 0 <= pos < width:
         raise SplashError(f"{name}(): bit position {pos} is outside 0..{width - 1}")
     return pos
@@ -211,7 +210,7 @@ def _shift(name: str, left: bool) -> Callable[..., int]:
     Java's >>); a negative count shifts the other way (ESP's behaviour unverified)."""
     def run(ctx: CallContext, a: object, count: object) -> int:
         x, width = _need_bits(name, 1, a)
-        n = _need_int(name, 2, count)
+        n = need_int(name, 2, count)
         to_left = left if n >= 0 else not left
         n = min(abs(n), width)
         return _fit(x << n if to_left else x >> n, width)
@@ -240,7 +239,7 @@ def _bitmask(name: str, width: int) -> Callable[..., int]:
 def _char(name: str) -> Callable[..., str]:
     """char/chr: the character with a Unicode code point (the inverse of ascii())."""
     def run(ctx: CallContext, code: object) -> str:
-        c = _need_int(name, 1, code)
+        c = need_int(name, 1, code)
         if not 0 <= c <= 0x10FFFF or 0xD800 <= c <= 0xDFFF:
             raise SplashError(f"{name}(): {c} is not a character code")
         return chr(c)
@@ -251,8 +250,8 @@ def _instr(ctx: CallContext, s: object, sub: object, start: object = 1, nth: obj
     """Oracle's INSTR (ESP's form unverified): the 1-based position of the ``nth`` occurrence of
     ``sub`` at or after ``start``; a negative ``start`` counts from the end and searches backwards;
     0 when not found (and for ``start`` 0); occurrences may overlap."""
-    text, needle = _need_str("instr", 1, s), _need_str("instr", 2, sub)
-    pos, count = _need_int("instr", 3, start), _need_int("instr", 4, nth)
+    text, needle = need_str("instr", 1, s), need_str("instr", 2, sub)
+    pos, count = need_int("instr", 3, start), need_int("instr", 4, nth)
     if count < 1:
         raise SplashError(f"instr(): the occurrence must be 1 or more, not {count}")
     if pos == 0:
@@ -292,7 +291,7 @@ def _compiled(pattern: str) -> regex.Pattern:
 def _need_regex(name: str, i: int, v: object) -> regex.Pattern:
     """A regular-expression argument, compiled (the ``regex`` module's syntax, which is Python's
     ``re`` syntax, close to Perl's)."""
-    pattern = _need_str(name, i, v)
+    pattern = need_str(name, i, v)
     if len(pattern) > _MAX_PATTERN:
         raise SplashError(f"{name}(): regular expression longer than {_MAX_PATTERN} characters")
     return _compiled(pattern)
@@ -311,8 +310,8 @@ def _search(name: str, rx: regex.Pattern, text: str, pos: int = 0) -> Optional[r
 def _patindex(ctx: CallContext, s: object, pattern: object, start: object = 1) -> int:
     """1-based position of the first match of a regular expression at or after ``start`` (a start
     below 1 counts as 1), 0 when there is none. ESP's argument order is unverified."""
-    text, rx = _need_str("patindex", 1, s), _need_regex("patindex", 2, pattern)
-    pos = max(_need_int("patindex", 3, start), 1)
+    text, rx = need_str("patindex", 1, s), _need_regex("patindex", 2, pattern)
+    pos = max(need_int("patindex", 3, start), 1)
     if pos > len(text) + 1:
         return 0
     m = _search("patindex", rx, text, pos - 1)
@@ -322,13 +321,13 @@ def _patindex(ctx: CallContext, s: object, pattern: object, start: object = 1) -
 def _regexp_search(ctx: CallContext, s: object, pattern: object) -> bool:
     """Whether a regular expression matches somewhere in the string (a boolean)."""
     rx = _need_regex("regexp_search", 2, pattern)
-    return _search("regexp_search", rx, _need_str("regexp_search", 1, s)) is not None
+    return _search("regexp_search", rx, need_str("regexp_search", 1, s)) is not None
 
 
 def _regexp_firstsearch(ctx: CallContext, s: object, pattern: object) -> Optional[str]:
     """The first substring that matches a regular expression, null when none does."""
     rx = _need_regex("regexp_firstsearch", 2, pattern)
-    m = _search("regexp_firstsearch", rx, _need_str("regexp_firstsearch", 1, s))
+    m = _search("regexp_firstsearch", rx, need_str("regexp_firstsearch", 1, s))
     return m.group(0) if m else None
 
 
@@ -339,9 +338,9 @@ def _regexp_replace(ctx: CallContext, s: object, pattern: object, replacement: o
     """The string with the first match of a regular expression replaced (ESP says "the match";
     whether it replaces all is unverified). In the replacement ``\\0``..``\\9`` stand for the match
     and its groups, ``\\\\`` for a backslash; everything else is literal."""
-    text = _need_str("regexp_replace", 1, s)
+    text = need_str("regexp_replace", 1, s)
     rx = _need_regex("regexp_replace", 2, pattern)
-    rep = _need_str("regexp_replace", 3, replacement)
+    rep = need_str("regexp_replace", 3, replacement)
     for ref in _GROUP_REF.findall(rep):
         if ref != "\\" and int(ref) > rx.groups:
             raise SplashError(f"regexp_replace(): the replacement refers to group {ref}, but the "
@@ -350,7 +349,7 @@ def _regexp_replace(ctx: CallContext, s: object, pattern: object, replacement: o
     if m is None:
         return text
     new = _GROUP_REF.sub(lambda g: "\\" if g.group(1) == "\\" else (m.group(int(g.group(1))) or ""), rep)
-    return _check_length(text[:m.start()] + new + text[m.end():])
+    return check_length(text[:m.start()] + new + text[m.end():])
 
 
 # --- binary -------------------------------------------------------------------------------------
@@ -360,7 +359,7 @@ _HEX = re.compile(r"[0-9A-Fa-f]*")
 
 def _hex_binary(ctx: CallContext, s: object) -> bytes:
     """The bytes a string of hex digits spells (an odd count gets a leading 0, as Spark's unhex)."""
-    text = _need_str("hex_binary", 1, s)
+    text = need_str("hex_binary", 1, s)
     if not _HEX.fullmatch(text):
         raise SplashError(f"hex_binary(): {text[:40]!r} is not a string of hex digits")
     return bytes.fromhex(text if len(text) % 2 == 0 else "0" + text)
@@ -370,7 +369,7 @@ def _hex_string(ctx: CallContext, b: object) -> str:
     """A binary value as upper-case hex digits (as Spark's hex)."""
     if not isinstance(b, (bytes, bytearray)):
         raise SplashError(f"hex_string() needs a binary value, not {a_kind(b)}")
-    return _check_length(bytes(b).hex().upper())
+    return check_length(bytes(b).hex().upper())
 
 
 def _to_binary(ctx: CallContext, v: object) -> bytes:
@@ -398,7 +397,7 @@ def _random(ctx: CallContext, *seed: object) -> float:
     if not seed:
         return _RANDOM.random()
     s = seed[0]
-    _need_number("random", s)
+    need_number("random", s)
     key: int | str = int(s) if isinstance(s, int) else repr(to_float(s))  # type: ignore[arg-type]
     return random.Random(key).random()
 
@@ -409,7 +408,7 @@ def _deltas(name: str, args: tuple[object, ...]) -> list[float]:
         raise SplashError(f"{name}() takes the coordinates of two 2-D points (4 arguments) or two "
                           f"3-D points (6 arguments), not {len(args)}")
     for a in args:
-        _need_number(name, a)
+        need_number(name, a)
     xs = [to_float(a) for a in args]
     half = len(xs) // 2
     return [q - p for p, q in zip(xs[:half], xs[half:])]

@@ -27,7 +27,7 @@ from zoneinfo import ZoneInfo
 
 from ..analysis.types import Type
 from ..functions_data import DATE_PARTS
-from .builtins import Builtin, CallContext, _need_int, _need_number, _need_str, _need_time
+from .calls import Builtin, CallContext, need_int, need_number, need_str, need_time
 from .convert import cast, to_text, truncate_time
 from .values import (EXACT, LONG_MAX, LONG_MIN, Dec, Interval, Long, SplashError,
                      a_kind, dec_type, is_integral, is_number, make_dec)
@@ -94,7 +94,7 @@ def _add_months(name: str, v: dt.datetime, months: int) -> dt.datetime:
 
 def _zone(name: str, i: int, tz: object) -> ZoneInfo:
     """The IANA time zone that argument ``i`` names ('UTC', 'America/New_York', ...)."""
-    tz = _need_str(name, i, tz)
+    tz = need_str(name, i, tz)
     try:
         return ZoneInfo(tz.strip())
     except (ValueError, OSError, KeyError):  # ZoneInfoNotFoundError is a KeyError
@@ -148,8 +148,8 @@ def dateadd(ctx: CallContext, part: object, count: object, v: object) -> dt.date
     quarters or years keeps the day of the month, or takes the last day of a shorter month
     (Jan 31 + 1 month = Feb 28, or Feb 29 in a leap year). ``dy`` and ``dw`` add days (T-SQL)."""
     p = _date_part("dateadd", part, tuple(_PARTS.values()))
-    n = _need_int("dateadd", 2, count)
-    t = _need_time("dateadd", v)
+    n = need_int("dateadd", 2, count)
+    t = need_time("dateadd", v)
     if p in _MONTHS:
         return _add_months("dateadd", t, n * _MONTHS[p])
     size = _FIXED_US["day" if p in ("dayofyear", "weekday") else p]
@@ -162,8 +162,8 @@ def datediff(ctx: CallContext, part: object, start: object, end: object) -> Long
     counts midnights, ``'wk'`` counts Sundays, ``'mm'`` month changes); negative when ``end`` is
     before ``start``."""
     p = _date_part("datediff", part, tuple(_PARTS.values()))
-    a = _need_time("datediff", start)
-    b = _need_time("datediff", end)
+    a = need_time("datediff", start)
+    b = need_time("datediff", end)
     if p in _MONTHS:
         return Long(_month_index(b) // _MONTHS[p] - _month_index(a) // _MONTHS[p])
     if p == "week":
@@ -179,7 +179,7 @@ def datepart(ctx: CallContext, part: object, v: object) -> int:
     ``dd`` day of the month, ``dy`` day of the year, ``dw`` 1 (Sunday) to 7 (Saturday), ``hh``,
     ``mi``, ``ss``, ``ms`` 0-999, ``us`` 0-999999."""
     p = _date_part("datepart", part, tuple(_EXTRACT))
-    return _EXTRACT[p](_need_time("datepart", v))
+    return _EXTRACT[p](need_time("datepart", v))
 
 
 def _floor(name: str, part: object, v: object, multiple: object) -> tuple[dt.datetime, dt.datetime, str, int]:
@@ -188,7 +188,7 @@ def _floor(name: str, part: object, v: object, multiple: object) -> tuple[dt.dat
         # ESP: "an invalid argument error if the value of the required arguments evaluate to NULL"
         raise SplashError(f"{name}(): the date part and the date-time must not be null")
     p = _date_part(name, part, tuple(_MULTIPLES))
-    t = _need_time(name, v)
+    t = need_time(name, v)
     k = 1 if multiple is None else multiple
     allowed = _MULTIPLES[p]
     if not is_integral(k) or k <= 0 or (allowed is not None and k not in allowed):  # type: ignore[operator]
@@ -231,7 +231,7 @@ def dateceiling(ctx: CallContext, part: object, v: object, multiple: object = No
 def _component(name: str, extract: Callable[[dt.datetime], int]) -> Callable[..., int]:
     """A calendar part of a date-time, in UTC or in the time zone of the optional argument 2."""
     def run(ctx: CallContext, v: object, *tz: object) -> int:
-        return extract(_local(name, _need_time(name, v), tz))
+        return extract(_local(name, need_time(name, v), tz))
     return run
 
 
@@ -409,7 +409,7 @@ def to_string(ctx: CallContext, v: object, *options: object) -> Optional[str]:
         return None
     if not options:
         return to_text(v)
-    fmt = _need_str("to_string", 2, options[0])
+    fmt = need_str("to_string", 2, options[0])
     if isinstance(v, dt.datetime):
         return format_datetime(_local("to_string", v, options[1:]), fmt)
     m = _PRINTF_INTEGER.fullmatch(fmt)
@@ -431,7 +431,7 @@ def _to_temporal(kind: str) -> Callable[..., dt.datetime]:
 
     def run(ctx: CallContext, v: object, *options: object) -> dt.datetime:
         if isinstance(v, str):
-            t = parse_with_format(v, _need_str(name, 2, options[0]), kind) if options \
+            t = parse_with_format(v, need_str(name, 2, options[0]), kind) if options \
                 else cast(v, Type(kind))
             if len(options) > 1:
                 t = _to_utc(name, t, options[1])
@@ -476,7 +476,7 @@ def to_interval(ctx: CallContext, v: object) -> Interval:
 def to_money(ctx: CallContext, v: object, scale: object = 4) -> Optional[Dec]:
     """``to_money(v[, n])``: ``v`` as money(n) (default money(4)), that is decimal(18, n) rounded
     half-up; null when it does not fit, like ``to_decimal``. ``n`` must be 1 to 15."""
-    n = _need_int("to_money", 2, scale)
+    n = need_int("to_money", 2, scale)
     if not 1 <= n <= 15:
         raise SplashError(f"to_money(): the scale of money must be 1 to 15, not {n}")
     if not (is_number(v) or isinstance(v, (str, bool))):
@@ -488,8 +488,8 @@ def trunc(ctx: CallContext, v: object, digits: object = 0) -> object:
     """``trunc(x[, d])``: ``x`` cut toward zero to ``d`` decimal places (default 0; a negative
     ``d`` cuts digits left of the point: trunc(1299, -2) = 1200). The result has the type of ``x``
     (a decimal keeps its precision and scale)."""
-    _need_number("trunc", v)
-    d = _need_int("trunc", 2, digits)
+    need_number("trunc", v)
+    d = need_int("trunc", 2, digits)
 
     def cut(x: Decimal) -> Decimal:
         # more than 400 places left of the point leave nothing of a float, a decimal or a long

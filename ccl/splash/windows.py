@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Iterator, Mapping, Optional, Sequence
 
 from ..analysis.types import ANY, Type
+from .calls import Builtin
 from .convert import from_python
 from .values import Record, SplashError, a_kind
 
@@ -154,8 +155,8 @@ def _delete_iterator(ctx: object, it: object) -> None:
     _iterator("deleteIterator", it).close()
 
 
-def _entries() -> list:
-    from .builtins import Builtin  # builtins registers these entries: imported late
+def entries() -> list[Builtin]:
+    """The built-ins of window iterators."""
     return [Builtin("getiterator", 1, 1, _get_iterator), Builtin("getnext", 1, 1, _get_next),
             Builtin("resetiterator", 1, 1, _reset_iterator),
             Builtin("deleteiterator", 1, 1, _delete_iterator)]

@@ -423,7 +423,7 @@ class _Aggregate:
         values = [v for v in values if v is not None]
         if not values:
             return None
-        return (min if self.fn == "min" else max)(values, key=_nan_largest)
+        return (min if self.fn == "min" else max)(values, key=nan_largest)
 
     def _order(self, since: int, touched: int) -> tuple:
         """Where a row stands for first/last/valueinserted (larger wins, except for first)."""
@@ -464,13 +464,13 @@ class _Aggregate:
     def _sorted_add(self, acc: list, args: list, since: int, touched: int, rows: Mapping) -> list:
         """median, meandeviation: the group's non-null values, sorted (NaN last)."""
         if args[0] is not None:
-            insort(acc, args[0], key=_nan_largest)
+            insort(acc, args[0], key=nan_largest)
         return acc
 
     def _sorted_remove(self, acc: list, args: list, since: int, touched: int,
                        rows: Mapping) -> list:
         if args[0] is not None:
-            i = bisect_left(acc, _nan_largest(args[0]), key=_nan_largest)
+            i = bisect_left(acc, nan_largest(args[0]), key=nan_largest)
             if i < len(acc):
                 del acc[i]
         return acc
@@ -516,7 +516,7 @@ class _Aggregate:
         return acc
 
 
-def _nan_largest(value: object) -> tuple:
+def nan_largest(value: object) -> tuple:
     """A sort key that puts NaN after every number."""
     return (True, 0) if value != value else (False, value)
 
@@ -691,7 +691,7 @@ class Aggregator:
         group["n"] += 1
         group["acc"] = [agg.add(acc, a, since, touched, group["rows"])
                         for agg, acc, a in zip(self.aggregates, group["acc"], args)]
-        group["row"] = _plain(rows)
+        group["row"] = plain_rows(rows)
         if self.retracting:
             group["rows"][ikey] = [since, touched, args]
             state["inputs"][ikey] = gkey
@@ -706,7 +706,7 @@ class Aggregator:
         group["acc"] = [agg.remove(acc, a, since, touched, group["rows"])
                         for agg, acc, a in zip(self.aggregates, group["acc"], args)]
         if old is not None:
-            group["row"] = _plain(old)
+            group["row"] = plain_rows(old)
         return since
 
     # --- output -----------------------------------------------------------------------------
@@ -770,7 +770,7 @@ def _maybe(exprs: Expressions, expr: object) -> Optional[Compiled]:
     return None if expr is None else exprs.compile(expr)
 
 
-def _plain(rows: Rows) -> dict:
+def plain_rows(rows: Rows) -> dict:
     """Rows as plain dicts (picklable state); rows that are plain dicts already are kept as they
     are (rows are never changed once made)."""
     if type(rows) is dict and all(type(row) is dict or row is None for row in rows.values()):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from functools import cmp_to_key
 from typing import Any, Mapping, Optional
 
-from runtime.engine.aggregate import ARGS, SINCE, TOUCHED, Aggregator, Rows, _nan_largest, _plain
+from runtime.engine.aggregate import ARGS, SINCE, TOUCHED, Aggregator, Rows, nan_largest, plain_rows
 from runtime.engine.changes import Change
 from runtime.engine.expr import Expressions, SplashError
 from runtime.engine.join import null_filled, referenced_columns
@@ -81,7 +81,7 @@ def _rank_limit(expr: Any) -> Optional[int]:
 def _compare(a: object, b: object) -> int:
     if a is None or b is None:
         return (a is not None) - (b is not None)  # null first
-    ka, kb = _nan_largest(a), _nan_largest(b)
+    ka, kb = nan_largest(a), nan_largest(b)
     return (ka > kb) - (ka < kb)  # type: ignore[operator]
 
 
@@ -135,7 +135,7 @@ class RankedAggregator(Aggregator):
             if rows is None:
                 rows = new_rows[gkey] = dict(groups[gkey]["rows"]) if gkey in groups else {}
             since = stored[SINCE] if stored is not None and old_gkey == gkey else change.seq
-            rows[ikey] = [since, change.seq, args, order, _plain(change.new)]  # type: ignore[arg-type]
+            rows[ikey] = [since, change.seq, args, order, plain_rows(change.new)]  # type: ignore[arg-type]
         folds = {g: self._fold(rows) for g, rows in new_rows.items()}
         for g, rows in new_rows.items():
             group = groups.get(g)
@@ -147,9 +147,9 @@ class RankedAggregator(Aggregator):
                     del rows[out]
             group["rows"] = rows
             if entry is not None and g == entry[0]:
-                group["row"] = _plain(change.new)  # type: ignore[arg-type]
+                group["row"] = plain_rows(change.new)  # type: ignore[arg-type]
             elif change.old is not None:
-                group["row"] = _plain(change.old)
+                group["row"] = plain_rows(change.old)
         state["inputs"].pop(ikey, None)
         if entry is not None and not self.insert_only:  # a stream's row never changes again
             state["inputs"][ikey] = entry[0]

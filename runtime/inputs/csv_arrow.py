@@ -40,7 +40,8 @@ import pyarrow.csv as pacsv
 from ccl.splash.convert import parse_boolean
 from ccl.splash.values import SplashError
 
-from .formats import LINE_BITS, OPCODES, OPS_COLUMN, CsvFormat, find_column, header_problem, looks_like_header
+from .csv_text import looks_like_header
+from .formats import LINE_BITS, OPCODES, OPS_COLUMN, CsvFormat, find_column, header_problem
 
 _BOM = b"\xef\xbb\xbf"
 _INTEGRAL = r"^-?[0-9]+$"

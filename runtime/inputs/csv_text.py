@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .formats import LINE_BITS, OPCODES, OPS_COLUMN, CsvFormat, find_column, header_problem, looks_like_header
+from .formats import LINE_BITS, OPCODES, OPS_COLUMN, CsvFormat, find_column, header_problem
 from .values import BadValue, column_parser
 
 SEQ, OP, BAD, RAW = "__seq", "__op", "__bad", "__raw"
@@ -33,6 +33,28 @@ def split_lines(text: str) -> list[str]:
         lines.pop()
     return [ln.removesuffix("\r") for ln in lines]
 
+
+
+def looks_like_header(fields: Sequence[str], columns: Sequence[Sequence[str]], fmt: "CsvFormat") -> bool:
+    """Whether a file's first line (its ``fields``) is a header for an element with ``columns``
+    (``[[name, ccl_type], ...]``): one of its fields names a column or ``ESP_OPS`` (in any case),
+    and the line is not also a data row (the element's fields in order, each a value of its
+    column's type) with a field that names nothing: ``1,name`` for ``(id integer, name string)``
+    is data, ``id,name`` and ``name,extra`` are headers."""
+    known = {str(c[0]).lower() for c in columns} | {OPS_COLUMN.lower()}
+    named = [f.strip().lower() in known for f in fields]
+    if not any(named):
+        return False
+    if all(named) or len(fields) != len(columns) or fmt.stream_opcode:
+        return True
+    for field, (_, ccl_type) in zip(fields, columns):
+        if field.strip() == "":
+            continue
+        try:
+            column_parser(ccl_type, fmt)(field)
+        except BadValue:
+            return True  # not a value of its column: a name
+    return False
 
 
 def _unclosed_quote(text: str, delimiter: str) -> bool:

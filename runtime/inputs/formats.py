@@ -1,4 +1,4 @@
-"""Input adapter properties: the CSV and XML-list formats they set, headers and opcodes."""
+"""Input adapter properties: the CSV and XML-list formats they set, header checks and opcodes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .values import BadValue, column_parser
 
 LINE_BITS = 32  # a row's sequence number is file_no * 2**LINE_BITS + line_no
 OPS_COLUMN = "ESP_OPS"
@@ -97,28 +96,6 @@ class CsvFormat:
         if kind == "bigdatetime":
             return self.bigdatetime_format or self.timestamp_format
         return self.timestamp_format
-
-
-def looks_like_header(fields: Sequence[str], columns: Sequence[Sequence[str]], fmt: "CsvFormat") -> bool:
-    """Whether a file's first line (its ``fields``) is a header for an element with ``columns``
-    (``[[name, ccl_type], ...]``): one of its fields names a column or ``ESP_OPS`` (in any case),
-    and the line is not also a data row (the element's fields in order, each a value of its
-    column's type) with a field that names nothing: ``1,name`` for ``(id integer, name string)``
-    is data, ``id,name`` and ``name,extra`` are headers."""
-    known = {str(c[0]).lower() for c in columns} | {OPS_COLUMN.lower()}
-    named = [f.strip().lower() in known for f in fields]
-    if not any(named):
-        return False
-    if all(named) or len(fields) != len(columns) or fmt.stream_opcode:
-        return True
-    for field, (_, ccl_type) in zip(fields, columns):
-        if field.strip() == "":
-            continue
-        try:
-            column_parser(ccl_type, fmt)(field)
-        except BadValue:
-            return True  # not a value of its column: a name
-    return False
 
 
 def find_column(header: Sequence[str], name: str) -> int | None:
