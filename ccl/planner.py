@@ -361,9 +361,12 @@ class Planner:
         if p is None:
             return None
         by_name: dict[str, str] = {}
+        written_as: dict[str, str] = {}  # alias or name -> the element's name as written
         for src in sources:
             by_name.setdefault(src.alias, src.element)
             by_name.setdefault(src.written, src.element)
+            written_as.setdefault(src.alias, src.written)
+            written_as.setdefault(src.written, src.written)
         inputs = sorted(set(by_name.values()))
         specs = []
         for spec in p.specs:
@@ -376,7 +379,7 @@ class Planner:
                 name = by_name.get(written) or scope.resolve(written)
             columns = [c.name for c in spec.columns]
             if spec.method == "roundrobin":
-                columns = _rotated_key(scope.elements.get(written))
+                columns = _rotated_key(scope.elements.get(written_as.get(written, written)))
             specs.append({"input": name, "as": written, "method": spec.method, "columns": columns,
                           "block": splash_json(spec.body, scope.params) if spec.body else None})
         used = {s["input"] for s in specs}

@@ -120,6 +120,26 @@ def test_star_expansion_roundrobin():
     assert element(plan, "TradeWindow")["columns"][0] == ["Ts", "bigdatetime"]
 
 
+def test_roundrobin_names_the_key_it_rotates(tmp_path):
+    """ROUNDROBIN over a keyed input rotates its keys: the spec's columns are the input's key,
+    whether BY names the input, its alias or nothing; over a stream without key, none."""
+    plan = plan_text(tmp_path, """
+    create input window w schema (k1 string, k2 integer, v integer) primary key (k1, k2);
+    create input stream s schema (a string);
+    create output window byname primary key deduced partition by w roundrobin partitions 2
+      as select * from w where w.v > 0;
+    create output window byalias primary key deduced partition by t roundrobin partitions 2
+      as select t.k1, t.k2 from w t;
+    create output window nameless primary key deduced partition roundrobin partitions 2
+      as select t.k2, t.k1, t.v from w t;
+    create output stream rows partition roundrobin partitions 2 as select s.a from s;
+    """)
+    columns = {e["name"]: e["partition"]["specs"][0]["columns"] for e in plan["elements"]
+               if e.get("partition")}
+    assert columns == {"byname": ["k1", "k2"], "byalias": ["k1", "k2"], "nameless": ["k1", "k2"],
+                       "rows": []}
+
+
 def test_flex_and_local_declare():
     plan = plan_of(ROOT / "projects/seeds/flex_keycache_example2.ccl")
     el = element(plan, "Top3Trades")
