@@ -124,7 +124,8 @@ def session(master: Optional[str], app_name: str, log_level: str = "WARN"):
         if log_level != "KEEP":
             spark.sparkContext.setLogLevel(log_level)
         return spark
-    return get_session(master or "local[*]", app_name)
+    return get_session(master or "local[*]", app_name,
+                       log_level="WARN" if log_level == "KEEP" else log_level)
 
 
 def run_job(spark, plan: dict, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -192,6 +193,8 @@ def main(argv: Optional[Sequence[str]] = None, plan: Optional[dict] = None,
     if "-h" in argv or "--help" in argv:
         build_parser().print_help(out)
         return EXIT_OK
+    from .session import gone_message, spark_gone, stop_session
+
     try:
         args, plan = parse(argv, plan, plan_path)
         if args.pid_file:
@@ -203,10 +206,15 @@ def main(argv: Optional[Sequence[str]] = None, plan: Optional[dict] = None,
         try:
             return run_job(spark, plan, args, out, err)
         finally:
-            spark.stop()
+            stop_session(spark)
     except SubmitError as exc:
         err.write(f"ccl job: error: {exc}\n")
         return EXIT_USAGE
+    except Exception as exc:
+        if not spark_gone(exc):
+            raise
+        err.write(f"ccl job: {gone_message(args.checkpoint is not None)}\n")
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":
