@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import sys
 import tempfile
 import threading
@@ -567,7 +566,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_ERRORS
     from runtime.job import RunError, RunOptions, inputs_without_files, is_input
     from runtime.quiet import filtered_stderr, mute_stderr
-    from runtime.run import run_plan, status_writer
+    from runtime.run import run_plan, status_writer, stopped_by_signals
     from runtime.session import (get_session, gone_message, is_quiet, jvm_gone, spark_gone,
                                  stop_session)
 
@@ -599,14 +598,12 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                          max_files_per_batch=int(settings["runtime.max_files_per_batch"]) or None)
     for note in inputs_without_files(plan, options):
         err.write(f"ccl run: note: {note}\n")
-    # A continuous run stops on SIGINT/SIGTERM, also one that comes while Spark starts (it was
-    # lost then, and the run went on).
+    # A run stops on SIGINT/SIGTERM, also one that comes while Spark starts (it was lost then,
+    # and the run went on).
     stop = threading.Event()
-    previous = ({} if args.until_idle else
-                {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)})
     log_level = str(settings["runtime.log_level"])
     try:
-        with filtered_stderr(quiet=is_quiet(log_level), muted=jvm_gone):
+        with stopped_by_signals(stop), filtered_stderr(quiet=is_quiet(log_level), muted=jvm_gone):
             spark = get_session(args.master or str(settings["spark.master"]),
                                 str(settings["spark.app_name"]).replace("{project}", project),
                                 int(settings["spark.shuffle_partitions"]), log_level=log_level)
@@ -628,8 +625,6 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write("ccl run: interrupted while Spark was starting; nothing was run or written\n")
         return 130
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
     bad_file = settings.setting("runtime.bad_record_path")

@@ -7,7 +7,8 @@ its standard error, which it inherits from us. :func:`filtered_stderr` puts a pi
 descriptor 2 before the JVM starts and copies everything but those lines to the real standard
 error.
 At the default log level it also drops the one start-up line the JVM prints itself (the rest are
-kept out by runtime/log4j2.properties, see runtime.session).
+kept out by runtime/log4j2.properties, see runtime.session), and once Spark's JVM has died under
+a run, all but ccl's own lines.
 """
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ import sys
 import time
 from typing import Optional
 
+from py4j.protocol import Py4JNetworkError
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 # Settings the runtime's semantics rely on; configuration may not change them.
@@ -32,13 +35,15 @@ def _worker_path_first() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([WORKER_PATH] + paths)
 
 
-# Log levels at which Spark's start-up lines are left out (runtime.log_level, docs/configuration.md).
-QUIET_LEVELS = ("OFF", "FATAL", "ERROR", "WARN")
+# Spark's log configuration while it starts (WARN, without its start-up lines); the session then
+# sets runtime.log_level.
 LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+QUIET_LEVELS = ("OFF", "FATAL", "ERROR", "WARN")
 
 
 def is_quiet(log_level: str) -> bool:
-    """Whether ``log_level`` leaves Spark's start-up lines out (the default, WARN, does)."""
+    """Whether at ``log_level`` (runtime.log_level) only ccl's lines are printed, also none that
+    the JVM prints itself (runtime.quiet); from INFO on Spark's lines are printed."""
     return log_level.upper() in QUIET_LEVELS
 
 
@@ -51,7 +56,7 @@ def get_session(master: str = "local[*]", app_name: str = "ccl", shuffle_partiti
     process group (a service manager stopping it, ``timeout``) reaches only the driver, which
     stops the queries, writes the outputs and then stops the JVM. The JVM still ends with the
     driver however the driver ends: it exits when its standard input, a pipe from the driver,
-    closes. At a :func:`quiet <is_quiet>` level Spark's start-up lines are left out."""
+    closes. Spark's start-up lines are left out (:data:`LOG4J2`)."""
     # Python workers must run this interpreter, which has the project's packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -81,9 +86,6 @@ def get_session(master: str = "local[*]", app_name: str = "ccl", shuffle_partiti
 def _launch_jvm(settings: dict[str, str]) -> None:
     """Start the driver's JVM (as PySpark would: spark-submit with ``settings``) in a new session,
     unless this process has one (a session made before, or spark-submit's)."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
-
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return
     conf = SparkConf(loadDefaults=False)
@@ -96,8 +98,6 @@ def _launch_jvm(settings: dict[str, str]) -> None:
 def jvm_gone() -> bool:
     """Whether the JVM this process started has ended (killed, crashed); False when it runs or
     is not this process's child (under spark-submit)."""
-    from pyspark import SparkContext
-
     proc = getattr(SparkContext._gateway, "proc", None)
     return proc is not None and proc.poll() is not None
 
@@ -105,8 +105,6 @@ def jvm_gone() -> bool:
 def spark_gone(exc: BaseException) -> bool:
     """Whether ``exc`` comes from the Spark JVM having ended under the driver: the JVM this
     process started has exited, or the driver lost its connection to the JVM."""
-    from py4j.protocol import Py4JNetworkError
-
     return jvm_gone() or isinstance(exc, (Py4JNetworkError, ConnectionError))
 
 
