@@ -30,6 +30,12 @@ _HARMLESS = re.compile(
     rb"|DAGScheduler: Failed to cancel job group"
     rb"|TorrentBroadcast: Store broadcast \S+ fail"
     rb"|TransformWithStateInPySparkStateServer: No more data to read from the socket)")
+# A query stopped in the middle of a batch (at the end of a run, after the wait for the batch to
+# end) can make Spark's stream thread die with a StackOverflowError of a thousand lines; the batch
+# runs again from the checkpoint (docs/runtime.md).
+_STOPPED_THREAD = re.compile(
+    rb'Exception in thread "stream execution thread for ccl:[^"]*" java\.lang\.StackOverflowError')
+_STACK_LINE = re.compile(rb"\s+(at |\.\.\. \d+ more)")
 # The JVM's own warning about the Vector API module Spark adds: nothing a user can act on.
 _STARTUP = re.compile(rb"^WARNING: Using incubator modules: ")
 _OURS = b"ccl "  # "ccl run: ...", "ccl job: ..."
@@ -56,7 +62,7 @@ def _copy(source: int, target: int, quiet: bool = False,
 
 
 def _filter(source: int, target: int, quiet: bool, muted: Callable[[], bool]) -> None:
-    pending, dropped = b"", False
+    pending, dropped, trace = b"", False, False
     while True:
         chunk = os.read(source, 65536)
         if not chunk:
@@ -68,6 +74,14 @@ def _filter(source: int, target: int, quiet: bool, muted: Callable[[], bool]) ->
         for line in lines:
             if not line.startswith(_OURS) and (muted() or _PYTHON_ERROR.match(line)
                                                and _becomes(muted, _SETTLE)):
+                continue
+            if trace and _STACK_LINE.match(line):
+                continue
+            stopped = _STOPPED_THREAD.search(line)
+            trace = stopped is not None
+            if stopped:
+                if stopped.start():  # after our status line
+                    out.append(line[:stopped.start()] + b"\n")
                 continue
             found = _NOISE.search(line)
             if found:  # it may follow text that has no newline yet (our status line): keep that
@@ -81,7 +95,7 @@ def _filter(source: int, target: int, quiet: bool, muted: Callable[[], bool]) ->
                 continue
             dropped = False
             out.append(line + b"\n")
-        if pending and not _maybe_noise(pending.rsplit(b"\r", 1)[-1]):
+        if pending and not trace and not _maybe_noise(pending.rsplit(b"\r", 1)[-1]):
             out.append(pending)
             pending, dropped = b"", False
         if out:

@@ -75,3 +75,13 @@ def test_the_jvm_start_up_line_is_dropped_only_when_quiet():
     line = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
     assert _through([line, b"ccl\n"], quiet=True) == b"ccl\n"
     assert _through([line, b"ccl\n"]) == line + b"ccl\n"
+
+
+def test_the_stack_overflow_of_a_stream_thread_stopped_mid_batch_is_dropped():
+    trace = (b'Exception in thread "stream execution thread for ccl:trades [id = 6, runId = 9]" '
+             b'java.lang.StackOverflowError\n'
+             + b"\tat java.base/java.util.regex.Pattern$Loop.match(Pattern.java:4898)\n" * 1000
+             + b"\t... 1024 more\n")
+    got = _through([b"\rbatches 3  rows 150   ", trace, b"ccl run: done\n",
+                    b"\tat an indented line of others\n"])
+    assert got == b"\rbatches 3  rows 150   \nccl run: done\n\tat an indented line of others\n"
