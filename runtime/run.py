@@ -145,7 +145,8 @@ def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
     dirs = prepare_run_dir(plan, options)
     layout = layout_of(dirs.root)
     stop = stop or threading.Event()
-    # (again: SparkContext put its own SIGINT handler in place, which raises KeyboardInterrupt)
+    # (again: SparkContext replaced the caller's SIGINT handler by its own, which raises
+    # KeyboardInterrupt)
     with stopped_by_signals(stop):
         if options.until_idle:
             _run_until_idle(spark, plan, options, dirs, layout, stop)

@@ -194,8 +194,11 @@ def test_ctrl_c_while_spark_starts_stops_the_run(tmp_path):
         env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         start_new_session=True)
     try:
-        time.sleep(1.5)  # the JVM is starting
-        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 120
+        while not _has_child(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _has_child(proc.pid), "Spark's JVM did not start"
+        proc.send_signal(signal.SIGINT)  # the JVM is starting
         _, err = proc.communicate(timeout=150)
     finally:
         if proc.poll() is None:
@@ -203,3 +206,16 @@ def test_ctrl_c_while_spark_starts_stops_the_run(tmp_path):
             proc.wait()
     assert proc.returncode == 0, err.decode()[-2000:]
     assert (tmp_path / "out" / "_run.json").is_file()
+
+
+def _has_child(pid: int) -> bool:
+    """Whether process ``pid`` has started a child (`ccl run`: spark-submit, the JVM)."""
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat, encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended
+            continue
+        if int(fields[1]) == pid:
+            return True
+    return False
