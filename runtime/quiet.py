@@ -30,12 +30,19 @@ _HARMLESS = re.compile(
     rb"|DAGScheduler: Failed to cancel job group"
     rb"|TorrentBroadcast: Store broadcast \S+ fail"
     rb"|TransformWithStateInPySparkStateServer: No more data to read from the socket)")
-# A query stopped in the middle of a batch (at the end of a run, after the wait for the batch to
-# end) can make Spark's stream thread die with a StackOverflowError of a thousand lines; the batch
-# runs again from the checkpoint (docs/runtime.md).
-_STOPPED_THREAD = re.compile(
-    rb'Exception in thread "stream execution thread for ccl:[^"]*" java\.lang\.StackOverflowError')
-_STACK_LINE = re.compile(rb"\s+(at |\.\.\. \d+ more)")
+# What Spark prints when a query is stopped in the middle of a batch (at the end of a run, after
+# the wait for the batch to end): its stream thread may die with a StackOverflowError of a
+# thousand lines, the batch's tasks are killed, and their interrupted threads warn, some with a
+# stack. The batch runs again from the checkpoint (docs/runtime.md).
+_STOPPED_BATCH = re.compile(
+    rb'(Exception in thread "stream execution thread for ccl:[^"]*" java\.lang\.StackOverflowError'
+    rb"|(\d\d/\d\d/\d\d \d\d:\d\d:\d\d )?WARN ("
+    rb"TaskSetManager: .*TaskKilled \(Stage cancelled: \[SPARK_JOB_CANCELLED\] Job \d+ cancelled "
+    rb"Query ccl:"
+    rb"|BlockManager: (Putting block \S+ failed due to exception|Block \S+ could not be removed)"
+    rb"|RocksDB: Error recursively deleting local dir"
+    rb"|Shell: Interrupted while joining on))")
+_STACK_LINE = re.compile(rb"(\s+(at |\.\.\. \d+ more)|java\.lang\.InterruptedException$|Caused by: )")
 # The JVM's own warning about the Vector API module Spark adds: nothing a user can act on.
 _STARTUP = re.compile(rb"^WARNING: Using incubator modules: ")
 _OURS = b"ccl "  # "ccl run: ...", "ccl job: ..."
@@ -77,7 +84,7 @@ def _filter(source: int, target: int, quiet: bool, muted: Callable[[], bool]) ->
                 continue
             if trace and _STACK_LINE.match(line):
                 continue
-            stopped = _STOPPED_THREAD.search(line)
+            stopped = _STOPPED_BATCH.search(line)
             trace = stopped is not None
             if stopped:
                 if stopped.start():  # after our status line

@@ -85,3 +85,16 @@ def test_the_stack_overflow_of_a_stream_thread_stopped_mid_batch_is_dropped():
     got = _through([b"\rbatches 3  rows 150   ", trace, b"ccl run: done\n",
                     b"\tat an indented line of others\n"])
     assert got == b"\rbatches 3  rows 150   \nccl run: done\n\tat an indented line of others\n"
+
+
+def test_warnings_of_a_batch_cancelled_at_the_stop_are_dropped_others_kept():
+    got = _through([
+        b"26/11/26 14:11:05 WARN RocksDB: Error recursively deleting local dir /tmp/spark-6/x\n"
+        b"java.lang.InterruptedException\n\tat java.base/java.lang.Object.wait(Native Method)\n",
+        b"26/11/26 14:11:05 WARN TaskSetManager: [queryId = af904] [batchId = 5] Lost task 3.0 in "
+        b"stage 34.0 (TID 109) (localhost executor driver): TaskKilled (Stage cancelled: "
+        b"[SPARK_JOB_CANCELLED] Job 16 cancelled Query ccl:StockSession [id = af904]\n",
+        b"26/11/26 14:11:05 WARN TaskSetManager: Lost task 1.0 in stage 3.0: java.io.IOException\n",
+        b"\tat a.B.c(B.java:1)\n"])
+    assert got == (b"26/11/26 14:11:05 WARN TaskSetManager: Lost task 1.0 in stage 3.0: "
+                   b"java.io.IOException\n\tat a.B.c(B.java:1)\n")
