@@ -79,10 +79,7 @@ def test_killed_run_resumes_without_loss_or_duplicates(spark, tmp_path, source):
     out = run_project(spark, tmp_path, PROJECT, {"trades": str(data)}, checkpoint=run_dir)
     got = sorted(int(r["id"]) for r in out.rows("big"))
     assert got == [i for i, _, q in rows if q > 50]  # every row once: none lost, none twice
-    want: dict[str, tuple[int, int]] = {}
-    for _, sym, qty in rows:
-        total, n = want.get(sym, (0, 0))
-        want[sym] = (total + qty, n + 1)
+    want = totals_of(rows)
     assert {r["sym"]: (int(r["total"]), int(r["n"])) for r in out.rows("totals")} == want
     both: dict[str, tuple[int, int]] = {}  # a symbol's rows are split between the 2 instances
     for r in out.rows("counted"):
@@ -90,6 +87,15 @@ def test_killed_run_resumes_without_loss_or_duplicates(spark, tmp_path, source):
         both[r["sym"]] = (total + int(r["total"]), n + int(r["n"]))
     assert both == want and len(out.rows("counted")) == 2 * len(want)
     assert out.stats("trades")["rows_in"] == len(rows)
+
+
+def totals_of(rows: list[tuple[int, str, int]]) -> dict[str, tuple[int, int]]:
+    """What ``totals`` of :data:`PROJECT` (sum and count of qty by sym) holds after ``rows``."""
+    want: dict[str, tuple[int, int]] = {}
+    for _, sym, qty in rows:
+        total, n = want.get(sym, (0, 0))
+        want[sym] = (total + qty, n + 1)
+    return want
 
 
 def test_checkpoint_refused_after_partitions_change(spark, tmp_path):

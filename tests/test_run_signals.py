@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from runner_e2e import RunOutput, run_project, write_rows
-from test_run_restart import PROJECT, _batches
+from test_run_restart import PROJECT, _batches, totals_of
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -66,25 +66,16 @@ def test_sigterm_to_the_process_group_writes_the_outputs_and_resumes_exactly(spa
     assert files * 50 <= read and big == [i for i, _, q in rows[:files * 50] if q > 50]
     counted = sum(int(r["n"]) for r in first.rows("totals"))
     assert counted % 50 == 0 and 0 < counted <= read
-    assert _totals(first) == _want(rows[:counted])
+    assert _totals(first) == totals_of(rows[:counted])
 
     resumed = run_project(spark, tmp_path, PROJECT, {"trades": str(data)}, checkpoint=run_dir)
     assert sorted(int(r["id"]) for r in resumed.rows("big")) == [i for i, _, q in rows if q > 50]
-    assert _totals(resumed) == _want(rows)
+    assert _totals(resumed) == totals_of(rows)
     assert resumed.stats("trades")["rows_in"] == len(rows)
 
 
 def _totals(out: RunOutput) -> dict[str, tuple[int, int]]:
     return {r["sym"]: (int(r["total"]), int(r["n"])) for r in out.rows("totals")}
-
-
-def _want(rows: list[tuple[int, str, int]]) -> dict[str, tuple[int, int]]:
-    """What ``totals`` (sum and count of qty by sym) holds after ``rows``."""
-    want: dict[str, tuple[int, int]] = {}
-    for _, sym, qty in rows:
-        total, n = want.get(sym, (0, 0))
-        want[sym] = (total + qty, n + 1)
-    return want
 
 
 def test_run_prints_only_our_lines_at_the_default_log_level(tmp_path):
