@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import sys
 import tempfile
 import threading
@@ -224,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--until-idle", action="store_true",
                      help="process everything available, then stop (exit 0)")
     run.add_argument("--master", help="Spark master (default: spark.master setting, local[*])")
+    run.add_argument("--log-level", metavar="LEVEL",
+                     help="Spark's log level, as --set runtime.log_level=LEVEL (default WARN: "
+                          "only ccl's lines; INFO or DEBUG: Spark's too)")
     run.set_defaults(func=cmd_run)
 
     _add_deploy_parsers(sub)
@@ -551,6 +553,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .project_config import project_name
 
     inputs = _bindings(args.input)
+    if args.log_level:
+        args.set = [*args.set, f"runtime.log_level={args.log_level}"]
     config, analysis, diags = _check(args.file, args)
     _write_diagnostics(diags, config.sources, err)
     errors = sum(d.is_error for d in diags)
@@ -563,9 +567,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"{exc}\n")
         return EXIT_ERRORS
     from runtime.job import RunError, RunOptions, inputs_without_files, is_input
-    from runtime.quiet import filtered_stderr
-    from runtime.run import run_plan, status_writer
-    from runtime.session import get_session
+    from runtime.quiet import filtered_stderr, mute_stderr
+    from runtime.run import run_plan, status_writer, stopped_by_signals
+    from runtime.session import (get_session, gone_message, is_quiet, jvm_gone, spark_gone,
+                                 stop_session)
 
     unknown = sorted(set(inputs) - {e["name"] for e in plan["elements"] if is_input(e)})
     if unknown:
@@ -595,30 +600,33 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                          max_files_per_batch=int(settings["runtime.max_files_per_batch"]) or None)
     for note in inputs_without_files(plan, options):
         err.write(f"ccl run: note: {note}\n")
-    # A continuous run stops on SIGINT/SIGTERM, also one that comes while Spark starts (it was
-    # lost then, and the run went on).
+    # A run stops on SIGINT/SIGTERM, also one that comes while Spark starts (it was lost then,
+    # and the run went on).
     stop = threading.Event()
-    previous = ({} if args.until_idle else
-                {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)})
+    log_level = str(settings["runtime.log_level"])
     try:
-        with filtered_stderr():
+        with stopped_by_signals(stop), filtered_stderr(quiet=is_quiet(log_level), muted=jvm_gone):
             spark = get_session(args.master or str(settings["spark.master"]),
                                 str(settings["spark.app_name"]).replace("{project}", project),
-                                int(settings["spark.shuffle_partitions"]))
-            spark.sparkContext.setLogLevel(str(settings["runtime.log_level"]))
+                                int(settings["spark.shuffle_partitions"]), log_level=log_level)
             try:
                 result = run_plan(spark, plan, options, out_dir, status=status_writer(err), stop=stop)
             finally:
-                spark.stop()
-    except RunError as exc:
+                stop_session(spark)
+    except Exception as exc:
+        if spark_gone(exc):  # killed under us: what it left is in the checkpoint
+            newline = "\n" if getattr(err, "isatty", lambda: False)() else ""  # after the status line
+            err.write(f"{newline}ccl run: {gone_message(run_dir is not None)}\n")
+            mute_stderr()
+            return EXIT_ERRORS
+        if not isinstance(exc, RunError):
+            raise
         err.write(f"ccl run: {exc}\n")
         return EXIT_ERRORS
     except KeyboardInterrupt:  # SparkContext's own SIGINT handler, before the run's took over
         err.write("ccl run: interrupted while Spark was starting; nothing was run or written\n")
         return 130
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
     bad_file = settings.setting("runtime.bad_record_path")

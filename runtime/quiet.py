@@ -6,14 +6,19 @@ worker ..." lines (and a blank line after each) for every batch and group; the J
 its standard error, which it inherits from us. :func:`filtered_stderr` puts a pipe on file
 descriptor 2 before the JVM starts and copies everything but those lines to the real standard
 error.
+At the default log level it also drops the one start-up line the JVM prints itself (the rest are
+kept out by runtime/log4j2.properties, see runtime.session), and once Spark's JVM has died under
+a run, all but ccl's own lines.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import re
+import sys
 import threading
-from typing import Iterator
+import time
+from typing import Callable, Iterator
 
 _NOISE = re.compile(rb"(Starting )?Streaming TransformWithStateInPandas Python worker")
 # Log lines Spark writes for what the runtime does on purpose: streaming turns AQE off, until-idle
@@ -25,6 +30,26 @@ _HARMLESS = re.compile(
     rb"|DAGScheduler: Failed to cancel job group"
     rb"|TorrentBroadcast: Store broadcast \S+ fail"
     rb"|TransformWithStateInPySparkStateServer: No more data to read from the socket)")
+# What Spark prints when a query is stopped in the middle of a batch (at the end of a run, after
+# the wait for the batch to end): its stream thread may die with a StackOverflowError of a
+# thousand lines, the batch's tasks are killed, and their interrupted threads warn, some with a
+# stack. The batch runs again from the checkpoint (docs/runtime.md).
+_STOPPED_BATCH = re.compile(
+    rb'(Exception in thread "stream execution thread for ccl:[^"]*" java\.lang\.StackOverflowError'
+    rb"|(\d\d/\d\d/\d\d \d\d:\d\d:\d\d )?WARN ("
+    rb"TaskSetManager: .*TaskKilled \(Stage cancelled: \[SPARK_JOB_CANCELLED\] Job \d+ cancelled "
+    rb"Query ccl:"
+    rb"|BlockManager: (Putting block \S+ failed due to exception|Block \S+ could not be removed)"
+    rb"|RocksDB: Error recursively deleting local dir"
+    rb"|Shell: Interrupted while joining on))")
+_STACK_LINE = re.compile(rb"(\s+(at |\.\.\. \d+ more)|java\.lang\.InterruptedException$|Caused by: )")
+# The JVM's own warning about the Vector API module Spark adds: nothing a user can act on.
+_STARTUP = re.compile(rb"^WARNING: Using incubator modules: ")
+_OURS = b"ccl "  # "ccl run: ...", "ccl job: ..."
+# How a Python error of the driver starts (a traceback, socketserver's, logging's). One printed
+# as Spark's JVM dies can come a moment before its death shows: it waits that long to be muted.
+_PYTHON_ERROR = re.compile(rb"(Traceback \(most recent call last\):|-{40}$|ERROR:)")
+_SETTLE = 1.0
 _PREFIXES = (b"Starting Streaming TransformWithStateInPandas", b"Streaming TransformWithStateInPandas")
 
 
@@ -33,17 +58,18 @@ def _maybe_noise(segment: bytes) -> bool:
     return any(p.startswith(segment) or segment.startswith(p) for p in _PREFIXES)
 
 
-def _copy(source: int, target: int) -> None:
+def _copy(source: int, target: int, quiet: bool = False,
+          muted: Callable[[], bool] = lambda: False) -> None:
     try:
-        _filter(source, target)
+        _filter(source, target, quiet, muted)
     except OSError:  # the real stderr was closed after the run: nothing left to show
         pass
     finally:
         os.close(source)
 
 
-def _filter(source: int, target: int) -> None:
-    pending, dropped = b"", False
+def _filter(source: int, target: int, quiet: bool, muted: Callable[[], bool]) -> None:
+    pending, dropped, trace = b"", False, False
     while True:
         chunk = os.read(source, 65536)
         if not chunk:
@@ -53,6 +79,17 @@ def _filter(source: int, target: int) -> None:
         pending = lines.pop()
         out = []
         for line in lines:
+            if not line.startswith(_OURS) and (muted() or _PYTHON_ERROR.match(line)
+                                               and _becomes(muted, _SETTLE)):
+                continue
+            if trace and _STACK_LINE.match(line):
+                continue
+            stopped = _STOPPED_BATCH.search(line)
+            trace = stopped is not None
+            if stopped:
+                if stopped.start():  # after our status line
+                    out.append(line[:stopped.start()] + b"\n")
+                continue
             found = _NOISE.search(line)
             if found:  # it may follow text that has no newline yet (our status line): keep that
                 out.append(line[:found.start()])
@@ -61,11 +98,11 @@ def _filter(source: int, target: int) -> None:
             if dropped and not line:
                 dropped = False
                 continue
-            if _HARMLESS.search(line):
+            if _HARMLESS.search(line) or (quiet and _STARTUP.match(line)):
                 continue
             dropped = False
             out.append(line + b"\n")
-        if pending and not _maybe_noise(pending.rsplit(b"\r", 1)[-1]):
+        if pending and not trace and not _maybe_noise(pending.rsplit(b"\r", 1)[-1]):
             out.append(pending)
             pending, dropped = b"", False
         if out:
@@ -74,15 +111,29 @@ def _filter(source: int, target: int) -> None:
         os.write(target, pending)
 
 
+def _becomes(condition: Callable[[], bool], within: float) -> bool:
+    """Whether ``condition()`` is true now or turns true within ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 @contextlib.contextmanager
-def filtered_stderr() -> Iterator[None]:
+def filtered_stderr(quiet: bool = False, muted: Callable[[], bool] = lambda: False
+                    ) -> Iterator[None]:
     """Within the block, file descriptor 2 (and every process started in it) goes through the
-    filter; afterwards it is the real standard error again."""
+    filter; afterwards it is the real standard error again. ``quiet``: Spark's start-up lines
+    are left out too (see runtime.session.is_quiet). Once ``muted()`` is true only ccl's own
+    lines pass: when Spark's JVM dies under a run, the driver's threads that were talking to it
+    print tracebacks that say nothing more than the run's one line about it."""
     real = os.dup(2)
     read_end, write_end = os.pipe()
     os.dup2(write_end, 2)
     os.close(write_end)
-    copier = threading.Thread(target=_copy, args=(read_end, real), daemon=True)
+    copier = threading.Thread(target=_copy, args=(read_end, real, quiet, muted), daemon=True)
     copier.start()
     try:
         yield
@@ -90,3 +141,12 @@ def filtered_stderr() -> Iterator[None]:
         os.dup2(real, 2)      # our end of the pipe closes; the copier ends when the JVM's does
         copier.join(timeout=2.0)
         os.close(real)
+
+
+def mute_stderr() -> None:
+    """Send the rest of this process's standard error to /dev/null (after a run's last line,
+    for threads still failing as they find Spark's JVM gone)."""
+    sys.stderr.flush()
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)

@@ -1,12 +1,13 @@
 """``ccl run``: start every element's query, run until idle or until stopped, write the outputs."""
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional, TextIO
+from typing import Callable, Iterator, Optional, TextIO
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException, StreamingQueryException
@@ -118,42 +119,72 @@ def _failure(element: str, exc: StreamingQueryException) -> RunError:
     return RunError(f"element '{element}' stopped: {_first_line(exc)}")
 
 
+@contextlib.contextmanager
+def stopped_by_signals(stop: threading.Event) -> Iterator[None]:
+    """Within the block SIGINT and SIGTERM set ``stop`` (when called in the main thread, the only
+    one that may handle signals); afterwards the previous handlers are back."""
+    previous = ({s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+                if threading.current_thread() is threading.main_thread() else {})
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
              status: Callable[[str], None] = lambda s: None,
              stop: Optional[threading.Event] = None) -> RunResult:
     """Run ``plan``; with ``options.until_idle`` process what is there and return, otherwise run
-    until SIGINT/SIGTERM (printing a live status line), then stop cleanly. Outputs are written in
-    both cases. ``stop``: set by the caller's signal handlers while Spark was starting (a stop
-    asked for then is carried out as soon as the queries are up)."""
+    until SIGINT/SIGTERM (printing a live status line), then stop cleanly. A SIGINT/SIGTERM stops
+    an until-idle run too, between two batches. Outputs are written in all cases. ``stop``: set
+    by the caller's signal handlers while Spark was starting (a stop asked for then is carried
+    out as soon as the queries are up)."""
     began = time.monotonic()
     output_adapters(plan, options.base_dir)  # refused now rather than when the run ends
     dirs = prepare_run_dir(plan, options)
     layout = layout_of(dirs.root)
-    if options.until_idle:
-        for element in plan["elements"]:
-            query = _start(spark, plan, element, options, dirs, layout)
-            if query is None:
-                continue
-            try:
-                if uses_time(element):
-                    _stop_when_idle(query)
-                query.awaitTermination()
-            except StreamingQueryException as exc:
-                raise _failure(element["name"], exc) from None
-    else:
-        _run_until_stopped(spark, plan, options, dirs, layout, status, stop or threading.Event())
+    stop = stop or threading.Event()
+    # (again: SparkContext replaced the caller's SIGINT handler by its own, which raises
+    # KeyboardInterrupt)
+    with stopped_by_signals(stop):
+        if options.until_idle:
+            _run_until_idle(spark, plan, options, dirs, layout, stop)
+        else:
+            _run_until_stopped(spark, plan, options, dirs, layout, status, stop)
     report = write_outputs(spark, plan, dirs, out_dir, options.base_dir, time.monotonic() - began)
     return RunResult(report, dirs.root, out_dir)
 
 
-def _stop_when_idle(query: StreamingQuery) -> None:
+def _run_until_idle(spark: SparkSession, plan: dict, options: RunOptions, dirs: RunDirs,
+                    layout: RunLayout, stop: threading.Event) -> None:
+    """Each element's query in turn until it has processed everything; on ``stop`` the query
+    running stops between two batches and the rest do not start (a checkpoint resumes them)."""
+    for element in plan["elements"]:
+        if stop.is_set():
+            break
+        query = _start(spark, plan, element, options, dirs, layout)
+        if query is None:
+            continue
+        try:
+            if uses_time(element):
+                _stop_when_idle(query, stop)
+            while not query.awaitTermination(0.5):
+                if stop.is_set():
+                    _stop_between_batches(query)
+        except StreamingQueryException as exc:
+            raise _failure(element["name"], exc) from None
+
+
+def _stop_when_idle(query: StreamingQuery, stop: Optional[threading.Event] = None) -> None:
     """Stop ``query`` once it has processed everything available (its upstream queries have
     already ended): when ``processAllAvailable`` returns or, should batches without data run
-    anyway, after two finished batches that read no rows with no data waiting."""
+    anyway, after two finished batches that read no rows with no data waiting; or once ``stop``
+    is set."""
     drained = threading.Thread(target=_quietly, args=(query.processAllAvailable,), daemon=True)
     drained.start()
     quiet, last_batch = 0, None
-    while query.isActive and drained.is_alive() and quiet < 2:
+    while query.isActive and drained.is_alive() and quiet < 2 and not (stop and stop.is_set()):
         time.sleep(0.1)
         progress = query.lastProgress
         if query.exception() is not None or progress is None or progress["batchId"] == last_batch:
@@ -177,8 +208,6 @@ def _stop_between_batches(query: StreamingQuery, bound: float = 10.0) -> None:
 def _run_until_stopped(spark: SparkSession, plan: dict, options: RunOptions, dirs: RunDirs,
                        layout: RunLayout,
                        status: Callable[[str], None], stop: threading.Event) -> None:
-    # (SparkContext put its own SIGINT handler in place, which raises KeyboardInterrupt)
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     queries: dict[str, StreamingQuery] = {}
     try:
         for element in plan["elements"]:
@@ -198,8 +227,6 @@ def _run_until_stopped(spark: SparkSession, plan: dict, options: RunOptions, dir
                    f"bad records {bad}")
     finally:
         _drain_and_stop(plan, queries)
-        for s, handler in previous.items():
-            signal.signal(s, handler)
         sys.stdout.flush()
 
 

@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from typing import Optional, Sequence, TextIO
 
@@ -124,12 +125,14 @@ def session(master: Optional[str], app_name: str, log_level: str = "WARN"):
         if log_level != "KEEP":
             spark.sparkContext.setLogLevel(log_level)
         return spark
-    return get_session(master or "local[*]", app_name)
+    return get_session(master or "local[*]", app_name,
+                       log_level="WARN" if log_level == "KEEP" else log_level)
 
 
-def run_job(spark, plan: dict, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def run_job(spark, plan: dict, args: argparse.Namespace, out: TextIO, err: TextIO,
+            stop: Optional[threading.Event] = None) -> int:
     """Run ``plan`` on ``spark`` with parsed options; prints per-element counts like ``ccl run``.
-    Does not stop the session."""
+    Does not stop the session. ``stop``: see run_plan."""
     from .job import RunError, RunOptions
     from .run import run_plan, status_writer
 
@@ -144,7 +147,7 @@ def run_job(spark, plan: dict, args: argparse.Namespace, out: TextIO, err: TextI
                          until_idle=args.until_idle, trigger_interval=args.trigger_interval,
                          record_inputs=True)
     try:
-        result = run_plan(spark, plan, options, out_dir, status=status_writer(err))
+        result = run_plan(spark, plan, options, out_dir, status=status_writer(err), stop=stop)
     except RunError as exc:
         err.write(f"ccl job: {exc}\n")
         return EXIT_FAILED
@@ -192,6 +195,9 @@ def main(argv: Optional[Sequence[str]] = None, plan: Optional[dict] = None,
     if "-h" in argv or "--help" in argv:
         build_parser().print_help(out)
         return EXIT_OK
+    from .run import stopped_by_signals
+    from .session import gone_message, spark_gone, stop_session
+
     try:
         args, plan = parse(argv, plan, plan_path)
         if args.pid_file:
@@ -199,14 +205,21 @@ def main(argv: Optional[Sequence[str]] = None, plan: Optional[dict] = None,
                 _write_pid_file(args.pid_file)
             except OSError as exc:
                 raise SubmitError(f"--pid-file {args.pid_file}: {exc.strerror}") from None
-        spark = session(args.master, f"ccl {plan.get('project', '')}".strip(), args.log_level)
-        try:
-            return run_job(spark, plan, args, out, err)
-        finally:
-            spark.stop()
+        stop = threading.Event()  # a SIGTERM (ccl stop) while Spark starts, carried out later
+        with stopped_by_signals(stop):
+            spark = session(args.master, f"ccl {plan.get('project', '')}".strip(), args.log_level)
+            try:
+                return run_job(spark, plan, args, out, err, stop)
+            finally:
+                stop_session(spark)
     except SubmitError as exc:
         err.write(f"ccl job: error: {exc}\n")
         return EXIT_USAGE
+    except Exception as exc:
+        if not spark_gone(exc):
+            raise
+        err.write(f"ccl job: {gone_message(args.checkpoint is not None)}\n")
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -1,17 +1,22 @@
 """The stderr filter that hides PySpark's worker chatter (runtime/quiet.py), without Spark."""
 import os
 import threading
+import time
 
 from runtime.quiet import _copy
 
 
-def _through(chunks):
+def _through(chunks, quiet=False, muted=lambda: False):
+    """What the filter copies of ``chunks`` (bytes written in turn; a callable is called)."""
     src_r, src_w = os.pipe()
     out_r, out_w = os.pipe()
-    t = threading.Thread(target=_copy, args=(src_r, out_w))
+    t = threading.Thread(target=_copy, args=(src_r, out_w, quiet, muted))
     t.start()
     for c in chunks:
-        os.write(src_w, c)
+        if callable(c):
+            c()
+        else:
+            os.write(src_w, c)
     os.close(src_w)
     t.join()
     os.close(out_w)
@@ -43,3 +48,53 @@ def test_known_harmless_spark_lines_are_dropped_others_kept():
                     b"26/11/22 10:52:23 ERROR TorrentBroadcast: Store broadcast broadcast_29 fail, x\n",
                     b"26/11/22 10:52:23 ERROR Executor: Exception in task 1.0\n"])
     assert got == b"26/11/22 10:52:23 ERROR Executor: Exception in task 1.0\n"
+
+
+
+def test_once_muted_only_our_lines_pass_and_a_python_error_waits_to_be_muted():
+    """When Spark's JVM dies under a run, the driver's threads print tracebacks, the first maybe a
+    moment before the death shows: a Python error's first line waits for ``muted``."""
+    dead = threading.Event()
+
+    def dies_soon():
+        threading.Timer(0.2, dead.set).start()
+        time.sleep(0.5)
+    got = _through([b"WARN before\n",
+                    b"----------------------------------------\nException occurred during processing\n",
+                    dies_soon, b"Traceback (most recent call last):\nEOFError\n",
+                    b"ccl run: Spark's JVM ended\n"], muted=dead.is_set)
+    assert got == b"WARN before\nccl run: Spark's JVM ended\n"
+
+
+def test_a_python_error_that_is_not_muted_is_printed():
+    text = b"Traceback (most recent call last):\nValueError: x\n"
+    assert _through([text], muted=lambda: False) == text
+
+
+def test_the_jvm_start_up_line_is_dropped_only_when_quiet():
+    line = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
+    assert _through([line, b"ccl\n"], quiet=True) == b"ccl\n"
+    assert _through([line, b"ccl\n"]) == line + b"ccl\n"
+
+
+def test_the_stack_overflow_of_a_stream_thread_stopped_mid_batch_is_dropped():
+    trace = (b'Exception in thread "stream execution thread for ccl:trades [id = 6, runId = 9]" '
+             b'java.lang.StackOverflowError\n'
+             + b"\tat java.base/java.util.regex.Pattern$Loop.match(Pattern.java:4898)\n" * 1000
+             + b"\t... 1024 more\n")
+    got = _through([b"\rbatches 3  rows 150   ", trace, b"ccl run: done\n",
+                    b"\tat an indented line of others\n"])
+    assert got == b"\rbatches 3  rows 150   \nccl run: done\n\tat an indented line of others\n"
+
+
+def test_warnings_of_a_batch_cancelled_at_the_stop_are_dropped_others_kept():
+    got = _through([
+        b"26/11/26 14:11:05 WARN RocksDB: Error recursively deleting local dir /tmp/spark-6/x\n"
+        b"java.lang.InterruptedException\n\tat java.base/java.lang.Object.wait(Native Method)\n",
+        b"26/11/26 14:11:05 WARN TaskSetManager: [queryId = af904] [batchId = 5] Lost task 3.0 in "
+        b"stage 34.0 (TID 109) (localhost executor driver): TaskKilled (Stage cancelled: "
+        b"[SPARK_JOB_CANCELLED] Job 16 cancelled Query ccl:StockSession [id = af904]\n",
+        b"26/11/26 14:11:05 WARN TaskSetManager: Lost task 1.0 in stage 3.0: java.io.IOException\n",
+        b"\tat a.B.c(B.java:1)\n"])
+    assert got == (b"26/11/26 14:11:05 WARN TaskSetManager: Lost task 1.0 in stage 3.0: "
+                   b"java.io.IOException\n\tat a.B.c(B.java:1)\n")

@@ -80,10 +80,7 @@ def test_killed_run_resumes_without_loss_or_duplicates(spark, tmp_path, source):
     out = run_project(spark, tmp_path, PROJECT, {"trades": str(data)}, checkpoint=run_dir)
     got = sorted(int(r["id"]) for r in out.rows("big"))
     assert got == [i for i, _, q in rows if q > 50]  # every row once: none lost, none twice
-    want: dict[str, tuple[int, int]] = {}
-    for _, sym, qty in rows:
-        total, n = want.get(sym, (0, 0))
-        want[sym] = (total + qty, n + 1)
+    want = totals_of(rows)
     assert {r["sym"]: (int(r["total"]), int(r["n"])) for r in out.rows("totals")} == want
     # a symbol's rows are split between the 2 instances (CCL3001): the window holds the later
     # instance's row, the other's is a bad record
@@ -94,6 +91,15 @@ def test_killed_run_resumes_without_loss_or_duplicates(spark, tmp_path, source):
         both[r["sym"]] = (total + int(r["total"]), n + int(r["n"]))
     assert both == want and len(out.rows("counted")) == len(want) and len(held) == 2 * len(want)
     assert out.stats("trades")["rows_in"] == len(rows)
+
+
+def totals_of(rows: list[tuple[int, str, int]]) -> dict[str, tuple[int, int]]:
+    """What ``totals`` of :data:`PROJECT` (sum and count of qty by sym) holds after ``rows``."""
+    want: dict[str, tuple[int, int]] = {}
+    for _, sym, qty in rows:
+        total, n = want.get(sym, (0, 0))
+        want[sym] = (total + qty, n + 1)
+    return want
 
 
 def test_checkpoint_refused_after_partitions_change(spark, tmp_path):
@@ -198,8 +204,11 @@ def test_ctrl_c_while_spark_starts_stops_the_run(tmp_path):
         env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         start_new_session=True)
     try:
-        time.sleep(1.5)  # the JVM is starting
-        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 120
+        while not _has_child(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _has_child(proc.pid), "Spark's JVM did not start"
+        proc.send_signal(signal.SIGINT)  # the JVM is starting
         _, err = proc.communicate(timeout=150)
     finally:
         if proc.poll() is None:
@@ -207,6 +216,19 @@ def test_ctrl_c_while_spark_starts_stops_the_run(tmp_path):
             proc.wait()
     assert proc.returncode == 0, err.decode()[-2000:]
     assert (tmp_path / "out" / "_run.json").is_file()
+
+
+def _has_child(pid: int) -> bool:
+    """Whether process ``pid`` has started a child (`ccl run`: spark-submit, the JVM)."""
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat, encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended
+            continue
+        if int(fields[1]) == pid:
+            return True
+    return False
 
 
 def test_checkpoint_refused_when_rows_spread_otherwise(tmp_path):
