@@ -301,7 +301,7 @@ def supervise(root: str, started: float, cmd: Sequence[str]) -> int:
     pd = ProjectDir(os.path.dirname(root), os.path.basename(root))
     log = os.open(pd.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:  # PySpark's per-batch Python-worker chatter is left out of the log
-        from runtime.quiet import _copy as copy_filtered
+        from runtime.quiet import copy_filtered
     except ImportError:
         copy_filtered = None
     if copy_filtered is None:

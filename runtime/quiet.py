@@ -58,8 +58,11 @@ def _maybe_noise(segment: bytes) -> bool:
     return any(p.startswith(segment) or segment.startswith(p) for p in _PREFIXES)
 
 
-def _copy(source: int, target: int, quiet: bool = False,
-          muted: Callable[[], bool] = lambda: False) -> None:
+def copy_filtered(source: int, target: int, quiet: bool = False,
+                  muted: Callable[[], bool] = lambda: False) -> None:
+    """Copy file descriptor ``source`` to ``target`` until its end without Spark's chatter (with
+    ``quiet``, without the JVM's own start-up line; once ``muted()``, only ccl's own lines), then
+    close ``source``."""
     try:
         _filter(source, target, quiet, muted)
     except OSError:  # the real stderr was closed after the run: nothing left to show
@@ -133,7 +136,7 @@ def filtered_stderr(quiet: bool = False, muted: Callable[[], bool] = lambda: Fal
     read_end, write_end = os.pipe()
     os.dup2(write_end, 2)
     os.close(write_end)
-    copier = threading.Thread(target=_copy, args=(read_end, real, quiet, muted), daemon=True)
+    copier = threading.Thread(target=copy_filtered, args=(read_end, real, quiet, muted), daemon=True)
     copier.start()
     try:
         yield

@@ -3,14 +3,14 @@ import os
 import threading
 import time
 
-from runtime.quiet import _copy
+from runtime.quiet import copy_filtered
 
 
 def _through(chunks, quiet=False, muted=lambda: False):
     """What the filter copies of ``chunks`` (bytes written in turn; a callable is called)."""
     src_r, src_w = os.pipe()
     out_r, out_w = os.pipe()
-    t = threading.Thread(target=_copy, args=(src_r, out_w, quiet, muted))
+    t = threading.Thread(target=copy_filtered, args=(src_r, out_w, quiet, muted))
     t.start()
     for c in chunks:
         if callable(c):

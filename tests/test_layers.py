@@ -1,0 +1,92 @@
+"""The modules of ccl/ and runtime/ import each other one way: no import cycle between modules,
+and no private name (``_x``) imported from another module.
+
+The import graph is read from the source (every ``import`` and ``from ... import``, also those
+inside functions and under ``TYPE_CHECKING``), so a late import does not hide a cycle.
+"""
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("ccl", "runtime")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _imports(modules: dict[str, Path]) -> tuple[dict[str, set[str]], list[str]]:
+    """The modules each module imports, and the private names imported from other modules."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    private = []
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                graph[name] |= {a.name for a in node.names if a.name in modules}
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                for alias in node.names:
+                    submodule = f"{target}.{alias.name}"
+                    imported = submodule if submodule in modules else target
+                    if imported not in modules or imported == name:
+                        continue
+                    graph[name].add(imported)
+                    if imported != submodule and alias.name.startswith("_") \
+                            and not alias.name.startswith("__"):
+                        private.append(f"{name} imports {alias.name} from {imported}")
+    return graph, private
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_between_modules():
+    graph, _ = _imports(_modules())
+    assert _cycles(graph) == []
+
+
+def test_the_check_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_private_name_imported_from_another_module():
+    _, private = _imports(_modules())
+    assert private == []
