@@ -6,6 +6,8 @@ phases can point a diagnostic at the exact name.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Iterator, Optional, Union
@@ -31,16 +33,44 @@ class Node:
 
     def children(self) -> Iterator["Node"]:
         """The direct child nodes, in field order (lists and tuples are flattened)."""
-        for f in fields(self):
-            if f.name == "span":
-                continue
-            yield from _nodes_in(getattr(self, f.name))
+        out: list[Node] = []
+        for name in _child_fields(type(self)):
+            _collect(getattr(self, name), out)
+        return iter(out)
 
     def walk(self) -> Iterator["Node"]:
-        """This node and all its descendants, depth first."""
-        yield self
-        for child in self.children():
-            yield from child.walk()
+        """This node and all its descendants, depth first (preorder)."""
+        # Iterative: a recursive generator costs one generator frame per node and level, which
+        # made walking the statements of a large project a large part of its check.
+        stack: list[Node] = [self]
+        pop, fields_of = stack.pop, _child_fields
+        while stack:
+            node = pop()
+            yield node
+            names = fields_of(type(node))
+            if names:
+                kids: list[Node] = []
+                for name in names:
+                    _collect(getattr(node, name), kids)
+                kids.reverse()
+                stack.extend(kids)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the block (it is re-enabled after, if it was on).
+
+    Building or analysing a large tree allocates many objects, each allocation burst triggers a
+    collection, and each full collection rescans the whole tree (which has no cycles): paused, the
+    time stays linear in the size of the project.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def to_json(value: object) -> object:
@@ -80,12 +110,31 @@ def from_json(value: object, file: str = "<plan>") -> object:
     return node
 
 
-def _nodes_in(value: object) -> Iterator[Node]:
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+# Fields declared with these types hold no nodes: walks skip them (an Ident has nothing to visit).
+_SCALAR_FIELD_TYPES = frozenset({"str", "bool", "int", "Optional[str]", "Optional[bool]", "Optional[int]",
+                                 "list[str]", "list[int]"})
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    """The names of the fields of node class ``cls`` that may hold nodes (cached per class)."""
+    names = _CHILD_FIELDS.get(cls)
+    if names is None:
+        names = _CHILD_FIELDS[cls] = tuple(f.name for f in fields(cls) if f.name != "span"
+                                           and str(f.type) not in _SCALAR_FIELD_TYPES)
+    return names
+
+
+def _collect(value: object, out: list[Node]) -> None:
+    """Append the nodes in ``value`` (a node, or lists and tuples of them, nested) to ``out``."""
     if isinstance(value, Node):
-        yield value
+        out.append(value)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _nodes_in(item)
+            if isinstance(item, Node):
+                out.append(item)
+            elif isinstance(item, (list, tuple)):
+                _collect(item, out)
 
 
 # --------------------------------------------------------------------------------------------------

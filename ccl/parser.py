@@ -23,7 +23,6 @@ Grammar notes
 from __future__ import annotations
 
 import copy
-import gc
 import os
 from decimal import Decimal
 from typing import Optional, Union
@@ -130,16 +129,9 @@ class CCLParser:
                 tok.type = "MEQ"
             return tok
         lexer.token = token
-        # The cyclic GC would rescan the growing tree again and again (the tree has no cycles):
-        # pausing it keeps parse time linear in the file size.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with n.gc_paused():
             # On an unrecoverable error PLY returns None; the statements list built so far is kept.
             self._parser.parse(text, lexer=lexer)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         project = n.Project(self._statements, span=self.index.span(0))
         return project, sorted(self.diagnostics, key=sort_key)
 
