@@ -91,9 +91,13 @@ def check_shared_globals(statements: list[n.Node], resolved: dict[int, Variable]
                 for var in direct[called].writes:
                     eff.writes.setdefault(var, at)
         uses[element] = eff
+    users: dict[str, list[str]] = {}  # global -> the elements that read or write it
+    for element, eff in uses.items():
+        for var in eff.reads.keys() | eff.writes.keys():
+            users.setdefault(var, []).append(element)
     for writer, eff in uses.items():
         for var, span in eff.writes.items():
-            others = sorted(el for el, o in uses.items() if el != writer and (var in o.reads or var in o.writes))
+            others = sorted(el for el in users[var] if el != writer)
             if others:
                 report("CCL3012", span, f"global '{var}' is written by '{writer}' and used by "
                        f"{', '.join(repr(o) for o in others)}: ESP shares one copy, here each element "
