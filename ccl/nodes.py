@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import operator
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
-from typing import Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Union
 
 
 @dataclass(frozen=True)
@@ -34,26 +35,31 @@ class Node:
     def children(self) -> Iterator["Node"]:
         """The direct child nodes, in field order (lists and tuples are flattened)."""
         out: list[Node] = []
-        for name in _child_fields(type(self)):
-            _collect(getattr(self, name), out)
+        _collect((_CHILD_GETTERS.get(type(self)) or _child_getter(type(self)))(self), out)
         return iter(out)
 
     def walk(self) -> Iterator["Node"]:
         """This node and all its descendants, depth first (preorder)."""
-        # Iterative: a recursive generator costs one generator frame per node and level, which
-        # made walking the statements of a large project a large part of its check.
+        # Iterative, with each class's child fields read by one attrgetter: a recursive generator
+        # costs a frame per node and level, which made walks a large part of checking a project.
         stack: list[Node] = [self]
-        pop, fields_of = stack.pop, _child_fields
+        pop, push = stack.pop, stack.append
+        getters = _CHILD_GETTERS
         while stack:
             node = pop()
             yield node
-            names = fields_of(type(node))
-            if names:
-                kids: list[Node] = []
-                for name in names:
-                    _collect(getattr(node, name), kids)
-                kids.reverse()
-                stack.extend(kids)
+            get = getters.get(type(node))
+            if get is None:
+                get = _child_getter(type(node))
+            if get is _NO_CHILDREN:
+                continue
+            for value in reversed(get(node)):
+                if isinstance(value, Node):
+                    push(value)
+                elif isinstance(value, (list, tuple)):
+                    kids: list[Node] = []
+                    _collect(value, kids)
+                    stack.extend(reversed(kids))
 
 
 @contextlib.contextmanager
@@ -110,19 +116,33 @@ def from_json(value: object, file: str = "<plan>") -> object:
     return node
 
 
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 # Fields declared with these types hold no nodes: walks skip them (an Ident has nothing to visit).
 _SCALAR_FIELD_TYPES = frozenset({"str", "bool", "int", "Optional[str]", "Optional[bool]", "Optional[int]",
                                  "list[str]", "list[int]"})
+_CHILD_GETTERS: dict[type, Callable[[Node], tuple]] = {}
+
+
+def _NO_CHILDREN(node: Node) -> tuple:
+    return ()
 
 
 def _child_fields(cls: type) -> tuple[str, ...]:
-    """The names of the fields of node class ``cls`` that may hold nodes (cached per class)."""
-    names = _CHILD_FIELDS.get(cls)
-    if names is None:
-        names = _CHILD_FIELDS[cls] = tuple(f.name for f in fields(cls) if f.name != "span"
-                                           and str(f.type) not in _SCALAR_FIELD_TYPES)
-    return names
+    """The names of the fields of node class ``cls`` that may hold nodes, in field order."""
+    return tuple(f.name for f in fields(cls) if f.name != "span" and str(f.type) not in _SCALAR_FIELD_TYPES)
+
+
+def _child_getter(cls: type) -> Callable[[Node], tuple]:
+    """A function giving the values of the fields of a ``cls`` node that may hold nodes (cached)."""
+    names = _child_fields(cls)
+    if not names:
+        get = _NO_CHILDREN
+    elif len(names) == 1:
+        one = operator.attrgetter(names[0])
+        get = lambda node: (one(node),)  # noqa: E731
+    else:
+        get = operator.attrgetter(*names)
+    _CHILD_GETTERS[cls] = get
+    return get
 
 
 def _collect(value: object, out: list[Node]) -> None:
