@@ -40,6 +40,11 @@ def _effects(code: n.Node, resolved: dict[int, Variable], functions: set[str]) -
         return root if var is not None and var.where == "global" else None
 
     for node in code.walk():
+        if isinstance(node, n.Var):  # a read (most nodes are variables: tested first)
+            var = resolved.get(id(node))
+            if var is not None and var.where == "global" and node.span is not None:
+                out.reads.setdefault(node.name.name, node.span)
+            continue
         written = None
         if isinstance(node, n.Assign):
             written = glob(node.target)
@@ -51,8 +56,6 @@ def _effects(code: n.Node, resolved: dict[int, Variable], functions: set[str]) -
                 written = glob(node.args[0])
         if written is not None and written.span is not None:
             out.writes.setdefault(written.name.name, written.span)
-        elif isinstance(node, n.Var) and glob(node) is not None and node.span is not None:
-            out.reads.setdefault(node.name.name, node.span)
     return out
 
 
