@@ -121,14 +121,7 @@ class CCLParser:
         lexer = make_lexer(self._lex_error)
         self._matching_on = False
         self._chain_ends = {}
-        next_token = lexer.token
-
-        def token():
-            tok = next_token()
-            if tok is not None and tok.type == "EQ" and self._matching_on:
-                tok.type = "MEQ"
-            return tok
-        lexer.token = token
+        lexer.eq_type = lambda: "MEQ" if self._matching_on else "EQ"
         with n.gc_paused():
             # On an unrecoverable error PLY returns None; the statements list built so far is kept.
             self._parser.parse(text, lexer=lexer)
