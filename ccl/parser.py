@@ -140,8 +140,7 @@ class CCLParser:
 
     def _at(self, p, i: int = 1) -> n.Span:
         """The span of the i-th symbol of a production (or of the first later one that has a span)."""
-        for k in range(i, len(p)):
-            sym = p.slice[k]
+        for sym in p.slice[i:]:  # (not len(p): PLY's p has a Python-level __len__)
             if isinstance(sym, LexToken):
                 return self.index.span(sym.lexpos)
             v = sym.value
@@ -1504,11 +1503,12 @@ def _keep_count(expr: n.Node) -> object:
 def _items(p) -> list:
     """A list rule (`x : item | x item`, `x : item | x COMMA item`, `x : | x item`): the list so far
     with the new item appended in place (copying would make long lists quadratic)."""
-    if len(p) == 1:
+    size = len(p.slice)  # (PLY's len(p) is a Python-level call)
+    if size == 1:
         return []
-    if len(p) == 2:
+    if size == 2:
         return [p[1]]
-    p[1].append(p[len(p) - 1])
+    p[1].append(p[size - 1])
     return p[1]
 
 
