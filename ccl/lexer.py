@@ -187,7 +187,8 @@ class _Lexer(lex.Lexer):
             m = master.match(data, pos)
             if m is None:  # as PLY: t_error reports the character and skips it
                 tok = lex.LexToken()
-                tok.value, tok.lineno, tok.type, tok.lexer, tok.lexpos = data[pos:], self.lineno, "error", self, pos
+                tok.value, tok.lineno, tok.type = data[pos:], self.lineno, "error"
+                tok.lexer, tok.lexpos = self, pos
                 self.lexpos = pos
                 self.lexerrorf(tok)
                 pos = skip(data, self.lexpos).end()
