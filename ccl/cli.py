@@ -20,7 +20,7 @@ from .config import SOURCE_DEFAULTS
 from .config_report import render_config, render_config_json
 from .diagnostics import CATALOGUE, Diagnostic, SourceCache, render, render_json, sort_key
 from .explain import explain_partitioning, explain_physical
-from .nodes import to_json
+from .nodes import gc_paused, to_json
 from .printer import to_ccl
 from .project import UsageError, load_project
 from .project_config import ProjectConfig, load_project_config
@@ -381,11 +381,12 @@ def _summary(path: str, config: ProjectConfig, analysis: Analysis, warnings: int
 
 def _check(path: str, args: argparse.Namespace) -> tuple[ProjectConfig, Optional[Analysis], list[Diagnostic]]:
     """Load a project with its configuration and, when it parses, analyse it; all diagnostics sorted."""
-    config = load_project_config(path, ccr_path=args.ccr, config_file=args.config,
-                                 overrides=args.set, params=args.param)
-    if config.project.has_errors:  # analysing a partly parsed project would only add noise
-        return config, None, config.all_diagnostics
-    analysis = analyze(config.project, config.parameters)
+    with gc_paused():  # between the parse and the analysis too: the new tree is not rescanned
+        config = load_project_config(path, ccr_path=args.ccr, config_file=args.config,
+                                     overrides=args.set, params=args.param)
+        if config.project.has_errors:  # analysing a partly parsed project would only add noise
+            return config, None, config.all_diagnostics
+        analysis = analyze(config.project, config.parameters)
     return config, analysis, sorted(config.all_diagnostics + analysis.diagnostics, key=sort_key)
 
 

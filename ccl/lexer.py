@@ -10,8 +10,9 @@ column only when a node or a diagnostic needs them.
 from __future__ import annotations
 
 import bisect
+import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import ply.lex as lex
 
@@ -32,6 +33,10 @@ KEYWORDS = {w.lower(): w for w in """
 BASE_TYPES = frozenset("""
     integer long float money decimal string boolean date timestamp msdate bigdatetime interval binary
 """.split())
+
+# The token type of a word other than ID, by its lower-case spelling: keywords, and BASETYPE for the
+# built-in type names (the value keeps its spelling: a type name may also be a column name).
+_WORD_TYPES = {**{name: "BASETYPE" for name in BASE_TYPES}, **KEYWORDS}
 
 # Token names of punctuation, with their text (used in messages and by the printer).
 PUNCTUATION = {
@@ -115,12 +120,7 @@ class _Rules:
 
     def t_ID(self, t):
         r"[^\W\d]\w*"
-        low = t.value.lower()
-        kw = KEYWORDS.get(low)
-        if kw is not None:
-            t.type = kw
-        elif low in BASE_TYPES:
-            t.type = "BASETYPE"  # the value keeps its spelling: it may also be a column name
+        t.type = _WORD_TYPES.get(t.value.lower(), "ID")
         return t
 
     def t_QUOTED_NAME(self, t):
@@ -165,7 +165,64 @@ class _Rules:
     t_BANG = r"!"
 
 
+_BLANKS = re.compile(r"[ \t\r\n\f\v]*")  # t_ignore
+
+
+class _Lexer(lex.Lexer):
+    """PLY's lexer, with its rules and master regex, and a faster :meth:`token`.
+
+    PLY's ``token`` skips ignored characters one at a time and calls a rule function for every word;
+    here one regex skips the blanks and words are typed inline. ``eq_type``, when set, gives the
+    type of each '=' as it is read (the parser's MATCHING ... ON), saving a wrapper per token.
+    """
+
+    eq_type: Optional[Callable[[], str]] = None
+
+    def token(self) -> Optional[lex.LexToken]:
+        data, end = self.lexdata, self.lexlen
+        master, index = self.lexre[0]
+        skip = _BLANKS.match
+        pos = skip(data, self.lexpos).end()
+        while pos < end:
+            m = master.match(data, pos)
+            if m is None:  # as PLY: t_error reports the character and skips it
+                tok = lex.LexToken()
+                tok.value, tok.lineno, tok.type = data[pos:], self.lineno, "error"
+                tok.lexer, tok.lexpos = self, pos
+                self.lexpos = pos
+                self.lexerrorf(tok)
+                pos = skip(data, self.lexpos).end()
+                continue
+            tok = lex.LexToken()
+            tok.value = value = m.group()
+            tok.lineno = self.lineno
+            tok.lexpos = pos
+            func, kind = index[m.lastindex]
+            pos = m.end()
+            if kind == "ID":  # t_ID, inline
+                kind = _WORD_TYPES.get(value.lower(), "ID")
+                func = None
+            elif kind == "EQ" and self.eq_type is not None:
+                kind = self.eq_type()
+            tok.type = kind
+            if func is None:
+                self.lexpos = pos
+                return tok
+            tok.lexer = self
+            self.lexmatch = m
+            self.lexpos = pos
+            tok = func(tok)
+            if tok is not None:
+                return tok
+            pos = skip(data, self.lexpos).end()  # after a comment
+        self.lexpos = pos + 1  # as PLY at the end of the text
+        return None
+
+
 _MASTER = lex.lex(module=_Rules(), optimize=False, errorlog=lex.NullLogger())
+# PLY splits its master regex only past 100 groups, and there are no literals: _Lexer relies on both.
+assert len(_MASTER.lexre) == 1 and not _MASTER.lexliterals
+_MASTER.__class__ = _Lexer
 
 
 def make_lexer(report: Callable[[str, int, str], None]) -> lex.Lexer:
@@ -195,5 +252,13 @@ class LineIndex:
             pos = find("\n", pos + 1)
 
     def span(self, offset: int) -> Span:
+        """The span of the character at ``offset``."""
         line = bisect.bisect_right(self._starts, offset)
-        return Span(self.file, line, offset - self._starts[line - 1] + 1)
+        # Span's own __init__ (a frozen dataclass's) sets each field through object.__setattr__;
+        # filling the new object's __dict__ at once halves the cost of the parser's many spans.
+        span = _new_object(Span)
+        span.__dict__.update(file=self.file, line=line, col=offset - self._starts[line - 1] + 1)
+        return span
+
+
+_new_object = object.__new__

@@ -6,9 +6,12 @@ phases can point a diagnostic at the exact name.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
+import operator
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
-from typing import Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Union
 
 
 @dataclass(frozen=True)
@@ -31,16 +34,49 @@ class Node:
 
     def children(self) -> Iterator["Node"]:
         """The direct child nodes, in field order (lists and tuples are flattened)."""
-        for f in fields(self):
-            if f.name == "span":
-                continue
-            yield from _nodes_in(getattr(self, f.name))
+        out: list[Node] = []
+        _collect((_CHILD_GETTERS.get(type(self)) or _child_getter(type(self)))(self), out)
+        return iter(out)
 
     def walk(self) -> Iterator["Node"]:
-        """This node and all its descendants, depth first."""
-        yield self
-        for child in self.children():
-            yield from child.walk()
+        """This node and all its descendants, depth first (preorder)."""
+        # Iterative, with each class's child fields read by one attrgetter: a recursive generator
+        # costs a frame per node and level, which made walks a large part of checking a project.
+        stack: list[Node] = [self]
+        pop, push = stack.pop, stack.append
+        getters = _CHILD_GETTERS
+        while stack:
+            node = pop()
+            yield node
+            get = getters.get(type(node))
+            if get is None:
+                get = _child_getter(type(node))
+            if get is _NO_CHILDREN:
+                continue
+            for value in reversed(get(node)):
+                if isinstance(value, Node):
+                    push(value)
+                elif isinstance(value, (list, tuple)):
+                    kids: list[Node] = []
+                    _collect(value, kids)
+                    stack.extend(reversed(kids))
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the block (it is re-enabled after, if it was on).
+
+    Building or analysing a large tree allocates many objects, each allocation burst triggers a
+    collection, and each full collection rescans the whole tree (which has no cycles): paused, the
+    time stays linear in the size of the project.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def to_json(value: object) -> object:
@@ -80,12 +116,45 @@ def from_json(value: object, file: str = "<plan>") -> object:
     return node
 
 
-def _nodes_in(value: object) -> Iterator[Node]:
+# Fields declared with these types hold no nodes: walks skip them (an Ident has nothing to visit).
+_SCALAR_FIELD_TYPES = frozenset({"str", "bool", "int", "Optional[str]", "Optional[bool]", "Optional[int]",
+                                 "list[str]", "list[int]"})
+_CHILD_GETTERS: dict[type, Callable[[Node], tuple]] = {}
+
+
+def _NO_CHILDREN(node: Node) -> tuple:
+    return ()
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    """The names of the fields of node class ``cls`` that may hold nodes, in field order."""
+    return tuple(f.name for f in fields(cls) if f.name != "span" and str(f.type) not in _SCALAR_FIELD_TYPES)
+
+
+def _child_getter(cls: type) -> Callable[[Node], tuple]:
+    """A function giving the values of the fields of a ``cls`` node that may hold nodes (cached)."""
+    names = _child_fields(cls)
+    if not names:
+        get = _NO_CHILDREN
+    elif len(names) == 1:
+        one = operator.attrgetter(names[0])
+        get = lambda node: (one(node),)  # noqa: E731
+    else:
+        get = operator.attrgetter(*names)
+    _CHILD_GETTERS[cls] = get
+    return get
+
+
+def _collect(value: object, out: list[Node]) -> None:
+    """Append the nodes in ``value`` (a node, or lists and tuples of them, nested) to ``out``."""
     if isinstance(value, Node):
-        yield value
+        out.append(value)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _nodes_in(item)
+            if isinstance(item, Node):
+                out.append(item)
+            elif isinstance(item, (list, tuple)):
+                _collect(item, out)
 
 
 # --------------------------------------------------------------------------------------------------

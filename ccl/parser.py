@@ -23,7 +23,6 @@ Grammar notes
 from __future__ import annotations
 
 import copy
-import gc
 import os
 from decimal import Decimal
 from typing import Optional, Union
@@ -122,24 +121,10 @@ class CCLParser:
         lexer = make_lexer(self._lex_error)
         self._matching_on = False
         self._chain_ends = {}
-        next_token = lexer.token
-
-        def token():
-            tok = next_token()
-            if tok is not None and tok.type == "EQ" and self._matching_on:
-                tok.type = "MEQ"
-            return tok
-        lexer.token = token
-        # The cyclic GC would rescan the growing tree again and again (the tree has no cycles):
-        # pausing it keeps parse time linear in the file size.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        lexer.eq_type = lambda: "MEQ" if self._matching_on else "EQ"
+        with n.gc_paused():
             # On an unrecoverable error PLY returns None; the statements list built so far is kept.
             self._parser.parse(text, lexer=lexer)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         project = n.Project(self._statements, span=self.index.span(0))
         return project, sorted(self.diagnostics, key=sort_key)
 
@@ -155,8 +140,7 @@ class CCLParser:
 
     def _at(self, p, i: int = 1) -> n.Span:
         """The span of the i-th symbol of a production (or of the first later one that has a span)."""
-        for k in range(i, len(p)):
-            sym = p.slice[k]
+        for sym in p.slice[i:]:  # (not len(p): PLY's p has a Python-level __len__)
             if isinstance(sym, LexToken):
                 return self.index.span(sym.lexpos)
             v = sym.value
@@ -1555,11 +1539,12 @@ def _keep_count(expr: n.Node) -> object:
 def _items(p) -> list:
     """A list rule (`x : item | x item`, `x : item | x COMMA item`, `x : | x item`): the list so far
     with the new item appended in place (copying would make long lists quadratic)."""
-    if len(p) == 1:
+    size = len(p.slice)  # (PLY's len(p) is a Python-level call)
+    if size == 1:
         return []
-    if len(p) == 2:
+    if size == 2:
         return [p[1]]
-    p[1].append(p[len(p) - 1])
+    p[1].append(p[size - 1])
     return p[1]
 
 

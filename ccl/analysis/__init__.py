@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..diagnostics import Diagnostic, sort_key
+from ..nodes import gc_paused
 from ..parameters import ResolvedParameter
 from ..project import LoadedProject
 from .analyzer import Analyzer, PartitionedElement
@@ -29,9 +30,10 @@ def analyze(project: LoadedProject, parameters: Mapping[str, ResolvedParameter])
     """Analyse ``project`` (imports expanded, in declaration order) with resolved parameter values."""
     diagnostics: list[Diagnostic] = []
     analyzer = Analyzer(parameters, diagnostics)
-    analyzer.run(project.statements)
-    check_partition_safety(analyzer.partition_facts, analyzer.typer.resolved, analyzer.report)
-    check_shared_globals(project.statements, analyzer.typer.resolved, analyzer.report)
+    with gc_paused():
+        analyzer.run(project.statements)
+        check_partition_safety(analyzer.partition_facts, analyzer.typer.resolved, analyzer.report)
+        check_shared_globals(project.statements, analyzer.typer.resolved, analyzer.report)
     unique = {(d.code, d.span, d.message): d for d in diagnostics}
     return Analysis(analyzer.elements, analyzer.partitioned, analyzer.kind_counts,
                     sorted(unique.values(), key=sort_key))

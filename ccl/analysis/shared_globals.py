@@ -40,6 +40,11 @@ def _effects(code: n.Node, resolved: dict[int, Variable], functions: set[str]) -
         return root if var is not None and var.where == "global" else None
 
     for node in code.walk():
+        if isinstance(node, n.Var):  # a read (most nodes are variables: tested first)
+            var = resolved.get(id(node))
+            if var is not None and var.where == "global" and node.span is not None:
+                out.reads.setdefault(node.name.name, node.span)
+            continue
         written = None
         if isinstance(node, n.Assign):
             written = glob(node.target)
@@ -51,8 +56,6 @@ def _effects(code: n.Node, resolved: dict[int, Variable], functions: set[str]) -
                 written = glob(node.args[0])
         if written is not None and written.span is not None:
             out.writes.setdefault(written.name.name, written.span)
-        elif isinstance(node, n.Var) and glob(node) is not None and node.span is not None:
-            out.reads.setdefault(node.name.name, node.span)
     return out
 
 
@@ -91,9 +94,13 @@ def check_shared_globals(statements: list[n.Node], resolved: dict[int, Variable]
                 for var in direct[called].writes:
                     eff.writes.setdefault(var, at)
         uses[element] = eff
+    users: dict[str, list[str]] = {}  # global -> the elements that read or write it
+    for element, eff in uses.items():
+        for var in eff.reads.keys() | eff.writes.keys():
+            users.setdefault(var, []).append(element)
     for writer, eff in uses.items():
         for var, span in eff.writes.items():
-            others = sorted(el for el, o in uses.items() if el != writer and (var in o.reads or var in o.writes))
+            others = sorted(el for el in users[var] if el != writer)
             if others:
                 report("CCL3012", span, f"global '{var}' is written by '{writer}' and used by "
                        f"{', '.join(repr(o) for o in others)}: ESP shares one copy, here each element "
