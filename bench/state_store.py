@@ -1,8 +1,13 @@
 """Candidate stores for per-instance state: what one micro-batch costs as the state held grows.
 
-    python bench/state_store.py [--held 100000,1000000,3000000] [--batch 100000] [--repeat 3]
+    python bench/state_store.py [--held 100000,1000000,3000000] [--batch 100000] [--repeat 2]
                                 [--only pickle,sqlite,lmdb,rocksdb,rocksdb-ckpt,spark]
-                                [--spark-held 100000,1000000] [--dir /tmp/...]
+                                [--spark-held 100000] [--dir /tmp/...] [--out runs.jsonl]
+    python bench/state_store.py --report runs.jsonl      # the table again, from saved runs
+
+At the defaults it took about 10 minutes on 2 busy cores (load average 8-12 from other work):
+each round of the five local candidates about 4 minutes, Spark at 0.1M about 1.5 minutes (add
+1M with ``--spark-held 100000,1000000``: about 2.5 minutes more; 3M: over 6 minutes more).
 
 Simulates one bucket's state of a keyed window (``KEEP ALL`` keyed by OrderId, or ``KEEP 1 DAY``
 for the eviction part): H rows held, key a long OrderId, value a small row (account string, qty
@@ -684,11 +689,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--held", default="100000,1000000,3000000")
     ap.add_argument("--batch", type=int, default=100000)
-    ap.add_argument("--repeat", type=int, default=3, help="rounds, candidates interleaved")
+    ap.add_argument("--repeat", type=int, default=2, help="rounds, candidates interleaved")
     ap.add_argument("--batches", type=int, default=2, help="measured batches per run")
     ap.add_argument("--only", default="pickle,sqlite,lmdb,rocksdb,rocksdb-ckpt,spark")
-    ap.add_argument("--spark-held", default="100000,1000000",
-                    help="Spark loads the held rows at about 12,000 MapState entries/s: not 3M")
+    ap.add_argument("--spark-held", default="100000",
+                    help="Spark loads the held rows at about 10,000 MapState entries/s")
     ap.add_argument("--spark-batch", type=int, default=None, help="default: --batch")
     ap.add_argument("--spark-batches", type=int, default=2)
     ap.add_argument("--dir", default=None, help="where stores are written (default: a temp dir)")
