@@ -762,7 +762,7 @@ def report(results: list[dict]) -> None:
         if name == "spark":
             for r in rs:
                 print(f"| spark (MapState, RocksDB, changelog; B={r['batch']:,}) | {held:,} "
-                      f"| {med(r['apply_s']):.2f} "
+                      f"| {', '.join('%.2f' % a for a in r['apply_s'])} "
                       f"| {r.get('restore_s', float('nan')):.2f} (first batch after restart) | - "
                       f"| {med(r['written_bytes']) / 1e6:.1f} | {r['disk_bytes'] / 1e6:.0f} "
                       f"| state {r.get('state_memory_mb') or 0:.0f} (JVM) | - | {r['load_s']:.1f} |")
@@ -774,7 +774,9 @@ def report(results: list[dict]) -> None:
               f"| {med([r['disk_bytes'] for r in rs]) / 1e6:.0f} "
               f"| {med([r['rss_after_batches_mb'] for r in rs]):.0f} "
               f"| {med([r['evict_s'] for r in rs]):.2f} | {med([r['load_s'] for r in rs]):.1f} |")
-    print("(medians over rounds and batches; n =", len({r.get("round") for r in results}), "rounds)")
+    rounds = {r["round"] for r in results if "round" in r}
+    print(f"(medians over rounds and batches; {len(rounds)} rounds of the local candidates;"
+          " Spark: one run per size, its batches listed)")
 
 
 if __name__ == "__main__":
