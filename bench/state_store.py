@@ -5,9 +5,9 @@
                                 [--spark-held 100000] [--dir /tmp/...] [--out runs.jsonl]
     python bench/state_store.py --report runs.jsonl      # the table again, from saved runs
 
-At the defaults it took about 10 minutes on 2 busy cores (load average 8-12 from other work):
-each round of the five local candidates about 4 minutes, Spark at 0.1M about 1.5 minutes (add
-1M with ``--spark-held 100000,1000000``: about 2.5 minutes more; 3M: over 6 minutes more).
+At the defaults it took 5.5 minutes on 2 cores at load average 3 and would take about 10 at load
+8-12 (each round of the five local candidates 2-4 minutes, Spark at 0.1M 1-1.5 minutes; add 1M
+with ``--spark-held 100000,1000000``: about 2.5 minutes more; 3M: over 4 minutes more).
 
 Simulates one bucket's state of a keyed window (``KEEP ALL`` keyed by OrderId, or ``KEEP 1 DAY``
 for the eviction part): H rows held, key a long OrderId, value a small row (account string, qty
