@@ -18,6 +18,9 @@ after N. Each candidate shows how it gets back to version N, and the bench check
 N+1, "crashes" (closes the store and opens it again from disk), restores version N, checks every
 key N+1 touched and the row count against the state after N, replays N+1 and checks again.
 
+Needs ``pip install lmdb rocksdict`` (not in the project's dependencies; both install from PyPI
+as wheels: lmdb 3.0.0, rocksdict 0.3.29 here) and, for ``spark``, the venv's pyspark 4.x.
+
 Candidates (each (candidate, H) runs in its own Python process so that memory is its own):
 
 - ``pickle``: today's runtime (runtime/arrow_state.py): the bucket's state is one pickled dict,
