@@ -404,7 +404,7 @@ def _rotated_key(source: Optional[Element]) -> list[str]:
     updates and delete go to one instance), none for a stream without key (rows rotate)."""
     if source is None or source.open:
         return []
-    return list(source.key)
+    return list(source.key or [])
 
 
 def _and(left: Optional[dict], right: Optional[dict]) -> Optional[dict]:

@@ -73,6 +73,7 @@ def copy_filtered(source: int, target: int, quiet: bool = False,
 
 def _filter(source: int, target: int, quiet: bool, muted: Callable[[], bool]) -> None:
     pending, dropped, trace = b"", False, False
+    open_line = False  # what was written ends in the middle of a line (our status line)
     while True:
         chunk = os.read(source, 65536)
         if not chunk:
@@ -90,8 +91,9 @@ def _filter(source: int, target: int, quiet: bool, muted: Callable[[], bool]) ->
             stopped = _STOPPED_BATCH.search(line)
             trace = stopped is not None
             if stopped:
-                if stopped.start():  # after our status line
-                    out.append(line[:stopped.start()] + b"\n")
+                written = b"".join(out)
+                if stopped.start() or (not written.endswith(b"\n") if written else open_line):
+                    out.append(line[:stopped.start()] + b"\n")  # end our status line
                 continue
             found = _NOISE.search(line)
             if found:  # it may follow text that has no newline yet (our status line): keep that
@@ -108,8 +110,10 @@ def _filter(source: int, target: int, quiet: bool, muted: Callable[[], bool]) ->
         if pending and not trace and not _maybe_noise(pending.rsplit(b"\r", 1)[-1]):
             out.append(pending)
             pending, dropped = b"", False
-        if out:
-            os.write(target, b"".join(out))
+        data = b"".join(out)
+        if data:
+            os.write(target, data)
+            open_line = not data.endswith(b"\n")
     if pending and not _NOISE.search(pending):
         os.write(target, pending)
 

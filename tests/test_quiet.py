@@ -3,6 +3,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from runtime.quiet import copy_filtered
 
 
@@ -77,13 +79,16 @@ def test_the_jvm_start_up_line_is_dropped_only_when_quiet():
     assert _through([line, b"ccl\n"]) == line + b"ccl\n"
 
 
-def test_the_stack_overflow_of_a_stream_thread_stopped_mid_batch_is_dropped():
+@pytest.mark.parametrize("pause", [0, 0.2], ids=["one read", "status line shown first"])
+def test_the_stack_overflow_of_a_stream_thread_stopped_mid_batch_is_dropped(pause):
+    """Whether the status line reaches the filter with the trace or is shown before it comes, it
+    ends in a newline before the next line of ours."""
     trace = (b'Exception in thread "stream execution thread for ccl:trades [id = 6, runId = 9]" '
              b'java.lang.StackOverflowError\n'
              + b"\tat java.base/java.util.regex.Pattern$Loop.match(Pattern.java:4898)\n" * 1000
              + b"\t... 1024 more\n")
-    got = _through([b"\rbatches 3  rows 150   ", trace, b"ccl run: done\n",
-                    b"\tat an indented line of others\n"])
+    got = _through([b"\rbatches 3  rows 150   ", lambda: time.sleep(pause), trace,
+                    b"ccl run: done\n", b"\tat an indented line of others\n"])
     assert got == b"\rbatches 3  rows 150   \nccl run: done\n\tat an indented line of others\n"
 
 

@@ -822,7 +822,7 @@ class Analyzer:
     # --- PARTITION -----------------------------------------------------------------------------
 
     def partition(self, node: n.Node, target: str, kind: str, p: n.Partition, sources: list[Source],
-                  select: Optional[n.Select], key: Sequence[str] = ()) -> None:
+                  select: Optional[n.Select], key: Optional[Sequence[str]] = ()) -> None:
         """The partitioning rules (CCL23xx, CCL24xx) of one PARTITION clause."""
         inputs: dict[str, Element] = {}
         for src in sources:
@@ -885,7 +885,7 @@ class Analyzer:
             len(sources) > 1 and isinstance(node, n.CreateElement), list(select.group_by) if select else [], select, getattr(node, "keep", None)
             or getattr(getattr(node, "output", None), "keep", None), local,
             _splash_of(node) + [spec.body for spec in p.specs if spec.body is not None],
-            key=list(key)))
+            key=list(key or ())))
 
     def _partition_count(self, p: n.Partition) -> tuple[Optional[int], str]:
         if isinstance(p.count, int):
