@@ -126,7 +126,13 @@ class CCLParser:
             # On an unrecoverable error PLY returns None; the statements list built so far is kept.
             self._parser.parse(text, lexer=lexer)
         project = n.Project(self._statements, span=self.index.span(0))
-        return project, sorted(self.diagnostics, key=sort_key)
+        diagnostics = sorted(self.diagnostics, key=sort_key)
+        # The parser is shared by the process: it keeps no reference to this parse's tree, text or
+        # stacks, so the tree is freed with its project (not held until the next parse or the exit).
+        self.diagnostics, self._statements, self._text, self.index = [], [], "", None
+        self._chain_ends = {}
+        self._parser.symstack = self._parser.statestack = []
+        return project, diagnostics
 
     # ------------------------------------------------------------------------------------------
     # Helpers

@@ -77,6 +77,12 @@ class Analyzer:
             self.globals.vars[decl.name.name] = Variable(decl.name.name, self.type_spec(decl.type),
                                                          "parameter", decl.name.span)
 
+    def release(self) -> None:
+        """Drop the typer when the analysis is over: it holds this analyzer's bound methods, and
+        that reference cycle would leave the analyzer, its elements and their syntax trees to the
+        cyclic garbage collector instead of freeing them with the last reference."""
+        self.typer = None  # type: ignore[assignment]
+
     # --- reporting and registries --------------------------------------------------------------
 
     def report(self, code: str, span: Optional[n.Span], message: str) -> None:
@@ -707,6 +713,7 @@ class Analyzer:
         if self.claim(s.name, "module"):
             inputs = {i.name: inner.elements.get(i.name) for i in s.inputs}
             self.modules[s.name.name] = Module(s, inner.param_decls, inputs, outputs, inner.partitioned)
+        inner.release()
 
     def stmt_LoadModule(self, s: n.LoadModule) -> None:
         module = self.modules.get(s.module.name)
@@ -1009,6 +1016,7 @@ def _key_sources(select: n.Select, sources: list[Source]) -> list[Source]:
         return left | right
     for item in select.sources:
         walk(item)
+    del walk  # (a recursive closure is a reference cycle, left to the cyclic collector otherwise)
     add(select.where, "inner", set(), set())
     kept = list(sources)
     for src in reversed(sources):
