@@ -69,6 +69,7 @@ class Analyzer:
         self.functions: dict[str, n.FuncDef] = {}
         self.param_decls: dict[str, n.ParamDecl] = dict(module_params or {})
         self.typer = Typer(self.report, self.type_spec)
+        self.uses_globals: set[int] = set()  # id() of the statements that name a global variable
         self.partitioned: list[PartitionedElement] = []
         self.partition_facts: list[PartitionFacts] = []
         self.kind_counts: dict[str, int] = {}
@@ -192,10 +193,14 @@ class Analyzer:
     # --- statements ------------------------------------------------------------------------------
 
     def run(self, statements: list[n.Node]) -> None:
+        typer = self.typer
         for stmt in statements:
             handler = getattr(self, "stmt_" + type(stmt).__name__, None)
             if handler is not None:
+                before = typer.global_uses
                 handler(stmt)
+                if typer.global_uses != before:
+                    self.uses_globals.add(id(stmt))
 
     def stmt_CreateSchema(self, s: n.CreateSchema) -> None:
         inherited: dict[str, Type] = {}
