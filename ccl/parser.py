@@ -126,7 +126,13 @@ class CCLParser:
             # On an unrecoverable error PLY returns None; the statements list built so far is kept.
             self._parser.parse(text, lexer=lexer)
         project = n.Project(self._statements, span=self.index.span(0))
-        return project, sorted(self.diagnostics, key=sort_key)
+        diagnostics = sorted(self.diagnostics, key=sort_key)
+        # The parser is shared by the process: it keeps no reference to this parse's tree, text or
+        # stacks, so the tree is freed with its project (not held until the next parse or the exit).
+        self.diagnostics, self._statements, self._text, self.index = [], [], "", None
+        self._chain_ends = {}
+        self._parser.symstack = self._parser.statestack = []
+        return project, diagnostics
 
     # ------------------------------------------------------------------------------------------
     # Helpers
@@ -1346,7 +1352,9 @@ class CCLParser:
 
     def p_postfix_field(self, p):
         "postfix : postfix DOT field_name"
-        p[0] = n.FieldAccess(p[1], p[3], span=p[1].span)
+        s = p.slice  # (see p_ident)
+        base = s[1].value
+        s[0].value = n.FieldAccess(base, s[3].value, span=base.span)
 
     def p_postfix_index(self, p):
         "postfix : postfix LBRACKET expr RBRACKET"
@@ -1364,8 +1372,10 @@ class CCLParser:
     def p_var(self, p):
         """var : ident
                | BASETYPE"""
-        name = p[1] if isinstance(p[1], n.Ident) else self._ident(p, 1)
-        p[0] = n.Var(name, span=name.span)
+        name = p.slice[1].value  # (p.slice: see p_ident)
+        if not isinstance(name, n.Ident):
+            name = self._ident(p, 1)
+        p.slice[0].value = n.Var(name, span=name.span)
 
     def p_call(self, p):
         """call : func_name LPAREN RPAREN
@@ -1500,7 +1510,10 @@ class CCLParser:
 
     def p_ident(self, p):
         "ident : ID"
-        p[0] = n.Ident(p[1], span=self._at(p))
+        # The most frequent action: it reads the token through p.slice, not PLY's Python-level
+        # p[i], and makes the token's span directly (what _at does for a token).
+        tok = p.slice[1]
+        p.slice[0].value = n.Ident(tok.value, span=self.index.span(tok.lexpos))
 
     def p_ident_list(self, p):
         """ident_list : ident
@@ -1539,13 +1552,15 @@ def _keep_count(expr: n.Node) -> object:
 def _items(p) -> list:
     """A list rule (`x : item | x item`, `x : item | x COMMA item`, `x : | x item`): the list so far
     with the new item appended in place (copying would make long lists quadratic)."""
-    size = len(p.slice)  # (PLY's len(p) is a Python-level call)
+    s = p.slice  # (PLY's len(p) and p[i] are Python-level calls)
+    size = len(s)
     if size == 1:
         return []
     if size == 2:
-        return [p[1]]
-    p[1].append(p[size - 1])
-    return p[1]
+        return [s[1].value]
+    items = s[1].value
+    items.append(s[size - 1].value)
+    return items
 
 
 def _record_parts(p) -> tuple[list, list, bool]:

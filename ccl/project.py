@@ -51,6 +51,7 @@ class LoadedProject:
                     out.append(stmt)
 
         expand(self.main)
+        del expand  # a recursive closure is a reference cycle: it would keep ``out`` to the collector
         return out
 
     def _module_body(self, name: str, body: list, stack: list[str]) -> list:

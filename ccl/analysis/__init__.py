@@ -33,7 +33,9 @@ def analyze(project: LoadedProject, parameters: Mapping[str, ResolvedParameter])
     with gc_paused():
         analyzer.run(project.statements)
         check_partition_safety(analyzer.partition_facts, analyzer.typer.resolved, analyzer.report)
-        check_shared_globals(project.statements, analyzer.typer.resolved, analyzer.report)
+        check_shared_globals(project.statements, analyzer.typer.resolved, analyzer.report,
+                             analyzer.uses_globals)
+        analyzer.release()
     unique = {(d.code, d.span, d.message): d for d in diagnostics}
     return Analysis(analyzer.elements, analyzer.partitioned, analyzer.kind_counts,
                     sorted(unique.values(), key=sort_key))

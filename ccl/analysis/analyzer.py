@@ -69,6 +69,7 @@ class Analyzer:
         self.functions: dict[str, n.FuncDef] = {}
         self.param_decls: dict[str, n.ParamDecl] = dict(module_params or {})
         self.typer = Typer(self.report, self.type_spec)
+        self.uses_globals: set[int] = set()  # id() of the statements that name a global variable
         self.partitioned: list[PartitionedElement] = []
         self.partition_facts: list[PartitionFacts] = []
         self.kind_counts: dict[str, int] = {}
@@ -76,6 +77,12 @@ class Analyzer:
         for decl in self.param_decls.values():
             self.globals.vars[decl.name.name] = Variable(decl.name.name, self.type_spec(decl.type),
                                                          "parameter", decl.name.span)
+
+    def release(self) -> None:
+        """Drop the typer when the analysis is over: it holds this analyzer's bound methods, and
+        that reference cycle would leave the analyzer, its elements and their syntax trees to the
+        cyclic garbage collector instead of freeing them with the last reference."""
+        self.typer = None  # type: ignore[assignment]
 
     # --- reporting and registries --------------------------------------------------------------
 
@@ -186,10 +193,14 @@ class Analyzer:
     # --- statements ------------------------------------------------------------------------------
 
     def run(self, statements: list[n.Node]) -> None:
+        typer = self.typer
         for stmt in statements:
             handler = getattr(self, "stmt_" + type(stmt).__name__, None)
             if handler is not None:
+                before = typer.global_uses
                 handler(stmt)
+                if typer.global_uses != before:
+                    self.uses_globals.add(id(stmt))
 
     def stmt_CreateSchema(self, s: n.CreateSchema) -> None:
         inherited: dict[str, Type] = {}
@@ -707,6 +718,7 @@ class Analyzer:
         if self.claim(s.name, "module"):
             inputs = {i.name: inner.elements.get(i.name) for i in s.inputs}
             self.modules[s.name.name] = Module(s, inner.param_decls, inputs, outputs, inner.partitioned)
+        inner.release()
 
     def stmt_LoadModule(self, s: n.LoadModule) -> None:
         module = self.modules.get(s.module.name)
@@ -1009,6 +1021,7 @@ def _key_sources(select: n.Select, sources: list[Source]) -> list[Source]:
         return left | right
     for item in select.sources:
         walk(item)
+    del walk  # (a recursive closure is a reference cycle, left to the cyclic collector otherwise)
     add(select.where, "inner", set(), set())
     kept = list(sources)
     for src in reversed(sources):

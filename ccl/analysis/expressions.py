@@ -71,6 +71,7 @@ class Typer:
         self.report = report
         self.type_spec = type_spec
         self.resolved: dict[int, Variable] = {}  # id(Var node) -> the variable it names
+        self.global_uses = 0  # how many of those resolutions named a global variable
         self.libraries: dict[str, n.CreateLibrary] = {}  # CREATE LIBRARY statements seen so far
 
     # --- expressions ------------------------------------------------------------------------
@@ -111,6 +112,8 @@ class Typer:
         if var is None:
             return None
         self.resolved[id(e)] = var
+        if var.where == "global":
+            self.global_uses += 1
         if ctx.in_where and var.where == "local":
             self.report("CCL2206", e.name.span, f"local variable '{var.name}' cannot be used in WHERE "
                                                 "(use it in the select list)")

@@ -65,8 +65,14 @@ def _element_name(stmt: n.Node) -> Optional[str]:
     return None
 
 
-def check_shared_globals(statements: list[n.Node], resolved: dict[int, Variable], report: Report) -> None:
-    """Warn (CCL3012) where an element writes a global that another element uses."""
+def check_shared_globals(statements: list[n.Node], resolved: dict[int, Variable], report: Report,
+                         uses_globals: Optional[set[int]] = None) -> None:
+    """Warn (CCL3012) where an element writes a global that another element uses.
+
+    ``uses_globals``, when given, holds the id() of every statement in which the analysis resolved
+    a name to a global variable: an element outside it reads and writes no global itself, and
+    when no global function reads or writes one either, it is not walked (its effects are empty).
+    """
     defs = {item.name.name: item for st in statements if isinstance(st, n.GlobalDeclare)
             for item in st.block.items if isinstance(item, n.FuncDef)}
     names = set(defs)
@@ -81,10 +87,15 @@ def check_shared_globals(statements: list[n.Node], resolved: dict[int, Variable]
             if not more <= reach[name]:
                 reach[name] |= more
                 changed = True
+    if any(eff.reads or eff.writes for eff in direct.values()):
+        uses_globals = None  # a call to a global function can read or write a global
     uses: dict[str, _Effects] = {}
     for stmt in statements:
         element = _element_name(stmt)
         if element is None:
+            continue
+        if uses_globals is not None and id(stmt) not in uses_globals:
+            uses[element] = _Effects()
             continue
         eff = _effects(stmt, resolved, names)
         for call, at in list(eff.calls.items()):  # what a called function does happens at the call
