@@ -36,23 +36,21 @@ class LoadedProject:
     def statements(self) -> list[n.Node]:
         """All statements, each imported file's in place of its IMPORT (first import only)."""
         out: list[n.Node] = []
-        seen: set[str] = set()
-
-        def expand(name: str) -> None:
-            if name in seen or name not in self.files:
-                return
-            seen.add(name)
-            for stmt in self.files[name].statements:
-                if isinstance(stmt, n.Import):
-                    expand(_import_target(name, stmt.path))
-                elif isinstance(stmt, n.CreateModule):
-                    out.append(replace(stmt, body=self._module_body(name, stmt.body, [name])))
-                else:
-                    out.append(stmt)
-
-        expand(self.main)
-        del expand  # a recursive closure is a reference cycle: it would keep ``out`` to the collector
+        self._expand(self.main, set(), out)
         return out
+
+    def _expand(self, name: str, seen: set[str], out: list[n.Node]) -> None:
+        """Append the statements of file ``name`` to ``out``, each IMPORT expanded in place."""
+        if name in seen or name not in self.files:
+            return
+        seen.add(name)
+        for stmt in self.files[name].statements:
+            if isinstance(stmt, n.Import):
+                self._expand(_import_target(name, stmt.path), seen, out)
+            elif isinstance(stmt, n.CreateModule):
+                out.append(replace(stmt, body=self._module_body(name, stmt.body, [name])))
+            else:
+                out.append(stmt)
 
     def _module_body(self, name: str, body: list, stack: list[str]) -> list:
         """A module's statements with each IMPORT in it replaced by the file's statements: the

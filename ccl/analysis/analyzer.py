@@ -4,7 +4,7 @@ CCL20xx-CCL25xx. Partition-safety warnings (CCL30xx) are in :mod:`ccl.analysis.s
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Optional, Sequence, Union
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 from .. import nodes as n
 from ..diagnostics import Diagnostic, article
@@ -991,6 +991,18 @@ def deduce_key(select: n.Select, sources: list[Source], elements: Mapping[str, E
     return key or None
 
 
+def _join_sides(item: n.Node, add: Callable[[Optional[n.Node], str, set[str], set[str]], None]
+                ) -> set[str]:
+    """The aliases of a FROM item, handing each join's ON condition and kind to ``add`` with the
+    aliases of its two sides (a module-level function: a recursive closure is a reference cycle)."""
+    if isinstance(item, n.FromSource):
+        return {(item.alias or item.name).name}
+    assert isinstance(item, n.Join)
+    left, right = _join_sides(item.left, add), _join_sides(item.right, add)
+    add(item.on, item.kind, left, right)
+    return left | right
+
+
 def _key_sources(select: n.Select, sources: list[Source]) -> list[Source]:
     """The sources whose keys make the key of a join: a source drops out when each of its key
     columns is equated (in ON or WHERE, under AND) with a column of a source that stays, in a way
@@ -1012,16 +1024,8 @@ def _key_sources(select: n.Select, sources: list[Source]) -> list[Source]:
                 if not kept_unmatched:
                     directed.add((det, by))
 
-    def walk(item: n.Node) -> set[str]:
-        if isinstance(item, n.FromSource):
-            return {(item.alias or item.name).name}
-        assert isinstance(item, n.Join)
-        left, right = walk(item.left), walk(item.right)
-        add(item.on, item.kind, left, right)
-        return left | right
     for item in select.sources:
-        walk(item)
-    del walk  # (a recursive closure is a reference cycle, left to the cyclic collector otherwise)
+        _join_sides(item, add)
     add(select.where, "inner", set(), set())
     kept = list(sources)
     for src in reversed(sources):
