@@ -117,7 +117,7 @@ def final_rows(dirs: RunDirs, element: dict, plan: dict) -> Contents:
     contents = (final_contents(element, dirs.of("native", element["name"]))
                 if native_aggregation(element, plan) is not None else None)
     held = contents if contents is not None else last_changes(dirs, element)
-    if not element["key"]:
+    if not element["key"] or instance_count(element) == 1:
         return Contents([held])
     table, positions = _last_positions(held, element["key"])
     kept = pc.is_in(pa.array(range(table.num_rows), pa.int64()), value_set=positions)
