@@ -27,7 +27,7 @@ def explain_partitioning(partitioned: list[PartitionedElement],
                 lines.append(f"  input {source}: HASH({cols}) -> Spark expression "
                              f"pmod(hash({cols}), {el.count_text})")
             elif spec.method == "roundrobin":
-                key = ", ".join(elements[source].key) if source in elements else ""
+                key = ", ".join(elements[source].roundrobin_key) if source in elements else ""
                 how = (f"pmod(hash({key}), {el.count_text}) (its keys rotate, each with its changes)"
                        if key else f"pmod(sequence number, {el.count_text})")
                 lines.append(f"  input {source}: ROUNDROBIN -> Spark expression {how}")

@@ -379,7 +379,8 @@ class Planner:
                 name = by_name.get(written) or scope.resolve(written)
             columns = [c.name for c in spec.columns]
             if spec.method == "roundrobin":
-                columns = _rotated_key(scope.elements.get(written_as.get(written, written)))
+                source = scope.elements.get(written_as.get(written, written))
+                columns = source.roundrobin_key if source is not None else []
             specs.append({"input": name, "as": written, "method": spec.method, "columns": columns,
                           "block": splash_json(spec.body, scope.params) if spec.body else None})
         used = {s["input"] for s in specs}
@@ -397,14 +398,6 @@ class Planner:
 
 
 _TRUE = {"node": "Literal", "kind": "boolean", "value": True}
-
-
-def _rotated_key(source: Optional[Element]) -> list[str]:
-    """The columns ROUNDROBIN rotates over the instances: a keyed source's key (a key's insert,
-    updates and delete go to one instance), none for a stream without key (rows rotate)."""
-    if source is None or source.open:
-        return []
-    return list(source.key or [])
 
 
 def _and(left: Optional[dict], right: Optional[dict]) -> Optional[dict]:

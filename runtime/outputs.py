@@ -181,8 +181,8 @@ def write_outputs(spark: SparkSession, plan: dict, dirs: RunDirs, out_dir: str, 
             replaced = [_conflict(e, row) for row in records(contents.replaced)]
             if replaced:
                 stats["bad_records"][CONFLICT] = len(replaced)
-                log.warning("%s: %d key(s) held by two instances; the later change won (%s)",
-                            e["name"], len(replaced), "_bad_records.jsonl")
+                log.warning("%s: %d row(s) of keys another instance held too; the later change "
+                            "won (%s)", e["name"], len(replaced), "_bad_records.jsonl")
             conflicts += replaced
     for adapter, path, fmt in output_adapters(plan, base_dir):
         _write_adapter(plan, dirs, adapter, path, fmt)

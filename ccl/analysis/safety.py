@@ -62,7 +62,7 @@ def _keeps_rotated_keys(f: PartitionFacts, input_name: Optional[str]) -> bool:
         input_name = next(iter(f.inputs), None)
     source = f.inputs.get(input_name) if input_name is not None else None
     select = f.select
-    if (source is None or not source.key or source.open or select is None or f.join
+    if (source is None or not source.roundrobin_key or select is None or f.join
             or not isinstance(f.node, n.CreateElement) or f.keep is not None
             or select_aggregates(select)
             or any(s.keep is not None for item in select.sources for s in _sources_of(item))
@@ -72,12 +72,12 @@ def _keeps_rotated_keys(f: PartitionFacts, input_name: Optional[str]) -> bool:
     for index, item in enumerate(select.items):
         if isinstance(item, n.Star):
             if item.qualifier is None or f.inputs.get(item.qualifier.name) is source:
-                passed |= set(source.key) & set(f.key)
+                passed |= set(source.roundrobin_key) & set(f.key)
         elif output_name(item, index) in f.key:
             column = _column_of(item.expr, f, input_name)
             if column is not None:
                 passed.add(column)
-    return set(source.key) <= passed
+    return set(source.roundrobin_key) <= passed
 
 
 def _column_of(e: n.Node, f: PartitionFacts, input_name: str) -> Optional[str]:

@@ -34,6 +34,13 @@ class Element:
     def row_type(self) -> Type:
         return record(list(self.columns.items()))
 
+    @property
+    def roundrobin_key(self) -> list[str]:
+        """The columns ROUNDROBIN rotates over the instances when it partitions by this element:
+        its key (a key's insert, updates and delete go to one instance), none when it has no key
+        known statically (its rows rotate)."""
+        return [] if self.open else list(self.key or [])
+
 
 @dataclass
 class Module:
