@@ -115,20 +115,23 @@ def batch_changes(held: int, batch: int, n: int):
 
 # --- measuring -----------------------------------------------------------------------------------
 
-def wchar() -> int:
-    with open("/proc/self/io") as f:
+def _proc_number(path: str, field: str) -> int:
+    """The number after ``field:`` in a /proc file of this process (0 if absent)."""
+    with open(path) as f:
         for line in f:
-            if line.startswith("wchar:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
 
 
+def wchar() -> int:
+    """Bytes this process has written so far."""
+    return _proc_number("/proc/self/io", "wchar")
+
+
 def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    """This process's resident memory now, in MB."""
+    return _proc_number("/proc/self/status", "VmRSS") / 1024
 
 
 def du(path: str) -> int:
@@ -679,11 +682,8 @@ def run_one(name: str, held: int, batch: int, batches: int, root: str) -> dict:
 
 
 def _peak_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    """This process's peak resident memory, in MB."""
+    return _proc_number("/proc/self/status", "VmHWM") / 1024
 
 
 # --- driver ----------------------------------------------------------------------------------------
