@@ -712,6 +712,8 @@ def main() -> None:
         name, held = args.one.split(":")
         print(json.dumps(run_one(name, int(held), args.batch, args.batches, args.dir)))
         return
+    if args.dir:
+        os.makedirs(args.dir, exist_ok=True)
     root = tempfile.mkdtemp(prefix="state-bench-", dir=args.dir)
     names = [n for n in args.only.split(",") if n]
     helds = [int(h) for h in args.held.split(",")]
