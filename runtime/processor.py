@@ -2,7 +2,7 @@
 
 Rows reach the processor grouped by a *bucket* (``instance % buckets``): a partition instance is not
 its own Spark grouping key, because the cost of a stateful operator grows with the number of keys
-per batch, not with rows (../shared/notes/spark-runtime.md). A bucket's state is one value: the
+per batch, not with rows (measured on Spark 4: docs/runtime.md). A bucket's state is one value: the
 pickled engine states of its instances, read once and written once per batch.
 
 Every output row has a kind: ``row`` (a changelog row of the element), ``bad`` (a bad record, its

@@ -3,7 +3,7 @@
 ``load_project_config("x.ccl")`` parses the project, reads ``x.ccr`` beside it (or the file given as
 ``ccr_path``), resolves the settings (``--set`` > .ccr > ``--config`` > config/default.yaml) and the
 parameters (``--param`` > .ccr > CCL default), applies adapter property sets, and gathers every
-diagnostic. ``ccl check``, ``ccl config`` (and later ``ccl compile``/``ccl run``) start here.
+diagnostic. ``ccl check``, ``ccl config``, ``ccl compile`` and ``ccl run`` start here (through the planner).
 """
 from __future__ import annotations
 

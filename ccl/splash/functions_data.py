@@ -67,10 +67,8 @@ Sources: (the key in each entry's trailing comment names the evidence)
       http://infocenter.sybase.com/help/topic/com.sybase.infocenter.dc01621.0513/doc/html/tem1292512065813.html
   PG: CCL Programmers Guide, error streams (recordDataToString(), recordDataToRecord()); cited in issue 28,
       page not retrieved here
-  NOTES: project notes: functions seen in real projects
-      /work/shared/notes/ccl-language.md
-  LANG: project language notes: left/right/last/like are keywords callable as functions
-      /work/main/docs/language.md
+  NOTES: the team's notes on CCL (outside this repository): functions seen in real projects
+  LANG: docs/language.md: left/right/last/like are keywords callable as functions
   MEM: recalled from the ESP 5.1 CCL Reference function list; no page retrieved in this research
 
 Entries marked "# unverified" are names no retrieved page confirmed; they are kept so that real
