@@ -43,6 +43,7 @@ from .arrow_state import GROUP, bucket_group, bucket_rows, prune
 from .built_once import once
 from .native_agg import native_writer
 from .parquet_files import write_atomically
+from .file_names import file_name
 from .partition_fn import instance_columns
 from .processor import (BATCH, INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
                         output_schema, port_column)
@@ -79,16 +80,11 @@ class RunDirs:
     root: str
 
     def of(self, what: str, element: str) -> str:
-        return os.path.join(self.root, what, _safe(element))
+        return os.path.join(self.root, what, file_name(element))
 
     def batch_file(self, what: str, element: str, batch_id: int, ext: str) -> str:
         """``WHAT/ELEMENT/batch-N.EXT``: one micro-batch's changelog, stats or bad records."""
         return os.path.join(self.of(what, element), f"batch-{batch_id:08d}.{ext}")
-
-
-def _safe(name: str) -> str:
-    """A file name for an element name (module elements are ``inst.elem``)."""
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -806,7 +802,7 @@ def error_writer(element: dict, plan: dict, dirs: RunDirs) -> Callable[[list[dic
             "sourceStreamName": pa.array([source] * n, pa.string()),
             "errorTime": pa.array([now] * n, pa.timestamp("us", tz="UTC"))})
         for monitor in monitors:
-            stem = f"batch-{batch_id:08d}-{_safe(element['name'])}"
+            stem = f"batch-{batch_id:08d}-{file_name(element['name'])}"
             target = os.path.join(dirs.of("changelog", monitor["name"]), stem + ".parquet")
             os.makedirs(os.path.dirname(target), exist_ok=True)
             hidden = os.path.join(os.path.dirname(target), "." + stem + ".tmp")  # unseen by readers

@@ -21,6 +21,8 @@ import threading
 import time
 from typing import Optional, Sequence, TextIO
 
+from .file_names import file_name
+
 PLAN_FORMAT = "ccl-plan"
 PLAN_VERSIONS = (1,)  # the plan versions this runtime executes (docs/plan.md)
 
@@ -141,7 +143,7 @@ def run_job(spark, plan: dict, args: argparse.Namespace, out: TextIO, err: TextI
         inputs = _bindings(args.input, plan)
     where = args.plan or getattr(args, "plan_path", None)
     base_dir = args.base_dir or (os.path.dirname(os.path.abspath(where)) if where else ".")
-    out_dir = args.output_dir or os.path.join("out", _safe(str(plan.get("project", "project"))))
+    out_dir = args.output_dir or os.path.join("out", file_name(str(plan.get("project", "project"))) or "project")
     # record_inputs: `ccl subscribe` may follow any element of a submitted (deployed) job
     options = RunOptions(inputs=inputs, base_dir=base_dir, run_dir=args.checkpoint,
                          until_idle=args.until_idle, trigger_interval=args.trigger_interval,
@@ -160,10 +162,6 @@ def _write_pid_file(path: str) -> None:
     with open(tmp, "w", encoding="ascii") as f:
         f.write(f"{os.getpid()}\n")
     os.replace(tmp, path)
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name) or "project"
 
 
 def parse(argv: Sequence[str], plan: Optional[dict] = None, plan_path: Optional[str] = None

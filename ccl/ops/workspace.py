@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
+from runtime.file_names import file_name
+
 from ..syntax.project import UsageError
 
 WORKSPACE_ENV = "CCL_WORKSPACE"
@@ -77,11 +79,6 @@ def check_name(name: str) -> str:
         raise UsageError(f"{name!r} is not a usable project name: use letters, digits, '_', '.' "
                          f"and '-', starting with a letter or digit (at most 64 characters)")
     return name
-
-
-def safe_element(name: str) -> str:
-    """The directory name of an element under the run directory (as runtime/job.py makes it)."""
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -151,7 +148,7 @@ class ProjectDir:
         return self.path("exit.json")
 
     def input_dir(self, element: str) -> str:
-        return self.path("inputs", safe_element(element))
+        return self.path("inputs", file_name(element))
 
     def meta(self) -> Optional[dict]:
         return read_json(self.meta_file)
@@ -282,7 +279,7 @@ def counters(pd: ProjectDir, plan: Optional[dict] = None, now: Optional[float] =
     """Counters from ``checkpoint/stats/ELEMENT/batch-N.json`` (one file per element and batch)."""
     now = time.time() if now is None else now
     plan = plan if plan is not None else job_plan(pd)
-    inputs = {safe_element(n) for n in _input_names(plan)}
+    inputs = {file_name(n) for n in _input_names(plan)}
     c = Counters()
     for path in glob.glob(os.path.join(pd.checkpoint, "stats", "*", "batch-*.json")):
         data = read_json(path)
@@ -486,7 +483,7 @@ def publish_name(source: str, pattern: Optional[str], existing: Optional[set] = 
     order), or BASE itself when only that matches the input's file pattern. Never a hidden name
     (``.x``, ``_x``) or ``*.tmp``, which the source skips."""
     base = os.path.basename(source)
-    base = "".join(c if c.isalnum() or c in "._-" else "_" for c in base).lstrip("._") or "rows.csv"
+    base = file_name(base).lstrip("._") or "rows.csv"
     if base.endswith(".tmp"):
         base = base[:-4] + "_tmp"
     now = time.time() if now is None else now
@@ -547,7 +544,7 @@ def publish_file(source: str, directory: str, pattern: Optional[str] = None) -> 
 def changelog_files(pd: ProjectDir, element: str) -> list[str]:
     """The complete changelog files of an element, in batch order (``batch-N.parquet`` files are
     renamed into place whole)."""
-    return sorted(glob.glob(os.path.join(pd.checkpoint, "changelog", safe_element(element),
+    return sorted(glob.glob(os.path.join(pd.checkpoint, "changelog", file_name(element),
                                          "batch-*.parquet")))
 
 
