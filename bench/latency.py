@@ -576,9 +576,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"bench/latency.py: {exc}", file=sys.stderr)
         return 1
     print_table(results)
+    print("\nload average (1, 5, 15 min) at the end: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"results": results}, f, indent=2)
+            json.dump({"results": results, "load_average_at_end": os.getloadavg()}, f, indent=2)
     return 0
 
 

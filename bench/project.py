@@ -240,10 +240,12 @@ def main(argv: list[str] | None = None) -> int:
                         "median_seconds": statistics.median(times[name]), "rows_per_second": rate,
                         "ratio_to_passthrough": ratio, "adds_seconds": adds})
         previous = name
+    print("load average (1, 5, 15 min) at the end: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": args.rows, "instruments": args.instruments, "files": args.files,
-                       "repeat": args.repeat, "master": "local[2]", "jobs": results}, f, indent=2)
+                       "repeat": args.repeat, "master": "local[2]", "jobs": results,
+                       "load_average_at_end": os.getloadavg()}, f, indent=2)
     return 0
 
 
