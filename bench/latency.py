@@ -425,15 +425,14 @@ def measure(mode: str, hops: int, events: int, empty: int, timeout: float, start
             print(f"  {hops}-hop {mode} event {n + 1}/{WARM_EVENTS + events}: "
                   + (f"{ev.latency:.3f} s" if seen is not None else "LOST"), file=sys.stderr, flush=True)
         # empty micro-batches: files with a header only; the input query's next batch reads them
-        before = query_batches(target.run_dir)
         first_query = "Trades"
         empty_error = None
         for _ in range(empty):
-            count = len(query_batches(target.run_dir).get(first_query, []))
             published, _ = target.publish(write_event(staging, k, 0, header_only=True))
             k += 1
             deadline = time.monotonic() + timeout
-            while (len(query_batches(target.run_dir).get(first_query, [])) <= count
+            while (not any(b.start >= published - LISTING
+                           for b in query_batches(target.run_dir).get(first_query, []))
                    and time.monotonic() < deadline and target.alive()):
                 time.sleep(0.02)
             if not target.alive() or _query_failed(target):
@@ -457,8 +456,9 @@ def measure(mode: str, hops: int, events: int, empty: int, timeout: float, start
     for ev in counted:
         for q, _, seconds in ev.hops:
             one_row[q].append(seconds)
-    known = {b.batch_id for b in before.get("Trades", [])}
-    empty_batches = [b.seconds for b in batches.get("Trades", []) if b.batch_id not in known]
+    # (the last event's batch commits after its change is visible: it is not one of these)
+    empty_batches = [b.seconds for b in batches.get("Trades", [])
+                     if empties and b.start >= empties[0] - LISTING]
     result = {
         "mode": mode, "hops": hops, "element": element, "events": events,
         "trigger_interval": "1 second", "queries": order,
@@ -475,6 +475,9 @@ def measure(mode: str, hops: int, events: int, empty: int, timeout: float, start
         "events_matched": {q: sum(1 for ev in counted if any(qq == q for qq, _, _ in ev.hops))
                            for q in order},
         "wall_seconds": time.monotonic() - began,
+        "batches": {q: [[b.batch_id, b.start, b.end] for b in v] for q, v in batches.items()},
+        "published": [ev.published for ev in counted], "seen": [ev.seen for ev in counted],
+        "empty_published": empties,
     }
     return result
 
