@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
 import shutil
 import signal
@@ -224,8 +225,7 @@ def split_latency(events: list[Event], batches: dict[str, list[Batch]], order: l
 def percentile(values: list[float], p: float) -> float:
     """The ``p``-th percentile (nearest rank) of ``values``."""
     ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, int(round(p / 100.0 * len(ordered) + 0.5)) - 1))
-    return ordered[k]
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(p / 100.0 * len(ordered)) - 1))]
 
 
 def summary(values: list[float]) -> dict:
