@@ -1,0 +1,253 @@
+"""Throughput of a typical project, element by element, against a passthrough of the same events.
+
+    python bench/project.py [--rows 400000] [--instruments 2000] [--files 4] [--repeat N]
+                            [--only NAME,...] [--json FILE]
+
+The project (``PROJECT`` below, every derived element ``PARTITION BY ... HASH(Sym) PARTITIONS 4``):
+trades (TradeId, Sym, Price, Qty) joined with an input window of INSTRUMENTS instruments (named in
+no BY clause, so broadcast to every instance), a ``KEEP 20 ROWS PER (Sym)`` window over the join,
+a GROUP BY Sym aggregate (count, sum, avg, max) over that window, and a Flex keeping the last
+average per symbol in a SPLASH ``dictionary(string, float)`` that emits the move of the average.
+
+Jobs, all in one Spark session (local[2], 2 shuffle partitions) on the same generated files, each
+run with ``availableNow`` / ``ccl run --until-idle`` semantics (``plan_project`` + ``run_plan``,
+outputs included), as in bench/runtime.py:
+
+- ``passthrough``: ``spark.readStream.csv`` of the trade files into the noop sink.
+- ``join``: the join only (its output element the last one).
+- ``join+keep``: the join and the KEEP window.
+- ``join+keep+agg``: the join, the KEEP window and the aggregate.
+- ``full``: the whole project, the Flex included.
+
+Each prefix's last element is its only OUTPUT element, so the difference between two prefixes is
+the cost of the element added. Every kind of job runs once on a small input first (not timed: the
+first query of a session pays JVM code generation, Python workers and the data source's start).
+Prints each job's time (its fastest run), trades/s, the ratio to the passthrough and the time each
+element adds; ``--json FILE`` writes the same as data.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Callable
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from ccl.planner import plan_project  # noqa: E402
+from runtime.job import RunOptions  # noqa: E402
+from runtime.run import run_plan  # noqa: E402
+from runtime.session import get_session  # noqa: E402
+
+# The elements in order; {out} becomes OUTPUT on the last element of a prefix.
+INPUTS = """
+CREATE INPUT STREAM Trades
+    SCHEMA (TradeId long, Sym string, Price float, Qty integer);
+
+CREATE INPUT WINDOW Instruments
+    SCHEMA (Sym string, Sector string, LotSize integer)
+    PRIMARY KEY (Sym);
+"""
+ELEMENTS = [
+    ("join", """
+CREATE {out}STREAM Enriched
+    PARTITION BY Trades HASH(Sym) PARTITIONS 4
+AS SELECT t.TradeId TradeId, t.Sym Sym, t.Price Price, t.Qty Qty, i.Sector Sector
+   FROM Trades t INNER JOIN Instruments i ON t.Sym = i.Sym;
+"""),
+    ("keep", """
+CREATE {out}WINDOW Recent
+    PRIMARY KEY (Sym, TradeId)
+    KEEP 20 ROWS PER (Sym)
+    PARTITION BY Enriched HASH(Sym) PARTITIONS 4
+AS SELECT * FROM Enriched;
+"""),
+    ("agg", """
+CREATE {out}WINDOW SymStats
+    PRIMARY KEY DEDUCED
+    PARTITION BY Recent HASH(Sym) PARTITIONS 4
+AS SELECT r.Sym Sym, count(*) Trades, sum(r.Qty) Volume, avg(r.Price) AvgPrice,
+          max(r.TradeId) LastId
+   FROM Recent r
+   GROUP BY r.Sym;
+"""),
+    ("flex", """
+CREATE FLEX Moves
+    IN SymStats
+    OUT {out}STREAM Moves SCHEMA (Sym string, AvgPrice float, Change float, LastId long)
+    PARTITION BY SymStats HASH(Sym) PARTITIONS 4
+BEGIN
+    DECLARE
+        dictionary(string, float) lastAvg;
+        typeof(Moves) rec;
+    END;
+    ON SymStats {
+        rec.Sym := SymStats.Sym;
+        rec.AvgPrice := SymStats.AvgPrice;
+        rec.LastId := SymStats.LastId;
+        if (isnull(lastAvg[SymStats.Sym])) {
+            rec.Change := 0.0;
+        } else {
+            rec.Change := SymStats.AvgPrice - lastAvg[SymStats.Sym];
+        }
+        lastAvg[SymStats.Sym] := SymStats.AvgPrice;
+        output setOpcode(rec, insert);
+    };
+END;
+"""),
+]
+PREFIXES = {"join": 1, "join+keep": 2, "join+keep+agg": 3, "full": 4}
+PROJECT = INPUTS + "".join(text.replace("{out}", "OUTPUT ") for _, text in ELEMENTS)
+
+
+def project_text(elements: int) -> str:
+    """The CCL of the first ``elements`` derived elements, the last one an OUTPUT element."""
+    parts = [text.replace("{out}", "OUTPUT " if k == elements - 1 else "")
+             for k, (_, text) in enumerate(ELEMENTS[:elements])]
+    return INPUTS + "".join(parts)
+
+
+def generate(directory: str, rows: int, instruments: int, files: int) -> str:
+    """``rows`` trades over ``files`` CSV files (header, increasing TradeId) in ``directory``/trades
+    and the instruments in ``directory``/instruments.csv; returns the trades directory."""
+    rnd = random.Random(7)
+    syms = [f"S{k:05d}" for k in range(instruments)]
+    trades = os.path.join(directory, "trades")
+    os.makedirs(trades, exist_ok=True)
+    with open(os.path.join(directory, "instruments.csv"), "w") as out:
+        out.write("Sym,Sector,LotSize\n")
+        out.write("".join(f"{s},SEC{k % 11},{100 * (1 + k % 5)}\n" for k, s in enumerate(syms)))
+    per, trade_id = rows // files, 0
+    for f in range(files):
+        lines = ["TradeId,Sym,Price,Qty\n"]
+        for _ in range(per if f < files - 1 else rows - per * (files - 1)):
+            trade_id += 1
+            lines.append(f"{trade_id},{rnd.choice(syms)},{rnd.randrange(1, 10**6) / 100:.2f},"
+                         f"{rnd.randrange(1, 1000)}\n")
+        with open(os.path.join(trades, f"part{f:03d}.csv"), "w") as out:
+            out.write("".join(lines))
+    return trades
+
+
+def _timed(start: Callable[[], object]) -> float:
+    began = time.perf_counter()
+    query = start()
+    if query is not None and hasattr(query, "awaitTermination"):
+        query.awaitTermination()
+    return time.perf_counter() - began
+
+
+def passthrough(spark, data: str, work: str) -> float:
+    """The trade files read by Spark's CSV source into the noop sink, availableNow."""
+    df = (spark.readStream.schema("TradeId long, Sym string, Price double, Qty int")
+          .option("header", True).csv(os.path.join(data, "trades")))
+    return _timed(lambda: df.writeStream.format("noop").trigger(availableNow=True)
+                  .option("checkpointLocation", os.path.join(work, "ck")).start())
+
+
+def compiled(spark, data: str, work: str, elements: int) -> float:
+    """A prefix of the project (``elements`` derived elements) run until idle; its seconds."""
+    path = os.path.join(work, "p.ccl")
+    with open(path, "w") as f:
+        f.write(project_text(elements))
+    plan, diags = plan_project(path)
+    if plan is None:
+        raise SystemExit("\n".join(str(d) for d in diags))
+    options = RunOptions(inputs={"Trades": os.path.join(data, "trades"),
+                                 "Instruments": os.path.join(data, "instruments.csv")},
+                         base_dir=work, run_dir=os.path.join(work, "run"), until_idle=True)
+    result = {}
+
+    def go() -> None:
+        result["run"] = run_plan(spark, plan, options, os.path.join(work, "out"))
+    seconds = _timed(go)
+    report = result["run"].report["elements"]
+    # every derived element saw rows (the join matched): a broken prefix is not timed as fast
+    assert all(stats["rows_in"] > 0 for stats in report.values()), report
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the jobs, print the table, write ``--json``; exit code 0."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=400_000, help="trades (default 400,000)")
+    ap.add_argument("--instruments", type=int, default=2_000)
+    ap.add_argument("--files", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds (every job once per round); each job's fastest run counts")
+    ap.add_argument("--only", default="", help="comma-separated job names: passthrough,"
+                    + ",".join(PREFIXES))
+    ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    args = ap.parse_args(argv)
+    only = [j for j in args.only.split(",") if j]
+    unknown = [j for j in only if j != "passthrough" and j not in PREFIXES]
+    if unknown:
+        ap.error(f"--only: unknown job(s) {', '.join(unknown)}")
+    if args.rows < args.files or args.files < 1 or args.instruments < 1 or args.repeat < 1:
+        ap.error("--rows >= --files >= 1, --instruments >= 1 and --repeat >= 1 are required")
+    root = tempfile.mkdtemp(prefix="ccl-bench-project-")
+    data = os.path.join(root, "data")
+    generate(data, args.rows, args.instruments, args.files)
+    spark = get_session("local[2]", "ccl-bench-project", 2, conf={"spark.driver.memory": "4g"})
+    jobs: dict[str, Callable[[str], float]] = {"passthrough": lambda w: passthrough(spark, data, w)}
+    for name, n in PREFIXES.items():
+        jobs[name] = lambda w, n=n: compiled(spark, data, w, n)
+    chosen = [name for name in jobs if not only or name in only]
+    times: dict[str, list[float]] = {name: [] for name in chosen}
+    try:
+        warm = os.path.join(root, "warm")
+        generate(os.path.join(warm, "data"), 2000, min(args.instruments, 100), 2)
+        for name in chosen:
+            work = os.path.join(warm, name)
+            os.makedirs(work)
+            (passthrough(spark, os.path.join(warm, "data"), work) if name == "passthrough"
+             else compiled(spark, os.path.join(warm, "data"), work, PREFIXES[name]))
+        for attempt in range(args.repeat):
+            for name in chosen:
+                work = os.path.join(root, f"{name}-{attempt}")
+                os.makedirs(work)
+                times[name].append(jobs[name](work))
+                shutil.rmtree(work, ignore_errors=True)
+                print(f"  {name} run {attempt + 1}: {times[name][-1]:.2f} s", file=sys.stderr, flush=True)
+    finally:
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    best = {name: min(t) for name, t in times.items()}
+    base = best.get("passthrough")
+    print(f"{args.rows:,} trades, {args.instruments:,} instruments, {args.files} files, local[2], "
+          f"fastest of {args.repeat} run(s)")
+    print(f"{'job':>14} {'seconds':>8} {'trades/s':>11} {'÷ passthrough':>14} {'element adds':>13}")
+    results = []
+    previous = None
+    for name in chosen:
+        seconds = best[name]
+        rate = args.rows / seconds
+        ratio = rate / (args.rows / base) if base else None
+        adds = (seconds - best[previous]) if previous in best and name != "passthrough" else None
+        if name == "join" and "passthrough" in best:
+            adds = seconds - best["passthrough"]
+        print(f"{name:>14} {seconds:8.2f} {rate:11,.0f} "
+              f"{(f'{ratio:.3f}' if ratio is not None else '-'):>14} "
+              f"{(f'{adds:+.2f} s' if adds is not None else '-'):>13}"
+              + (f"  (runs: {', '.join(f'{t:.2f}' for t in times[name])})" if len(times[name]) > 1 else ""))
+        results.append({"job": name, "seconds": seconds, "runs": times[name],
+                        "median_seconds": statistics.median(times[name]), "rows_per_second": rate,
+                        "ratio_to_passthrough": ratio, "adds_seconds": adds})
+        previous = name
+    print("load average (1, 5, 15 min) at the end: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": args.rows, "instruments": args.instruments, "files": args.files,
+                       "repeat": args.repeat, "master": "local[2]", "jobs": results,
+                       "load_average_at_end": os.getloadavg()}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
