@@ -144,7 +144,9 @@ def test_a_replayed_batch_starts_from_the_state_before_it(root):
             s.put_timed("t", (1, 0), n, 100 * n)
             s.commit(n)
     with BucketStore.open(root, 0) as s:
+        assert s.get("w", (1, 4)) == 4  # read before begin: not kept over the rollback
         s.begin(4)  # batch 4 committed, Spark did not record it: back to after 3
+        assert s.get("w", (1, 4)) is None
         assert _content(s) == {"w": {(1, 3): (3, None)}, "t": {(1, 0): (3, 300)}}
         s.commit(4)
         s.begin(3)  # two back: still kept
@@ -193,6 +195,7 @@ _OPS = st.one_of(
     st.tuples(st.just("put_timed"), _NS, _KEYS, st.integers(0, 99), st.integers(0, 50)),
     st.tuples(st.just("delete"), _NS, _KEYS),
     st.tuples(st.just("expire"), _NS, st.integers(0, 55)),
+    st.tuples(st.just("get"), _NS, st.lists(_KEYS, max_size=3)),
 )
 _BATCHES = st.lists(st.tuples(st.lists(_OPS, max_size=12), st.integers(1, 2),
                               st.sampled_from(["commit", "crash", "replay", "replay_two"])),
@@ -200,7 +203,7 @@ _BATCHES = st.lists(st.tuples(st.lists(_OPS, max_size=12), st.integers(1, 2),
 
 
 def _apply_model(state, ops):
-    """The model's state after ``ops`` and what each expire returned."""
+    """The model's state after ``ops`` and what each expire and get returned."""
     state = {ns: dict(rows) for ns, rows in state.items()}
     expired = []
     for op in ops:
@@ -211,6 +214,8 @@ def _apply_model(state, ops):
             rows[op[2]] = (op[3], op[4])
         elif op[0] == "delete":
             rows.pop(op[2], None)
+        elif op[0] == "get":
+            expired.append([rows[k][0] if k in rows else None for k in op[2]])
         else:
             due = sorted(((t, encode_key(k), k, v) for k, (v, t) in rows.items()
                           if t is not None and t < op[2]))
@@ -229,6 +234,9 @@ def _apply_store(store, ops):
             store.put_timed(op[1], op[2], op[3], op[4])
         elif op[0] == "delete":
             store.delete(op[1], op[2])
+        elif op[0] == "get":
+            expired.append(store.get_many(op[1], op[2]) if len(op[2]) != 1
+                           else [store.get(op[1], op[2][0])])
         else:
             expired.append(store.expire(op[1], op[2]))
     return expired

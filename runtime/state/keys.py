@@ -19,6 +19,7 @@ from typing import Any
 _NONE, _BYTES, _STR, _FALSE, _TRUE, _INT, _FLOAT, _DECIMAL, _DATE, _NAIVE, _AWARE = range(11)
 _BIG_INT = 11  # ints outside 64 bits: length-prefixed, ordered within their sign
 _Q = struct.Struct(">Q")
+_TQ = struct.Struct(">BQ")
 _D = struct.Struct(">d")
 _SIGN = 1 << 63
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -38,10 +39,19 @@ def encode_key(key: tuple) -> bytes:
 
 def encode_items(items: tuple) -> bytes:
     """The bytes of any tuple of scalars (also a key prefix)."""
-    out = bytearray()
+    parts = []
     for v in items:
-        _encode(v, out)
-    return bytes(out)
+        t = type(v)
+        # the common items inline: this runs for every key a batch touches
+        if t is int and -_SIGN <= v < _SIGN:
+            parts.append(_TQ.pack(_INT, v + _SIGN))
+        elif t is str and "\x00" not in v:
+            parts.append(b"\x02" + v.encode("utf-8") + b"\x00")
+        else:
+            out = bytearray()
+            _encode(v, out)
+            parts.append(bytes(out))
+    return b"".join(parts)
 
 
 def _escape(raw: bytes, out: bytearray) -> None:

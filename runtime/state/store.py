@@ -118,10 +118,14 @@ def _remove_strays(root: str, layout: Layout) -> None:
 
 
 def _open_db(path: str) -> Any:
-    from rocksdict import Options, Rdict, WriteOptions
+    from rocksdict import BlockBasedOptions, Options, Rdict, WriteOptions
     opt = Options(raw_mode=True)
     opt.create_if_missing(True)
     opt.set_write_buffer_size(32 << 20)
+    table = BlockBasedOptions()
+    # most keys a batch reads are new (inserts): a bloom filter answers "absent" without a read
+    table.set_bloom_filter(10, False)
+    opt.set_block_based_table_factory(table)
     try:
         db = Rdict(path, opt)
     except Exception as e:  # rocksdict raises a plain Exception with RocksDB's status text
@@ -185,6 +189,9 @@ class BucketStore:
             [_Q.unpack_from(raw, i)[0] - _SIGN for i in range(0, len(raw), 8)]
         self._batch: Optional[int] = None
         self._pending: dict[bytes, Optional[bytes]] = {}  # data key -> new raw value, None: deleted
+        # committed values the batch read: the engine reads a key before it writes it, so its undo
+        # record costs no second read at commit
+        self._prior: dict[bytes, Optional[bytes]] = {}
         self._sorted: Optional[list[bytes]] = []  # the pending keys in order (None: to sort)
         self._timed: dict[bytes, set[bytes]] = {}  # namespace prefix -> pending keys put timed
         self._ns: dict[str, bytes] = {}
@@ -209,6 +216,7 @@ class BucketStore:
             self._db.close()
             self._db = None
         self._pending.clear()
+        self._prior.clear()
         self._batch = None
 
     def __enter__(self) -> "BucketStore":
@@ -231,6 +239,7 @@ class BucketStore:
         if self._pending or self._batch is not None:
             raise StateError(f"bucket {self.bucket}: begin({batch_id}) while batch {self._batch} "
                              "is open")
+        self._prior.clear()  # reads before begin may be of a version the rollback replaces
         if self._history and self._history[-1] >= batch_id:
             self._rollback(batch_id)
         self._batch = batch_id
@@ -281,12 +290,15 @@ class BucketStore:
             raise StateError(f"bucket {self.bucket}: commit({batch_id}) of a batch not begun "
                              f"(open: {self._batch})")
         db = self._db
-        keys = list(self._pending)
+        prior = self._prior
+        unread = [k for k in self._pending if k not in prior]
+        if unread:
+            prior.update(zip(unread, db.get(unread)))
         undo = b"u" + _batch(batch_id)
         wb = _write_batch()
         wb.put(undo, b"")
-        for dkey, old in zip(keys, db.get(keys) if keys else []):
-            new = self._pending[dkey]
+        for dkey, new in self._pending.items():
+            old = prior[dkey]
             if new == old:
                 continue
             wb.put(undo + dkey, _ABSENT if old is None else old)
@@ -305,6 +317,7 @@ class BucketStore:
         db.write(wb)
         self._history = history
         self._pending.clear()
+        self._prior.clear()
         self._sorted = []
         self._timed.clear()
         self._batch = None
@@ -322,7 +335,18 @@ class BucketStore:
     def _raw(self, dkey: bytes) -> Optional[bytes]:
         if dkey in self._pending:
             return self._pending[dkey]
-        return self._db.get(dkey)
+        if dkey in self._prior:
+            return self._prior[dkey]
+        raw = self._prior[dkey] = self._db.get(dkey)
+        return raw
+
+    def _committed(self, dkeys: list[bytes]) -> None:
+        """Read the committed values of those of ``dkeys`` not read or written yet (one multi-get)."""
+        prior = self._prior
+        pending = self._pending
+        unread = [k for k in dkeys if k not in pending and k not in prior]
+        if unread:
+            prior.update(zip(unread, self._db.get(unread)))
 
     def _set(self, dkey: bytes, raw: Optional[bytes]) -> None:
         if self._batch is None:
@@ -340,11 +364,11 @@ class BucketStore:
         """The values under ``keys`` (one RocksDB multi-get for those the batch did not write)."""
         p = b"d" + self._prefix(ns)
         dkeys = [p + encode_key(k) for k in keys]
-        missing = [k for k in dkeys if k not in self._pending]
-        found = dict(zip(missing, self._db.get(missing))) if missing else {}
+        self._committed(dkeys)
+        pending, prior = self._pending, self._prior
         out = []
         for k in dkeys:
-            raw = self._pending[k] if k in self._pending else found[k]
+            raw = pending[k] if k in pending else prior[k]
             out.append(default if raw is None else _load(raw))
         return out
 
@@ -435,11 +459,10 @@ class BucketStore:
                 found.append((raw[1:9], dkey[len(p) + 1:]))
         found.sort()
         dkeys = [b"d" + p + ek for _, ek in found]
-        committed = [k for k in dkeys if k not in self._pending]
-        raws = dict(zip(committed, self._db.get(committed))) if committed else {}
+        self._committed(dkeys)
         out = []
         for dkey, (_, ek) in zip(dkeys, found):
-            raw = self._pending[dkey] if dkey in self._pending else raws[dkey]
+            raw = self._pending[dkey] if dkey in self._pending else self._prior[dkey]
             out.append((decode_key(ek), _load(raw)))
             self._set(dkey, None)
         return out
