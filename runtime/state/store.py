@@ -490,6 +490,11 @@ class BucketStore:
                 best = raw[1:9]
         return None if best is None else _Q.unpack(best)[0] - _SIGN
 
+    def compact(self) -> None:
+        """Compact the whole store now (after a bulk load, such as :func:`rebucket`'s), so that
+        the batches after it do not pay the compaction the load left."""
+        self._db.compact_range(None, None)
+
     # --- reports -------------------------------------------------------------------------------
 
     def count(self, ns: Optional[str] = None) -> int:
@@ -578,7 +583,7 @@ def rebucket(root: str, old_buckets: int, new_buckets: int, bucket_of: Callable[
         for db, wb in zip(targets, batches):
             wb.put(_HISTORY, history)
             db.write(wb)
-            db.flush()
+            db.compact_range(None, None)
     finally:
         for db in targets:
             db.close()
