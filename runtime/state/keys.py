@@ -27,8 +27,6 @@ _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _US = dt.timedelta(microseconds=1)
 
-Key = tuple
-
 
 def encode_key(key: tuple) -> bytes:
     """The bytes of ``key``; its first item must be the instance number (an int)."""

@@ -40,6 +40,7 @@ _Q = struct.Struct(">Q")
 _SIGN = 1 << 63
 _UNTIMED = b"\x00"
 _HISTORY = b"mhistory"
+_LOW = b"mlow"  # + namespace prefix: no time index entry of the namespace is older
 _ABSENT = b""
 _WRITE_CHUNK = 50_000  # keys per write batch when copying whole stores
 
@@ -194,6 +195,10 @@ class BucketStore:
         self._prior: dict[bytes, Optional[bytes]] = {}
         self._sorted: Optional[list[bytes]] = []  # the pending keys in order (None: to sort)
         self._timed: dict[bytes, set[bytes]] = {}  # namespace prefix -> pending keys put timed
+        # namespace prefix -> a time no index entry is older than (see expire), committed / this
+        # batch's
+        self._low: dict[bytes, Optional[int]] = {}
+        self._low_pending: dict[bytes, int] = {}
         self._ns: dict[str, bytes] = {}
 
     @classmethod
@@ -217,6 +222,7 @@ class BucketStore:
             self._db = None
         self._pending.clear()
         self._prior.clear()
+        self._low_pending.clear()
         self._batch = None
 
     def __enter__(self) -> "BucketStore":
@@ -240,6 +246,7 @@ class BucketStore:
             raise StateError(f"bucket {self.bucket}: begin({batch_id}) while batch {self._batch} "
                              "is open")
         self._prior.clear()  # reads before begin may be of a version the rollback replaces
+        self._low.clear()
         if self._history and self._history[-1] >= batch_id:
             self._rollback(batch_id)
         self._batch = batch_id
@@ -269,13 +276,14 @@ class BucketStore:
         keys = list(before)
         for dkey, now in zip(keys, db.get(keys) if keys else []):
             old = before[dkey]
-            if now is not None and now[:1] != _UNTIMED:
+            value = dkey[:1] == b"d"  # else a meta key (a low-time mark): no index entry
+            if value and now is not None and now[:1] != _UNTIMED:
                 wb.delete(_index_key(dkey, now))
             if old == _ABSENT:
                 wb.delete(dkey)
             else:
                 wb.put(dkey, old)
-                if old[:1] != _UNTIMED:
+                if value and old[:1] != _UNTIMED:
                     wb.put(_index_key(dkey, old), b"")
         wb.delete_range(first, b"v")
         history = [h for h in self._history if h < batch_id]
@@ -310,6 +318,11 @@ class BucketStore:
                 wb.put(dkey, new)
                 if new[:1] != _UNTIMED:
                     wb.put(_index_key(dkey, new), b"")
+        for p, low in self._low_pending.items():
+            mkey = _LOW + p
+            old = db.get(mkey)
+            wb.put(undo + mkey, _ABSENT if old is None else old)
+            wb.put(mkey, _time(low))
         history = (self._history + [batch_id])[-(KEEP_UNDO + 1):]
         if len(history) > KEEP_UNDO:
             wb.delete_range(b"u", b"u" + _batch(history[-KEEP_UNDO]))
@@ -320,6 +333,8 @@ class BucketStore:
         self._prior.clear()
         self._sorted = []
         self._timed.clear()
+        self._low.clear()
+        self._low_pending.clear()
         self._batch = None
 
     # --- reads and writes ------------------------------------------------------------------------
@@ -391,6 +406,25 @@ class BucketStore:
         dkey = b"d" + p + encode_key(key)
         self._set(dkey, b"\x01" + _time(at_millis) + pickle.dumps(value, protocol=5))
         self._timed.setdefault(p, set()).add(dkey)
+        low = self._low_of(p)
+        if low is not None and at_millis < low:
+            self._low_pending[p] = at_millis
+
+    def _low_of(self, p: bytes) -> Optional[int]:
+        """A time no index entry of namespace prefix ``p`` is older than (None: unknown)."""
+        if p in self._low_pending:
+            return self._low_pending[p]
+        if p not in self._low:
+            raw = self._db.get(_LOW + p)
+            self._low[p] = None if raw is None else _Q.unpack(raw)[0] - _SIGN
+        return self._low[p]
+
+    def _index_start(self, p: bytes) -> bytes:
+        """Where a walk of the time index of ``p`` starts: at its low mark, so the seek skips the
+        deletion markers of the entries expired before (RocksDB keeps them until a compaction,
+        and walking them made every expiry cost all the rows expired so far)."""
+        low = self._low_of(p)
+        return b"t" + p + (_time(low) if low is not None else b"")
 
     def delete(self, ns: str, key: tuple) -> None:
         """Remove ``key`` (nothing when absent)."""
@@ -437,13 +471,15 @@ class BucketStore:
         """Delete the timed values of ``ns`` put at a time before ``before_millis`` and return
         them as (key, value), oldest first: found through the time index, so it touches only
         them (and the values this batch put timed)."""
+        if self._batch is None:
+            raise StateError(f"bucket {self.bucket}: expire outside a batch (begin first)")
         p = self._prefix(ns)
         head = b"t" + p
         hi = head + _time(before_millis)
         cut = len(head) + 8
         found: list[tuple[bytes, bytes]] = []  # (time, encoded key)
         it = self._db.iter()
-        it.seek(head)
+        it.seek(self._index_start(p))
         while it.valid():
             k = it.key()
             if k >= hi:
@@ -465,6 +501,9 @@ class BucketStore:
             raw = self._pending[dkey] if dkey in self._pending else self._prior[dkey]
             out.append((decode_key(ek), _load(raw)))
             self._set(dkey, None)
+        low = self._low_of(p)
+        if low is None or before_millis > low:  # nothing older than the bound is left
+            self._low_pending[p] = before_millis
         return out
 
     def next_time(self, ns: str) -> Optional[int]:
@@ -474,7 +513,7 @@ class BucketStore:
         head = b"t" + p
         best: Optional[bytes] = None
         it = self._db.iter()
-        it.seek(head)
+        it.seek(self._index_start(p))
         while it.valid():
             k = it.key()
             if not k.startswith(head):
