@@ -11,9 +11,11 @@ Keys inside a bucket's RocksDB (one key space, the first byte says what a key is
   of (instance, key values...). The value is a header byte (0: untimed, 1: timed, then the time as
   8 ordered bytes) and the pickled Python value.
 - ``t NS 0x00 TIME KEY``: the time index of timed values (empty value), in time order per namespace.
-- ``u BATCH dKEY``: the undo record of a key batch ``BATCH`` changed: its value before the batch
-  (empty: it was absent); ``u BATCH`` alone marks that the batch's undo records are all there.
-- ``m history``: the ids of the last committed batches (the newest is the version).
+- ``u BATCH dKEY`` (or ``u BATCH mlowNS``): the undo record of a key batch ``BATCH`` changed: its
+  value before the batch (empty: it was absent); ``u BATCH`` alone marks that the batch's undo
+  records are all there.
+- ``m history``: the ids of the last committed batches (the newest is the version);
+  ``m low NS 0x00``: a time no index entry of the namespace is older than, where expiry seeks to.
 
 A batch's changes stay in memory until :meth:`BucketStore.commit` writes them, their undo records,
 the time index entries and the new history in one RocksDB write batch (atomic; the write-ahead log
