@@ -344,6 +344,32 @@ def test_a_bucket_closed_by_one_process_is_opened_by_another(root):
         assert s.expire("t", 100) == [((5, "x"), "timed")]
 
 
+_KILLED = """
+import os, signal, sys
+from runtime.state import BucketStore
+s = BucketStore.open(sys.argv[1], 0)
+s.begin(1)
+s.put("w", (1, "a"), "committed")
+s.put_timed("t", (1, "b"), "timed", 10)
+s.commit(1)
+s.begin(2)
+s.put("w", (1, "a"), "never committed")
+s.delete("t", (1, "b"))
+os.kill(os.getpid(), signal.SIGKILL)  # no close, no flush: what a killed Spark task leaves
+"""
+
+
+def test_a_killed_process_leaves_its_last_commit(root):
+    out = subprocess.run([sys.executable, "-c", _KILLED, root], cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == -9, out.stderr
+    with BucketStore.open(root, 0) as s:  # the lock died with the process
+        assert s.version == 1
+        s.begin(2)
+        assert list(s.scan("w")) == [((1, "a"), "committed")]
+        assert s.expire("t", 11) == [((1, "b"), "timed")]
+
+
 # --- rebucketing and the layout -------------------------------------------------------------------
 
 def _fill(root, buckets, bucket_of, batches):
