@@ -3,7 +3,7 @@ as the rows held grow (issue 27). A skeleton of the issue's bench/state.py: the 
 yet the engine or Spark around it.
 
     python bench/state.py [--held 100000,1000000,3000000] [--batch 100000] [--batches 4]
-                          [--kinds keep_all,keep_time] [--dir /tmp/...]
+                          [--kinds keep_all,keep_time] [--candidates pickle,store] [--dir ...]
 
 The workload is bench/state_store.py's (one bucket of a window keyed by OrderId; a batch inserts B
 new keys, updates B/10 held ones and deletes B/100), with the rows as the runtime would store
@@ -177,6 +177,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100_000)
     ap.add_argument("--batches", type=int, default=4)
     ap.add_argument("--kinds", default="keep_all,keep_time")
+    ap.add_argument("--candidates", default="pickle,store")
     ap.add_argument("--dir", default=None, help="where stores are written (default: a temp dir)")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # cand:kind:held (a child)
     args = ap.parse_args()
@@ -191,7 +192,7 @@ def main() -> None:
     try:
         for kind in args.kinds.split(","):
             for held in [int(h) for h in args.held.split(",")]:
-                for cand in ("pickle", "store"):
+                for cand in args.candidates.split(","):
                     p = subprocess.run([sys.executable, __file__, "--one", f"{cand}:{kind}:{held}",
                                         "--batch", str(args.batch), "--batches", str(args.batches),
                                         "--dir", root], capture_output=True, text=True)
@@ -216,6 +217,11 @@ def report(results: list[dict]) -> None:
     by = {(r["candidate"], r["kind"], r["held"]): r for r in results}
     for kind, held in sorted({(r["kind"], r["held"]) for r in results}):
         p, s = by.get(("pickle", kind, held)), by.get(("store", kind, held))
+        if s is not None and p is None:
+            print(f"| {kind} | {held:,} | - | {med(s['batch_s']):.2f} ({med(s['cpu_s']):.2f}) "
+                  f"| {med(s['commit_close_s']):.2f} | {s['replay_begin_s']:.2f} "
+                  f"| {med(s['expired']) if s['expired'] else 0:,.0f} | - | {s['peak_mb']:.0f} | - "
+                  f"| {s['disk_mb']:.0f} | -, {s['load_s']:.1f} |")
         if p is None or s is None:
             continue
         assert p["rows_after"] == s["rows_after"], (p["rows_after"], s["rows_after"])
