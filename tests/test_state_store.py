@@ -216,7 +216,7 @@ _BATCHES = st.lists(st.tuples(st.lists(_OPS, max_size=12), st.integers(1, 2),
 def _apply_model(state, ops):
     """The model's state after ``ops`` and what each expire and get returned."""
     state = {ns: dict(rows) for ns, rows in state.items()}
-    expired = []
+    seen = []
     for op in ops:
         rows = state.setdefault(op[1], {})
         if op[0] == "put":
@@ -226,18 +226,18 @@ def _apply_model(state, ops):
         elif op[0] == "delete":
             rows.pop(op[2], None)
         elif op[0] == "get":
-            expired.append([rows[k][0] if k in rows else None for k in op[2]])
+            seen.append([rows[k][0] if k in rows else None for k in op[2]])
         else:
             due = sorted(((t, encode_key(k), k, v) for k, (v, t) in rows.items()
                           if t is not None and t < op[2]))
-            expired.append([(k, v) for _, _, k, v in due])
+            seen.append([(k, v) for _, _, k, v in due])
             for _, _, k, _ in due:
                 del rows[k]
-    return {ns: rows for ns, rows in state.items() if rows}, expired
+    return {ns: rows for ns, rows in state.items() if rows}, seen
 
 
 def _apply_store(store, ops):
-    expired = []
+    seen = []
     for op in ops:
         if op[0] == "put":
             store.put(op[1], op[2], op[3])
@@ -246,11 +246,11 @@ def _apply_store(store, ops):
         elif op[0] == "delete":
             store.delete(op[1], op[2])
         elif op[0] == "get":
-            expired.append(store.get_many(op[1], op[2]) if len(op[2]) != 1
+            seen.append(store.get_many(op[1], op[2]) if len(op[2]) != 1
                            else [store.get(op[1], op[2][0])])
         else:
-            expired.append(store.expire(op[1], op[2]))
-    return expired
+            seen.append(store.expire(op[1], op[2]))
+    return seen
 
 
 def _store_state(store):
@@ -270,11 +270,11 @@ def test_random_batches_and_crashes_match_a_dict_model(batches):
         prev_ops = None
         for ops, gap, mode in batches:
             batch_id += gap  # buckets without rows in a batch commit nothing for it
-            want, want_expired = _apply_model(model, ops)
+            want, want_seen = _apply_model(model, ops)
             with BucketStore.open(root, 0) as s:
                 s.begin(batch_id)
                 assert _store_state(s) == model
-                assert _apply_store(s, ops) == want_expired
+                assert _apply_store(s, ops) == want_seen
                 assert _store_state(s) == want
                 if mode != "crash":  # "crash": the task dies before its commit
                     s.commit(batch_id)
@@ -282,13 +282,13 @@ def test_random_batches_and_crashes_match_a_dict_model(batches):
                 with BucketStore.open(root, 0) as s:
                     s.begin(batch_id)
                     assert _store_state(s) == model
-                    assert _apply_store(s, ops) == want_expired
+                    assert _apply_store(s, ops) == want_seen
                     s.commit(batch_id)
             elif mode == "replay":  # committed, not recorded by Spark: runs again, same rows
                 with BucketStore.open(root, 0) as s:
                     s.begin(batch_id)
                     assert _store_state(s) == model
-                    assert _apply_store(s, ops) == want_expired
+                    assert _apply_store(s, ops) == want_seen
                     s.commit(batch_id)
             elif mode == "replay_two" and prev_ops is not None and batch_id - gap in after:
                 first = batch_id - gap  # both this batch and the one before run again
