@@ -1,0 +1,633 @@
+"""A bucket's per-instance state in an embedded RocksDB (``rocksdict``), versioned by batch id.
+
+Layout of a state root (docs/runtime.md, "The state store")::
+
+    ROOT/layout.json           {"format": 1, "buckets": B, "generation": G}
+    ROOT/gGGGGG/bBBBBB/        one RocksDB per bucket of generation G
+
+Keys inside a bucket's RocksDB (one key space, the first byte says what a key is):
+
+- ``d NS 0x00 KEY``: a value; ``NS`` the namespace (ASCII), ``KEY`` :func:`runtime.state.keys.encode_key`
+  of (instance, key values...). The value is a header byte (0: untimed, 1: timed, then the time as
+  8 ordered bytes) and the pickled Python value.
+- ``t NS 0x00 TIME KEY``: the time index of timed values (empty value), in time order per namespace.
+- ``u BATCH dKEY`` (or ``u BATCH mlowNS``): the undo record of a key batch ``BATCH`` changed: its
+  value before the batch (empty: it was absent); ``u BATCH`` alone marks that the batch's undo
+  records are all there.
+- ``m history``: the ids of the last committed batches (the newest is the version);
+  ``m low NS 0x00``: a time no index entry of the namespace is older than, where expiry seeks to.
+
+A batch's changes stay in memory until :meth:`BucketStore.commit` writes them, their undo records,
+the time index entries and the new history in one RocksDB write batch (atomic; the write-ahead log
+is written, not synced: a killed process loses nothing committed, a power cut may).
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import pickle
+import shutil
+import struct
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+from .keys import decode_instance, decode_key, encode_items, encode_key
+
+FORMAT = 1
+KEEP_UNDO = 2  # batches that can be rolled back: a replay is of the last one, rarely two
+LAYOUT = "layout.json"
+_Q = struct.Struct(">Q")
+_SIGN = 1 << 63
+_UNTIMED = b"\x00"
+_HISTORY = b"mhistory"
+_LOW = b"mlow"  # + namespace prefix: no time index entry of the namespace is older
+_ABSENT = b""
+_WRITE_CHUNK = 50_000  # keys per write batch when copying whole stores
+
+
+class StateError(Exception):
+    """A state root or store that cannot be used as asked (wrong layout, version gone, misuse)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The set of buckets of a state root: how many, and which generation directory holds them."""
+    buckets: int
+    generation: int
+
+    def bucket_dir(self, root: str, bucket: int) -> str:
+        """The directory of ``bucket``'s RocksDB."""
+        return os.path.join(root, f"g{self.generation:05d}", f"b{bucket:05d}")
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """What a bucket store holds, for reports."""
+    version: Optional[int]
+    estimated_keys: int  # RocksDB's estimate over all kinds of keys (values, index, undo)
+    disk_bytes: int
+
+
+def read_layout(root: str) -> Optional[Layout]:
+    """The layout of the state root ``root``, or ``None`` when it has none yet."""
+    try:
+        with open(os.path.join(root, LAYOUT)) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None
+    if data.get("format") != FORMAT:
+        raise StateError(f"{root}: state format {data.get('format')!r}, this runtime reads "
+                         f"format {FORMAT}; start from a new run directory")
+    return Layout(int(data["buckets"]), int(data["generation"]))
+
+
+def _write_layout(root: str, layout: Layout) -> None:
+    os.makedirs(root, exist_ok=True)
+    hidden = os.path.join(root, f".{uuid.uuid4().hex}.tmp")
+    with open(hidden, "w") as f:
+        json.dump({"format": FORMAT, "buckets": layout.buckets,
+                   "generation": layout.generation}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(hidden, os.path.join(root, LAYOUT))
+
+
+def create(root: str, buckets: int) -> Layout:
+    """Make ``root`` a state root of ``buckets`` buckets, or check that it is one (the driver
+    calls this before the first batch; tasks only open buckets). Another bucket count is refused:
+    :func:`rebucket` moves the state first."""
+    if buckets < 1:
+        raise StateError(f"a state root needs at least one bucket, not {buckets}")
+    layout = read_layout(root)
+    if layout is None:
+        layout = Layout(buckets, 1)
+        _write_layout(root, layout)
+    elif layout.buckets != buckets:
+        raise StateError(f"{root}: the state is in {layout.buckets} buckets, this run has "
+                         f"{buckets}: rebucket it first (runtime.state.rebucket)")
+    _remove_strays(root, layout)
+    return layout
+
+
+def _remove_strays(root: str, layout: Layout) -> None:
+    """Generation directories other than the layout's: left by a rebucket that crashed (before or
+    after its switch) and never read."""
+    live = f"g{layout.generation:05d}"
+    for name in os.listdir(root):
+        if name.startswith("g") and name != live and os.path.isdir(os.path.join(root, name)):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _open_db(path: str) -> Any:
+    from rocksdict import BlockBasedOptions, Options, Rdict, WriteOptions
+    opt = Options(raw_mode=True)
+    opt.create_if_missing(True)
+    opt.set_write_buffer_size(32 << 20)
+    table = BlockBasedOptions()
+    # most keys a batch reads are new (inserts): a bloom filter answers "absent" without a read
+    table.set_bloom_filter(10, False)
+    opt.set_block_based_table_factory(table)
+    try:
+        db = Rdict(path, opt)
+    except Exception as e:  # rocksdict raises a plain Exception with RocksDB's status text
+        hint = " (open in another task or process: RocksDB locks it)" if "lock" in str(e) else ""
+        raise StateError(f"cannot open the state store {path}{hint}: {e}") from e
+    wo = WriteOptions()
+    wo.sync = False
+    db.set_write_options(wo)
+    return db
+
+
+def _write_batch() -> Any:
+    from rocksdict import WriteBatch
+    return WriteBatch(raw_mode=True)
+
+
+def _time(millis: int) -> bytes:
+    return _Q.pack(millis + _SIGN)
+
+
+def _batch(batch_id: int) -> bytes:
+    return _Q.pack(batch_id + _SIGN)
+
+
+def _index_key(dkey: bytes, raw: bytes) -> bytes:
+    """The time index key of value ``raw`` (timed) stored under ``dkey``."""
+    cut = dkey.index(b"\x00", 1) + 1
+    return b"t" + dkey[1:cut] + raw[1:9] + dkey[cut:]
+
+
+def _next_prefix(prefix: bytes) -> bytes:
+    """The least byte string greater than every string starting with ``prefix``."""
+    p = prefix.rstrip(b"\xff")
+    return p[:-1] + bytes([p[-1] + 1]) if p else b"\xff" * (len(prefix) + 1)
+
+
+class BucketStore:
+    """One bucket's state store, open for one task (see :meth:`open`).
+
+    Use::
+
+        with BucketStore.open(root, bucket) as store:
+            store.begin(batch_id)          # the state after batch_id - 1 (a replay rolls back)
+            row = store.get("w0", (instance, order_id))
+            store.put_timed("w0", (instance, order_id), row, now_ms)
+            gone = store.expire("w0", now_ms - keep_ms)
+            store.commit(batch_id)         # all of it, atomically, or (crash) none of it
+
+    Keys are tuples whose first item is the instance number (:mod:`runtime.state.keys`); values
+    any picklable Python value. Reads see the batch's own writes; nothing reaches the disk before
+    :meth:`commit`.
+    """
+
+    def __init__(self, db: Any, path: str, bucket: int) -> None:
+        """Use :meth:`open`."""
+        self._db = db
+        self.path = path
+        self.bucket = bucket
+        raw = db.get(_HISTORY)
+        self._history: list[int] = [] if raw is None else \
+            [_Q.unpack_from(raw, i)[0] - _SIGN for i in range(0, len(raw), 8)]
+        self._batch: Optional[int] = None
+        self._pending: dict[bytes, Optional[bytes]] = {}  # data key -> new raw value, None: deleted
+        # committed values the batch read: the engine reads a key before it writes it, so its undo
+        # record costs no second read at commit
+        self._prior: dict[bytes, Optional[bytes]] = {}
+        self._sorted: Optional[list[bytes]] = []  # the pending keys in order (None: to sort)
+        self._timed: dict[bytes, set[bytes]] = {}  # namespace prefix -> pending keys put timed
+        # namespace prefix -> a time no index entry is older than (see expire), committed / this
+        # batch's
+        self._low: dict[bytes, Optional[int]] = {}
+        self._low_pending: dict[bytes, int] = {}
+        self._ns: dict[str, bytes] = {}
+
+    @classmethod
+    def open(cls, root: str, bucket: int) -> "BucketStore":
+        """Open ``bucket`` of the state root ``root`` (made by :func:`create`). Open it in the task
+        that uses it and close it at the task's end: RocksDB locks its directory, and the bucket's
+        next batch may run in another Python worker."""
+        layout = read_layout(root)
+        if layout is None:
+            raise StateError(f"{root} is not a state root (no {LAYOUT}): runtime.state.create")
+        if not 0 <= bucket < layout.buckets:
+            raise StateError(f"{root}: no bucket {bucket}, the state has {layout.buckets}")
+        path = layout.bucket_dir(root, bucket)
+        os.makedirs(path, exist_ok=True)
+        return cls(_open_db(path), path, bucket)
+
+    def close(self) -> None:
+        """Close the store; changes not committed are dropped."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self._pending.clear()
+        self._prior.clear()
+        self._low_pending.clear()
+        self._batch = None
+
+    def __enter__(self) -> "BucketStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def version(self) -> Optional[int]:
+        """The last committed batch id (``None``: nothing committed)."""
+        return self._history[-1] if self._history else None
+
+    # --- batches -------------------------------------------------------------------------------
+
+    def begin(self, batch_id: int) -> None:
+        """Start batch ``batch_id`` from the state after ``batch_id - 1``: when the store already
+        committed ``batch_id`` or later (the task finished, Spark did not record the batch, and
+        now runs it again), those batches are rolled back with their undo records first."""
+        if self._pending or self._batch is not None:
+            raise StateError(f"bucket {self.bucket}: begin({batch_id}) while batch {self._batch} "
+                             "is open")
+        self._prior.clear()  # reads before begin may be of a version the rollback replaces
+        self._low.clear()
+        if self._history and self._history[-1] >= batch_id:
+            self._rollback(batch_id)
+        self._batch = batch_id
+
+    def _rollback(self, batch_id: int) -> None:
+        db = self._db
+        newer = [h for h in self._history if h >= batch_id]
+        marks = db.get([b"u" + _batch(h) for h in newer])
+        if any(m is None for m in marks):
+            raise StateError(
+                f"bucket {self.bucket}: cannot go back to the state before batch {batch_id}: the "
+                f"store is at batch {self.version} and keeps the undo records of its last "
+                f"{KEEP_UNDO} batches only")
+        first = b"u" + _batch(batch_id)
+        before: dict[bytes, bytes] = {}  # the oldest undo record of a key is its state back then
+        it = db.iter()
+        it.seek(first)
+        while it.valid():
+            k = it.key()
+            if k[:1] != b"u":
+                break
+            if len(k) > 9 and k[9:] not in before:
+                before[k[9:]] = it.value()
+            it.next()
+        del it
+        wb = _write_batch()
+        keys = list(before)
+        for dkey, now in zip(keys, db.get(keys) if keys else []):
+            old = before[dkey]
+            value = dkey[:1] == b"d"  # else a meta key (a low-time mark): no index entry
+            if value and now is not None and now[:1] != _UNTIMED:
+                wb.delete(_index_key(dkey, now))
+            if old == _ABSENT:
+                wb.delete(dkey)
+            else:
+                wb.put(dkey, old)
+                if value and old[:1] != _UNTIMED:
+                    wb.put(_index_key(dkey, old), b"")
+        wb.delete_range(first, b"v")
+        history = [h for h in self._history if h < batch_id]
+        wb.put(_HISTORY, b"".join(_batch(h) for h in history))
+        db.write(wb)
+        self._history = history
+
+    def commit(self, batch_id: int) -> None:
+        """Write the batch's changes, their undo records, the time index and the new version in one
+        atomic write; drop the undo records of batches older than the last :data:`KEEP_UNDO`."""
+        if self._batch != batch_id:
+            raise StateError(f"bucket {self.bucket}: commit({batch_id}) of a batch not begun "
+                             f"(open: {self._batch})")
+        db = self._db
+        prior = self._prior
+        unread = [k for k in self._pending if k not in prior]
+        if unread:
+            prior.update(zip(unread, db.get(unread)))
+        undo = b"u" + _batch(batch_id)
+        wb = _write_batch()
+        wb.put(undo, b"")
+        for dkey, new in self._pending.items():
+            old = prior[dkey]
+            if new == old:
+                continue
+            wb.put(undo + dkey, _ABSENT if old is None else old)
+            if old is not None and old[:1] != _UNTIMED:
+                wb.delete(_index_key(dkey, old))
+            if new is None:
+                wb.delete(dkey)
+            else:
+                wb.put(dkey, new)
+                if new[:1] != _UNTIMED:
+                    wb.put(_index_key(dkey, new), b"")
+        for p, low in self._low_pending.items():
+            mkey = _LOW + p
+            old = db.get(mkey)
+            wb.put(undo + mkey, _ABSENT if old is None else old)
+            wb.put(mkey, _time(low))
+        history = (self._history + [batch_id])[-(KEEP_UNDO + 1):]
+        if len(history) > KEEP_UNDO:
+            wb.delete_range(b"u", b"u" + _batch(history[-KEEP_UNDO]))
+        wb.put(_HISTORY, b"".join(_batch(h) for h in history))
+        db.write(wb)
+        self._history = history
+        self._pending.clear()
+        self._prior.clear()
+        self._sorted = []
+        self._timed.clear()
+        self._low.clear()
+        self._low_pending.clear()
+        self._batch = None
+
+    # --- reads and writes ------------------------------------------------------------------------
+
+    def _prefix(self, ns: str) -> bytes:
+        p = self._ns.get(ns)
+        if p is None:
+            if not ns or not ns.isascii() or "\x00" in ns:
+                raise StateError(f"a namespace is a non-empty ASCII name, not {ns!r}")
+            p = self._ns[ns] = ns.encode() + b"\x00"
+        return p
+
+    def _raw(self, dkey: bytes) -> Optional[bytes]:
+        if dkey in self._pending:
+            return self._pending[dkey]
+        if dkey in self._prior:
+            return self._prior[dkey]
+        raw = self._prior[dkey] = self._db.get(dkey)
+        return raw
+
+    def _committed(self, dkeys: list[bytes]) -> None:
+        """Read the committed values of those of ``dkeys`` not read or written yet (one multi-get)."""
+        prior = self._prior
+        pending = self._pending
+        unread = [k for k in dkeys if k not in pending and k not in prior]
+        if unread:
+            prior.update(zip(unread, self._db.get(unread)))
+
+    def _set(self, dkey: bytes, raw: Optional[bytes]) -> None:
+        if self._batch is None:
+            raise StateError(f"bucket {self.bucket}: a write outside a batch (begin first)")
+        if dkey not in self._pending:
+            self._sorted = None
+        self._pending[dkey] = raw
+
+    def get(self, ns: str, key: tuple, default: Any = None) -> Any:
+        """The value under ``key`` in namespace ``ns``, or ``default``."""
+        raw = self._raw(b"d" + self._prefix(ns) + encode_key(key))
+        return default if raw is None else _load(raw)
+
+    def get_many(self, ns: str, keys: Sequence[tuple], default: Any = None) -> list[Any]:
+        """The values under ``keys`` (one RocksDB multi-get for those the batch did not write)."""
+        p = b"d" + self._prefix(ns)
+        dkeys = [p + encode_key(k) for k in keys]
+        self._committed(dkeys)
+        pending, prior = self._pending, self._prior
+        out = []
+        for k in dkeys:
+            raw = pending[k] if k in pending else prior[k]
+            out.append(default if raw is None else _load(raw))
+        return out
+
+    def time_of(self, ns: str, key: tuple) -> Optional[int]:
+        """The time a timed value under ``key`` was put with (``None``: absent or untimed)."""
+        raw = self._raw(b"d" + self._prefix(ns) + encode_key(key))
+        if raw is None or raw[:1] == _UNTIMED:
+            return None
+        return _Q.unpack_from(raw, 1)[0] - _SIGN
+
+    def put(self, ns: str, key: tuple, value: Any) -> None:
+        """Store ``value`` under ``key`` (out of the time index if it was timed)."""
+        self._set(b"d" + self._prefix(ns) + encode_key(key),
+                  _UNTIMED + pickle.dumps(value, protocol=5))
+
+    def put_timed(self, ns: str, key: tuple, value: Any, at_millis: int) -> None:
+        """Store ``value`` under ``key`` at time ``at_millis`` (ms) in the namespace's time index;
+        a key put again moves in the index to its new time."""
+        p = self._prefix(ns)
+        dkey = b"d" + p + encode_key(key)
+        self._set(dkey, b"\x01" + _time(at_millis) + pickle.dumps(value, protocol=5))
+        self._timed.setdefault(p, set()).add(dkey)
+        low = self._low_of(p)
+        if low is not None and at_millis < low:
+            self._low_pending[p] = at_millis
+
+    def _low_of(self, p: bytes) -> Optional[int]:
+        """A time no index entry of namespace prefix ``p`` is older than (None: unknown)."""
+        if p in self._low_pending:
+            return self._low_pending[p]
+        if p not in self._low:
+            raw = self._db.get(_LOW + p)
+            self._low[p] = None if raw is None else _Q.unpack(raw)[0] - _SIGN
+        return self._low[p]
+
+    def _index_start(self, p: bytes) -> bytes:
+        """Where a walk of the time index of ``p`` starts: at its low mark, so the seek skips the
+        deletion markers of the entries expired before (RocksDB keeps them until a compaction,
+        and walking them made every expiry cost all the rows expired so far)."""
+        low = self._low_of(p)
+        return b"t" + p + (_time(low) if low is not None else b"")
+
+    def delete(self, ns: str, key: tuple) -> None:
+        """Remove ``key`` (nothing when absent)."""
+        self._set(b"d" + self._prefix(ns) + encode_key(key), None)
+
+    def scan(self, ns: str, prefix: tuple = ()) -> Iterator[tuple[tuple, Any]]:
+        """(key, value) of the keys of ``ns`` starting with the items ``prefix`` (``(instance,)``:
+        one instance's), in key order. The scan sees the batch's writes made before it started."""
+        for dkey, raw in self._range(b"d" + self._prefix(ns), encode_items(prefix)):
+            yield decode_key(dkey[dkey.index(b"\x00", 1) + 1:]), _load(raw)
+
+    def _range(self, head: bytes, rest: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Committed keys in the range merged with the pending ones (which win)."""
+        lo = head + rest
+        hi = _next_prefix(lo)
+        if self._sorted is None:
+            self._sorted = sorted(self._pending)
+        ps = self._sorted
+        pend = ps[bisect.bisect_left(ps, lo):bisect.bisect_left(ps, hi)]
+        pending = self._pending
+        it = self._db.iter()
+        it.seek(lo)
+        i = 0
+        while True:
+            k = it.key() if it.valid() else None
+            if k is not None and k >= hi:
+                k = None
+            if i < len(pend) and (k is None or pend[i] <= k):
+                p = pend[i]
+                i += 1
+                if k == p:
+                    it.next()
+                raw = pending[p]
+                if raw is not None:
+                    yield p, raw
+            elif k is not None:
+                if k not in pending:
+                    yield k, it.value()
+                it.next()
+            else:
+                return
+
+    def expire(self, ns: str, before_millis: int) -> list[tuple[tuple, Any]]:
+        """Delete the timed values of ``ns`` put at a time before ``before_millis`` and return
+        them as (key, value), oldest first: found through the time index, so it touches only
+        them (and the values this batch put timed)."""
+        if self._batch is None:
+            raise StateError(f"bucket {self.bucket}: expire outside a batch (begin first)")
+        p = self._prefix(ns)
+        head = b"t" + p
+        hi = head + _time(before_millis)
+        cut = len(head) + 8
+        found: list[tuple[bytes, bytes]] = []  # (time, encoded key)
+        it = self._db.iter()
+        it.seek(self._index_start(p))
+        while it.valid():
+            k = it.key()
+            if k >= hi:
+                break
+            if b"d" + p + k[cut:] not in self._pending:
+                found.append((k[len(head):cut], k[cut:]))
+            it.next()
+        del it
+        bound = _time(before_millis)
+        for dkey in self._timed.get(p, ()):
+            raw = self._pending.get(dkey)
+            if raw is not None and raw[:1] != _UNTIMED and raw[1:9] < bound:
+                found.append((raw[1:9], dkey[len(p) + 1:]))
+        found.sort()
+        dkeys = [b"d" + p + ek for _, ek in found]
+        self._committed(dkeys)
+        out = []
+        for dkey, (_, ek) in zip(dkeys, found):
+            raw = self._pending[dkey] if dkey in self._pending else self._prior[dkey]
+            out.append((decode_key(ek), _load(raw)))
+            self._set(dkey, None)
+        low = self._low_of(p)
+        if low is None or before_millis > low:  # nothing older than the bound is left
+            self._low_pending[p] = before_millis
+        return out
+
+    def next_time(self, ns: str) -> Optional[int]:
+        """The earliest time in the time index of ``ns`` (``None``: no timed value), for the next
+        deadline of a timer; counts the batch's own writes."""
+        p = self._prefix(ns)
+        head = b"t" + p
+        best: Optional[bytes] = None
+        it = self._db.iter()
+        it.seek(self._index_start(p))
+        while it.valid():
+            k = it.key()
+            if not k.startswith(head):
+                break
+            if b"d" + p + k[len(head) + 8:] not in self._pending:
+                best = k[len(head):len(head) + 8]
+                break
+            it.next()
+        del it
+        for dkey in self._timed.get(p, ()):
+            raw = self._pending.get(dkey)
+            if raw is not None and raw[:1] != _UNTIMED and (best is None or raw[1:9] < best):
+                best = raw[1:9]
+        return None if best is None else _Q.unpack(best)[0] - _SIGN
+
+    def compact(self) -> None:
+        """Compact the whole store now (after a bulk load, such as :func:`rebucket`'s), so that
+        the batches after it do not pay the compaction the load left."""
+        self._db.compact_range(None, None)
+
+    # --- reports -------------------------------------------------------------------------------
+
+    def count(self, ns: Optional[str] = None) -> int:
+        """The number of values in ``ns`` (all namespaces: ``None``), by a scan: for reports and
+        tests, not for every batch."""
+        n = 0
+        head = b"d" + self._prefix(ns) if ns is not None else b"d"
+        for _ in self._range(head, b""):
+            n += 1
+        return n
+
+    def stats(self) -> StoreStats:
+        """Version, RocksDB's key estimate and the bytes of the store's files."""
+        keys = self._db.property_int_value("rocksdb.estimate-num-keys") or 0
+        return StoreStats(self.version, int(keys), _du(self.path))
+
+
+def _load(raw: bytes) -> Any:
+    return pickle.loads(raw[1:] if raw[:1] == _UNTIMED else raw[9:])
+
+
+def _du(path: str) -> int:
+    total = 0
+    for top, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(top, name)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def rebucket(root: str, old_buckets: int, new_buckets: int, bucket_of: Callable[[int], int],
+             next_batch: int) -> Layout:
+    """Move the state of ``root`` from ``old_buckets`` to ``new_buckets`` buckets: every key to
+    bucket ``bucket_of(instance)`` (in ``0..new_buckets-1``), as the state is before batch
+    ``next_batch`` (the batch the resumed run starts with; newer commits are rolled back).
+
+    The new buckets are written to a new generation directory and the layout switched to it by
+    one rename, so a crash leaves either the old state whole (the half-written generation is
+    removed by the next :func:`create` or :func:`rebucket`) or the new one. The undo records are
+    not carried over: the new stores cannot roll back before ``next_batch``."""
+    layout = read_layout(root)
+    if layout is None:
+        raise StateError(f"{root} is not a state root (no {LAYOUT})")
+    if layout.buckets != old_buckets:
+        raise StateError(f"{root}: the state is in {layout.buckets} buckets, not {old_buckets}")
+    if new_buckets < 1:
+        raise StateError(f"a state root needs at least one bucket, not {new_buckets}")
+    _remove_strays(root, layout)
+    new = Layout(new_buckets, layout.generation + 1)
+    targets = []
+    try:
+        for b in range(new_buckets):
+            os.makedirs(new.bucket_dir(root, b))
+            targets.append(_open_db(new.bucket_dir(root, b)))
+        batches = [_write_batch() for _ in targets]
+        sizes = [0] * new_buckets
+        for b in range(old_buckets):
+            with BucketStore.open(root, b) as store:
+                store.begin(next_batch)
+                it = store._db.iter()
+                it.seek(b"d")
+                while it.valid():
+                    dkey = it.key()
+                    if dkey[:1] != b"d":
+                        break
+                    raw = it.value()
+                    instance = decode_instance(dkey[dkey.index(b"\x00", 1) + 1:])
+                    nb = bucket_of(instance)
+                    if not 0 <= nb < new_buckets:
+                        raise StateError(f"instance {instance} maps to bucket {nb}, not one of "
+                                         f"0..{new_buckets - 1}")
+                    wb = batches[nb]
+                    wb.put(dkey, raw)
+                    if raw[:1] != _UNTIMED:
+                        wb.put(_index_key(dkey, raw), b"")
+                    sizes[nb] += 1
+                    if sizes[nb] >= _WRITE_CHUNK:
+                        targets[nb].write(wb)
+                        batches[nb] = _write_batch()
+                        sizes[nb] = 0
+                    it.next()
+                del it
+        history = _batch(next_batch - 1) if next_batch > 0 else b""
+        for db, wb in zip(targets, batches):
+            wb.put(_HISTORY, history)
+            db.write(wb)
+            db.compact_range(None, None)
+    finally:
+        for db in targets:
+            db.close()
+    _write_layout(root, new)
+    _remove_strays(root, new)
+    return new
