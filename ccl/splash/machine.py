@@ -14,7 +14,8 @@ from typing import Callable, Optional
 from ..syntax import nodes as n
 from .types import ANY, Type
 from .convert import coerce
-from .values import BudgetExhausted, Long, Record, SplashError, a_kind, dictionary_key, is_integral
+from .values import (BudgetExhausted, Dictionary, Long, Record, SplashError, a_kind, dictionary_key,
+                     is_integral)
 from .windows import WindowView
 
 BREAK, CONTINUE, RETURN = "break", "continue", "return"
@@ -154,6 +155,8 @@ def get_element(container: object, index: object) -> object:
     value (null when the key is absent); null when either side is null."""
     if container is None or index is None:
         return None
+    if type(container) is Dictionary:  # the common case first; the same as the branch below
+        return container.get(dictionary_key(coerce(index, container.key, "a dictionary key")))
     if isinstance(container, list):
         if not is_integral(index):
             raise SplashError(f"a vector index must be an integer, not {a_kind(index)}")
