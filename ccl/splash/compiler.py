@@ -49,6 +49,16 @@ class Compiler(ExpressionCompiler):
     def block(self, block: n.Block, loops: int, switches: int) -> Stmt:
         """A block: a new scope around its statements."""
         stmts = [self.stmt(s, loops, switches) for s in block.stmts]
+        if not any(isinstance(x, n.VarDecl) for s in block.stmts for x in s.walk()):
+            # Nothing here declares a variable: its scope would stay empty, and an empty scope
+            # only makes every name lookup below it longer.
+            def run_plain(m: Machine, f: Frame) -> Optional[str]:
+                for s in stmts:
+                    signal = s(m, f)
+                    if signal is not None:
+                        return signal
+                return None
+            return run_plain
 
         def run(m: Machine, f: Frame) -> Optional[str]:
             f.scopes.append({})
@@ -106,6 +116,7 @@ class Compiler(ExpressionCompiler):
 
     def _output(self, s: n.OutputStmt) -> Stmt:
         ev = self.expr(s.value)
+        fresh = self._fresh_record(s.value)
 
         def run(m: Machine, f: Frame) -> None:
             m.tick()
@@ -114,8 +125,18 @@ class Compiler(ExpressionCompiler):
                 raise SplashError("output is only allowed in a Flex handler")
             if not isinstance(value, Record):
                 raise SplashError(f"output needs a record, not {a_kind(value)}")
-            m.emit(value.copy_record())  # later changes to the variable do not change the output
+            # later changes to the variable do not change the output (a new record has none)
+            m.emit(value if fresh else value.copy_record())
         return run
+
+    def _fresh_record(self, e: n.Node) -> bool:
+        """Whether ``e`` always gives a record made by itself that nothing else refers to: a
+        record literal, or the built-in ``setOpcode`` of one."""
+        if isinstance(e, n.RecordLit):
+            return True
+        return (isinstance(e, n.Call) and e.library is None and len(e.args) == 2
+                and e.func.name not in self.function_defs and e.func.name.lower() == "setopcode"
+                and not e.distinct and isinstance(e.args[0], n.RecordLit))
 
     def _jump(self, signal: str, error: Optional[str]) -> Stmt:
         if error is not None:

@@ -71,8 +71,11 @@ class ExpressionCompiler:
             cell = m.globals.get(name)
             if cell is not None:
                 return cell.value
-            if f.sources is not None and name in f.sources:
-                return f.sources[name]
+            sources = f.sources
+            if sources is not None:
+                row = sources.get(name)
+                if row is not None:
+                    return row
             if opcode is not None:
                 return opcode
             raise SplashError(f"unknown name '{name}'")
@@ -288,5 +291,5 @@ class ExpressionCompiler:
 
         def run(m: Machine, f: Frame) -> Record:
             m.tick()
-            return Record(((name, ev(m, f)) for name, ev in fields), key_fields=keys)
+            return Record({name: ev(m, f) for name, ev in fields}, key_fields=keys)
         return run
