@@ -123,7 +123,7 @@ class Interpreter:
         """Run a block with input rows ``sources`` (source name -> column -> value); ``output``
         receives a copy of each record an ``output`` statement emits (its ``opcode`` set by
         setOpcode, else None); without it ``output`` is an error."""
-        body = self._compile(block, lambda: self.compiler.block(block, loops=0, switches=0))
+        body = self._compile(block, lambda: self.compiler.unit(block))
         machine = self._machine(extra_globals)
         machine.emit = output
 
