@@ -500,3 +500,18 @@ def test_input_records_are_typed_once_and_used_as_they_are():
     # a record of another source is made anew, as any mapping
     other = interp.input_record("other", {"v": 1})
     assert interp.run_block(block("return getOpcode(priceW);"), {"priceW": other}).value == 1
+
+
+def test_names_resolve_to_locals_globals_and_rows_in_that_order():
+    decl = declare_globals(declare("integer g := 1; integer priceW := 7; integer f(integer g) { return g * 10; } "
+                                   "integer h() { return g; }"))
+    interp = Interpreter(decl)
+
+    def ret(code: str) -> object:
+        return interp.run_block(block(code), {"priceW": {"v": 2}}).value
+    assert ret("return g + h();") == 2
+    assert ret("integer g := 5; return g + h() + f(3);") == 36   # a function sees no caller's locals
+    assert ret("if (true) { integer g := 5; } return g;") == 1
+    assert ret("return priceW;") == 7                            # a global hides an input row
+    assert ret("vector(integer) v := new vector(integer); push_back(v, 4); integer s := 0; "
+               "for (g in v) { s := s + g * 100; } return s + g;") == 401   # the loop's g ends with it
