@@ -98,6 +98,8 @@ class Interpreter:
         self._globals = {name: (from_python(v, types.get(name, ANY)), types.get(name, ANY), name in consts)
                          for name, v in values.items()}
         self._mutable = {name for name, (v, _, _) in self._globals.items() if isinstance(v, (list, dict))}
+        self._cell_specs = [(name, v, t, const, name in self._mutable)
+                            for name, (v, t, const) in self._globals.items()]
         self.budget = budget
         self.max_depth = max_depth
         self.clock = clock or _utc_now
@@ -172,15 +174,15 @@ class Interpreter:
     def _machine(self, extra: Optional[Mapping[str, Cell]]) -> Machine:
         bound = self._bound
         if bound is None:
-            cells = {name: Cell(copy.deepcopy(v) if name in self._mutable else v, t, const)
-                     for name, (v, t, const) in self._globals.items()}
+            cells = {name: Cell(copy.deepcopy(v) if mutable else v, t, const)
+                     for name, v, t, const, mutable in self._cell_specs}
         else:
             cells = {}
-            for name, (v, t, const) in self._globals.items():
-                if name in bound and not const:
+            for name, v, t, const, mutable in self._cell_specs:
+                if not const and name in bound:
                     cells[name] = Cell(bound[name], t)
                 else:
-                    cells[name] = Cell(copy.deepcopy(v) if name in self._mutable else v, t, const)
+                    cells[name] = Cell(copy.deepcopy(v) if mutable else v, t, const)
             for name, v in bound.items():
                 if name not in cells:
                     cells[name] = Cell(v)
@@ -220,7 +222,7 @@ class Interpreter:
                 values[c] = from_python(v, types.get(c, ANY))
         # The types dict is shared by every record of src: records never change their types
         # (copy_record copies them), so no copy per row.
-        rec = InputRecord(values, types, tuple(key_fields))
+        rec = InputRecord(values, types, key_fields if type(key_fields) is tuple else tuple(key_fields))
         rec.readonly, rec.source = True, src
         if opcode is not None:
             rec.opcode = opcode

@@ -180,6 +180,10 @@ def set_element(container: object, index: object, value: object) -> None:
     """``container[index] := value`` on a vector (index must exist) or a dictionary."""
     if container is None:
         raise SplashError("cannot assign into a null vector or dictionary (create it with new)")
+    if type(container) is Dictionary and index is not None:  # the common case of the branch below
+        key = coerce(index, container.key, "a dictionary key")
+        container[dictionary_key(key)] = coerce(value, container.value, "a dictionary value")
+        return
     if isinstance(container, list):
         if not is_integral(index) or not 0 <= index < len(container):  # type: ignore[operator]
             raise SplashError(f"vector index {index} out of range (size {len(container)})")
