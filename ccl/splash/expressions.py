@@ -20,6 +20,7 @@ from .values import (LONG_MAX, LONG_MIN, MONEY_PRECISION, Dictionary, Long, Reco
 from .windows import WindowView
 
 _MISSING = object()
+new_record = Record.__new__
 
 
 def local_names(node: n.Node, params: Iterable[str] = ()) -> frozenset[str]:
@@ -381,5 +382,9 @@ class ExpressionCompiler:
             m.steps += 1
             if m.steps > m.limit:
                 m.exhausted()
-            return Record({name: ev(m, f) for name, ev in fields}, key_fields=keys)
+            rec = new_record(Record)  # Record(..., key_fields=keys) without __init__
+            for name, ev in fields:
+                rec[name] = ev(m, f)
+            rec.types, rec.key_fields = {}, keys
+            return rec
         return run

@@ -34,6 +34,9 @@ class InputRecord(Record):
     """An input row's record made by :meth:`Interpreter.input_record` (read-only, typed)."""
 
 
+_new_input = InputRecord.__new__
+
+
 @dataclass
 class Outcome:
     """How a block ended: ``returned`` is False when it ran to its end or hit ``exit``."""
@@ -212,17 +215,18 @@ class Interpreter:
             types = dict(self.source_types.get(src, {}))
             found = self._input_types[src] = (types, {c: _PLAIN_TYPE.get(t.name) for c, t in types.items()})
         types, plain = found
-        values = {}
+        rec = _new_input(InputRecord)  # InputRecord(...) without __init__ (values.copy_record)
         for c, v in row.items():
             p = plain.get(c)
             # from_python's own fast path, without the call: a value of the column's plain type
             if v is None or (type(v) is p and (p is not int or INT_MIN <= v <= INT_MAX)):  # type: ignore[operator]
-                values[c] = v
+                rec[c] = v
             else:
-                values[c] = from_python(v, types.get(c, ANY))
+                rec[c] = from_python(v, types.get(c, ANY))
         # The types dict is shared by every record of src: records never change their types
         # (copy_record copies them), so no copy per row.
-        rec = InputRecord(values, types, key_fields if type(key_fields) is tuple else tuple(key_fields))
+        rec.types = types
+        rec.key_fields = key_fields if type(key_fields) is tuple else tuple(key_fields)
         rec.readonly, rec.source = True, src
         if opcode is not None:
             rec.opcode = opcode
