@@ -200,7 +200,8 @@ class Compiler(ExpressionCompiler):
             m.steps += 1
             if m.steps > m.limit:
                 m.exhausted()
-            if truth(cond(m, f)):
+            c = cond(m, f)
+            if c is True or (c is not None and c is not False and truth(c)):  # truth() of a boolean inline
                 return then(m, f)
             return otherwise(m, f) if otherwise is not None else None
         return run

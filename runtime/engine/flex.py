@@ -212,7 +212,6 @@ class FlexEngine:
         interp, keys = self.interp, self.source_keys[port]
         for change in changes:
             row = (change.new if change.op != "d" else change.old) or {}
-            interp.bind(state["vars"])
             if self.port_caches[port]:
                 self.declared.feed(state["vars"], self.port_caches[port], self.source_kinds[port],
                                    change.op, row, now_ms)
@@ -291,7 +290,8 @@ class FlexEngine:
             assert self.store is not None
             changes = apply_to_window(self.store, state["output"], self.strict, self.name, op, key,
                                       row, seq, now_ms)
-            return [_emit(c) for c in changes]
+            return [Emit(c.op, c.seq, dict((c.old if c.op == "d" else c.new) or {}))  # _emit, inline
+                    for c in changes]
         except RowRefused as e:
             return [Bad(f"output: {e}", seq, port, row)]
 
