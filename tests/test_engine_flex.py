@@ -611,3 +611,49 @@ def test_a_record_is_a_dictionary_key_by_its_key_fields(tmp_path):
     state = roundtrip(state)
     out += eng.process(state, [ev("i", 3, id=2, v=5)], 0)
     assert [(v["n"], v["ids"], v["v"]) for _, v in ops(out)] == [(1, "1", 10), (1, "1", 20), (2, "12", 5)]
+
+
+# --- what the per-event hot path must keep (bench/flex.py) ---------------------------------------------
+
+TWO_HANDLERS = """
+CREATE INPUT WINDOW P SCHEMA (k string, v integer) PRIMARY KEY (k);
+CREATE FLEX F IN P
+OUT OUTPUT STREAM O SCHEMA (k string, op integer, v integer, oldv integer, w integer)
+BEGIN
+    DECLARE
+        typeof(O) rec;
+        dictionary(string, typeof(O)) kept;
+    END;
+    ON P {
+        setOpcode(P, safedelete);
+        rec.k := P.k; rec.op := getOpcode(P); rec.v := P.v;
+        output rec;
+        kept[P.k] := rec;
+        rec.v := 99;
+        output rec;
+        output [k = P.k; | op = 0;];
+        rec.k := 'changed';
+    };
+    ON P {
+        rec.op := getOpcode(P); rec.oldv := P_old.v; rec.w := kept[P.k].v;
+        output rec;
+    };
+END;
+"""
+
+
+def test_each_handler_run_gets_its_own_input_record_and_outputs_are_copies(tmp_path):
+    eng, _ = build(tmp_path, TWO_HANDLERS, "O")
+    state = eng.initial_state()
+    out = eng.process(state, [ev("i", 1, k="a", v=1), ev("u", 2, k="a", v=2)], 0)
+    row = {"k": "a", "op": 13, "v": 1, "oldv": None, "w": None}
+    assert ops(out) == [
+        ("i", row), ("i", {**row, "v": 99}), ("i", {"k": "a", "op": 0, "v": None, "oldv": None, "w": None}),
+        # setOpcode on the first handler's record of P is not seen by the second
+        ("i", {"k": "changed", "op": 1, "v": 99, "oldv": None, "w": 1}),
+        ("i", {"k": "a", "op": 13, "v": 2, "oldv": None, "w": 1}),
+        ("i", {"k": "a", "op": 13, "v": 99, "oldv": None, "w": 1}),
+        ("i", {"k": "a", "op": 0, "v": None, "oldv": None, "w": None}),
+        ("i", {"k": "changed", "op": 3, "v": 99, "oldv": 1, "w": 2})]
+    # the record put in the dictionary did not change with the variable
+    assert dict(state["vars"]["kept"]["a"]) == {"k": "a", "op": 13, "v": 2, "oldv": None, "w": 1}

@@ -459,3 +459,59 @@ def test_functions_of_one_declare_block_call_each_other():
         "boolean even(integer x) { if (x = 0) { return true; } else { return odd(x - 1); } }"))
     interp = Interpreter(decl)
     assert [interp.call("odd", [k]) for k in (1, 2, 5)] == [True, False, True]
+
+
+# --- hot paths keep the rules (runtime-flex.md, per-event cost) -------------------------------------
+
+def test_blocks_that_declare_nothing_see_and_change_the_variables_around_them():
+    assert run("integer a := 1; if (true) { a := a + 1; } while (a < 5) { a := a + 1; } return a;") == 5
+    assert run("integer a := 1; if (true) { if (true) { integer a := 7; a := 8; } a := a + 10; } "
+               "return a;") == 11
+    with pytest.raises(SplashError, match="unknown name 'b'"):
+        run("if (true) { if (true) { integer b := 1; } } return b;")
+    # a variable declared in a loop's body is new each time round
+    assert run("integer n := 0; integer s := 0; while (n < 3) { n := n + 1; integer x; "
+               "if (isnull(x)) { s := s + 1; } x := 5; } return s;") == 3
+
+
+def test_plain_numbers_and_strings_compare_and_compute_as_before():
+    from ccl.splash.operators import arithmetic, comparison
+    nan = float("nan")
+    assert comparison("=", nan, nan) is True and comparison("<", 1.0, nan) is True
+    assert comparison("=", -0.0, 0.0) is True and comparison("<", "B", "a") is True
+    assert comparison(">=", 3, 3) is True and comparison("<>", 2, 3.0) is True
+    with pytest.raises(SplashError, match="cannot compare"):
+        comparison("=", True, 1)
+    assert arithmetic("+", 1, 2.5) == 3.5 and arithmetic("/", 7, -2) == -3
+    assert arithmetic("+", 2**31 - 1, 1) == -2**31 and arithmetic("/", 1.0, 0) is None
+    assert arithmetic("*", Long(2), 3) == Long(6) and type(arithmetic("*", Long(2), 3)) is Long
+
+
+def test_input_records_are_typed_once_and_used_as_they_are():
+    interp = Interpreter(source_types={"priceW": {"v": "long", "n": "integer", "s": "string"}})
+    rec = interp.input_record("priceW", {"v": 5, "n": 3, "s": "x", "extra": 2**40}, opcode=3,
+                              key_fields=["s"])
+    assert type(rec["v"]) is Long and type(rec["n"]) is int and type(rec["extra"]) is Long
+    assert rec.opcode == 3 and rec.key_fields == ("s",) and rec.readonly and rec.source == "priceW"
+    code = block("return getOpcode(priceW) * 100 + priceW.v;")
+    assert interp.run_block(code, {"priceW": rec}).value == 305
+    with pytest.raises(SplashError, match="cannot be assigned"):
+        interp.run_block(block("priceW.n := 1;"), {"priceW": rec})
+    # a record of another source is made anew, as any mapping
+    other = interp.input_record("other", {"v": 1})
+    assert interp.run_block(block("return getOpcode(priceW);"), {"priceW": other}).value == 1
+
+
+def test_names_resolve_to_locals_globals_and_rows_in_that_order():
+    decl = declare_globals(declare("integer g := 1; integer priceW := 7; integer f(integer g) { return g * 10; } "
+                                   "integer h() { return g; }"))
+    interp = Interpreter(decl)
+
+    def ret(code: str) -> object:
+        return interp.run_block(block(code), {"priceW": {"v": 2}}).value
+    assert ret("return g + h();") == 2
+    assert ret("integer g := 5; return g + h() + f(3);") == 36   # a function sees no caller's locals
+    assert ret("if (true) { integer g := 5; } return g;") == 1
+    assert ret("return priceW;") == 7                            # a global hides an input row
+    assert ret("vector(integer) v := new vector(integer); push_back(v, 4); integer s := 0; "
+               "for (g in v) { s := s + g * 100; } return s + g;") == 401   # the loop's g ends with it

@@ -7,7 +7,7 @@ from typing import Optional
 from ..syntax import nodes as n
 from .types import ANY, Type
 from .convert import coerce
-from .expressions import ExpressionCompiler
+from .expressions import ExpressionCompiler, local_names
 from .machine import (BREAK, CONTINUE, RETURN, Cell, ExitSignal, Expr, Frame, Function, Machine, Stmt,
                       fail, find_cell, set_element)
 from .operators import comparison, truth
@@ -29,9 +29,18 @@ class Compiler(ExpressionCompiler):
         if fn is None:
             node = self.function_defs[name]
             params = [(p.name.name, self.type(p.type)) for p in node.params]
-            body = self.block(node.body, loops=0, switches=0)
+            body = self.unit(node.body, [p for p, _ in params])
             fn = self._functions[name] = Function(node, params, self.type(node.return_type), body)
         return fn
+
+    def unit(self, block: n.Block, params: list[str] = []) -> Stmt:
+        """A block run in a frame of its own (a handler's, a function's body with ``params``):
+        names it never declares are looked up without going through its scopes."""
+        outer, self.locals = self.locals, local_names(block, params)
+        try:
+            return self.block(block, loops=0, switches=0)
+        finally:
+            self.locals = outer
 
     def _e_Sequence(self, e: n.Sequence) -> Expr:
         """``(v := x; w := y; value)``: the steps run as statements, then the value."""
@@ -49,6 +58,16 @@ class Compiler(ExpressionCompiler):
     def block(self, block: n.Block, loops: int, switches: int) -> Stmt:
         """A block: a new scope around its statements."""
         stmts = [self.stmt(s, loops, switches) for s in block.stmts]
+        if not any(isinstance(x, n.VarDecl) for s in block.stmts for x in s.walk()):
+            # Nothing here declares a variable: its scope would stay empty, and an empty scope
+            # only makes every name lookup below it longer.
+            def run_plain(m: Machine, f: Frame) -> Optional[str]:
+                for s in stmts:
+                    signal = s(m, f)
+                    if signal is not None:
+                        return signal
+                return None
+            return run_plain
 
         def run(m: Machine, f: Frame) -> Optional[str]:
             f.scopes.append({})
@@ -73,7 +92,9 @@ class Compiler(ExpressionCompiler):
             ev = self.expr(s.expr)
 
             def run_expr(m: Machine, f: Frame) -> None:
-                m.tick()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
                 ev(m, f)
             return run_expr
         if isinstance(s, n.If):
@@ -92,7 +113,9 @@ class Compiler(ExpressionCompiler):
             return self._jump(CONTINUE, None if loops else "continue outside a loop")
         if isinstance(s, n.Exit):
             def run_exit(m: Machine, f: Frame) -> None:
-                m.tick()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
                 raise ExitSignal()
             return run_exit
         if isinstance(s, n.TypeDef):
@@ -106,23 +129,38 @@ class Compiler(ExpressionCompiler):
 
     def _output(self, s: n.OutputStmt) -> Stmt:
         ev = self.expr(s.value)
+        fresh = self._fresh_record(s.value)
 
         def run(m: Machine, f: Frame) -> None:
-            m.tick()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
             value = ev(m, f)
             if m.emit is None:
                 raise SplashError("output is only allowed in a Flex handler")
             if not isinstance(value, Record):
                 raise SplashError(f"output needs a record, not {a_kind(value)}")
-            m.emit(value.copy_record())  # later changes to the variable do not change the output
+            # later changes to the variable do not change the output (a new record has none)
+            m.emit(value if fresh else value.copy_record())
         return run
+
+    def _fresh_record(self, e: n.Node) -> bool:
+        """Whether ``e`` always gives a record made by itself that nothing else refers to: a
+        record literal, or the built-in ``setOpcode`` of one."""
+        if isinstance(e, n.RecordLit):
+            return True
+        return (isinstance(e, n.Call) and e.library is None and len(e.args) == 2
+                and e.func.name not in self.function_defs and e.func.name.lower() == "setopcode"
+                and not e.distinct and isinstance(e.args[0], n.RecordLit))
 
     def _jump(self, signal: str, error: Optional[str]) -> Stmt:
         if error is not None:
             return fail(error)  # type: ignore[return-value]
 
         def run(m: Machine, f: Frame) -> str:
-            m.tick()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
             return signal
         return run
 
@@ -131,7 +169,9 @@ class Compiler(ExpressionCompiler):
         decls = [(d.name.name, self.expr(d.init) if d.init is not None else None) for d in s.declarators]
 
         def run(m: Machine, f: Frame) -> None:
-            m.tick()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
             scope = f.scopes[-1]
             for name, init in decls:
                 if name in scope:
@@ -144,7 +184,9 @@ class Compiler(ExpressionCompiler):
         ev = self.expr(s.value) if s.value is not None else None
 
         def run(m: Machine, f: Frame) -> str:
-            m.tick()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
             f.ret = ev(m, f) if ev is not None else None
             return RETURN
         return run
@@ -155,8 +197,11 @@ class Compiler(ExpressionCompiler):
         otherwise = self._nested(s.otherwise, loops, switches) if s.otherwise is not None else None
 
         def run(m: Machine, f: Frame) -> Optional[str]:
-            m.tick()
-            if truth(cond(m, f)):
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
+            c = cond(m, f)
+            if c is True or (c is not None and c is not False and truth(c)):  # truth() of a boolean inline
                 return then(m, f)
             return otherwise(m, f) if otherwise is not None else None
         return run
@@ -173,7 +218,9 @@ class Compiler(ExpressionCompiler):
 
         def run(m: Machine, f: Frame) -> Optional[str]:
             while True:
-                m.tick()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
                 if not truth(cond(m, f)):
                     return None
                 signal = body(m, f)
@@ -192,7 +239,9 @@ class Compiler(ExpressionCompiler):
         stream = f"{s.iterable.name.name}_stream" if isinstance(s.iterable, n.Var) else None
 
         def run(m: Machine, f: Frame) -> Optional[str]:
-            m.tick()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
             cell = m.globals.get(stream) if stream is not None else None
             view = cell.value if cell is not None and isinstance(cell.value, WindowView) else None
             try:
@@ -217,7 +266,9 @@ class Compiler(ExpressionCompiler):
             else:
                 raise SplashError(f"for-in needs a vector, a dictionary or a window, not {a_kind(it)}")
             for item in items:
-                m.tick()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
                 f.scopes.append({var: Cell(item, t)})
                 signal = body(m, f)
                 f.scopes.pop()
@@ -235,7 +286,9 @@ class Compiler(ExpressionCompiler):
         default = next((i for i, c in enumerate(s.cases) if not c.values), None)
 
         def run(m: Machine, f: Frame) -> Optional[str]:
-            m.tick()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
             value = subject(m, f)
             start = None
             for i, (values, _) in enumerate(cases):
@@ -265,9 +318,13 @@ class Compiler(ExpressionCompiler):
         if isinstance(target, n.Var):
             name = target.name.name
 
+            outer = self.locals is not None and name not in self.locals
+
             def run_var(m: Machine, f: Frame) -> None:
-                m.tick()
-                cell = find_cell(m, f, name)
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
+                cell = m.globals.get(name) if outer else find_cell(m, f, name)
                 if cell is None:
                     if f.sources is not None and name in f.sources:
                         raise SplashError(f"the input row '{name}' cannot be assigned")
@@ -280,7 +337,9 @@ class Compiler(ExpressionCompiler):
             base_ev, field = self.expr(target.base), target.field.name
 
             def run_field(m: Machine, f: Frame) -> None:
-                m.tick()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
                 rec = base_ev(m, f)
                 value = value_ev(m, f)
                 if not isinstance(rec, Record):
@@ -295,7 +354,9 @@ class Compiler(ExpressionCompiler):
             base_ev, index_ev = self.expr(target.base), self.expr(target.index)
 
             def run_index(m: Machine, f: Frame) -> None:
-                m.tick()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
                 container, index = base_ev(m, f), index_ev(m, f)
                 set_element(container, index, value_ev(m, f))
             return run_index

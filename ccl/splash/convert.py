@@ -321,6 +321,10 @@ def cast(v: object, t: Type) -> object:
 # Implicit conversion on assignment
 # --------------------------------------------------------------------------------------------------
 
+# Python type -> the one CCL type its values have (exactly that Python type, not a subclass)
+_SAME_KIND = {str: "string", float: "float", bool: "boolean", int: "integer", Long: "long",
+              Interval: "interval"}
+
 _WIDENS = {
     "integer": {"integer", "long", "float", "money", "decimal", "interval"},
     "long": {"long", "float", "money", "decimal", "interval"},
@@ -343,6 +347,8 @@ def coerce(v: object, t: Type, what: str) -> object:
     narrowing (long into integer, float into money, ...) is an error."""
     if v is None or t.name in ("any", "null"):
         return v
+    if _SAME_KIND.get(type(v)) == t.name:
+        return v  # the value already has the type: what the checks below give back
     k = kind(v)
     if t.name not in _WIDENS.get(k, ()):
         raise SplashError(f"cannot assign {a_kind(v)} to {what} of type {t}")

@@ -5,7 +5,7 @@ wrong argument count) is an error only when, and if, it is reached.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
 
 from ..syntax import nodes as n
 from .types import Type
@@ -19,6 +19,24 @@ from .values import (LONG_MAX, LONG_MIN, MONEY_PRECISION, Dictionary, Long, Reco
                      Vector, a_kind, make_dec, resolve_type)
 from .windows import WindowView
 
+_MISSING = object()
+new_record = Record.__new__
+
+
+def local_names(node: n.Node, params: Iterable[str] = ()) -> frozenset[str]:
+    """Every name that running ``node`` (a handler's block or a function's body, with parameters
+    ``params``) can put in the scopes of its frame: declared variables, for-in variables, and the
+    names in the arguments of cache aggregates (which stand for each record in turn)."""
+    names = set(params)
+    for x in node.walk():
+        if isinstance(x, n.VarDecl):
+            names.update(d.name.name for d in x.declarators)
+        elif isinstance(x, n.ForIn):
+            names.add(x.var.name)
+        elif isinstance(x, n.Call) and x.func.name.lower() in AGGREGATES:
+            names.update(v.name.name for a in x.args for v in a.walk() if isinstance(v, n.Var))
+    return frozenset(names)
+
 
 class ExpressionCompiler:
     """Compiles expressions; user functions are looked up by name when a call runs."""
@@ -28,6 +46,9 @@ class ExpressionCompiler:
         self.function_defs = functions
         self.typedefs = dict(typedefs)
         self.source_types = source_types
+        # The names the code being compiled can put in its frame's scopes (see local_names), or
+        # None when not known: any other name is looked up in the globals and input rows only.
+        self.locals: Optional[frozenset[str]] = None
 
     def type(self, spec: n.Node) -> Type:
         """The type a type node names."""
@@ -61,6 +82,20 @@ class ExpressionCompiler:
     def _e_Var(self, e: n.Var) -> Expr:
         name = e.name.name
         opcode = OPCODES.get(name.lower())
+        if self.locals is not None and name not in self.locals:
+            def ev_outer(m: Machine, f: Frame) -> object:  # no scope of this frame can hold it
+                cell = m.globals.get(name)
+                if cell is not None:
+                    return cell.value
+                sources = f.sources
+                if sources is not None:
+                    row = sources.get(name)
+                    if row is not None:
+                        return row
+                if opcode is not None:
+                    return opcode
+                raise SplashError(f"unknown name '{name}'")
+            return ev_outer
 
         def ev(m: Machine, f: Frame) -> object:
             scopes = f.scopes
@@ -71,8 +106,11 @@ class ExpressionCompiler:
             cell = m.globals.get(name)
             if cell is not None:
                 return cell.value
-            if f.sources is not None and name in f.sources:
-                return f.sources[name]
+            sources = f.sources
+            if sources is not None:
+                row = sources.get(name)
+                if row is not None:
+                    return row
             if opcode is not None:
                 return opcode
             raise SplashError(f"unknown name '{name}'")
@@ -87,11 +125,12 @@ class ExpressionCompiler:
                 return None
             if not isinstance(rec, Record):
                 raise SplashError(f"{a_kind(rec)} has no field '{field}'")
-            if field not in rec:
+            value = rec.get(field, _MISSING)
+            if value is _MISSING:
                 source = getattr(rec, "source", None)
                 raise SplashError(f"'{source}' has no column '{field}'" if source
                                   else f"the record has no field '{field}'")
-            return rec[field]
+            return value
         return ev
 
     def _e_IndexAccess(self, e: n.IndexAccess) -> Expr:
@@ -125,7 +164,9 @@ class ExpressionCompiler:
             return fail(f"{name}(): aggregate forms are not allowed in SPLASH code")
         if name in self.function_defs:
             def call_user(m: Machine, f: Frame) -> object:
-                m.tick()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
                 return self.function(name).call(m, [a(m, f) for a in args])
             return call_user
         builtin = lookup(name)
@@ -142,7 +183,9 @@ class ExpressionCompiler:
         fn, strict = builtin.fn, builtin.strict
         if builtin.name in ("coalesce", "firstnonnull"):
             def call_first(m: Machine, f: Frame) -> object:
-                m.tick()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
                 for a in args:  # lazily, like Spark: later arguments are not evaluated
                     value = a(m, f)
                     if value is not None:
@@ -150,8 +193,35 @@ class ExpressionCompiler:
                 return None
             return call_first
 
+        if len(args) == 1:  # the common arities without a list per call
+            arg = args[0]
+
+            def call_1(m: Machine, f: Frame) -> object:
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
+                value = arg(m, f)
+                if strict and value is None:
+                    return None
+                return fn(m, value)
+            return call_1
+        if len(args) == 2:
+            first, second = args
+
+            def call_2(m: Machine, f: Frame) -> object:
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
+                a, b = first(m, f), second(m, f)
+                if strict and (a is None or b is None):
+                    return None
+                return fn(m, a, b)
+            return call_2
+
         def call_builtin(m: Machine, f: Frame) -> object:
-            m.tick()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
             values = [a(m, f) for a in args]
             if strict and None in values:
                 return None
@@ -170,7 +240,9 @@ class ExpressionCompiler:
         index_ev = self.expr(args[0]) if fn == "nth" else None
 
         def run(m: Machine, f: Frame) -> object:
-            m.tick()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
             for name in names:
                 cell = find_cell(m, f, name)
                 if cell is not None and isinstance(cell.value, EventCache):
@@ -179,7 +251,9 @@ class ExpressionCompiler:
                 raise SplashError(f"{fn}() in SPLASH code needs an event cache in its argument")
             values = []
             for rec in cell.value.records():
-                m.tick()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
                 f.scopes.append({name: Cell(rec)})
                 try:
                     values.append(value_ev(m, f))
@@ -204,7 +278,9 @@ class ExpressionCompiler:
             return fail("cast to an unknown type")
 
         def run(m: Machine, f: Frame) -> object:
-            m.tick()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
             return cast(ev(m, f), t)
         return run
 
@@ -213,7 +289,9 @@ class ExpressionCompiler:
         op = {"-": negate, "+": plus, "not": logical_not}[e.op]
 
         def run(m: Machine, f: Frame) -> object:
-            m.tick()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
             return op(ev(m, f))
         return run
 
@@ -223,29 +301,39 @@ class ExpressionCompiler:
             logic = logical_and if op == "and" else logical_or
 
             def run_logic(m: Machine, f: Frame) -> Optional[bool]:
-                m.tick()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
                 return logic(left(m, f), lambda: right(m, f))
             return run_logic
         if op == "like":
             def run_like(m: Machine, f: Frame) -> Optional[bool]:
-                m.tick()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
                 return like(left(m, f), right(m, f))
             return run_like
         if e.temporal is not None:
             temporal = e.temporal
 
             def run_temporal(m: Machine, f: Frame) -> object:
-                m.tick()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
                 return temporal_number(op, left(m, f), right(m, f), temporal)
             return run_temporal
         if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
             def run_compare(m: Machine, f: Frame) -> Optional[bool]:
-                m.tick()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
                 return comparison(op, left(m, f), right(m, f))
             return run_compare
 
         def run_arith(m: Machine, f: Frame) -> object:
-            m.tick()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
             return arithmetic(op, left(m, f), right(m, f))
         return run_arith
 
@@ -253,7 +341,9 @@ class ExpressionCompiler:
         ev, items, negated = self.expr(e.expr), [self.expr(i) for i in e.items], e.negated
 
         def run(m: Machine, f: Frame) -> Optional[bool]:
-            m.tick()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
             value = ev(m, f)
             found: Optional[bool] = None if value is None else False
             if value is not None:
@@ -273,7 +363,9 @@ class ExpressionCompiler:
         default = self.expr(e.default) if e.default is not None else None
 
         def run(m: Machine, f: Frame) -> object:
-            m.tick()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
             value = subject(m, f) if subject is not None else None
             for when, then in whens:
                 hit = comparison("=", value, when(m, f)) if subject is not None else truth(when(m, f))
@@ -287,6 +379,12 @@ class ExpressionCompiler:
         keys = tuple(fi.name.name for fi in e.key_fields)
 
         def run(m: Machine, f: Frame) -> Record:
-            m.tick()
-            return Record(((name, ev(m, f)) for name, ev in fields), key_fields=keys)
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
+            rec = new_record(Record)  # Record(..., key_fields=keys) without __init__
+            for name, ev in fields:
+                rec[name] = ev(m, f)
+            rec.types, rec.key_fields = {}, keys
+            return rec
         return run

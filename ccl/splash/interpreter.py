@@ -15,18 +15,26 @@ import copy
 import datetime as dt
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Optional, Union
+from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from ..syntax import nodes as n
 from .types import ANY, INTEGER, Type
 from .compiler import Compiler
 from .machine import RETURN, SEQUENCE, Cell, ExitSignal, Frame, Machine
-from .convert import coerce, from_python
-from .values import Interval, Record, SplashError, as_type, is_integral, kind
+from .convert import PLAIN_KINDS, coerce, from_python
+from .values import INT_MAX, INT_MIN, Interval, Record, SplashError, as_type, is_integral, kind
 
 DEFAULT_BUDGET = 100_000
 DEFAULT_MAX_DEPTH = 200
 _FRAMES_PER_CALL = 40  # Python frames one SPLASH call may need (nested statements included)
+_PLAIN_TYPE = {kind: python for python, kind in PLAIN_KINDS.items()}  # column type -> Python type
+
+
+class InputRecord(Record):
+    """An input row's record made by :meth:`Interpreter.input_record` (read-only, typed)."""
+
+
+_new_input = InputRecord.__new__
 
 
 @dataclass
@@ -86,11 +94,15 @@ class Interpreter:
             values, types = globals, {k: as_type(v) for k, v in (global_types or {}).items()}
         self.source_types = {src: {c: as_type(t) for c, t in cols.items()}
                              for src, cols in (source_types or {}).items()}
+        # source -> (column types, the plain Python type of each column): see input_record
+        self._input_types: dict[str, tuple[dict[str, Type], dict[str, Optional[type]]]] = {}
         self.compiler = Compiler(dict(functions), dict(typedefs or {}), self.source_types)
         consts = set(constants)
         self._globals = {name: (from_python(v, types.get(name, ANY)), types.get(name, ANY), name in consts)
                          for name, v in values.items()}
         self._mutable = {name for name, (v, _, _) in self._globals.items() if isinstance(v, (list, dict))}
+        self._cell_specs = [(name, v, t, const, name in self._mutable)
+                            for name, (v, t, const) in self._globals.items()]
         self.budget = budget
         self.max_depth = max_depth
         self.clock = clock or _utc_now
@@ -116,7 +128,7 @@ class Interpreter:
         """Run a block with input rows ``sources`` (source name -> column -> value); ``output``
         receives a copy of each record an ``output`` statement emits (its ``opcode`` set by
         setOpcode, else None); without it ``output`` is an error."""
-        body = self._compile(block, lambda: self.compiler.block(block, loops=0, switches=0))
+        body = self._compile(block, lambda: self.compiler.unit(block))
         machine = self._machine(extra_globals)
         machine.emit = output
 
@@ -165,15 +177,15 @@ class Interpreter:
     def _machine(self, extra: Optional[Mapping[str, Cell]]) -> Machine:
         bound = self._bound
         if bound is None:
-            cells = {name: Cell(copy.deepcopy(v) if name in self._mutable else v, t, const)
-                     for name, (v, t, const) in self._globals.items()}
+            cells = {name: Cell(copy.deepcopy(v) if mutable else v, t, const)
+                     for name, v, t, const, mutable in self._cell_specs}
         else:
             cells = {}
-            for name, (v, t, const) in self._globals.items():
-                if name in bound and not const:
+            for name, v, t, const, mutable in self._cell_specs:
+                if not const and name in bound:
                     cells[name] = Cell(bound[name], t)
                 else:
-                    cells[name] = Cell(copy.deepcopy(v) if name in self._mutable else v, t, const)
+                    cells[name] = Cell(copy.deepcopy(v) if mutable else v, t, const)
             for name, v in bound.items():
                 if name not in cells:
                     cells[name] = Cell(v)
@@ -190,19 +202,44 @@ class Interpreter:
             if not cell.const and (name in bound or name in self._globals or name == SEQUENCE):
                 bound[name] = cell.value
 
+    def input_record(self, src: str, row: Mapping[str, object], opcode: Optional[int] = None,
+                     key_fields: Sequence[str] = ()) -> Record:
+        """The read-only record an input row ``row`` of ``src`` is in code (values in SPLASH form,
+        typed by ``source_types``), as :meth:`run_block` makes it from a mapping. Passed to
+        :meth:`run_block` under ``src``, it is used as it is (nothing converted again); make one
+        per call, since ``setOpcode`` may change it."""
+        if not isinstance(row, dict) and not isinstance(row, Mapping):
+            raise SplashError(f"the row of '{src}' is not a mapping of columns to values")
+        found = self._input_types.get(src)
+        if found is None:
+            types = dict(self.source_types.get(src, {}))
+            found = self._input_types[src] = (types, {c: _PLAIN_TYPE.get(t.name) for c, t in types.items()})
+        types, plain = found
+        rec = _new_input(InputRecord)  # InputRecord(...) without __init__ (values.copy_record)
+        for c, v in row.items():
+            p = plain.get(c)
+            # from_python's own fast path, without the call: a value of the column's plain type
+            if v is None or (type(v) is p and (p is not int or INT_MIN <= v <= INT_MAX)):  # type: ignore[operator]
+                rec[c] = v
+            else:
+                rec[c] = from_python(v, types.get(c, ANY))
+        # The types dict is shared by every record of src: records never change their types
+        # (copy_record copies them), so no copy per row.
+        rec.types = types
+        rec.key_fields = key_fields if type(key_fields) is tuple else tuple(key_fields)
+        rec.readonly, rec.source = True, src
+        if opcode is not None:
+            rec.opcode = opcode
+        return rec
+
     def _rows(self, sources: Mapping[str, Mapping[str, object]]) -> dict[str, Record]:
         rows = {}
         for src, row in sources.items():
-            if not isinstance(row, Mapping):
-                raise SplashError(f"the row of '{src}' is not a mapping of columns to values")
-            types = self.source_types.get(src, {})
-            rec = Record(((c, from_python(v, types.get(c, ANY))) for c, v in row.items()), types=dict(types),
-                         key_fields=tuple(getattr(row, "key_fields", ())))
-            rec.readonly, rec.source = True, src  # type: ignore[attr-defined]
-            opcode = getattr(row, "opcode", None)
-            if opcode is not None:
-                rec.opcode = opcode
-            rows[src] = rec
+            if type(row) is InputRecord and row.source == src:  # type: ignore[attr-defined]
+                rows[src] = row  # made by input_record
+                continue
+            rows[src] = self.input_record(src, row, getattr(row, "opcode", None),
+                                          tuple(getattr(row, "key_fields", ())))
         return rows
 
     def _guard(self, go: Callable[[], object], machine: Optional[Machine] = None):  # type: ignore[no-untyped-def]

@@ -4,7 +4,9 @@ Every compiled expression is ``ev(m, f) -> value`` and every statement ``run(m, 
 ``m`` is the :class:`Machine` of the current call (step budget, call depth, globals, clock),
 ``f`` the :class:`Frame` of the running block or function (its scopes, the input rows it sees, the
 value it returns). A statement's signal is None (go on), BREAK, CONTINUE or RETURN; ``exit``
-raises :class:`ExitSignal`.
+raises :class:`ExitSignal`. Each statement and operator counts one step: the closures do what
+:meth:`Machine.tick` does inline (``m.steps += 1``, then :meth:`Machine.exhausted` past the limit),
+which saves a call per step.
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from typing import Callable, Optional
 from ..syntax import nodes as n
 from .types import ANY, Type
 from .convert import coerce
-from .values import BudgetExhausted, Long, Record, SplashError, a_kind, dictionary_key, is_integral
+from .values import (BudgetExhausted, Dictionary, Long, Record, SplashError, a_kind, dictionary_key,
+                     is_integral)
 from .windows import WindowView
 
 BREAK, CONTINUE, RETURN = "break", "continue", "return"
@@ -75,10 +78,15 @@ class Machine:
         self.emit: Optional[Callable[[Record], None]] = None
 
     def tick(self) -> None:
-        """Count one step; raise :class:`BudgetExhausted` past the limit."""
+        """Count one step; raise :class:`BudgetExhausted` past the limit. (Compiled statements and
+        operators do the same inline, calling :meth:`exhausted` past the limit.)"""
         self.steps += 1
         if self.steps > self.limit:
-            raise BudgetExhausted(f"step budget of {self.limit} exhausted (endless loop?)")
+            self.exhausted()
+
+    def exhausted(self) -> None:
+        """Raise :class:`BudgetExhausted`: the steps are used up."""
+        raise BudgetExhausted(f"step budget of {self.limit} exhausted (endless loop?)")
 
     def now(self) -> dt.datetime:
         """The time of the call (read once, then the same for every ``now()`` of the call)."""
@@ -154,6 +162,8 @@ def get_element(container: object, index: object) -> object:
     value (null when the key is absent); null when either side is null."""
     if container is None or index is None:
         return None
+    if type(container) is Dictionary:  # the common case first; the same as the branch below
+        return container.get(dictionary_key(coerce(index, container.key, "a dictionary key")))
     if isinstance(container, list):
         if not is_integral(index):
             raise SplashError(f"a vector index must be an integer, not {a_kind(index)}")
@@ -170,12 +180,16 @@ def set_element(container: object, index: object, value: object) -> None:
     """``container[index] := value`` on a vector (index must exist) or a dictionary."""
     if container is None:
         raise SplashError("cannot assign into a null vector or dictionary (create it with new)")
+    if type(container) is Dictionary and index is not None:  # the common case of the branch below
+        key = coerce(index, container.key, "a dictionary key")
+        container[dictionary_key(key)] = coerce(value, container.value, "a dictionary value")
+        return
     if isinstance(container, list):
         if not is_integral(index) or not 0 <= index < len(container):  # type: ignore[operator]
             raise SplashError(f"vector index {index} out of range (size {len(container)})")
         container[index] = coerce(value, getattr(container, "elem", ANY), "a vector element")  # type: ignore[index]
         return
-    if isinstance(container, dict) and not isinstance(container, Record):
+    if isinstance(container, dict) and not isinstance(container, Record):  # a Dictionary
         if index is None:
             raise SplashError("a dictionary key cannot be null")
         key = coerce(index, getattr(container, "key", ANY), "a dictionary key")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import math
+import operator
 import re
 from decimal import Decimal
 from typing import Callable, Optional
@@ -31,6 +32,11 @@ def arithmetic(op: str, a: object, b: object) -> object:
         return None
     if op == "^":
         return power(a, b)
+    ta, tb = type(a), type(b)
+    if (ta is float or ta is int) and (tb is float or tb is int):  # plain numbers (no bool)
+        if ta is int and tb is int:
+            return _integral_op(op, a, b)  # type: ignore[arg-type]
+        return _float_op(op, float(a), float(b))  # type: ignore[arg-type]
     if is_number(a) and is_number(b):
         if isinstance(a, float) or isinstance(b, float):
             return _float_op(op, to_float(a), to_float(b))
@@ -273,11 +279,18 @@ def compare(a: object, b: object, op: str = "<") -> Optional[int]:
     raise SplashError(f"cannot compare {a_kind(a)} with {a_kind(b)}")
 
 
+_PY_COMPARE = {"=": operator.eq, "!=": operator.ne, "<>": operator.ne, "<": operator.lt,
+               "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
 def comparison(op: str, a: object, b: object) -> Optional[bool]:
     """``a op b`` for ``= != <> < <= > >=``; null when either side is null. Vectors, dictionaries
     and records can be tested for (in)equality."""
     if a is None or b is None:
         return None
+    ta = type(a)
+    if ta is type(b) and (ta is str or ta is int or (ta is float and a == a and b == b)):
+        return _PY_COMPARE[op](a, b)  # what compare() gives for two strings, integers or non-NaN floats
     if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
         if op not in ("=", "!=", "<>") or kind(a) != kind(b):
             raise SplashError(f"cannot compare {a_kind(a)} with {a_kind(b)} using {op}")

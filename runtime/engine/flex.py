@@ -201,32 +201,33 @@ class FlexEngine:
         except SplashError as e:
             return [Bad(e.reason, event.seq, port, dict(event.values))]
         changes = source.apply(state["sources"][port], event.op, event.seq, row_in, now_ms)
-        return self._changes(state, port, changes, event.seq, now_ms, dict(event.values))
+        return self._changes(state, port, changes, event.seq, now_ms, event.values)
 
     def _changes(self, state: dict, port: int, changes: list[Change], seq: int, now_ms: int,
-                 values: dict) -> list[Output]:
+                 values: Mapping) -> list[Output]:
         """The ON handlers of ``port`` run for each change of its rows (``values``: the input row,
-        for a bad record)."""
+        for a bad record; copied only then)."""
         out: list[Output] = []
         name = self.input_names[port]
+        interp, keys = self.interp, self.source_keys[port]
         for change in changes:
-            row = change.new if change.op != "d" else change.old
-            self.interp.bind(state["vars"])
-            self.declared.feed(state["vars"], self.port_caches[port], self.source_kinds[port],
-                               change.op, row or {}, now_ms)
-            rec = _Row(row or {})
-            rec.opcode, rec.key_fields = _LETTER_CODES[change.op], self.source_keys[port]
-            old = _Row(change.old) if change.op == "u" and change.old is not None else None
-            if old is not None:
-                old.key_fields = self.source_keys[port]
+            row = (change.new if change.op != "d" else change.old) or {}
+            if self.port_caches[port]:
+                self.declared.feed(state["vars"], self.port_caches[port], self.source_kinds[port],
+                                   change.op, row, now_ms)
+            old = change.old if change.op == "u" else None
             for h in self.on_row[port]:
-                out += self._run(state, h, {name: rec}, (f"{name}_old", old), seq, port,
+                # records made here once, not converted again by the interpreter (one per run:
+                # setOpcode may change the input's record)
+                rec = interp.input_record(name, row, _LETTER_CODES[change.op], keys)
+                old_rec = interp.input_record(f"{name}_old", old, None, keys) if old is not None else None
+                out += self._run(state, h, {name: rec}, (f"{name}_old", old_rec), seq, port,
                                  now_ms, None, values)
         return out
 
     def _run(self, state: dict, h: _Handler, rows: Mapping[str, Mapping], old: Optional[tuple],
              seq: int, port: int, now_ms: int, what: Optional[str],
-             values: Optional[dict] = None) -> list[Output]:
+             values: Optional[Mapping] = None) -> list[Output]:
         """Run one handler; its outputs applied to the output element. A failing handler makes
         a bad record (the input row, or an empty row for timers and transactions) and its outputs
         are dropped; variable changes it made before failing stay."""
@@ -289,16 +290,10 @@ class FlexEngine:
             assert self.store is not None
             changes = apply_to_window(self.store, state["output"], self.strict, self.name, op, key,
                                       row, seq, now_ms)
-            return [_emit(c) for c in changes]
+            return [Emit(c.op, c.seq, dict((c.old if c.op == "d" else c.new) or {}))  # _emit, inline
+                    for c in changes]
         except RowRefused as e:
             return [Bad(f"output: {e}", seq, port, row)]
-
-
-class _Row(dict):
-    """An input row handed to the interpreter, with the opcode of its change and its element's key."""
-
-    opcode: Optional[int] = None
-    key_fields: tuple[str, ...] = ()
 
 
 def _names(*names: str) -> list[str]:

@@ -148,7 +148,9 @@ class Store:
         return out
 
     def _group(self, row: Mapping[str, object]) -> tuple:
-        return tuple(row.get(c) for c in self.per)
+        if not self.per:  # no PER: one group (called twice per change of every window)
+            return ()
+        return tuple([row.get(c) for c in self.per])
 
     def _ungroup(self, state: dict, key: tuple, group: tuple) -> None:
         members = state["groups"].get(group)

@@ -1,0 +1,209 @@
+"""The per-event cost of a Flex operator in the per-instance engine (no Spark).
+
+    python bench/flex.py [--rows 200000] [--batch 1000] [--repeat 3] [--only a,b,...] [--clock cpu|wall]
+                         [--profile]
+
+Each shape is a small CCL project planned with ``ccl.plan.planner.plan_project``; its Flex's
+engine (``runtime.engine.flex.make_engine``) is driven directly with generated events, ``batch``
+events per ``process()`` call (one micro-batch of one instance), as ``runtime/processor.py`` does.
+
+- ``a``: a ``dictionary(string, float)`` running total per symbol, updated per event, and an upsert
+  of a record literal per event into a keyed output window;
+- ``b``: ON input with IF/ELSE logic filling a ``typeof(Out)`` record, ``setOpcode`` and ``output``
+  of that record into an output stream;
+- ``c``: a stream input joined by hand with a window input (100 rows) with a
+  ``for (r in W_stream where ...)`` loop and a ``W_stream[...]`` lookup (the window's rows arrive
+  first, then the trades);
+- ``d``: a counter per event and an ``EVERY 1 SECOND`` handler, processing time advancing 100 ms per
+  batch.
+
+Prints µs/event per shape (the best of ``repeat`` runs, a fresh state each run), in CPU time of the
+process by default (``--clock wall`` for elapsed time: on a busy machine that mostly measures the
+other processes); with
+``--profile``, a cProfile top 15 (cumulative and internal time) of one run of each shape.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import random
+import sys
+import tempfile
+import time
+from typing import Callable
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from ccl.plan.planner import plan_project  # noqa: E402
+from runtime.engine.changes import Event  # noqa: E402
+from runtime.engine.flex import make_engine  # noqa: E402
+
+TRADES = "CREATE INPUT STREAM Trades SCHEMA (Sym string, Price float, Volume integer);\n"
+
+SHAPES: dict[str, tuple[str, str, str]] = {
+    "a": ("dictionary running total, upsert per event", "Totals", TRADES + """
+CREATE FLEX TotalsFlex IN Trades
+OUT OUTPUT WINDOW Totals SCHEMA (Sym string, LastPrice float, Total float) PRIMARY KEY (Sym)
+BEGIN
+    DECLARE
+        dictionary(string, float) total;
+    END;
+    ON Trades {
+        float t := total[Trades.Sym];
+        if (isnull(t)) { t := 0.0; }
+        t := t + Trades.Price * Trades.Volume;
+        total[Trades.Sym] := t;
+        output setOpcode([Sym = Trades.Sym; | LastPrice = Trades.Price; Total = t;], upsert);
+    };
+END;
+"""),
+    "b": ("IF/ELSE, setOpcode, output of a typeof record", "Alerts", TRADES + """
+CREATE FLEX AlertsFlex IN Trades
+OUT OUTPUT STREAM Alerts SCHEMA (Sym string, Level string, Price float, Big integer)
+BEGIN
+    DECLARE
+        typeof(Alerts) outrec;
+        integer bigCount := 0;
+    END;
+    ON Trades {
+        outrec.Sym := Trades.Sym;
+        outrec.Price := Trades.Price;
+        if (Trades.Price > 150.0) {
+            outrec.Level := 'high';
+        } else if (Trades.Price < 60.0) {
+            outrec.Level := 'low';
+        } else {
+            outrec.Level := 'mid';
+        }
+        if (Trades.Volume >= 900) {
+            bigCount := bigCount + 1;
+            outrec.Big := 1;
+        } else {
+            outrec.Big := 0;
+        }
+        output setOpcode(outrec, insert);
+    };
+END;
+"""),
+    "c": ("window input read with for-in where and W_stream[...]", "Exposure", TRADES + """
+CREATE INPUT WINDOW Limits SCHEMA (Sym string, Desk string, MaxVol integer) PRIMARY KEY (Sym, Desk);
+CREATE FLEX ExposureFlex IN Trades, Limits
+OUT OUTPUT STREAM Exposure SCHEMA (Sym string, Desks integer, Room integer, Main integer)
+BEGIN
+    ON Trades {
+        integer desks := 0;
+        integer room := 0;
+        for (r in Limits_stream where Sym = Trades.Sym) {
+            desks := desks + 1;
+            room := room + r.MaxVol - Trades.Volume;
+        }
+        typeof(Limits) main := Limits_stream[[Sym = Trades.Sym; Desk = 'main';|]];
+        output [Sym = Trades.Sym; | Desks = desks; Room = room; Main = main.MaxVol;];
+    };
+END;
+"""),
+    "d": ("counter per event, EVERY 1 SECOND timer", "Heartbeat", TRADES + """
+CREATE FLEX HeartbeatFlex IN Trades
+OUT OUTPUT WINDOW Heartbeat SCHEMA (Id integer, Seen long) PRIMARY KEY (Id)
+BEGIN
+    DECLARE
+        long seen := 0;
+    END;
+    ON Trades {
+        seen := seen + 1;
+    };
+    EVERY 1 SECOND {
+        output setOpcode([Id = 1; | Seen = seen;], upsert);
+    };
+END;
+"""),
+}
+
+SYMBOLS = [f"S{i:03d}" for i in range(100)]
+DESKS = ["main", "alt"]
+
+
+def build(text: str, name: str):  # type: ignore[no-untyped-def]
+    """The engine of output element ``name`` of the CCL project ``text``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "p.ccl")
+        with open(path, "w") as f:
+            f.write(text)
+        plan, diags = plan_project(path)
+    if plan is None:
+        raise SystemExit("\n".join(str(d) for d in diags))
+    element = next(e for e in plan["elements"] if e["name"] == name)
+    return make_engine(element, plan)
+
+
+def trades(rows: int, seed: int = 1) -> list[dict]:
+    """Generated trade rows (Sym, Price, Volume) over 100 symbols."""
+    rnd = random.Random(seed)
+    return [{"Sym": rnd.choice(SYMBOLS), "Price": round(rnd.uniform(20.0, 200.0), 2),
+             "Volume": rnd.randrange(1, 1000)} for _ in range(rows)]
+
+
+def events_for(shape: str, rows: list[dict]) -> list[Event]:
+    """The events of one run: for shape c the Limits window's rows (port 1) first."""
+    out: list[Event] = []
+    if shape == "c":
+        for sym in SYMBOLS:
+            for desk in DESKS:
+                out.append(Event(1, "i", len(out) + 1, {"Sym": sym, "Desk": desk, "MaxVol": 5000}))
+    out += [Event(0, "i", len(out) + i + 1, row) for i, row in enumerate(rows)]
+    return out
+
+
+def run_once(engine, events: list[Event], batch: int,  # type: ignore[no-untyped-def]
+             clock: Callable[[], float] = time.process_time) -> float:
+    """Seconds to process ``events`` in batches from a fresh state (processing time +100 ms per
+    batch)."""
+    state = engine.initial_state()
+    now = 1_000_000
+    start = clock()
+    for i in range(0, len(events), batch):
+        engine.process(state, events[i:i + batch], now)
+        now += 100
+    return clock() - start
+
+
+def profile(label: str, go: Callable[[], object]) -> None:
+    """A cProfile top 15 of ``go()`` by cumulative and by internal time."""
+    prof = cProfile.Profile()
+    prof.enable()
+    go()
+    prof.disable()
+    print(f"--- profile {label}")
+    stats = pstats.Stats(prof).strip_dirs()
+    stats.sort_stats("cumulative").print_stats(15)
+    stats.sort_stats("tottime").print_stats(15)
+
+
+def main() -> None:
+    """Parse arguments, run every shape, print µs/event."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", default="", help="shapes to run, e.g. a,c")
+    parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    rows = trades(args.rows)
+    wanted = [s for s in args.only.split(",") if s] or list(SHAPES)
+    for shape in wanted:
+        what, name, text = SHAPES[shape]
+        engine = build(text, name)
+        events = events_for(shape, rows)
+        best = min(run_once(engine, events, args.batch, clock) for _ in range(args.repeat))
+        print(f"{shape}  {best / args.rows * 1e6:8.2f} µs/event  ({what}; {args.rows} events, "
+              f"best of {args.repeat}, {args.clock} time)", flush=True)
+        if args.profile:
+            profile(shape, lambda: run_once(engine, events, args.batch))
+
+
+if __name__ == "__main__":
+    main()
