@@ -358,7 +358,8 @@ def test_a_regular_expression_that_backtracks_for_ever_is_an_error():
     began = time.monotonic()
     with pytest.raises(SplashError, match="took longer than"):
         lookup("regexp_search").fn(None, "a" * 35 + "b", "(a|aa)+$")
-    assert time.monotonic() - began < builtins_math.REGEX_SECONDS + 2
+    # it stops: the bound is loose, a loaded machine may be slow to start the regex at all
+    assert time.monotonic() - began < builtins_math.REGEX_SECONDS + 30
 
 
 def test_max_and_min_of_several_arguments_are_scalar():
