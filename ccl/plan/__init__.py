@@ -1,0 +1,1 @@
+"""Planning: the plan model, its codec and the physical decisions."""
