@@ -24,8 +24,8 @@ import sys
 import tempfile
 import time
 
-from ccl.cli import main as ccl_main
-from ccl.parser import get_parser
+from ccl.cli.main import main as ccl_main
+from ccl.syntax.parser import get_parser
 
 _TEMPLATES = [
     """CREATE SCHEMA Trade{i}Schema (

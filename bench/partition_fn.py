@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 # runtime package.
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from ccl.parser import parse_text  # noqa: E402
+from ccl.syntax.parser import parse_text  # noqa: E402
 from runtime.partition_fn import assign_instances  # noqa: E402
 from runtime.session import get_session  # noqa: E402
 

@@ -1,4 +1,5 @@
-"""CCL compiler: lexer, parser, AST, diagnostics (and, later, analysis, SPLASH, planner, codegen).
+"""The CCL compiler: front end (syntax), configuration, analysis, SPLASH, planning (plan),
+operations (ops) and the command line (cli).
 
 This package must import without Spark.
 """

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from .nodes import Span
+from .syntax.nodes import Span
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,8 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ccl import nodes as n
-from ccl.physical import (NATIVE, READ_AS, aggregation_spec, changed_instances, group_columns,
+from ccl.syntax import nodes as n
+from ccl.plan.physical import (NATIVE, READ_AS, aggregation_spec, changed_instances, group_columns,
                           input_adapter, instance_count, native_aggregation, native_filter, path_of,
                           uses_time)
 
@@ -198,7 +198,7 @@ class RunLayout:
     # does); an older directory's state is keyed by the bucket number itself
     spread_timed: bool = False
     # per-instance aggregations whose rows go to buckets by instance and group (the columns of
-    # ccl.physical.group_columns), not by instance alone; none in an older directory
+    # ccl.plan.physical.group_columns), not by instance alone; none in an older directory
     by_group: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -281,7 +281,7 @@ def read_changelog(spark: SparkSession, dirs: RunDirs, element: dict,
 
 def _input_files(element: dict, plan: dict, options: RunOptions):
     """Where an input element's rows come from: a ``--input`` binding or a file input adapter
-    (:data:`ccl.physical.FILE_INPUT_ADAPTERS`); the adapter's properties shape the parsing."""
+    (:data:`ccl.plan.physical.FILE_INPUT_ADAPTERS`); the adapter's properties shape the parsing."""
     from .inputs.formats import XML_LIST, adapter_properties
     from .inputs.listing import FileSpec
 
@@ -880,7 +880,7 @@ def input_files_stream(spark: SparkSession, plan: dict, element: dict, options: 
 
 
 def native_path(element: dict, plan: dict, native_operators: bool = True) -> Optional[str]:
-    """How Spark runs ``element`` natively (ccl/physical.py): ``"input"`` (an input stream as
+    """How Spark runs ``element`` natively (ccl/plan/physical.py): ``"input"`` (an input stream as
     expressions), ``"aggregation"`` (runtime/native_agg.py), ``"stream"`` (a filter and projection
     as expressions), or None for the per-instance path. ``native_operators=False`` keeps derived
     elements on the per-instance path."""
@@ -894,7 +894,7 @@ def native_path(element: dict, plan: dict, native_operators: bool = True) -> Opt
 
 
 def native_input(element: dict, frame: DataFrame) -> DataFrame:
-    """An input stream's processor output computed by Spark expressions (ccl/physical.py): what
+    """An input stream's processor output computed by Spark expressions (ccl/plan/physical.py): what
     the engine's input stage does for a stream, row by row. Every input row gives one output row:
     ``row`` (an insert, upsert or update, emitted as an insert), ``bad`` (does not parse, unknown
     opcode) or ``skip`` (a delete or safedelete, which a stream drops; counted as received)."""
@@ -923,7 +923,7 @@ def _native_row_columns(kind: Column, inst: Column, info: Column, values: list[C
 
 
 def _condition(expr: dict) -> Column:
-    """A WHERE in the subset of ccl.physical.condition_kind as a Spark Column."""
+    """A WHERE in the subset of ccl.plan.physical.condition_kind as a Spark Column."""
     node = expr["node"]
     if node == "Literal":
         return F.lit(expr["value"])
@@ -931,7 +931,7 @@ def _condition(expr: dict) -> Column:
         return column(expr["field"]["name"])
     if node == "Unary":
         return ~_condition(expr["operand"])
-    if node == "Case":  # ccl.physical.is_true_test: null is false
+    if node == "Case":  # ccl.plan.physical.is_true_test: null is false
         return F.coalesce(_condition(expr["whens"][0]["when"]), F.lit(False))
     left, right, op = _condition(expr["left"]), _condition(expr["right"]), expr["op"]
     if op == "and":
@@ -943,7 +943,7 @@ def _condition(expr: dict) -> Column:
 
 
 def native_stream(element: dict, plan: dict, source: dict, frame: DataFrame) -> DataFrame:
-    """A stateless stream's processor output computed by Spark expressions (ccl/physical.py
+    """A stateless stream's processor output computed by Spark expressions (ccl/plan/physical.py
     native_filter): ``row`` for a row that passes the WHERE (an insert with the source row's
     sequence number), ``skip`` for one that does not (counted as received), ``bad`` for a row
     that got no instance (``__why``). ``frame`` is the changelog of ``source`` with ``__inst``."""

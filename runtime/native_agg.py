@@ -1,4 +1,4 @@
-"""Stream aggregations on Spark's own operators (see ``ccl.physical.native_aggregation``).
+"""Stream aggregations on Spark's own operators (see ``ccl.plan.physical.native_aggregation``).
 
 Such a window (GROUP BY plain columns over a stream, KEEP ALL, count/sum/min/max/avg) never
 retracts. Its input rows carry their partition instance (``__inst``, given by

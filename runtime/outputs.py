@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from ccl.physical import instance_count, native_aggregation
+from ccl.plan.physical import instance_count, native_aggregation
 
 from .csv_output import write_csv_tables
 from .inputs.formats import CsvFormat, adapter_properties

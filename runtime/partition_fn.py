@@ -1,6 +1,6 @@
 """Partition instance assignment on Spark: HASH, ROUNDROBIN and custom SPLASH functions.
 
-A custom function in the compilable subset (ccl/partition_functions.py) becomes one Spark Column
+A custom function in the compilable subset (ccl/plan/partition_functions.py) becomes one Spark Column
 expression: local variables are inlined, IF/ELSE becomes CASE WHEN, built-ins map to Spark functions
 of the same semantics (under spark.sql.ansi.enabled=false: Java integer wrap-around, null on division
 by zero). Other functions run the SPLASH interpreter in a pandas (Arrow) UDF. Either way the row gets
@@ -17,8 +17,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ccl import nodes as n
-from ccl.partition_functions import why_not_compilable
+from ccl.syntax import nodes as n
+from ccl.plan.partition_functions import why_not_compilable
 
 from .types import column
 
@@ -284,7 +284,7 @@ def interpreter_udf(block: n.Block, source: str, target: str, count: int,
     ``columns`` maps each column the block may read to its SPLASH kind (integer, long, ...): the
     interpreter needs the declared types (a long holding a small value must not wrap at 32 bits).
     """
-    from ccl.analysis.types import scalar
+    from ccl.splash.types import scalar
     from ccl.splash.interpreter import PartitionFunction
 
     globals_ = dict(globals_ or {})

@@ -80,7 +80,7 @@ class BucketRun:
 
     def __init__(self, plan_text: str, element_name: str,
                  first_ports: frozenset[int] = frozenset()) -> None:
-        from ccl.physical import columnar_aggregation
+        from ccl.plan.physical import columnar_aggregation
 
         from .engine.columnar import ColumnarAggregation
         from .engine.element import Engine
@@ -91,7 +91,7 @@ class BucketRun:
         self.element = element
         self.engine = make_engine(element, plan, 0)
         self.columns = [name for name, _ in element["columns"]]
-        # a stream aggregation run a bucket at a time (ccl.physical.columnar_aggregation)
+        # a stream aggregation run a bucket at a time (ccl.plan.physical.columnar_aggregation)
         self.columnar = (ColumnarAggregation(self.engine, plan)
                          if isinstance(self.engine, Engine) and self.engine.declared is None
                          and columnar_aggregation(element, plan) else None)

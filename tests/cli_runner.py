@@ -2,7 +2,7 @@
 import io
 from contextlib import redirect_stderr, redirect_stdout
 
-from ccl.cli import main
+from ccl.cli.main import main
 
 
 def run(*argv):

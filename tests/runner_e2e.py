@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
-from ccl.planner import plan_project
+from ccl.plan.planner import plan_project
 from runtime.job import RunOptions
 from runtime.run import run_plan
 

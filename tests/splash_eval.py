@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping
 
-from ccl.parser import parse_text
+from ccl.syntax.parser import parse_text
 from ccl.splash import Interpreter
 
 

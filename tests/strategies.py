@@ -2,7 +2,7 @@
 
 Every strategy produces only trees that the parser itself can build (its canonical forms), so that
 ``parse_text(to_ccl(Project(stmts))) == Project(stmts)`` must hold without diagnostics. The module
-docstring of ``ccl/parser.py`` and its grammar rules define those forms; the comments next to each
+docstring of ``ccl/syntax/parser.py`` and its grammar rules define those forms; the comments next to each
 strategy say which rule a restriction comes from.
 
 Entry points: ``statements()`` (a list of top-level statements), ``statement``, ``expressions``,
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from ccl import nodes as n
-from ccl.lexer import BASE_TYPES, INT_MAX, KEYWORDS, LONG_MAX
-from ccl.parser import SOFT_KEYWORDS
-from ccl.printer import ends_with_open_if
+from ccl.syntax import nodes as n
+from ccl.syntax.lexer import BASE_TYPES, INT_MAX, KEYWORDS, LONG_MAX
+from ccl.syntax.parser import SOFT_KEYWORDS
+from ccl.syntax.printer import ends_with_open_if
 
 
 def _named(name: str, strategy: st.SearchStrategy) -> st.SearchStrategy:

@@ -5,7 +5,7 @@ import os
 
 import pyarrow as pa
 
-from ccl.planner import plan_project
+from ccl.plan.planner import plan_project
 from runtime.arrow_state import bucket_runner, load_states, prune, state_path
 
 PROJECT = """

@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 from ccl.analysis import analyze
-from ccl.project import load_text
+from ccl.syntax.project import load_text
 from ccl.splash import BUILTINS, Dec, Interpreter, Long, SplashError
 from ccl.splash.values import kind
 from tests.splash_eval import evaluator, same

@@ -464,7 +464,7 @@ def test_to_string_formats_it_cannot_apply_are_errors(code):
 def _typed(code: str, columns: str) -> tuple[str, object]:
     """The analysed type of ``code`` over ``r(columns)`` and the tree's marked Binary node."""
     from ccl.analysis import analyze
-    from ccl.project import load_text
+    from ccl.syntax.project import load_text
     project = load_text(f"CREATE INPUT STREAM r SCHEMA ({columns});\n"
                         f"CREATE OUTPUT STREAM o AS SELECT {code} x FROM r;")
     analysis = analyze(project, {})

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from cli_runner import run
 
-from ccl.ccr import NAMESPACE, ccr_beside, parse_ccr, read_ccr
-from ccl.ccr_settings import DEBUG_LEVELS, settings_from_ccr
+from ccl.config.ccr import NAMESPACE, ccr_beside, parse_ccr, read_ccr
+from ccl.config.ccr_settings import DEBUG_LEVELS, settings_from_ccr
 from ccl.diagnostics import SourceCache, render
-from ccl.project import UsageError
-from ccl.secret import Secret, redact_xml
+from ccl.syntax.project import UsageError
+from ccl.config.secret import Secret, redact_xml
 
 CCR_DIR = Path(__file__).parent / "ccr"
 WEATHER_CCL = CCR_DIR / "weather.ccl"

@@ -68,7 +68,7 @@ def test_a_file_that_is_not_utf8_is_read_as_windows_1252(tmp_path):
     assert code == 0
     assert f"{main_file}:2:7: warning CCL1005: the file is not UTF-8 (byte 0xe9)" in err
     assert f"{tmp_path / 'lib.ccl'}:1:8: warning CCL1005" in err
-    from ccl.project import load_project
+    from ccl.syntax.project import load_project
     project = load_project(str(main_file))
     literal = project.files[str(main_file)].statements[-1].query.items[1].expr
     assert literal.value == "d\u00e9j\u00e0 \u20ac"
@@ -89,7 +89,7 @@ def test_imports_are_checked_and_missing_ones_reported(tmp_path):
 def test_an_import_inside_a_module_brings_its_statements_into_the_module(tmp_path):
     """SAP's "Parameters in Modules" example imports its schemas inside the module body: the
     import was dropped (unknown schema), and a missing file there was not reported."""
-    from ccl.project import load_project
+    from ccl.syntax.project import load_project
     (tmp_path / "schemas.ccl").write_text("CREATE SCHEMA TradesSchema (Id integer, Price float);\n")
     module = ("CREATE MODULE M{n} IN I OUT O BEGIN\n  IMPORT '{file}';\n"
               "  CREATE INPUT STREAM I SCHEMA TradesSchema;\n"
@@ -205,7 +205,7 @@ def test_explain_refuses_a_project_with_errors(tmp_path):
 
 def test_an_import_of_a_name_with_a_nul_is_a_diagnostic_not_a_traceback():
     """Found by the round-trip property test: open() raises ValueError on a NUL in the name."""
-    from ccl.project import load_text
+    from ccl.syntax.project import load_text
     project = load_text("IMPORT 'a\x00b.ccl';\n", "p.ccl")
     assert [(d.code, d.span.line) for d in project.diagnostics] == [("CCL1201", 1)]
     assert "NUL" in project.diagnostics[0].message

@@ -16,8 +16,8 @@ import zipfile
 
 import pytest
 
-from ccl.compile import bundle_bytes, job_view, render_job, safe_text
-from ccl.planner import plan_project
+from ccl.ops.compile import bundle_bytes, job_view, render_job, safe_text
+from ccl.plan.planner import plan_project
 from runtime import submit
 from tests.cli_runner import run
 
@@ -219,19 +219,19 @@ def test_bundle_imports_the_runtime_from_the_zip(tmp_path):
     assert code == 0, err
     bundle = tmp_path / "ccl_runtime.zip"
     names = zipfile.ZipFile(bundle).namelist()
-    assert "runtime/submit.py" in names and "ccl/nodes.py" in names
-    assert "ccl/templates/job.py.j2" in names and "ccl/default_config.yaml" in names
+    assert "runtime/submit.py" in names and "ccl/syntax/nodes.py" in names
+    assert "ccl/ops/templates/job.py.j2" in names and "ccl/config/default_config.yaml" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert bundle.read_bytes() == bundle_bytes()  # deterministic
     # -S: no site-packages, so the installed (editable) packages cannot answer the imports.
-    script = ("import sys; sys.path.insert(0, sys.argv[1]); import runtime.submit, ccl.nodes; "
-              "print(runtime.submit.__file__); print(ccl.nodes.__file__)")
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); import runtime.submit, ccl.syntax.nodes; "
+              "print(runtime.submit.__file__); print(ccl.syntax.nodes.__file__)")
     proc = subprocess.run([sys.executable, "-S", "-c", script, str(bundle)], capture_output=True,
                           text=True, timeout=60, cwd=str(tmp_path), check=False)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.split()
     assert lines == [os.path.join(str(bundle), "runtime", "submit.py"),
-                     os.path.join(str(bundle), "ccl", "nodes.py")]
+                     os.path.join(str(bundle), "ccl", "syntax", "nodes.py")]
 
 
 # --- runtime.submit without Spark ----------------------------------------------------------------

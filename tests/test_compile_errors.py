@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ccl.cli import main
+from ccl.cli.main import main
 from ccl.diagnostics import CATALOGUE
 
 CASES_DIR = Path(__file__).parent / "compile_errors"

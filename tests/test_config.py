@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from cli_runner import run
 
-from ccl.config import (
+from ccl.config.settings import (
     DEFAULTS_FILE,
     SETTINGS,
     SOURCE_CCR,
@@ -20,8 +20,8 @@ from ccl.config import (
     resolve_settings,
 )
 from ccl.diagnostics import SourceCache, render
-from ccl.nodes import Span
-from ccl.project import UsageError
+from ccl.syntax.nodes import Span
+from ccl.syntax.project import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 

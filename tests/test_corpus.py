@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ccl.cli import main
+from ccl.cli.main import main
 
 PROJECTS = Path(__file__).parent / "projects"
 FILES = sorted(PROJECTS.rglob("*.ccl"))

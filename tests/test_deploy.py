@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from cli_runner import run
-from ccl import deploy as deploy_mod
-from ccl import workspace as ws
-from ccl.project import UsageError
+from ccl.ops import deploy as deploy_mod
+from ccl.ops import workspace as ws
+from ccl.syntax.project import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 TRADES = ROOT / "projects" / "trades_roundrobin"
@@ -365,7 +365,7 @@ def test_stop_sends_sigterm_then_kills(tmp_path):
 def test_supervisor_records_the_exit_and_forwards_sigterm(tmp_path):
     root = tmp_path / "ws" / "p"
     root.mkdir(parents=True)
-    cmd = [sys.executable, "-m", "ccl.deploy", "supervise", str(root), "12.5", "--"]
+    cmd = [sys.executable, "-m", "ccl.ops.deploy", "supervise", str(root), "12.5", "--"]
     env = deploy_mod.python_env()
     noisy = ("print('hello'); print('Streaming TransformWithStateInPandas Python worker done.'); "
              "print(); print('bye'); raise SystemExit(3)")
@@ -390,7 +390,7 @@ def test_supervisor_records_the_exit_and_forwards_sigterm(tmp_path):
         if sup.poll() is None:
             os.killpg(sup.pid, signal.SIGKILL)
             sup.wait()
-    assert subprocess.run([sys.executable, "-m", "ccl.deploy", "nonsense"], env=env,
+    assert subprocess.run([sys.executable, "-m", "ccl.ops.deploy", "nonsense"], env=env,
                           capture_output=True).returncode == 2
 
 

@@ -11,9 +11,9 @@ from decimal import Decimal
 
 import pytest
 
-from ccl import nodes as n
-from ccl.functions_data import FUNCTIONS
-from ccl.parser import parse_text
+from ccl.syntax import nodes as n
+from ccl.splash.functions_data import FUNCTIONS
+from ccl.syntax.parser import parse_text
 from ccl.splash import SplashError
 from runtime.engine.aggregate import SUPPORTED, Aggregator
 from runtime.engine.changes import Change
@@ -562,8 +562,8 @@ def _rename_columns(node, names):
 
 
 def test_the_checker_knows_which_aggregates_the_engine_runs():
-    """ccl.functions_data.ENGINE_AGGREGATES (what `ccl check` does not warn about, CCL2010) is
+    """ccl.splash.functions_data.ENGINE_AGGREGATES (what `ccl check` does not warn about, CCL2010) is
     exactly what this engine implements."""
-    from ccl.functions_data import ENGINE_AGGREGATES
+    from ccl.splash.functions_data import ENGINE_AGGREGATES
     from runtime.engine import aggregate
     assert ENGINE_AGGREGATES == set(aggregate._INIT)

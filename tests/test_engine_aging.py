@@ -2,8 +2,8 @@
 changed for an interval get their age column counted up; any change makes them young again."""
 import datetime as dt
 
-from ccl.physical import uses_time
-from ccl.planner import plan_project
+from ccl.plan.physical import uses_time
+from ccl.plan.planner import plan_project
 from runtime.engine.flex import make_engine
 from tests.test_engine_core import ev, ops
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ccl.planner import plan_project
-from ccl.physical import columnar_aggregation
+from ccl.plan.planner import plan_project
+from ccl.plan.physical import columnar_aggregation
 from runtime.processor import BucketRun, bucket_rows, received_rows
 
 SOURCE = "CREATE INPUT STREAM S SCHEMA (k string, p float, v integer, n long);\n"

@@ -4,8 +4,8 @@ import pickle
 
 import pytest
 
-from ccl import nodes as n
-from ccl.parser import parse_text
+from ccl.syntax import nodes as n
+from ccl.syntax.parser import parse_text
 from runtime.engine.changes import Bad, Change, Emit, Event
 from runtime.engine.element import Engine
 from runtime.engine.stages import consolidate
@@ -514,7 +514,7 @@ def test_consolidate_merges_changes_of_one_event_per_key():
 
 
 def test_plan_from_the_planner(tmp_path):
-    from ccl.planner import plan_project
+    from ccl.plan.planner import plan_project
     src = tmp_path / "p.ccl"
     src.write_text(
         "create input stream priceS schema (isin string, price money(2));\n"
@@ -531,7 +531,7 @@ def test_plan_from_the_planner(tmp_path):
 
 
 def test_outer_join_reads_nulls_from_the_missing_side(tmp_path):
-    from ccl.planner import plan_project
+    from ccl.plan.planner import plan_project
     src = tmp_path / "p.ccl"
     src.write_text(
         "create input window o schema (id integer, cust string) primary key (id);\n"

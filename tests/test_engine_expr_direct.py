@@ -5,7 +5,7 @@ import math
 import random
 from decimal import Decimal
 
-from ccl import nodes as n
+from ccl.syntax import nodes as n
 from ccl.splash import SplashError
 from runtime.engine.expr import Expressions
 

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from ccl.planner import plan_project
+from ccl.plan.planner import plan_project
 from ccl.splash import Dictionary
 from runtime.engine.changes import Bad, Emit, Event
 from runtime.engine.element import Engine

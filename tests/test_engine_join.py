@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from ccl import nodes as n
-from ccl.parser import parse_text
+from ccl.syntax import nodes as n
+from ccl.syntax.parser import parse_text
 from runtime.engine.changes import Change
 from runtime.engine.expr import Expressions
 from runtime.engine.join import Joiner

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 
-from ccl.planner import plan_project
+from ccl.plan.planner import plan_project
 from runtime.engine.changes import Bad, Emit, Event
 from runtime.engine.element import Engine
 

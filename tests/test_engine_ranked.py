@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from ccl.planner import plan_project
+from ccl.plan.planner import plan_project
 from runtime.engine.changes import Emit, Event
 from runtime.engine.flex import make_engine
 

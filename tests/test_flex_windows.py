@@ -4,10 +4,10 @@ import pickle
 
 import pytest
 
-from ccl.parser import parse_text
-from ccl.physical import uses_time
-from ccl.planner import plan_project
-from ccl.printer import to_ccl
+from ccl.syntax.parser import parse_text
+from ccl.plan.physical import uses_time
+from ccl.plan.planner import plan_project
+from ccl.syntax.printer import to_ccl
 from ccl.splash import SplashError, as_type
 from ccl.splash.windows import WindowIterator, WindowView
 from runtime.engine.changes import Emit

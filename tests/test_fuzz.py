@@ -10,10 +10,10 @@ from pathlib import Path
 
 from ccl.analysis import analyze
 from ccl.diagnostics import CATALOGUE, render
-from ccl.lexer import KEYWORDS, tokenize
-from ccl.printer import to_ccl
-from ccl.project import load_text
-from ccl.parser import parse_text
+from ccl.syntax.lexer import KEYWORDS, tokenize
+from ccl.syntax.printer import to_ccl
+from ccl.syntax.project import load_text
+from ccl.syntax.parser import parse_text
 
 PROJECTS = Path(__file__).parent / "projects"
 MUTATIONS = 2000

@@ -7,7 +7,7 @@ from pathlib import Path
 import ply.yacc as yacc
 
 from ccl.diagnostics import CATALOGUE
-from ccl.parser import CCLParser
+from ccl.syntax.parser import CCLParser
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,8 +38,8 @@ def test_grammar_has_no_conflicts(tmp_path):
 
 
 def test_tables_are_built_once_into_the_package_and_nothing_is_printed():
-    table = ROOT / "ccl" / "_parsetab.py"
-    build = [sys.executable, "-c", "from ccl.parser import parse_text; parse_text('CREATE SCHEMA s (a integer);')"]
+    table = ROOT / "ccl" / "syntax" / "_parsetab.py"
+    build = [sys.executable, "-c", "from ccl.syntax.parser import parse_text; parse_text('CREATE SCHEMA s (a integer);')"]
     runs = []
     for _ in range(2):  # the second process loads the tables the first one wrote (or found)
         proc = subprocess.run(build, capture_output=True, text=True, cwd=ROOT, timeout=120)

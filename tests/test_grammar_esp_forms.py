@@ -7,13 +7,13 @@ from decimal import Decimal
 
 import pytest
 
-from ccl import nodes as n
+from ccl.syntax import nodes as n
 from ccl.analysis import analyze
-from ccl.analysis.types import Type
-from ccl.lexer import tokenize
-from ccl.parser import parse_text
-from ccl.printer import to_ccl
-from ccl.project import load_text
+from ccl.splash.types import Type
+from ccl.syntax.lexer import tokenize
+from ccl.syntax.parser import parse_text
+from ccl.syntax.printer import to_ccl
+from ccl.syntax.project import load_text
 from ccl.splash import Interpreter
 from ccl.splash.values import Dec
 from tests.splash_eval import evaluator
@@ -288,7 +288,7 @@ def test_a_stream_with_a_primary_key_is_a_keyed_stream_run_as_a_delta_stream(tmp
     assert (plain.kind, plain.keyed) == ("stream", False)
     assert analyze(load_text(KEYED), {}).diagnostics == []
 
-    from ccl.planner import plan_project
+    from ccl.plan.planner import plan_project
     from runtime.engine.changes import Event
     from runtime.engine.flex import make_engine
     path = tmp_path / "k.ccl"

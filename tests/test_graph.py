@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ccl.explain import aging_text, explain_physical, keep_text, state_kind
-from ccl.graph import (
+from ccl.cli.explain import aging_text, explain_physical, keep_text, state_kind
+from ccl.cli.graph import (
     build_graph,
     layers,
     layout,
@@ -18,7 +18,7 @@ from ccl.graph import (
     to_mermaid,
     to_svg,
 )
-from ccl.planner import plan_project
+from ccl.plan.planner import plan_project
 from tests.cli_runner import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

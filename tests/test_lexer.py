@@ -1,5 +1,5 @@
 """The lexer: keywords, names, literals, comments, positions and lexical errors."""
-from ccl.lexer import LineIndex, make_lexer, tokenize
+from ccl.syntax.lexer import LineIndex, make_lexer, tokenize
 
 
 def kinds(text):

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from cli_runner import run
 
-from ccl.ccr import parse_ccr
+from ccl.config.ccr import parse_ccr
 from ccl.diagnostics import render
-from ccl.parameters import parse_param_options, resolve_parameters
-from ccl.project import UsageError, load_text
-from ccl.project_config import load_project_config
-from ccl.secret import Secret
+from ccl.config.parameters import parse_param_options, resolve_parameters
+from ccl.syntax.project import UsageError, load_text
+from ccl.config.project_config import load_project_config
+from ccl.config.secret import Secret
 
 CCR_DIR = Path(__file__).parent / "ccr"
 

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from ccl import nodes as n
-from ccl.parser import parse_text
+from ccl.syntax import nodes as n
+from ccl.syntax.parser import parse_text
 
 SEEDS = Path(__file__).parent / "projects" / "seeds"
 

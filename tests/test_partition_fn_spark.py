@@ -1,18 +1,18 @@
 """The compiled partition function and the SPLASH interpreter agree row for row (on Spark).
 
 Hypothesis generates compilable custom blocks (locals, IF/ELSE, CASE, the built-ins of
-ccl/partition_functions.py) and rows with nulls, negatives, extreme integers, empty and non-ASCII
+ccl/plan/partition_functions.py) and rows with nulls, negatives, extreme integers, empty and non-ASCII
 strings. Each example evaluates 30 blocks over all its rows in one Spark job and compares every
 instance with the interpreter's. Also: HASH and ROUNDROBIN assignment, the UDF path, bad records.
 """
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ccl import nodes as n
-from ccl.analysis.types import INTEGER, STRING, scalar
-from ccl.parser import parse_text
-from ccl.partition_functions import why_not_compilable
-from ccl.printer import to_ccl
+from ccl.syntax import nodes as n
+from ccl.splash.types import INTEGER, STRING, scalar
+from ccl.syntax.parser import parse_text
+from ccl.plan.partition_functions import why_not_compilable
+from ccl.syntax.printer import to_ccl
 from ccl.splash.interpreter import PartitionFunction
 from runtime.partition_fn import INSTANCE, BAD_REASON, assign_instances, compile_custom
 

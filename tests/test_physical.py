@@ -1,9 +1,9 @@
-"""Which elements run natively (ccl/physical.py): the rule ccl explain prints and the runtime uses."""
+"""Which elements run natively (ccl/plan/physical.py): the rule ccl explain prints and the runtime uses."""
 import pytest
 
-from ccl.physical import (NATIVE, PER_INSTANCE, input_adapter, native_aggregation, native_filter, path_of,
+from ccl.plan.physical import (NATIVE, PER_INSTANCE, input_adapter, native_aggregation, native_filter, path_of,
                           unread_adapters)
-from ccl.planner import plan_project
+from ccl.plan.planner import plan_project
 
 SRC = "create input stream s schema (sym string, venue string, px float, q integer);\n"
 WIN = "create input window w schema (sym string, px float) primary key (sym);\n"
@@ -147,7 +147,7 @@ ROWS_READER = "create output stream o as select a.sym from a;"
     ("s.sym, count(*) n", "where getrowid(s) > 0 group by s.sym", "", None),
 ])
 def test_columnar_aggregations(tmp_path, items, rest, reader, mode):
-    from ccl.physical import columnar_aggregation
+    from ccl.plan.physical import columnar_aggregation
     e, plan = _element(tmp_path, COLUMNAR.format(items=items, rest=rest) + "\n" + reader)
     assert columnar_aggregation(e, plan) == mode
     assert path_of(e, plan)[0] == PER_INSTANCE
@@ -165,6 +165,6 @@ def test_columnar_aggregations(tmp_path, items, rest, reader, mode):
     "as select upper(s.sym) u, count(*) n from s group by s.sym;",
 ])
 def test_other_aggregations_are_not_columnar(tmp_path, body):
-    from ccl.physical import columnar_aggregation
+    from ccl.plan.physical import columnar_aggregation
     e, plan = _element(tmp_path, body)
     assert columnar_aggregation(e, plan) is None

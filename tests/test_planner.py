@@ -1,4 +1,4 @@
-"""The planner (ccl/planner.py): every corpus project plans, and the plan says what docs/plan.md says."""
+"""The planner (ccl/plan/planner.py): every corpus project plans, and the plan says what docs/plan.md says."""
 import glob
 import json
 import os
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ccl.planner import PlanError, plan_project
+from ccl.plan.planner import PlanError, plan_project
 
 ROOT = Path(__file__).parent
 CORPUS = sorted(glob.glob(str(ROOT / "projects" / "seeds" / "*.ccl"))
@@ -368,8 +368,8 @@ LOAD MODULE m AS m1 IN i = s OUT o = mo PARAMETERS size = depth;
 
 
 def test_keep_row_counts_that_are_not_positive_integer_constants_are_reported(tmp_path):
-    from ccl.printer import to_ccl
-    from ccl.parser import parse_text
+    from ccl.syntax.printer import to_ccl
+    from ccl.syntax.parser import parse_text
     text = """DECLARE PARAMETER integer depth := 3; PARAMETER string label := 'x'; END;
 CREATE INPUT STREAM s SCHEMA (k string, v integer);
 CREATE OUTPUT STREAM a AS SELECT s.k FROM s KEEP depth - 3 ROWS;

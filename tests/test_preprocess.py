@@ -1,11 +1,11 @@
-"""The CCL preprocessor (ccl/preprocess.py): #define/#undef, conditions, #include, and errors that
+"""The CCL preprocessor (ccl/syntax/preprocess.py): #define/#undef, conditions, #include, and errors that
 are diagnostics with the file's own line numbers."""
 import pytest
 
-from ccl.parser import parse_text
-from ccl.planner import plan_project
-from ccl.preprocess import preprocess
-from ccl.printer import to_ccl
+from ccl.syntax.parser import parse_text
+from ccl.plan.planner import plan_project
+from ccl.syntax.preprocess import preprocess
+from ccl.syntax.printer import to_ccl
 
 
 def run(text, defines=None):

@@ -14,7 +14,7 @@ from decimal import Decimal
 
 import pytest
 
-from ccl.planner import plan_project
+from ccl.plan.planner import plan_project
 from runtime.job import RunOptions
 from runtime.outputs import CONFLICT
 from runtime.run import run_plan

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import strategies
-from ccl import nodes as n
+from ccl.syntax import nodes as n
 from ccl.analysis import analyze
-from ccl.parser import parse_text
-from ccl.project import load_text
-from ccl.printer import to_ccl
+from ccl.syntax.parser import parse_text
+from ccl.syntax.project import load_text
+from ccl.syntax.printer import to_ccl
 
 PROJECTS = Path(__file__).parent / "projects"
 FILES = sorted(PROJECTS.rglob("*.ccl"))

@@ -321,7 +321,7 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
     create output window perSym primary key deduced keep all
       as select p.sym, count(*) n, max(p.qty) q from picked p group by p.sym;
     """
-    from ccl.physical import path_of
+    from ccl.plan.physical import path_of
     from runtime.outputs import CONFLICT
     rnd = random.Random(9)
     data = tmp_path / "in"
@@ -392,7 +392,7 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
 def test_an_input_is_recorded_when_something_reads_its_changelog(tmp_path):
     """unrecorded_inputs: an input read by nothing or only by consumers fused into its batches;
     not one with an output adapter or one a query of its own reads (a join runs per instance)."""
-    from ccl.planner import plan_project
+    from ccl.plan.planner import plan_project
     from runtime.job import arrow_elements, fused_consumers, unrecorded_inputs
     path = tmp_path / "p.ccl"
     path.write_text("""
@@ -421,7 +421,7 @@ def test_an_input_is_recorded_when_something_reads_its_changelog(tmp_path):
 def test_run_directory_from_before_fusion_keeps_a_query_per_element(spark, tmp_path):
     """A run directory whose plan.json has no ``fused`` entry (made before derived elements ran
     inside their source's batches) goes on with one query per element, as its checkpoints expect."""
-    from ccl.planner import plan_project
+    from ccl.plan.planner import plan_project
     text = """
     create input stream s schema (k string, v integer);
     create output window w primary key deduced keep all

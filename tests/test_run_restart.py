@@ -117,7 +117,7 @@ def test_checkpoint_refused_when_an_aggregation_changes_path(tmp_path):
     """A native aggregation keeps Spark group totals, the per-instance path engine states: a run
     directory made with one is refused when the element now runs on the other (here because a
     Flex now reads its changes), also one made before plan.json listed native aggregations."""
-    from ccl.planner import plan_project
+    from ccl.plan.planner import plan_project
     from runtime.job import RunOptions, prepare_run_dir
     agg = """create input stream s schema (k string, v integer);
     create window w primary key deduced keep all as select s.k, sum(s.v) v from s group by s.k;
@@ -151,7 +151,7 @@ def test_checkpoint_refused_when_groups_can_no_longer_be_spread(tmp_path):
     group (plan.json ``by_group``), whether its changes are read one by one or not; once an item
     computes on an aggregate while its changes are read, it runs on the row engine with state
     split by instance alone, and the run directory is refused."""
-    from ccl.planner import plan_project
+    from ccl.plan.planner import plan_project
     from runtime.job import RunOptions, prepare_run_dir
     agg = """create input stream s schema (k string, v integer);
     create output window w primary key deduced keep all as select s.k, sum(s.v) v from s group by s.k;\n"""
@@ -175,7 +175,7 @@ def test_checkpoint_refused_when_groups_can_no_longer_be_spread(tmp_path):
 def test_checkpoint_refused_when_an_element_changes_columns(tmp_path):
     """Resuming after a column was added used to go on, reading old changelogs and state with
     nulls (or failing inside Spark)."""
-    from ccl.planner import plan_project
+    from ccl.plan.planner import plan_project
     from runtime.job import RunOptions, prepare_run_dir
     text = "create input window w schema (k string, v integer) primary key (k);\n"
     options = RunOptions(inputs={}, base_dir=str(tmp_path), run_dir=str(tmp_path / "run"))
@@ -235,7 +235,7 @@ def test_checkpoint_refused_when_rows_spread_otherwise(tmp_path):
     """A run directory whose element spread its rows with another partition method or columns
     (here: a ROUNDROBIN over a window from before it rotated the window's keys, then a HASH) is
     refused; the same partitioning goes on."""
-    from ccl.planner import plan_project
+    from ccl.plan.planner import plan_project
     from runtime.job import RunOptions, prepare_run_dir
     text = """create input window w schema (k string, v integer) primary key (k);
     create output window o primary key deduced partition by w roundrobin partitions 2

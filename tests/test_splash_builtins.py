@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ccl.parser import parse_text
+from ccl.syntax.parser import parse_text
 from ccl.splash import (BUILTINS, Dec, Interpreter, Interval, Long, SplashError, Vector,
                         make_dec)
 from ccl.splash.convert import java_double
@@ -520,7 +520,7 @@ def test_temporal_arithmetic():
 # --- opcodes and event caches (the runtime of Flex operators: docs/runtime-flex.md) ----------------
 
 def test_opcodes_and_event_cache_builtins():
-    from ccl.analysis.types import Type
+    from ccl.splash.types import Type
     from ccl.splash.caches import EventCache
     cache = EventCache("c", "r", ["k"], [], [("k", Type("string")), ("v", Type("integer"))],
                        count=3, order=[("v", False)])

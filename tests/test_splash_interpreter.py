@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ccl import nodes as n
-from ccl.parser import parse_text
+from ccl.syntax import nodes as n
+from ccl.syntax.parser import parse_text
 from ccl.splash import (BudgetExhausted, Declarations, Interpreter, Long, PartitionFunction,
                         SplashError, declare_globals)
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..diagnostics import Diagnostic, sort_key
-from ..nodes import gc_paused
-from ..parameters import ResolvedParameter
-from ..project import LoadedProject
+from ..syntax.nodes import gc_paused
+from ..config.parameters import ResolvedParameter
+from ..syntax.project import LoadedProject
 from .analyzer import Analyzer, PartitionedElement
 from .safety import check_partition_safety
 from .shared_globals import check_shared_globals

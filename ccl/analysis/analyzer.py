@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Optional, Sequence, Union
 
-from .. import nodes as n
+from ..syntax import nodes as n
 from ..diagnostics import Diagnostic, article
-from ..parameters import UNKNOWN, ResolvedParameter, bound_module_parameter, keep_count
-from ..printer import keep_count_text
+from ..config.parameters import UNKNOWN, ResolvedParameter, bound_module_parameter, keep_count
+from ..syntax.printer import keep_count_text
 from .expressions import Typer, aggregate_calls
 from .statements import StatementChecker
 from .symbols import ERROR_COLUMNS, Context, Element, Module, Scope, Source, Variable
-from .types import ANY, INTEGER, Type, record, scalar, widens
+from ..splash.types import ANY, INTEGER, Type, record, scalar, widens
 
 PARTITIONS_MAX = 65535
 

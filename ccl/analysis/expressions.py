@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Collection, Iterable, Iterator, Optional
 
-from .. import nodes as n
-from ..functions_data import ENGINE_AGGREGATES, FUNCTIONS
+from ..syntax import nodes as n
+from ..splash.functions_data import ENGINE_AGGREGATES, FUNCTIONS
 from .symbols import OPCODES, Context, Variable
-from .types import (ANY, BOOLEAN, FLOAT, INTEGER, INTERVAL, LONG, NULL, SCALARS, STRING, Type,
+from ..splash.types import (ANY, BOOLEAN, FLOAT, INTEGER, INTERVAL, LONG, NULL, SCALARS, STRING, Type,
                     comparable, record, scalar, truthy, widens, widest)
 
 # Functions real projects call that are not ESP built-ins of the reference: the partitioning

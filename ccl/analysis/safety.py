@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Optional
 
-from .. import nodes as n
-from ..printer import keep_count_text
+from ..syntax import nodes as n
+from ..syntax.printer import keep_count_text
 from .analyzer import PartitionFacts, output_name, select_aggregates
 from .expressions import aggregate_calls
 from .statements import can_end_without_value

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .. import nodes as n
+from ..syntax import nodes as n
 from .safety import root_var
 from .symbols import Variable
 

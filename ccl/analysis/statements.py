@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .. import nodes as n
+from ..syntax import nodes as n
 from .expressions import Report, Typer
 from .symbols import Context, Variable
-from .types import ANY, Type, widens
+from ..splash.types import ANY, Type, widens
 
 
 class StatementChecker:

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .. import nodes as n
-from .types import Type, record, scalar
+from ..syntax import nodes as n
+from ..splash.types import Type, record, scalar
 
 OPCODES = ("insert", "update", "delete", "upsert", "safedelete")
 

@@ -1,1 +1,2 @@
-"""Planning: the plan model, its codec and the physical decisions."""
+"""Planning: a checked project to the plan the runtime runs (docs/plan.md), and the physical
+decisions about it."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
-from .. import nodes as n  # MERGE: ccl.syntax.nodes
+from ..syntax import nodes as n
 from .model import (PLAN_FORMAT, PLAN_VERSION, Adapter, Aggregate, Aging, Autogenerate, Column,
                     Element, Flex, Handler, Item, Join, Keep, Matching, NativeAggregation,
                     NativeFilter, OrderItem, Partition, PartitionSpec, Physical, Plan, Query, Select,

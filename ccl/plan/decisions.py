@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Sequence
 
-from .. import nodes as n  # MERGE: ccl.syntax.nodes
-from .. import physical as ph  # MERGE: ccl.plan.physical
-from ..partition_functions import why_not_compilable  # MERGE: ccl.plan.partition_functions
+from ..syntax import nodes as n
+from . import physical as ph
+from .partition_functions import why_not_compilable
 
 __all__ = ["arrow_elements", "decide", "fused_consumers", "native_path", "unrecorded_inputs"]
 

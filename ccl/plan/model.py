@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from .. import nodes as n  # MERGE: ccl.syntax.nodes
+from ..syntax import nodes as n
 
 PLAN_FORMAT = "ccl-plan"
 PLAN_VERSION = 2

@@ -12,8 +12,12 @@ import math
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Callable, Optional
 
-from ..analysis.types import Type
-from . import builtins_math, builtins_time, caches, error_records, windows
+from .types import Type
+from . import builtins_math
+from . import builtins_time
+from . import caches
+from . import error_records
+from . import windows
 from .calls import Builtin, CallContext, check_length, logarithm, need_int, need_number, need_str
 from .convert import cast, coerce, to_decimal, to_text
 from .operators import arithmetic, java_pow, like, to_float

@@ -5,7 +5,7 @@ integers (32 bits) and longs (64 bits); char/chr, instr, patindex and the regula
 functions; hex_binary/hex_string/to_binary; random; distance/distancesquared.
 
 ESP's exact semantics of most of these were not found in any retrieved reference page (the
-catalogue, ccl/functions_data.py, marks them "unverified"); where this module had to choose, the
+catalogue, ccl/splash/functions_data.py, marks them "unverified"); where this module had to choose, the
 comment at the function says what it chose and why. In short:
 
 * float functions follow Java's ``Math`` (as Spark does): NaN outside the domain, infinity on

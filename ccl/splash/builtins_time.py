@@ -25,8 +25,8 @@ from decimal import ROUND_DOWN, Decimal
 from typing import Callable, Optional
 from zoneinfo import ZoneInfo
 
-from ..analysis.types import Type
-from ..functions_data import DATE_PARTS
+from .types import Type
+from .functions_data import DATE_PARTS
 from .calls import Builtin, CallContext, need_int, need_number, need_str, need_time
 from .convert import cast, to_text, truncate_time
 from .values import (EXACT, LONG_MAX, LONG_MIN, Dec, Interval, Long, SplashError,

@@ -23,8 +23,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
-from .. import nodes as n
-from ..analysis.types import Type
+from ..syntax import nodes as n
+from .types import Type
 from .operators import arithmetic, comparison
 from .values import Record, SplashError, a_kind, is_integral
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .. import nodes as n
-from ..analysis.types import ANY, Type
+from ..syntax import nodes as n
+from .types import ANY, Type
 from .convert import coerce
 from .expressions import ExpressionCompiler
 from .machine import (BREAK, CONTINUE, RETURN, Cell, ExitSignal, Expr, Frame, Function, Machine, Stmt,

@@ -12,7 +12,7 @@ import re
 from decimal import Decimal
 from typing import Optional
 
-from ..analysis.types import ANY, Type
+from .types import ANY, Type
 from .values import (INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, Dec, Dictionary, Interval, Long,
                      Record, SplashError, Vector, a_kind, dec_to_float, dec_type, decimal_args,
                      is_integral, kind, make_dec, normal_type, wrap32, wrap64)

@@ -14,7 +14,7 @@ import functools
 import json
 from typing import Optional
 
-from ..analysis.types import Type
+from .types import Type
 from .convert import cast, from_python, to_text
 from .values import Record, SplashError, a_kind, as_type
 

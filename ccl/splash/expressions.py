@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .. import nodes as n
-from ..analysis.types import Type
+from ..syntax import nodes as n
+from .types import Type
 from .builtins import lookup
 from .caches import AGGREGATES, EventCache, aggregate, cache_names, nth_value
 from .convert import cast

@@ -17,8 +17,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Optional, Union
 
-from .. import nodes as n
-from ..analysis.types import ANY, INTEGER, Type
+from ..syntax import nodes as n
+from .types import ANY, INTEGER, Type
 from .compiler import Compiler
 from .machine import RETURN, SEQUENCE, Cell, ExitSignal, Frame, Machine
 from .convert import coerce, from_python

@@ -11,8 +11,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Callable, Optional
 
-from .. import nodes as n
-from ..analysis.types import ANY, Type
+from ..syntax import nodes as n
+from .types import ANY, Type
 from .convert import coerce
 from .values import BudgetExhausted, Long, Record, SplashError, a_kind, dictionary_key, is_integral
 from .windows import WindowView

@@ -26,8 +26,8 @@ import re
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Iterable, Optional
 
-from .. import nodes as n
-from ..analysis.types import ANY, Type, scalar
+from ..syntax import nodes as n
+from .types import ANY, Type, scalar
 
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Iterator, Mapping, Optional, Sequence
 
-from ..analysis.types import ANY, Type
+from .types import ANY, Type
 from .calls import Builtin
 from .convert import from_python
 from .values import Record, SplashError, a_kind

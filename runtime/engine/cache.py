@@ -15,8 +15,8 @@ from __future__ import annotations
 import copy
 from typing import Iterable, Mapping, Optional, Sequence
 
-from ccl import nodes as n
-from ccl.analysis.types import INTEGER
+from ccl.syntax import nodes as n
+from ccl.splash.types import INTEGER
 from ccl.splash import Declarations, as_type
 from ccl.splash.caches import EventCache
 from ccl.splash.interpreter import declare_state

@@ -1,6 +1,6 @@
 """A stream aggregation of the per-instance path, run a bucket's micro-batch at a time.
 
-``ccl.physical.columnar_aggregation`` picks the aggregations (a KEEP ALL window over one stream,
+``ccl.plan.physical.columnar_aggregation`` picks the aggregations (a KEEP ALL window over one stream,
 keyed by its GROUP BY expressions, with pure expressions) and the mode:
 
 - *batch*: nothing reads the window's changes one by one, so all a micro-batch has to give is,
@@ -46,7 +46,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ccl.physical import columnar_aggregation, group_columns
+from ccl.plan.physical import columnar_aggregation, group_columns
 from runtime.engine.changes import OPS, Bad, Output
 from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import SplashError, coerce_column, coerce_row, splash_value
@@ -106,7 +106,7 @@ class RowChanges:
 
 class ColumnarAggregation:
     """The aggregation of ``engine`` (an :class:`Engine` of an element that
-    ``ccl.physical.columnar_aggregation`` takes) over whole buckets; see the module docstring."""
+    ``ccl.plan.physical.columnar_aggregation`` takes) over whole buckets; see the module docstring."""
 
     def __init__(self, engine: Engine, plan: dict) -> None:
         sel = engine.selects[0]
@@ -489,7 +489,7 @@ class ColumnarAggregation:
                failed: set[int], out: dict[int, list[tuple[int, Output]]], now: int) -> None:
         """Write each group into its instance's state, in the order of the groups' last rows, and
         its change through the window's store (KEEP ALL: nothing is evicted, and a group's key is
-        its own for good, see ccl.physical.columnar_aggregation) into ``out``."""
+        its own for good, see ccl.plan.physical.columnar_aggregation) into ``out``."""
         store, settle, new_group = self.engine.output.store, self.agg.settle, self.agg.new_group
         positions = last.tolist()
         for j in np.argsort(last, kind="stable").tolist():

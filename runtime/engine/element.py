@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterator, Mapping, Optional, Sequence
 
-from ccl import nodes as n
+from ccl.syntax import nodes as n
 
 from runtime.engine.aggregate import Aggregator
 from runtime.engine.cache import Declared

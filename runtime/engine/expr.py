@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, Mapping, Optional, Sequence
 
-from ccl import nodes as n
+from ccl.syntax import nodes as n
 from ccl.splash import Declarations, Interpreter, SplashError, as_type
 from ccl.splash.convert import PLAIN_KINDS, cast, from_python, to_text
 from ccl.splash.operators import (arithmetic, comparison, like, logical_and, logical_not, logical_or,

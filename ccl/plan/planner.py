@@ -1,7 +1,7 @@
 """The planner: a checked project (AST + analysis + resolved parameters) to the plan of docs/plan.md.
 
 Entry points: :func:`build_plan` and :func:`plan_project`. Anything the plan format cannot express
-raises :class:`PlanError`. Expression normalisation lives in :mod:`ccl.plan_expressions`.
+raises :class:`PlanError`. Expression normalisation lives in :mod:`ccl.plan.expressions`.
 """
 from __future__ import annotations
 
@@ -10,20 +10,20 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional, Sequence
 
-from . import nodes as n
-from .analysis import Analysis, analyze
-from .analysis.analyzer import Analyzer, select_aggregates
-from .analysis.symbols import Element
-from .analysis.types import Type
-from .diagnostics import Diagnostic, sort_key
-from .parameters import ResolvedParameter, constant_of, keep_count
-from .plan_expressions import (ParamValue, PlanError, PlanSource, QueryScope, column_ref,
+from ..syntax import nodes as n
+from ..analysis import Analysis, analyze
+from ..analysis.analyzer import Analyzer, select_aggregates
+from ..analysis.symbols import Element
+from ..splash.types import Type
+from ..diagnostics import Diagnostic, sort_key
+from ..config.parameters import ResolvedParameter, constant_of, keep_count
+from .expressions import (ParamValue, PlanError, PlanSource, QueryScope, column_ref,
                                fold_parameters, json_value, splash_json)
-from .project import LoadedProject
-from .project_config import load_project_config, project_name
-from .property_sets import AdapterConfig, adapter_properties
-from .secret import Secret, is_secret_name
-from .value_text import canonical_type, parse_value
+from ..syntax.project import LoadedProject
+from ..config.project_config import load_project_config, project_name
+from ..config.property_sets import AdapterConfig, adapter_properties
+from ..config.secret import Secret, is_secret_name
+from ..config.value_text import canonical_type, parse_value
 
 __all__ = ["PlanError", "build_plan", "plan_project"]
 

@@ -1,5 +1,5 @@
 """``ccl compile``: a planned project to ``NAME.ccx`` (the plan as JSON), ``NAME_job.py`` (a PySpark
-driver generated from ``ccl/templates/job.py.j2``) and, with ``--bundle``, ``ccl_runtime.zip``.
+driver generated from ``ccl/ops/templates/job.py.j2``) and, with ``--bundle``, ``ccl_runtime.zip``.
 
 No user text reaches the generated code. The template is rendered from a *view* built here, never
 from the plan: integers, words of fixed vocabularies (kinds, roles, paths) and names passed through
@@ -24,8 +24,8 @@ import zipfile
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from . import __version__
-from .physical import NATIVE, PER_INSTANCE, instance_count, path_of
+from .. import __version__
+from ..plan.physical import NATIVE, PER_INSTANCE, instance_count, path_of
 
 JOB_TEMPLATE = "job.py.j2"
 BUNDLE_NAME = "ccl_runtime.zip"
@@ -114,7 +114,7 @@ def _environment():
     import jinja2
 
     try:
-        loader: jinja2.BaseLoader = jinja2.PackageLoader("ccl", "templates")
+        loader: jinja2.BaseLoader = jinja2.PackageLoader("ccl.ops", "templates")
     except ValueError:  # not importable as a package with resources: the directory beside us
         loader = jinja2.FileSystemLoader(os.path.join(os.path.dirname(__file__), "templates"))
     return jinja2.Environment(loader=loader, autoescape=False, undefined=jinja2.StrictUndefined,

@@ -17,7 +17,7 @@ import urllib.request
 from typing import Optional
 
 from .deploy import check_java, python_env, spark_bin
-from .project import UsageError
+from ..syntax.project import UsageError
 from .workspace import CLUSTER_DIR, pid_alive, process_start_time, read_json, tail_lines, write_json
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"

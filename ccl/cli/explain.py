@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from typing import Mapping, Optional
 
-from .analysis.analyzer import PartitionedElement
-from .analysis.symbols import Element
-from .partition_functions import why_not_compilable
-from .printer import to_ccl
+from ..analysis.analyzer import PartitionedElement
+from ..analysis.symbols import Element
+from ..plan.partition_functions import why_not_compilable
+from ..syntax.printer import to_ccl
 
 
 def explain_partitioning(partitioned: list[PartitionedElement],
@@ -144,8 +144,8 @@ def _partition_lines(part: Mapping, what: str) -> list[str]:
 def explain_physical(plan: Mapping) -> str:
     """Per plan element: kind and role, partitioning, instance count, state, path (with why) and
     broadcast inputs, in the order the elements run."""
-    from .compile import element_inputs
-    from .physical import instance_count, path_of
+    from ..ops.compile import element_inputs
+    from ..plan.physical import instance_count, path_of
 
     elements = plan.get("elements", [])
     lines = [f"physical plan ({len(elements)} element(s), in the order they run):"]

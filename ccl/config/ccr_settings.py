@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Optional
 
 from .ccr import CcrCluster, CcrFile, CcrValue
-from .config import SETTINGS, SOURCE_CCR, Setting, is_spark_master
-from .diagnostics import Diagnostic
-from .nodes import Span
+from .settings import SETTINGS, SOURCE_CCR, Setting, is_spark_master
+from ..diagnostics import Diagnostic
+from ..syntax.nodes import Span
 
 # ESP's debug-level is a syslog severity; the log level shows that severity and worse.
 DEBUG_LEVELS = {0: "FATAL", 1: "FATAL", 2: "FATAL", 3: "ERROR", 4: "WARN", 5: "INFO", 6: "INFO",

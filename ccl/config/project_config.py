@@ -13,10 +13,10 @@ from typing import Optional, Sequence
 
 from .ccr import CcrFile, ccr_beside, read_ccr
 from .ccr_settings import settings_from_ccr
-from .config import DEFAULTS_FILE, Settings, parse_set_option, resolve_settings
-from .diagnostics import Diagnostic, SourceCache, sort_key
+from .settings import DEFAULTS_FILE, Settings, parse_set_option, resolve_settings
+from ..diagnostics import Diagnostic, SourceCache, sort_key
 from .parameters import ResolvedParameter, parse_param_options, resolve_parameters
-from .project import LoadedProject, load_project
+from ..syntax.project import LoadedProject, load_project
 from .property_sets import AdapterConfig, adapter_properties
 
 
@@ -59,7 +59,7 @@ def load_project_config(ccl_path: str, *, ccr_path: Optional[str] = None,
     """Load ``ccl_path`` (unless ``project`` is given) and resolve its configuration.
 
     ``overrides`` are ``--set key=value`` texts, ``params`` ``--param NAME=VALUE`` texts. Command-line
-    mistakes and unreadable files raise :class:`~ccl.project.UsageError`.
+    mistakes and unreadable files raise :class:`~ccl.syntax.project.UsageError`.
     """
     for item in overrides:
         parse_set_option(item)  # a bad --set is a usage error before any work is done

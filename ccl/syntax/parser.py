@@ -31,8 +31,8 @@ import ply.yacc as yacc
 from ply.lex import LexToken
 
 from . import nodes as n
-from .diagnostics import Diagnostic, article, sort_key
-from .functions_data import DATE_PART_FUNCTIONS, DATE_PARTS
+from ..diagnostics import Diagnostic, article, sort_key
+from ..splash.functions_data import DATE_PART_FUNCTIONS, DATE_PARTS
 from .lexer import KEYWORDS, PUNCTUATION, LineIndex, make_lexer, tokens
 from .preprocess import preprocess
 
@@ -94,7 +94,7 @@ class CCLParser:
 
     def __init__(self, **yacc_args) -> None:
         args = dict(debug=False, write_tables=True, optimize=False,
-                    tabmodule="ccl._parsetab", outputdir=os.path.dirname(__file__),
+                    tabmodule="ccl.syntax._parsetab", outputdir=os.path.dirname(__file__),
                     errorlog=yacc.NullLogger())
         args.update(yacc_args)
         self._parser = yacc.yacc(module=self, **args)

@@ -13,8 +13,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Callable, Mapping, Optional
 
-from . import nodes as n
-from .analysis.expressions import is_aggregate_call
+from ..syntax import nodes as n
+from ..analysis.expressions import is_aggregate_call
 
 Rewrite = Callable[[n.Node], Optional[n.Node]]
 

@@ -6,8 +6,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Optional
 
-from .config import SOURCE_DEFAULTS, Setting
-from .nodes import Span
+from .settings import SOURCE_DEFAULTS, Setting
+from ..syntax.nodes import Span
 from .project_config import ProjectConfig
 from .secret import MASK, Secret
 

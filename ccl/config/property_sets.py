@@ -4,19 +4,19 @@ An adapter names a property set with ``PROPERTIES propertyset = 'name', ...``; t
 (``Runtime/AdaptersPropertySet/PropertySet name="name"`` in the .ccr) are added to the adapter's and
 override CCL properties of the same name (the .ccr is the deployment-specific layer). A property
 whose value is a parameter name takes the parameter's resolved value. Properties whose names say
-they are secret (password, token, ...) hold a :class:`~ccl.secret.Secret`.
+they are secret (password, token, ...) hold a :class:`~ccl.config.secret.Secret`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from . import nodes as n
+from ..syntax import nodes as n
 from .ccr import CcrFile
-from .diagnostics import Diagnostic
+from ..diagnostics import Diagnostic
 from .parameters import ResolvedParameter
-from .printer import expr as expr_text
-from .project import LoadedProject
+from ..syntax.printer import expr as expr_text
+from ..syntax.project import LoadedProject
 from .secret import Secret, is_secret_name
 
 PROPERTY_SET = "propertyset"

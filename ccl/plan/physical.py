@@ -226,7 +226,7 @@ def columnar_aggregation(element: Mapping, plan: Mapping) -> Optional[str]:
     depends on their arguments alone (not :data:`IMPURE_FUNCTIONS`). Any GROUP BY expressions,
     WHERE, GROUP FILTER, aggregate of the engine and partitioning.
     """
-    from .functions_data import FUNCTIONS
+    from ..splash.functions_data import FUNCTIONS
 
     query = element.get("query")
     if (element.get("kind") != "window" or not query or len(query["selects"]) != 1

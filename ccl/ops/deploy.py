@@ -1,10 +1,10 @@
 """``ccl deploy`` and ``ccl stop``: a compiled project started on a Spark cluster with the installed
-pyspark's ``spark-submit``, detached, its state and logs in the workspace (:mod:`ccl.workspace`).
+pyspark's ``spark-submit``, detached, its state and logs in the workspace (:mod:`ccl.ops.workspace`).
 
 Processes of a deployed project, all in one new session (process group) whose leader is the
 *supervisor*::
 
-    python -m ccl.deploy supervise ROOT STARTED -- spark-submit ...   (pid in project.json)
+    python -m ccl.ops.deploy supervise ROOT STARTED -- spark-submit ...   (pid in project.json)
       └─ java ... SparkSubmit --deploy-mode client ...                 (spark-submit's JVM)
            └─ python ROOT/job/PROJECT_job.py ...                       (the driver; driver.pid)
 
@@ -31,8 +31,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
-from .physical import input_adapter
-from .project import UsageError
+from ..plan.physical import input_adapter
+from ..syntax.project import UsageError
 from .workspace import (ProjectDir, driver_pid, process_start_time, read_json, supervisor_alive,
                         write_json)
 
@@ -72,7 +72,7 @@ def python_env(extra: Optional[dict] = None) -> dict:
     env = dict(os.environ)
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join([here] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.update(extra or {})
     return env
@@ -178,7 +178,7 @@ def _copy_as(src: str, directory: str, name: str) -> str:
 def check_resumable(pd: ProjectDir, plan: dict) -> None:
     """Refuse a checkpoint made by another project or with other partition counts (the driver
     would refuse it too, but only after spark-submit started)."""
-    from .physical import changed_instances
+    from ..plan.physical import changed_instances
 
     old = read_json(os.path.join(pd.checkpoint, "plan.json"))
     if old is None:
@@ -245,7 +245,7 @@ def start(pd: ProjectDir, meta: dict, cmd: Sequence[str]) -> dict:
         log.write(f"\n==== ccl deploy {pd.name} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
         log.flush()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ccl.deploy", "supervise", pd.root, repr(started), "--", *cmd],
+            [sys.executable, "-m", "ccl.ops.deploy", "supervise", pd.root, repr(started), "--", *cmd],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=pd.root,
             env=python_env(), start_new_session=True, close_fds=True)
     meta["pid"] = proc.pid
@@ -291,7 +291,7 @@ def stop(pd: ProjectDir, timeout: float = STOP_TIMEOUT, poll: float = 0.2) -> st
 
 
 # --------------------------------------------------------------------------------------------------
-# The supervisor (python -m ccl.deploy supervise ROOT STARTED -- CMD...)
+# The supervisor (python -m ccl.ops.deploy supervise ROOT STARTED -- CMD...)
 # --------------------------------------------------------------------------------------------------
 
 def supervise(root: str, started: float, cmd: Sequence[str]) -> int:
@@ -336,7 +336,7 @@ def supervise(root: str, started: float, cmd: Sequence[str]) -> int:
 def _main(argv: Sequence[str]) -> int:
     if len(argv) >= 4 and argv[0] == "supervise" and argv[3] == "--" and len(argv) > 4:
         return supervise(os.path.abspath(argv[1]), float(argv[2]), argv[4:])
-    sys.stderr.write("usage: python -m ccl.deploy supervise ROOT STARTED -- COMMAND...\n")
+    sys.stderr.write("usage: python -m ccl.ops.deploy supervise ROOT STARTED -- COMMAND...\n")
     return 2
 
 

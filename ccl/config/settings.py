@@ -3,7 +3,7 @@
 
 Precedence, highest first: command line (``--set key=value``) > ``.ccr`` > ``--config FILE.yaml`` >
 ``config/default.yaml``. (Parameters follow the same order with the CCL default last: see
-``ccl/parameters.py``.) Keys are dotted names (``spark.master``); YAML files may nest them
+``ccl/config/parameters.py``.) Keys are dotted names (``spark.master``); YAML files may nest them
 (``spark: {master: ...}``) or write them dotted. Unknown keys are errors with a did-you-mean.
 """
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Callable, Iterable, Optional, Sequence
 
 import yaml
 
-from .diagnostics import Diagnostic, SourceCache
-from .nodes import Span
-from .project import UsageError, read_source
+from ..diagnostics import Diagnostic, SourceCache
+from ..syntax.nodes import Span
+from ..syntax.project import UsageError, read_source
 
 SOURCE_COMMAND_LINE = "command line"
 SOURCE_CCR = ".ccr"
@@ -288,7 +288,7 @@ def resolve_settings(*, config_file: Optional[str] = None, overrides: Sequence[s
     """The effective settings: command line > .ccr > --config file > config/default.yaml.
 
     ``overrides`` are ``key=value`` texts from ``--set`` (bad ones raise UsageError); ``ccr_settings``
-    come from :func:`ccl.ccr_settings.settings_from_ccr`. ``{project}`` in the application name is
+    come from :func:`ccl.config.ccr_settings.settings_from_ccr`. ``{project}`` in the application name is
     replaced by ``project_name``.
     """
     sources = sources if sources is not None else SourceCache()

@@ -3,7 +3,7 @@
 A parameter is declared in a global DECLARE block (``PARAMETER integer numParts := 4;``) and takes its
 value, highest first, from the command line (``--param numParts=8``), the .ccr
 (``<Parameter name="numParts">8</Parameter>``) or its CCL default. Values are read as the declared
-type (``ccl/value_text.py``). A PARTITIONS clause that names a parameter needs an integer from 1 to
+type (``ccl/config/value_text.py``). A PARTITIONS clause that names a parameter needs an integer from 1 to
 65535; when it is out of range the error points at the value (the .ccr line or the CCL default) and
 names each PARTITIONS clause in a note.
 
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Iterable, Mapping, Optional, Sequence
 
-from . import nodes as n
+from ..syntax import nodes as n
 from .ccr import CcrFile
-from .config import SOURCE_CCL_DEFAULT, SOURCE_CCR, SOURCE_COMMAND_LINE, did_you_mean
-from .diagnostics import Diagnostic, article, sort_key
-from .project import LoadedProject, UsageError
+from .settings import SOURCE_CCL_DEFAULT, SOURCE_CCR, SOURCE_COMMAND_LINE, did_you_mean
+from ..diagnostics import Diagnostic, article, sort_key
+from ..syntax.project import LoadedProject, UsageError
 from .value_text import INTEGER_TYPES, canonical_type, parse_value, type_text
 
 PARTITIONS_MIN, PARTITIONS_MAX = 1, 65535
@@ -216,8 +216,8 @@ def keep_count(count: object, values: Mapping[str, object]) -> tuple[Optional[in
         return None, "it reads something other than literals and parameters"
     if not names <= set(values):
         return None, None
-    from .splash import Interpreter, SplashError
-    from .splash.values import is_integral
+    from ..splash import Interpreter, SplashError
+    from ..splash.values import is_integral
 
     try:
         value = Interpreter(dict(values), constants=set(values)).evaluate(expr)  # type: ignore[arg-type]
@@ -252,8 +252,8 @@ def _evaluated(expr: n.Node, values: Optional[Mapping[str, object]] = None
                ) -> Optional[tuple[str, object]]:
     """A constant expression's value as (literal kind, value), reading the parameters ``values``;
     None when it reads another name or fails."""
-    from .splash import Interpreter, SplashError
-    from .splash.values import Dec, Long
+    from ..splash import Interpreter, SplashError
+    from ..splash.values import Dec, Long
 
     values = values or {}
     if any(isinstance(x, (n.FieldAccess, n.Sequence)) or (isinstance(x, n.Var) and x.name.name not in values)

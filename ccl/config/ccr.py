@@ -6,7 +6,7 @@ module only reads: every value keeps the ``Span`` (file, line, column) of the el
 What the values mean on Spark is decided elsewhere: ``ccr_settings`` (runtime settings),
 ``parameters`` (PARAMETER values) and ``property_sets`` (ATTACH ADAPTER properties).
 
-Passwords are held as :class:`~ccl.secret.Secret`; the source text registered for diagnostics has them
+Passwords are held as :class:`~ccl.config.secret.Secret`; the source text registered for diagnostics has them
 masked (``redact_xml``).
 """
 from __future__ import annotations
@@ -16,9 +16,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .diagnostics import Diagnostic, SourceCache
-from .nodes import Span
-from .project import read_bytes
+from ..diagnostics import Diagnostic, SourceCache
+from ..syntax.nodes import Span
+from ..syntax.project import read_bytes
 from .safe_xml import XmlElement, XmlError, parse_xml
 from .secret import Secret, is_secret_name, redact_xml
 
@@ -148,7 +148,7 @@ def ccr_beside(ccl_path: str) -> Optional[str]:
 def read_ccr(path: str, sources: SourceCache) -> tuple[Optional[CcrFile], list[Diagnostic]]:
     """Read the .ccr at ``path``; its (password-masked) text is registered in ``sources``.
 
-    Raises :class:`~ccl.project.UsageError` when the file cannot be read at all. Problems inside the file are
+    Raises :class:`~ccl.syntax.project.UsageError` when the file cannot be read at all. Problems inside the file are
     diagnostics; the CcrFile is None only when the XML is malformed or refused.
     """
     return parse_ccr(read_bytes(path, ".ccr file"), path, sources)

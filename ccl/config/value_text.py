@@ -27,8 +27,8 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Optional, Sequence
 
-from .nodes import Interval
-from .parser import INTERVAL_UNITS
+from ..syntax.nodes import Interval
+from ..syntax.parser import INTERVAL_UNITS
 
 SCALAR_TYPES = ("integer", "long", "float", "money", "decimal", "boolean", "string", "date",
                 "timestamp", "msdate", "bigdatetime", "interval", "binary")

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from .compile import element_inputs
-from .physical import instance_count
+from ..ops.compile import element_inputs
+from ..plan.physical import instance_count
 
 FORMATS = {"dot": "dot", "gv": "dot", "mmd": "mermaid", "mermaid": "mermaid", "svg": "svg"}
 

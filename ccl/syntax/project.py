@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from . import nodes as n
-from .diagnostics import Diagnostic, SourceCache, sort_key
+from ..diagnostics import Diagnostic, SourceCache, sort_key
 from .parser import parse_text
 
 

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from .project import UsageError
+from ..syntax.project import UsageError
 
 WORKSPACE_ENV = "CCL_WORKSPACE"
 DEFAULT_WORKSPACE = "~/.ccl/workspace"
@@ -59,7 +59,7 @@ def resolve_workspace(option: Optional[str] = None, setting_value: Optional[str]
 
 def default_workspace_setting() -> str:
     """``runtime.workspace`` of ``config/default.yaml`` (commands that load no project)."""
-    from .config import resolve_settings
+    from ..config.settings import resolve_settings
 
     try:
         settings, diags = resolve_settings()

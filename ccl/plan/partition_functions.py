@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import nodes as n
+from ..syntax import nodes as n
 
 # Built-ins with a Spark function of identical semantics (nulls included); argument counts allowed.
 COMPILABLE_FUNCTIONS: dict[str, tuple[int, int]] = {

@@ -14,16 +14,16 @@ import tempfile
 import threading
 from typing import Optional, Sequence, TextIO
 
-from . import __version__
-from .analysis import Analysis, analyze
-from .config import SOURCE_DEFAULTS
-from .config_report import render_config, render_config_json
-from .diagnostics import CATALOGUE, Diagnostic, SourceCache, render, render_json, sort_key
+from .. import __version__
+from ..analysis import Analysis, analyze
+from ..config.settings import SOURCE_DEFAULTS
+from ..config.report import render_config, render_config_json
+from ..diagnostics import CATALOGUE, Diagnostic, SourceCache, render, render_json, sort_key
 from .explain import explain_partitioning, explain_physical
-from .nodes import gc_paused, to_json
-from .printer import to_ccl
-from .project import UsageError, load_project
-from .project_config import ProjectConfig, load_project_config
+from ..syntax.nodes import gc_paused, to_json
+from ..syntax.printer import to_ccl
+from ..syntax.project import UsageError, load_project
+from ..config.project_config import ProjectConfig, load_project_config
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -472,7 +472,7 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _plan(path: str, config: ProjectConfig, analysis: Analysis, err: TextIO) -> Optional[dict]:
     """The plan of a project that checked without errors; None (reported) when it cannot be planned."""
-    from .planner import PlanError, build_plan
+    from ..plan.planner import PlanError, build_plan
 
     try:
         return build_plan(config.project, analysis, config.parameters,
@@ -496,8 +496,8 @@ def _checked_plan(path: str, args: argparse.Namespace, err: TextIO, what: str
 
 def cmd_compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl compile`: NAME.ccx and NAME_job.py (and ccl_runtime.zip with --bundle)."""
-    from .compile import write_compiled
-    from .project_config import project_name
+    from ..ops.compile import write_compiled
+    from ..config.project_config import project_name
 
     if args.file and args.input_file:
         raise UsageError("give the project once: FILE.ccl or -i FILE.ccl")
@@ -558,9 +558,9 @@ def _bindings(items: list[str]) -> dict[str, str]:
 
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl run`: check, plan and run a project on Spark."""
-    from .physical import FILE_INPUT_ADAPTERS, unread_adapters
-    from .planner import PlanError, build_plan
-    from .project_config import project_name
+    from ..plan.physical import FILE_INPUT_ADAPTERS, unread_adapters
+    from ..plan.planner import PlanError, build_plan
+    from ..config.project_config import project_name
 
     inputs = _bindings(args.input)
     if args.log_level:
@@ -672,7 +672,7 @@ def _copy_file(src: str, dst: str) -> None:
 # --------------------------------------------------------------------------------------------------
 
 def _workspace(args: argparse.Namespace) -> str:
-    from .workspace import default_workspace_setting, resolve_workspace
+    from ..ops.workspace import default_workspace_setting, resolve_workspace
 
     if args.workspace:
         return resolve_workspace(args.workspace)
@@ -682,8 +682,8 @@ def _workspace(args: argparse.Namespace) -> str:
 def _deploy_master(args: argparse.Namespace, config: ProjectConfig, workspace: str) -> str:
     """--master > a spark.master set anywhere but config/default.yaml (.ccr Cluster Manager,
     --config, --set) > the workspace's running `ccl cluster`; only spark:// URLs."""
-    from . import cluster
-    from .config import parse_master
+    from ..ops import cluster
+    from ..config.settings import parse_master
 
     setting = config.settings.setting("spark.master")
     if args.master:
@@ -713,10 +713,10 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl deploy`: compile into the workspace and start the job on a cluster, detached."""
     import time
 
-    from . import deploy
-    from .compile import write_compiled
-    from .project_config import project_name
-    from .workspace import (check_name, project_dir, read_json, resolve_workspace,
+    from ..ops import deploy
+    from ..ops.compile import write_compiled
+    from ..config.project_config import project_name
+    from ..ops.workspace import (check_name, project_dir, read_json, resolve_workspace,
                             supervisor_alive, tail_lines)
 
     name = check_name(args.name if args.name is not None else project_name(args.file))
@@ -787,7 +787,7 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl status [NAME]`: one project in detail, or a line per project."""
-    from .workspace import (SUMMARY_HEADER, deployed, describe, list_projects, project_dir,
+    from ..ops.workspace import (SUMMARY_HEADER, deployed, describe, list_projects, project_dir,
                             project_state, summary_line)
 
     workspace = _workspace(args)
@@ -814,8 +814,8 @@ def cmd_list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_stop(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl stop NAME`: graceful stop (SIGTERM), SIGKILL after the timeout."""
-    from .deploy import stop
-    from .workspace import deployed
+    from ..ops.deploy import stop
+    from ..ops.workspace import deployed
 
     if args.timeout < 0:
         raise UsageError("--timeout: expected a number of seconds >= 0")
@@ -836,7 +836,7 @@ def cmd_stop(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_logs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl logs NAME [-n N] [-f]`."""
-    from .workspace import deployed, follow, tail_lines
+    from ..ops.workspace import deployed, follow, tail_lines
 
     if args.n < 0:
         raise UsageError("-n: expected a number of lines >= 0")
@@ -861,7 +861,7 @@ def cmd_logs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_cluster(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl cluster start|stop|status`."""
-    from . import cluster
+    from ..ops import cluster
 
     workspace = _workspace(args)
     if args.action == "start":
@@ -896,7 +896,7 @@ def cmd_cluster(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _deployed_plan(pd) -> dict:
-    from .workspace import job_plan
+    from ..ops.workspace import job_plan
 
     plan = job_plan(pd)
     if not plan or not isinstance(plan.get("elements"), list):
@@ -906,7 +906,7 @@ def _deployed_plan(pd) -> dict:
 
 def cmd_publish(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl publish NAME ELEMENT FILE.csv`: copy a file into an input element's directory."""
-    from .workspace import deployed, publish_file
+    from ..ops.workspace import deployed, publish_file
 
     pd = deployed(_workspace(args), args.name)
     meta = pd.meta() or {}
@@ -925,7 +925,7 @@ def cmd_subscribe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import csv
     import time
 
-    from .workspace import changelog_files, changelog_rows, deployed
+    from ..ops.workspace import changelog_files, changelog_rows, deployed
 
     if args.poll <= 0:
         raise UsageError("--poll: expected a number of seconds > 0")

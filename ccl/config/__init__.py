@@ -1,0 +1,1 @@
+"""Configuration: the .ccr, runtime settings, parameters, adapter property sets and secrets."""
