@@ -87,7 +87,8 @@ def physical_to_json(p: Physical) -> dict:
                 "aggregates": [list(x) for x in a.aggregates]}),
             "filter": _opt(p.filter, lambda f: {
                 "source": f.source, "alias": f.alias, "items": [list(i) for i in f.items],
-                "where": _expr(f.where)})}
+                "where": _expr(f.where)}),
+            "input_adapter": p.input_adapter}
 
 
 def element_to_json(e: Element) -> dict:
@@ -219,7 +220,8 @@ def physical_from_json(d: Optional[Mapping]) -> Optional[Physical]:
             tuple(tuple(a) for a in agg["aggregates"])),  # type: ignore[misc]
         filter=None if flt is None else NativeFilter(
             flt["source"], flt["alias"], tuple(tuple(i) for i in flt["items"]),  # type: ignore[misc]
-            _node(flt.get("where"))))
+            _node(flt.get("where"))),
+        input_adapter=d.get("input_adapter"))
 
 
 def element_from_json(d: Mapping) -> Element:

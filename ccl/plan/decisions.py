@@ -1,8 +1,8 @@
 """The physical decisions, made once by the compiler and stored in the plan (docs/plan.md
 "Physical decisions"): per element its path, native operator, instances, timers, columnar mode,
-by-group buckets, whether it runs in applyInArrow, which elements run inside its batches and
-whether its changelog is written; per custom partition function whether it compiles to a Spark
-expression. The runtime reads them (:class:`ccl.plan.model.Physical`) and never recomputes them.
+by-group buckets, whether it runs in applyInArrow, which elements run inside its batches,
+whether its changelog is written and which input adapter's files feed it; per custom partition
+function whether it compiles to a Spark expression. The runtime reads them (:class:`ccl.plan.model.Physical`) and never recomputes them.
 
 The rules read the plan's JSON form (the rules of :mod:`ccl.plan.physical` are written over it).
 """
@@ -124,13 +124,15 @@ def decide(plan: dict, native_operators: bool = True) -> dict:
     for e in plan["elements"]:
         native = native_path(e, plan, native_operators)
         path, why = _path(e, plan, native)
+        adapter = ph.input_adapter(plan, e["name"])
         physical = {
             "path": path, "why": why, "native": native, "instances": ph.instance_count(e),
             "uses_time": ph.uses_time(e), "columnar": ph.columnar_aggregation(e, plan),
             "group_columns": ph.group_columns(e, plan), "arrow": e["name"] in arrow,
             "fused_consumers": fused.get(e["name"], []), "unrecorded": e["name"] in unrecorded,
             "aggregation": ph.native_aggregation(e, plan) if native == "aggregation" else None,
-            "filter": ph.native_filter(e, plan) if native == "stream" else None}
+            "filter": ph.native_filter(e, plan) if native == "stream" else None,
+            "input_adapter": adapter["name"] if adapter is not None else None}
         elements.append({**e, "partition": _compiled_specs(e.get("partition")),
                          "module_partition": _compiled_specs(e.get("module_partition")),
                          "physical": physical})

@@ -20,11 +20,6 @@ PLAN_VERSION = 2
 # PRIMARY KEY.
 READ_AS = {"error stream": "stream", "reference": "window"}
 
-# Input adapter types whose files the runtime reads (ESP's delimited-file and XML list input
-# adapters). An element with another kind of adapter (Kafka, HANA, JSON, sockets, ...) has rows
-# only from ``--input``.
-FILE_INPUT_ADAPTERS = ("toolkit_file_csv_input", "dsv_in", "toolkit_file_xmllist_input")
-
 # The two paths of docs/runtime.md.
 NATIVE = "native"
 PER_INSTANCE = "per-instance"
@@ -236,7 +231,8 @@ class Physical:
     - ``arrow``: a per-instance element without timers, run in applyInArrow with state files;
     - ``fused_consumers``: the elements that run inside this element's batches;
     - ``unrecorded``: an input whose changelog nothing reads (unless the run records inputs);
-    - ``aggregation``/``filter``: the native aggregation's or stream's parts.
+    - ``aggregation``/``filter``: the native aggregation's or stream's parts;
+    - ``input_adapter``: the name of the input adapter whose files feed the element, if any.
     """
 
     path: str
@@ -251,6 +247,7 @@ class Physical:
     unrecorded: bool = False
     aggregation: Optional[NativeAggregation] = None
     filter: Optional[NativeFilter] = None
+    input_adapter: Optional[str] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,9 +334,3 @@ class Plan:
             if e.name == name:
                 return e
         raise KeyError(name)
-
-    def input_adapter(self, element: str) -> Optional[Adapter]:
-        """The first input adapter ATTACHed to ``element`` whose files the runtime reads."""
-        return next((a for a in self.adapters
-                     if a.direction == "input" and a.element == element
-                     and str(a.type).lower() in FILE_INPUT_ADAPTERS), None)
