@@ -364,7 +364,7 @@ def _assignment(partition: dict, source: dict, target: str, schema: T.StructType
     # of the rows that caused them (with gaps, or several rows with one number)
     sequence = SEQ if is_input(source) else (SEQ, SUB)
     first, instance, reason, _ = instance_columns(node, by_name, _target(partition, target), count,
-                                                  schema, sequence, tmp=tmp)
+                                                  schema, sequence, tmp=tmp, why_not=spec.get("why"))
     return first, F.coalesce(instance, F.lit(0)), reason
 
 

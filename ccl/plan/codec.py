@@ -279,8 +279,6 @@ def plan_from_json(data: object) -> Plan:
                                    dict(a.get("properties") or {}))
                            for a in _list(data.get("adapters"))),
             native_operators=bool(data.get("native_operators", True)))
-    except PlanFormatError:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # (PlanFormatError too)
         what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
         raise PlanFormatError(f"not a valid plan: {what}") from None
