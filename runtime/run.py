@@ -67,8 +67,8 @@ class RunResult:
 def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, dirs: RunDirs,
            layout: RunLayout) -> Optional[StreamingQuery]:
     """The query of ``element``; None when it has none (no input bound, or it runs inside its
-    source's batches: ``layout.fused``, see job.fused_consumers). RunError when Spark refuses to
-    start it (e.g. an input directory it cannot list)."""
+    source's batches: ``layout.fused``, the plan's ``fused_consumers``). RunError when Spark
+    refuses to start it (e.g. an input directory it cannot list)."""
     try:
         return _start_query(spark, plan, element, options, dirs, layout)
     except (PySparkException, Py4JJavaError) as exc:

@@ -2,7 +2,8 @@
 "Physical decisions"): per element its path, native operator, instances, timers, columnar mode,
 by-group buckets, whether it runs in applyInArrow, which elements run inside its batches,
 whether its changelog is written and which input adapter's files feed it; per custom partition
-function whether it compiles to a Spark expression. The runtime reads them (:class:`ccl.plan.model.Physical`) and never recomputes them.
+function whether it compiles to a Spark expression. The runtime reads them
+(:class:`ccl.plan.model.Physical`) and never recomputes them.
 
 The rules of :mod:`ccl.plan.physical` read the plan's JSON form; the graph of elements is read
 from the typed plan.
