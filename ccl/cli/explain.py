@@ -19,8 +19,10 @@ def _compiled(plan: Plan) -> dict[tuple[str, str], Optional[str]]:
     found: dict[tuple[str, str], Optional[str]] = {}
     for e in plan.elements:
         for part in (e.partition, e.module_partition):
-            target = part.partitions_var.removesuffix("_partitions") if part is not None else ""
-            for spec in part.specs if part is not None else ():
+            if part is None:
+                continue
+            target = part.partitions_var.removesuffix("_partitions")
+            for spec in part.specs:
                 if spec.compiled is not None:
                     found.setdefault((target, spec.alias), spec.why)
                     found.setdefault((target, spec.input), spec.why)
