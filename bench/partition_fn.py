@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 # runtime package.
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from ccl.plan.partition_functions import why_not_compilable  # noqa: E402
 from ccl.syntax.parser import parse_text  # noqa: E402
 from runtime.partition_fn import assign_instances  # noqa: E402
 from runtime.session import get_session  # noqa: E402
@@ -46,7 +47,8 @@ def spec_of(text: str):
 
 def run_once(df, spec) -> tuple[float, str]:
     """Seconds to assign instances to every row (noop sink), and the path taken."""
-    out, how = assign_instances(df, spec, "priceW", "maxPriceW", 2)
+    why = why_not_compilable(spec.body, "priceW") if spec.body is not None else None
+    out, how = assign_instances(df, spec, "priceW", "maxPriceW", 2, why_not=why)
     start = time.perf_counter()
     out.write.format("noop").mode("overwrite").save()
     return time.perf_counter() - start, how.path

@@ -108,11 +108,11 @@ def compiled(spark, data: str, work: str, method: str, n: int, native: bool = Tr
     with open(path, "w") as f:
         f.write(PROJECT.replace("{partition}", PARTITIONS[method].replace("{n}", str(n)))
                 + (OBSERVED if observed else ""))
-    plan, diags = plan_project(path)
+    plan, diags = plan_project(path, native_operators=native)
     if plan is None:
         raise SystemExit("\n".join(str(d) for d in diags))
     options = RunOptions(inputs={"priceS": data}, base_dir=work, run_dir=os.path.join(work, "run"),
-                         until_idle=True, native_operators=native)
+                         until_idle=True)
     return _timed(lambda: run_plan(spark, plan, options, os.path.join(work, "out")) and None)
 
 

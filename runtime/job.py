@@ -11,11 +11,14 @@ by reason, rows per instance) and its bad records, under the run directory.
 A native aggregation, a native stream or a per-instance element without timers (run by
 runtime/arrow_state.py) with one source has no query of its own: it runs inside the
 batches of its source's query, on the rows the source just produced, and writes its own changelog,
-counters and bad records under the source's batch id (:func:`fused_consumers`; the decision is kept
-in ``plan.json``, so a run directory goes on as it started).
+counters and bad records under the source's batch id (the plan's ``fused_consumers``, decided by
+the compiler, ccl/plan/decisions.py; the run directory keeps the plan it started with, so it goes on
+as it started).
 
 Run directory (the checkpoint directory, or a temporary one):
-``plan.json`` (the plan of the first run), ``queries/ELEMENT`` (Spark checkpoints),
+``plan.json`` (the plan of the first run, with its physical decisions), ``run.json`` (what that run
+decided from run-time facts: buckets, unrecorded inputs, inputs read through Spark's file source),
+``queries/ELEMENT`` (Spark checkpoints),
 ``changelog/ELEMENT/batch-N.parquet``, ``stats/ELEMENT/batch-N.json``, ``bad/ELEMENT/batch-N.jsonl``,
 ``state/ELEMENT/`` (per-instance state files, runtime/arrow_state.py), ``native/ELEMENT/``
 (native aggregation snapshots).
@@ -34,9 +37,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ccl.syntax import nodes as n
-from ccl.plan.physical import (NATIVE, READ_AS, aggregation_spec, changed_instances, group_columns,
-                          input_adapter, instance_count, native_aggregation, native_filter, path_of,
-                          uses_time)
+from ccl.plan.codec import plan_to_json
+from ccl.plan.model import PLAN_VERSION, READ_AS, Plan
 
 from .engine.changes import OPS
 from .arrow_state import GROUP, bucket_group, bucket_rows, prune
@@ -63,14 +65,12 @@ class RunOptions:
     base_dir: str = "."                                      # where relative adapter paths start
     run_dir: Optional[str] = None                            # checkpoint directory (None: temporary)
     until_idle: bool = True
-    # False: an input's changelog is written only when something reads it (unrecorded_inputs);
-    # a deployed job records every element, for `ccl subscribe`
+    # False: an input's changelog is written only when something reads it (the plan's
+    # ``unrecorded``); a deployed job records every element, for `ccl subscribe`
     record_inputs: bool = False
     buckets: int = 8                                         # state groups per element (at most)
     trigger_interval: str = "1 second"                      # a Spark processing-time interval
     max_files_per_batch: Optional[int] = None
-    # False runs stream aggregations on the per-instance path too (differential tests)
-    native_operators: bool = True
 
 
 @dataclass
@@ -91,49 +91,63 @@ class RunDirs:
 # Starting: the run directory and the partition counts of an earlier run
 # --------------------------------------------------------------------------------------------------
 
+RUN_FILE = "run.json"
+
+
 def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
-    """Create (or reopen) the run directory; refuse a checkpoint made with other partition counts."""
+    """Create (or reopen) the run directory. A new one keeps the plan it runs (``plan.json``,
+    with the plan's physical decisions) and what this run decided from run-time facts
+    (``run.json``); a reopened one must hold a plan the new one can go on from."""
     root = options.run_dir or tempfile.mkdtemp(prefix="ccl-run-")
     for sub in ("queries", "changelog", "stats", "bad"):
         os.makedirs(os.path.join(root, sub), exist_ok=True)
     saved = os.path.join(root, "plan.json")
     if os.path.exists(saved):
-        with open(saved, encoding="utf-8") as f:
-            old = json.load(f)
-        _check_compatible(old, plan, root, native_aggregations(plan, options.native_operators))
-    else:
-        arrow = arrow_elements(plan, options.native_operators)
-        fused = fused_consumers(plan, options.native_operators, arrow)
-        unrecorded = [] if options.record_inputs else unrecorded_inputs(plan, fused)
-        # with a file limit per batch the ccl_csv source stays: it takes files in name order,
-        # Spark's file source the oldest first
-        file_source = ([] if options.max_files_per_batch else
-                       [e["name"] for e in plan["elements"] if native_path(e, plan) == "input"
-                        and not _hidden_file(e, plan, options)])
-        elements = {e["name"]: e for e in plan["elements"]}
-        by_group = {name: columns for name in arrow
-                    if (columns := group_columns(elements[name], plan)) is not None}
-        with open(saved + ".tmp", "w", encoding="utf-8") as f:
-            json.dump({**plan, "buckets": options.buckets, "fused": fused, "unrecorded": unrecorded,
-                       "file_source": file_source, "arrow_state": arrow, "spread_timed": True,
-                       "native_aggregations": native_aggregations(plan, options.native_operators),
-                       "by_group": by_group},
-                      f, indent=1, sort_keys=True)
-        os.replace(saved + ".tmp", saved)
+        _check_compatible(_saved_plan(root), plan, root)
+        return RunDirs(root)
+    unrecorded = [] if options.record_inputs else [
+        e["name"] for e in plan["elements"] if e["physical"]["unrecorded"]]
+    # with a file limit per batch the ccl_csv source stays: it takes files in name order,
+    # Spark's file source the oldest first
+    file_source = ([] if options.max_files_per_batch else
+                   [e["name"] for e in plan["elements"] if e["physical"]["native"] == "input"
+                    and not _hidden_file(e, plan, options)])
+    _atomic_json(os.path.join(root, RUN_FILE), {"buckets": options.buckets, "unrecorded": unrecorded,
+                                                "file_source": file_source})
+    with open(saved + ".tmp", "w", encoding="utf-8") as f:  # last: the mark of a run begun
+        json.dump(plan, f, indent=1, sort_keys=True)
+    os.replace(saved + ".tmp", saved)
     return RunDirs(root)
 
 
-def _check_compatible(old: dict, new: dict, root: str, native_now: list[str]) -> None:
-    for name, before, now in changed_instances(old, new):
+def _saved_plan(root: str) -> dict:
+    """The plan of the run directory ``root``; RunError for one written by an older ccl, whose
+    layout (decisions merged into ``plan.json``) this runtime does not read."""
+    with open(os.path.join(root, "plan.json"), encoding="utf-8") as f:
+        saved = json.load(f)
+    version = saved.get("version") if isinstance(saved, dict) else None
+    if version != PLAN_VERSION or not os.path.exists(os.path.join(root, RUN_FILE)):
         raise RunError(
-            f"element '{name}' had {before} partition instance(s) in the checkpoint "
-            f"{root} and has {now} now: its state is split by instance and cannot "
-            f"be carried over. Set PARTITIONS back to {before}, or start from a new "
-            f"checkpoint directory (or delete this one) to begin again with empty state.")
+            f"the run directory {root} was written by an older ccl (plan version {version!r}), "
+            f"whose layout this runtime does not read. Start from a new checkpoint directory "
+            f"(or delete this one).")
+    return saved
+
+
+def _check_compatible(old: dict, new: dict, root: str) -> None:
+    before = {e["name"]: e["physical"]["instances"] for e in old["elements"]}
+    for e in new["elements"]:
+        name, now = e["name"], e["physical"]["instances"]
+        if name in before and before[name] != now:
+            raise RunError(
+                f"element '{name}' had {before[name]} partition instance(s) in the checkpoint "
+                f"{root} and has {now} now: its state is split by instance and cannot "
+                f"be carried over. Set PARTITIONS back to {before[name]}, or start from a new "
+                f"checkpoint directory (or delete this one) to begin again with empty state.")
     columns = {e["name"]: (e.get("columns"), e.get("key")) for e in old["elements"]}
     for e in new["elements"]:
-        before = columns.get(e["name"])
-        if before is not None and before != (e.get("columns"), e.get("key")):
+        was = columns.get(e["name"])
+        if was is not None and was != (e.get("columns"), e.get("key")):
             raise RunError(
                 f"element '{e['name']}' has other columns or another key than in the checkpoint "
                 f"{root}: its changelog and state cannot be read with the new ones. Start from a "
@@ -147,16 +161,13 @@ def _check_compatible(old: dict, new: dict, root: str, native_now: list[str]) ->
                 f"keyed input from before it rotated the input's keys): its state per instance "
                 f"cannot be carried over. Start from a new checkpoint directory (or delete this one).")
     elements = {e["name"]: e for e in new["elements"]}
-    for name, columns in old.get("by_group", {}).items():
-        if name in elements and group_columns(elements[name], new) != columns:
+    for name, columns in _by_group(old).items():
+        if name in elements and elements[name]["physical"]["group_columns"] != columns:
             raise RunError(
                 f"element '{name}' kept its state split by the groups of ({', '.join(columns)}) in "
                 f"the checkpoint {root}, which it cannot now (see ccl explain): its state cannot be "
                 f"carried over. Start from a new checkpoint directory (or delete this one).")
-    native_before = old.get("native_aggregations")
-    if native_before is None:  # made before the list was kept: before the rule on observed changes
-        native_before = [e["name"] for e in old["elements"] if aggregation_spec(e, old) is not None
-                         and e["name"] not in old.get("arrow_state", [])]
+    native_before, native_now = _native_aggregations(old), _native_aggregations(new)
     for name in sorted(set(native_before) ^ set(native_now)):
         how = {True: "Spark's group-by", False: "the per-instance engine"}
         raise RunError(
@@ -171,86 +182,50 @@ def _spread(element: dict) -> list:
             for p in (element.get("partition"), element.get("module_partition")) if p]
 
 
-def native_aggregations(plan: dict, native_operators: bool = True) -> list[str]:
+def _native_aggregations(plan: dict) -> list[str]:
     """The elements that run as native aggregations (runtime/native_agg.py), whose state is not
-    the per-instance engine's: kept in ``plan.json`` so that a later run can tell if this changed."""
-    return [e["name"] for e in plan["elements"] if native_path(e, plan, native_operators) == "aggregation"]
+    the per-instance engine's."""
+    return [e["name"] for e in plan["elements"] if e["physical"]["native"] == "aggregation"]
+
+
+def _by_group(plan: dict) -> dict[str, list[str]]:
+    """Per-instance elements run in applyInArrow whose rows go to buckets by instance and group
+    (the plan's ``group_columns``), not by instance alone."""
+    return {e["name"]: e["physical"]["group_columns"] for e in plan["elements"]
+            if e["physical"]["arrow"] and e["physical"]["group_columns"] is not None}
 
 
 @dataclass(frozen=True)
 class RunLayout:
-    """What a run directory was made with (``plan.json``), kept for every later run on it."""
+    """What a run directory was made with (its ``plan.json`` and ``run.json``), kept for every
+    later run on it."""
 
     buckets: int                  # state groups per element
-    fused: dict[str, list[str]]   # :func:`fused_consumers` (none in a directory from before fusion)
-    unrecorded: frozenset[str]    # :func:`unrecorded_inputs` (none in an older directory)
-    # input elements read through Spark's file source (runtime/inputs/file_input.py: the native input
-    # streams); none in an older directory, whose checkpoints hold the ccl_csv source
+    fused: dict[str, list[str]]   # producer -> the elements run in its batches
+    unrecorded: frozenset[str]    # inputs whose changelog is not written
+    # input elements read through Spark's file source (runtime/inputs/file_input.py: the native
+    # input streams)
     file_source: frozenset[str] = frozenset()
-    # per-instance elements run by runtime/arrow_state.py (:func:`arrow_elements`); none in an
-    # older directory, whose checkpoints hold transformWithState's state
+    # per-instance elements run by runtime/arrow_state.py; the other per-instance elements run
+    # in transformWithState
     arrow_state: frozenset[str] = frozenset()
-    # transformWithState groups a batch's rows by the spread key of their bucket (as arrow_state
-    # does); an older directory's state is keyed by the bucket number itself
-    spread_timed: bool = False
-    # per-instance aggregations whose rows go to buckets by instance and group (the columns of
-    # ccl.plan.physical.group_columns), not by instance alone; none in an older directory
+    # per-instance aggregations whose rows go to buckets by instance and group (these columns),
+    # not by instance alone
     by_group: dict[str, list[str]] = field(default_factory=dict)
 
 
 def layout_of(root: str) -> RunLayout:
-    """The :class:`RunLayout` of the run directory ``root``."""
-    with open(os.path.join(root, "plan.json"), encoding="utf-8") as f:
-        saved = json.load(f)
-    return RunLayout(int(saved.get("buckets", 8)), dict(saved.get("fused", {})),
-                     frozenset(saved.get("unrecorded", [])), frozenset(saved.get("file_source", [])),
-                     frozenset(saved.get("arrow_state", [])), bool(saved.get("spread_timed")),
-                     dict(saved.get("by_group", {})))
-
-
-def arrow_elements(plan: dict, native_operators: bool = True) -> list[str]:
-    """The per-instance elements that need no timers (no time-based KEEP): they run in their
-    query's batches with ``applyInArrow`` and keep their state in files (runtime/arrow_state.py)."""
-    return [e["name"] for e in plan["elements"]
-            if (is_input(e) or ports_of(e)) and native_path(e, plan, native_operators) is None
-            and not uses_time(e)]
-
-
-def unrecorded_inputs(plan: dict, fused: dict[str, list[str]]) -> list[str]:
-    """Input elements whose changelog nothing reads: no output adapter, and every element reading
-    them runs inside their batches (``fused``). Their rows are in the input files
-    (replay-stable), so writing them again would cost a copy of the input per batch."""
-    written = {a["element"] for a in plan.get("adapters", []) if a.get("direction") == "output"}
-    readers: dict[str, set[str]] = {}
-    for e in plan["elements"]:
-        for _, source in ports_of(e):
-            if source != e["name"]:
-                readers.setdefault(source, set()).add(e["name"])
-    return [e["name"] for e in plan["elements"]
-            if is_input(e) and e["name"] not in written
-            and readers.get(e["name"], set()) <= set(fused.get(e["name"], []))]
-
-
-def fused_consumers(plan: dict, native_operators: bool = True,
-                    arrow: Sequence[str] = ()) -> dict[str, list[str]]:
-    """Producer name -> the elements that run inside the producer's batches instead of a query of
-    their own: a native aggregation, a native stream or an ``arrow`` element (see
-    :func:`arrow_elements`) whose only source is the producer (not itself a native aggregation).
-    Each such batch gets the producer's output rows directly, under the producer's batch id, so
-    it is written (and replayed) with the producer's batch."""
-    by_name = {e["name"]: e for e in plan["elements"]}
-    fused: dict[str, list[str]] = {}
-    for e in plan["elements"]:
-        ports = ports_of(e)
-        if (is_input(e) or len(ports) != 1
-                or (native_path(e, plan, native_operators) not in ("aggregation", "stream")
-                    and e["name"] not in arrow)):
-            continue
-        source = by_name.get(ports[0][1])
-        if (source is not None and (is_input(source) or ports_of(source))  # it has a query
-                and native_path(source, plan, native_operators) != "aggregation"):
-            fused.setdefault(source["name"], []).append(e["name"])
-    return fused
+    """The :class:`RunLayout` of the run directory ``root`` (RunError for an older layout)."""
+    saved = _saved_plan(root)
+    with open(os.path.join(root, RUN_FILE), encoding="utf-8") as f:
+        run = json.load(f)
+    physical = {e["name"]: e["physical"] for e in saved["elements"]}
+    return RunLayout(int(run["buckets"]),
+                     {name: list(p["fused_consumers"]) for name, p in physical.items()
+                      if p["fused_consumers"]},
+                     frozenset(run["unrecorded"]), frozenset(run["file_source"]),
+                     frozenset(name for name, p in physical.items() if p["arrow"]),
+                     _by_group(saved))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -277,12 +252,13 @@ def read_changelog(spark: SparkSession, dirs: RunDirs, element: dict,
 
 def _input_files(element: dict, plan: dict, options: RunOptions):
     """Where an input element's rows come from: a ``--input`` binding or a file input adapter
-    (:data:`ccl.plan.physical.FILE_INPUT_ADAPTERS`); the adapter's properties shape the parsing."""
+    (the plan's ``input_adapter``); the adapter's properties shape the parsing."""
     from .inputs.formats import XML_LIST, adapter_properties
     from .inputs.listing import FileSpec
 
     path = options.inputs.get(element["name"])
-    adapter = input_adapter(plan, element["name"])
+    adapter = next((a for a in plan["adapters"] if a["name"] == element["physical"]["input_adapter"]),
+                   None)
     # ESP's aliases resolved first, so the dsv_in default below yields to a csvMatchStreamName
     props = adapter_properties(adapter["properties"]) if adapter else {}
     kind = str(adapter["type"]).lower() if adapter is not None else ""
@@ -307,11 +283,12 @@ def _input_files(element: dict, plan: dict, options: RunOptions):
 # The processor's input: every port's rows, with an instance and a bucket
 # --------------------------------------------------------------------------------------------------
 
-def inputs_without_files(plan: dict, options: RunOptions) -> list[str]:
+def inputs_without_files(typed: Plan, options: RunOptions) -> list[str]:
     """A note per input element that is bound to files (an adapter or ``--input``) none of which
     exist yet: a misspelt directory, file or pattern reads nothing, without an error."""
     from .inputs.listing import list_new_files
 
+    plan = plan_to_json(typed)
     notes = []
     for e in plan["elements"]:
         spec = _input_files(e, plan, options)[0] if is_input(e) else None
@@ -383,7 +360,7 @@ def _assignment(partition: dict, source: dict, target: str, schema: T.StructType
     # of the rows that caused them (with gaps, or several rows with one number)
     sequence = SEQ if is_input(source) else (SEQ, SUB)
     first, instance, reason, _ = instance_columns(node, by_name, _target(partition, target), count,
-                                                  schema, sequence, tmp=tmp)
+                                                  schema, sequence, tmp=tmp, why_not=spec.get("why"))
     return first, F.coalesce(instance, F.lit(0)), reason
 
 
@@ -482,8 +459,8 @@ def constant_meta(plan: dict, element: dict, frames: list[DataFrame]) -> set[str
                 for step in _instance_steps(element, src, df.schema)[0])
     rules = {PORT: len(sources) == 1, RAW: True, WHY: not fails,
              OP: all(READ_AS.get(s["kind"], s["kind"]) == "stream" for s in sources),
-             SRC: all(instance_count(s) == 1 for s in sources),
-             SUB: all(path_of(s)[0] == NATIVE and is_input(s) for s in sources)}
+             SRC: all(s["physical"]["instances"] == 1 for s in sources),
+             SUB: all(s["physical"]["native"] == "input" for s in sources)}
     return {name for name, holds in rules.items() if holds}
 
 
@@ -574,8 +551,8 @@ def _parquet_writer(targets: list[str], schemas: list[T.StructType]) -> Callable
     return write
 
 
-def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
-                 native_operators: bool = True) -> Callable[[DataFrame, int], None]:
+def batch_writer(element: dict, dirs: RunDirs, plan: dict,
+                 layout: RunLayout) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of an element's query (its input is the processor's output, or
     for a native aggregation the source's changelog with ``__inst``). After its own files, a batch
     runs the writers of the element's fused consumers (``layout.fused``) on its output rows. An
@@ -584,9 +561,9 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
     name = element["name"]
     unrecorded = layout.unrecorded
     cols = [c for c, _ in element["columns"]]
-    native = native_path(element, plan, native_operators)
+    native = element["physical"]["native"]
     by_name = {e["name"]: e for e in plan["elements"]}
-    consumers = [(by_name[c], batch_writer(by_name[c], dirs, plan, layout, native_operators))
+    consumers = [(by_name[c], batch_writer(by_name[c], dirs, plan, layout))
                  for c in layout.fused.get(name, [])]
     arrow_rows = {c["name"]: arrow_transform(plan, c, dirs, layout.buckets) for c, _ in consumers
                   if c["name"] in layout.arrow_state}
@@ -597,11 +574,11 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
             proc_in = processor_input(plan, consumer, [rows], layout.buckets,
                                       layout.by_group.get(consumer["name"], ()), narrow=True)
             return arrow_rows[consumer["name"]](proc_in, batch_id)
-        return native_frame(plan, consumer, element, rows, native_operators)
+        return native_frame(consumer, element, rows)
     errors = error_writer(element, plan, dirs)
     if native == "aggregation":
         return native_writer(
-            element, native_aggregation(element, plan), dirs.of("native", name),
+            element, element["physical"]["aggregation"], dirs.of("native", name),
             write_stats=lambda batch_id, stats: _atomic_json(
                 dirs.batch_file("stats", name, batch_id, "json"), stats),
             write_bad=lambda rows, batch_id: _write_bad(
@@ -614,7 +591,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
     # (the aggregation's own grouping, or Spark's observed metrics), so the batch is read once,
     # not cached and read again (a second read only for bad records, when there are some).
     if (native == "input" and name in unrecorded and len(consumers) == 1
-            and (native_path(consumers[0][0], plan, native_operators) == "aggregation"
+            and (consumers[0][0]["physical"]["native"] == "aggregation"
                  or consumers[0][0]["name"] in arrow_rows)):
         consumer, consumer_write = consumers[0]
         # the input's rows by kind (an input stream emits inserts only, and has one instance)
@@ -630,7 +607,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout,
                 by_kind = {kind: int(n) for kind, n in observed.get.items() if n}
             else:
                 rows = changelog_frame(df, cols, keep=(KIND,))
-                counted = consumer_write(native_frame(plan, consumer, element, rows, native_operators),
+                counted = consumer_write(native_frame(consumer, element, rows),
                                          batch_id, tally=code)
                 by_kind = {kinds[k]: n for k, n in counted.items()}
             bad = (_write_bad(df.where(F.col(KIND) == "bad"), name,
@@ -875,22 +852,9 @@ def input_files_stream(spark: SparkSession, plan: dict, element: dict, options: 
         raise RunError(f"input of '{element['name']}': {exc}") from None
 
 
-def native_path(element: dict, plan: dict, native_operators: bool = True) -> Optional[str]:
-    """How Spark runs ``element`` natively (ccl/plan/physical.py): ``"input"`` (an input stream as
-    expressions), ``"aggregation"`` (runtime/native_agg.py), ``"stream"`` (a filter and projection
-    as expressions), or None for the per-instance path. ``native_operators=False`` keeps derived
-    elements on the per-instance path."""
-    if path_of(element)[0] == NATIVE:
-        return "input"
-    if native_operators and native_aggregation(element, plan) is not None:
-        return "aggregation"
-    if native_operators and native_filter(element, plan) is not None:
-        return "stream"
-    return None
-
-
 def native_input(element: dict, frame: DataFrame) -> DataFrame:
-    """An input stream's processor output computed by Spark expressions (ccl/plan/physical.py): what
+    """An input stream's processor output computed by Spark expressions (the plan's native
+    ``input`` path): what
     the engine's input stage does for a stream, row by row. Every input row gives one output row:
     ``row`` (an insert, upsert or update, emitted as an insert), ``bad`` (does not parse, unknown
     opcode) or ``skip`` (a delete or safedelete, which a stream drops; counted as received)."""
@@ -919,7 +883,8 @@ def _native_row_columns(kind: Column, inst: Column, info: Column, values: list[C
 
 
 def _condition(expr: dict) -> Column:
-    """A WHERE in the subset of ccl.plan.physical.condition_kind as a Spark Column."""
+    """A native stream's WHERE (the plan's ``filter``, in the subset of
+    ccl.plan.physical.condition_kind) as a Spark Column."""
     node = expr["node"]
     if node == "Literal":
         return F.lit(expr["value"])
@@ -938,17 +903,17 @@ def _condition(expr: dict) -> Column:
             "<=": left <= right, ">": left > right, ">=": left >= right}[op]
 
 
-def native_stream(element: dict, plan: dict, source: dict, frame: DataFrame) -> DataFrame:
-    """A stateless stream's processor output computed by Spark expressions (ccl/plan/physical.py
-    native_filter): ``row`` for a row that passes the WHERE (an insert with the source row's
+def native_stream(element: dict, source: dict, frame: DataFrame) -> DataFrame:
+    """A stateless stream's processor output computed by Spark expressions (the plan's
+    ``filter``): ``row`` for a row that passes the WHERE (an insert with the source row's
     sequence number), ``skip`` for one that does not (counted as received), ``bad`` for a row
     that got no instance (``__why``). ``frame`` is the changelog of ``source`` with ``__inst``."""
-    return frame.select(*_native_stream_columns(element, plan, source))
+    return frame.select(*_native_stream_columns(element, source))
 
 
 @once
-def _native_stream_columns(element: dict, plan: dict, source: dict) -> list[Column]:
-    spec = native_filter(element, plan)
+def _native_stream_columns(element: dict, source: dict) -> list[Column]:
+    spec = element["physical"]["filter"]
     why = F.col(WHY)
     passes = F.coalesce(_condition(spec["where"]), F.lit(False)) if spec["where"] else F.lit(True)
     kind = (F.when(why.isNotNull(), F.lit("bad")).when(F.col(OP).isin("d", "s"), F.lit("skip"))
@@ -978,14 +943,13 @@ def upstream_frame(spark: SparkSession, dirs: RunDirs, source: dict,
                            [c for c, _ in source["columns"]])
 
 
-def native_frame(plan: dict, element: dict, source: dict, frame: DataFrame,
-                 native_operators: bool = True) -> DataFrame:
+def native_frame(element: dict, source: dict, frame: DataFrame) -> DataFrame:
     """What the batch writer of a native aggregation or native stream ``element`` gets from
     ``frame`` (rows of its one source, in the processor's frame layout): the rows with their
     instance, or for a stream its processor output."""
     frame = _with_instance(frame, element, source)
-    if native_path(element, plan, native_operators) == "stream":
-        return native_stream(element, plan, source, frame)
+    if element["physical"]["native"] == "stream":
+        return native_stream(element, source, frame)
     return frame  # aggregated per batch by runtime/native_agg.py (see batch_writer)
 
 
@@ -1005,10 +969,9 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
                   for _, src in ports_of(element)]
     else:
         return None
-    native = native_path(element, plan, options.native_operators)
+    native = element["physical"]["native"]
     if native in ("aggregation", "stream"):
-        return native_frame(plan, element, by_name[ports_of(element)[0][1]], frames[0],
-                            options.native_operators)
+        return native_frame(element, by_name[ports_of(element)[0][1]], frames[0])
     if native == "input":
         return native_input(element, frames[0])
     if element["name"] in layout.arrow_state:
@@ -1018,12 +981,11 @@ def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOp
     # Time-based KEEPs need processing-time timers. The time mode is part of the checkpoint, so it
     # is the same in both kinds of run; an until-idle run registers no timers (it expires rows only
     # as batches arrive) and is stopped when idle (run.py: availableNow never ends in this mode).
-    timed = uses_time(element)
+    timed = element["physical"]["uses_time"]
     processor = ElementProcessor(json.dumps(plan), element["name"], timed and not options.until_idle,
                                  first_ports(plan, element))
-    key = "__bucket"
-    if layout.spread_timed:  # the processor ignores the key: the spread key balances buckets
-        proc_in, key = proc_in.withColumn(GROUP, bucket_group(layout.buckets)), GROUP
-    return (proc_in.groupBy(key)
+    # the processor ignores the key: the spread key balances buckets
+    proc_in = proc_in.withColumn(GROUP, bucket_group(layout.buckets))
+    return (proc_in.groupBy(GROUP)
             .transformWithState(processor, output_schema(element), "Append",
                                 "ProcessingTime" if timed else "None"))

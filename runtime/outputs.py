@@ -22,7 +22,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from ccl.plan.physical import instance_count, native_aggregation
 
 from .csv_output import write_csv_tables
 from .inputs.formats import CsvFormat, adapter_properties
@@ -52,7 +51,7 @@ def element_stats(dirs: RunDirs, element: dict) -> dict:
         for inst, k in s["instances"].items():
             total["instances"][inst] = total["instances"].get(inst, 0) + k
     total["instances"] = dict(sorted(total["instances"].items(), key=lambda kv: int(kv[0])))
-    total["partition_instances"] = instance_count(element)
+    total["partition_instances"] = element["physical"]["instances"]
     return total
 
 
@@ -115,9 +114,9 @@ def final_rows(dirs: RunDirs, element: dict, plan: dict) -> Contents:
     if element["kind"] != "window":
         return Contents(list(changelog_chunks(dirs, element)))
     contents = (final_contents(element, dirs.of("native", element["name"]))
-                if native_aggregation(element, plan) is not None else None)
+                if element["physical"]["native"] == "aggregation" else None)
     held = contents if contents is not None else last_changes(dirs, element)
-    if not element["key"] or instance_count(element) == 1:
+    if not element["key"] or element["physical"]["instances"] == 1:
         return Contents([held])
     table, positions = _last_positions(held, element["key"])
     kept = pc.is_in(pa.array(range(table.num_rows), pa.int64()), value_set=positions)

@@ -18,7 +18,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ccl.syntax import nodes as n
-from ccl.plan.partition_functions import why_not_compilable
 
 from .types import column
 
@@ -259,13 +258,14 @@ def _unify(a: Optional[str], b: Optional[str]) -> Optional[str]:
 
 
 def compile_custom(block: n.Block, source: str, target: str, count: int,
-                   columns: Mapping[str, str]) -> Column:
+                   columns: Mapping[str, str], why_not: Optional[str] = None) -> Column:
     """The instance Column of a compilable custom block (null when the block gives no integer).
 
-    Raises NotCompilable when the block is outside the subset."""
-    reason = why_not_compilable(block, source)
-    if reason:
-        raise NotCompilable(reason)
+    ``why_not`` is the compiler's decision (the plan's ``why``: why the block is outside the
+    subset, None when it is not). Raises NotCompilable when the block is outside the subset or
+    its column types make it so."""
+    if why_not:
+        raise NotCompilable(why_not)
     result = _Compiler(source, target, count, columns).seq(list(block.stmts), {})
     if result.kind == "null":
         return F.lit(None).cast("int")
@@ -324,10 +324,12 @@ class Assignment:
 def assign_instances(df: DataFrame, spec: n.PartitionSpec, source: str, target: str, count: int,
                      sequence: Optional[str] = None,
                      globals_: Optional[Mapping[str, object]] = None,
-                     functions: Optional[Mapping[str, n.FuncDef]] = None) -> tuple[DataFrame, Assignment]:
-    """``df`` with an instance column (0..count-1, null for a bad record) and a bad-record reason."""
+                     functions: Optional[Mapping[str, n.FuncDef]] = None,
+                     why_not: Optional[str] = None) -> tuple[DataFrame, Assignment]:
+    """``df`` with an instance column (0..count-1, null for a bad record) and a bad-record reason
+    (``why_not``: see :func:`compile_custom`)."""
     first, instance, reason, how = instance_columns(spec, source, target, count, df.schema, sequence,
-                                                    globals_, functions)
+                                                    globals_, functions, why_not=why_not)
     out = df.withColumns(first) if first else df
     return _with(out, instance, reason).drop(*first), how
 
@@ -336,7 +338,7 @@ def instance_columns(spec: n.PartitionSpec, source: str, target: str, count: int
                      schema: T.StructType, sequence: Optional[Union[str, Sequence[str]]] = None,
                      globals_: Optional[Mapping[str, object]] = None,
                      functions: Optional[Mapping[str, n.FuncDef]] = None,
-                     tmp: str = "__assignment"
+                     tmp: str = "__assignment", why_not: Optional[str] = None
                      ) -> tuple[dict[str, Column], Column, Optional[Column], Assignment]:
     """``(first, instance, reason, how)`` for ``spec`` over rows of ``schema``: columns to add
     first (the interpreter's result, as ``tmp``; none when the function is a Spark expression),
@@ -345,7 +347,7 @@ def instance_columns(spec: n.PartitionSpec, source: str, target: str, count: int
     modulo the count when ``sequence`` is one column (rows numbered consecutively, as an input
     file's lines), else the hash of the ``sequence`` columns (a derived row carries the number of
     the input row that caused it: a filter's rows would keep its stride, a Flex's several rows of
-    one event would all go to one instance)."""
+    one event would all go to one instance). ``why_not``: see :func:`compile_custom`."""
     if spec.method == "hash":
         instance = F.pmod(F.hash(*[column(c.name) for c in spec.columns]), F.lit(count))
         return {}, instance, None, Assignment("hash")
@@ -358,7 +360,7 @@ def instance_columns(spec: n.PartitionSpec, source: str, target: str, count: int
             instance = F.pmod(F.hash(*[column(c) for c in sequence]), F.lit(count))
         return {}, instance, None, Assignment("roundrobin")
     try:
-        instance = compile_custom(spec.body, source, target, count, column_kinds(schema))
+        instance = compile_custom(spec.body, source, target, count, column_kinds(schema), why_not)
         reason = F.when(instance.isNull(), F.lit("the partition function returned no integer"))
         return {}, instance, reason, Assignment("compiled")
     except NotCompilable as exc:

@@ -80,8 +80,6 @@ class BucketRun:
 
     def __init__(self, plan_text: str, element_name: str,
                  first_ports: frozenset[int] = frozenset()) -> None:
-        from ccl.plan.physical import columnar_aggregation
-
         from .engine.columnar import ColumnarAggregation
         from .engine.element import Engine
         from .engine.flex import make_engine
@@ -91,10 +89,10 @@ class BucketRun:
         self.element = element
         self.engine = make_engine(element, plan, 0)
         self.columns = [name for name, _ in element["columns"]]
-        # a stream aggregation run a bucket at a time (ccl.plan.physical.columnar_aggregation)
+        # a stream aggregation run a bucket at a time (the plan's ``columnar``)
         self.columnar = (ColumnarAggregation(self.engine, plan)
                          if isinstance(self.engine, Engine) and self.engine.declared is None
-                         and columnar_aggregation(element, plan) else None)
+                         and element["physical"]["columnar"] else None)
         # (seq, src, sub, port) order; rows of a reference's port first when there is one
         self.order = ((lambda x: (x[3] not in first_ports, *x[:4])) if first_ports
                       else (lambda x: x[:4]))

@@ -14,8 +14,11 @@ from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from ccl.plan.codec import plan_to_json
+from ccl.plan.model import Plan
+
 from .job import (RunDirs, RunError, RunLayout, RunOptions, arrow_transform, batch_writer, element_query,
-                  input_files_stream, is_input, layout_of, prepare_run_dir, uses_time)
+                  input_files_stream, is_input, layout_of, prepare_run_dir)
 from .outputs import element_stats, output_adapters, write_outputs
 
 
@@ -64,8 +67,8 @@ class RunResult:
 def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, dirs: RunDirs,
            layout: RunLayout) -> Optional[StreamingQuery]:
     """The query of ``element``; None when it has none (no input bound, or it runs inside its
-    source's batches: ``layout.fused``, see job.fused_consumers). RunError when Spark refuses to
-    start it (e.g. an input directory it cannot list)."""
+    source's batches: ``layout.fused``, the plan's ``fused_consumers``). RunError when Spark
+    refuses to start it (e.g. an input directory it cannot list)."""
     try:
         return _start_query(spark, plan, element, options, dirs, layout)
     except (PySparkException, Py4JJavaError) as exc:
@@ -76,7 +79,7 @@ def _start_query(spark: SparkSession, plan: dict, element: dict, options: RunOpt
                  layout: RunLayout) -> Optional[StreamingQuery]:
     if any(element["name"] in consumers for consumers in layout.fused.values()):
         return None
-    write = batch_writer(element, dirs, plan, layout, options.native_operators)
+    write = batch_writer(element, dirs, plan, layout)
     if element["name"] in layout.file_source:
         files = input_files_stream(spark, plan, element, options, dirs)
         if files is None:
@@ -93,7 +96,7 @@ def _start_query(spark: SparkSession, plan: dict, element: dict, options: RunOpt
     writer = (frame.writeStream.foreachBatch(write)
               .option("checkpointLocation", dirs.of("queries", element["name"]))
               .queryName(f"ccl:{element['name']}"))
-    if options.until_idle and not uses_time(element):
+    if options.until_idle and not element["physical"]["uses_time"]:
         writer = writer.trigger(availableNow=True)
     elif options.until_idle:
         # No batches without data: an until-idle run registers no timers, and a stop between
@@ -132,7 +135,7 @@ def stopped_by_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
+def run_plan(spark: SparkSession, typed: Plan, options: RunOptions, out_dir: str,
              status: Callable[[str], None] = lambda s: None,
              stop: Optional[threading.Event] = None) -> RunResult:
     """Run ``plan``; with ``options.until_idle`` process what is there and return, otherwise run
@@ -141,6 +144,7 @@ def run_plan(spark: SparkSession, plan: dict, options: RunOptions, out_dir: str,
     by the caller's signal handlers while Spark was starting (a stop asked for then is carried
     out as soon as the queries are up)."""
     began = time.monotonic()
+    plan = plan_to_json(typed)  # the rest of the runtime reads the plan's JSON form
     output_adapters(plan, options.base_dir)  # refused now rather than when the run ends
     dirs = prepare_run_dir(plan, options)
     layout = layout_of(dirs.root)
@@ -167,7 +171,7 @@ def _run_until_idle(spark: SparkSession, plan: dict, options: RunOptions, dirs: 
         if query is None:
             continue
         try:
-            if uses_time(element):
+            if element["physical"]["uses_time"]:
                 _stop_when_idle(query, stop)
             while not query.awaitTermination(0.5):
                 if stop.is_set():
@@ -242,7 +246,7 @@ def _drain_and_stop(plan: dict, queries: dict[str, StreamingQuery], bound: float
         try:
             if is_input(element):
                 _stop_between_batches(q, bound)
-            elif uses_time(element):  # timers keep batches coming: stop once they bring no rows
+            elif element["physical"]["uses_time"]:  # timers keep batches coming: stop once they bring no rows
                 _stop_when_idle(q)
             else:
                 waiter = threading.Thread(target=_quietly, args=(q.processAllAvailable,),

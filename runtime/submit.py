@@ -19,12 +19,12 @@ import os
 import sys
 import threading
 import time
-from typing import Optional, Sequence, TextIO
+from typing import Optional, Sequence, TextIO, Union
+
+from ccl.plan.codec import PlanFormatError, plan_from_json
+from ccl.plan.model import Plan
 
 from .file_names import file_name
-
-PLAN_FORMAT = "ccl-plan"
-PLAN_VERSIONS = (1,)  # the plan versions this runtime executes (docs/plan.md)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -66,32 +66,27 @@ def build_parser(prog: str = "ccl-job") -> argparse.ArgumentParser:
     return p
 
 
-def load_plan(path: str) -> dict:
+def load_plan(path: str) -> Plan:
     """Read a ``.ccx`` file; :class:`SubmitError` when it cannot be read or is not a plan."""
     try:
         with open(path, encoding="utf-8") as f:
-            plan = json.load(f)
+            data = json.load(f)
     except (OSError, ValueError) as exc:
         raise SubmitError(f"cannot read the plan {path}: {exc}") from None
-    check_plan(plan)
-    return plan
+    return decode_plan(data)
 
 
-def check_plan(plan: object) -> None:
-    """Refuse data that is not a plan of a version this runtime executes."""
-    if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
-        raise SubmitError(f"not a compiled CCL plan (format {PLAN_FORMAT!r} expected)")
-    if plan.get("version") not in PLAN_VERSIONS:
-        raise SubmitError(f"plan version {plan.get('version')!r} is not supported by this runtime "
-                          f"(supported: {', '.join(map(str, PLAN_VERSIONS))}); compile the project "
-                          f"again with the ccl of this runtime")
-    if not isinstance(plan.get("elements"), list):
-        raise SubmitError("the plan has no element list")
+def decode_plan(data: object) -> Plan:
+    """The :class:`Plan` of a ``.ccx`` file's data; :class:`SubmitError` when it is not a plan of
+    the version this runtime executes."""
+    try:
+        return plan_from_json(data)
+    except PlanFormatError as exc:
+        raise SubmitError(str(exc)) from None
 
 
-def _bindings(items: Sequence[str], plan: dict) -> dict[str, str]:
-    inputs = {e["name"] for e in plan["elements"]
-              if e.get("role") == "input" and e.get("query") is None}
+def _bindings(items: Sequence[str], plan: Plan) -> dict[str, str]:
+    inputs = {e.name for e in plan.elements if e.is_input}
     out: dict[str, str] = {}
     for item in items:
         name, sep, path = item.partition("=")
@@ -131,7 +126,7 @@ def session(master: Optional[str], app_name: str, log_level: str = "WARN"):
                        log_level="WARN" if log_level == "KEEP" else log_level)
 
 
-def run_job(spark, plan: dict, args: argparse.Namespace, out: TextIO, err: TextIO,
+def run_job(spark, plan: Plan, args: argparse.Namespace, out: TextIO, err: TextIO,
             stop: Optional[threading.Event] = None) -> int:
     """Run ``plan`` on ``spark`` with parsed options; prints per-element counts like ``ccl run``.
     Does not stop the session. ``stop``: see run_plan."""
@@ -143,7 +138,7 @@ def run_job(spark, plan: dict, args: argparse.Namespace, out: TextIO, err: TextI
         inputs = _bindings(args.input, plan)
     where = args.plan or getattr(args, "plan_path", None)
     base_dir = args.base_dir or (os.path.dirname(os.path.abspath(where)) if where else ".")
-    out_dir = args.output_dir or os.path.join("out", file_name(str(plan.get("project", "project"))) or "project")
+    out_dir = args.output_dir or os.path.join("out", file_name(plan.project) or "project")
     # record_inputs: `ccl subscribe` may follow any element of a submitted (deployed) job
     options = RunOptions(inputs=inputs, base_dir=base_dir, run_dir=args.checkpoint,
                          until_idle=args.until_idle, trigger_interval=args.trigger_interval,
@@ -164,23 +159,23 @@ def _write_pid_file(path: str) -> None:
     os.replace(tmp, path)
 
 
-def parse(argv: Sequence[str], plan: Optional[dict] = None, plan_path: Optional[str] = None
-          ) -> tuple[argparse.Namespace, dict]:
-    """Options and the plan: ``plan`` as given (a job's data, read from ``plan_path``) unless
-    ``--plan`` names a file."""
+def parse(argv: Sequence[str], plan: Union[dict, Plan, None] = None,
+          plan_path: Optional[str] = None) -> tuple[argparse.Namespace, Plan]:
+    """Options and the plan: ``plan`` as given (a job's data, read from ``plan_path``, or a
+    decoded plan) unless ``--plan`` names a file."""
     args = build_parser().parse_args(list(argv))
     args.plan_path = plan_path
     if args.plan:
-        plan = load_plan(args.plan)
+        typed = load_plan(args.plan)
     elif plan is None:
         raise SubmitError("--plan FILE.ccx is required")
     else:
-        check_plan(plan)
-    args.inputs = _bindings(args.input, plan)
-    return args, plan
+        typed = plan if isinstance(plan, Plan) else decode_plan(plan)
+    args.inputs = _bindings(args.input, typed)
+    return args, typed
 
 
-def main(argv: Optional[Sequence[str]] = None, plan: Optional[dict] = None,
+def main(argv: Optional[Sequence[str]] = None, plan: Union[dict, Plan, None] = None,
          plan_path: Optional[str] = None, out: Optional[TextIO] = None,
          err: Optional[TextIO] = None) -> int:
     """Run a plan until idle (``--until-idle``) or until SIGINT/SIGTERM; returns the exit code.
@@ -197,7 +192,7 @@ def main(argv: Optional[Sequence[str]] = None, plan: Optional[dict] = None,
     from .session import gone_message, spark_gone, stop_session
 
     try:
-        args, plan = parse(argv, plan, plan_path)
+        args, typed = parse(argv, plan, plan_path)
         if args.pid_file:
             try:
                 _write_pid_file(args.pid_file)
@@ -205,9 +200,9 @@ def main(argv: Optional[Sequence[str]] = None, plan: Optional[dict] = None,
                 raise SubmitError(f"--pid-file {args.pid_file}: {exc.strerror}") from None
         stop = threading.Event()  # a SIGTERM (ccl stop) while Spark starts, carried out later
         with stopped_by_signals(stop):
-            spark = session(args.master, f"ccl {plan.get('project', '')}".strip(), args.log_level)
+            spark = session(args.master, f"ccl {typed.project}".strip(), args.log_level)
             try:
-                return run_job(spark, plan, args, out, err, stop)
+                return run_job(spark, typed, args, out, err, stop)
             finally:
                 stop_session(spark)
     except SubmitError as exc:

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
+from ccl.plan.codec import plan_to_json
 from ccl.plan.planner import plan_project
 from runtime.job import RunOptions
 from runtime.run import run_plan
@@ -53,12 +54,11 @@ def run_project(spark, tmp_path, ccl_text: str, inputs: Mapping[str, str], *,
         os.makedirs(str(tmp_path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             f.write(ccl_text)
-    plan, diags = plan_project(path, params=dict(params or {}))
+    plan, diags = plan_project(path, params=dict(params or {}), native_operators=native_operators)
     assert plan is not None, [str(d) for d in diags]
     out_dir = os.path.join(str(tmp_path), "out")
     options = RunOptions(inputs=dict(inputs), base_dir=str(tmp_path),
                          run_dir=checkpoint or os.path.join(str(tmp_path), "run"), until_idle=True,
-                         buckets=2, max_files_per_batch=max_files_per_batch,
-                         native_operators=native_operators)
+                         buckets=2, max_files_per_batch=max_files_per_batch)
     result = run_plan(spark, plan, options, out_dir)
-    return RunOutput(out_dir, result.report, plan)
+    return RunOutput(out_dir, result.report, plan_to_json(plan))

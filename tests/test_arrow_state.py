@@ -5,7 +5,7 @@ import os
 
 import pyarrow as pa
 
-from ccl.plan.planner import plan_project
+from planned import plan_json
 from runtime.arrow_state import bucket_runner, load_states, prune, state_path
 
 PROJECT = """
@@ -19,7 +19,7 @@ ROW = pa.struct([("k", pa.string()), ("v", pa.int32())])
 def _plan(tmp_path):
     path = tmp_path / "p.ccl"
     path.write_text(PROJECT)
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
     return json.dumps(plan)
 
@@ -83,12 +83,16 @@ def test_bucket_keys_spread_evenly_over_spark_shuffle_partitions(spark):
         assert sorted(parts) == sorted(list(range(n)) * (8 // n))
 
 
-def test_run_directories_say_how_transform_with_state_groups_buckets(tmp_path):
+def test_a_run_directory_of_the_older_layout_is_refused(tmp_path):
+    """A run directory whose plan.json is a version 1 plan with the run's layout merged in (the
+    layout before the plan held its decisions) is refused, not misread."""
     import json
 
-    from runtime.job import layout_of
-    # a directory made before the spread keys: its RocksDB state is keyed by bucket number
-    (tmp_path / "plan.json").write_text(json.dumps({"buckets": 8, "arrow_state": ["w"]}))
-    assert layout_of(str(tmp_path)).spread_timed is False
-    (tmp_path / "plan.json").write_text(json.dumps({"buckets": 8, "spread_timed": True}))
-    assert layout_of(str(tmp_path)).spread_timed is True
+    import pytest
+
+    from runtime.job import RunError, layout_of
+    (tmp_path / "plan.json").write_text(json.dumps(
+        {"format": "ccl-plan", "version": 1, "elements": [], "buckets": 8, "arrow_state": ["w"],
+         "spread_timed": True}))
+    with pytest.raises(RunError, match="written by an older ccl .plan version 1.*new checkpoint"):
+        layout_of(str(tmp_path))

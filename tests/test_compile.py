@@ -16,7 +16,8 @@ import zipfile
 
 import pytest
 
-from ccl.ops.compile import bundle_bytes, job_view, render_job, safe_text
+from ccl.ops.compile import bundle_bytes, job_view, render_job, render_view, safe_text
+from ccl.plan.codec import plan_to_json
 from ccl.plan.planner import plan_project
 from runtime import submit
 from tests.cli_runner import run
@@ -112,13 +113,13 @@ def test_generated_job_holds_no_user_text_and_the_plan_round_trips(tmp_path, tex
     # The plan carries every string exactly.
     with open(ccx_file, encoding="utf-8") as f:
         data = json.load(f)
-    assert data["format"] == "ccl-plan" and data["version"] == 1
+    assert data["format"] == "ccl-plan" and data["version"] == 2
     assert data["parameters"]["note"] == text  # line breaks and all
     strings = _strings(data)
     assert {one_line, one_line[::-1], "data/" + one_line, HOSTILE_FILE} <= strings
     assert os.path.basename(data["elements"][0]["file"]) == HOSTILE_FILE + ".ccl"
     planned, _ = plan_project(str(path), params={"note": text})
-    assert data == json.loads(json.dumps(planned))
+    assert data == json.loads(json.dumps(plan_to_json(planned)))
 
 
 def test_comment_lines_point_back_to_ccl_lines(tmp_path):
@@ -142,7 +143,7 @@ def test_view_is_numbers_fixed_words_and_safe_names():
     view = job_view(plan)
     e = view["elements"][0]
     assert (e["name"], e["kind"], e["role"], e["line"], e["file"]) == ("ok.name", "element", "", "?", "b?c")
-    ast.parse(render_job(plan))
+    ast.parse(render_view(view))
 
 
 def test_running_the_job_only_loads_the_plan_and_calls_the_entry(tmp_path, monkeypatch):
@@ -209,7 +210,7 @@ def test_compile_writes_beside_the_project_by_default_and_prints_what_it_wrote(t
     code, out, _ = run("compile", str(src))
     assert code == 0
     assert (tmp_path / "maxp.ccx").is_file() and (tmp_path / "maxp_job.py").is_file()
-    assert "maxp.ccx (plan ccl-plan version 1" in out and "maxp_job.py" in out
+    assert "maxp.ccx (plan ccl-plan version 2" in out and "maxp_job.py" in out
     assert not (tmp_path / "ccl_runtime.zip").exists()
 
 
@@ -238,7 +239,7 @@ def test_bundle_imports_the_runtime_from_the_zip(tmp_path):
 
 def _plan():
     plan, _ = plan_project(os.path.join(SEEDS, "hash_maxprice.ccl"))
-    return plan
+    return plan_to_json(plan)
 
 
 def test_submit_refuses_bad_plans_and_options_before_starting_spark(tmp_path, monkeypatch):
@@ -263,7 +264,7 @@ def test_submit_options_and_defaults(tmp_path):
     ccx.write_text(json.dumps(_plan()))
     args, plan = submit.parse(["--plan", str(ccx), "--until-idle", "--checkpoint", "ck",
                                "--input", f"priceW={ccx}"])
-    assert plan["project"] == "hash_maxprice" and args.until_idle and args.checkpoint == "ck"
+    assert plan.project == "hash_maxprice" and args.until_idle and args.checkpoint == "ck"
     assert args.inputs == {"priceW": str(ccx)}
     args, _ = submit.parse([], plan=plan, plan_path=str(ccx))
     assert args.plan_path == str(ccx) and not args.until_idle and args.base_dir is None

@@ -3,7 +3,7 @@ changed for an interval get their age column counted up; any change makes them y
 import datetime as dt
 
 from ccl.plan.physical import uses_time
-from ccl.plan.planner import plan_project
+from planned import plan_json
 from runtime.engine.flex import make_engine
 from tests.test_engine_core import ev, ops
 
@@ -21,7 +21,7 @@ CREATE OUTPUT WINDOW BySym PRIMARY KEY DEDUCED AGES EVERY 5 SECONDS SET Idle
 def engines(tmp_path, times="3 TIMES"):
     path = tmp_path / "p.ccl"
     path.write_text(PROJECT.replace("{times}", times))
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
     by_name = {e["name"]: e for e in plan["elements"]}
     assert by_name["Orders"]["aging"] == {"millis": 10_000, "column": "Age", "times": 3 if times else 1,
@@ -73,7 +73,7 @@ def test_keep_rows_with_slack_purges_slack_rows_at_once(tmp_path):
     path = tmp_path / "s.ccl"
     path.write_text("DECLARE PARAMETER integer depth := 3; END;\n"
                     "CREATE INPUT WINDOW W SCHEMA (k integer) PRIMARY KEY (k) KEEP depth ROWS SLACK depth - 1;\n")
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert plan is not None and plan["elements"][0]["keep"]["slack"] == 2, [str(d) for d in diags]
     engine = make_engine(plan["elements"][0], plan)
     state = engine.initial_state()
@@ -82,5 +82,5 @@ def test_keep_rows_with_slack_purges_slack_rows_at_once(tmp_path):
     assert [(op, v["k"]) for op, v in out] == [("i", 1), ("i", 2), ("i", 3), ("i", 4), ("d", 1), ("d", 2),
                                                ("i", 5), ("i", 6), ("d", 3), ("d", 4), ("i", 7)]
     path.write_text("CREATE INPUT WINDOW W SCHEMA (k integer) PRIMARY KEY (k) KEEP 3 ROWS SLACK 0;\n")
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert plan is None and [d.code for d in diags] == ["CCL2303"]

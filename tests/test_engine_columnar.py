@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ccl.plan.planner import plan_project
+from planned import plan_json
 from ccl.plan.physical import columnar_aggregation
 from runtime.processor import BucketRun, bucket_rows, received_rows
 
@@ -73,7 +73,7 @@ def bucket_run(tmp_path, query, mode: str = "batch") -> BucketRun:
     path = tmp_path / "p.ccl"
     path.write_text(SOURCE + f"CREATE OUTPUT WINDOW W {key} AS {text};\n"
                     + (OBSERVED if mode == "rows" else ""))
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
     assert columnar_aggregation(plan["elements"][1], plan) == mode
     run = BucketRun(json.dumps(plan), "W")

@@ -514,13 +514,13 @@ def test_consolidate_merges_changes_of_one_event_per_key():
 
 
 def test_plan_from_the_planner(tmp_path):
-    from ccl.plan.planner import plan_project
+    from planned import plan_json
     src = tmp_path / "p.ccl"
     src.write_text(
         "create input stream priceS schema (isin string, price money(2));\n"
         "create output window lastW primary key (isin) as\n"
         "  select * from priceS keep 2 rows where priceS.price > 1;\n")
-    built, diags = plan_project(str(src))
+    built, diags = plan_json(str(src))
     assert built is not None, [str(d) for d in diags]
     last = next(e for e in built["elements"] if e["name"] == "lastW")
     eng = Engine(last, built)
@@ -531,14 +531,14 @@ def test_plan_from_the_planner(tmp_path):
 
 
 def test_outer_join_reads_nulls_from_the_missing_side(tmp_path):
-    from ccl.plan.planner import plan_project
+    from planned import plan_json
     src = tmp_path / "p.ccl"
     src.write_text(
         "create input window o schema (id integer, cust string) primary key (id);\n"
         "create input window c schema (cust string, country string) primary key (cust);\n"
         "create output window j primary key (id) as\n"
         "  select o.id, c.country from o left join c on o.cust = c.cust;\n")
-    built, diags = plan_project(str(src))
+    built, diags = plan_json(str(src))
     assert built is not None, [str(d) for d in diags]
     eng = Engine(next(e for e in built["elements"] if e["name"] == "j"), built)
     state = eng.initial_state()

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from ccl.plan.planner import plan_project
+from planned import plan_json
 from ccl.splash import Dictionary
 from runtime.engine.changes import Bad, Emit, Event
 from runtime.engine.element import Engine
@@ -18,7 +18,7 @@ T0 = dt.datetime(2024, 1, 1)
 def build(tmp_path, text, name):
     src = tmp_path / "p.ccl"
     src.write_text(text)
-    plan, diags = plan_project(str(src))
+    plan, diags = plan_json(str(src))
     assert plan is not None, [str(d) for d in diags]
     element = next(e for e in plan["elements"] if e["name"] == name)
     return make_engine(element, plan), plan
@@ -244,7 +244,7 @@ def test_failing_handler_makes_the_row_bad_and_processing_goes_on(tmp_path):
 
 
 def _plan_of(tmp_path):
-    plan, _ = plan_project(str(tmp_path / "p.ccl"))
+    plan, _ = plan_json(str(tmp_path / "p.ccl"))
     return plan
 
 

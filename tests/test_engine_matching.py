@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 
-from ccl.plan.planner import plan_project
+from planned import plan_json
 from runtime.engine.changes import Bad, Emit, Event
 from runtime.engine.element import Engine
 
@@ -14,7 +14,7 @@ SRC = ("create input stream T schema (id integer, temp float);\n"
 
 def engine(tmp_path, query: str, name: str = "o") -> Engine:
     (tmp_path / "p.ccl").write_text(SRC + query)
-    plan, diags = plan_project(str(tmp_path / "p.ccl"))
+    plan, diags = plan_json(str(tmp_path / "p.ccl"))
     assert plan is not None, [str(d) for d in diags]
     return Engine(next(e for e in plan["elements"] if e["name"] == name), plan)
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from ccl.plan.planner import plan_project
+from planned import plan_json
 from runtime.engine.changes import Emit, Event
 from runtime.engine.flex import make_engine
 
@@ -16,7 +16,7 @@ SOURCE = "CREATE INPUT WINDOW Q SCHEMA (Id integer, Sym string, Bid float, Qty i
 def engine_of(tmp_path, query: str, source: str = SOURCE):
     path = tmp_path / "p.ccl"
     path.write_text(source + "CREATE OUTPUT WINDOW B PRIMARY KEY DEDUCED AS " + query + ";\n")
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
     element = next(e for e in plan["elements"] if e["name"] == "B")
     return make_engine(element, plan, 0)
@@ -158,7 +158,7 @@ def test_rank_without_order_is_arrival_and_is_checked_only_in_group_filter(tmp_p
     path = tmp_path / "bad.ccl"
     path.write_text(SOURCE + "CREATE OUTPUT WINDOW B PRIMARY KEY DEDUCED AS "
                     + query.replace("GROUP FILTER rank() = 1", "WHERE rank() = 1") + ";\n")
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert plan is None and [d.code for d in diags] == ["CCL2212"]
 
 

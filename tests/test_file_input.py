@@ -69,14 +69,16 @@ def test_file_source_gives_what_the_ccl_csv_source_gives(spark, tmp_path, shape)
             (data / "d.csv").write_text("v,k\n7,x\n8,zz\n")
         new = run_project(spark, tmp_path / "new", text, {"s": str(data)})
         if not second:
-            plan = {k: v for k, v in new.plan.items()}
-            # a run directory from before the file source: its input keeps the ccl_csv source
-            (old / "run" / "plan.json").write_text(json.dumps({**plan, "buckets": 2}))
+            # a run directory whose input was not read through the file source (run.json):
+            # its input keeps the ccl_csv source
+            run = json.loads((tmp_path / "new" / "run" / "run.json").read_text())
+            (old / "run" / "run.json").write_text(json.dumps({**run, "file_source": []}))
+            (old / "run" / "plan.json").write_text(json.dumps(new.plan))
         runs[second] = (new, run_project(spark, old, text, {"s": str(data)}))
         groups[second] = len(new.rows("w"))  # the output files of the run just made
         elements = [e["name"] for e in new.plan["elements"]]
         assert _summary(runs[second][0], elements) == _summary(runs[second][1], elements)
-    saved = json.loads((tmp_path / "new" / "run" / "plan.json").read_text())
+    saved = json.loads((tmp_path / "new" / "run" / "run.json").read_text())
     assert saved["file_source"] == ["s"]
     first, later = runs[False][0], runs[True][0]
     assert first.stats("s")["rows_in"] == 1 + 2 + 40 + 3  # the unreadable lines are rows in too
@@ -166,7 +168,7 @@ def test_xml_list_files_through_the_file_source(spark, tmp_path):
         '<?xml version="1.0" encoding="UTF-8"?>\n<S ESP_OPS="i" k="a" v="1"/>\n'
         '<S k="b" v="2"/>\n<S k="a" v="x"/>\n<S ESP_OPS="i" k="a" v="4"/>\n')
     out = run_project(spark, tmp_path / "new", text, {})
-    assert json.loads((tmp_path / "new" / "run" / "plan.json").read_text())["file_source"] == ["S"]
+    assert json.loads((tmp_path / "new" / "run" / "run.json").read_text())["file_source"] == ["S"]
     assert {r["k"]: (r["t"], r["n"]) for r in out.rows("w")} == {"a": ("5", "2"), "b": ("2", "1")}
     assert [b["reason"] for b in out.bad_records()] == ["column v: 'x' is not an integer"]
     assert out.stats("S")["rows_in"] == 4
@@ -192,4 +194,4 @@ def test_a_named_file_is_read_whatever_its_name_and_wherever_under_dir(spark, tm
     out = run_project(spark, tmp_path, text, {})
     assert {r["k"]: (r["t"], r["n"]) for r in out.rows("w")} == {"a": ("3", "2")}
     assert {r["k"]: (r["t"], r["n"]) for r in out.rows("x")} == {"b": ("5", "1")}
-    assert json.loads((tmp_path / "run" / "plan.json").read_text())["file_source"] == ["t"]
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["file_source"] == ["t"]

@@ -6,7 +6,7 @@ import pytest
 
 from ccl.syntax.parser import parse_text
 from ccl.plan.physical import uses_time
-from ccl.plan.planner import plan_project
+from planned import plan_json
 from ccl.syntax.printer import to_ccl
 from ccl.splash import SplashError, as_type
 from ccl.splash.windows import WindowIterator, WindowView
@@ -111,15 +111,15 @@ def test_checks_know_the_window_variables(tmp_path):
     text = HEAD + BODY + TAIL
     path = tmp_path / "p.ccl"
     path.write_text(text)
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert plan is not None and [d.code for d in diags] == []
     path.write_text(text.replace("where Symbol = Trades.Symbol", "where Sym = Trades.Symbol")
                     .replace("e.Value < 0", "e.Valu < 0"))
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert [d.code for d in diags] == ["CCL2003", "CCL2003"]
     # a window of another element is not visible: ESP's iterator names exist for inputs only
     path.write_text(text.replace("Earnings_stream{", "Other_stream{"))
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert [d.code for d in diags] == ["CCL2010"]
 
 

@@ -288,12 +288,12 @@ def test_a_stream_with_a_primary_key_is_a_keyed_stream_run_as_a_delta_stream(tmp
     assert (plain.kind, plain.keyed) == ("stream", False)
     assert analyze(load_text(KEYED), {}).diagnostics == []
 
-    from ccl.plan.planner import plan_project
+    from planned import plan_json
     from runtime.engine.changes import Event
     from runtime.engine.flex import make_engine
     path = tmp_path / "k.ccl"
     path.write_text(KEYED)
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert plan is not None, diags
     by_name = {e["name"]: e for e in plan["elements"]}
     assert by_name["KS2"]["key"] == ["Id"]

@@ -18,6 +18,8 @@ from ccl.cli.graph import (
     to_mermaid,
     to_svg,
 )
+from ccl.plan.codec import plan_to_json
+from ccl.plan.model import Plan
 from ccl.plan.planner import plan_project
 from tests.cli_runner import run
 
@@ -30,10 +32,14 @@ SVG = "{http://www.w3.org/2000/svg}"
 WEIRD = ['a"b', "back\\slash\\N\\l", "new\nline", "<&>'", "{{x}} -->|y| n0[z]", "# x; %% y"]
 
 
-def plan_of(name: str, folder: str = SEEDS) -> dict:
+def typed_of(name: str, folder: str = SEEDS) -> Plan:
     plan, diags = plan_project(os.path.join(folder, name))
     assert plan is not None, [str(d) for d in diags]
     return plan
+
+
+def plan_of(name: str, folder: str = SEEDS) -> dict:
+    return plan_to_json(typed_of(name, folder))
 
 
 def weird_plan() -> dict:
@@ -204,10 +210,10 @@ window keyed by (isin) with KEEP 1 MINUTE
 
 
 def test_explain_physical_paths_state_kinds_and_modules():
-    text = explain_physical(plan_of("crypto_orderbook_modules.ccl", VALID))
+    text = explain_physical(typed_of("crypto_orderbook_modules.ccl", VALID))
     assert "module instance partitioning: 4 partitions" in text
     assert "path: per-instance (per-instance state: the engine over each bucket's rows in applyInArrow)" in text
-    seeds = explain_physical(plan_of("hash_maxprice.ccl"))
+    seeds = explain_physical(typed_of("hash_maxprice.ccl"))
     assert "1. priceW: input stream" in seeds
     assert "path: native (input stream without state: Spark expressions)" in seeds
     flex = plan_of("flex_keycache_example2.ccl")
@@ -223,9 +229,10 @@ def test_explain_physical_paths_state_kinds_and_modules():
 
 @pytest.mark.parametrize("name", sorted(f for f in os.listdir(VALID) if f.endswith(".ccl")))
 def test_every_valid_project_explains_and_draws(name):
-    plan, _ = plan_project(os.path.join(VALID, name))
-    if plan is None:
+    typed, _ = plan_project(os.path.join(VALID, name))
+    if typed is None:
         pytest.skip("does not plan")
-    assert explain_physical(plan).count("    path: ") == len(plan["elements"])
+    plan = plan_to_json(typed)
+    assert explain_physical(typed).count("    path: ") == len(plan["elements"])
     ET.fromstring(render(plan, "svg"))
     assert render(plan, "dot").endswith("}\n")

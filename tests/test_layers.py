@@ -1,5 +1,7 @@
 """The modules of ccl/ and runtime/ import each other one way: no import cycle between modules,
-and no private name (``_x``) imported from another module.
+no private name (``_x``) imported from another module, and the runtime imports of ccl/ only the
+plan's types and codec (``ccl.plan.model``, ``ccl.plan.codec``), the syntax trees the plan's
+expressions are made of (``ccl.syntax.nodes``) and the SPLASH interpreter (``ccl.splash``).
 
 The import graph is read from the source (every ``import`` and ``from ... import``, also those
 inside functions and under ``TYPE_CHECKING``), so a late import does not hide a cycle.
@@ -90,3 +92,32 @@ def test_the_check_finds_a_cycle():
 def test_no_private_name_imported_from_another_module():
     _, private = _imports(_modules())
     assert private == []
+
+
+# What the runtime may import of the compiler: the plan's types and codec, the syntax trees the
+# plan's expressions are made of, and the SPLASH interpreter.
+RUNTIME_MAY_IMPORT = ("ccl.plan.model", "ccl.plan.codec", "ccl.syntax.nodes")
+RUNTIME_MAY_IMPORT_PACKAGES = ("ccl.splash",)
+
+
+def _runtime_imports_of_ccl(graph: dict[str, set[str]]) -> list[str]:
+    """``runtime.x imports ccl.y`` for every import from runtime/ into ccl/ the layering forbids."""
+    return sorted(f"{name} imports {target}" for name, targets in graph.items()
+                  if name == "runtime" or name.startswith("runtime.")
+                  for target in targets
+                  if (target == "ccl" or target.startswith("ccl."))
+                  and target not in RUNTIME_MAY_IMPORT
+                  and not any(target == p or target.startswith(p + ".")
+                              for p in RUNTIME_MAY_IMPORT_PACKAGES))
+
+
+def test_the_runtime_imports_of_ccl_only_the_plan_and_splash():
+    graph, _ = _imports(_modules())
+    assert _runtime_imports_of_ccl(graph) == []
+
+
+def test_the_layer_check_names_the_offenders():
+    graph = {"runtime.job": {"ccl.plan.physical", "ccl.plan.model", "runtime.run"},
+             "runtime.engine.expr": {"ccl.splash.convert", "ccl.syntax.nodes", "ccl.diagnostics"}}
+    assert _runtime_imports_of_ccl(graph) == ["runtime.engine.expr imports ccl.diagnostics",
+                                              "runtime.job imports ccl.plan.physical"]

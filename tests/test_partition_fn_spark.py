@@ -139,6 +139,12 @@ def test_compiled_blocks_agree_with_the_interpreter(spark, block_list, row_list,
                 f"Spark: {spark_row[f'b{k}']}, interpreter: {expected}")
 
 
+def assign(df, spec, *args, **kw):
+    """assign_instances with the compiler's decision on a custom block, as the plan carries it."""
+    why = why_not_compilable(spec.body, SOURCE) if spec.body is not None else None
+    return assign_instances(df, spec, *args, why_not=why, **kw)
+
+
 def _spec(text):
     project, diags = parse_text(f"CREATE OUTPUT STREAM t PARTITION BY src {text} PARTITIONS 3 "
                                 "AS SELECT * FROM src;")
@@ -149,7 +155,7 @@ def _spec(text):
 def test_seed_block_null_rows_are_bad_records_and_others_land_in_range(spark):
     spec = _spec("{ integer h := ascii(substr(src.s, 1, 1)); return h % t_partitions; }")
     df = spark.createDataFrame([("Apple", 1, 0), (None, 2, 0), ("Zeta", 3, 0), ("", 4, 0)], "s string, i int, j int")
-    out, how = assign_instances(df, spec, SOURCE, TARGET, 3)
+    out, how = assign(df, spec, SOURCE, TARGET, 3)
     got = {r.i: (r[INSTANCE], r[BAD_REASON]) for r in out.collect()}
     assert how.path == "compiled"
     assert got[1] == (ord("A") % 3, None) and got[3] == (ord("Z") % 3, None) and got[4] == (0, None)
@@ -158,7 +164,7 @@ def test_seed_block_null_rows_are_bad_records_and_others_land_in_range(spark):
 
 def test_negative_results_use_a_modulo_that_is_never_negative(spark):
     spec = _spec("{ return -7; }")
-    out, _ = assign_instances(spark.createDataFrame([(1,)], "i int"), spec, SOURCE, TARGET, 3)
+    out, _ = assign(spark.createDataFrame([(1,)], "i int"), spec, SOURCE, TARGET, 3)
     assert out.collect()[0][INSTANCE] == 2
 
 
@@ -166,7 +172,7 @@ def test_blocks_outside_the_subset_run_the_interpreter(spark):
     spec = _spec("{ integer k := 0; integer h := 0; while (k < length(src.s)) { "
                  "h := h * 31 + ascii(substr(src.s, k + 1, 1)); k := k + 1; } return h; }")
     df = spark.createDataFrame([("abc", 1), ("", 2), (None, 3)], "s string, i int")
-    out, how = assign_instances(df, spec, SOURCE, TARGET, 3)
+    out, how = assign(df, spec, SOURCE, TARGET, 3)
     assert how.path == "interpreter" and "while" in how.why
     fn = PartitionFunction(spec.body, SOURCE, TARGET, 3, column_types={"s": STRING, "i": INTEGER})
     for r in out.collect():
@@ -176,25 +182,25 @@ def test_blocks_outside_the_subset_run_the_interpreter(spark):
 
 def test_interpreter_failures_become_bad_records(spark):
     spec = _spec("{ while (true) { } return 1; }")
-    out, how = assign_instances(spark.createDataFrame([(1,)], "i int"), spec, SOURCE, TARGET, 3)
+    out, how = assign(spark.createDataFrame([(1,)], "i int"), spec, SOURCE, TARGET, 3)
     row = out.collect()[0]
     assert how.path == "interpreter" and row[INSTANCE] is None and row[BAD_REASON]
 
 
 def test_hash_and_roundrobin(spark):
     df = spark.createDataFrame([(f"k{i % 5}", i) for i in range(40)], "s string, i long")
-    out, how = assign_instances(df, _spec("HASH(s)"), SOURCE, TARGET, 3)
+    out, how = assign(df, _spec("HASH(s)"), SOURCE, TARGET, 3)
     by_key = {}
     for r in out.collect():
         assert 0 <= r[INSTANCE] < 3
         by_key.setdefault(r.s, set()).add(r[INSTANCE])
     assert how.path == "hash" and all(len(v) == 1 for v in by_key.values())
-    out, how = assign_instances(df, _spec("ROUNDROBIN"), SOURCE, TARGET, 3, sequence="i")
+    out, how = assign(df, _spec("ROUNDROBIN"), SOURCE, TARGET, 3, sequence="i")
     assert how.path == "roundrobin" and {r.i: r[INSTANCE] for r in out.collect()} == {i: i % 3 for i in range(40)}
     # derived rows: the numbers of every other input line, three rows per number (a filter, then
     # a Flex): by number alone they would all land on one instance; hashed they spread
     derived = spark.createDataFrame([(2 * i, j) for i in range(40) for j in range(3)], "i long, j long")
-    out, _ = assign_instances(derived, _spec("ROUNDROBIN"), SOURCE, TARGET, 2, sequence=("i", "j"))
+    out, _ = assign(derived, _spec("ROUNDROBIN"), SOURCE, TARGET, 2, sequence=("i", "j"))
     counts = [r[INSTANCE] for r in out.collect()].count
     assert 40 <= counts(0) <= 80 and counts(0) + counts(1) == 120
 
@@ -206,7 +212,7 @@ def test_bad_records_are_written_counted_and_logged_once_per_batch(spark, tmp_pa
     df = spark.createDataFrame([(i, f"r{i}") for i in range(1, 6)], "i int, s string")
     counts = BadRecordCounts("t")
     for batch_id in (0, 1):
-        assigned, _ = assign_instances(df, spec, SOURCE, TARGET, 3)
+        assigned, _ = assign(df, spec, SOURCE, TARGET, 3)
         with caplog.at_level("WARNING", logger="ccl.runtime"):
             good = split_bad_records(assigned, "t", batch_id, str(tmp_path / "bad"), counts)
         assert sorted(r.i for r in good.collect()) == [3, 4, 5]

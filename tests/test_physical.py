@@ -3,7 +3,7 @@ import pytest
 
 from ccl.plan.physical import (NATIVE, PER_INSTANCE, input_adapter, native_aggregation, native_filter, path_of,
                           unread_adapters)
-from ccl.plan.planner import plan_project
+from planned import plan_json
 
 SRC = "create input stream s schema (sym string, venue string, px float, q integer);\n"
 WIN = "create input window w schema (sym string, px float) primary key (sym);\n"
@@ -12,7 +12,7 @@ WIN = "create input window w schema (sym string, px float) primary key (sym);\n"
 def _element(tmp_path, body, name="a"):
     path = tmp_path / "p.ccl"
     path.write_text(SRC + WIN + body)
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
     return next(e for e in plan["elements"] if e["name"] == name), plan
 

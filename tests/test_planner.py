@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ccl.plan.planner import PlanError, plan_project
+from ccl.plan.planner import PlanError
+from planned import plan_json
 
 ROOT = Path(__file__).parent
 CORPUS = sorted(glob.glob(str(ROOT / "projects" / "seeds" / "*.ccl"))
@@ -23,7 +24,7 @@ def var(name):
 
 
 def plan_of(path, **kw):
-    plan, diags = plan_project(str(path), **kw)
+    plan, diags = plan_json(str(path), **kw)
     assert plan is not None, [str(d.message) for d in diags]
     return plan
 
@@ -54,12 +55,12 @@ def walk(value):
 
 @pytest.mark.parametrize("path", CORPUS, ids=[os.path.basename(p) for p in CORPUS])
 def test_corpus_plans_and_round_trips(path):
-    plan, diags = plan_project(path)
+    plan, diags = plan_json(path)
     if plan is None:
         pytest.skip("the project has analysis errors")
     text = json.dumps(plan, sort_keys=True)
     assert json.loads(text) == plan
-    again, _ = plan_project(path)
+    again, _ = plan_json(path)
     assert json.dumps(again, sort_keys=True) == text  # deterministic
     for node in walk(plan):
         assert "line" not in node or "node" not in node  # expressions carry no positions
@@ -229,7 +230,7 @@ CREATE OUTPUT STREAM after AS SELECT outOne.k FROM outOne;
 def test_errors_return_no_plan(tmp_path):
     path = tmp_path / "bad.ccl"
     path.write_text("CREATE OUTPUT STREAM s AS SELECT x.a FROM x;\n")
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert plan is None and any(d.is_error for d in diags)
 
 
@@ -242,7 +243,7 @@ CREATE INPUT WINDOW c SCHEMA (k string) PRIMARY KEY (k);
 CREATE OUTPUT WINDOW j PRIMARY KEY (k) AS SELECT a.k k FROM a JOIN (b JOIN c ON b.k = c.k) ON a.k = b.k;
 """)
     try:
-        plan, diags = plan_project(str(path))
+        plan, diags = plan_json(str(path))
     except PlanError as exc:
         assert "j.ccl" in str(exc)
     else:
@@ -379,7 +380,7 @@ CREATE OUTPUT WINDOW d PRIMARY KEY (k) KEEP s.v ROWS AS SELECT s.k FROM s;
 """
     path = tmp_path / "bad.ccl"
     path.write_text(text)
-    plan, diags = plan_project(str(path))
+    plan, diags = plan_json(str(path))
     assert plan is None
     found = sorted((d.span.line, d.code) for d in diags)
     assert found == [(3, "CCL2303"), (4, "CCL2303"), (5, "CCL2303"), (6, "CCL2303")], [str(d) for d in diags]

@@ -3,7 +3,7 @@ are diagnostics with the file's own line numbers."""
 import pytest
 
 from ccl.syntax.parser import parse_text
-from ccl.plan.planner import plan_project
+from planned import plan_json
 from ccl.syntax.preprocess import preprocess
 from ccl.syntax.printer import to_ccl
 
@@ -100,7 +100,7 @@ def test_a_project_with_directives_and_include_checks_and_plans(tmp_path):
                     "#ifndef NO_FILTER\n"
                     "CREATE OUTPUT STREAM Dear AS SELECT * FROM Trades WHERE Trades.Px >= MIN_PX;\n"
                     "#endif\n")
-    plan, diags = plan_project(str(main))
+    plan, diags = plan_json(str(main))
     assert plan is not None, [str(d) for d in diags]
     assert [e["name"] for e in plan["elements"]] == ["Trades", "Dear"]
     assert "Trades.Px >= 10.0" in to_ccl(parse_text(main.read_text())[0])

@@ -14,6 +14,7 @@ from decimal import Decimal
 
 import pytest
 
+from ccl.plan.codec import plan_to_json
 from ccl.plan.planner import plan_project
 from runtime.job import RunOptions
 from runtime.outputs import CONFLICT
@@ -53,7 +54,7 @@ def run(spark, tmp_path, project: str) -> RunOutput:
     options = RunOptions(base_dir=os.path.join(ROOT, project), run_dir=str(tmp_path / "run"),
                          until_idle=True, buckets=2)
     result = run_plan(spark, plan, options, out_dir)
-    out = RunOutput(out_dir, result.report, plan)
+    out = RunOutput(out_dir, result.report, plan_to_json(plan))
     # the example projects' data is clean; only a window that partitioning splits (the warning its
     # README explains) has keys held by two instances
     assert [b for b in out.bad_records() if b["reason"] != CONFLICT] == []

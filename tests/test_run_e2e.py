@@ -12,6 +12,8 @@ import os
 import random
 from decimal import Decimal
 
+import pytest
+
 from tests.runner_e2e import run_project, write_rows
 
 SEEDS = os.path.join(os.path.dirname(__file__), "projects", "seeds")
@@ -321,7 +323,6 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
     create output window perSym primary key deduced keep all
       as select p.sym, count(*) n, max(p.qty) q from picked p group by p.sym;
     """
-    from ccl.plan.physical import path_of
     from runtime.outputs import CONFLICT
     rnd = random.Random(9)
     data = tmp_path / "in"
@@ -337,7 +338,7 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
         write_rows(str(data / f"t{f}.csv"), ["sym", "venue", "price", "qty"], batch)
         rows += batch
     native = run_project(spark, tmp_path / "native", text, {"trades": str(data)}, max_files_per_batch=1)
-    assert [path_of(e, native.plan)[0] for e in native.plan["elements"]] == ["native"] * 7
+    assert [e["physical"]["path"] for e in native.plan["elements"]] == ["native"] * 7
     # every derived element ran inside the batches of its source: one query, three batches each
     assert os.listdir(tmp_path / "native" / "run" / "queries") == ["trades"]
     assert {e: native.stats(e)["batches"] for e in ("stats", "picked", "perSym")} == {
@@ -349,14 +350,15 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
     slow = run_project(spark, tmp_path / "slow", text, {"trades": str(data)}, max_files_per_batch=1,
                        native_operators=False)
     # the per-instance path (runtime/arrow_state.py) runs in the input's batches too
-    assert json.loads((tmp_path / "slow" / "run" / "plan.json").read_text())["arrow_state"] == [
+    assert [e["name"] for e in slow.plan["elements"] if e["physical"]["arrow"]] == [
         "stats", "flat", "rr", "odd", "picked", "perSym"]
     assert os.listdir(tmp_path / "slow" / "run" / "queries") == ["trades"]
     assert not glob.glob(str(tmp_path / "slow" / changelogs))
     # the input handed over to its one reader is counted in that reader's pass
     assert slow.stats("trades") == native.stats("trades")
     # the aggregations grouped by a plain column spread each instance's groups over the buckets
-    assert json.loads((tmp_path / "slow" / "run" / "plan.json").read_text())["by_group"]["perSym"] == ["sym"]
+    per_sym = next(e for e in slow.plan["elements"] if e["name"] == "perSym")
+    assert per_sym["physical"]["group_columns"] == ["sym"]
     for name in ("stats", "flat", "rr", "odd", "picked", "perSym"):
         def table(out):  # float sums may differ in the last digit (another summation order)
             def value(v):  # as text: NaN equals NaN
@@ -392,8 +394,9 @@ def test_native_aggregation_equals_the_per_instance_path(spark, tmp_path):
 def test_an_input_is_recorded_when_something_reads_its_changelog(tmp_path):
     """unrecorded_inputs: an input read by nothing or only by consumers fused into its batches;
     not one with an output adapter or one a query of its own reads (a join runs per instance)."""
-    from ccl.plan.planner import plan_project
-    from runtime.job import arrow_elements, fused_consumers, unrecorded_inputs
+    from ccl.plan.codec import plan_from_json
+    from ccl.plan.decisions import fused_consumers, unrecorded_inputs
+    from planned import plan_json
     path = tmp_path / "p.ccl"
     path.write_text("""
     create input stream a schema (k string, v integer);
@@ -406,39 +409,40 @@ def test_an_input_is_recorded_when_something_reads_its_changelog(tmp_path):
     create output stream j as select b.k, w.x from b join w on b.k = w.k;
     attach output adapter o type toolkit_file_csv_output to d properties dir = 'out';
     """)
-    plan, diags = plan_project(str(path))
-    assert plan is not None, [str(d) for d in diags]
-    arrow = arrow_elements(plan)
+    def decided(native_operators):
+        plan, diags = plan_json(str(path), native_operators=native_operators)
+        assert plan is not None, [str(d) for d in diags]
+        return (plan, [e["name"] for e in plan["elements"] if e["physical"]["arrow"]],
+                [e["name"] for e in plan["elements"] if e["physical"]["unrecorded"]])
+    plan, arrow, unrecorded = decided(True)
     assert arrow == ["w", "j"]  # t has timers (transformWithState); s and the streams are native
-    assert unrecorded_inputs(plan, fused_consumers(plan, arrow=arrow)) == ["a", "e"]
+    assert unrecorded == ["a", "e"]
     # on the per-instance path s runs in a's batches too (it has one source), j does not (two)
-    arrow = arrow_elements(plan, native_operators=False)
+    plan, arrow, unrecorded = decided(False)
     assert arrow == ["w", "s", "j"]
-    assert unrecorded_inputs(plan, fused_consumers(plan, False, arrow)) == ["a", "e"]
-    assert unrecorded_inputs(plan, fused_consumers(plan, False)) == ["e"]
+    assert unrecorded == ["a", "e"]
+    # without the applyInArrow elements only the native ones are fused
+    typed = plan_from_json(plan)
+    native = {e["name"]: e["physical"]["native"] for e in plan["elements"]}
+    assert unrecorded_inputs(typed, fused_consumers(typed, native)) == ["e"]
 
 
-def test_run_directory_from_before_fusion_keeps_a_query_per_element(spark, tmp_path):
-    """A run directory whose plan.json has no ``fused`` entry (made before derived elements ran
-    inside their source's batches) goes on with one query per element, as its checkpoints expect."""
-    from ccl.plan.planner import plan_project
+def test_a_run_directory_of_the_older_layout_is_refused(spark, tmp_path):
+    """A run directory written before the plan held its decisions (a version 1 plan.json with
+    the run's layout merged in) is refused with a message, not misread."""
+    from runtime.job import RunError
     text = """
     create input stream s schema (k string, v integer);
     create output window w primary key deduced keep all
       as select s.k, sum(s.v) total from s group by s.k;
     """
-    (tmp_path / "p.ccl").write_text(text)
-    plan, _ = plan_project(str(tmp_path / "p.ccl"))
     (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "plan.json").write_text(json.dumps({**plan, "buckets": 2}))
+    (tmp_path / "run" / "plan.json").write_text(json.dumps(
+        {"format": "ccl-plan", "version": 1, "elements": [], "buckets": 2, "fused": {}}))
     data = tmp_path / "in"
     write_rows(str(data / "a.csv"), ["k", "v"], [("x", 1), ("y", 2)])
-    run_project(spark, tmp_path, text, {"s": str(data)})
-    write_rows(str(data / "b.csv"), ["k", "v"], [("x", 10)])
-    second = run_project(spark, tmp_path, text, {"s": str(data)})
-    assert sorted(os.listdir(tmp_path / "run" / "queries")) == ["s", "w"]
-    assert sorted((r["k"], r["total"]) for r in second.rows("w")) == [("x", "11"), ("y", "2")]
-    assert second.stats("w")["batches"] == 2
+    with pytest.raises(RunError, match="older ccl .plan version 1.*new checkpoint directory"):
+        run_project(spark, tmp_path, text, {"s": str(data)})
 
 
 def test_partitioned_module_instances_multiply(spark, tmp_path):
@@ -484,11 +488,12 @@ def test_input_adapter_properties_resolve_esp_aliases_before_defaults(tmp_path):
     """dsv_in matches stream names unless told otherwise, also under ESP's csv-prefixed name;
     an xmllist adapter reads XML list files."""
     from runtime.job import RunOptions, _input_files
-    element = {"name": "S", "role": "input", "query": None}
+    element = {"name": "S", "role": "input", "query": None, "physical": {"input_adapter": "in"}}
 
     def props(kind, **given):
         plan = {"elements": [element], "adapters": [
-            {"direction": "input", "element": "S", "type": kind, "properties": {"dir": "d", **given}}]}
+            {"name": "in", "direction": "input", "element": "S", "type": kind,
+             "properties": {"dir": "d", **given}}]}
         return _input_files(element, plan, RunOptions(base_dir=str(tmp_path)))[1]
     assert props("dsv_in")["matchstreamname"] == "true"
     assert props("dsv_in", csvMatchStreamName="false")["matchstreamname"] == "false"

@@ -68,10 +68,11 @@ def test_killed_run_resumes_without_loss_or_duplicates(spark, tmp_path, source):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, as a crash would
         proc.wait()
-    saved = json.loads((Path(run_dir) / "plan.json").read_text())
-    assert saved["file_source"] == ([] if source == "ccl_csv" else ["trades"])
+    run = json.loads((Path(run_dir) / "run.json").read_text())
+    assert run["file_source"] == ([] if source == "ccl_csv" else ["trades"])
     # totals (a time KEEP) has timers: transformWithState; counted keeps its state in files
-    assert saved["arrow_state"] == ["counted"]
+    saved = json.loads((Path(run_dir) / "plan.json").read_text())
+    assert [e["name"] for e in saved["elements"] if e["physical"]["arrow"]] == ["counted"]
     for f in range(fed, 24):
         feed(f)
     done = _batches(run_dir, "trades")
@@ -116,8 +117,8 @@ def test_checkpoint_refused_after_partitions_change(spark, tmp_path):
 def test_checkpoint_refused_when_an_aggregation_changes_path(tmp_path):
     """A native aggregation keeps Spark group totals, the per-instance path engine states: a run
     directory made with one is refused when the element now runs on the other (here because a
-    Flex now reads its changes), also one made before plan.json listed native aggregations."""
-    from ccl.plan.planner import plan_project
+    Flex now reads its changes)."""
+    from planned import plan_json
     from runtime.job import RunOptions, prepare_run_dir
     agg = """create input stream s schema (k string, v integer);
     create window w primary key deduced keep all as select s.k, sum(s.v) v from s group by s.k;
@@ -127,45 +128,42 @@ def test_checkpoint_refused_when_an_aggregation_changes_path(tmp_path):
 
     def plan(text):
         (tmp_path / "p.ccl").write_text(text)
-        planned, diags = plan_project(str(tmp_path / "p.ccl"))
+        planned, diags = plan_json(str(tmp_path / "p.ccl"))
         assert planned is not None, [str(d) for d in diags]
         return planned
-    for older in (False, True):
-        run_dir = tmp_path / f"run{older}"
-        options = RunOptions(inputs={}, base_dir=str(tmp_path), run_dir=str(run_dir))
-        prepare_run_dir(plan(agg), options)
-        saved = json.loads((run_dir / "plan.json").read_text())
-        assert saved["native_aggregations"] == ["w"]
-        if older:
-            del saved["native_aggregations"]
-            (run_dir / "plan.json").write_text(json.dumps(saved))
-        prepare_run_dir(plan(agg), options)  # unchanged: goes on
-        with pytest.raises(RunError) as info:
-            prepare_run_dir(plan(agg + flex), options)
-        assert "'w' ran on Spark's group-by" in str(info.value)
-        assert "runs on the per-instance engine now" in str(info.value)
+    run_dir = tmp_path / "run"
+    options = RunOptions(inputs={}, base_dir=str(tmp_path), run_dir=str(run_dir))
+    prepare_run_dir(plan(agg), options)
+    saved = json.loads((run_dir / "plan.json").read_text())
+    assert [e["name"] for e in saved["elements"] if e["physical"]["native"] == "aggregation"] == ["w"]
+    prepare_run_dir(plan(agg), options)  # unchanged: goes on
+    with pytest.raises(RunError) as info:
+        prepare_run_dir(plan(agg + flex), options)
+    assert "'w' ran on Spark's group-by" in str(info.value)
+    assert "runs on the per-instance engine now" in str(info.value)
 
 
 def test_checkpoint_refused_when_groups_can_no_longer_be_spread(tmp_path):
     """A per-instance aggregation run a bucket at a time keeps its state split by instance and
-    group (plan.json ``by_group``), whether its changes are read one by one or not; once an item
-    computes on an aggregate while its changes are read, it runs on the row engine with state
+    group (the plan's ``group_columns``), whether its changes are read one by one or not; once an
+    item computes on an aggregate while its changes are read, it runs on the row engine with state
     split by instance alone, and the run directory is refused."""
-    from ccl.plan.planner import plan_project
+    from planned import plan_json
     from runtime.job import RunOptions, prepare_run_dir
     agg = """create input stream s schema (k string, v integer);
     create output window w primary key deduced keep all as select s.k, sum(s.v) v from s group by s.k;\n"""
     reader = "create output stream c as select w.k from w;\n"
-    options = RunOptions(inputs={}, base_dir=str(tmp_path), run_dir=str(tmp_path / "run"),
-                         native_operators=False)
+    options = RunOptions(inputs={}, base_dir=str(tmp_path), run_dir=str(tmp_path / "run"))
     computed = agg.replace("sum(s.v) v", "sum(s.v) + 1 v") + reader
     for text, refused in [(agg, False), (agg + reader, False), (computed, True)]:
         (tmp_path / "p.ccl").write_text(text)
-        plan, diags = plan_project(str(tmp_path / "p.ccl"))
+        plan, diags = plan_json(str(tmp_path / "p.ccl"), native_operators=False)
         assert plan is not None, [str(d) for d in diags]
         if not refused:
             prepare_run_dir(plan, options)
-            assert json.loads((tmp_path / "run" / "plan.json").read_text())["by_group"] == {"w": ["k"]}
+            saved = json.loads((tmp_path / "run" / "plan.json").read_text())
+            assert {e["name"]: e["physical"]["group_columns"] for e in saved["elements"]
+                    if e["physical"]["arrow"] and e["physical"]["group_columns"]} == {"w": ["k"]}
             continue
         with pytest.raises(RunError) as info:
             prepare_run_dir(plan, options)
@@ -175,7 +173,7 @@ def test_checkpoint_refused_when_groups_can_no_longer_be_spread(tmp_path):
 def test_checkpoint_refused_when_an_element_changes_columns(tmp_path):
     """Resuming after a column was added used to go on, reading old changelogs and state with
     nulls (or failing inside Spark)."""
-    from ccl.plan.planner import plan_project
+    from planned import plan_json as plan_project
     from runtime.job import RunOptions, prepare_run_dir
     text = "create input window w schema (k string, v integer) primary key (k);\n"
     options = RunOptions(inputs={}, base_dir=str(tmp_path), run_dir=str(tmp_path / "run"))
@@ -235,7 +233,7 @@ def test_checkpoint_refused_when_rows_spread_otherwise(tmp_path):
     """A run directory whose element spread its rows with another partition method or columns
     (here: a ROUNDROBIN over a window from before it rotated the window's keys, then a HASH) is
     refused; the same partitioning goes on."""
-    from ccl.plan.planner import plan_project
+    from planned import plan_json as plan_project
     from runtime.job import RunOptions, prepare_run_dir
     text = """create input window w schema (k string, v integer) primary key (k);
     create output window o primary key deduced partition by w roundrobin partitions 2

@@ -7,16 +7,36 @@ from typing import Mapping, Optional
 
 from ..analysis.analyzer import PartitionedElement
 from ..analysis.symbols import Element
-from ..plan.partition_functions import why_not_compilable
+from ..plan.codec import plan_to_json
+from ..plan.model import Plan
 from ..syntax.printer import to_ccl
 
 
+def _compiled(plan: Plan) -> dict[tuple[str, str], Optional[str]]:
+    """(partitioned element or module instance as written, input as BY names it) -> why its
+    custom partition function does not compile to a Spark expression (None: it does), as the
+    plan decided."""
+    found: dict[tuple[str, str], Optional[str]] = {}
+    for e in plan.elements:
+        for part in (e.partition, e.module_partition):
+            if part is None:
+                continue
+            target = part.partitions_var.removesuffix("_partitions")
+            for spec in part.specs:
+                if spec.compiled is not None:
+                    found.setdefault((target, spec.alias), spec.why)
+                    found.setdefault((target, spec.input), spec.why)
+    return found
+
+
 def explain_partitioning(partitioned: list[PartitionedElement],
-                         elements: Mapping[str, Element]) -> str:
+                         elements: Mapping[str, Element], plan: Plan) -> str:
     """One paragraph per partitioned element: count, functions and paths, broadcast inputs
-    (``elements``: the project's elements, whose keys ROUNDROBIN rotates)."""
+    (``elements``: the project's elements, whose keys ROUNDROBIN rotates; ``plan``: its decisions
+    on the partition functions)."""
     if not partitioned:
         return "no partitioned elements\n"
+    compiled = _compiled(plan)
     lines: list[str] = []
     for el in partitioned:
         count = f"{el.count} instances" if el.count is not None else f"PARTITIONS {el.count_text} (no value)"
@@ -32,7 +52,7 @@ def explain_partitioning(partitioned: list[PartitionedElement],
                        if key else f"pmod(sequence number, {el.count_text})")
                 lines.append(f"  input {source}: ROUNDROBIN -> Spark expression {how}")
             else:
-                why = why_not_compilable(spec.body, source)
+                why = compiled.get((el.name, source), "not in the plan")
                 path = ("compiled to one Spark expression" if why is None
                         else f"SPLASH interpreter in an Arrow UDF (not compilable: {why})")
                 lines.append(f"  input {source}: custom function -> {path}")
@@ -141,12 +161,13 @@ def _partition_lines(part: Mapping, what: str) -> list[str]:
     return lines
 
 
-def explain_physical(plan: Mapping) -> str:
+def explain_physical(typed: Plan) -> str:
     """Per plan element: kind and role, partitioning, instance count, state, path (with why) and
-    broadcast inputs, in the order the elements run."""
+    broadcast inputs, in the order the elements run; the path and instances are the plan's
+    decisions."""
     from ..ops.compile import element_inputs
-    from ..plan.physical import instance_count, path_of
 
+    plan = plan_to_json(typed)
     elements = plan.get("elements", [])
     lines = [f"physical plan ({len(elements)} element(s), in the order they run):"]
     for i, e in enumerate(elements, 1):
@@ -161,10 +182,10 @@ def explain_physical(plan: Mapping) -> str:
             lines.extend(_partition_lines(e["module_partition"], "module instance partitioning"))
         if e.get("partition"):
             lines.extend(_partition_lines(e["partition"], "partitioning"))
-        lines.append(f"    instances: {instance_count(e)}")
+        physical = e["physical"]
+        lines.append(f"    instances: {physical['instances']}")
         lines.append(f"    state: {state_kind(e)}")
-        path, why = path_of(e, plan)
-        lines.append(f"    path: {path} ({why})")
+        lines.append(f"    path: {physical['path']} ({physical['why']})")
         broadcast = sorted({b for key in ("partition", "module_partition") if e.get(key)
                             for b in e[key].get("broadcast", [])})
         lines.append(f"    broadcast inputs: {', '.join(broadcast) if broadcast else 'none'}")

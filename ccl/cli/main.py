@@ -12,7 +12,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from typing import Optional, Sequence, TextIO
+from typing import TYPE_CHECKING, Optional, Sequence, TextIO
 
 from .. import __version__
 from ..analysis import Analysis, analyze
@@ -24,6 +24,9 @@ from ..syntax.nodes import gc_paused, to_json
 from ..syntax.printer import to_ccl
 from ..syntax.project import UsageError, load_project
 from ..config.project_config import ProjectConfig, load_project_config
+
+if TYPE_CHECKING:
+    from ..plan.model import Plan
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -465,12 +468,12 @@ def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     plan = _plan(args.file, config, analysis, err)
     if plan is None:
         return EXIT_ERRORS
-    out.write(explain_partitioning(analysis.partitioned, analysis.elements))
+    out.write(explain_partitioning(analysis.partitioned, analysis.elements, plan))
     out.write("\n" + explain_physical(plan))
     return EXIT_OK
 
 
-def _plan(path: str, config: ProjectConfig, analysis: Analysis, err: TextIO) -> Optional[dict]:
+def _plan(path: str, config: ProjectConfig, analysis: Analysis, err: TextIO) -> Optional["Plan"]:
     """The plan of a project that checked without errors; None (reported) when it cannot be planned."""
     from ..plan.planner import PlanError, build_plan
 
@@ -483,7 +486,7 @@ def _plan(path: str, config: ProjectConfig, analysis: Analysis, err: TextIO) -> 
 
 
 def _checked_plan(path: str, args: argparse.Namespace, err: TextIO, what: str
-                  ) -> tuple[Optional[dict], ProjectConfig]:
+                  ) -> tuple[Optional["Plan"], ProjectConfig]:
     """Check (diagnostics to ``err``, as `ccl check` prints them) and plan one project."""
     config, analysis, diags = _check(path, args)
     _write_diagnostics(diags, config.sources, err)
@@ -497,6 +500,7 @@ def _checked_plan(path: str, args: argparse.Namespace, err: TextIO, what: str
 def cmd_compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl compile`: NAME.ccx and NAME_job.py (and ccl_runtime.zip with --bundle)."""
     from ..ops.compile import write_compiled
+    from ..plan.model import PLAN_FORMAT, PLAN_VERSION
     from ..config.project_config import project_name
 
     if args.file and args.input_file:
@@ -512,8 +516,8 @@ def cmd_compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         done = write_compiled(plan, project_name(path), out_dir, bundle=args.bundle)
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot write the compiled project to {out_dir}: {exc}") from None
-    out.write(f"wrote {done.plan_file} (plan {plan['format']} version {plan['version']}, "
-              f"{len(plan['elements'])} element(s))\n")
+    out.write(f"wrote {done.plan_file} (plan {PLAN_FORMAT} version {PLAN_VERSION}, "
+              f"{len(plan.elements)} element(s))\n")
     out.write(f"wrote {done.job_file}\n")
     if done.bundle_file:
         out.write(f"wrote {done.bundle_file}\n")
@@ -531,7 +535,9 @@ def cmd_graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     plan, _ = _checked_plan(args.file, args, err, "no graph")
     if plan is None:
         return EXIT_ERRORS
-    text = render(plan, fmt)
+    from ..plan.codec import plan_to_json
+
+    text = render(plan_to_json(plan), fmt)
     if not args.output:
         out.write(text)
         return EXIT_OK
@@ -558,6 +564,7 @@ def _bindings(items: list[str]) -> dict[str, str]:
 
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl run`: check, plan and run a project on Spark."""
+    from ..plan.codec import plan_to_json
     from ..plan.physical import FILE_INPUT_ADAPTERS, unread_adapters
     from ..plan.planner import PlanError, build_plan
     from ..config.project_config import project_name
@@ -576,16 +583,16 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except PlanError as exc:
         err.write(f"{exc}\n")
         return EXIT_ERRORS
-    from runtime.job import RunError, RunOptions, inputs_without_files, is_input
+    from runtime.job import RunError, RunOptions, inputs_without_files
     from runtime.quiet import filtered_stderr, mute_stderr
     from runtime.run import run_plan, status_writer, stopped_by_signals
     from runtime.session import (get_session, gone_message, is_quiet, jvm_gone, spark_gone,
                                  stop_session)
 
-    unknown = sorted(set(inputs) - {e["name"] for e in plan["elements"] if is_input(e)})
+    unknown = sorted(set(inputs) - {e.name for e in plan.elements if e.is_input})
     if unknown:
         raise UsageError(f"--input {unknown[0]}=...: the project has no input element of that name")
-    for a in unread_adapters(plan, inputs):
+    for a in unread_adapters(plan_to_json(plan), inputs):
         err.write(f"ccl run: note: input adapter '{a['name']}' of '{a['element']}' has type "
                   f"{a['type']}, which this runtime does not read (it reads "
                   f"{' and '.join(FILE_INPUT_ADAPTERS)} files); '{a['element']}' gets rows only "
@@ -715,15 +722,17 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     from ..ops import deploy
     from ..ops.compile import write_compiled
+    from ..plan.codec import plan_to_json
     from ..config.project_config import project_name
     from ..ops.workspace import (check_name, project_dir, read_json, resolve_workspace,
                             supervisor_alive, tail_lines)
 
     name = check_name(args.name if args.name is not None else project_name(args.file))
     inputs = _bindings(args.input)
-    plan, config = _checked_plan(args.file, args, err, "not deployed")
-    if plan is None:
+    typed, config = _checked_plan(args.file, args, err, "not deployed")
+    if typed is None:
         return EXIT_ERRORS
+    plan = plan_to_json(typed)
     unknown = sorted(set(inputs) - set(deploy.input_elements(plan)))
     if unknown:
         raise UsageError(f"--input {unknown[0]}=...: the project has no input element of that name")
@@ -747,7 +756,7 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     base_dir = os.path.dirname(os.path.abspath(args.file))
     try:
         os.makedirs(pd.root, exist_ok=True)
-        compiled = write_compiled(plan, project_name(args.file), pd.job_dir, bundle=True)
+        compiled = write_compiled(typed, project_name(args.file), pd.job_dir, bundle=True)
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot write the compiled project to {pd.job_dir}: {exc}") from None
     bindings = deploy.bind_inputs(plan, pd, base_dir, inputs)

@@ -31,6 +31,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
+from ..plan.model import PLAN_VERSION
 from ..plan.physical import input_adapter
 from ..syntax.project import UsageError
 from .workspace import (ProjectDir, driver_pid, process_start_time, read_json, supervisor_alive,
@@ -193,6 +194,11 @@ def check_resumable(pd: ProjectDir, plan: dict) -> None:
             f"{pd.name} and has {now} now: its state is split by instance. Set "
             f"PARTITIONS back to {count}, or deploy under another --name (or remove "
             f"{pd.checkpoint}) to begin with empty state")
+    if old.get("version") != PLAN_VERSION:  # the driver would refuse it, after spark-submit
+        raise UsageError(
+            f"{pd.name} holds a checkpoint written by an older ccl (plan version "
+            f"{old.get('version')!r}), which this ccl does not resume: deploy under another "
+            f"--name, or remove {pd.checkpoint} to begin with empty state")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,13 +1,13 @@
-"""How the runtime executes each planned element: the native Spark path or the per-instance path.
-
-Shared by ``ccl explain`` and the runtime so that what is explained is what runs.
+"""The rules of how the runtime executes each planned element: the native Spark path or the
+per-instance path, over the plan's JSON form. Only the compiler applies them
+(ccl/plan/decisions.py); the plan stores the results, which ``ccl explain`` prints and the runtime
+reads.
 """
 from __future__ import annotations
 
 from typing import Iterable, Mapping, Optional
 
-NATIVE = "native"
-PER_INSTANCE = "per-instance"
+from .model import NATIVE, PER_INSTANCE, READ_AS
 
 
 NATIVE_AGGREGATES = ("count", "sum", "min", "max", "avg")
@@ -99,11 +99,6 @@ def _column(expr: object, alias: str) -> Optional[str]:
         return None
     return expr["field"]["name"]
 
-
-# The kind an element has for the elements that read it: an error stream is a stream (inserts
-# only, no key); a reference, whose rows come from a file bound to it, is a window keyed by its
-# PRIMARY KEY.
-READ_AS = {"error stream": "stream", "reference": "window"}
 
 # Input adapter types whose files the runtime reads (ESP's delimited-file and XML list input
 # adapters). An element with another kind of adapter (Kafka, HANA, JSON, sockets, ...) has rows

@@ -17,6 +17,9 @@ from ..analysis.symbols import Element
 from ..splash.types import Type
 from ..diagnostics import Diagnostic, sort_key
 from ..config.parameters import ResolvedParameter, constant_of, keep_count
+from .codec import plan_from_json
+from .decisions import decide
+from .model import PLAN_FORMAT, PLAN_VERSION, Plan
 from .expressions import (ParamValue, PlanError, PlanSource, QueryScope, column_ref,
                                fold_parameters, json_value, splash_json)
 from ..syntax.project import LoadedProject
@@ -26,8 +29,6 @@ from ..config.secret import Secret, is_secret_name
 from ..config.value_text import canonical_type, parse_value
 
 __all__ = ["PlanError", "build_plan", "plan_project"]
-
-PLAN_FORMAT, PLAN_VERSION = "ccl-plan", 1
 
 
 def type_text(t: Type) -> str:
@@ -403,7 +404,7 @@ _TRUE = {"node": "Literal", "kind": "boolean", "value": True}
 def _and(left: Optional[dict], right: Optional[dict]) -> Optional[dict]:
     if left is None or right is None:
         return left or right
-    return {"node": "Binary", "op": "and", "left": left, "right": right}
+    return {"node": "Binary", "op": "and", "left": left, "right": right, "temporal": None}
 
 
 def _not(e: dict) -> dict:
@@ -426,7 +427,7 @@ def _branch_condition(s: n.CreateSplitter, target: str, qs: QueryScope) -> Optio
         alternatives.append(_conj(earlier) if earlier else _TRUE)
     result = alternatives[0]
     for alt in alternatives[1:]:
-        result = {"node": "Binary", "op": "or", "left": result, "right": alt}
+        result = {"node": "Binary", "op": "or", "left": result, "right": alt, "temporal": None}
     return result
 
 
@@ -496,12 +497,15 @@ def _top_params(parameters: Mapping[str, ResolvedParameter]) -> dict[str, ParamV
 
 def build_plan(project: LoadedProject, analysis: Analysis,
                parameters: Mapping[str, ResolvedParameter], *,
-               adapters_properties: Optional[Sequence[AdapterConfig]] = None) -> dict:
-    """The plan (docs/plan.md) of a project that analysed without errors.
+               adapters_properties: Optional[Sequence[AdapterConfig]] = None,
+               native_operators: bool = True) -> Plan:
+    """The plan (docs/plan.md) of a project that analysed without errors, with its physical
+    decisions (ccl/plan/decisions.py).
 
     ``adapters_properties`` are the adapters with .ccr property sets applied (``ProjectConfig.adapters``);
-    without them the CCL properties alone (with parameters) are used. Raises :class:`PlanError` for
-    what the plan cannot express.
+    without them the CCL properties alone (with parameters) are used. ``native_operators=False``
+    keeps derived elements off Spark's native operators (the differential tests run both ways).
+    Raises :class:`PlanError` for what the plan cannot express.
     """
     if adapters_properties is None:
         adapters_properties, _ = adapter_properties(project, None, parameters)
@@ -510,11 +514,12 @@ def build_plan(project: LoadedProject, analysis: Analysis,
     planner = Planner(project, analysis, parameters)
     planner.run(project.statements, Scope("", params, analysis.elements, modules))
     _give_error_records_their_schemas(planner.elements, planner.globals)
-    return {"format": PLAN_FORMAT, "version": PLAN_VERSION, "project": project_name(project.main),
+    data = {"format": PLAN_FORMAT, "version": PLAN_VERSION, "project": project_name(project.main),
             "file": os.path.basename(project.main),
             "parameters": {k: json_value(v.type, v.value) for k, v in params.items()},
             "globals": planner.globals, "elements": planner.elements,
             "adapters": adapters_json(project, adapters_properties)}
+    return plan_from_json(decide(data, native_operators))
 
 
 _ERROR_RECORD_FUNCTIONS = ("recorddatatostring", "recorddatatorecord")
@@ -541,9 +546,10 @@ def _give_error_records_their_schemas(elements: list[dict], *more: object) -> No
     visit([elements, *more])
 
 
-def plan_project(path: str, ccr: Optional[str] = None, params: Mapping[str, str] = {}
-                 ) -> tuple[Optional[dict], list[Diagnostic]]:
-    """Load, configure and analyse ``path`` as `ccl check` does, then plan it.
+def plan_project(path: str, ccr: Optional[str] = None, params: Mapping[str, str] = {}, *,
+                 native_operators: bool = True) -> tuple[Optional[Plan], list[Diagnostic]]:
+    """Load, configure and analyse ``path`` as `ccl check` does, then plan it
+    (``native_operators``: see :func:`build_plan`).
 
     Returns ``(None, diagnostics)`` when there are errors, else ``(plan, warnings)``.
     """
@@ -555,4 +561,4 @@ def plan_project(path: str, ccr: Optional[str] = None, params: Mapping[str, str]
     if any(d.is_error for d in diags):
         return None, diags
     return build_plan(config.project, analysis, config.parameters,
-                      adapters_properties=config.adapters), diags
+                      adapters_properties=config.adapters, native_operators=native_operators), diags

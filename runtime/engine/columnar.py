@@ -46,7 +46,6 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ccl.plan.physical import columnar_aggregation, group_columns
 from runtime.engine.changes import OPS, Bad, Output
 from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import SplashError, coerce_column, coerce_row, splash_value
@@ -143,9 +142,9 @@ class ColumnarAggregation:
         if spec.get("having") is not None:
             self.items = None
         # each key column a plain group column of its own type: no two groups can share a key
-        self.exact_keys = group_columns(engine.element, plan) is not None
+        self.exact_keys = engine.element["physical"]["group_columns"] is not None
         # one change per input row (the window's changes are read one by one) or per group
-        self.per_row = columnar_aggregation(engine.element, plan) == "rows"
+        self.per_row = engine.element["physical"]["columnar"] == "rows"
         if self.per_row and self.items is None:
             raise ValueError(f"{engine.name}: one change per row needs plain select items")
         self.args: list[list[_Getter]] = []

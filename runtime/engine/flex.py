@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Mapping, Optional, Sequence, Union
 
 from ccl.syntax import nodes as n
-from ccl.plan.physical import READ_AS
+from ccl.plan.model import READ_AS
 from ccl.splash import Interpreter, Record, SplashError, as_type
 from ccl.splash.machine import Cell
 from ccl.splash.windows import WindowView
@@ -30,7 +30,7 @@ NO_PORT = -1  # the port of a bad record from a timer or transaction handler
 
 def make_engine(element: Mapping, plan: Mapping, instance: int = 0) -> Union["FlexEngine", Engine]:
     """The engine of a stateful element: :class:`FlexEngine` for a Flex, else :class:`Engine`.
-    Elements are seen with the kind they have for their readers (ccl.plan.physical.READ_AS)."""
+    Elements are seen with the kind they have for their readers (ccl.plan.model.READ_AS)."""
     if any(e["kind"] in READ_AS for e in plan["elements"]):
         plan = {**plan, "elements": [{**e, "kind": READ_AS.get(e["kind"], e["kind"])}
                                      for e in plan["elements"]]}

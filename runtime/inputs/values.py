@@ -8,7 +8,6 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from ccl.diagnostics import article
 from ccl.splash.convert import (
     parse_boolean,
     parse_decimal,
@@ -153,7 +152,7 @@ def column_parser(ccl_type: str, fmt: CsvFormat) -> Callable[[str], Any]:
     t = ccl_type.strip().lower()
     base = re.match(r"[a-z]+", t)
     name = base.group(0) if base else t
-    not_a = f"is not {article(t)} {t}"
+    not_a = f"is not {'an' if t[:1] in 'aeiou' else 'a'} {t}"
 
     def guarded(fn: Callable[[str], Any]) -> Callable[[str], Any]:
         def parse(s: str) -> Any:

@@ -1,0 +1,15 @@
+"""Plans of CCL text for tests that read a plan's JSON form (what the runtime's engine reads)."""
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+from ccl.diagnostics import Diagnostic
+from ccl.plan.codec import plan_to_json
+from ccl.plan.planner import plan_project
+
+
+def plan_json(path: str, ccr: Optional[str] = None, params: Mapping[str, str] = {}, *,
+              native_operators: bool = True) -> tuple[Optional[dict], list[Diagnostic]]:
+    """:func:`plan_project`, the plan in its JSON form (None when there are errors)."""
+    plan, diags = plan_project(path, ccr, params, native_operators=native_operators)
+    return (plan_to_json(plan) if plan is not None else None), diags

@@ -1,0 +1,75 @@
+"""The typed plan's JSON codec (ccl/plan/codec.py): a round trip over the plans of every project
+in projects/ and of the CCL files the tests use, and the refusal of data that is not a plan of
+this version."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pytest
+
+from ccl.plan.codec import PlanFormatError, plan_from_json, plan_to_json
+from ccl.plan.model import PLAN_VERSION, NATIVE, PER_INSTANCE, Plan
+from ccl.plan.planner import plan_project
+from ccl.syntax import nodes as n
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FILES = sorted(glob.glob(os.path.join(ROOT, "projects", "*", "*.ccl"))
+               + glob.glob(os.path.join(ROOT, "tests", "projects", "**", "*.ccl"), recursive=True))
+
+
+def test_there_are_projects_to_round_trip():
+    assert len(FILES) > 40
+
+
+@pytest.mark.parametrize("path", FILES, ids=[os.path.relpath(f, ROOT) for f in FILES])
+def test_plans_round_trip(path):
+    for native_operators in (True, False):
+        plan, _ = plan_project(path, native_operators=native_operators)
+        if plan is None:
+            pytest.skip("does not plan")
+        data = plan_to_json(plan)
+        assert json.loads(json.dumps(data)) == data  # plain JSON
+        again = plan_from_json(json.loads(json.dumps(data)))
+        assert isinstance(again, Plan) and plan_to_json(again) == data
+        assert data["version"] == PLAN_VERSION and again.native_operators is native_operators
+        for e in again.elements:  # decided, and decoded once: trees, not JSON
+            assert e.physical is not None and e.physical.path in (NATIVE, PER_INSTANCE)
+            assert e.input_where is None or isinstance(e.input_where, n.Node)
+            for sel in e.query.selects if e.query else ():
+                assert all(isinstance(i.expr, n.Node) for i in sel.items)
+
+
+def _data(**changes):
+    plan, _ = plan_project(os.path.join(ROOT, "tests", "projects", "seeds", "hash_maxprice.ccl"))
+    return {**plan_to_json(plan), **changes}
+
+
+@pytest.mark.parametrize("data, message", [
+    (_data(version=1), "plan version 1 is not supported .*run `ccl compile` again"),
+    (_data(version=99), "plan version 99"),
+    ({"format": "x"}, "not a compiled CCL plan"),
+    ([], "not a compiled CCL plan"),
+    (_data(elements=None), "no element list"),
+    (_data(elements=[{"name": "x"}]), "not a valid plan: missing 'kind'"),
+    (_data(elements=[{"name": "x", "kind": "stream", "role": "input", "columns": 3}]),
+     "not a valid plan: a list is expected"),
+    (_data(globals=[{"node": "Nonsense"}]), "not a valid plan: unknown node kind"),
+])
+def test_bad_data_is_refused_with_one_line(data, message):
+    with pytest.raises(PlanFormatError, match=message) as info:
+        plan_from_json(data)
+    assert "\n" not in str(info.value)
+
+
+def test_native_operators_is_a_planning_option(tmp_path):
+    path = tmp_path / "p.ccl"
+    path.write_text("create input stream s schema (k string, v integer);\n"
+                    "create output window w primary key deduced keep all\n"
+                    "  as select s.k, sum(s.v) v from s group by s.k;\n")
+    on, _ = plan_project(str(path))
+    off, _ = plan_project(str(path), native_operators=False)
+    assert [e.physical.native for e in on.elements] == ["input", "aggregation"]
+    assert [e.physical.native for e in off.elements] == ["input", None]
+    assert off.elements[1].physical.path == PER_INSTANCE and off.elements[1].physical.arrow
