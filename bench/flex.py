@@ -36,6 +36,7 @@ from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from ccl.plan.codec import plan_to_json  # noqa: E402
 from ccl.plan.planner import plan_project  # noqa: E402
 from runtime.engine.changes import Event  # noqa: E402
 from runtime.engine.flex import make_engine  # noqa: E402
@@ -134,8 +135,9 @@ def build(text: str, name: str):  # type: ignore[no-untyped-def]
         plan, diags = plan_project(path)
     if plan is None:
         raise SystemExit("\n".join(str(d) for d in diags))
-    element = next(e for e in plan["elements"] if e["name"] == name)
-    return make_engine(element, plan)
+    data = plan_to_json(plan)  # the form the engine reads
+    element = next(e for e in data["elements"] if e["name"] == name)
+    return make_engine(element, data)
 
 
 def trades(rows: int, seed: int = 1) -> list[dict]:

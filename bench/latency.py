@@ -15,7 +15,7 @@ Modes:
 - ``run``: ``ccl run FILE.ccl --master local[2] --checkpoint DIR --input Trades=DIR ...``,
   continuous (no ``--until-idle``), in a subprocess. A user feeds it by putting a new file in the
   input directory (done here as ``ccl publish`` does it: written under a hidden name, then linked
-  into place, ``ccl.workspace.publish_file``) and sees its changes in the run directory's
+  into place, ``ccl.ops.workspace.publish_file``) and sees its changes in the run directory's
   changelog (``DIR/changelog/ELEMENT/batch-N.parquet``, what ``ccl subscribe`` reads).
 - ``cluster``: ``ccl cluster start --port 0 --webui-port 0 --cores 2 --memory 1g`` in a temporary
   workspace (``CCL_WORKSPACE``), ``ccl deploy``, one ``ccl publish NAME Trades FILE.csv`` per
@@ -60,7 +60,7 @@ from typing import Optional
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from ccl import workspace as ws  # noqa: E402
+from ccl.ops import workspace as ws  # noqa: E402
 
 TRADES_SCHEMA = """
 CREATE INPUT STREAM Trades
