@@ -464,6 +464,16 @@ def constant_meta(plan: dict, element: dict, frames: list[DataFrame]) -> set[str
     return {name for name, holds in rules.items() if holds}
 
 
+def _observed(observed: Observation, df: DataFrame, metrics: list[Column]) -> dict:
+    """The metrics ``observed`` collected over ``df``, or ``metrics`` counted by another pass when
+    Spark collected none: a batch without rows (a file of a header only) is optimised into an
+    empty relation that drops the observation, and ``Observation.get`` fails on it."""
+    try:
+        return observed.get
+    except Exception:  # Py4JJavaError (an assertion in toPyRow): no metrics were collected
+        return df.select(*metrics).first().asDict()
+
+
 def _atomic_json(path: str, data: object) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -604,7 +614,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
                 observed = Observation()
                 rows = changelog_frame(df.observe(observed, *tallies).where(F.col(KIND) == "row"), cols)
                 consumer_write(consumer_frame(consumer, rows, batch_id), batch_id)
-                by_kind = {kind: int(n) for kind, n in observed.get.items() if n}
+                by_kind = {kind: int(n) for kind, n in _observed(observed, df, tallies).items() if n}
             else:
                 rows = changelog_frame(df, cols, keep=(KIND,))
                 counted = consumer_write(native_frame(consumer, element, rows),

@@ -628,3 +628,22 @@ def test_bad_records_of_an_input_read_only_by_a_native_aggregation_hold_its_colu
     out = run_project(spark, tmp_path, text, {"s": str(data)})
     assert [(b["reason"], b["row"]) for b in out.bad_records()] == [("no return", {"k": "b", "v": 95})]
     assert {r["k"]: r["n"] for r in out.rows("w")} == {"a": "2"}
+
+
+def test_a_file_of_a_header_only_is_a_batch_without_rows(spark, tmp_path):
+    """A header-only file makes a micro-batch without rows. An input whose one reader runs per
+    instance is counted by Spark's observed metrics, which an empty batch does not collect: the
+    run goes on and counts it as nothing (it stopped the element before)."""
+    text = """
+    create input stream trades schema (id integer, sym string, px float);
+    create output window top primary key deduced keep 3 rows
+      as select trades.sym, max(trades.px) mx from trades keep 3 rows group by trades.sym;
+    """
+    data = tmp_path / "in"
+    write_rows(str(data / "a.csv"), ["id", "sym", "px"], [(1, "A", 1.0), (2, "B", 2.0)])
+    write_rows(str(data / "b.csv"), ["id", "sym", "px"], [])
+    write_rows(str(data / "c.csv"), ["id", "sym", "px"], [(3, "A", 3.0), ("x", "C", 1.0)])
+    out = run_project(spark, tmp_path, text, {"trades": str(data)}, max_files_per_batch=1)
+    assert sorted((r["sym"], r["mx"]) for r in out.rows("top")) == [("A", "3.0"), ("B", "2.0")]
+    assert out.stats("trades")["rows_in"] == 4 and out.stats("trades")["batches"] == 3
+    assert [r["reason"] for r in out.bad_records()] and len(out.bad_records()) == 1
