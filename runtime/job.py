@@ -38,7 +38,7 @@ from pyspark.sql import types as T
 
 from ccl.syntax import nodes as n
 from ccl.plan.codec import plan_to_json
-from ccl.plan.model import PLAN_VERSION, READ_AS, Plan
+from ccl.plan.model import READ_AS, Plan
 
 from .engine.changes import OPS
 from .arrow_state import GROUP, bucket_group, bucket_rows, prune
@@ -47,6 +47,7 @@ from .native_agg import native_writer
 from .parquet_files import write_atomically
 from .file_names import file_name
 from .partition_fn import instance_columns
+from .run_dir import PLAN_FILE, RUN_FILE, by_group, saved_plan, why_not_resumable
 from .processor import (BATCH, INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
                         output_schema, port_column)
 from .types import column, struct
@@ -91,9 +92,6 @@ class RunDirs:
 # Starting: the run directory and the partition counts of an earlier run
 # --------------------------------------------------------------------------------------------------
 
-RUN_FILE = "run.json"
-
-
 def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
     """Create (or reopen) the run directory. A new one keeps the plan it runs (``plan.json``,
     with the plan's physical decisions) and what this run decided from run-time facts
@@ -101,10 +99,15 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
     root = options.run_dir or tempfile.mkdtemp(prefix="ccl-run-")
     for sub in ("queries", "changelog", "stats", "bad"):
         os.makedirs(os.path.join(root, sub), exist_ok=True)
-    saved = os.path.join(root, "plan.json")
-    if os.path.exists(saved):
-        _check_compatible(_saved_plan(root), plan, root)
+    old = saved_plan(root)
+    if old is not None:
+        problem = why_not_resumable(root, old, plan)
+        if problem:
+            raise RunError(f"the run directory {root} cannot be resumed: {problem}. Start from a "
+                           f"new checkpoint directory (or delete this one) to begin again with "
+                           f"empty state.")
         return RunDirs(root)
+    saved = os.path.join(root, PLAN_FILE)
     unrecorded = [] if options.record_inputs else [
         e["name"] for e in plan["elements"] if e["physical"]["unrecorded"]]
     # with a file limit per batch the ccl_csv source stays: it takes files in name order,
@@ -118,81 +121,6 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
         json.dump(plan, f, indent=1, sort_keys=True)
     os.replace(saved + ".tmp", saved)
     return RunDirs(root)
-
-
-def _saved_plan(root: str) -> dict:
-    """The plan of the run directory ``root``; RunError for one written by an older ccl, whose
-    layout (decisions merged into ``plan.json``) this runtime does not read."""
-    with open(os.path.join(root, "plan.json"), encoding="utf-8") as f:
-        saved = json.load(f)
-    version = saved.get("version") if isinstance(saved, dict) else None
-    if version != PLAN_VERSION or not os.path.exists(os.path.join(root, RUN_FILE)):
-        raise RunError(
-            f"the run directory {root} was written by an older ccl (plan version {version!r}), "
-            f"whose layout this runtime does not read. Start from a new checkpoint directory "
-            f"(or delete this one).")
-    return saved
-
-
-def _check_compatible(old: dict, new: dict, root: str) -> None:
-    before = {e["name"]: e["physical"]["instances"] for e in old["elements"]}
-    for e in new["elements"]:
-        name, now = e["name"], e["physical"]["instances"]
-        if name in before and before[name] != now:
-            raise RunError(
-                f"element '{name}' had {before[name]} partition instance(s) in the checkpoint "
-                f"{root} and has {now} now: its state is split by instance and cannot "
-                f"be carried over. Set PARTITIONS back to {before[name]}, or start from a new "
-                f"checkpoint directory (or delete this one) to begin again with empty state.")
-    columns = {e["name"]: (e.get("columns"), e.get("key")) for e in old["elements"]}
-    for e in new["elements"]:
-        was = columns.get(e["name"])
-        if was is not None and was != (e.get("columns"), e.get("key")):
-            raise RunError(
-                f"element '{e['name']}' has other columns or another key than in the checkpoint "
-                f"{root}: its changelog and state cannot be read with the new ones. Start from a "
-                f"new checkpoint directory (or delete this one).")
-    spread = {e["name"]: _spread(e) for e in old["elements"]}
-    for e in new["elements"]:
-        if e["name"] in spread and spread[e["name"]] != _spread(e):
-            raise RunError(
-                f"element '{e['name']}' spreads its rows over its instances otherwise than in the "
-                f"checkpoint {root} (another partition method or columns, or a ROUNDROBIN over a "
-                f"keyed input from before it rotated the input's keys): its state per instance "
-                f"cannot be carried over. Start from a new checkpoint directory (or delete this one).")
-    elements = {e["name"]: e for e in new["elements"]}
-    for name, columns in _by_group(old).items():
-        if name in elements and elements[name]["physical"]["group_columns"] != columns:
-            raise RunError(
-                f"element '{name}' kept its state split by the groups of ({', '.join(columns)}) in "
-                f"the checkpoint {root}, which it cannot now (see ccl explain): its state cannot be "
-                f"carried over. Start from a new checkpoint directory (or delete this one).")
-    native_before, native_now = _native_aggregations(old), _native_aggregations(new)
-    for name in sorted(set(native_before) ^ set(native_now)):
-        how = {True: "Spark's group-by", False: "the per-instance engine"}
-        raise RunError(
-            f"element '{name}' ran on {how[name in native_before]} in the checkpoint {root} and "
-            f"runs on {how[name in native_now]} now (see ccl explain): its state cannot be carried "
-            f"over. Start from a new checkpoint directory (or delete this one).")
-
-
-def _spread(element: dict) -> list:
-    """How an element's rows find their instance: per partitioned input, its method and columns."""
-    return [(p["count"], [(s["input"], s["method"], s.get("columns", [])) for s in p["specs"]])
-            for p in (element.get("partition"), element.get("module_partition")) if p]
-
-
-def _native_aggregations(plan: dict) -> list[str]:
-    """The elements that run as native aggregations (runtime/native_agg.py), whose state is not
-    the per-instance engine's."""
-    return [e["name"] for e in plan["elements"] if e["physical"]["native"] == "aggregation"]
-
-
-def _by_group(plan: dict) -> dict[str, list[str]]:
-    """Per-instance elements run in applyInArrow whose rows go to buckets by instance and group
-    (the plan's ``group_columns``), not by instance alone."""
-    return {e["name"]: e["physical"]["group_columns"] for e in plan["elements"]
-            if e["physical"]["arrow"] and e["physical"]["group_columns"] is not None}
 
 
 @dataclass(frozen=True)
@@ -216,7 +144,11 @@ class RunLayout:
 
 def layout_of(root: str) -> RunLayout:
     """The :class:`RunLayout` of the run directory ``root`` (RunError for an older layout)."""
-    saved = _saved_plan(root)
+    saved = saved_plan(root) or {}
+    problem = why_not_resumable(root, saved, saved)
+    if problem:
+        raise RunError(f"the run directory {root} cannot be read: {problem}. Start from a new "
+                       f"checkpoint directory (or delete this one).")
     with open(os.path.join(root, RUN_FILE), encoding="utf-8") as f:
         run = json.load(f)
     physical = {e["name"]: e["physical"] for e in saved["elements"]}
@@ -225,7 +157,7 @@ def layout_of(root: str) -> RunLayout:
                       if p["fused_consumers"]},
                      frozenset(run["unrecorded"]), frozenset(run["file_source"]),
                      frozenset(name for name, p in physical.items() if p["arrow"]),
-                     _by_group(saved))
+                     by_group(saved))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from cli_runner import run
+from planned import plan_json
 from ccl.ops import deploy as deploy_mod
 from ccl.ops import workspace as ws
 from ccl.syntax.project import UsageError
@@ -442,13 +443,21 @@ def test_deploy_refuses_a_checkpoint_it_cannot_resume(tmp_path, monkeypatch):
                    "create output window o primary key (id) partition by s hash(id) partitions 3 "
                    "as select * from s;\n")
     pd = ws.ProjectDir(str(tmp_path / "ws"), "p")
-    old = {"project": "p", "elements": [{"name": "o", "partition": {"count": 4}}]}
+    before = tmp_path / "before" / "p.ccl"  # the checkpoint's run had 4 instances
+    before.parent.mkdir()
+    before.write_text(src.read_text().replace("partitions 3", "partitions 4"))
+    old, _ = plan_json(str(before))
+    ws.write_json(os.path.join(pd.checkpoint, "run.json"), {"buckets": 8, "unrecorded": [],
+                                                            "file_source": []})
     ws.write_json(os.path.join(pd.checkpoint, "plan.json"), old)
     code, _, err = run("deploy", str(src), "--master", "spark://127.0.0.1:7077")
     assert code == 2 and "had 4 partition instance(s)" in err and "has 3 now" in err
-    ws.write_json(os.path.join(pd.checkpoint, "plan.json"), {"project": "other", "elements": []})
+    ws.write_json(os.path.join(pd.checkpoint, "plan.json"), {**old, "project": "other"})
     code, _, err = run("deploy", str(src), "--master", "spark://127.0.0.1:7077")
     assert code == 2 and "checkpoint of project 'other'" in err
+    ws.write_json(os.path.join(pd.checkpoint, "plan.json"), {**old, "version": 1})
+    code, _, err = run("deploy", str(src), "--master", "spark://127.0.0.1:7077")
+    assert code == 2 and "older ccl (plan version 1)" in err and "remove" in err
 
 
 def test_deploy_command_and_input_bindings(tmp_path, monkeypatch):

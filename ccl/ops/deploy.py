@@ -31,10 +31,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
-from ..plan.model import PLAN_VERSION
 from ..plan.physical import input_adapter
 from ..syntax.project import UsageError
-from .workspace import (ProjectDir, driver_pid, process_start_time, read_json, supervisor_alive,
+from .workspace import (ProjectDir, driver_pid, process_start_time, supervisor_alive,
                         write_json)
 
 STOP_TIMEOUT = 60.0  # seconds `ccl stop` waits for a graceful end before SIGKILL
@@ -177,28 +176,15 @@ def _copy_as(src: str, directory: str, name: str) -> str:
 # --------------------------------------------------------------------------------------------------
 
 def check_resumable(pd: ProjectDir, plan: dict) -> None:
-    """Refuse a checkpoint made by another project or with other partition counts (the driver
-    would refuse it too, but only after spark-submit started)."""
-    from ..plan.physical import changed_instances
+    """Refuse a checkpoint ``plan`` (JSON form) cannot go on from, before spark-submit starts (the
+    driver would refuse it for the same reason, runtime/run_dir.py, but only once started)."""
+    from runtime.run_dir import saved_plan, why_not_resumable
 
-    old = read_json(os.path.join(pd.checkpoint, "plan.json"))
-    if old is None:
-        return
-    if old.get("project") != plan.get("project"):
-        raise UsageError(f"{pd.name} holds a checkpoint of project {old.get('project')!r}, not "
-                         f"{plan.get('project')!r}: deploy under another --name, or remove "
-                         f"{pd.root} to start again")
-    for name, count, now in changed_instances(old, plan):
-        raise UsageError(
-            f"element '{name}' had {count} partition instance(s) in the checkpoint of "
-            f"{pd.name} and has {now} now: its state is split by instance. Set "
-            f"PARTITIONS back to {count}, or deploy under another --name (or remove "
-            f"{pd.checkpoint}) to begin with empty state")
-    if old.get("version") != PLAN_VERSION:  # the driver would refuse it, after spark-submit
-        raise UsageError(
-            f"{pd.name} holds a checkpoint written by an older ccl (plan version "
-            f"{old.get('version')!r}), which this ccl does not resume: deploy under another "
-            f"--name, or remove {pd.checkpoint} to begin with empty state")
+    old = saved_plan(pd.checkpoint)
+    problem = None if old is None else why_not_resumable(pd.checkpoint, old, plan)
+    if problem:
+        raise UsageError(f"{pd.name} cannot go on from its checkpoint: {problem}. Deploy under "
+                         f"another --name, or remove {pd.checkpoint} to begin with empty state")
 
 
 # --------------------------------------------------------------------------------------------------

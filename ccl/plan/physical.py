@@ -26,14 +26,6 @@ def instance_count(element: Mapping) -> int:
     return count
 
 
-def changed_instances(old: Mapping, new: Mapping) -> list[tuple[str, int, int]]:
-    """(element, count before, count now) for each element of plan ``new`` whose instance count
-    differs from plan ``old``'s: state split by instance cannot be carried over."""
-    before = {e.get("name"): instance_count(e) for e in old.get("elements", [])}
-    return [(e["name"], before[e["name"]], instance_count(e)) for e in new.get("elements", [])
-            if e.get("name") in before and before[e["name"]] != instance_count(e)]
-
-
 def uses_time(element: Mapping) -> bool:
     """Whether the element has a time-based KEEP (its own, on a FROM source or on a Flex input), an
     AGES policy or a Flex EVERY handler."""

@@ -1,0 +1,80 @@
+"""The run directory's record of what it was made with (``plan.json``: the plan in its JSON form,
+with its physical decisions) and whether another plan can go on from it.
+
+Imports nothing of Spark: ``ccl deploy`` asks the same question of a deployed project's checkpoint
+before it starts spark-submit, and gets the same answer as the driver would.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+from ccl.plan.model import PLAN_VERSION
+
+PLAN_FILE = "plan.json"
+RUN_FILE = "run.json"
+
+
+def saved_plan(root: str) -> Optional[dict]:
+    """The plan (JSON form) a run directory was begun with, or None when none was begun there."""
+    try:
+        with open(os.path.join(root, PLAN_FILE), encoding="utf-8") as f:
+            saved = json.load(f)
+    except FileNotFoundError:
+        return None
+    return saved if isinstance(saved, dict) else {}
+
+
+def why_not_resumable(root: str, old: dict, new: dict) -> Optional[str]:
+    """Why the plan ``new`` cannot go on from the run directory ``root`` begun with ``old`` (both in
+    their JSON form), in one sentence without the remedy; None when it can."""
+    version = old.get("version")
+    if version != PLAN_VERSION or not os.path.exists(os.path.join(root, RUN_FILE)):
+        return (f"it was written by an older ccl (plan version {version!r}), whose layout this "
+                f"ccl does not read")
+    if old.get("project") != new.get("project"):
+        return f"it holds a checkpoint of project {old.get('project')!r}, not {new.get('project')!r}"
+    before = {e["name"]: e for e in old["elements"]}
+    for e in new["elements"]:
+        was = before.get(e["name"])
+        if was is None:
+            continue
+        name, now = e["name"], e["physical"]["instances"]
+        if was["physical"]["instances"] != now:
+            count = was["physical"]["instances"]
+            return (f"element '{name}' had {count} partition instance(s) in the checkpoint and "
+                    f"has {now} now: its state is split by instance and cannot be carried over "
+                    f"(set PARTITIONS back to {count} to go on from it)")
+        if (was.get("columns"), was.get("key")) != (e.get("columns"), e.get("key")):
+            return (f"element '{name}' has other columns or another key than in the checkpoint: "
+                    f"its changelog and state cannot be read with the new ones")
+        if _spread(was) != _spread(e):
+            return (f"element '{name}' spreads its rows over its instances otherwise than in the "
+                    f"checkpoint (another partition method or columns): its state per instance "
+                    f"cannot be carried over")
+        grouped = by_group(old).get(name)
+        if grouped is not None and e["physical"]["group_columns"] != grouped:
+            return (f"element '{name}' kept its state split by the groups of "
+                    f"({', '.join(grouped)}) in the checkpoint, which it cannot now (see ccl "
+                    f"explain): its state cannot be carried over")
+        native_before = was["physical"]["native"] == "aggregation"
+        if native_before != (e["physical"]["native"] == "aggregation"):
+            how = {True: "Spark's group-by", False: "the per-instance engine"}
+            return (f"element '{name}' ran on {how[native_before]} in the checkpoint and runs on "
+                    f"{how[not native_before]} now (see ccl explain): its state cannot be carried "
+                    f"over")
+    return None
+
+
+def by_group(plan: dict) -> dict[str, list[str]]:
+    """Per-instance elements run in applyInArrow whose rows go to buckets by instance and group
+    (the plan's ``group_columns``), not by instance alone."""
+    return {e["name"]: e["physical"]["group_columns"] for e in plan["elements"]
+            if e["physical"]["arrow"] and e["physical"]["group_columns"] is not None}
+
+
+def _spread(element: dict) -> list:
+    """How an element's rows find their instance: per partitioned input, its method and columns."""
+    return [(p["count"], [(s["input"], s["method"], s.get("columns", [])) for s in p["specs"]])
+            for p in (element.get("partition"), element.get("module_partition")) if p]
