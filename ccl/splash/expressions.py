@@ -82,27 +82,8 @@ class ExpressionCompiler:
     def _e_Var(self, e: n.Var) -> Expr:
         name = e.name.name
         opcode = OPCODES.get(name.lower())
-        if self.locals is not None and name not in self.locals:
-            def ev_outer(m: Machine, f: Frame) -> object:  # no scope of this frame can hold it
-                cell = m.globals.get(name)
-                if cell is not None:
-                    return cell.value
-                sources = f.sources
-                if sources is not None:
-                    row = sources.get(name)
-                    if row is not None:
-                        return row
-                if opcode is not None:
-                    return opcode
-                raise SplashError(f"unknown name '{name}'")
-            return ev_outer
 
-        def ev(m: Machine, f: Frame) -> object:
-            scopes = f.scopes
-            for i in range(len(scopes) - 1, -1, -1):
-                cell = scopes[i].get(name)
-                if cell is not None:
-                    return cell.value
+        def ev_outer(m: Machine, f: Frame) -> object:  # a name no scope of the frame holds
             cell = m.globals.get(name)
             if cell is not None:
                 return cell.value
@@ -114,6 +95,17 @@ class ExpressionCompiler:
             if opcode is not None:
                 return opcode
             raise SplashError(f"unknown name '{name}'")
+
+        if self.locals is not None and name not in self.locals:
+            return ev_outer  # declared nowhere in the body: no scope to search
+
+        def ev(m: Machine, f: Frame) -> object:
+            scopes = f.scopes
+            for i in range(len(scopes) - 1, -1, -1):
+                cell = scopes[i].get(name)
+                if cell is not None:
+                    return cell.value
+            return ev_outer(m, f)
         return ev
 
     def _e_FieldAccess(self, e: n.FieldAccess) -> Expr:
