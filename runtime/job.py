@@ -47,7 +47,7 @@ from .native_agg import native_writer
 from .parquet_files import write_atomically
 from .file_names import file_name
 from .partition_fn import instance_columns
-from .run_dir import PLAN_FILE, RUN_FILE, by_group, saved_plan, why_not_resumable
+from .run_dir import PLAN_FILE, RUN_FILE, RunDirs, by_group, saved_plan, why_not_resumable
 from .processor import (BATCH, INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
                         output_schema, port_column)
 from .types import column, struct
@@ -72,20 +72,6 @@ class RunOptions:
     buckets: int = 8                                         # state groups per element (at most)
     trigger_interval: str = "1 second"                      # a Spark processing-time interval
     max_files_per_batch: Optional[int] = None
-
-
-@dataclass
-class RunDirs:
-    """The paths of one run directory."""
-
-    root: str
-
-    def of(self, what: str, element: str) -> str:
-        return os.path.join(self.root, what, file_name(element))
-
-    def batch_file(self, what: str, element: str, batch_id: int, ext: str) -> str:
-        """``WHAT/ELEMENT/batch-N.EXT``: one micro-batch's changelog, stats or bad records."""
-        return os.path.join(self.of(what, element), f"batch-{batch_id:08d}.{ext}")
 
 
 # --------------------------------------------------------------------------------------------------

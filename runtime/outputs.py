@@ -25,7 +25,8 @@ from pyspark.sql import SparkSession
 
 from .csv_output import write_csv_tables
 from .inputs.formats import CsvFormat, adapter_properties
-from .job import BATCH, RunDirs, RunError, changelog_schema
+from .job import BATCH, RunError, changelog_schema
+from .run_dir import RunDirs
 from .native_agg import final_contents
 from .processor import INST, OP, SEQ, SUB
 

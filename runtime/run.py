@@ -17,9 +17,10 @@ from pyspark.sql.streaming import StreamingQuery
 from ccl.plan.codec import plan_to_json
 from ccl.plan.model import Plan
 
-from .job import (RunDirs, RunError, RunLayout, RunOptions, arrow_transform, batch_writer, element_query,
+from .job import (RunError, RunLayout, RunOptions, arrow_transform, batch_writer, element_query,
                   input_files_stream, is_input, layout_of, prepare_run_dir)
 from .outputs import element_stats, output_adapters, write_outputs
+from .run_dir import RunDirs
 
 
 IDLE_POLL = "100 milliseconds"  # trigger of until-idle queries that cannot use availableNow

@@ -1,19 +1,45 @@
-"""The run directory's record of what it was made with (``plan.json``: the plan in its JSON form,
-with its physical decisions) and whether another plan can go on from it.
+"""The run directory: its paths (:class:`RunDirs`), the record of what it was begun with
+(``plan.json``: the plan in its JSON form, with its physical decisions) and whether another plan
+can go on from it.
 
-Imports nothing of Spark: ``ccl deploy`` asks the same question of a deployed project's checkpoint
-before it starts spark-submit, and gets the same answer as the driver would.
+Imports nothing of Spark: the workspace reads deployed projects' run directories through it, and
+``ccl deploy`` asks the resume question before it starts spark-submit, getting the same answer as
+the driver would.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
+from dataclasses import dataclass
 from typing import Optional
 
 from ccl.plan.model import PLAN_VERSION
 
+from .file_names import file_name
+
 PLAN_FILE = "plan.json"
 RUN_FILE = "run.json"
+
+
+@dataclass
+class RunDirs:
+    """The paths of one run directory."""
+
+    root: str
+
+    def of(self, what: str, element: str) -> str:
+        return os.path.join(self.root, what, file_name(element))
+
+    def batch_file(self, what: str, element: str, batch_id: int, ext: str) -> str:
+        """``WHAT/ELEMENT/batch-N.EXT``: one micro-batch's changelog, stats or bad records."""
+        return os.path.join(self.of(what, element), f"batch-{batch_id:08d}.{ext}")
+
+    def batch_files(self, what: str, ext: str, element: str = "*") -> list[str]:
+        """The complete ``batch-N.EXT`` files of ``what`` for ``element`` (``*``: every element),
+        in batch order per element (files are renamed into place whole)."""
+        name = element if element == "*" else file_name(element)
+        return sorted(glob.glob(os.path.join(self.root, what, name, f"batch-*.{ext}")))
 
 
 def saved_plan(root: str) -> Optional[dict]:

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from runtime import outputs
-from runtime.job import RunDirs
+from runtime.run_dir import RunDirs
 
 ELEMENT = {"name": "w", "kind": "window", "key": ["k", "x"],
            "columns": [["k", "string"], ["x", "float"], ["v", "integer"]]}

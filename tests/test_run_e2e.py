@@ -537,7 +537,7 @@ def test_native_window_contents_come_from_its_snapshot(spark, tmp_path, monkeypa
     changelog; a snapshot from before the snapshot kept each group's last batch goes on without."""
     import pyarrow.parquet as pq
 
-    from runtime.job import RunDirs
+    from runtime.run_dir import RunDirs
     from runtime.native_agg import final_contents
     from runtime import outputs
     from runtime.outputs import CONFLICT, final_rows, last_changes, records

@@ -725,7 +725,8 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ..plan.codec import plan_to_json
     from ..config.project_config import project_name
     from ..ops.workspace import (check_name, project_dir, read_json, resolve_workspace,
-                            supervisor_alive, tail_lines)
+                                 supervisor_alive, tail_lines)
+    from runtime.run_dir import saved_plan
 
     name = check_name(args.name if args.name is not None else project_name(args.file))
     inputs = _bindings(args.input)
@@ -752,7 +753,7 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     deploy.check_resumable(pd, plan)
     deploy.check_java()
     deploy.spark_bin("spark-submit")
-    resuming = os.path.isfile(os.path.join(pd.checkpoint, "plan.json"))
+    resuming = saved_plan(pd.checkpoint) is not None
     base_dir = os.path.dirname(os.path.abspath(args.file))
     try:
         os.makedirs(pd.root, exist_ok=True)

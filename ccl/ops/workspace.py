@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
-import glob
 import json
 import os
 import re
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from runtime.file_names import file_name
+from runtime.run_dir import RunDirs, saved_plan
 
 from ..syntax.project import UsageError
 
@@ -254,7 +254,7 @@ def job_plan(pd: ProjectDir) -> Optional[dict]:
     """The plan the project runs: the compiled ``.ccx`` of the last deploy, else the checkpoint's."""
     meta = pd.meta() or {}
     plan = read_json(os.path.join(pd.job_dir, str(meta.get("plan_file", "")))) if meta.get("plan_file") else None
-    return plan or read_json(os.path.join(pd.checkpoint, "plan.json"))
+    return plan or saved_plan(pd.checkpoint)
 
 
 def _input_names(plan: Optional[dict]) -> set[str]:
@@ -281,7 +281,7 @@ def counters(pd: ProjectDir, plan: Optional[dict] = None, now: Optional[float] =
     plan = plan if plan is not None else job_plan(pd)
     inputs = {file_name(n) for n in _input_names(plan)}
     c = Counters()
-    for path in glob.glob(os.path.join(pd.checkpoint, "stats", "*", "batch-*.json")):
+    for path in RunDirs(pd.checkpoint).batch_files("stats", "json"):
         data = read_json(path)
         try:
             mtime = os.path.getmtime(path)
@@ -544,8 +544,7 @@ def publish_file(source: str, directory: str, pattern: Optional[str] = None) -> 
 def changelog_files(pd: ProjectDir, element: str) -> list[str]:
     """The complete changelog files of an element, in batch order (``batch-N.parquet`` files are
     renamed into place whole)."""
-    return sorted(glob.glob(os.path.join(pd.checkpoint, "changelog", file_name(element),
-                                         "batch-*.parquet")))
+    return RunDirs(pd.checkpoint).batch_files("changelog", "parquet", element)
 
 
 def changelog_rows(path: str, columns: list) -> list[list[str]]:
