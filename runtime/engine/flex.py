@@ -16,7 +16,7 @@ from ccl.splash.machine import Cell
 from ccl.splash.windows import WindowView
 from runtime.engine.cache import Declared, as_nodes
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
-from runtime.engine.element import Engine
+from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import ENGINE_LIMITS, coerce_row
 from runtime.engine.stages import STRICT_KEEPS, RowRefused, SourceStage, apply_to_window, key_of
 from runtime.engine.store import Store
@@ -156,7 +156,7 @@ class FlexEngine:
         seq = state["seq"] if state["seq"] is not None else 0
         out: list[Output] = []
         if self.store is not None:
-            out += [_emit(c) for c in self.store.expire(state["output"], now_ms, seq)]
+            out += [emit_of(c) for c in self.store.expire(state["output"], now_ms, seq)]
         for port, source in enumerate(self.sources):
             evicted = source.expire(state["sources"][port], now_ms, seq)
             if evicted:
@@ -290,8 +290,7 @@ class FlexEngine:
             assert self.store is not None
             changes = apply_to_window(self.store, state["output"], self.strict, self.name, op, key,
                                       row, seq, now_ms)
-            return [Emit(c.op, c.seq, dict((c.old if c.op == "d" else c.new) or {}))  # _emit, inline
-                    for c in changes]
+            return [emit_of(c) for c in changes]
         except RowRefused as e:
             return [Bad(f"output: {e}", seq, port, row)]
 
@@ -303,8 +302,3 @@ def _names(*names: str) -> list[str]:
 
 def _types(columns: Sequence[Sequence[str]]) -> dict:
     return {name: as_type(t) for name, t in columns}
-
-
-def _emit(change: Change) -> Emit:
-    values = change.old if change.op == "d" else change.new
-    return Emit(change.op, change.seq, dict(values or {}))
