@@ -47,7 +47,8 @@ from .native_agg import native_writer
 from .parquet_files import write_atomically
 from .file_names import file_name
 from .partition_fn import instance_columns
-from .run_dir import PLAN_FILE, RUN_FILE, RunDirs, by_group, saved_plan, why_not_resumable
+from .run_dir import (PLAN_FILE, RUN_FILE, RunDirs, by_group, older_layout, saved_plan,
+                      why_not_resumable)
 from .processor import (BATCH, INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, ElementProcessor,
                         output_schema, port_column)
 from .types import column, struct
@@ -131,7 +132,7 @@ class RunLayout:
 def layout_of(root: str) -> RunLayout:
     """The :class:`RunLayout` of the run directory ``root`` (RunError for an older layout)."""
     saved = saved_plan(root) or {}
-    problem = why_not_resumable(root, saved, saved)
+    problem = older_layout(root, saved)
     if problem:
         raise RunError(f"the run directory {root} cannot be read: {problem}. Start from a new "
                        f"checkpoint directory (or delete this one).")

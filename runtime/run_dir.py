@@ -52,13 +52,22 @@ def saved_plan(root: str) -> Optional[dict]:
     return saved if isinstance(saved, dict) else {}
 
 
-def why_not_resumable(root: str, old: dict, new: dict) -> Optional[str]:
-    """Why the plan ``new`` cannot go on from the run directory ``root`` begun with ``old`` (both in
-    their JSON form), in one sentence without the remedy; None when it can."""
-    version = old.get("version")
+def older_layout(root: str, saved: dict) -> Optional[str]:
+    """Why the run directory ``root``, begun with the plan ``saved``, is of a layout this runtime
+    does not read (one sentence without the remedy); None when it reads it."""
+    version = saved.get("version")
     if version != PLAN_VERSION or not os.path.exists(os.path.join(root, RUN_FILE)):
         return (f"it was written by an older ccl (plan version {version!r}), whose layout this "
                 f"ccl does not read")
+    return None
+
+
+def why_not_resumable(root: str, old: dict, new: dict) -> Optional[str]:
+    """Why the plan ``new`` cannot go on from the run directory ``root`` begun with ``old`` (both in
+    their JSON form), in one sentence without the remedy; None when it can."""
+    older = older_layout(root, old)
+    if older:
+        return older
     if old.get("project") != new.get("project"):
         return f"it holds a checkpoint of project {old.get('project')!r}, not {new.get('project')!r}"
     before = {e["name"]: e for e in old["elements"]}
