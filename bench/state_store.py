@@ -69,6 +69,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from runtime.state.store import disk_bytes as du  # noqa: E402  (the store's own count)
+
 ACCOUNTS = [f"ACC{i:05d}" for i in range(5000)]
 T0 = 1_700_000_000_000  # ms: ts of OrderId 0; OrderId k was created at T0 + k ms
 
@@ -132,17 +135,6 @@ def wchar() -> int:
 def rss_mb() -> float:
     """This process's resident memory now, in MB."""
     return _proc_number("/proc/self/status", "VmRSS") / 1024
-
-
-def du(path: str) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.stat(os.path.join(root, name)).st_size
-            except FileNotFoundError:
-                pass
-    return total
 
 
 # --- row codec for the key-value stores ------------------------------------------------------------

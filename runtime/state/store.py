@@ -550,14 +550,15 @@ class BucketStore:
     def stats(self) -> StoreStats:
         """Version, RocksDB's key estimate and the bytes of the store's files."""
         keys = self._db.property_int_value("rocksdb.estimate-num-keys") or 0
-        return StoreStats(self.version, int(keys), _du(self.path))
+        return StoreStats(self.version, int(keys), disk_bytes(self.path))
 
 
 def _load(raw: bytes) -> Any:
     return pickle.loads(raw[1:] if raw[:1] == _UNTIMED else raw[9:])
 
 
-def _du(path: str) -> int:
+def disk_bytes(path: str) -> int:
+    """The bytes of the files under ``path`` (files that go while it counts are skipped)."""
     total = 0
     for top, _dirs, files in os.walk(path):
         for name in files:
