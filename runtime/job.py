@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -389,7 +390,7 @@ def _observed(observed: Observation, df: DataFrame, metrics: list[Column]) -> di
     empty relation that drops the observation, and ``Observation.get`` fails on it."""
     try:
         return observed.get
-    except Exception:  # Py4JJavaError (an assertion in toPyRow): no metrics were collected
+    except Py4JJavaError:  # an assertion in toPyRow: no metrics were collected
         return df.select(*metrics).first().asDict()
 
 
