@@ -79,7 +79,7 @@ def _flex_to_json(f: Flex) -> dict:
 def physical_to_json(p: Physical) -> dict:
     """A :class:`Physical` record as JSON."""
     return {"path": p.path, "why": p.why, "native": p.native, "instances": p.instances,
-            "uses_time": p.uses_time, "columnar": p.columnar,
+            "uses_time": p.uses_time, "columnar": p.columnar, "kernel": p.kernel,
             "group_columns": _opt(p.group_columns, list), "arrow": p.arrow,
             "fused_consumers": list(p.fused_consumers), "unrecorded": p.unrecorded,
             "aggregation": _opt(p.aggregation, lambda a: {
@@ -211,7 +211,7 @@ def physical_from_json(d: Optional[Mapping]) -> Optional[Physical]:
     agg, flt = d.get("aggregation"), d.get("filter")
     return Physical(
         path=d["path"], why=d["why"], native=d.get("native"), instances=int(d.get("instances", 1)),
-        uses_time=bool(d.get("uses_time")), columnar=d.get("columnar"),
+        uses_time=bool(d.get("uses_time")), columnar=d.get("columnar"), kernel=d.get("kernel"),
         group_columns=None if d.get("group_columns") is None else tuple(d["group_columns"]),
         arrow=bool(d.get("arrow")), fused_consumers=tuple(d.get("fused_consumers") or ()),
         unrecorded=bool(d.get("unrecorded")),

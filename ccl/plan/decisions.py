@@ -116,6 +116,7 @@ def decide(plan: dict, native_operators: bool = True) -> dict:
         physical = {
             "path": path, "why": why, "native": native[e["name"]], "instances": ph.instance_count(e),
             "uses_time": e["name"] in timed, "columnar": ph.columnar_aggregation(e, plan),
+            "kernel": ph.columnar_kernel(e, plan) if native[e["name"]] is None else None,
             "group_columns": ph.group_columns(e, plan), "arrow": e["name"] in arrow,
             "fused_consumers": fused.get(e["name"], []), "unrecorded": e["name"] in unrecorded,
             "aggregation": (ph.native_aggregation(e, plan)

@@ -227,6 +227,8 @@ class Physical:
     - ``instances``: partition instances (a module PARTITION multiplies);
     - ``uses_time``: a time-based KEEP, AGES or a Flex EVERY (needs timers);
     - ``columnar``: ``"batch"``, ``"rows"`` or None (runtime/engine/columnar.py);
+    - ``kernel``: the columnar kernel that runs a per-instance element other than a stream
+      aggregation a bucket at a time (:func:`ccl.plan.physical.columnar_kernel`), or None;
     - ``group_columns``: for a columnar aggregation, the source columns its buckets spread by;
     - ``arrow``: a per-instance element without timers, run in applyInArrow with state files;
     - ``fused_consumers``: the elements that run inside this element's batches;
@@ -241,6 +243,7 @@ class Physical:
     instances: int = 1
     uses_time: bool = False
     columnar: Optional[str] = None
+    kernel: Optional[str] = None
     group_columns: Optional[tuple[str, ...]] = None
     arrow: bool = False
     fused_consumers: tuple[str, ...] = ()

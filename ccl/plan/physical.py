@@ -5,7 +5,7 @@ reads.
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
 from .model import NATIVE, PER_INSTANCE, READ_AS
 
@@ -248,6 +248,21 @@ def columnar_aggregation(element: Mapping, plan: Mapping) -> Optional[str]:
     plain = all((e.get("node") == "Var" and e["name"]["name"] in aggregates) or _column(e, alias)
                 for e in items.values())
     return "rows" if plain and sel.get("having") is None else None
+
+
+def columnar_kernel(element: Mapping, plan: Mapping) -> Optional[str]:
+    """The columnar kernel (runtime/engine/kernels/) that runs the per-instance ``element`` a
+    bucket of rows at a time, on the engine's own state and with the engine's very outputs, or
+    None (the engine runs it row by row). Stream aggregations have their own rule
+    (:func:`columnar_aggregation`). The first kernel that takes the element wins."""
+    for name, takes in _KERNELS:
+        if takes(element, plan):
+            return name
+    return None
+
+
+# (name, rule) of each columnar kernel, in the order they are tried.
+_KERNELS: list[tuple[str, Callable[[Mapping, Mapping], bool]]] = []
 
 
 # Column types whose values Spark's hash() tells apart as Python's equality does (not float: 0.0
