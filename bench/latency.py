@@ -22,7 +22,9 @@ Modes:
   event, the changes read from the changelog files ``ccl subscribe`` reads; ``ccl stop`` and
   ``ccl cluster stop`` at the end whatever happens, then any process group left is killed.
 
-Both use the default trigger interval (``runtime.trigger_interval``, 1 second). Events go one at a
+Both use the default triggers: the project's one query looks for new files every
+``runtime.poll_interval`` (100 ms); queries of elements with timers (none here) run every
+``runtime.trigger_interval`` (1 second). Events go one at a
 time: one trade (a new TradeId) per file; the next is published once the change of the last one
 is visible. Latency is measured from the moment the file is in place in the input directory (its
 inode's ctime: the link that makes it visible) to the moment a changelog file holding the
@@ -32,7 +34,8 @@ the time of the ``ccl publish`` command itself (a Python start) is reported apar
 sent first and not counted (the first batches of a query are slower). Every event's change must
 arrive (within ``--timeout`` seconds), else the bench fails.
 
-Micro-batch costs come from Spark's own query checkpoints (``DIR/queries/ELEMENT/``): a batch
+Micro-batch costs come from Spark's own query checkpoints (``DIR/project_query/`` for the project's
+one query, shown as ``(project)``; ``DIR/queries/ELEMENT/`` for an element's own): a batch
 starts at its ``batchTimestampMs`` (in ``offsets/N``, the trigger time) and ends when
 ``commits/N`` is written (its mtime). The one-row batches are those of the counted events; the
 empty ones come from ``--empty`` files holding only a header line, published after the events
@@ -176,8 +179,8 @@ def query_batches(run_dir: str) -> dict[str, list[Batch]]:
     """Each query's finished batches, from its checkpoint (offsets/N: the trigger time;
     commits/N: written when the batch is done)."""
     out: dict[str, list[Batch]] = {}
-    for qdir in sorted(glob.glob(os.path.join(run_dir, "queries", "*"))):
-        name = os.path.basename(qdir)
+    for qdir in _query_dirs(run_dir):
+        name = _query_name(qdir)
         batches = []
         for commit in glob.glob(os.path.join(qdir, "commits", "[0-9]*")):
             n = os.path.basename(commit)
@@ -192,11 +195,25 @@ def query_batches(run_dir: str) -> dict[str, list[Batch]]:
     return out
 
 
+PROJECT_QUERY = "(project)"  # the name shown for the project's one query (RUN/project_query)
+
+
+def _query_dirs(run_dir: str) -> list[str]:
+    """The Spark checkpoints of a run: the project's query and the elements' own queries."""
+    own = os.path.join(run_dir, "project_query")
+    return ([own] if os.path.isdir(own) else []) + sorted(glob.glob(os.path.join(run_dir, "queries", "*")))
+
+
+def _query_name(qdir: str) -> str:
+    return PROJECT_QUERY if os.path.basename(qdir) == "project_query" else os.path.basename(qdir)
+
+
 def query_order(run_dir: str) -> list[str]:
-    """The queries in the plan's element order (plan.json of the run directory)."""
+    """The queries in the plan's element order (plan.json of the run directory), the project's
+    query first."""
     plan = ws.read_json(os.path.join(run_dir, "plan.json")) or {}
-    names = [e["name"] for e in plan.get("elements", [])]
-    present = {os.path.basename(q) for q in glob.glob(os.path.join(run_dir, "queries", "*"))}
+    names = [PROJECT_QUERY] + [e["name"] for e in plan.get("elements", [])]
+    present = {_query_name(q) for q in _query_dirs(run_dir)}
     return [n for n in names if n in present] + sorted(present - set(names))
 
 
@@ -457,16 +474,16 @@ def measure(mode: str, hops: int, events: int, empty: int, timeout: float, start
         for q, _, seconds in ev.hops:
             one_row[q].append(seconds)
     # (the last event's batch commits after its change is visible: it is not one of these)
-    empty_batches = [b.seconds for b in batches.get("Trades", [])
+    empty_batches = [b.seconds for b in batches.get(PROJECT_QUERY, batches.get("Trades", []))
                      if empties and b.start >= empties[0] - LISTING]
     result = {
         "mode": mode, "hops": hops, "element": element, "events": events,
-        "trigger_interval": "1 second", "queries": order,
+        "poll_interval": "100 milliseconds", "queries": order,
         "latency": summary([ev.latency for ev in counted]),
         "latencies": [ev.latency for ev in counted],
         "publish_command": summary([ev.publish_command for ev in counted if ev.publish_command]),
         "one_row_batch": {q: summary(v) for q, v in one_row.items()},
-        "empty_batch": {"Trades": summary(empty_batches)},
+        "empty_batch": {order[0] if order else "Trades": summary(empty_batches)},
         "empty_batch_error": empty_error,
         "wait_for_trigger": {q: summary([w for ev in counted for (qq, w, _) in ev.hops if qq == q])
                              for q in order},

@@ -30,7 +30,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -42,7 +42,7 @@ from ccl.plan.codec import plan_to_json
 from ccl.plan.model import READ_AS, Plan
 
 from .engine.changes import OPS
-from .arrow_state import GROUP, bucket_group, bucket_rows, prune
+from .arrow_state import GROUP, bucket_group, bucket_rows, bucket_runner, buckets_here, prune
 from .built_once import once
 from .native_agg import native_writer
 from .parquet_files import write_atomically
@@ -73,6 +73,12 @@ class RunOptions:
     record_inputs: bool = False
     buckets: int = 8                                         # state groups per element (at most)
     trigger_interval: str = "1 second"                      # a Spark processing-time interval
+    # the trigger of the project's query (runtime/project_query.py): how soon an idle project
+    # sees a new input file
+    poll_interval: str = "100 milliseconds"
+    # a batch of the project's query whose new files hold at most this many bytes has each
+    # stage's rows collected and written on the driver (runtime/project_query.py)
+    collect_bytes: int = 8 << 20
     max_files_per_batch: Optional[int] = None
 
 
@@ -96,19 +102,50 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
                            f"empty state.")
         return RunDirs(root)
     saved = os.path.join(root, PLAN_FILE)
+    project = project_members(plan, options)
     unrecorded = [] if options.record_inputs else [
-        e["name"] for e in plan["elements"] if e["physical"]["unrecorded"]]
+        e["name"] for e in plan["elements"]
+        if e["physical"]["unrecorded"] or _read_in_project(e, plan, project)]
     # with a file limit per batch the ccl_csv source stays: it takes files in name order,
     # Spark's file source the oldest first
     file_source = ([] if options.max_files_per_batch else
                    [e["name"] for e in plan["elements"] if e["physical"]["native"] == "input"
                     and not _hidden_file(e, plan, options)])
     _atomic_json(os.path.join(root, RUN_FILE), {"buckets": options.buckets, "unrecorded": unrecorded,
-                                                "file_source": file_source})
+                                                "file_source": file_source, "project_query": project})
     with open(saved + ".tmp", "w", encoding="utf-8") as f:  # last: the mark of a run begun
         json.dump(plan, f, indent=1, sort_keys=True)
     os.replace(saved + ".tmp", saved)
     return RunDirs(root)
+
+
+def project_members(plan: dict, options: RunOptions) -> list[str]:
+    """The elements this run runs as stages of the project's one query (runtime/project_query.py),
+    in dependency order: those the plan marks ``project_stage`` whose inputs Spark's file source
+    can list (not one named file it never lists, see :func:`_hidden_file`) and whose every source
+    is one of them. None with a file limit per batch (the per-element queries take files in name
+    order, Spark's file source the oldest first)."""
+    if options.max_files_per_batch:
+        return []
+    members: list[str] = []
+    for e in plan["elements"]:
+        if not e["physical"]["project_stage"]:
+            continue
+        if (not _hidden_file(e, plan, options) if is_input(e)
+                else all(src in members for _, src in ports_of(e))):
+            members.append(e["name"])
+    return members
+
+
+def _read_in_project(element: dict, plan: dict, project: list[str]) -> bool:
+    """Whether ``element`` is an input of the project's query whose changelog nothing reads: every
+    reader is a stage of the same query and no output adapter writes it."""
+    name = element["name"]
+    if name not in project or not is_input(element) or any(
+            a["direction"] == "output" and a["element"] == name for a in plan["adapters"]):
+        return False
+    return all(e["name"] in project for e in plan["elements"]
+               if e["name"] != name and any(src == name for _, src in ports_of(e)))
 
 
 @dataclass(frozen=True)
@@ -128,6 +165,8 @@ class RunLayout:
     # per-instance aggregations whose rows go to buckets by instance and group (these columns),
     # not by instance alone
     by_group: dict[str, list[str]] = field(default_factory=dict)
+    # the stages of the project's one query, in dependency order (runtime/project_query.py)
+    project: tuple[str, ...] = ()
 
 
 def layout_of(root: str) -> RunLayout:
@@ -145,7 +184,7 @@ def layout_of(root: str) -> RunLayout:
                       if p["fused_consumers"]},
                      frozenset(run["unrecorded"]), frozenset(run["file_source"]),
                      frozenset(name for name, p in physical.items() if p["arrow"]),
-                     by_group(saved))
+                     by_group(saved), tuple(run["project_query"]))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -170,7 +209,7 @@ def read_changelog(spark: SparkSession, dirs: RunDirs, element: dict,
     return reader.parquet(path)
 
 
-def _input_files(element: dict, plan: dict, options: RunOptions):
+def input_files(element: dict, plan: dict, options: RunOptions):
     """Where an input element's rows come from: a ``--input`` binding or a file input adapter
     (the plan's ``input_adapter``); the adapter's properties shape the parsing."""
     from .inputs.formats import XML_LIST, adapter_properties
@@ -211,7 +250,7 @@ def inputs_without_files(typed: Plan, options: RunOptions) -> list[str]:
     plan = plan_to_json(typed)
     notes = []
     for e in plan["elements"]:
-        spec = _input_files(e, plan, options)[0] if is_input(e) else None
+        spec = input_files(e, plan, options)[0] if is_input(e) else None
         if spec is None or list_new_files(spec, ()):
             continue
         where = os.path.join(spec.dir, spec.file or spec.pattern or "*")
@@ -223,7 +262,7 @@ def inputs_without_files(typed: Plan, options: RunOptions) -> list[str]:
 def _hidden_file(element: dict, plan: dict, options: RunOptions) -> bool:
     """Whether ``element`` reads one named file that Spark's file source never lists: a name
     starting with "_" or "." (Hadoop's hidden files). The ``ccl_csv`` source reads it."""
-    spec = _input_files(element, plan, options)[0]
+    spec = input_files(element, plan, options)[0]
     return spec is not None and (spec.file or "").startswith(("_", "."))
 
 
@@ -507,14 +546,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
         return native_frame(consumer, element, rows)
     errors = error_writer(element, plan, dirs)
     if native == "aggregation":
-        return native_writer(
-            element, element["physical"]["aggregation"], dirs.of("native", name),
-            write_stats=lambda batch_id, stats: _atomic_json(
-                dirs.batch_file("stats", name, batch_id, "json"), stats),
-            write_bad=lambda rows, batch_id: _write_bad(
-                rows.select(_why_info(rows).alias(INFO)), name,
-                dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id),
-            changelog_path=lambda batch_id: dirs.batch_file("changelog", name, batch_id, "parquet"))
+        return aggregation_writer(element, dirs, plan)
 
     # An input whose changelog nothing reads and whose one reader is a native aggregation or runs
     # in applyInArrow hands its batch over unread: the reader's pass counts the input's rows too
@@ -550,39 +582,11 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
                           "bad": bad, "instances": {"0": received} if received else {}})
         return write_through
 
+    write_element = element_writer(element, dirs, plan, layout)
+
     def write(df: DataFrame, batch_id: int) -> None:
-        df = df.persist()
+        df, produced = write_element(df, batch_id)
         try:
-            # (as Arrow: a row per instance and kind, 130,000 of them with 65,535 instances, which
-            # collect() turned into Row objects in about a second)
-            counts = df.groupBy(KIND, INST, OP).agg(F.count(F.lit(1)).alias("n"), F.sum(SEQ).alias("s"),
-                                                    F.sum(SUB).alias("u")).toArrow().to_pylist()
-            rows_out: dict[str, int] = {}
-            for r in counts:
-                if r[KIND] == "row":
-                    rows_out[r[OP]] = rows_out.get(r[OP], 0) + r["n"]
-            # per instance the rows it received; rows_in also counts those that reached none
-            # (bad on arrival: no partition instance, or not parsed)
-            instances: dict[str, int] = {}
-            if native in ("input", "stream"):  # one output row per input row, no stat rows
-                for r in counts:
-                    if r[KIND] != "bad":
-                        instances[str(r[INST])] = instances.get(str(r[INST]), 0) + int(r["n"])
-                rows_in = sum(int(r["n"]) for r in counts)
-            else:
-                stats = [r for r in counts if r[KIND] == "stat"]
-                instances = {str(r[INST]): int(r["s"]) for r in stats if r["s"]}
-                rows_in = sum(int(r["s"]) + int(r["u"]) for r in stats)
-            produced = sum(rows_out.values())
-            if produced and name not in unrecorded:
-                data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
-                                                             *[column(c) for c in cols])
-                _single_parquet(data, dirs.batch_file("changelog", name, batch_id, "parquet"))
-            bad = (_write_bad(df.where(F.col(KIND) == "bad"), name,
-                              dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id)
-                   if any(r[KIND] == "bad" for r in counts) else {})
-            _atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
-                         {"rows_in": rows_in, "rows_out": rows_out, "bad": bad, "instances": instances})
             if consumers and produced:
                 rows = changelog_frame(df.where(F.col(KIND) == "row"), cols)
                 for consumer, consumer_write in consumers:
@@ -592,6 +596,112 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
         if name in layout.arrow_state:
             prune(dirs.of("state", name), batch_id)
     return write
+
+
+def aggregation_writer(element: dict, dirs: RunDirs, plan: dict) -> Callable[..., Optional[dict[int, int]]]:
+    """The batch function of a native aggregation (:func:`runtime.native_agg.native_writer`), writing
+    into the run directory ``dirs``."""
+    name = element["name"]
+    errors = error_writer(element, plan, dirs)
+    return native_writer(
+        element, element["physical"]["aggregation"], dirs.of("native", name),
+        write_stats=lambda batch_id, stats: _atomic_json(
+            dirs.batch_file("stats", name, batch_id, "json"), stats),
+        write_bad=lambda rows, batch_id: _write_bad(
+            rows.select(_why_info(rows).alias(INFO)), name,
+            dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id),
+        changelog_path=lambda batch_id: dirs.batch_file("changelog", name, batch_id, "parquet"))
+
+
+def element_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout
+                   ) -> Callable[[DataFrame, int], tuple[DataFrame, bool]]:
+    """What writes one batch of ``element``'s processor output rows (runtime/processor.py): its
+    changelog (unless the element is unrecorded), its bad records (also into the error streams
+    on it) and its counters. Returns the batch's rows persisted (the caller unpersists them) and
+    whether it produced any changelog row."""
+    name = element["name"]
+    cols = [c for c, _ in element["columns"]]
+    native = element["physical"]["native"]
+    errors = error_writer(element, plan, dirs)
+
+    def write(df: DataFrame, batch_id: int) -> tuple[DataFrame, bool]:
+        df = df.persist()
+        # (as Arrow: a row per instance and kind, 130,000 of them with 65,535 instances, which
+        # collect() turned into Row objects in about a second)
+        counts = df.groupBy(KIND, INST, OP).agg(F.count(F.lit(1)).alias("n"), F.sum(SEQ).alias("s"),
+                                                F.sum(SUB).alias("u")).toArrow().to_pylist()
+        rows_out, rows_in, instances = _counters(counts, native)
+        if rows_out and name not in layout.unrecorded:
+            data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
+                                                         *[column(c) for c in cols])
+            _single_parquet(data, dirs.batch_file("changelog", name, batch_id, "parquet"))
+        bad = (_write_bad(df.where(F.col(KIND) == "bad"), name,
+                          dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id)
+               if any(r[KIND] == "bad" for r in counts) else {})
+        _atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
+                     {"rows_in": rows_in, "rows_out": rows_out, "bad": bad, "instances": instances})
+        return df, bool(rows_out)
+    return write
+
+
+def table_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout
+                 ) -> Callable[[Any, int], Optional[Any]]:
+    """:func:`element_writer` for a batch's processor output rows collected on the driver (an
+    Arrow table of :func:`runtime.processor.output_schema`): the same files, written here with
+    pyarrow instead of by Spark jobs. Returns the changelog rows (an Arrow table of
+    :func:`changelog_schema`), None when there are none."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    name = element["name"]
+    cols = [c for c, _ in element["columns"]]
+    native = element["physical"]["native"]
+    errors = error_writer(element, plan, dirs)
+    schema = to_arrow_schema(changelog_schema(element), timezone="UTC")
+
+    def write(table: Any, batch_id: int) -> Optional[Any]:
+        counts = (table.group_by([KIND, INST, OP], use_threads=False)
+                  .aggregate([([], "count_all"), (SEQ, "sum"), (SUB, "sum")])
+                  .rename_columns([KIND, INST, OP, "n", "s", "u"]).to_pylist())
+        rows_out, rows_in, instances = _counters(counts, native)
+        rows = None
+        if rows_out:
+            kept = table.filter(pc.equal(table.column(KIND), "row"))
+            batch = pa.array([batch_id] * kept.num_rows, pa.int64())
+            rows = pa.Table.from_arrays([batch] + [kept.column(c) for c in (INST, SEQ, SUB, OP, *cols)],
+                                        schema=schema)
+            if name not in layout.unrecorded:
+                write_atomically(dirs.batch_file("changelog", name, batch_id, "parquet"), rows)
+        infos = (table.filter(pc.equal(table.column(KIND), "bad")).column(INFO).to_pylist()
+                 if any(r[KIND] == "bad" for r in counts) else [])
+        bad = write_bad_infos(infos, name, dirs.batch_file("bad", name, batch_id, "jsonl"), errors,
+                              batch_id)
+        _atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
+                     {"rows_in": rows_in, "rows_out": rows_out, "bad": bad, "instances": instances})
+        return rows
+    return write
+
+
+def _counters(counts: list[dict], native: Optional[str]) -> tuple[dict[str, int], int, dict[str, int]]:
+    """An element's counters of a batch from its output rows counted by kind, instance and
+    opcode (``n`` rows, ``s`` and ``u`` the sums of their sequence and sub-numbers: a ``stat``
+    row carries the rows an instance received in ``__seq`` and those that came to it bad in
+    ``__sub``): rows out by opcode, rows in, rows received per instance. Rows in also counts
+    those that reached no instance (bad on arrival: no partition instance, or not parsed)."""
+    rows_out: dict[str, int] = {}
+    for r in counts:
+        if r[KIND] == "row":
+            rows_out[r[OP]] = rows_out.get(r[OP], 0) + int(r["n"])
+    instances: dict[str, int] = {}
+    if native in ("input", "stream"):  # one output row per input row, no stat rows
+        for r in counts:
+            if r[KIND] != "bad":
+                instances[str(r[INST])] = instances.get(str(r[INST]), 0) + int(r["n"])
+        return rows_out, sum(int(r["n"]) for r in counts), instances
+    stats = [r for r in counts if r[KIND] == "stat"]
+    return (rows_out, sum(int(r["s"]) + int(r["u"]) for r in stats),
+            {str(r[INST]): int(r["s"]) for r in stats if r["s"]})
 
 
 def arrow_transform(plan: dict, element: dict, dirs: RunDirs,
@@ -606,6 +716,21 @@ def arrow_transform(plan: dict, element: dict, dirs: RunDirs,
     def rows(proc_in: DataFrame, batch_id: int) -> DataFrame:
         return bucket_rows(proc_in, group, plan_text, element, first, state_dir, batch_id,
                            int(time.time() * 1000))
+    return rows
+
+
+def local_arrow_transform(plan: dict, element: dict, dirs: RunDirs) -> Callable[[Any, int], Any]:
+    """:func:`arrow_transform` for a small batch, run here on the driver: from the batch's
+    processor input collected (an Arrow table with ``__bucket``) to its processor output rows (an
+    Arrow table), each bucket through the very function applyInArrow runs, with the same state
+    files."""
+    plan_text = json.dumps(plan)
+    first = first_ports(plan, element)
+    state_dir = dirs.of("state", element["name"])
+
+    def rows(proc_in: Any, batch_id: int) -> Any:
+        return buckets_here(bucket_runner(plan_text, element["name"], first, state_dir, batch_id,
+                                          int(time.time() * 1000)), proc_in, element)
     return rows
 
 
@@ -644,7 +769,13 @@ def _write_bad(bad: DataFrame, element: str, path: str,
                errors: Callable[[list[dict], int], None], batch_id: int) -> dict[str, int]:
     """Bad records as JSON lines (element, reason, row), also handed to ``errors`` (the error
     streams on the element); their counts by reason."""
-    infos = [r[INFO] for r in bad.select(INFO).collect()]
+    return write_bad_infos([r[INFO] for r in bad.select(INFO).collect()], element, path, errors,
+                           batch_id)
+
+
+def write_bad_infos(infos: list[str], element: str, path: str,
+                    errors: Callable[[list[dict], int], None], batch_id: int) -> dict[str, int]:
+    """:func:`_write_bad` for the ``__info`` texts of the bad records."""
     if not infos:
         return {}
     counts: dict[str, int] = {}
@@ -730,7 +861,7 @@ def input_frame(spark: SparkSession, plan: dict, element: dict, options: RunOpti
     not parse have ``__why`` and ``__raw``). None when no file is bound to the element."""
     from .inputs.source import read_input
 
-    files, props = _input_files(element, plan, options)
+    files, props = input_files(element, plan, options)
     if files is None:
         return None
     opts = {k: str(v) for k, v in props.items()}
@@ -741,10 +872,10 @@ def input_frame(spark: SparkSession, plan: dict, element: dict, options: RunOpti
         df = read_input(spark, element, files, options=opts)
     except ValueError as exc:  # a delimiter or date format the reader cannot use
         raise RunError(f"input of '{element['name']}': {exc}") from None
-    return _frame_layout(df)
+    return frame_layout(df)
 
 
-def _frame_layout(df: DataFrame) -> DataFrame:
+def frame_layout(df: DataFrame) -> DataFrame:
     """Rows of an input source (runtime/inputs/source.py) in the processor's frame layout."""
     return df.select(*_layout_columns(tuple(df.columns)))
 
@@ -763,7 +894,7 @@ def input_files_stream(spark: SparkSession, plan: dict, element: dict, options: 
     (:func:`native_input`); None when no file is bound to the element."""
     from .inputs.file_input import batch_rows, file_stream, input_format
 
-    files, props = _input_files(element, plan, options)
+    files, props = input_files(element, plan, options)
     if files is None:
         return None
     try:
@@ -775,7 +906,7 @@ def input_files_stream(spark: SparkSession, plan: dict, element: dict, options: 
         paths = [r[0] for r in batch.collect()]
         parsed = batch_rows(batch.sparkSession, element, files, fmt,
                             dirs.of("sources", element["name"]), paths)
-        return native_input(element, _frame_layout(parsed))
+        return native_input(element, frame_layout(parsed))
     try:
         return file_stream(spark, files, options.max_files_per_batch), rows
     except OSError as exc:  # the directory is missing and cannot be made

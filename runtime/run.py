@@ -11,7 +11,7 @@ from typing import Callable, Iterator, Optional, TextIO
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException, StreamingQueryException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from ccl.plan.codec import plan_to_json
@@ -20,9 +20,11 @@ from ccl.plan.model import Plan
 from .job import (RunError, RunLayout, RunOptions, arrow_transform, batch_writer, element_query,
                   input_files_stream, is_input, layout_of, prepare_run_dir)
 from .outputs import element_stats, output_adapters, write_outputs
+from .project_query import project_batch, project_listing, query_dir
 from .run_dir import RunDirs
 
 
+PROJECT_QUERY = "ccl:project"  # the name of the project's one query (runtime/project_query.py)
 IDLE_POLL = "100 milliseconds"  # trigger of until-idle queries that cannot use availableNow
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
@@ -78,7 +80,8 @@ def _start(spark: SparkSession, plan: dict, element: dict, options: RunOptions, 
 
 def _start_query(spark: SparkSession, plan: dict, element: dict, options: RunOptions, dirs: RunDirs,
                  layout: RunLayout) -> Optional[StreamingQuery]:
-    if any(element["name"] in consumers for consumers in layout.fused.values()):
+    if (element["name"] in layout.project
+            or any(element["name"] in consumers for consumers in layout.fused.values())):
         return None
     write = batch_writer(element, dirs, plan, layout)
     if element["name"] in layout.file_source:
@@ -94,10 +97,34 @@ def _start_query(spark: SparkSession, plan: dict, element: dict, options: RunOpt
         if element["name"] in layout.arrow_state:
             transform = arrow_transform(plan, element, dirs, layout.buckets)
             write = (lambda df, batch_id, write=write: write(transform(df, batch_id), batch_id))
-    writer = (frame.writeStream.foreachBatch(write)
-              .option("checkpointLocation", dirs.of("queries", element["name"]))
-              .queryName(f"ccl:{element['name']}"))
-    if options.until_idle and not element["physical"]["uses_time"]:
+    return _started(spark, frame, write, dirs.of("queries", element["name"]), f"ccl:{element['name']}",
+                    options, element["physical"]["uses_time"])
+
+
+def _start_project(spark: SparkSession, plan: dict, options: RunOptions, dirs: RunDirs,
+                   layout: RunLayout) -> Optional[StreamingQuery]:
+    """The project's one query (runtime/project_query.py); None when it has no stage or no input
+    file bound."""
+    if not layout.project:
+        return None
+    try:
+        listing = project_listing(spark, plan, options, layout)
+        if listing is None:
+            return None
+        return _started(spark, listing, project_batch(plan, options, dirs, layout), query_dir(dirs),
+                        PROJECT_QUERY, options, False, options.poll_interval)
+    except (PySparkException, Py4JJavaError) as exc:
+        raise RunError(f"the project's query could not start: {_first_line(exc)}") from None
+
+
+def _started(spark: SparkSession, frame: DataFrame, write: Callable[[DataFrame, int], None],
+             checkpoint: str, name: str, options: RunOptions, timed: bool,
+             interval: Optional[str] = None) -> StreamingQuery:
+    """The query writing ``frame`` through ``write``, started with the trigger of the run
+    (``interval``, else the run's trigger interval, when it runs until stopped)."""
+    writer = (frame.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
+              .queryName(name))
+    if options.until_idle and not timed:
         writer = writer.trigger(availableNow=True)
     elif options.until_idle:
         # No batches without data: an until-idle run registers no timers, and a stop between
@@ -110,7 +137,7 @@ def _start_query(spark: SparkSession, plan: dict, element: dict, options: RunOpt
         finally:
             spark.conf.set(NO_DATA_BATCHES, previous)
     else:
-        writer = writer.trigger(processingTime=options.trigger_interval)
+        writer = writer.trigger(processingTime=interval or options.trigger_interval)
     return writer.start()
 
 
@@ -119,8 +146,10 @@ def _first_line(exc: Exception) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def _failure(element: str, exc: StreamingQueryException) -> RunError:
-    return RunError(f"element '{element}' stopped: {_first_line(exc)}")
+def _failure(element: Optional[str], exc: StreamingQueryException) -> RunError:
+    """The error of a failed query: an element's, or (None) the project's."""
+    what = f"element '{element}'" if element else "the project's query"
+    return RunError(f"{what} stopped: {_first_line(exc)}")
 
 
 @contextlib.contextmanager
@@ -163,22 +192,25 @@ def run_plan(spark: SparkSession, typed: Plan, options: RunOptions, out_dir: str
 
 def _run_until_idle(spark: SparkSession, plan: dict, options: RunOptions, dirs: RunDirs,
                     layout: RunLayout, stop: threading.Event) -> None:
-    """Each element's query in turn until it has processed everything; on ``stop`` the query
-    running stops between two batches and the rest do not start (a checkpoint resumes them)."""
-    for element in plan["elements"]:
+    """The project's query, then each other element's query in turn, until it has processed
+    everything; on ``stop`` the query running stops between two batches and the rest do not start
+    (a checkpoint resumes them)."""
+    starts = [(None, lambda: _start_project(spark, plan, options, dirs, layout))]
+    starts += [(e, lambda e=e: _start(spark, plan, e, options, dirs, layout)) for e in plan["elements"]]
+    for element, start in starts:
         if stop.is_set():
             break
-        query = _start(spark, plan, element, options, dirs, layout)
+        query = start()
         if query is None:
             continue
         try:
-            if element["physical"]["uses_time"]:
+            if element is not None and element["physical"]["uses_time"]:
                 _stop_when_idle(query, stop)
             while not query.awaitTermination(0.5):
                 if stop.is_set():
                     _stop_between_batches(query)
         except StreamingQueryException as exc:
-            raise _failure(element["name"], exc) from None
+            raise _failure(element["name"] if element else None, exc) from None
 
 
 def _stop_when_idle(query: StreamingQuery, stop: Optional[threading.Event] = None) -> None:
@@ -215,6 +247,9 @@ def _run_until_stopped(spark: SparkSession, plan: dict, options: RunOptions, dir
                        status: Callable[[str], None], stop: threading.Event) -> None:
     queries: dict[str, StreamingQuery] = {}
     try:
+        project = _start_project(spark, plan, options, dirs, layout)
+        if project is not None:
+            queries[PROJECT_QUERY] = project
         for element in plan["elements"]:
             if stop.is_set():  # asked to stop while starting: stop what started
                 break
@@ -225,7 +260,7 @@ def _run_until_stopped(spark: SparkSession, plan: dict, options: RunOptions, dir
         while not stop.wait(2.0):
             for name, q in queries.items():
                 if q.exception() is not None:
-                    raise _failure(name, q.exception())
+                    raise _failure(None if name == PROJECT_QUERY else name, q.exception())
             rows, bad, batches = _progress(plan, dirs)
             elapsed = max(time.monotonic() - began, 1e-9)
             status(f"batches {batches}  rows {rows}  ({(rows - before) / elapsed:,.0f} rows/s)  "
@@ -239,7 +274,13 @@ def _drain_and_stop(plan: dict, queries: dict[str, StreamingQuery], bound: float
     """Stop the queries in dependency order: an input query once its batch in flight is done, a
     derived one once it has processed what its (already stopped) sources wrote, each wait bounded.
     A batch cut short is not lost (it runs again from the checkpoint) but stopping between batches
-    gives complete outputs."""
+    gives complete outputs. The project's query reads the inputs: it stops first, as an input's."""
+    project = queries.get(PROJECT_QUERY)
+    if project is not None:
+        try:
+            _stop_between_batches(project, bound)
+        except Exception:  # stopping is best effort; the checkpoint stays usable
+            pass
     for element in plan["elements"]:
         q = queries.get(element["name"])
         if q is None:

@@ -47,8 +47,9 @@ def write_rows(path: str, header: Sequence[str], rows: Iterable[Sequence[object]
 def run_project(spark, tmp_path, ccl_text: str, inputs: Mapping[str, str], *,
                 name: str = "p", params: Optional[Mapping[str, str]] = None,
                 checkpoint: Optional[str] = None, max_files_per_batch: Optional[int] = None,
-                native_operators: bool = True) -> RunOutput:
-    """Write ``ccl_text`` to ``tmp_path/name.ccl``, plan it and run it until idle."""
+                native_operators: bool = True, collect_bytes: Optional[int] = None) -> RunOutput:
+    """Write ``ccl_text`` to ``tmp_path/name.ccl``, plan it and run it until idle
+    (``collect_bytes``: :attr:`RunOptions.collect_bytes`, else its default)."""
     path = os.path.join(str(tmp_path), name + ".ccl")
     if not os.path.exists(path):
         os.makedirs(str(tmp_path), exist_ok=True)
@@ -60,5 +61,7 @@ def run_project(spark, tmp_path, ccl_text: str, inputs: Mapping[str, str], *,
     options = RunOptions(inputs=dict(inputs), base_dir=str(tmp_path),
                          run_dir=checkpoint or os.path.join(str(tmp_path), "run"), until_idle=True,
                          buckets=2, max_files_per_batch=max_files_per_batch)
+    if collect_bytes is not None:
+        options.collect_bytes = collect_bytes
     result = run_plan(spark, plan, options, out_dir)
     return RunOutput(out_dir, result.report, plan_to_json(plan))

@@ -210,7 +210,7 @@ def test_compile_writes_beside_the_project_by_default_and_prints_what_it_wrote(t
     code, out, _ = run("compile", str(src))
     assert code == 0
     assert (tmp_path / "maxp.ccx").is_file() and (tmp_path / "maxp_job.py").is_file()
-    assert "maxp.ccx (plan ccl-plan version 2" in out and "maxp_job.py" in out
+    assert "maxp.ccx (plan ccl-plan version 3" in out and "maxp_job.py" in out
     assert not (tmp_path / "ccl_runtime.zip").exists()
 
 

@@ -487,14 +487,14 @@ def test_partitioned_module_instances_multiply(spark, tmp_path):
 def test_input_adapter_properties_resolve_esp_aliases_before_defaults(tmp_path):
     """dsv_in matches stream names unless told otherwise, also under ESP's csv-prefixed name;
     an xmllist adapter reads XML list files."""
-    from runtime.job import RunOptions, _input_files
+    from runtime.job import RunOptions, input_files
     element = {"name": "S", "role": "input", "query": None, "physical": {"input_adapter": "in"}}
 
     def props(kind, **given):
         plan = {"elements": [element], "adapters": [
             {"name": "in", "direction": "input", "element": "S", "type": kind,
              "properties": {"dir": "d", **given}}]}
-        return _input_files(element, plan, RunOptions(base_dir=str(tmp_path)))[1]
+        return input_files(element, plan, RunOptions(base_dir=str(tmp_path)))[1]
     assert props("dsv_in")["matchstreamname"] == "true"
     assert props("dsv_in", csvMatchStreamName="false")["matchstreamname"] == "false"
     assert "matchstreamname" not in props("toolkit_file_csv_input")

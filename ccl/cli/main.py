@@ -614,6 +614,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     options = RunOptions(inputs=inputs, base_dir=os.path.dirname(os.path.abspath(args.file)),
                          run_dir=run_dir or scratch, until_idle=args.until_idle,
                          trigger_interval=str(settings["runtime.trigger_interval"]),
+                         poll_interval=str(settings["runtime.poll_interval"]),
                          max_files_per_batch=int(settings["runtime.max_files_per_batch"]) or None)
     for note in inputs_without_files(plan, options):
         err.write(f"ccl run: note: {note}\n")
@@ -767,6 +768,7 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         bundle=str(compiled.bundle_file), base_dir=base_dir,
         shuffle_partitions=int(settings["spark.shuffle_partitions"]),
         trigger_interval=str(settings["runtime.trigger_interval"]),
+        poll_interval=str(settings["runtime.poll_interval"]),
         log_level=str(settings["runtime.log_level"]),
         inputs={e: b.directory for e, b in bindings.items() if b.passed})
     cmd = deploy.submit_command(pd, spec)

@@ -135,6 +135,8 @@ SETTINGS: dict[str, SettingSpec] = {s.key: s for s in [
                 "state store provider: rocksdb or hdfs"),
     SettingSpec("runtime.checkpoint_root", parse_path, "directory of the query checkpoints"),
     SettingSpec("runtime.trigger_interval", parse_duration, "micro-batch trigger interval"),
+    SettingSpec("runtime.poll_interval", parse_duration,
+                "how often the project's query looks for new input files"),
     SettingSpec("runtime.max_files_per_batch", parse_count,
                 "input files read per micro-batch (0: all available)"),
     SettingSpec("runtime.output_dir", parse_path, "directory of file outputs"),

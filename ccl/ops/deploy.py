@@ -202,6 +202,7 @@ class SubmitSpec:
     base_dir: str
     shuffle_partitions: int
     trigger_interval: str
+    poll_interval: str
     log_level: str
     inputs: dict[str, str]
 
@@ -216,7 +217,8 @@ def submit_command(pd: ProjectDir, spec: SubmitSpec) -> list[str]:
            "--conf", "spark.ui.showConsoleProgress=false",
            spec.job_file,
            "--checkpoint", pd.checkpoint, "--output-dir", pd.out_dir, "--base-dir", spec.base_dir,
-           "--trigger-interval", spec.trigger_interval, "--log-level", spec.log_level,
+           "--trigger-interval", spec.trigger_interval, "--poll-interval", spec.poll_interval,
+           "--log-level", spec.log_level,
            "--pid-file", pd.driver_pid_file]
     for element, directory in sorted(spec.inputs.items()):
         cmd += ["--input", f"{element}={directory}"]

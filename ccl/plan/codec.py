@@ -82,6 +82,7 @@ def physical_to_json(p: Physical) -> dict:
             "uses_time": p.uses_time, "columnar": p.columnar, "kernel": p.kernel,
             "group_columns": _opt(p.group_columns, list), "arrow": p.arrow,
             "fused_consumers": list(p.fused_consumers), "unrecorded": p.unrecorded,
+            "project_stage": p.project_stage,
             "aggregation": _opt(p.aggregation, lambda a: {
                 "source": a.source, "alias": a.alias, "groups": [list(g) for g in a.groups],
                 "aggregates": [list(x) for x in a.aggregates]}),
@@ -214,7 +215,7 @@ def physical_from_json(d: Optional[Mapping]) -> Optional[Physical]:
         uses_time=bool(d.get("uses_time")), columnar=d.get("columnar"), kernel=d.get("kernel"),
         group_columns=None if d.get("group_columns") is None else tuple(d["group_columns"]),
         arrow=bool(d.get("arrow")), fused_consumers=tuple(d.get("fused_consumers") or ()),
-        unrecorded=bool(d.get("unrecorded")),
+        unrecorded=bool(d.get("unrecorded")), project_stage=bool(d.get("project_stage")),
         aggregation=None if agg is None else NativeAggregation(
             agg["source"], agg["alias"], tuple(tuple(g) for g in agg["groups"]),  # type: ignore[misc]
             tuple(tuple(a) for a in agg["aggregates"])),  # type: ignore[misc]

@@ -18,7 +18,8 @@ from .codec import plan_from_json
 from .model import Plan
 from .partition_functions import why_not_compilable
 
-__all__ = ["arrow_elements", "decide", "fused_consumers", "native_path", "unrecorded_inputs"]
+__all__ = ["arrow_elements", "decide", "fused_consumers", "native_path", "project_stages",
+           "unrecorded_inputs"]
 
 
 def native_path(element: Mapping, plan: Mapping, native_operators: bool = True) -> Optional[str]:
@@ -62,6 +63,26 @@ def fused_consumers(plan: Plan, native: Mapping[str, Optional[str]],
         if source is not None and source.ports() and native[source.name] != "aggregation":
             fused.setdefault(source.name, []).append(e.name)
     return fused
+
+
+def project_stages(plan: Plan, native: Mapping[str, Optional[str]],
+                   arrow: Sequence[str] = ()) -> list[str]:
+    """The elements that may run as stages of the project's one query (runtime/project_query.py):
+    input elements read natively or in applyInArrow (no timers), and derived elements run natively
+    or in applyInArrow whose every source is such an element. The others (timers, or a source
+    among them, a reference or an error stream) run in queries of their own."""
+    staged: set[str] = set()
+    grew = True
+    while grew:  # (elements come in dependency order; this does not rely on it)
+        grew = False
+        for e in plan.elements:
+            if e.name in staged or not e.ports():
+                continue
+            runs = native[e.name] is not None or e.name in arrow
+            if runs and (e.is_input or all(src in staged for _, src in e.ports())):
+                staged.add(e.name)
+                grew = True
+    return [e.name for e in plan.elements if e.name in staged]
 
 
 def unrecorded_inputs(plan: Plan, fused: Mapping[str, Sequence[str]]) -> list[str]:
@@ -109,6 +130,7 @@ def decide(plan: dict, native_operators: bool = True) -> dict:
     arrow = arrow_elements(typed, native, timed)
     fused = fused_consumers(typed, native, arrow)
     unrecorded = set(unrecorded_inputs(typed, fused))
+    staged = set(project_stages(typed, native, arrow))
     elements = []
     for e in plan["elements"]:
         path, why = _path(e, plan, native[e["name"]])
@@ -119,6 +141,7 @@ def decide(plan: dict, native_operators: bool = True) -> dict:
             "kernel": ph.columnar_kernel(e, plan) if native[e["name"]] is None else None,
             "group_columns": ph.group_columns(e, plan), "arrow": e["name"] in arrow,
             "fused_consumers": fused.get(e["name"], []), "unrecorded": e["name"] in unrecorded,
+            "project_stage": e["name"] in staged,
             "aggregation": (ph.native_aggregation(e, plan)
                             if native[e["name"]] == "aggregation" else None),
             "filter": ph.native_filter(e, plan) if native[e["name"]] == "stream" else None,

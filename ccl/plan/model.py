@@ -13,7 +13,7 @@ from typing import Mapping, Optional
 from ..syntax import nodes as n
 
 PLAN_FORMAT = "ccl-plan"
-PLAN_VERSION = 2
+PLAN_VERSION = 3
 
 # The kind an element has for the elements that read it: an error stream is a stream (inserts
 # only, no key); a reference, whose rows come from a file bound to it, is a window keyed by its
@@ -233,6 +233,7 @@ class Physical:
     - ``arrow``: a per-instance element without timers, run in applyInArrow with state files;
     - ``fused_consumers``: the elements that run inside this element's batches;
     - ``unrecorded``: an input whose changelog nothing reads (unless the run records inputs);
+    - ``project_stage``: may run as a stage of the project's one query (runtime/project_query.py);
     - ``aggregation``/``filter``: the native aggregation's or stream's parts;
     - ``input_adapter``: the name of the input adapter whose files feed the element, if any.
     """
@@ -248,6 +249,7 @@ class Physical:
     arrow: bool = False
     fused_consumers: tuple[str, ...] = ()
     unrecorded: bool = False
+    project_stage: bool = False
     aggregation: Optional[NativeAggregation] = None
     filter: Optional[NativeFilter] = None
     input_adapter: Optional[str] = None

@@ -74,7 +74,7 @@ def _glob_escaped(path: str) -> str:
     return "".join("\\" + c if c in "\\{}[]*?" else c for c in path)
 
 
-def _local(path: str) -> str:
+def local_path(path: str) -> str:
     """A local path for a path Spark lists (``file:/a/b c.csv``, possibly percent-encoded; not
     parsed as a URL, where ``?`` and ``#`` would start a query or fragment)."""
     local = re.sub(r"^file:(//)?", "", path)
@@ -87,7 +87,7 @@ def batch_rows(spark: SparkSession, element: dict, files: FileSpec, fmt: CsvForm
     """The parsed rows of the files ``paths`` (one micro-batch of :func:`file_stream`) in the
     ``ccl_csv`` source's schema, numbered in the manifest of ``manifest_dir``."""
     top = os.path.realpath(files.dir)
-    names = sorted({os.path.basename(p) for p in map(_local, paths)
+    names = sorted({os.path.basename(p) for p in map(local_path, paths)
                     if os.path.realpath(os.path.dirname(p)) == top  # not from a subdirectory
                     and wanted(files, os.path.basename(p))})
     manifest = Manifest(manifest_dir)

@@ -1,0 +1,228 @@
+"""One query per project: the elements of a run that can (``RunLayout.project``, see
+:func:`runtime.job.project_members`) run as the stages of one streaming query's micro-batches.
+
+The query reads the new files of every input element of the project at once (Spark's file source
+over each input's directory, the listings unioned and tagged with the input; Spark's checkpoint
+logs which files each batch took, so a replayed batch takes the same ones). A batch parses each
+input's files (:func:`runtime.inputs.file_input.batch_rows`: the ``ccl_csv`` source's rows and
+sequence numbers) and runs every stage in dependency order on the rows its sources produced in
+the same batch: an element's output rows are computed once (persisted for its readers and its
+writers) and handed to its readers as a frame, never through files. Each stage writes what it
+wrote as a query of its own: its changelog (unless nothing reads it: ``RunLayout.unrecorded``),
+counters and bad records, named by the batch id, and its state under the batch id
+(runtime/arrow_state.py, runtime/native_agg.py), so that a batch Spark runs again after a crash
+rewrites the same files from the same state.
+
+A batch costs what its elements do plus one listing, instead of one query (trigger, listing,
+offsets and commit log, planning) per element; an element's changes reach its readers in the
+batch that caused them rather than one trigger later.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional, Union
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .arrow_state import prune
+from .job import (RunError, RunLayout, RunOptions, aggregation_writer, arrow_transform,
+                  batch_writer, changelog_frame, changelog_schema, local_arrow_transform,
+                  table_writer, element_writer, frame_layout, input_files, is_input,
+                  native_frame, native_input, ports_of, processor_input)
+from .processor import KIND
+from .run_dir import RunDirs
+
+INPUT = "__input"  # the listing's column: the position of the input among the query's stages
+
+
+def query_dir(dirs: RunDirs) -> str:
+    """The Spark checkpoint of the project's query (beside ``queries/ELEMENT`` of the others)."""
+    return os.path.join(dirs.root, "project_query")
+
+
+def project_listing(spark: SparkSession, plan: dict, options: RunOptions,
+                    layout: RunLayout) -> Optional[DataFrame]:
+    """The stream of new input files of the project's query: ``path`` and :data:`INPUT` (the
+    input's position in ``layout.project``); None when no input of the query has files bound."""
+    from .inputs.file_input import file_stream
+
+    by_name = {e["name"]: e for e in plan["elements"]}
+    listings = []
+    for i, name in enumerate(layout.project):
+        element = by_name[name]
+        if not is_input(element):
+            continue
+        files = input_files(element, plan, options)[0]
+        if files is None:
+            continue
+        try:
+            listing = file_stream(spark, files)
+        except OSError as exc:  # the directory is missing and cannot be made
+            raise RunError(f"input of '{name}': {exc}") from None
+        listings.append(listing.withColumn(INPUT, F.lit(i)))
+    if not listings:
+        return None
+    union = listings[0]
+    for listing in listings[1:]:
+        union = union.unionByName(listing)
+    return union
+
+
+def project_batch(plan: dict, options: RunOptions, dirs: RunDirs,
+                  layout: RunLayout) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch function of the project's query: one batch of the listing of
+    :func:`project_listing` through every stage, in dependency order."""
+    from .inputs.file_input import batch_rows, input_format
+
+    by_name = {e["name"]: e for e in plan["elements"]}
+    stages = [by_name[name] for name in layout.project]
+    # the stages run here, not inside their sources' batches
+    own = RunLayout(layout.buckets, {}, layout.unrecorded, layout.file_source, layout.arrow_state,
+                    layout.by_group, layout.project)
+    formats = {}
+    for e in stages:
+        if is_input(e):
+            files, props = input_files(e, plan, options)
+            if files is not None:
+                try:
+                    formats[e["name"]] = (files, input_format(e, {k: str(v) for k, v in props.items()}))
+                except ValueError as exc:  # a delimiter or date format the reader cannot use
+                    raise RunError(f"input of '{e['name']}': {exc}") from None
+    readers = {name: [e for e in stages if any(src == name for _, src in ports_of(e))]
+               for name in layout.project}
+    # An unrecorded input with one reader that takes its one port from it, and that nothing else
+    # here reads, hands its batch over unread (runtime.job.batch_writer: the reader's pass counts
+    # the input's rows too).
+    through = {}
+    for e in stages:
+        ours = readers[e["name"]]
+        if (is_input(e) and e["name"] in layout.unrecorded and len(ours) == 1
+                and len(ports_of(ours[0])) == 1 and not readers[ours[0]["name"]]
+                and (ours[0]["physical"]["native"] == "aggregation"
+                     or ours[0]["name"] in layout.arrow_state)):
+            fused = RunLayout(layout.buckets, {e["name"]: [ours[0]["name"]]}, layout.unrecorded,
+                              layout.file_source, layout.arrow_state, layout.by_group)
+            through[e["name"]] = (ours[0]["name"], batch_writer(e, dirs, plan, fused))
+    writers = {e["name"]: (aggregation_writer(e, dirs, plan) if e["physical"]["native"] == "aggregation"
+                           else element_writer(e, dirs, plan, own)) for e in stages}
+    tables = {e["name"]: table_writer(e, dirs, plan, own) for e in stages}
+    transforms = {name: arrow_transform(plan, by_name[name], dirs, layout.buckets)
+                  for name in layout.project if name in layout.arrow_state}
+    here = {name: local_arrow_transform(plan, by_name[name], dirs) for name in transforms}
+
+    def run(listing: DataFrame, batch_id: int) -> None:
+        spark = listing.sparkSession
+        paths: dict[int, list[str]] = {}
+        for r in listing.select(INPUT, "path").collect():
+            paths.setdefault(r[0], []).append(r[1])
+        # a small batch's rows are collected once per stage and written here (no Spark job per
+        # file); a large one stays distributed, each stage's rows persisted for its writers
+        small = _bytes(paths) <= options.collect_bytes
+        handed = set() if small else {reader for reader, _ in through.values()}
+        outputs: dict[str, Optional[DataFrame]] = {}  # a stage's rows of this batch (None: none)
+        held: list[DataFrame] = []
+        try:
+            for i, e in enumerate(stages):
+                name = e["name"]
+                if name in handed:
+                    continue
+                if is_input(e):
+                    if name not in formats or not paths.get(i):
+                        outputs[name] = None
+                        continue
+                    files, fmt = formats[name]
+                    frame = frame_layout(batch_rows(spark, e, files, fmt, dirs.of("sources", name),
+                                                    paths[i]))
+                    if name in through and not small:
+                        through[name][1](native_input(e, frame), batch_id)
+                        outputs[name] = None
+                        continue
+                    frames = [frame]
+                else:
+                    sources = [by_name[src] for _, src in ports_of(e)]
+                    found = [outputs.get(s["name"]) for s in sources]
+                    if all(f is None for f in found):
+                        outputs[name] = None
+                        continue
+                    frames = [f if f is not None else _no_rows(spark, s) for f, s in zip(found, sources)]
+                out = _stage_rows(plan, e, frames, batch_id, dirs, layout, writers[name],
+                                  (here if small else transforms).get(name), small)
+                outputs[name] = _written(spark, e, out, batch_id, writers[name], tables[name],
+                                         small, held)
+        finally:
+            for df in held:
+                df.unpersist()
+        for name in transforms:
+            prune(dirs.of("state", name), batch_id)
+    return run
+
+
+def _bytes(paths: dict[int, list[str]]) -> int:
+    """The bytes of a batch's new files."""
+    from .inputs.file_input import local_path
+
+    total = 0
+    for batch in paths.values():
+        for path in batch:
+            try:
+                total += os.path.getsize(local_path(path))
+            except OSError:  # gone: the parser reports it
+                pass
+    return total
+
+
+def _stage_rows(plan: dict, element: dict, frames: list[DataFrame], batch_id: int, dirs: RunDirs,
+                layout: RunLayout, write: Callable, transform: Optional[Callable], here: bool
+                ) -> Union[DataFrame, Any, None]:
+    """``element``'s processor output rows of this batch from its ports' rows (``frames``, in the
+    processor's frame layout): a frame, or with ``here`` an Arrow table (``transform`` is then
+    :func:`runtime.job.local_arrow_transform`, which runs it on the driver); for a native aggregation (which writes its batch
+    itself, here) its changelog rows as written, None when no group changed."""
+    native = element["physical"]["native"]
+    if native == "aggregation":
+        source = next(e for e in plan["elements"] if e["name"] == ports_of(element)[0][1])
+        write(native_frame(element, source, frames[0]), batch_id)
+        path = dirs.batch_file("changelog", element["name"], batch_id, "parquet")
+        spark = frames[0].sparkSession
+        return (spark.read.schema(changelog_schema(element)).parquet(path)
+                if os.path.exists(path) else None)
+    if native == "input":
+        return native_input(element, frames[0])
+    if native == "stream":
+        source = next(e for e in plan["elements"] if e["name"] == ports_of(element)[0][1])
+        return native_frame(element, source, frames[0])
+    assert transform is not None, f"{element['name']} has no way to run"
+    proc_in = processor_input(plan, element, frames, layout.buckets,
+                              layout.by_group.get(element["name"], ()), narrow=True)
+    if here:
+        return transform(proc_in.toArrow(), batch_id)
+    return transform(proc_in, batch_id)
+
+
+def _written(spark: SparkSession, element: dict, out: Union[DataFrame, Any, None], batch_id: int,
+             write: Callable, write_table: Callable, small: bool,
+             held: list[DataFrame]) -> Optional[DataFrame]:
+    """Write ``element``'s batch (``out``: its processor output rows) and return its changelog
+    rows for its readers, in the processor's frame layout (None: none). A small batch's rows are
+    collected and written by ``write_table``; a large one's are persisted (into ``held``, which
+    the caller unpersists) and written by ``write``."""
+    cols = [c for c, _ in element["columns"]]
+    if out is None:
+        return None
+    if element["physical"]["native"] == "aggregation":  # written already: ``out`` is its changelog
+        return changelog_frame(out, cols)
+    if small:
+        rows = write_table(out if not isinstance(out, DataFrame) else out.toArrow(), batch_id)
+        if rows is None:
+            return None
+        return changelog_frame(spark.createDataFrame(rows, changelog_schema(element)), cols)
+    df, produced = write(out, batch_id)
+    held.append(df)
+    return changelog_frame(df.where(F.col(KIND) == "row"), cols) if produced else None
+
+
+def _no_rows(spark: SparkSession, source: dict) -> DataFrame:
+    """An empty frame of ``source``'s rows (a port whose source produced nothing this batch)."""
+    return changelog_frame(spark.createDataFrame([], changelog_schema(source)),
+                           [c for c, _ in source["columns"]])

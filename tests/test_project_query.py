@@ -1,0 +1,121 @@
+"""One query per project (runtime/project_query.py): the elements that can run as stages of one
+streaming query's batches do, with the results of one query per element."""
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+
+from tests.runner_e2e import run_project, write_rows
+
+PROJECT = """
+CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Price float, Qty integer);
+CREATE INPUT WINDOW Instruments SCHEMA (Sym string, Sector string, LotSize integer)
+    PRIMARY KEY (Sym);
+CREATE STREAM Enriched PARTITION BY Trades HASH(Sym) PARTITIONS 2
+AS SELECT t.TradeId TradeId, t.Sym Sym, t.Price Price, t.Qty Qty, i.Sector Sector
+   FROM Trades t INNER JOIN Instruments i ON t.Sym = i.Sym;
+CREATE WINDOW Recent PRIMARY KEY (Sym, TradeId) KEEP 3 ROWS PER (Sym)
+    PARTITION BY Enriched HASH(Sym) PARTITIONS 2
+AS SELECT * FROM Enriched;
+CREATE OUTPUT WINDOW SymStats PRIMARY KEY DEDUCED
+    PARTITION BY Recent HASH(Sym) PARTITIONS 2
+AS SELECT r.Sym Sym, count(*) Trades, sum(r.Qty) Volume, max(r.TradeId) LastId
+   FROM Recent r GROUP BY r.Sym;
+CREATE OUTPUT STREAM Big AS SELECT t.TradeId TradeId, t.Qty Qty FROM Trades t WHERE t.Qty > 90;
+"""
+
+
+def _inputs(tmp_path, seed: int = 7) -> tuple[dict[str, str], list[tuple]]:
+    rng = random.Random(seed)
+    syms = [f"S{i}" for i in range(8)]
+    trades = [(i, rng.choice(syms + ["UNKNOWN"]), round(rng.uniform(1, 100), 2), rng.randint(1, 100))
+              for i in range(1, 301)]
+    tdir, idir = os.path.join(str(tmp_path), "trades"), os.path.join(str(tmp_path), "inst")
+    for f in range(3):  # three files: one batch each or all in one, the results are the same
+        write_rows(os.path.join(tdir, f"t{f}.csv"), ["TradeId", "Sym", "Price", "Qty"],
+                   trades[f * 100:(f + 1) * 100])
+    write_rows(os.path.join(idir, "i.csv"), ["Sym", "Sector", "LotSize"],
+               [(s, "X", 10) for s in syms])
+    return {"Trades": tdir, "Instruments": idir}, trades
+
+
+def _expected(trades: list[tuple]) -> dict[str, dict]:
+    """SymStats computed here: per symbol with an instrument, its last three trades."""
+    by_sym: dict[str, list[tuple]] = {}
+    for t in trades:
+        if t[1] != "UNKNOWN":
+            by_sym.setdefault(t[1], []).append(t)
+    return {s: {"Sym": s, "Trades": str(len(ts[-3:])), "Volume": str(sum(t[3] for t in ts[-3:])),
+                "LastId": str(ts[-1][0])} for s, ts in by_sym.items()}
+
+
+def test_a_project_runs_as_one_query_with_the_results_of_one_query_per_element(spark, tmp_path):
+    inputs, trades = _inputs(tmp_path)
+    out = run_project(spark, tmp_path, PROJECT, inputs)
+    got = {r["Sym"]: {k: r[k] for k in ("Sym", "Trades", "Volume", "LastId")}
+           for r in out.rows("SymStats")}
+    assert got == _expected(trades)
+    assert sorted(int(r["TradeId"]) for r in out.rows("Big")) == [t[0] for t in trades if t[3] > 90]
+    run = os.path.join(str(tmp_path), "run")
+    with open(os.path.join(run, "run.json"), encoding="utf-8") as f:
+        layout = json.load(f)
+    assert layout["project_query"] == ["Trades", "Instruments", "Enriched", "Recent", "SymStats", "Big"]
+    assert os.path.isdir(os.path.join(run, "project_query", "commits"))
+    assert not os.listdir(os.path.join(run, "queries"))  # no element has a query of its own
+    # what nothing reads is not written: Trades and Instruments are read inside the batches
+    assert sorted(layout["unrecorded"]) == ["Instruments", "Trades"]
+    assert not os.path.exists(os.path.join(run, "changelog", "Trades"))
+    # Enriched: every trade, and every instrument in each of its 2 instances (broadcast)
+    assert out.stats("Trades")["rows_in"] == 300 and out.stats("Enriched")["rows_in"] == 300 + 8 * 2
+
+
+@pytest.mark.parametrize("collect_bytes", [0, 1 << 30])
+def test_collected_and_distributed_batches_write_the_same(spark, tmp_path, collect_bytes):
+    """A batch is written on the driver (small) or by Spark jobs (large): the same files."""
+    inputs, trades = _inputs(tmp_path / "in")
+    runs = {}
+    for how, limit in (("default", None), ("other", collect_bytes)):
+        out = run_project(spark, tmp_path / how, PROJECT, inputs, collect_bytes=limit)
+        runs[how] = ({r["Sym"]: r for r in out.rows("SymStats")}, sorted(map(str, out.rows("Big"))),
+                     {name: {k: v for k, v in s.items() if k != "wall_seconds"}
+                      for name, s in out.report["elements"].items()})
+    assert runs["default"] == runs["other"]
+    assert {s: {k: r[k] for k in ("Sym", "Trades", "Volume", "LastId")}
+            for s, r in runs["other"][0].items()} == _expected(trades)
+
+
+def test_elements_with_timers_and_their_readers_run_in_queries_of_their_own(spark, tmp_path):
+    text = """
+CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
+CREATE WINDOW Last PRIMARY KEY (TradeId) KEEP 1 HOUR AS SELECT * FROM Trades;
+CREATE OUTPUT WINDOW Counts PRIMARY KEY DEDUCED
+AS SELECT l.Sym Sym, count(*) N FROM Last l GROUP BY l.Sym;
+CREATE OUTPUT STREAM Copy AS SELECT t.TradeId TradeId, t.Qty * 2 Twice FROM Trades t;
+"""
+    tdir = os.path.join(str(tmp_path), "trades")
+    write_rows(os.path.join(tdir, "t.csv"), ["TradeId", "Sym", "Qty"], [(1, "A", 1), (2, "A", 2), (3, "B", 3)])
+    out = run_project(spark, tmp_path, text, {"Trades": tdir})
+    assert {r["Sym"]: r["N"] for r in out.rows("Counts")} == {"A": "2", "B": "1"}
+    assert sorted((r["TradeId"], r["Twice"]) for r in out.rows("Copy")) == [("1", "2"), ("2", "4"), ("3", "6")]
+    run = os.path.join(str(tmp_path), "run")
+    with open(os.path.join(run, "run.json"), encoding="utf-8") as f:
+        assert json.load(f)["project_query"] == ["Trades", "Copy"]
+    assert os.listdir(os.path.join(run, "queries")) == ["Last"]  # Counts runs in its batches
+    assert os.path.exists(os.path.join(run, "changelog", "Trades"))  # Last reads it
+
+
+def test_a_checkpoint_of_one_query_per_element_is_refused(spark, tmp_path):
+    from runtime.job import RunError
+
+    inputs, _ = _inputs(tmp_path)
+    run = os.path.join(str(tmp_path), "run")
+    os.makedirs(run)
+    with open(os.path.join(run, "plan.json"), "w", encoding="utf-8") as f:
+        json.dump({"format": "ccl-plan", "version": 2, "project": "p", "elements": []}, f)
+    with open(os.path.join(run, "run.json"), "w", encoding="utf-8") as f:
+        json.dump({"buckets": 2, "unrecorded": [], "file_source": []}, f)
+    with pytest.raises(RunError, match=r"older ccl \(plan version 2\).*new checkpoint directory"):
+        run_project(spark, tmp_path, PROJECT, inputs)
