@@ -365,7 +365,7 @@ def _with_instance(df: DataFrame, element: dict, source: dict) -> DataFrame:
     return df.drop(*helpers) if helpers else df
 
 
-def processor_input(plan: dict, element: dict, frames: list[DataFrame], buckets: int,
+def processor_input(plan: dict, element: dict, frames: Sequence[Optional[DataFrame]], buckets: int,
                     by_group: Sequence[str] = (), narrow: bool = False) -> DataFrame:
     """The union of all ports' rows in the processor's input layout, with ``__bucket``: the
     instance modulo ``buckets``, or with ``by_group`` (columns of the one source, see
@@ -375,27 +375,43 @@ def processor_input(plan: dict, element: dict, frames: list[DataFrame], buckets:
     shuffle and the Arrow link to Python, 0.6-0.8 s per million rows for six of them).
 
     Each frame has ``__seq``, ``__sub``, ``__src``, ``__op``, ``__why``, ``__raw`` and the source
-    element's columns."""
+    element's columns; a port whose frame is None has no rows (not all of them)."""
     by_name = {e["name"]: e for e in plan["elements"]}
     ports = ports_of(element)
-    structs = {i: struct(by_name[src]["columns"]) for i, (_, src) in enumerate(ports)}
-    left_out = constant_meta(plan, element, frames) if narrow else set()
+    columns = [by_name[src]["columns"] for _, src in ports]
+    left_out = sorted(constant_meta(plan, element, frames)) if narrow else []
     out = None
     for i, ((_, src), df) in enumerate(zip(ports, frames)):
-        cols = [c for c, _ in by_name[src]["columns"]]
+        if df is None:
+            continue
         df = _with_instance(df, element, by_name[src])
-        packed = [F.lit(i).alias(PORT), F.col(SEQ), F.col(SUB), F.col(SRC), F.col(OP), F.col(INST),
-                  F.col(WHY), F.col(RAW)]
-        packed = [c for c, name in zip(packed, (PORT, SEQ, SUB, SRC, OP, INST, WHY, RAW))
-                  if name not in left_out]
-        for j in range(len(ports)):
-            value = F.struct(*[column(c) for c in cols]) if j == i else F.lit(None).cast(structs[j])
-            packed.append(value.alias(port_column(j)))
-        df = df.select(*packed)
+        df = df.select(*_port_columns(columns, i, left_out))
         out = df if out is None else out.unionByName(df)
     assert out is not None
+    return out.withColumn("__bucket", _bucket_column(buckets, tuple(by_group)))
+
+
+@once
+def _port_columns(columns: list, port: int, left_out: list) -> list[Column]:
+    """The processor input columns of the rows of ``port`` (of ports whose sources have
+    ``columns``), without the meta columns ``left_out``."""
+    packed = [F.lit(port).alias(PORT), F.col(SEQ), F.col(SUB), F.col(SRC), F.col(OP), F.col(INST),
+              F.col(WHY), F.col(RAW)]
+    packed = [c for c, name in zip(packed, (PORT, SEQ, SUB, SRC, OP, INST, WHY, RAW))
+              if name not in left_out]
+    for j, cols in enumerate(columns):
+        value = (F.struct(*[column(c) for c, _ in cols]) if j == port
+                 else F.lit(None).cast(struct(cols)))
+        packed.append(value.alias(port_column(j)))
+    return packed
+
+
+@once
+def _bucket_column(buckets: int, by_group: tuple[str, ...]) -> Column:
+    """``__bucket``: the instance, or with ``by_group`` a hash of it and those columns of the
+    first port, modulo ``buckets``."""
     spread = F.hash(F.col(INST), *[F.col(port_column(0))[c] for c in by_group]) if by_group else F.col(INST)
-    return out.withColumn("__bucket", F.pmod(spread, F.lit(buckets)))
+    return F.pmod(spread, F.lit(buckets))
 
 
 
@@ -403,7 +419,7 @@ def processor_input(plan: dict, element: dict, frames: list[DataFrame], buckets:
 # Writing: one batch of an element's output
 # --------------------------------------------------------------------------------------------------
 
-def constant_meta(plan: dict, element: dict, frames: list[DataFrame]) -> set[str]:
+def constant_meta(plan: dict, element: dict, frames: Sequence[Optional[DataFrame]]) -> set[str]:
     """The meta columns of ``element``'s processor input that hold their ``META_DEFAULTS`` value
     on every row, given its ports' ``frames``: the port of a one-port element; a derived element's
     line (only input elements read lines) and reason (none unless a partition function can fail
@@ -414,7 +430,7 @@ def constant_meta(plan: dict, element: dict, frames: list[DataFrame]) -> set[str
         return set()
     by_name = {e["name"]: e for e in plan["elements"]}
     sources = [by_name[src] for _, src in ports_of(element)]
-    fails = any(WHY in step for src, df in zip(sources, frames)
+    fails = any(WHY in step for src, df in zip(sources, frames) if df is not None
                 for step in _instance_steps(element, src, df.schema)[0])
     rules = {PORT: len(sources) == 1, RAW: True, WHY: not fails,
              OP: all(READ_AS.get(s["kind"], s["kind"]) == "stream" for s in sources),

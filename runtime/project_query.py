@@ -145,7 +145,7 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs,
                     if all(f is None for f in found):
                         outputs[name] = None
                         continue
-                    frames = [f if f is not None else _no_rows(spark, s) for f, s in zip(found, sources)]
+                    frames = found
                 out = _stage_rows(plan, e, frames, batch_id, dirs, layout, writers[name],
                                   (here if small else transforms).get(name), small)
                 outputs[name] = _written(spark, e, out, batch_id, writers[name], tables[name],
@@ -220,9 +220,3 @@ def _written(spark: SparkSession, element: dict, out: Union[DataFrame, Any, None
     df, produced = write(out, batch_id)
     held.append(df)
     return changelog_frame(df.where(F.col(KIND) == "row"), cols) if produced else None
-
-
-def _no_rows(spark: SparkSession, source: dict) -> DataFrame:
-    """An empty frame of ``source``'s rows (a port whose source produced nothing this batch)."""
-    return changelog_frame(spark.createDataFrame([], changelog_schema(source)),
-                           [c for c, _ in source["columns"]])
