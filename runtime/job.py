@@ -68,8 +68,8 @@ class RunOptions:
     base_dir: str = "."                                      # where relative adapter paths start
     run_dir: Optional[str] = None                            # checkpoint directory (None: temporary)
     until_idle: bool = True
-    # False: an input's changelog is written only when something reads it (the plan's
-    # ``unrecorded``); a deployed job records every element, for `ccl subscribe`
+    # False: a changelog is written only when something reads it (see prepare_run_dir); a
+    # deployed job records every element, for `ccl subscribe`
     record_inputs: bool = False
     buckets: int = 8                                         # state groups per element (at most)
     trigger_interval: str = "1 second"                      # a Spark processing-time interval
@@ -105,7 +105,7 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
     project = project_members(plan, options)
     unrecorded = [] if options.record_inputs else [
         e["name"] for e in plan["elements"]
-        if e["physical"]["unrecorded"] or _read_in_project(e, plan, project)]
+        if e["physical"]["unrecorded"] or _unread_in_project(e, plan, project)]
     # with a file limit per batch the ccl_csv source stays: it takes files in name order,
     # Spark's file source the oldest first
     file_source = ([] if options.max_files_per_batch else
@@ -137,12 +137,15 @@ def project_members(plan: dict, options: RunOptions) -> list[str]:
     return members
 
 
-def _read_in_project(element: dict, plan: dict, project: list[str]) -> bool:
-    """Whether ``element`` is an input of the project's query whose changelog nothing reads: every
-    reader is a stage of the same query and no output adapter writes it."""
+def _unread_in_project(element: dict, plan: dict, project: list[str]) -> bool:
+    """Whether ``element`` is a stage of the project's query whose changelog nothing reads: its
+    every reader is a stage of the same query (which gets its rows in the batch), it is no output
+    element (whose ``NAME.csv`` is read from it) and no native aggregation (whose readers read
+    back what it wrote), and no output adapter writes it."""
     name = element["name"]
-    if name not in project or not is_input(element) or any(
-            a["direction"] == "output" and a["element"] == name for a in plan["adapters"]):
+    if (name not in project or element["role"] == "output"
+            or element["physical"]["native"] == "aggregation"
+            or any(a["direction"] == "output" and a["element"] == name for a in plan["adapters"])):
         return False
     return all(e["name"] in project for e in plan["elements"]
                if e["name"] != name and any(src == name for _, src in ports_of(e)))
@@ -155,7 +158,7 @@ class RunLayout:
 
     buckets: int                  # state groups per element
     fused: dict[str, list[str]]   # producer -> the elements run in its batches
-    unrecorded: frozenset[str]    # inputs whose changelog is not written
+    unrecorded: frozenset[str]    # elements whose changelog is not written (nothing reads it)
     # input elements read through Spark's file source (runtime/inputs/file_input.py: the native
     # input streams)
     file_source: frozenset[str] = frozenset()

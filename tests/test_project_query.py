@@ -14,10 +14,10 @@ PROJECT = """
 CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Price float, Qty integer);
 CREATE INPUT WINDOW Instruments SCHEMA (Sym string, Sector string, LotSize integer)
     PRIMARY KEY (Sym);
-CREATE STREAM Enriched PARTITION BY Trades HASH(Sym) PARTITIONS 2
+CREATE LOCAL STREAM Enriched PARTITION BY Trades HASH(Sym) PARTITIONS 2
 AS SELECT t.TradeId TradeId, t.Sym Sym, t.Price Price, t.Qty Qty, i.Sector Sector
    FROM Trades t INNER JOIN Instruments i ON t.Sym = i.Sym;
-CREATE WINDOW Recent PRIMARY KEY (Sym, TradeId) KEEP 3 ROWS PER (Sym)
+CREATE LOCAL WINDOW Recent PRIMARY KEY (Sym, TradeId) KEEP 3 ROWS PER (Sym)
     PARTITION BY Enriched HASH(Sym) PARTITIONS 2
 AS SELECT * FROM Enriched;
 CREATE OUTPUT WINDOW SymStats PRIMARY KEY DEDUCED
@@ -65,9 +65,10 @@ def test_a_project_runs_as_one_query_with_the_results_of_one_query_per_element(s
     assert layout["project_query"] == ["Trades", "Instruments", "Enriched", "Recent", "SymStats", "Big"]
     assert os.path.isdir(os.path.join(run, "project_query", "commits"))
     assert not os.listdir(os.path.join(run, "queries"))  # no element has a query of its own
-    # what nothing reads is not written: Trades and Instruments are read inside the batches
-    assert sorted(layout["unrecorded"]) == ["Instruments", "Trades"]
-    assert not os.path.exists(os.path.join(run, "changelog", "Trades"))
+    # what nothing reads is not written: the inputs and the local elements are read inside the
+    # batches; the output elements' changelogs give their NAME.csv
+    assert sorted(layout["unrecorded"]) == ["Enriched", "Instruments", "Recent", "Trades"]
+    assert sorted(os.listdir(os.path.join(run, "changelog"))) == ["Big", "SymStats"]
     # Enriched: every trade, and every instrument in each of its 2 instances (broadcast)
     assert out.stats("Trades")["rows_in"] == 300 and out.stats("Enriched")["rows_in"] == 300 + 8 * 2
 
