@@ -29,7 +29,7 @@ time: one trade (a new TradeId) per file; the next is published once the change 
 is visible. Latency is measured from the moment the file is in place in the input directory (its
 inode's ctime: the link that makes it visible) to the moment a changelog file holding the
 event's row (``Out.TradeId`` or ``SymStats.LastId`` equal to the event's id) is there, watched
-every 5 ms (``ccl subscribe`` polls every 0.5 s by default, which adds 0-0.5 s). In cluster mode
+every 5 ms (``ccl subscribe`` polls every 0.05 s by default, which adds 0-50 ms). In cluster mode
 the time of the ``ccl publish`` command itself (a Python start) is reported apart. Two events are
 sent first and not counted (the first batches of a query are slower). Every event's change must
 arrive (within ``--timeout`` seconds), else the bench fails.

@@ -339,8 +339,8 @@ def _add_deploy_parsers(sub) -> None:
                            help="first print every change so far (default: only new ones)")
     subscribe.add_argument("--once", action="store_true",
                            help="print what is there and exit (implies --from-start)")
-    subscribe.add_argument("--poll", type=float, default=0.5, metavar="SECONDS",
-                           help="how often to look for new batches (default: 0.5)")
+    subscribe.add_argument("--poll", type=float, default=0.05, metavar="SECONDS",
+                           help="how often to look for new batches (default: 0.05)")
     _add_workspace_option(subscribe)
     subscribe.set_defaults(func=cmd_subscribe)
 
