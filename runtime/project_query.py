@@ -73,7 +73,8 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs,
                   layout: RunLayout) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of the project's query: one batch of the listing of
     :func:`project_listing` through every stage, in dependency order."""
-    from .inputs.file_input import batch_rows, input_format
+    from .inputs.csv_text import output_schema
+    from .inputs.file_input import batch_rows, input_format, rows_here
 
     by_name = {e["name"]: e for e in plan["elements"]}
     stages = [by_name[name] for name in layout.project]
@@ -132,8 +133,11 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs,
                         outputs[name] = None
                         continue
                     files, fmt = formats[name]
-                    frame = frame_layout(batch_rows(spark, e, files, fmt, dirs.of("sources", name),
-                                                    paths[i]))
+                    manifest = dirs.of("sources", name)
+                    parsed = (spark.createDataFrame(rows_here(e, files, fmt, manifest, paths[i]),
+                                                    output_schema(e["columns"])) if small
+                              else batch_rows(spark, e, files, fmt, manifest, paths[i]))
+                    frame = frame_layout(parsed)
                     if name in through and not small:
                         through[name][1](native_input(e, frame), batch_id)
                         outputs[name] = None

@@ -77,13 +77,15 @@ def test_a_project_runs_as_one_query_with_the_results_of_one_query_per_element(s
 def test_collected_and_distributed_batches_write_the_same(spark, tmp_path, collect_bytes):
     """A batch is written on the driver (small) or by Spark jobs (large): the same files."""
     inputs, trades = _inputs(tmp_path / "in")
+    with open(os.path.join(inputs["Trades"], "t9.csv"), "w", encoding="utf-8") as f:
+        f.write("TradeId,Sym,Price,Qty\n999,S1,not a price,5\n1000,S2\n")  # two bad rows
     runs = {}
     for how, limit in (("default", None), ("other", collect_bytes)):
         out = run_project(spark, tmp_path / how, PROJECT, inputs, collect_bytes=limit)
         runs[how] = ({r["Sym"]: r for r in out.rows("SymStats")}, sorted(map(str, out.rows("Big"))),
-                     {name: {k: v for k, v in s.items() if k != "wall_seconds"}
-                      for name, s in out.report["elements"].items()})
+                     out.report["elements"], sorted(map(str, out.bad_records())))
     assert runs["default"] == runs["other"]
+    assert len(runs["other"][3]) == 2
     assert {s: {k: r[k] for k in ("Sym", "Trades", "Volume", "LastId")}
             for s, r in runs["other"][0].items()} == _expected(trades)
 

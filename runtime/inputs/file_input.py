@@ -86,6 +86,18 @@ def batch_rows(spark: SparkSession, element: dict, files: FileSpec, fmt: CsvForm
                slice_bytes: int = DEFAULT_SLICE_BYTES) -> DataFrame:
     """The parsed rows of the files ``paths`` (one micro-batch of :func:`file_stream`) in the
     ``ccl_csv`` source's schema, numbered in the manifest of ``manifest_dir``."""
+    slices = numbered_slices(files, fmt, manifest_dir, paths, slice_bytes)
+    schema = output_schema(element["columns"])
+    listing = spark.createDataFrame(spark.sparkContext.parallelize(slices, max(len(slices), 1)),
+                                    _SLICES)
+    return listing.mapInArrow(_parser(json.dumps(element["columns"]), fmt, schema), schema)
+
+
+def numbered_slices(files: FileSpec, fmt: CsvFormat, manifest_dir: str, paths: list[str],
+                    slice_bytes: int = DEFAULT_SLICE_BYTES) -> list[tuple[int, str, int, int, int]]:
+    """The slices ``(file_no, path, start, end, first_line)`` of the files ``paths`` (one
+    micro-batch of :func:`file_stream`) that the input reads, each file numbered in the manifest
+    of ``manifest_dir`` (names new to it appended in name order)."""
     top = os.path.realpath(files.dir)
     names = sorted({os.path.basename(p) for p in map(local_path, paths)
                     if os.path.realpath(os.path.dirname(p)) == top  # not from a subdirectory
@@ -99,10 +111,22 @@ def batch_rows(spark: SparkSession, element: dict, files: FileSpec, fmt: CsvForm
         path = os.path.join(files.dir, nm)
         for start, end, first_line in file_slices(path, 0 if fmt.xml_list else slice_bytes):
             slices.append((number[nm], os.path.abspath(path), start, end, first_line))
-    schema = output_schema(element["columns"])
-    listing = spark.createDataFrame(spark.sparkContext.parallelize(slices, max(len(slices), 1)),
-                                    _SLICES)
-    return listing.mapInArrow(_parser(json.dumps(element["columns"]), fmt, schema), schema)
+    return slices
+
+
+def rows_here(element: dict, files: FileSpec, fmt: CsvFormat, manifest_dir: str,
+              paths: list[str]) -> Any:
+    """:func:`batch_rows` parsed here, in this process (a small batch): an Arrow table of the
+    ``ccl_csv`` source's schema."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(output_schema(element["columns"]), timezone="UTC")
+    batches = [batch for file_no, path, start, end, first_line
+               in numbered_slices(files, fmt, manifest_dir, paths)
+               for batch in read_partition(path, element["columns"], fmt, file_no, start, end,
+                                           first_line, arrow)]
+    return pa.Table.from_batches(batches, schema=arrow)
 
 
 def _parser(columns_json: str, fmt: CsvFormat, schema: T.StructType) -> Any:
