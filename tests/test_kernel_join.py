@@ -1,0 +1,151 @@
+"""The join kernel (runtime/engine/kernels/join.py) against the engine run row by row
+(BucketRun.process), on generated buckets: a stream joined with windows whose rows come in the
+same buckets (inserts, updates, deletes, upserts), nulls, NaN, unknown opcodes, rows that came
+bad, rows sharing sequence numbers, several instances and batches. After every batch both leave
+the same states and give the same output rows, change for change (sequence and sub-numbers,
+bad records and counts included)."""
+from __future__ import annotations
+
+import json
+import math
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planned import plan_json
+from ccl.plan.physical import join_kernel
+from runtime.engine.kernels.join import JoinKernel
+from runtime.processor import BucketRun, bucket_rows, received_rows
+
+SOURCES = """
+CREATE INPUT STREAM S SCHEMA (k string, p float, v integer, n long);
+CREATE INPUT WINDOW W SCHEMA (k string, name string, f float) PRIMARY KEY (k);
+CREATE INPUT WINDOW X SCHEMA (id integer, v integer, tag string) PRIMARY KEY (id);
+"""
+QUERIES = {
+    "enrich": ("SELECT s.k k, s.p p, s.v v, w.name name FROM S s INNER JOIN W w ON s.k = w.k",
+               ["W"]),
+    "left join with where": ("SELECT s.k k, s.n n, w.name name, w.f f FROM S s LEFT JOIN W w "
+                             "ON w.k = s.k WHERE s.v > -3 OR w.f > 0.0", ["W"]),
+    # X is joined on a column that is not its key: a stream row may match several of its rows
+    "two windows, several matches": ("SELECT s.k k, w.name name, x.id id, x.tag tag, s.p p "
+                                     "FROM S s LEFT JOIN W w ON s.k = w.k "
+                                     "INNER JOIN X x ON s.v = x.v", ["W", "X"]),
+    "equality on a window's column": ("SELECT s.k k, x.id id, w.f f FROM S s INNER JOIN W w "
+                                      "ON s.k = w.k LEFT JOIN X x ON x.tag = w.name AND x.v = s.v",
+                                      ["W", "X"]),
+    # a cast of 'x' fails: those stream rows become bad records; a long item; a widened column
+    "expressions": ("SELECT upper(s.k) k, cast(integer, CASE WHEN s.v = 1 THEN 'x' ELSE '2' END) q, "
+                    "s.p * w.f pf, s.n + 1 n1, s.v vv, w.name + '!' t FROM S s "
+                    "INNER JOIN W w ON s.k = w.k WHERE w.f <> 0.1",
+                    ["W"], "SCHEMA (k string, q integer, pf float, n1 long, vv float, t string)"),
+}
+PORT_OF = {"S": 0}
+
+floats = st.sampled_from([None, 0.0, -0.0, 1.5, -2.25, float("nan"), float("inf"), 0.1, 1e308])
+keys = st.sampled_from([None, "a", "b", "B", "c"])
+ints = st.sampled_from([None, 0, 1, 2, -3, 2**31 - 1])
+ROWS = {
+    "S": st.fixed_dictionaries({"k": keys, "p": floats, "v": ints,
+                                "n": st.sampled_from([None, 0, 5, 2**40, -2**62])}),
+    "W": st.fixed_dictionaries({"k": keys, "name": st.sampled_from([None, "x", "y", "A"]), "f": floats}),
+    "X": st.fixed_dictionaries({"id": st.sampled_from([None, 1, 2, 3, 4]), "v": ints,
+                                "tag": st.sampled_from([None, "x", "y", "A"])}),
+}
+SCHEMAS = {
+    "S": pa.struct([("k", pa.string()), ("p", pa.float64()), ("v", pa.int32()), ("n", pa.int64())]),
+    "W": pa.struct([("k", pa.string()), ("name", pa.string()), ("f", pa.float64())]),
+    "X": pa.struct([("id", pa.int32()), ("v", pa.int32()), ("tag", pa.string())]),
+}
+
+
+def events(windows: list[str]):
+    """(instance, port, opcode, why, row, shares the sequence number before it, source)."""
+    ports = [st.tuples(st.just(0), ROWS["S"])] * 3 + [st.tuples(st.just(i + 1), ROWS[w])
+                                                       for i, w in enumerate(windows)]
+    return st.tuples(st.integers(0, 3), st.one_of(*ports),
+                     st.sampled_from(["i", "i", "i", "u", "p", "d", "s", "x"]),
+                     st.sampled_from([None] * 9 + ["no instance"]),
+                     st.sampled_from([False] * 15 + [True]), st.integers(0, 1))
+
+
+def bucket_run(tmp_path, name: str, first: bool) -> BucketRun:
+    query = QUERIES[name]
+    path = tmp_path / "p.ccl"
+    schema = query[2] if len(query) > 2 else ""
+    path.write_text(SOURCES + f"CREATE OUTPUT STREAM J {schema} AS {query[0]};\n")
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    element = next(e for e in plan["elements"] if e["name"] == "J")
+    assert join_kernel(element, plan) and element["physical"]["kernel"] == "join"
+    ports = frozenset(range(1, len(query[1]) + 1)) if first else frozenset()
+    run = BucketRun(json.dumps(plan), "J", ports)
+    assert isinstance(run.kernel, JoinKernel)
+    return run
+
+
+def table(windows: list[str], data: list, first_seq: int) -> pa.Table:
+    seqs, subs = [], []
+    for e in data:  # an event sharing the number before it comes next in its transaction
+        shared = e[4] and bool(seqs)
+        seqs.append(seqs[-1] if shared else first_seq + len(seqs))
+        subs.append(subs[-1] + 1 if shared else 0)
+    names = ["S"] + windows
+    columns = {
+        "__port": pa.array([e[1][0] for e in data], pa.int32()),
+        "__seq": pa.array(seqs, pa.int64()),
+        "__sub": pa.array(subs, pa.int64()),
+        "__src": pa.array([e[5] for e in data], pa.int32()),
+        "__op": pa.array([e[2] for e in data], pa.string()),
+        "__inst": pa.array([e[0] for e in data], pa.int32()),
+        "__why": pa.array([e[3] for e in data], pa.string()),
+        "__raw": pa.array([None] * len(data), pa.string())}
+    for port, name in enumerate(names):
+        columns[f"__p{port}"] = pa.array([e[1][1] if e[1][0] == port else None for e in data],
+                                         SCHEMAS[name])
+    columns["__bucket"] = pa.array([0] * len(data), pa.int32())
+    return pa.table(columns)
+
+
+def same(a, b) -> bool:
+    """Equality with NaN equal to NaN and -0.0 told from 0.0."""
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    if isinstance(a, int) and isinstance(b, int) and bool not in (type(a), type(b)):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def outputs(run: BucketRun, got: pa.Table) -> list[tuple]:
+    """process_table's output rows as BucketRun.process gives them."""
+    return [(r["__kind"], r["__inst"], r["__seq"], r["__sub"], r["__op"], r["__info"],
+             {} if r["__kind"] != "row" else {c: r[c] for c in run.columns}) for r in got.to_pylist()]
+
+
+def in_order(rows: list[tuple]) -> list[tuple]:
+    return sorted(rows, key=lambda o: (o[1], o[0] != "stat", o[0] == "bad" and o[3] == 0 and o[4] is None
+                                       and False, o[2] or 0, o[3] or 0, o[0]))
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["windows first", "in sequence order"])
+@pytest.mark.parametrize("name", list(QUERIES))
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_kernel_gives_the_engine_outputs_and_states(tmp_path, name, first, data):
+    windows = QUERIES[name][1]
+    batches = data.draw(st.lists(st.lists(events(windows), max_size=40), min_size=1, max_size=4))
+    run = bucket_run(tmp_path, name, first)
+    by_rows: dict = {}
+    by_kernel: dict = {}
+    for b, bucket in enumerate(batches):
+        t = table(windows, bucket, 1000 * (b + 1))
+        expected = run.process(by_rows, received_rows(t), 0)
+        got = outputs(run, run.process_table(by_kernel, t, 0))
+        assert same(by_kernel, by_rows)
+        assert same(in_order(got), in_order(expected))
