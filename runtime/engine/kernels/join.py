@@ -50,6 +50,8 @@ _INSERTS = ("i", "u", "p")
 # CCL column type -> the Python type of the values the engine's expressions read as they are
 # (runtime.engine.expr: a value of that type, an integer within 32 bits; null is null)
 _AS_IS = {"integer": int, "float": float, "string": str, "boolean": bool}
+# ... and those whose values, read from a column of that type and cast to it, are the values
+_SAME = {**_AS_IS, "long": int}
 
 
 class JoinKernel:
@@ -250,6 +252,10 @@ class JoinKernel:
             if item is None:
                 columns.append([None] * len(live))
                 continue
+            same = reader.as_cast(item, ctype, live)
+            if same is not None:
+                columns.append(same)
+                continue
             values = reader.values(item, live, failing)
             try:
                 columns.append(coerce_column(values, ctype))
@@ -377,6 +383,9 @@ class _Reader:
         if value.source is not None:
             raw = self._plain(value, positions)
             kind = _AS_IS.get(value.ctype or "")
+            if kind is not None and value.source == 0 \
+                    and _arrow_holds(self.stream.type.field(value.column).type, value.ctype):
+                return raw
             if kind is not None and all(v is None or (type(v) is kind and (
                     kind is not int or -2**31 <= v < 2**31)) for v in raw):
                 return raw
@@ -384,6 +393,22 @@ class _Reader:
             return self._each(value.compiled, positions,
                               lambda j, k: {alias: {column: raw[k]}}, failing)
         return self._each(value.compiled, positions, self._joined, failing)
+
+    def as_cast(self, value: _Value, ctype: str, positions: np.ndarray) -> Optional[list]:
+        """``value`` at ``positions`` cast to the output type ``ctype``, when it is a plain column of
+        that very type and its values are as such a column holds them: the values as they are
+        (reading and casting them gives them back; a long, which the engine carries as SPLASH's
+        Long, an int subclass, reaches the output table as the same integer); else None."""
+        kind = _SAME.get(ctype.strip().lower())
+        if value.source is None or kind is None or value.ctype != ctype.strip().lower():
+            return None
+        raw = self._plain(value, positions)
+        if value.source == 0 and _arrow_holds(self.stream.type.field(value.column).type, value.ctype):
+            return raw  # (the Arrow type of the stream's column says what its values are)
+        low, high = (-2**63, 2**63) if value.ctype == "long" else (-2**31, 2**31)
+        if all(v is None or (type(v) is kind and (kind is not int or low <= v < high)) for v in raw):
+            return raw
+        return None
 
     def _plain(self, value: _Value, positions: np.ndarray) -> list:
         if value.source == 0:
@@ -416,6 +441,21 @@ class _Reader:
                 failing.add(j)
                 out.append(None)
         return out
+
+
+def _arrow_holds(arrow_type: Any, ctype: Optional[str]) -> bool:
+    """Whether every value of an Arrow column of ``arrow_type``, as Python gives it, is null or of
+    the Python type :data:`_SAME` gives for the CCL type ``ctype`` (an integer within its range)."""
+    import pyarrow as pa
+    t = pa.types
+    checks = {"string": lambda: t.is_string(arrow_type) or t.is_large_string(arrow_type),
+              "float": lambda: t.is_float64(arrow_type) or t.is_float32(arrow_type),
+              "boolean": lambda: t.is_boolean(arrow_type),
+              "integer": lambda: (t.is_int8(arrow_type) or t.is_int16(arrow_type) or t.is_int32(arrow_type)
+                                  or t.is_uint8(arrow_type) or t.is_uint16(arrow_type)),
+              "long": lambda: (t.is_integer(arrow_type) and not t.is_uint64(arrow_type))}
+    check = checks.get(ctype or "")
+    return check is not None and bool(check())
 
 
 def _plain_column(expr: Optional[dict]) -> Optional[tuple[str, str]]:
