@@ -131,8 +131,8 @@ def outputs(run: BucketRun, got: pa.Table) -> list[tuple]:
 
 
 def in_order(rows: list[tuple]) -> list[tuple]:
-    return sorted(rows, key=lambda o: (o[1], o[0] != "stat", o[0] == "bad" and o[3] == 0 and o[4] is None
-                                       and False, o[2] or 0, o[3] or 0, o[0]))
+    """Output rows by instance, sequence and sub-number (the table's order means nothing)."""
+    return sorted(rows, key=lambda o: (o[1], o[0] != "stat", o[2] or 0, o[3] or 0, o[0], o[5] or ""))
 
 
 @pytest.mark.parametrize("first", [True, False], ids=["windows first", "in sequence order"])
@@ -197,3 +197,41 @@ def test_larger_random_buckets(tmp_path, name, first):
         assert same(in_order(got), in_order(expected))
         joined += sum(1 for o in got if o[0] == "row")
     assert joined > 50 and ran > handed
+
+
+def test_the_kernel_runs_its_instances_and_hands_back_a_transaction(tmp_path):
+    """Window rows first, then trades: instance 0's rows are the kernel's (a match, a LEFT join's
+    missing side, a WHERE that fails the row); instance 1's two trades share a sequence number
+    (one upstream transaction): its batch is the engine's."""
+    run = bucket_run(tmp_path, "left join with where", True)
+    w = [(0, (1, {"k": "a", "name": "x", "f": 2.0}), "i", None, False, 0),
+         (1, (1, {"k": "a", "name": "y", "f": 1.0}), "i", None, False, 0)]
+    s = [(0, (0, {"k": "a", "p": 1.0, "v": 1, "n": 7}), "i", None, False, 0),
+         (0, (0, {"k": "b", "p": 1.0, "v": 2, "n": 8}), "i", None, False, 0),
+         (0, (0, {"k": "a", "p": 1.0, "v": -5, "n": 9}), "i", None, False, 0),
+         (1, (0, {"k": "a", "p": 1.0, "v": 1, "n": 10}), "i", None, False, 0),
+         (1, (0, {"k": "a", "p": 1.0, "v": 1, "n": 11}), "i", None, True, 0)]
+    t = table(["W"], w + s, 10)
+    ports = [t.column(f"__p{p}").combine_chunks() for p in range(2)]
+    states: dict = {}
+    runs, left, changes = run.kernel.run(states, bucket_rows(t), ports, 0)
+    assert [r.inst for r in runs] == [0] and left == [1] and 1 not in states
+    assert list(zip(changes.inst, changes.seq, changes.sub)) == [(0, 12, 0), (0, 13, 1), (0, 14, 2)]
+    assert changes.values == [["a", "b", "a"], [7, 8, 9], ["x", None, "x"], [2.0, None, 2.0]]
+    expected = run.process({}, received_rows(t), 0)
+    got = outputs(run, run.process_table({}, t, 0))
+    assert same(in_order(got), in_order(expected))
+
+
+def test_a_failing_row_is_the_engines_bad_record(tmp_path):
+    """A cast that fails for one trade: its bad record (the engine's reason and row) in the kernel's
+    changes, numbered among the other rows' changes."""
+    run = bucket_run(tmp_path, "expressions", True)
+    w = [(0, (1, {"k": "a", "name": "x", "f": 2.0}), "i", None, False, 0)]
+    s = [(0, (0, {"k": "a", "p": 1.0, "v": v, "n": 1}), "i", None, False, 0) for v in (2, 1, 3)]
+    t = table(["W"], w + s, 10)
+    ports = [t.column(f"__p{p}").combine_chunks() for p in range(2)]
+    runs, left, changes = run.kernel.run({}, bucket_rows(t), ports, 0)
+    assert left == [] and changes.sub == [0, 2] and changes.seq == [11, 13]
+    [(inst, seq, sub, reason, row)] = changes.bad
+    assert (inst, seq, sub, row["v"]) == (0, 12, 1, 1) and "x" in reason
