@@ -157,12 +157,16 @@ def random_events(rnd: random.Random, windows: list[str], n: int) -> list:
     """``n`` events as :func:`events` draws them, from ``rnd``."""
     def row(name: str) -> dict:
         return {c: rnd.choice(CHOICES[name][c]) for c in CHOICES[name]}
-    out = []
+    out: list = []
     for _ in range(n):
         port = rnd.choice([0, 0] + list(range(1, len(windows) + 1)))
-        out.append((rnd.randrange(4), (port, row((["S"] + windows)[port])),
+        shares = bool(out) and rnd.random() < 0.1  # an upstream transaction, often one instance's
+        inst = out[-1][0] if shares and rnd.random() < 0.7 else rnd.randrange(4)
+        if shares and rnd.random() < 0.7:
+            port = out[-1][1][0]
+        out.append((inst, (port, row((["S"] + windows)[port])),
                     rnd.choice(["i", "i", "i", "u", "p", "d", "s", "x"]), rnd.choice([None] * 19 + ["no instance"]),
-                    rnd.random() < 0.03, rnd.randrange(2)))
+                    shares, rnd.randrange(2)))
     return out
 
 
@@ -199,10 +203,11 @@ def test_larger_random_buckets(tmp_path, name, first):
     assert joined > 50 and ran > handed
 
 
-def test_the_kernel_runs_its_instances_and_hands_back_a_transaction(tmp_path):
+def test_the_kernel_merges_a_transaction_and_hands_back_a_state_it_cannot_read(tmp_path):
     """Window rows first, then trades: instance 0's rows are the kernel's (a match, a LEFT join's
     missing side, a WHERE that fails the row); instance 1's two trades share a sequence number
-    (one upstream transaction): its batch is the engine's."""
+    (one upstream transaction) and join the same window row: one output, the second's values, as
+    the engine merges them; instance 2's state is none the kernel reads: handed back, untouched."""
     run = bucket_run(tmp_path, "left join with where", True)
     w = [(0, (1, {"k": "a", "name": "x", "f": 2.0}), "i", None, False, 0),
          (1, (1, {"k": "a", "name": "y", "f": 1.0}), "i", None, False, 0)]
@@ -215,12 +220,19 @@ def test_the_kernel_runs_its_instances_and_hands_back_a_transaction(tmp_path):
     ports = [t.column(f"__p{p}").combine_chunks() for p in range(2)]
     states: dict = {}
     runs, left, changes = run.kernel.run(states, bucket_rows(t), ports, 0)
-    assert [r.inst for r in runs] == [0] and left == [1] and 1 not in states
-    assert list(zip(changes.inst, changes.seq, changes.sub)) == [(0, 12, 0), (0, 13, 1), (0, 14, 2)]
-    assert changes.values == [["a", "b", "a"], [7, 8, 9], ["x", None, "x"], [2.0, None, 2.0]]
+    assert [r.inst for r in runs] == [0, 1] and left == []
+    assert list(zip(changes.inst, changes.seq, changes.sub)) == [(0, 12, 0), (0, 13, 1), (0, 14, 2),
+                                                                (1, 15, 0)]
+    assert changes.values == [["a", "b", "a", "a"], [7, 8, 9, 11], ["x", None, "x", "y"],
+                              [2.0, None, 2.0, 1.0]]
     expected = run.process({}, received_rows(t), 0)
     got = outputs(run, run.process_table({}, t, 0))
     assert same(in_order(got), in_order(expected))
+    odd = {2: {"seq": 3, "selects": []}}
+    t2 = table(["W"], [(2, (0, {"k": "a", "p": 1.0, "v": 1, "n": 1}), "i", None, False, 0)], 20)
+    runs, left, changes = run.kernel.run(odd, bucket_rows(t2), [t2.column(f"__p{p}").combine_chunks()
+                                                                 for p in range(2)], 0)
+    assert runs == [] and left == [2] and odd == {2: {"seq": 3, "selects": []}}
 
 
 def test_a_failing_row_is_the_engines_bad_record(tmp_path):

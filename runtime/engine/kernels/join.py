@@ -27,9 +27,12 @@ first, sequence number, source, sub-number, port) and, on the engine's own state
   engine's own WHERE and projection (:meth:`_Select.finish`) on the rows it joined, which gives its
   bad record (or its rows) exactly.
 
-An instance whose stream rows share a sequence number (an upstream transaction, whose changes the
-engine merges by key) or whose state the kernel cannot read is left untouched and handed back to
-the engine for the batch.
+Stream rows that share a sequence number one after the other are one engine transaction: their
+bad records come first, then their joined rows merged by key, as the engine's ``consolidate``
+merges them (a joined row's key holds the stream row's sequence number, so two rows of one
+transaction joining the same window rows give one output: the last one's, at the first one's
+place). An instance whose state the kernel cannot read, or with a stream row without values in
+such a transaction, is left untouched and handed back to the engine for the batch.
 """
 from __future__ import annotations
 
@@ -108,13 +111,21 @@ class JoinKernel:
         came = np.asarray(rows.why.is_valid(), dtype=bool)[order]
         events = order[~came]
         inst, seq, port = rows.inst[events], rows.seq[events], rows.port[events]
-        left = self._left(states, rows, inst, seq, port)
+        valid0 = np.asarray(ports[0].is_valid(), dtype=bool)[events]
+        # each event's transaction (the position of its first event), for the stream's port:
+        # consecutive rows of one instance, sequence number and port (ESP: one upstream row)
+        joins_last = (inst[1:] == inst[:-1]) & (seq[1:] == seq[:-1]) & (port[1:] == port[:-1]) & (port[1:] == 0)
+        starts = np.flatnonzero(np.r_[True, ~joins_last])
+        tx = np.repeat(starts, np.diff(np.r_[starts, len(events)]))
+        shared = np.zeros(len(events), dtype=bool)
+        shared[1:] |= joins_last
+        shared[:-1] |= joins_last
+        left = self._left(states, rows, inst, shared & ~valid0)
         ran = [i for i in np.unique(rows.inst).tolist() if i not in left]
         for i in ran:
             if i not in states:
                 states[i] = self.engine.initial_state()
         ops = rows.op.take(events)
-        valid0 = np.asarray(ports[0].is_valid(), dtype=bool)[events]
         import pyarrow as pa
         import pyarrow.compute as pc
         inserts = np.asarray(pc.is_in(ops, value_set=pa.array(list(_INSERTS))).fill_null(False),
@@ -125,20 +136,23 @@ class JoinKernel:
         self._look_up(states, rows, ports, events, inst, seq, port, ops, joining, left, found, extra,
                       now)
         stream = ports[0].take(events[np.asarray(found.at, dtype=np.int64)])
-        columns, emitted = self._evaluate(found, stream, seq, extra, rows, ports, events)
+        columns, live = self._evaluate(found, stream, seq, extra)
         _finish_sequence_numbers(states, inst, seq, left)
-        changes = self._changes(found, columns, emitted, extra, inst, seq)
+        emitted = np.asarray(found.at, dtype=np.int64)[live]
+        if shared.any():
+            changes = self._merged(found, columns, live, emitted, extra, inst, seq, tx, shared)
+        else:
+            changes = self._changes(columns, emitted, extra, inst, seq)
         arrivals: dict[int, list[int]] = {}
         for i in order[came].tolist():
             arrivals.setdefault(int(rows.inst[i]), []).append(i)
         return ([InstanceRun(i, [], arrivals.get(i, [])) for i in ran], sorted(left), changes)
 
-    def _left(self, states: dict[int, dict], rows: BucketRows, inst: np.ndarray, seq: np.ndarray,
-              port: np.ndarray) -> set[int]:
-        """The instances handed back: stream rows sharing a sequence number one after the other
-        (one engine transaction), or a state the kernel cannot read."""
-        same = (inst[1:] == inst[:-1]) & (seq[1:] == seq[:-1]) & (port[1:] == port[:-1]) & (port[1:] == 0)
-        left = set(inst[1:][same].tolist())
+    def _left(self, states: dict[int, dict], rows: BucketRows, inst: np.ndarray,
+              odd: np.ndarray) -> set[int]:
+        """The instances handed back: a stream row without values in a transaction of several
+        (``odd``: the engine would join it in the transaction), or a state the kernel cannot read."""
+        left = set(inst[odd].tolist())
         for i in np.unique(rows.inst).tolist():
             state = states.get(i)
             if state is not None and not self._readable(state):
@@ -226,13 +240,12 @@ class JoinKernel:
         values = (ports[p][int(events[e])].as_py() if p < len(ports) else None) or {}
         outputs = self.engine.process(state, [Event(p, ops[e].as_py(), s, values)], now)
         if outputs:  # a bad record (a window change joins nothing: the stream is not stored)
-            extra[e] = [("bad", o.reason, dict(o.values)) if isinstance(o, Bad) else ("row", o.values)
+            extra[e] = [("bad", o.reason, dict(o.values)) if isinstance(o, Bad) else ("row", o.values, None)
                         for o in outputs]
 
     # --- WHERE and the select items, over all joined rows -----------------------------------
 
-    def _evaluate(self, found: "_Found", stream: Any, seq: np.ndarray, extra: dict[int, list],
-                  rows: BucketRows, ports: list[Any], events: np.ndarray
+    def _evaluate(self, found: "_Found", stream: Any, seq: np.ndarray, extra: dict[int, list]
                   ) -> tuple[list[list], np.ndarray]:
         """The output columns of the joined rows that pass WHERE (cast to the element's types)
         and which joined rows those are; a stream row with a failing joined row is run by the
@@ -275,8 +288,7 @@ class JoinKernel:
             keep = ~np.isin(at[live], redo)
             live = live[keep]
             columns = [[v for v, k in zip(col, keep.tolist()) if k] for col in columns]
-        emitted = at[live]
-        return columns, emitted
+        return columns, live
 
     def _redo(self, redo: list[int], found: "_Found", reader: "_Reader", seq: np.ndarray,
               extra: dict[int, list]) -> None:
@@ -299,13 +311,13 @@ class JoinKernel:
             except (SplashError, RowRefused) as ex:
                 extra[e] = [("bad", str(ex), reader.stream_row(joined[0]))]
                 continue
-            extra[e] = [("row", emit_of(Change("i", c.key, None, c.new, c.seq)).values)
+            extra[e] = [("row", emit_of(Change("i", c.key, None, c.new, c.seq)).values, c.key)
                         for c in consolidate(out) if c.op != "d"]
 
     # --- outputs ------------------------------------------------------------------------------
 
-    def _changes(self, found: "_Found", columns: list[list], emitted: np.ndarray,
-                 extra: dict[int, list], inst: np.ndarray, seq: np.ndarray) -> RowChanges:
+    def _changes(self, columns: list[list], emitted: np.ndarray, extra: dict[int, list],
+                 inst: np.ndarray, seq: np.ndarray) -> RowChanges:
         """The outputs in the engine's order (by event position: an event gives joined rows or
         else ``extra`` outputs, never both), numbered within each instance."""
         names = [name for name, _, _ in self.outputs]
@@ -341,6 +353,57 @@ class JoinKernel:
                 row = tail[k - n][1][1]
                 for column, name in zip(out.values, names):
                     column.append(row.get(name))
+        return out
+
+
+    def _merged(self, found: "_Found", columns: list[list], live: np.ndarray, emitted: np.ndarray,
+                extra: dict[int, list], inst: np.ndarray, seq: np.ndarray, tx: np.ndarray,
+                shared: np.ndarray) -> RowChanges:
+        """:meth:`_changes` where stream rows share a sequence number: as in the engine, the bad
+        records of a transaction come first, then its joined rows merged by key (the joined rows'
+        keys hold the sequence number, so two rows of a transaction joining the same window rows
+        meet on one key: one output, the last one's values at the first one's place)."""
+        names = [name for name, _, _ in self.outputs]
+        entries: list[tuple[tuple, int, list, Any]] = []   # (order, event, values, bad or None)
+        merged: dict[tuple, int] = {}   # (transaction, key) -> index in entries
+        emitted_l, live_l = emitted.tolist(), live.tolist()
+
+        def add(e: int, j: int, values: list, key: Any, bad: Any) -> None:
+            if not shared[e]:
+                entries.append(((e, 0, 0, j), e, values, bad))
+            elif bad is not None:
+                entries.append(((int(tx[e]), 0, e, j), e, values, bad))
+            else:
+                at = merged.get((int(tx[e]), key))
+                if at is None:
+                    merged[(int(tx[e]), key)] = len(entries)
+                    entries.append(((int(tx[e]), 1, len(entries), 0), e, values, None))
+                else:
+                    entries[at] = (entries[at][0], e, values, None)
+        for k, (e, j) in enumerate(zip(emitted_l, live_l)):
+            key = ((int(seq[e]),),) + tuple(found.keys[lv][j] for lv in range(len(self.levels)))
+            add(e, k, [column[k] for column in columns], key, None)
+        for e in sorted(extra):
+            for n, o in enumerate(extra[e]):
+                if o[0] == "bad":
+                    add(e, n, [], None, (o[1], o[2]))
+                else:
+                    add(e, n, [o[1].get(name) for name in names], o[2], None)
+        entries.sort(key=lambda entry: entry[0])
+        out = RowChanges([], [], [], [], [[] for _ in names], [])
+        sub: dict[int, int] = {}
+        for _, e, values, bad in entries:
+            i = int(inst[e])
+            n = sub[i] = sub.get(i, -1) + 1
+            if bad is not None:
+                out.bad.append((i, int(seq[e]), n, bad[0], bad[1]))
+                continue
+            out.inst.append(i)
+            out.seq.append(int(seq[e]))
+            out.sub.append(n)
+            out.op.append("i")
+            for column, v in zip(out.values, values):
+                column.append(v)
         return out
 
 
