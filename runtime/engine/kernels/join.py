@@ -133,7 +133,7 @@ class JoinKernel:
         joining = (port == 0) & inserts & valid0
         found = _Found(len(self.levels))
         extra: dict[int, list] = {}   # event position -> its outputs, when not joined rows
-        self._look_up(states, rows, ports, events, inst, seq, port, ops, joining, left, found, extra,
+        self._look_up(states, ports, events, inst, seq, port, ops, joining, left, found, extra,
                       now)
         stream = ports[0].take(events[np.asarray(found.at, dtype=np.int64)])
         columns, live = self._evaluate(found, stream, seq, extra)
@@ -169,7 +169,7 @@ class JoinKernel:
         except (KeyError, IndexError, TypeError, AttributeError):
             return False
 
-    def _look_up(self, states: dict[int, dict], rows: BucketRows, ports: list[Any],
+    def _look_up(self, states: dict[int, dict], ports: list[Any],
                  events: np.ndarray, inst: np.ndarray, seq: np.ndarray, port: np.ndarray, ops: Any,
                  joining: np.ndarray, left: set[int], found: "_Found", extra: dict[int, list],
                  now: int) -> None:
@@ -178,7 +178,7 @@ class JoinKernel:
         record or outputs to ``extra``)."""
         eq_values = {c: ports[0].field(c).take(events).to_pylist() for c in self.stream_eq}
         inst_l, join_l = inst.tolist(), joining.tolist()
-        engine, levels, eq = self.engine, self.levels, self.eq
+        levels, eq = self.levels, self.eq
         single = (len(levels) == 1 and len(eq[0]) == 1)
         column = eq_values[eq[0][0][1]] if single else None
         keeps = levels[0].left_keeps
@@ -192,7 +192,7 @@ class JoinKernel:
                 join = state["selects"][0]["join"]
                 ridx, src = join["ridx"], join["src"]
             if not join_l[e]:
-                self._other(state, e, rows, ports, events, seq, port, ops, extra, now)
+                self._other(state, e, ports, events, seq, port, ops, extra, now)
                 continue
             if single:  # one window, one equated stream column: the usual enrichment
                 v = column[e]  # type: ignore[index]
@@ -232,7 +232,7 @@ class JoinKernel:
                     rights[j].append(matched[j])
                     keys[j].append(mkeys[j])
 
-    def _other(self, state: dict, e: int, rows: BucketRows, ports: list[Any], events: np.ndarray,
+    def _other(self, state: dict, e: int, ports: list[Any], events: np.ndarray,
                seq: np.ndarray, port: np.ndarray, ops: Any, extra: dict[int, list], now: int) -> None:
         """A row that is no stream insert, through the engine (a transaction of its own: rows
         sharing a sequence number on a port other than the stream's change no output)."""
