@@ -294,10 +294,14 @@ class JoinKernel:
               extra: dict[int, list]) -> None:
         """Run stream rows (event positions ``redo``) through the engine's WHERE and projection
         on the rows they joined: their outputs, or the engine's bad record."""
-        at = np.asarray(found.at, dtype=np.int64)
+        wanted = set(redo)
+        rows_of: dict[int, list[int]] = {}
+        for j, e in enumerate(found.at):
+            if e in wanted:
+                rows_of.setdefault(e, []).append(j)
         sel, columns = self.sel, self.joiner.columns
         for e in redo:
-            joined = np.flatnonzero(at == e).tolist()
+            joined = rows_of[e]
             s = int(seq[e])
             changes = []
             for j in joined:
