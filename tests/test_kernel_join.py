@@ -247,3 +247,21 @@ def test_a_failing_row_is_the_engines_bad_record(tmp_path):
     assert left == [] and changes.sub == [0, 2] and changes.seq == [11, 13]
     [(inst, seq, sub, reason, row)] = changes.bad
     assert (inst, seq, sub, row["v"]) == (0, 12, 1, 1) and "x" in reason
+
+
+def test_a_kernel_the_runtime_cannot_use_leaves_the_element_to_the_engine(tmp_path):
+    """A plan naming the join kernel for an element it cannot run (here an aggregation), or a
+    kernel this runtime does not have: BucketRun runs the element row by row."""
+    path = tmp_path / "p.ccl"
+    path.write_text(SOURCES + "CREATE OUTPUT WINDOW A PRIMARY KEY DEDUCED AS "
+                    "SELECT s.k k, count(*) c FROM S s LEFT JOIN W w ON s.k = w.k GROUP BY s.k;\n")
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    element = next(e for e in plan["elements"] if e["name"] == "A")
+    assert element["physical"]["kernel"] is None
+    for name in ("join", "no such kernel"):
+        element["physical"]["kernel"] = name
+        run = BucketRun(json.dumps(plan), "A")
+        assert run.kernel is None
+        t = table(["W"], [(0, (0, {"k": "a", "p": 1.0, "v": 1, "n": 1}), "i", None, False, 0)], 5)
+        assert len(outputs(run, run.process_table({}, t, 0))) == 2   # its count, its row
