@@ -93,6 +93,9 @@ class BucketRun:
         self.columnar = (ColumnarAggregation(self.engine, plan)
                          if isinstance(self.engine, Engine) and self.engine.declared is None
                          and element["physical"]["columnar"] else None)
+        # another element a columnar kernel runs a bucket at a time (the plan's ``kernel``)
+        from .engine.kernels import make_kernel
+        self.kernel = make_kernel(element, self.engine, plan, first_ports) if self.columnar is None else None
         # (seq, src, sub, port) order; rows of a reference's port first when there is one
         self.order = ((lambda x: (x[3] not in first_ports, *x[:4])) if first_ports
                       else (lambda x: x[:4]))
@@ -121,14 +124,17 @@ class BucketRun:
     def process_table(self, states: dict[int, dict], table: Any, now: int) -> Any:
         """:meth:`process` for a bucket's rows as an Arrow table in the processor's input layout,
         giving its output rows as an Arrow table (:func:`output_schema`): through
-        :attr:`columnar` when there is one (and the instances it hands back, or everything when
-        there is none, through :meth:`process`)."""
-        if self.columnar is None:
+        :attr:`columnar` or :attr:`kernel` when there is one (and the instances it hands back,
+        or everything when there is none, through :meth:`process`)."""
+        if self.columnar is None and self.kernel is None:
             return self.table(self.process(states, received_rows(table), now))
         import numpy as np
 
         rows = bucket_rows(table)
-        runs, left, changes = self.columnar.run(states, rows, now)
+        ports = [rows.values] + [table.column(port_column(p)).combine_chunks()
+                                 for p in range(1, len(self.engine.ports))]
+        runs, left, changes = (self.columnar.run(states, rows, now) if self.columnar is not None
+                               else self.kernel.run(states, rows, ports, now))
         received = dict(zip(*[a.tolist() for a in np.unique(rows.inst, return_counts=True)]))
         out: list[tuple] = []
         for run in runs:
@@ -136,7 +142,7 @@ class BucketRun:
             out.append(("stat", run.inst, received[run.inst] - came_bad, came_bad, None, None, _NONE))
             for i in run.came_bad:
                 why, raw = rows.why[i].as_py(), meta_column(table, RAW)[i].as_py()
-                reason = (why, {"line": raw} if raw is not None else rows.values[i].as_py() or {})
+                reason = (why, {"line": raw} if raw is not None else ports[int(rows.port[i])][i].as_py() or {})
                 out.append(("bad", run.inst, int(rows.seq[i]), 0, None, bad_info(*reason), _NONE))
             out.extend(self.emitted(run.inst, run.outputs))
         if changes is not None:

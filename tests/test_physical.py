@@ -168,3 +168,41 @@ def test_other_aggregations_are_not_columnar(tmp_path, body):
     from ccl.plan.physical import columnar_aggregation
     e, plan = _element(tmp_path, body)
     assert columnar_aggregation(e, plan) is None
+
+
+WIN2 = "create input window v schema (venue string, country string) primary key (venue);\n"
+
+
+@pytest.mark.parametrize("body", [
+    "create output stream a partition by s hash(sym) partitions 4 as select s.sym, s.px, w.px wpx "
+    "from s inner join w on s.sym = w.sym;",
+    "create output stream a as select s.sym, w.px wpx from s left join w on w.sym = s.sym "
+    "where s.q > 0 and upper(s.venue) = 'X';",
+    # two windows, the second equated with a column of the first window and of the stream
+    "create output stream a as select s.sym, v.country from s left join w on s.sym = w.sym "
+    "inner join v on v.venue = s.venue and v.country = w.sym;",
+])
+def test_joins_of_a_stream_with_windows_take_the_join_kernel(tmp_path, body):
+    from ccl.plan.physical import columnar_kernel, join_kernel
+    e, plan = _element(tmp_path, WIN2 + body)
+    assert join_kernel(e, plan) and columnar_kernel(e, plan) == "join"
+    assert e["physical"]["kernel"] == "join" and path_of(e, plan)[0] == PER_INSTANCE
+
+
+@pytest.mark.parametrize("body", [
+    # ON with more than equalities, a right join, the window first
+    "create output stream a as select s.sym from s inner join w on s.sym = w.sym and s.px > w.px;",
+    "create output stream a as select s.sym from s right join w on s.sym = w.sym;",
+    "create output stream a as select s.sym from w inner join s on s.sym = w.sym;",
+    # a window (not a stream) over the join, a FROM KEEP
+    "create output window a primary key (sym) as select s.sym, w.px from s inner join w on s.sym = w.sym;",
+    "create output stream a as select s.sym from s keep 2 rows inner join w on s.sym = w.sym;",
+    # an aggregate, a function whose value is not its arguments'
+    "create output stream a as select s.sym, w.px, getrowid(s) r from s inner join w on s.sym = w.sym;",
+    # one source: no join
+    "create output stream a as select s.sym from s where s.q > 1 and upper(s.venue) = 'X';",
+])
+def test_other_shapes_do_not_take_the_join_kernel(tmp_path, body):
+    from ccl.plan.physical import join_kernel
+    e, plan = _element(tmp_path, WIN2 + body)
+    assert not join_kernel(e, plan) and e["physical"]["kernel"] is None

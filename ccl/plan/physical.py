@@ -261,8 +261,69 @@ def columnar_kernel(element: Mapping, plan: Mapping) -> Optional[str]:
     return None
 
 
+def join_kernel(element: Mapping, plan: Mapping) -> bool:
+    """Whether the join kernel (runtime/engine/kernels/join.py) runs ``element``: a stream (no
+    KEEP, AGES, DECLARE or Flex) defined by one select of one stream (its first source, no FROM
+    KEEP) joined with one or more windows (no FROM KEEP), each by an INNER or LEFT join whose ON
+    is one or more equalities of a column of an earlier source with a column of that window, and
+    nothing else; no GROUP BY, aggregate or MATCHING; the select items and WHERE read only the
+    sources' columns and ``<target>_partitions`` and call only built-in functions whose value
+    depends on their arguments alone (not :data:`IMPURE_FUNCTIONS`)."""
+    from ..splash.functions_data import FUNCTIONS
+
+    query = element.get("query")
+    if (element.get("kind") != "stream" or not query or len(query["selects"]) != 1
+            or element.get("flex") or element.get("declare") or element.get("aging")
+            or element.get("keep")):
+        return False
+    sel = query["selects"][0]
+    sources, joins = sel["sources"], sel.get("joins") or []
+    if (len(sources) < 2 or len(joins) != len(sources) - 1 or sel.get("matching")
+            or sel.get("group_by") or sel.get("aggregates") or sel.get("having")
+            or sel.get("group_filter") or sel.get("group_order_by")
+            or any(s.get("keep") for s in sources)):
+        return False
+    kinds = {e["name"]: e.get("kind") for e in plan["elements"]}
+    if kinds.get(sources[0]["element"]) != "stream" \
+            or any(kinds.get(s["element"]) != "window" for s in sources[1:]):
+        return False
+    aliases = [s["alias"] for s in sources]
+    if len(set(aliases)) != len(aliases):
+        return False
+    for j, join in enumerate(joins):
+        parts = _conjuncts(join.get("on"))
+        if join.get("kind", "inner") not in ("inner", "left") or join.get("temporal") \
+                or not parts or not all(_equates(p, aliases[: j + 1], aliases[j + 1]) for p in parts):
+            return False
+    partition = element.get("partition") or {}
+    names = {partition.get("partitions_var") or f"{element['name'].split('.')[-1]}_partitions"}
+    exprs = [sel.get("where")] + [it["expr"] for it in sel["items"]]
+    return all(_pure(e, tuple(aliases), names, FUNCTIONS) for e in exprs if e is not None)
+
+
+def _conjuncts(expr: object) -> list:
+    """The operands of a tree of ANDs (``[]`` for no expression)."""
+    if expr is None:
+        return []
+    if isinstance(expr, Mapping) and expr.get("node") == "Binary" and expr.get("op") == "and":
+        return _conjuncts(expr["left"]) + _conjuncts(expr["right"])
+    return [expr]
+
+
+def _equates(part: object, left: list[str], right: str) -> bool:
+    """Whether ``part`` is ``a.x = b.y`` with one side a column of ``right`` and the other a column
+    of one of the ``left`` aliases (the engine's hash join takes it; runtime/engine/join.py)."""
+    if not (isinstance(part, Mapping) and part.get("node") == "Binary" and part.get("op") == "="):
+        return False
+    found = []
+    for side in (part["left"], part["right"]):
+        alias = next((a for a in left + [right] if _column(side, a) is not None), None)
+        found.append(alias)
+    return None not in found and sorted([found[0] == right, found[1] == right]) == [False, True]
+
+
 # (name, rule) of each columnar kernel, in the order they are tried.
-_KERNELS: list[tuple[str, Callable[[Mapping, Mapping], bool]]] = []
+_KERNELS: list[tuple[str, Callable[[Mapping, Mapping], bool]]] = [("join", join_kernel)]
 
 
 # Column types whose values Spark's hash() tells apart as Python's equality does (not float: 0.0
@@ -292,16 +353,16 @@ def group_columns(element: Mapping, plan: Mapping) -> Optional[list[str]]:
     return columns or None
 
 
-def _pure(expr: object, alias: str, names: set, builtins: Mapping) -> bool:
-    """Whether ``expr`` (plan JSON) reads only columns of ``alias`` and ``names`` and calls only
-    built-in functions not in :data:`IMPURE_FUNCTIONS`."""
+def _pure(expr: object, alias: str | tuple[str, ...], names: set, builtins: Mapping) -> bool:
+    """Whether ``expr`` (plan JSON) reads only columns of ``alias`` (or of any of several) and
+    ``names`` and calls only built-in functions not in :data:`IMPURE_FUNCTIONS`."""
     if isinstance(expr, list):
         return all(_pure(e, alias, names, builtins) for e in expr)
     if not isinstance(expr, Mapping):
         return True
     node = expr.get("node")
     if node == "FieldAccess":
-        return _column(expr, alias) is not None
+        return any(_column(expr, a) is not None for a in ((alias,) if isinstance(alias, str) else alias))
     if node == "Var":
         return expr["name"]["name"] in names
     if node == "Call":
