@@ -200,7 +200,7 @@ def _stage_rows(plan: dict, element: dict, frames: list[DataFrame], batch_id: in
     proc_in = processor_input(plan, element, frames, layout.buckets,
                               layout.by_group.get(element["name"], ()), narrow=True)
     if here:
-        return transform(proc_in.toArrow(), batch_id)
+        return transform(_collected(proc_in), batch_id)
     return transform(proc_in, batch_id)
 
 
@@ -217,10 +217,22 @@ def _written(spark: SparkSession, element: dict, out: Union[DataFrame, Any, None
     if element["physical"]["native"] == "aggregation":  # written already: ``out`` is its changelog
         return changelog_frame(out, cols)
     if small:
-        rows = write_table(out if not isinstance(out, DataFrame) else out.toArrow(), batch_id)
+        rows = write_table(out if not isinstance(out, DataFrame) else _collected(out), batch_id)
         if rows is None:
             return None
         return changelog_frame(spark.createDataFrame(rows, changelog_schema(element)), cols)
     df, produced = write(out, batch_id)
     held.append(df)
     return changelog_frame(df.where(F.col(KIND) == "row"), cols) if produced else None
+
+
+def _collected(df: DataFrame) -> Any:
+    """The rows of ``df`` (a small batch's) as an Arrow table, by ``collect``: Spark computes a
+    plan of projections over local relations on the driver, without a job (``toArrow`` always
+    runs one)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    rows = df.collect()
+    return pa.Table.from_pylist([r.asDict(recursive=True) for r in rows],
+                                schema=to_arrow_schema(df.schema, timezone="UTC"))
