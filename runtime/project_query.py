@@ -19,8 +19,10 @@ batch that caused them rather than one trigger later.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, Callable, Optional, Union
+import threading
+from typing import Any, Callable, Iterator, Optional, Union
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -69,10 +71,37 @@ def project_listing(spark: SparkSession, plan: dict, options: RunOptions,
     return union
 
 
-def project_batch(plan: dict, options: RunOptions, dirs: RunDirs,
-                  layout: RunLayout) -> Callable[[DataFrame, int], None]:
+class BatchGuard:
+    """Between the batches of the project's query and whoever stops it: a batch runs holding the
+    lock, and once :meth:`stop` has taken it no batch runs (one Spark starts meanwhile does
+    nothing and runs again, whole, when the checkpoint is resumed)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[bool]:
+        """Held while a batch runs; gives whether it may run."""
+        with self._lock:
+            yield not self._stopped
+
+    def stop(self, query: Any, bound: float) -> None:
+        """Stop ``query`` between two batches (waiting at most ``bound`` seconds for the one
+        running)."""
+        held = self._lock.acquire(timeout=bound)
+        self._stopped = True
+        try:
+            query.stop()
+        finally:
+            if held:
+                self._lock.release()
+
+
+def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLayout,
+                  guard: Optional[BatchGuard] = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of the project's query: one batch of the listing of
-    :func:`project_listing` through every stage, in dependency order."""
+    :func:`project_listing` through every stage, in dependency order, under ``guard``."""
     from .inputs.csv_text import output_schema
     from .inputs.file_input import batch_rows, input_format, rows_here
 
@@ -113,6 +142,13 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs,
     here = {name: local_arrow_transform(plan, by_name[name], dirs) for name in transforms}
 
     def run(listing: DataFrame, batch_id: int) -> None:
+        if guard is None:
+            return batch(listing, batch_id)
+        with guard.batch() as runs:
+            if runs:
+                batch(listing, batch_id)
+
+    def batch(listing: DataFrame, batch_id: int) -> None:
         spark = listing.sparkSession
         paths: dict[int, list[str]] = {}
         for r in listing.select(INPUT, "path").collect():

@@ -20,11 +20,13 @@ from ccl.plan.model import Plan
 from .job import (RunError, RunLayout, RunOptions, arrow_transform, batch_writer, element_query,
                   input_files_stream, is_input, layout_of, prepare_run_dir)
 from .outputs import element_stats, output_adapters, write_outputs
-from .project_query import project_batch, project_listing, query_dir
+from .project_query import BatchGuard, project_batch, project_listing, query_dir
 from .run_dir import RunDirs
 
 
 PROJECT_QUERY = "ccl:project"  # the name of the project's one query (runtime/project_query.py)
+# per query id, the guard of the project's query (runtime.project_query.BatchGuard)
+_GUARDS: dict[str, BatchGuard] = {}
 IDLE_POLL = "100 milliseconds"  # trigger of until-idle queries that cannot use availableNow
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
@@ -111,8 +113,11 @@ def _start_project(spark: SparkSession, plan: dict, options: RunOptions, dirs: R
         listing = project_listing(spark, plan, options, layout)
         if listing is None:
             return None
-        return _started(spark, listing, project_batch(plan, options, dirs, layout), query_dir(dirs),
-                        PROJECT_QUERY, options, False, options.poll_interval)
+        guard = BatchGuard()
+        query = _started(spark, listing, project_batch(plan, options, dirs, layout, guard),
+                         query_dir(dirs), PROJECT_QUERY, options, False, options.poll_interval)
+        _GUARDS[str(query.id)] = guard
+        return query
     except (PySparkException, Py4JJavaError) as exc:
         raise RunError(f"the project's query could not start: {_first_line(exc)}") from None
 
@@ -211,6 +216,8 @@ def _run_until_idle(spark: SparkSession, plan: dict, options: RunOptions, dirs: 
                     _stop_between_batches(query)
         except StreamingQueryException as exc:
             raise _failure(element["name"] if element else None, exc) from None
+        finally:
+            _GUARDS.pop(str(query.id), None)
 
 
 def _stop_when_idle(query: StreamingQuery, stop: Optional[threading.Event] = None) -> None:
@@ -235,7 +242,14 @@ def _stop_when_idle(query: StreamingQuery, stop: Optional[threading.Event] = Non
 def _stop_between_batches(query: StreamingQuery, bound: float = 10.0) -> None:
     """Stop ``query`` while no batch is running (waiting at most ``bound`` seconds): a stop that
     interrupts a batch (a RocksDB commit, say) can kill Spark's stream thread with a
-    StackOverflowError printed on stderr, although nothing is lost."""
+    StackOverflowError printed on stderr, although nothing is lost; and a batch of the project's
+    query cut short would leave some of its elements' files written and others not in this run's
+    outputs (the batch runs again, whole, when the checkpoint is resumed). The project's query
+    tells when its batch runs (its guard, :data:`_GUARDS`); the others are watched."""
+    guard = _GUARDS.pop(str(query.id), None)
+    if guard is not None:
+        guard.stop(query, bound)
+        return
     deadline = time.monotonic() + bound
     while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
         time.sleep(0.005)

@@ -18,6 +18,7 @@ import pytest
 
 from ccl.ops.compile import bundle_bytes, job_view, render_job, render_view, safe_text
 from ccl.plan.codec import plan_to_json
+from ccl.plan.model import PLAN_VERSION
 from ccl.plan.planner import plan_project
 from runtime import submit
 from tests.cli_runner import run
@@ -113,7 +114,7 @@ def test_generated_job_holds_no_user_text_and_the_plan_round_trips(tmp_path, tex
     # The plan carries every string exactly.
     with open(ccx_file, encoding="utf-8") as f:
         data = json.load(f)
-    assert data["format"] == "ccl-plan" and data["version"] == 2
+    assert data["format"] == "ccl-plan" and data["version"] == PLAN_VERSION
     assert data["parameters"]["note"] == text  # line breaks and all
     strings = _strings(data)
     assert {one_line, one_line[::-1], "data/" + one_line, HOSTILE_FILE} <= strings
@@ -210,7 +211,7 @@ def test_compile_writes_beside_the_project_by_default_and_prints_what_it_wrote(t
     code, out, _ = run("compile", str(src))
     assert code == 0
     assert (tmp_path / "maxp.ccx").is_file() and (tmp_path / "maxp_job.py").is_file()
-    assert "maxp.ccx (plan ccl-plan version 3" in out and "maxp_job.py" in out
+    assert f"maxp.ccx (plan ccl-plan version {PLAN_VERSION}" in out and "maxp_job.py" in out
     assert not (tmp_path / "ccl_runtime.zip").exists()
 
 
