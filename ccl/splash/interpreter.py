@@ -203,19 +203,29 @@ class Interpreter:
                 bound[name] = cell.value
 
     def input_record(self, src: str, row: Mapping[str, object], opcode: Optional[int] = None,
-                     key_fields: Sequence[str] = ()) -> Record:
+                     key_fields: Sequence[str] = (), splash_form: bool = False) -> Record:
         """The read-only record an input row ``row`` of ``src`` is in code (values in SPLASH form,
         typed by ``source_types``), as :meth:`run_block` makes it from a mapping. Passed to
         :meth:`run_block` under ``src``, it is used as it is (nothing converted again); make one
-        per call, since ``setOpcode`` may change it."""
-        if not isinstance(row, dict) and not isinstance(row, Mapping):
-            raise SplashError(f"the row of '{src}' is not a mapping of columns to values")
+        per call, since ``setOpcode`` may change it. ``splash_form``: the caller vouches that
+        ``row`` is a dict whose values are already in SPLASH form for their column types (an
+        engine's rows cast to the source's columns), so they are taken as they are."""
         found = self._input_types.get(src)
         if found is None:
             types = dict(self.source_types.get(src, {}))
             found = self._input_types[src] = (types, {c: _PLAIN_TYPE.get(t.name) for c, t in types.items()})
         types, plain = found
         rec = _new_input(InputRecord)  # InputRecord(...) without __init__ (values.copy_record)
+        if splash_form and type(row) is dict:
+            dict.update(rec, row)
+            rec.types = types
+            rec.key_fields = key_fields if type(key_fields) is tuple else tuple(key_fields)
+            rec.readonly, rec.source = True, src
+            if opcode is not None:
+                rec.opcode = opcode
+            return rec
+        if not isinstance(row, dict) and not isinstance(row, Mapping):
+            raise SplashError(f"the row of '{src}' is not a mapping of columns to values")
         for c, v in row.items():
             p = plain.get(c)
             # from_python's own fast path, without the call: a value of the column's plain type

@@ -115,6 +115,7 @@ class FlexEngine:
         named = {v.name.name for v in code if isinstance(v, n.Var)}
         looped = {f.iterable.name.name for f in code  # for (r in W)
                   if isinstance(f, n.ForIn) and isinstance(f.iterable, n.Var)}
+        self.uses_old = [f"{w}_old" in named for w in self.input_names]
         self.windows = [w for w in self.windows  # those the code names only: made per handler run
                         if any(f"{x}_stream" in named or f"{x}_iterator" in named or x in looped
                                for x in w[0])]
@@ -215,14 +216,18 @@ class FlexEngine:
             if self.port_caches[port]:
                 self.declared.feed(state["vars"], self.port_caches[port], self.source_kinds[port],
                                    change.op, row, now_ms)
+            # <input>_old only when the code names it (else nothing can read it)
             old = change.old if change.op == "u" else None
+            old_name = f"{name}_old" if self.uses_old[port] else None
             for h in self.on_row[port]:
                 # records made here once, not converted again by the interpreter (one per run:
-                # setOpcode may change the input's record)
-                rec = interp.input_record(name, row, _LETTER_CODES[change.op], keys)
-                old_rec = interp.input_record(f"{name}_old", old, None, keys) if old is not None else None
-                out += self._run(state, h, {name: rec}, (f"{name}_old", old_rec), seq, port,
-                                 now_ms, None, values)
+                # setOpcode may change the input's record); the rows are the source stage's,
+                # already cast to the input's columns
+                rec = interp.input_record(name, row, _LETTER_CODES[change.op], keys, True)
+                old_rec = (interp.input_record(old_name, old, None, keys, True)
+                           if old is not None and old_name is not None else None)
+                out += self._run(state, h, {name: rec}, (old_name, old_rec) if old_name else None,
+                                 seq, port, now_ms, None, values)
         return out
 
     def _run(self, state: dict, h: _Handler, rows: Mapping[str, Mapping], old: Optional[tuple],
