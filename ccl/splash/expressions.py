@@ -38,6 +38,20 @@ def local_names(node: n.Node, params: Iterable[str] = ()) -> frozenset[str]:
     return frozenset(names)
 
 
+def field_of(rec: object, field: str) -> object:
+    """``rec.field``: null for a null record; an error for what is not a record or lacks it."""
+    if rec is None:
+        return None
+    if not isinstance(rec, Record):
+        raise SplashError(f"{a_kind(rec)} has no field '{field}'")
+    value = rec.get(field, _MISSING)
+    if value is _MISSING:
+        source = getattr(rec, "source", None)
+        raise SplashError(f"'{source}' has no column '{field}'" if source
+                          else f"the record has no field '{field}'")
+    return value
+
+
 class ExpressionCompiler:
     """Compiles expressions; user functions are looked up by name when a call runs."""
 
@@ -110,19 +124,29 @@ class ExpressionCompiler:
 
     def _e_FieldAccess(self, e: n.FieldAccess) -> Expr:
         base_ev, field = self.expr(e.base), e.field.name
+        if isinstance(e.base, n.Var) and self.locals is not None and e.base.name.name not in self.locals:
+            name = e.base.name.name
+
+            def ev_outer_field(m: Machine, f: Frame) -> object:
+                # ``X.field`` of a name no scope holds (an input row, a global record): the name
+                # looked up as base_ev does, without its call; anything unusual goes through it
+                cell = m.globals.get(name)
+                if cell is not None:
+                    rec = cell.value
+                else:
+                    sources = f.sources
+                    rec = sources.get(name) if sources is not None else None
+                    if rec is None:
+                        rec = base_ev(m, f)
+                if isinstance(rec, Record):
+                    value = rec.get(field, _MISSING)
+                    if value is not _MISSING:
+                        return value
+                return field_of(rec, field)
+            return ev_outer_field
 
         def ev(m: Machine, f: Frame) -> object:
-            rec = base_ev(m, f)
-            if rec is None:
-                return None
-            if not isinstance(rec, Record):
-                raise SplashError(f"{a_kind(rec)} has no field '{field}'")
-            value = rec.get(field, _MISSING)
-            if value is _MISSING:
-                source = getattr(rec, "source", None)
-                raise SplashError(f"'{source}' has no column '{field}'" if source
-                                  else f"the record has no field '{field}'")
-            return value
+            return field_of(base_ev(m, f), field)
         return ev
 
     def _e_IndexAccess(self, e: n.IndexAccess) -> Expr:

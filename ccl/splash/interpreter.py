@@ -105,6 +105,7 @@ class Interpreter:
                             for name, (v, t, const) in self._globals.items()]
         self.budget = budget
         self.max_depth = max_depth
+        self._needed_limit = 1000 + max_depth * _FRAMES_PER_CALL  # see _guard
         self.clock = clock or _utc_now
         self.printer = printer
         self._compiled: dict[int, tuple[n.Node, Callable]] = {}
@@ -128,18 +129,34 @@ class Interpreter:
         """Run a block with input rows ``sources`` (source name -> column -> value); ``output``
         receives a copy of each record an ``output`` statement emits (its ``opcode`` set by
         setOpcode, else None); without it ``output`` is an error."""
-        body = self._compile(block, lambda: self.compiler.unit(block))
+        found = self._compiled.get(id(block))
+        body = (found[1] if found is not None and found[0] is block
+                else self._compile(block, lambda: self.compiler.unit(block)))
         machine = self._machine(extra_globals)
         machine.emit = output
-
-        def go() -> Outcome:
+        # what _guard does, without its closure (this runs once per event of a Flex)
+        old_limit = sys.getrecursionlimit()
+        needed = self._needed_limit
+        if old_limit < needed:
+            sys.setrecursionlimit(needed)
+        try:
             frame = Frame([], self._rows(sources))
             try:
                 signal = body(machine, frame)
             except ExitSignal:
                 return Outcome(False)
             return Outcome(True, frame.ret) if signal == RETURN else Outcome(False)
-        return self._guard(go, machine)
+        except SplashError:
+            raise
+        except RecursionError:
+            raise SplashError("code nested too deeply") from None
+        except Exception as e:  # a bug of the interpreter must still not escape as such
+            raise SplashError(f"internal error: {type(e).__name__}: {e}") from None
+        finally:
+            if self._bound is not None:
+                self._write_back(machine)
+            if old_limit < needed:
+                sys.setrecursionlimit(old_limit)
 
     def evaluate(self, expr: n.Node, sources: Mapping[str, Mapping[str, object]] = {},
                  variables: Mapping[str, object] = {}) -> object:
@@ -257,7 +274,7 @@ class Interpreter:
         recursion limit is raised for the call and put back after it); turn any exception that is
         not a SplashError into one."""
         old_limit = sys.getrecursionlimit()
-        needed = 1000 + self.max_depth * _FRAMES_PER_CALL
+        needed = self._needed_limit
         if old_limit < needed:
             sys.setrecursionlimit(needed)
         try:

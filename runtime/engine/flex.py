@@ -238,11 +238,11 @@ class FlexEngine:
         are dropped; variable changes it made before failing stay."""
         emitted: list[Record] = []
         self.interp.bind(state["vars"])
-        extra = self._window_cells(state)
-        sources = dict(rows)
+        extra = self._window_cells(state) if self.windows else {}
+        sources = rows
         if old is not None:
             if old[1] is not None:
-                sources[old[0]] = old[1]
+                sources = {**rows, old[0]: old[1]}
             else:
                 extra[old[0]] = Cell(None)
         try:
