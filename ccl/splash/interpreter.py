@@ -158,6 +158,11 @@ class Interpreter:
             if old_limit < needed:
                 sys.setrecursionlimit(old_limit)
 
+    def session(self, store: dict[str, object]) -> "Session":
+        """A :class:`Session`: blocks run one after another against the global variables of
+        ``store`` (as after :meth:`bind` of it), with the set-up shared by the runs."""
+        return Session(self, store)
+
     def evaluate(self, expr: n.Node, sources: Mapping[str, Mapping[str, object]] = {},
                  variables: Mapping[str, object] = {}) -> object:
         """The value of one expression, with input rows and local variables (name -> value)."""
@@ -290,6 +295,82 @@ class Interpreter:
                 self._write_back(machine)
             if old_limit < needed:
                 sys.setrecursionlimit(old_limit)
+
+
+class Session:
+    """Runs blocks one after another against one store of global variables (an engine's instance,
+    for the events of one batch): what :meth:`Interpreter.run_block` does after :meth:`Interpreter.bind`
+    of that store, each run's outcome and write-back the same, but with one :class:`Machine` and
+    one set of variable cells for all the runs. The cells hold the store's values from one run to
+    the next (each run writes its changes back, also when it fails), so between runs nothing but
+    the session may replace a value of the store (changing a value in place, as feeding an event
+    cache does, is fine). Read-only globals that hold containers get a fresh copy per run, as
+    :meth:`Interpreter.run_block` gives them."""
+
+    def __init__(self, interp: Interpreter, store: dict[str, object]) -> None:
+        self.interp = interp
+        self.store = store
+        outer, interp._bound = interp._bound, store
+        try:
+            self.machine = interp._machine(None)
+        finally:
+            interp._bound = outer
+        self.cells = self.machine.globals  # the globals without a run's extra cells
+        # (name, value, type): read-only containers, copied afresh for each run
+        self.fresh = [(name, v, t) for name, v, t, const, mutable in interp._cell_specs
+                      if mutable and const]
+
+    def run(self, block: n.Block, rows: Mapping[str, Record],
+            extra: Optional[Mapping[str, Cell]] = None,
+            output: Optional[Callable[[Record], None]] = None) -> Outcome:
+        """Run ``block`` as :meth:`Interpreter.run_block` does, ``rows`` being the input rows'
+        records made by :meth:`Interpreter.input_record` (used as they are)."""
+        interp = self.interp
+        found = interp._compiled.get(id(block))
+        body = (found[1] if found is not None and found[0] is block
+                else interp._compile(block, lambda: interp.compiler.unit(block)))
+        m, cells = self.machine, self.cells
+        for name, v, t in self.fresh:
+            if name in cells:
+                cells[name] = Cell(copy.deepcopy(v), t, True)
+        m.steps, m.depth, m._now, m.row_id, m.emit = 0, 0, None, interp.row_id, output
+        m.globals = {**cells, **extra} if extra else cells
+        old_limit = sys.getrecursionlimit()
+        needed = interp._needed_limit
+        if old_limit < needed:
+            sys.setrecursionlimit(needed)
+        try:
+            frame = Frame([], rows if type(rows) is dict else dict(rows))
+            try:
+                signal = body(m, frame)
+            except ExitSignal:
+                return Outcome(False)
+            return Outcome(True, frame.ret) if signal == RETURN else Outcome(False)
+        except SplashError:
+            raise
+        except RecursionError:
+            raise SplashError("code nested too deeply") from None
+        except Exception as e:  # a bug of the interpreter must still not escape as such
+            raise SplashError(f"internal error: {type(e).__name__}: {e}") from None
+        finally:
+            self._write_back(m.globals, extra)
+            if old_limit < needed:
+                sys.setrecursionlimit(old_limit)
+
+    def _write_back(self, run_cells: dict[str, Cell], extra: Optional[Mapping[str, Cell]]) -> None:
+        """What Interpreter._write_back does, and cells a run added (nextval's count) kept."""
+        store, declared = self.store, self.interp._globals
+        for name, cell in run_cells.items():
+            if not cell.const and (name in store or name in declared or name == SEQUENCE):
+                store[name] = cell.value
+        if run_cells is not self.cells:
+            cells = self.cells
+            for name, cell in run_cells.items():
+                if name not in cells:
+                    if not (extra and name in extra):
+                        cells[name] = cell
+                elif extra and name in extra and name in store and not cells[name].const:
+                    cells[name].value = store[name]  # an extra cell stood for a global
 
 
 def declare_globals(items: Iterable[n.Node], parameters: Mapping[str, object] = {},

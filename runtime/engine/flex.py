@@ -12,12 +12,13 @@ from typing import Mapping, Optional, Sequence, Union
 from ccl.syntax import nodes as n
 from ccl.plan.model import READ_AS
 from ccl.splash import Interpreter, Record, SplashError, as_type
+from ccl.splash.interpreter import Session
 from ccl.splash.machine import Cell
 from ccl.splash.windows import WindowView
 from runtime.engine.cache import Declared, as_nodes
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.element import Engine, emit_of
-from runtime.engine.expr import ENGINE_LIMITS, coerce_row
+from runtime.engine.expr import ENGINE_LIMITS, _coerced, _coercion, coerce_row
 from runtime.engine.stages import STRICT_KEEPS, RowRefused, SourceStage, apply_to_window, key_of
 from runtime.engine.store import Store
 
@@ -88,6 +89,7 @@ class FlexEngine:
         keeps += [None] * (len(self.inputs) - len(keeps))
         self.sources = [SourceStage(elements[p], k) for p, k in zip(self.inputs, keeps)]
         self.source_kinds = [elements[p]["kind"] for p in self.inputs]
+        self.source_casts = [_coercion(s.columns) for s in self.sources]
         self.source_keys = [tuple(elements[p].get("key") or ()) for p in self.inputs]
         self.port_caches = [self.declared.caches_of([w, p])
                             for p, w in zip(self.inputs, self.input_names)]
@@ -138,14 +140,20 @@ class FlexEngine:
         if not events:
             return out
         first = events[0]
+        # one SPLASH set-up for the batch's handler runs (nothing else replaces variables meanwhile)
+        session = self.interp.session(state["vars"])
         for h in self.on_start:
-            out += self._run(state, h, {}, None, first.seq, NO_PORT, now_ms, "ON START TRANSACTION")
+            out += self._run(state, h, {}, None, first.seq, NO_PORT, now_ms, "ON START TRANSACTION",
+                             session=session)
+        last = state["seq"]
         for event in events:
-            if state["seq"] is None or event.seq > state["seq"]:
-                state["seq"] = event.seq
-            out += self._event(state, event, now_ms)
+            seq = event.seq
+            if last is None or seq > last:
+                last = state["seq"] = seq
+            out += self._event(state, event, now_ms, session)
         for h in self.on_end:
-            out += self._run(state, h, {}, None, state["seq"], NO_PORT, now_ms, "ON END TRANSACTION")
+            out += self._run(state, h, {}, None, state["seq"], NO_PORT, now_ms, "ON END TRANSACTION",
+                             session=session)
         return out
 
     def expire(self, state: dict, now_ms: int) -> list[Output]:
@@ -189,7 +197,8 @@ class FlexEngine:
 
     # --- one input row -------------------------------------------------------------------------
 
-    def _event(self, state: dict, event: Event, now_ms: int) -> list[Output]:
+    def _event(self, state: dict, event: Event, now_ms: int, session: Optional[Session] = None
+               ) -> list[Output]:
         if event.op not in OPS:
             return [Bad(f"unknown opcode {event.op!r}", event.seq, event.port, dict(event.values))]
         if not 0 <= event.port < len(self.ports):
@@ -198,14 +207,14 @@ class FlexEngine:
         port = event.port
         source = self.sources[port]
         try:
-            row_in = coerce_row(event.values, source.columns)
+            row_in = _cast_row(event.values, self.source_casts[port])
         except SplashError as e:
             return [Bad(e.reason, event.seq, port, dict(event.values))]
         changes = source.apply(state["sources"][port], event.op, event.seq, row_in, now_ms)
-        return self._changes(state, port, changes, event.seq, now_ms, event.values)
+        return self._changes(state, port, changes, event.seq, now_ms, event.values, session)
 
     def _changes(self, state: dict, port: int, changes: list[Change], seq: int, now_ms: int,
-                 values: Mapping) -> list[Output]:
+                 values: Mapping, session: Optional[Session] = None) -> list[Output]:
         """The ON handlers of ``port`` run for each change of its rows (``values``: the input row,
         for a bad record; copied only then)."""
         out: list[Output] = []
@@ -227,17 +236,18 @@ class FlexEngine:
                 old_rec = (interp.input_record(old_name, old, None, keys, True)
                            if old is not None and old_name is not None else None)
                 out += self._run(state, h, {name: rec}, (old_name, old_rec) if old_name else None,
-                                 seq, port, now_ms, None, values)
+                                 seq, port, now_ms, None, values, session)
         return out
 
     def _run(self, state: dict, h: _Handler, rows: Mapping[str, Mapping], old: Optional[tuple],
              seq: int, port: int, now_ms: int, what: Optional[str],
-             values: Optional[Mapping] = None) -> list[Output]:
+             values: Optional[Mapping] = None, session: Optional[Session] = None) -> list[Output]:
         """Run one handler; its outputs applied to the output element. A failing handler makes
         a bad record (the input row, or an empty row for timers and transactions) and its outputs
-        are dropped; variable changes it made before failing stay."""
+        are dropped; variable changes it made before failing stay. ``session``: the batch's
+        (:meth:`ccl.splash.Interpreter.session` of the instance's variables), else a run of its
+        own."""
         emitted: list[Record] = []
-        self.interp.bind(state["vars"])
         extra = self._window_cells(state) if self.windows else {}
         sources = rows
         if old is not None:
@@ -246,7 +256,11 @@ class FlexEngine:
             else:
                 extra[old[0]] = Cell(None)
         try:
-            self.interp.run_block(h.body, sources, extra, output=emitted.append)
+            if session is not None:
+                session.run(h.body, sources, extra, emitted.append)
+            else:
+                self.interp.bind(state["vars"])
+                self.interp.run_block(h.body, sources, extra, output=emitted.append)
         except SplashError as e:
             reason = f"{what}: {e.reason}" if what else e.reason
             return [Bad(reason, seq, port, dict(values or {}))]
@@ -298,6 +312,20 @@ class FlexEngine:
             return [emit_of(c) for c in changes]
         except RowRefused as e:
             return [Bad(f"output: {e}", seq, port, row)]
+
+
+def _cast_row(values: Mapping[str, object], steps: list[tuple]) -> dict[str, object]:
+    """:func:`runtime.engine.expr.coerce_row` of ``values`` (``steps``: its ``_coercion`` of the
+    columns), with its test for a value already in SPLASH form inline."""
+    get = values.get
+    row = {}
+    for name, ctype, plain, as_text in steps:
+        v = get(name)
+        if v is None or (type(v) is plain and not as_text and (plain is not int or -2**31 <= v < 2**31)):  # type: ignore[operator]
+            row[name] = v
+        else:
+            row[name] = _coerced(v, ctype, plain, as_text)
+    return row
 
 
 def _names(*names: str) -> list[str]:
