@@ -61,6 +61,8 @@ class Compiler(ExpressionCompiler):
         if not any(isinstance(x, n.VarDecl) for s in block.stmts for x in s.walk()):
             # Nothing here declares a variable: its scope would stay empty, and an empty scope
             # only makes every name lookup below it longer.
+            if len(stmts) == 1:
+                return stmts[0]  # what run_plain would do with it, without the call
             def run_plain(m: Machine, f: Frame) -> Optional[str]:
                 for s in stmts:
                     signal = s(m, f)
@@ -362,13 +364,18 @@ class Compiler(ExpressionCompiler):
             return run_field
         if isinstance(target, n.IndexAccess):
             base_ev, index_ev = self.expr(target.base), self.expr(target.index)
+            base = target.base
+            global_base = (base.name.name if isinstance(base, n.Var) and self.locals is not None
+                           and base.name.name not in self.locals else None)
 
             def run_index(m: Machine, f: Frame) -> None:
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
-                container, index = base_ev(m, f), index_ev(m, f)
-                set_element(container, index, value_ev(m, f))
+                # a global container looked up without base_ev's call
+                cell = m.globals.get(global_base) if global_base is not None else None
+                container = cell.value if cell is not None else base_ev(m, f)
+                set_element(container, index_ev(m, f), value_ev(m, f))
             return run_index
         return fail("this expression cannot be assigned to")  # type: ignore[return-value]
 

@@ -5,6 +5,7 @@ wrong argument count) is an error only when, and if, it is reached.
 """
 from __future__ import annotations
 
+import operator
 from typing import Iterable, Optional
 
 from ..syntax import nodes as n
@@ -20,6 +21,8 @@ from .values import (LONG_MAX, LONG_MIN, MONEY_PRECISION, Dictionary, Long, Reco
 from .windows import WindowView
 
 _MISSING = object()
+# + - * of two floats: arithmetic() gives what these do (IEEE, no wrapping, no null)
+_FLOAT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 new_record = Record.__new__
 
 
@@ -151,6 +154,13 @@ class ExpressionCompiler:
 
     def _e_IndexAccess(self, e: n.IndexAccess) -> Expr:
         base_ev, index_ev = self.expr(e.base), self.expr(e.index)
+        if isinstance(e.base, n.Var) and self.locals is not None and e.base.name.name not in self.locals:
+            name = e.base.name.name
+
+            def ev_outer_index(m: Machine, f: Frame) -> object:
+                cell = m.globals.get(name)  # a global container, without base_ev's call
+                return get_element(cell.value if cell is not None else base_ev(m, f), index_ev(m, f))
+            return ev_outer_index
 
         def ev(m: Machine, f: Frame) -> object:
             return get_element(base_ev(m, f), index_ev(m, f))
@@ -345,6 +355,17 @@ class ExpressionCompiler:
                     m.exhausted()
                 return comparison(op, left(m, f), right(m, f))
             return run_compare
+        float_op = _FLOAT_OPS.get(op)
+        if float_op is not None:
+            def run_float_arith(m: Machine, f: Frame) -> object:
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
+                a, b = left(m, f), right(m, f)
+                if type(a) is float and type(b) is float:
+                    return float_op(a, b)  # what arithmetic() gives for two floats
+                return arithmetic(op, a, b)
+            return run_float_arith
 
         def run_arith(m: Machine, f: Frame) -> object:
             m.steps += 1

@@ -12,13 +12,14 @@ from typing import Mapping, Optional, Sequence, Union
 from ccl.syntax import nodes as n
 from ccl.plan.model import READ_AS
 from ccl.splash import Interpreter, Record, SplashError, as_type
+from ccl.splash.convert import SAME_KIND
 from ccl.splash.interpreter import Session
 from ccl.splash.machine import Cell
 from ccl.splash.windows import WindowView
 from runtime.engine.cache import Declared, as_nodes
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.element import Engine, emit_of
-from runtime.engine.expr import ENGINE_LIMITS, _coerced, _coercion, coerce_row
+from runtime.engine.expr import ENGINE_LIMITS, _coerced, _coercion
 from runtime.engine.stages import STRICT_KEEPS, RowRefused, SourceStage, apply_to_window, key_of
 from runtime.engine.store import Store
 
@@ -90,6 +91,7 @@ class FlexEngine:
         self.sources = [SourceStage(elements[p], k) for p, k in zip(self.inputs, keeps)]
         self.source_kinds = [elements[p]["kind"] for p in self.inputs]
         self.source_casts = [_coercion(s.columns) for s in self.sources]
+        self.output_cast = _coercion(self.columns)
         self.source_keys = [tuple(elements[p].get("key") or ()) for p in self.inputs]
         self.port_caches = [self.declared.caches_of([w, p])
                             for p, w in zip(self.inputs, self.input_names)]
@@ -290,7 +292,7 @@ class FlexEngine:
         code = rec.opcode if rec.opcode is not None else 1
         op = OPCODE_LETTERS.get(code)
         try:
-            row = coerce_row(rec, self.columns)
+            row = _cast_row(rec, self.output_cast)
         except SplashError as e:
             return [Bad(f"output: {e.reason}", seq, port, dict(rec))]
         if op is None:
@@ -321,7 +323,12 @@ def _cast_row(values: Mapping[str, object], steps: list[tuple]) -> dict[str, obj
     row = {}
     for name, ctype, plain, as_text in steps:
         v = get(name)
-        if v is None or (type(v) is plain and not as_text and (plain is not int or -2**31 <= v < 2**31)):  # type: ignore[operator]
+        if v is None:
+            row[name] = v
+            continue
+        k = SAME_KIND.get(type(v))
+        # a value of exactly the column's kind (a long column's Long too) is given back by the cast
+        if k == ctype.name and (k != "integer" or -2**31 <= v < 2**31):  # type: ignore[operator]
             row[name] = v
         else:
             row[name] = _coerced(v, ctype, plain, as_text)
