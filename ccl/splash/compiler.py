@@ -351,7 +351,7 @@ class Compiler(ExpressionCompiler):
                 value = value_ev(m, f)
                 if not isinstance(rec, Record):
                     raise SplashError(f"cannot set field '{field}' of {a_kind(rec)}")
-                if getattr(rec, "readonly", False):
+                if rec.readonly:
                     raise SplashError(f"the input row cannot be assigned (field '{field}')")
                 if field not in rec:
                     raise SplashError(f"the record has no field '{field}'")

@@ -57,6 +57,9 @@ class Declarations:
     typedefs: dict[str, Type] = field(default_factory=dict)
 
 
+_RAN_OUT = Outcome(False)  # what Session.run gives for a block that did not return (never changed)
+
+
 def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
@@ -256,7 +259,7 @@ class Interpreter:
             else:
                 rec[c] = from_python(v, types.get(c, ANY))
         # The types dict is shared by every record of src: records never change their types
-        # (copy_record copies them), so no copy per row.
+        # dict in place (copy_record shares it too), so no copy per row.
         rec.types = types
         rec.key_fields = key_fields if type(key_fields) is tuple else tuple(key_fields)
         rec.readonly, rec.source = True, src
@@ -324,7 +327,8 @@ class Session:
             extra: Optional[Mapping[str, Cell]] = None,
             output: Optional[Callable[[Record], None]] = None) -> Outcome:
         """Run ``block`` as :meth:`Interpreter.run_block` does, ``rows`` being the input rows'
-        records made by :meth:`Interpreter.input_record` (used as they are)."""
+        records made by :meth:`Interpreter.input_record` (used as they are). The outcome of a
+        block that did not return is one shared object: not to be changed."""
         interp = self.interp
         found = interp._compiled.get(id(block))
         body = (found[1] if found is not None and found[0] is block
@@ -344,8 +348,8 @@ class Session:
             try:
                 signal = body(m, frame)
             except ExitSignal:
-                return Outcome(False)
-            return Outcome(True, frame.ret) if signal == RETURN else Outcome(False)
+                return _RAN_OUT
+            return Outcome(True, frame.ret) if signal == RETURN else _RAN_OUT
         except SplashError:
             raise
         except RecursionError:
