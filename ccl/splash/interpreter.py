@@ -319,6 +319,7 @@ class Session:
         finally:
             interp._bound = outer
         self.cells = self.machine.globals  # the globals without a run's extra cells
+        self._writable()
         # (name, value, type): read-only containers, copied afresh for each run
         self.fresh = [(name, v, t) for name, v, t, const, mutable in interp._cell_specs
                       if mutable and const]
@@ -361,9 +362,20 @@ class Session:
             if old_limit < needed:
                 sys.setrecursionlimit(old_limit)
 
+    def _writable(self) -> None:
+        """The cells Interpreter._write_back would write back, of the globals as they are now."""
+        store, declared = self.store, self.interp._globals
+        self.writable = [(name, cell) for name, cell in self.cells.items()
+                         if not cell.const and (name in store or name in declared or name == SEQUENCE)]
+        self.count = len(self.cells)
+
     def _write_back(self, run_cells: dict[str, Cell], extra: Optional[Mapping[str, Cell]]) -> None:
         """What Interpreter._write_back does, and cells a run added (nextval's count) kept."""
         store, declared = self.store, self.interp._globals
+        if run_cells is self.cells and len(run_cells) == self.count:  # no extra cells, none added
+            for name, cell in self.writable:
+                store[name] = cell.value
+            return
         for name, cell in run_cells.items():
             if not cell.const and (name in store or name in declared or name == SEQUENCE):
                 store[name] = cell.value
@@ -375,6 +387,8 @@ class Session:
                         cells[name] = cell
                 elif extra and name in extra and name in store and not cells[name].const:
                     cells[name].value = store[name]  # an extra cell stood for a global
+        if len(self.cells) != self.count:
+            self._writable()
 
 
 def declare_globals(items: Iterable[n.Node], parameters: Mapping[str, object] = {},
