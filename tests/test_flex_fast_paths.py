@@ -16,7 +16,7 @@ from test_engine_flex import build
 
 COLUMNS = [["i", "integer"], ["l", "long"], ["f", "float"], ["s", "string"], ["b", "boolean"],
            ["m", "money(2)"], ["t", "msdate"], ["v", "interval"]]
-VALUES = [None, 0, 1, -2**31, 2**31 - 1, 2**31, -2**31 - 1, 2**40, Long(5), Long(2**40), 1.5, -0.0,
+VALUES = [None, 0, 1, -2**31, 2**31 - 1, 2**31, -2**31 - 1, 2**40, 2**63 - 1, 2**63, -2**63, -2**63 - 1, 2**70, Long(5), Long(2**40), 1.5, -0.0,
           float("nan"), float("inf"), "7", "2.5", "x", "", True, False, Decimal("1.005"),
           dt.datetime(2024, 1, 2, 3, 4, 5, 6000)]
 

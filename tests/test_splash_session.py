@@ -162,7 +162,10 @@ def test_fast_paths_coerce_and_keep_nulls():
 @pytest.mark.parametrize("code, expected", [
     ("return 1.5 + 2.25;", 3.75), ("return 1.5 - 2;", -0.5), ("return 2 * 1.5;", 3.0),
     ("return 0.1 * 3.0;", 0.1 * 3.0), ("return 2147483647 + 1;", -2147483648),
-    ("return 'a' + 'b';", "ab"), ("return 1.0 + null;", None), ("return -0.0 * 1.0;", -0.0),
+    ("return 'a' + 'b';", "ab"), ("return -2147483647 - 2;", 2147483647), ("return 65536 * 65536;", 0),
+    ("return 3 - 5;", -2), ("return 1.5 > 1.0;", True), ("return 'a' < 'b';", True),
+    ("return 2 >= 3;", False), ("return 1 = 1.0;", True), ("return 1.5 <> null;", None),
+    ("return cast(float, 'nan') = cast(float, 'nan');", True), ("return 1.0 + null;", None), ("return -0.0 * 1.0;", -0.0),
 ])
 def test_arithmetic_fast_path(code, expected):
     got = run(code)

@@ -333,7 +333,12 @@ class Compiler(ExpressionCompiler):
                     raise SplashError(f"unknown variable '{name}'")
                 if cell.const:
                     raise SplashError(f"parameter '{name}' cannot be assigned")
-                cell.value = coerce(value_ev(m, f), cell.type, f"variable '{name}'")
+                value, t = value_ev(m, f), cell.type
+                # coerce's own first checks, without its call: null, no declared type, same kind
+                if value is None or SAME_KIND.get(type(value)) == t.name or t.name in ("any", "null"):
+                    cell.value = value
+                else:
+                    cell.value = coerce(value, t, f"variable '{name}'")
             return run_var
         if isinstance(target, n.FieldAccess):
             base_ev, field = self.expr(target.base), target.field.name

@@ -14,15 +14,16 @@ from .builtins import lookup
 from .caches import AGGREGATES, EventCache, aggregate, cache_names, nth_value
 from .convert import cast
 from .machine import OPCODES, Cell, Expr, Frame, Function, Machine, fail, find_cell, get_element
-from .operators import (arithmetic, comparison, in_list, like, logical_and, logical_not, logical_or,
-                        negate, plus, temporal_number, truth)
+from .operators import (_PY_COMPARE, arithmetic, comparison, in_list, like, logical_and, logical_not,
+                        logical_or, negate, plus, temporal_number, truth)
 from .values import (LONG_MAX, LONG_MIN, MONEY_PRECISION, Dictionary, Long, Record, SplashError,
                      Vector, a_kind, make_dec, resolve_type)
 from .windows import WindowView
 
 _MISSING = object()
-# + - * of two floats: arithmetic() gives what these do (IEEE, no wrapping, no null)
-_FLOAT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+# + - * of two floats: arithmetic() gives what these do (IEEE, no wrapping, no null); of two
+# (32-bit) integers too when the result fits
+_PLAIN_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 new_record = Record.__new__
 
 
@@ -349,23 +350,35 @@ class ExpressionCompiler:
                 return temporal_number(op, left(m, f), right(m, f), temporal)
             return run_temporal
         if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
+            py_compare = _PY_COMPARE[op]
+
             def run_compare(m: Machine, f: Frame) -> Optional[bool]:
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
-                return comparison(op, left(m, f), right(m, f))
+                a, b = left(m, f), right(m, f)
+                ta = type(a)
+                # comparison()'s own first case inline: two strings, integers or non-NaN floats
+                if ta is type(b) and (ta is str or ta is int or (ta is float and a == a and b == b)):
+                    return py_compare(a, b)
+                return comparison(op, a, b)
             return run_compare
-        float_op = _FLOAT_OPS.get(op)
-        if float_op is not None:
-            def run_float_arith(m: Machine, f: Frame) -> object:
+        plain_op = _PLAIN_OPS.get(op)
+        if plain_op is not None:
+            def run_plain_arith(m: Machine, f: Frame) -> object:
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
                 a, b = left(m, f), right(m, f)
-                if type(a) is float and type(b) is float:
-                    return float_op(a, b)  # what arithmetic() gives for two floats
+                ta = type(a)
+                if ta is float and type(b) is float:
+                    return plain_op(a, b)  # what arithmetic() gives for two floats
+                if ta is int and type(b) is int:
+                    r = plain_op(a, b)  # two integers: the same unless it overflows (wraps)
+                    if -2147483648 <= r <= 2147483647:
+                        return r
                 return arithmetic(op, a, b)
-            return run_float_arith
+            return run_plain_arith
 
         def run_arith(m: Machine, f: Frame) -> object:
             m.steps += 1

@@ -11,7 +11,7 @@ from typing import Mapping, Optional, Sequence, Union
 
 from ccl.syntax import nodes as n
 from ccl.plan.model import READ_AS
-from ccl.splash import Interpreter, Record, SplashError, as_type
+from ccl.splash import Interpreter, Long, Record, SplashError, as_type
 from ccl.splash.convert import SAME_KIND
 from ccl.splash.interpreter import Session
 from ccl.splash.machine import Cell
@@ -330,6 +330,8 @@ def _cast_row(values: Mapping[str, object], steps: list[tuple]) -> dict[str, obj
         # a value of exactly the column's kind (a long column's Long too) is given back by the cast
         if k == ctype.name and (k != "integer" or -2**31 <= v < 2**31):  # type: ignore[operator]
             row[name] = v
+        elif k == "integer" and ctype.name == "long" and -2**63 <= v < 2**63:  # type: ignore[operator]
+            row[name] = Long(v)  # a plain int for a long column (as Arrow gives them): cast's result
         else:
             row[name] = _coerced(v, ctype, plain, as_text)
     return row
