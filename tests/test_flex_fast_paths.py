@@ -95,3 +95,31 @@ def test_batch_run_of_a_window_input(tmp_path, old):
     assert state["vars"]["seen"] == 4         # the failing run's change stays
     assert state["vars"]["rec"]["k"] == "changed" and state["vars"]["rec"]["seen"] == 4
     assert engine.uses_old == [named]
+
+
+def test_window_rows_fast_paths_match_the_general_test():
+    """window_rows with one where column (its test inline) and views over rows already in SPLASH
+    form (copied as they are) give what the general test and conversion give."""
+    from ccl.splash import as_type
+    from ccl.splash.windows import WindowView, window_rows
+
+    types = {"k": as_type("string"), "n": as_type("long"), "b": as_type("boolean"), "x": as_type("float")}
+    rows = {("a",): {"k": "a", "n": Long(1), "b": True, "x": 1.0},
+            ("b",): {"k": "b", "n": Long(1), "b": False, "x": float("nan")},
+            ("c",): {"k": "c", "n": None, "b": None, "x": -0.0},
+            ("d",): {"k": "d", "n": Long(0), "b": True, "x": 0.0}}
+    fast, slow = WindowView("W", rows, ["k"], types, True), WindowView("W", rows, ["k"], types)
+    probes = [{"n": 1}, {"n": True}, {"b": True}, {"b": 1}, {"x": 0.0}, {"x": float("nan")},
+              {"n": None}, {"k": "c"}, {"k": "zz"}, {"n": 1, "b": True}, {"n": 1, "b": 1}, {}]
+    for probe in probes:
+        got = [(dict(r), r.readonly, r.source, r.key_fields) for r in window_rows(fast, probe)]
+        general = [dict(r) for r in slow.rows.values()
+                   if all(r.get(c) is not None and r.get(c) == v and (type(r.get(c)) is bool) == (type(v) is bool)
+                          for c, v in probe.items())] if None not in probe.values() else []
+        assert [g[0] for g in got] == general, probe
+        assert [dict(r) for r in window_rows(slow, probe)] == general, probe
+        assert all(g[1:] == (True, "W", ("k",)) for g in got)
+    rec = fast.by_key({"k": "a"})
+    assert rec == {"k": "a", "n": 1, "b": True, "x": 1.0} and type(rec["n"]) is Long
+    plain = WindowView("W", {("a",): {"k": "a", "n": 5}}, ["k"], types)  # not in SPLASH form
+    assert type(plain.by_key({"k": "a"})["n"]) is Long and plain.by_key({"k": "a"})["b"] is None

@@ -282,7 +282,8 @@ class FlexEngine:
                 mirror = state["sources"][port]
                 rows = mirror["rows"] if mirror is not None else None
             for name in names:
-                cells[f"{name}_stream"] = Cell(WindowView(name, rows, key, types), const=True)
+                # the rows are the engine's: cast to the columns, in column order
+                cells[f"{name}_stream"] = Cell(WindowView(name, rows, key, types, True), const=True)
                 cells[f"{name}_iterator"] = Cell(None)
         return cells
 
