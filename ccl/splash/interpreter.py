@@ -319,6 +319,7 @@ class Session:
         finally:
             interp._bound = outer
         self.cells = self.machine.globals  # the globals without a run's extra cells
+        self.frame = Frame([])
         self._writable()
         # (name, value, type): read-only containers, copied afresh for each run
         self.fresh = [(name, v, t) for name, v, t, const, mutable in interp._cell_specs
@@ -344,8 +345,11 @@ class Session:
         needed = interp._needed_limit
         if old_limit < needed:
             sys.setrecursionlimit(needed)
+        # one frame for every run (nothing keeps a run's frame past it), reset: a failed run may
+        # have left scopes on it
+        frame = self.frame
+        frame.scopes, frame.sources, frame.ret = [], rows if type(rows) is dict else dict(rows), None
         try:
-            frame = Frame([], rows if type(rows) is dict else dict(rows))
             try:
                 signal = body(m, frame)
             except ExitSignal:
@@ -358,7 +362,13 @@ class Session:
         except Exception as e:  # a bug of the interpreter must still not escape as such
             raise SplashError(f"internal error: {type(e).__name__}: {e}") from None
         finally:
-            self._write_back(m.globals, extra)
+            frame.sources = frame.ret = None  # (nothing of the run kept alive by the session)
+            if m.globals is cells and len(cells) == self.count:  # _write_back's common case
+                store = self.store
+                for name, cell in self.writable:
+                    store[name] = cell.value
+            else:
+                self._write_back(m.globals, extra)
             if old_limit < needed:
                 sys.setrecursionlimit(old_limit)
 
