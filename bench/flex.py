@@ -256,7 +256,8 @@ def bucket_tables(parts: list[tuple[list[dict], list[tuple]]]) -> list:
     return tables
 
 
-def run_bucket(run, tables: list, clock: Callable[[], float] = time.process_time) -> float:  # type: ignore[no-untyped-def]
+def run_bucket(run, tables: list,  # type: ignore[no-untyped-def]
+               clock: Callable[[], float] = time.process_time) -> float:
     """Seconds to put every table through ``run.process_table`` from fresh states, with the cycle
     collector paused as runtime/arrow_state.py does (output rows checked for bad records, which the
     bench must not have)."""
@@ -274,7 +275,8 @@ def run_bucket(run, tables: list, clock: Callable[[], float] = time.process_time
     return took
 
 
-def run_bucket_engine(engine, parts: list, clock: Callable[[], float] = time.process_time) -> float:  # type: ignore[no-untyped-def]
+def run_bucket_engine(engine, parts: list,  # type: ignore[no-untyped-def]
+                      clock: Callable[[], float] = time.process_time) -> float:
     """Seconds for the engine alone on the buckets' rows (events per instance, made beforehand)."""
     batches = []
     for values, meta in parts:

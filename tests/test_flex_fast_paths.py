@@ -10,13 +10,14 @@ import pytest
 
 from ccl.splash import Long, SplashError
 from runtime.engine.changes import Bad, Emit, Event
-from runtime.engine.expr import _coercion, coerce_row
-from runtime.engine.flex import _cast_row
+from runtime.engine.expr import coerce_row
+from runtime.engine.flex import _cast_row, cast_steps
 from test_engine_flex import build
 
 COLUMNS = [["i", "integer"], ["l", "long"], ["f", "float"], ["s", "string"], ["b", "boolean"],
            ["m", "money(2)"], ["t", "msdate"], ["v", "interval"]]
-VALUES = [None, 0, 1, -2**31, 2**31 - 1, 2**31, -2**31 - 1, 2**40, 2**63 - 1, 2**63, -2**63, -2**63 - 1, 2**70, Long(5), Long(2**40), 1.5, -0.0,
+VALUES = [None, 0, 1, -2**31, 2**31 - 1, 2**31, -2**31 - 1, 2**40, 2**63 - 1, 2**63, -2**63, -2**63 - 1,
+          2**70, Long(5), Long(2**40), 1.5, -0.0,
           float("nan"), float("inf"), "7", "2.5", "x", "", True, False, Decimal("1.005"),
           dt.datetime(2024, 1, 2, 3, 4, 5, 6000)]
 
@@ -39,13 +40,13 @@ def test_cast_row_is_coerce_row(column):
     columns = [column]
     for v in VALUES:
         expected = outcome(coerce_row, {column[0]: v}, columns)
-        got = outcome(_cast_row, {column[0]: v}, _coercion(columns))
+        got = outcome(_cast_row, {column[0]: v}, cast_steps(columns))
         assert got[0] == expected[0], (column, v, got, expected)
         if got[0] == "ok":
             assert list(got[1]) == [column[0]] and same(got[1][column[0]], expected[1][column[0]]), (column, v)
         else:
             assert got == expected
-    missing = _cast_row({}, _coercion(COLUMNS))  # missing columns are null, in column order
+    missing = _cast_row({}, cast_steps(COLUMNS))  # missing columns are null, in column order
     assert list(missing) == [c for c, _ in COLUMNS] and set(missing.values()) == {None}
 
 

@@ -14,7 +14,7 @@ from .builtins import lookup
 from .caches import AGGREGATES, EventCache, aggregate, cache_names, nth_value
 from .convert import cast
 from .machine import OPCODES, Cell, Expr, Frame, Function, Machine, fail, find_cell, get_element
-from .operators import (_PY_COMPARE, arithmetic, comparison, in_list, like, logical_and, logical_not,
+from .operators import (PY_COMPARE, arithmetic, comparison, in_list, like, logical_and, logical_not,
                         logical_or, negate, plus, temporal_number, truth)
 from .values import (LONG_MAX, LONG_MIN, MONEY_PRECISION, Dictionary, Long, Record, SplashError,
                      Vector, a_kind, make_dec, resolve_type)
@@ -350,7 +350,7 @@ class ExpressionCompiler:
                 return temporal_number(op, left(m, f), right(m, f), temporal)
             return run_temporal
         if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
-            py_compare = _PY_COMPARE[op]
+            py_compare = PY_COMPARE[op]
 
             def run_compare(m: Machine, f: Frame) -> Optional[bool]:
                 m.steps += 1

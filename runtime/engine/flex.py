@@ -12,14 +12,14 @@ from typing import Mapping, Optional, Sequence, Union
 from ccl.syntax import nodes as n
 from ccl.plan.model import READ_AS
 from ccl.splash import Interpreter, Long, Record, SplashError, as_type
-from ccl.splash.convert import SAME_KIND
+from ccl.splash.convert import SAME_KIND, cast, to_text
 from ccl.splash.interpreter import Session
 from ccl.splash.machine import Cell
 from ccl.splash.windows import WindowView
 from runtime.engine.cache import Declared, as_nodes
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.element import Engine, emit_of
-from runtime.engine.expr import ENGINE_LIMITS, _coerced, _coercion
+from runtime.engine.expr import ENGINE_LIMITS
 from runtime.engine.stages import STRICT_KEEPS, RowRefused, SourceStage, apply_to_window, key_of
 from runtime.engine.store import Store
 
@@ -90,8 +90,8 @@ class FlexEngine:
         keeps += [None] * (len(self.inputs) - len(keeps))
         self.sources = [SourceStage(elements[p], k) for p, k in zip(self.inputs, keeps)]
         self.source_kinds = [elements[p]["kind"] for p in self.inputs]
-        self.source_casts = [_coercion(s.columns) for s in self.sources]
-        self.output_cast = _coercion(self.columns)
+        self.source_casts = [cast_steps(s.columns) for s in self.sources]
+        self.output_cast = cast_steps(self.columns)
         self.source_keys = [tuple(elements[p].get("key") or ()) for p in self.inputs]
         self.port_caches = [self.declared.caches_of([w, p])
                             for p, w in zip(self.inputs, self.input_names)]
@@ -317,12 +317,19 @@ class FlexEngine:
             return [Bad(f"output: {e}", seq, port, row)]
 
 
+def cast_steps(columns: Sequence[Sequence[str]]) -> list[tuple]:
+    """Per column (name, CCL type text): its name, type and whether its values are carried as text
+    (a column of no known type), for :func:`_cast_row`."""
+    return [(name, t, t.name in ("any", "null")) for name, t in ((c, as_type(text)) for c, text in columns)]
+
+
 def _cast_row(values: Mapping[str, object], steps: list[tuple]) -> dict[str, object]:
-    """:func:`runtime.engine.expr.coerce_row` of ``values`` (``steps``: its ``_coercion`` of the
-    columns), with its test for a value already in SPLASH form inline."""
+    """What :func:`runtime.engine.expr.coerce_row` gives for ``values`` (``steps``: the columns'
+    :func:`cast_steps`): values cast to the column types, in column order (missing columns null),
+    a value that already has its column's kind kept as it is."""
     get = values.get
     row = {}
-    for name, ctype, plain, as_text in steps:
+    for name, ctype, as_text in steps:
         v = get(name)
         if v is None:
             row[name] = v
@@ -333,8 +340,10 @@ def _cast_row(values: Mapping[str, object], steps: list[tuple]) -> dict[str, obj
             row[name] = v
         elif k == "integer" and ctype.name == "long" and -2**63 <= v < 2**63:  # type: ignore[operator]
             row[name] = Long(v)  # a plain int for a long column (as Arrow gives them): cast's result
+        elif as_text:  # a column of no known type is carried as text (runtime.types)
+            row[name] = to_text(v)
         else:
-            row[name] = _coerced(v, ctype, plain, as_text)
+            row[name] = cast(v, ctype)
     return row
 
 
