@@ -320,6 +320,8 @@ class Session:
             interp._bound = outer
         self.cells = self.machine.globals  # the globals without a run's extra cells
         self.frame = Frame([])
+        self._block: Optional[n.Block] = None  # the last block run, and its compiled body
+        self._body: Optional[Callable] = None
         self._writable()
         # (name, value, type): read-only containers, copied afresh for each run
         self.fresh = [(name, v, t) for name, v, t, const, mutable in interp._cell_specs
@@ -332,9 +334,13 @@ class Session:
         records made by :meth:`Interpreter.input_record` (used as they are). The outcome of a
         block that did not return is one shared object: not to be changed."""
         interp = self.interp
-        found = interp._compiled.get(id(block))
-        body = (found[1] if found is not None and found[0] is block
-                else interp._compile(block, lambda: interp.compiler.unit(block)))
+        if block is self._block:
+            body = self._body
+        else:
+            found = interp._compiled.get(id(block))
+            body = (found[1] if found is not None and found[0] is block
+                    else interp._compile(block, lambda: interp.compiler.unit(block)))
+            self._block, self._body = block, body
         m, cells = self.machine, self.cells
         for name, v, t in self.fresh:
             if name in cells:
