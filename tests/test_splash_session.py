@@ -163,7 +163,9 @@ def test_fast_paths_coerce_and_keep_nulls():
     ("return 1.5 + 2.25;", 3.75), ("return 1.5 - 2;", -0.5), ("return 2 * 1.5;", 3.0),
     ("return 0.1 * 3.0;", 0.1 * 3.0), ("return 2147483647 + 1;", -2147483648),
     ("return 'a' + 'b';", "ab"), ("return -2147483647 - 2;", 2147483647), ("return 65536 * 65536;", 0),
-    ("return 3 - 5;", -2), ("return 1.5 > 1.0;", True), ("return 'a' < 'b';", True),
+    ("return 3 - 5;", -2), ("return 2.5 * 3;", 7.5), ("return 3 - 0.5;", 2.5),
+    ("return 16777217 * 1.0;", 16777217.0), ("return cast(long, 3) * 1.5;", 4.5),
+    ("return cast(long, 2147483647) + 1;", Long(2147483648)), ("return 1.5 > 1.0;", True), ("return 'a' < 'b';", True),
     ("return 2 >= 3;", False), ("return 1 = 1.0;", True), ("return 1.5 <> null;", None),
     ("return cast(float, 'nan') = cast(float, 'nan');", True), ("return 1.0 + null;", None), ("return -0.0 * 1.0;", -0.0),
 ])

@@ -21,8 +21,8 @@ from .values import (LONG_MAX, LONG_MIN, MONEY_PRECISION, Dictionary, Long, Reco
 from .windows import WindowView
 
 _MISSING = object()
-# + - * of two floats: arithmetic() gives what these do (IEEE, no wrapping, no null); of two
-# (32-bit) integers too when the result fits
+# + - * of floats (or a float and an integer): arithmetic() gives what these do on the floats
+# (IEEE, no wrapping, no null); of two (32-bit) integers too when the result fits
 _PLAIN_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 new_record = Record.__new__
 
@@ -370,13 +370,14 @@ class ExpressionCompiler:
                 if m.steps > m.limit:
                     m.exhausted()
                 a, b = left(m, f), right(m, f)
-                ta = type(a)
-                if ta is float and type(b) is float:
-                    return plain_op(a, b)  # what arithmetic() gives for two floats
-                if ta is int and type(b) is int:
-                    r = plain_op(a, b)  # two integers: the same unless it overflows (wraps)
-                    if -2147483648 <= r <= 2147483647:
-                        return r
+                ta, tb = type(a), type(b)
+                if (ta is float or ta is int) and (tb is float or tb is int):
+                    if ta is int and tb is int:
+                        r = plain_op(a, b)  # two integers: the same unless it overflows (wraps)
+                        if -2147483648 <= r <= 2147483647:
+                            return r
+                    else:
+                        return plain_op(float(a), float(b))  # what arithmetic() gives (a float)
                 return arithmetic(op, a, b)
             return run_plain_arith
 
