@@ -15,12 +15,18 @@ events per ``process()`` call (one micro-batch of one instance), as ``runtime/pr
   ``for (r in W_stream where ...)`` loop and a ``W_stream[...]`` lookup (the window's rows arrive
   first, then the trades);
 - ``d``: a counter per event and an ``EVERY 1 SECOND`` handler, processing time advancing 100 ms per
-  batch.
+  batch;
+- ``bucket``: the Flex of bench/project.py's ``full`` prefix (a ``dictionary(string, float)`` and a
+  ``typeof(Out)`` record, over the changelog of a window keyed by ``Sym``, 4 partitions) end to end
+  through ``runtime.processor.BucketRun.process_table``: a generated Arrow bucket in the processor's
+  input layout (``batch`` rows, spread over the 4 instances) in, the output Arrow table out. Its
+  line also gives the engine alone (``FlexEngine.process`` on the same rows as events) for the
+  share of the cost outside the engine.
 
 Prints µs/event per shape (the best of ``repeat`` runs, a fresh state each run), in CPU time of the
 process by default (``--clock wall`` for elapsed time: on a busy machine that mostly measures the
 other processes); with
-``--profile``, a cProfile top 15 (cumulative and internal time) of one run of each shape.
+``--profile``, a cProfile top 25 (cumulative and internal time) of one run of each shape.
 """
 from __future__ import annotations
 
@@ -122,12 +128,42 @@ END;
 """),
 }
 
+# bench/project.py's Flex (``full`` prefix), over an input window standing for its SymStats
+BUCKET = """
+CREATE INPUT WINDOW SymStats
+    SCHEMA (Sym string, Trades integer, Volume integer, AvgPrice float, LastId long)
+    PRIMARY KEY (Sym);
+CREATE FLEX Moves
+    IN SymStats
+    OUT OUTPUT STREAM Moves SCHEMA (Sym string, AvgPrice float, Change float, LastId long)
+    PARTITION BY SymStats HASH(Sym) PARTITIONS 4
+BEGIN
+    DECLARE
+        dictionary(string, float) lastAvg;
+        typeof(Moves) rec;
+    END;
+    ON SymStats {
+        rec.Sym := SymStats.Sym;
+        rec.AvgPrice := SymStats.AvgPrice;
+        rec.LastId := SymStats.LastId;
+        if (isnull(lastAvg[SymStats.Sym])) {
+            rec.Change := 0.0;
+        } else {
+            rec.Change := SymStats.AvgPrice - lastAvg[SymStats.Sym];
+        }
+        lastAvg[SymStats.Sym] := SymStats.AvgPrice;
+        output setOpcode(rec, insert);
+    };
+END;
+"""
+INSTANCES = 4
+
 SYMBOLS = [f"S{i:03d}" for i in range(100)]
 DESKS = ["main", "alt"]
 
 
-def build(text: str, name: str):  # type: ignore[no-untyped-def]
-    """The engine of output element ``name`` of the CCL project ``text``."""
+def plan_data(text: str) -> dict:
+    """The plan (as the engine reads it) of the CCL project ``text``."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "p.ccl")
         with open(path, "w") as f:
@@ -135,7 +171,12 @@ def build(text: str, name: str):  # type: ignore[no-untyped-def]
         plan, diags = plan_project(path)
     if plan is None:
         raise SystemExit("\n".join(str(d) for d in diags))
-    data = plan_to_json(plan)  # the form the engine reads
+    return plan_to_json(plan)  # type: ignore[no-any-return]
+
+
+def build(text: str, name: str):  # type: ignore[no-untyped-def]
+    """The engine of output element ``name`` of the CCL project ``text``."""
+    data = plan_data(text)
     element = next(e for e in data["elements"] if e["name"] == name)
     return make_engine(element, data)
 
@@ -171,16 +212,122 @@ def run_once(engine, events: list[Event], batch: int,  # type: ignore[no-untyped
     return clock() - start
 
 
+def buckets(rows: int, batch: int, seed: int = 2) -> list[tuple[list[dict], list[tuple]]]:
+    """Generated buckets of SymStats changelog rows in the processor's input layout: per bucket its
+    meta columns (``__inst``, ``__seq``, ``__op`` by row) and ``__p0`` rows. A symbol's first row
+    is an insert, later ones updates; the instance is the symbol's number modulo 4."""
+    rnd = random.Random(seed)
+    seen: set[str] = set()
+    out = []
+    seq = 0
+    for start in range(0, rows, batch):
+        values, meta = [], []
+        for _ in range(min(batch, rows - start)):
+            i = rnd.randrange(len(SYMBOLS))
+            sym = SYMBOLS[i]
+            seq += 1
+            op = "u" if sym in seen else "i"
+            seen.add(sym)
+            trades = rnd.randrange(1, 21)
+            values.append({"Sym": sym, "Trades": trades, "Volume": trades * rnd.randrange(1, 1000),
+                           "AvgPrice": round(rnd.uniform(20.0, 200.0), 4), "LastId": 10_000_000 + seq})
+            meta.append((i % INSTANCES, seq, op))
+        out.append((values, meta))
+    return out
+
+
+def bucket_tables(parts: list[tuple[list[dict], list[tuple]]]) -> list:
+    """The buckets of :func:`buckets` as Arrow tables (the columns runtime/job.py gives a one-port
+    element: no ``__why``/``__raw``, which default)."""
+    import pyarrow as pa
+    schema = pa.struct([("Sym", pa.string()), ("Trades", pa.int32()), ("Volume", pa.int32()),
+                        ("AvgPrice", pa.float64()), ("LastId", pa.int64())])
+    tables = []
+    for values, meta in parts:
+        n = len(values)
+        tables.append(pa.table({
+            "__port": pa.array([0] * n, pa.int32()),
+            "__seq": pa.array([m[1] for m in meta], pa.int64()),
+            "__sub": pa.array([0] * n, pa.int64()),
+            "__src": pa.array([0] * n, pa.int32()),
+            "__op": pa.array([m[2] for m in meta], pa.string()),
+            "__inst": pa.array([m[0] for m in meta], pa.int32()),
+            "__p0": pa.array(values, schema)}))
+    return tables
+
+
+def run_bucket(run, tables: list,  # type: ignore[no-untyped-def]
+               clock: Callable[[], float] = time.process_time) -> float:
+    """Seconds to put every table through ``run.process_table`` from fresh states, with the cycle
+    collector paused as runtime/arrow_state.py does (output rows checked for bad records, which the
+    bench must not have)."""
+    from runtime.processor import gc_paused
+    states: dict = {}
+    now = 1_000_000
+    with gc_paused():  # as runtime/arrow_state.py runs a bucket
+        start = clock()
+        for t in tables:
+            out = run.process_table(states, t, now)
+            now += 100
+        took = clock() - start
+    kinds = out.column("__kind").to_pylist()
+    assert "bad" not in kinds, out.to_pylist()[:3]
+    return took
+
+
+def run_bucket_engine(engine, parts: list,  # type: ignore[no-untyped-def]
+                      clock: Callable[[], float] = time.process_time) -> float:
+    """Seconds for the engine alone on the buckets' rows (events per instance, made beforehand)."""
+    batches = []
+    for values, meta in parts:
+        per: dict[int, list[Event]] = {}
+        for v, (inst, seq, op) in zip(values, meta):
+            per.setdefault(inst, []).append(Event(0, op, seq, v))
+        batches.append(per)
+    from runtime.processor import gc_paused
+    states: dict = {}
+    now = 1_000_000
+    with gc_paused():
+        start = clock()
+        for per in batches:
+            for inst, events in per.items():
+                state = states.get(inst)
+                if state is None:
+                    state = states[inst] = engine.initial_state()
+                engine.process(state, events, now)
+            now += 100
+        return clock() - start
+
+
+def bucket(args, clock: Callable[[], float]) -> None:  # type: ignore[no-untyped-def]
+    """The ``bucket`` measure: BucketRun.process_table end to end, and the engine alone."""
+    import json
+
+    from runtime.processor import BucketRun
+
+    data = plan_data(BUCKET)
+    run = BucketRun(json.dumps(data), "Moves")
+    parts = buckets(args.rows, args.batch)
+    tables = bucket_tables(parts)
+    whole = min(run_bucket(run, tables, clock) for _ in range(args.repeat))
+    alone = min(run_bucket_engine(run.engine, parts, clock) for _ in range(args.repeat))
+    print(f"bucket  {whole / args.rows * 1e6:8.2f} µs/event through BucketRun.process_table, "
+          f"{alone / args.rows * 1e6:.2f} µs/event in the engine alone ({args.rows} events in "
+          f"buckets of {args.batch}, best of {args.repeat}, {args.clock} time)", flush=True)
+    if args.profile:
+        profile("bucket", lambda: run_bucket(run, tables))
+
+
 def profile(label: str, go: Callable[[], object]) -> None:
-    """A cProfile top 15 of ``go()`` by cumulative and by internal time."""
+    """A cProfile top 25 of ``go()`` by cumulative and by internal time."""
     prof = cProfile.Profile()
     prof.enable()
     go()
     prof.disable()
     print(f"--- profile {label}")
     stats = pstats.Stats(prof).strip_dirs()
-    stats.sort_stats("cumulative").print_stats(15)
-    stats.sort_stats("tottime").print_stats(15)
+    stats.sort_stats("cumulative").print_stats(25)
+    stats.sort_stats("tottime").print_stats(25)
 
 
 def main() -> None:
@@ -195,8 +342,11 @@ def main() -> None:
     args = parser.parse_args()
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     rows = trades(args.rows)
-    wanted = [s for s in args.only.split(",") if s] or list(SHAPES)
+    wanted = [s for s in args.only.split(",") if s] or [*SHAPES, "bucket"]
     for shape in wanted:
+        if shape == "bucket":
+            bucket(args, clock)
+            continue
         what, name, text = SHAPES[shape]
         engine = build(text, name)
         events = events_for(shape, rows)

@@ -6,7 +6,7 @@ from typing import Optional
 
 from ..syntax import nodes as n
 from .types import ANY, Type
-from .convert import coerce
+from .convert import SAME_KIND, coerce
 from .expressions import ExpressionCompiler, local_names
 from .machine import (BREAK, CONTINUE, RETURN, Cell, ExitSignal, Expr, Frame, Function, Machine, Stmt,
                       fail, find_cell, set_element)
@@ -61,6 +61,8 @@ class Compiler(ExpressionCompiler):
         if not any(isinstance(x, n.VarDecl) for s in block.stmts for x in s.walk()):
             # Nothing here declares a variable: its scope would stay empty, and an empty scope
             # only makes every name lookup below it longer.
+            if len(stmts) == 1:
+                return stmts[0]  # what run_plain would do with it, without the call
             def run_plain(m: Machine, f: Frame) -> Optional[str]:
                 for s in stmts:
                     signal = s(m, f)
@@ -331,34 +333,54 @@ class Compiler(ExpressionCompiler):
                     raise SplashError(f"unknown variable '{name}'")
                 if cell.const:
                     raise SplashError(f"parameter '{name}' cannot be assigned")
-                cell.value = coerce(value_ev(m, f), cell.type, f"variable '{name}'")
+                value, t = value_ev(m, f), cell.type
+                # coerce's own first checks, without its call: null, no declared type, same kind
+                if value is None or SAME_KIND.get(type(value)) == t.name or t.name in ("any", "null"):
+                    cell.value = value
+                else:
+                    cell.value = coerce(value, t, f"variable '{name}'")
             return run_var
         if isinstance(target, n.FieldAccess):
             base_ev, field = self.expr(target.base), target.field.name
+            base = target.base
+            # ``r.x := ...`` of a record no scope holds (a global): looked up without base_ev's call
+            global_base = (base.name.name if isinstance(base, n.Var) and self.locals is not None
+                           and base.name.name not in self.locals else None)
 
             def run_field(m: Machine, f: Frame) -> None:
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
-                rec = base_ev(m, f)
+                cell = m.globals.get(global_base) if global_base is not None else None
+                rec = cell.value if cell is not None else base_ev(m, f)
                 value = value_ev(m, f)
                 if not isinstance(rec, Record):
                     raise SplashError(f"cannot set field '{field}' of {a_kind(rec)}")
-                if getattr(rec, "readonly", False):
+                if rec.readonly:
                     raise SplashError(f"the input row cannot be assigned (field '{field}')")
                 if field not in rec:
                     raise SplashError(f"the record has no field '{field}'")
-                rec[field] = coerce(value, rec.types.get(field, ANY), f"field '{field}'")
+                t = rec.types.get(field, ANY)
+                # coerce's own first checks, without its call: null, no declared type, same kind
+                if value is None or SAME_KIND.get(type(value)) == t.name or t.name in ("any", "null"):
+                    rec[field] = value
+                else:
+                    rec[field] = coerce(value, t, f"field '{field}'")
             return run_field
         if isinstance(target, n.IndexAccess):
             base_ev, index_ev = self.expr(target.base), self.expr(target.index)
+            base = target.base
+            global_base = (base.name.name if isinstance(base, n.Var) and self.locals is not None
+                           and base.name.name not in self.locals else None)
 
             def run_index(m: Machine, f: Frame) -> None:
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
-                container, index = base_ev(m, f), index_ev(m, f)
-                set_element(container, index, value_ev(m, f))
+                # a global container looked up without base_ev's call
+                cell = m.globals.get(global_base) if global_base is not None else None
+                container = cell.value if cell is not None else base_ev(m, f)
+                set_element(container, index_ev(m, f), value_ev(m, f))
             return run_index
         return fail("this expression cannot be assigned to")  # type: ignore[return-value]
 

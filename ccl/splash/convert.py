@@ -324,6 +324,7 @@ def cast(v: object, t: Type) -> object:
 # Python type -> the one CCL type its values have (exactly that Python type, not a subclass)
 _SAME_KIND = {str: "string", float: "float", bool: "boolean", int: "integer", Long: "long",
               Interval: "interval"}
+SAME_KIND = _SAME_KIND  # for the compiled code's inline copies of coerce's fast path
 
 _WIDENS = {
     "integer": {"integer", "long", "float", "money", "decimal", "interval"},

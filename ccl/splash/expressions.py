@@ -5,6 +5,7 @@ wrong argument count) is an error only when, and if, it is reached.
 """
 from __future__ import annotations
 
+import operator
 from typing import Iterable, Optional
 
 from ..syntax import nodes as n
@@ -13,13 +14,16 @@ from .builtins import lookup
 from .caches import AGGREGATES, EventCache, aggregate, cache_names, nth_value
 from .convert import cast
 from .machine import OPCODES, Cell, Expr, Frame, Function, Machine, fail, find_cell, get_element
-from .operators import (arithmetic, comparison, in_list, like, logical_and, logical_not, logical_or,
-                        negate, plus, temporal_number, truth)
+from .operators import (PY_COMPARE, arithmetic, comparison, in_list, like, logical_and, logical_not,
+                        logical_or, negate, plus, temporal_number, truth)
 from .values import (LONG_MAX, LONG_MIN, MONEY_PRECISION, Dictionary, Long, Record, SplashError,
                      Vector, a_kind, make_dec, resolve_type)
 from .windows import WindowView
 
 _MISSING = object()
+# + - * of floats (or a float and an integer): arithmetic() gives what these do on the floats
+# (IEEE, no wrapping, no null); of two (32-bit) integers too when the result fits
+_PLAIN_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 new_record = Record.__new__
 
 
@@ -36,6 +40,20 @@ def local_names(node: n.Node, params: Iterable[str] = ()) -> frozenset[str]:
         elif isinstance(x, n.Call) and x.func.name.lower() in AGGREGATES:
             names.update(v.name.name for a in x.args for v in a.walk() if isinstance(v, n.Var))
     return frozenset(names)
+
+
+def field_of(rec: object, field: str) -> object:
+    """``rec.field``: null for a null record; an error for what is not a record or lacks it."""
+    if rec is None:
+        return None
+    if not isinstance(rec, Record):
+        raise SplashError(f"{a_kind(rec)} has no field '{field}'")
+    value = rec.get(field, _MISSING)
+    if value is _MISSING:
+        source = getattr(rec, "source", None)
+        raise SplashError(f"'{source}' has no column '{field}'" if source
+                          else f"the record has no field '{field}'")
+    return value
 
 
 class ExpressionCompiler:
@@ -110,23 +128,40 @@ class ExpressionCompiler:
 
     def _e_FieldAccess(self, e: n.FieldAccess) -> Expr:
         base_ev, field = self.expr(e.base), e.field.name
+        if isinstance(e.base, n.Var) and self.locals is not None and e.base.name.name not in self.locals:
+            name = e.base.name.name
+
+            def ev_outer_field(m: Machine, f: Frame) -> object:
+                # ``X.field`` of a name no scope holds (an input row, a global record): the name
+                # looked up as base_ev does, without its call; anything unusual goes through it
+                cell = m.globals.get(name)
+                if cell is not None:
+                    rec = cell.value
+                else:
+                    sources = f.sources
+                    rec = sources.get(name) if sources is not None else None
+                    if rec is None:
+                        rec = base_ev(m, f)
+                if isinstance(rec, Record):
+                    value = rec.get(field, _MISSING)
+                    if value is not _MISSING:
+                        return value
+                return field_of(rec, field)
+            return ev_outer_field
 
         def ev(m: Machine, f: Frame) -> object:
-            rec = base_ev(m, f)
-            if rec is None:
-                return None
-            if not isinstance(rec, Record):
-                raise SplashError(f"{a_kind(rec)} has no field '{field}'")
-            value = rec.get(field, _MISSING)
-            if value is _MISSING:
-                source = getattr(rec, "source", None)
-                raise SplashError(f"'{source}' has no column '{field}'" if source
-                                  else f"the record has no field '{field}'")
-            return value
+            return field_of(base_ev(m, f), field)
         return ev
 
     def _e_IndexAccess(self, e: n.IndexAccess) -> Expr:
         base_ev, index_ev = self.expr(e.base), self.expr(e.index)
+        if isinstance(e.base, n.Var) and self.locals is not None and e.base.name.name not in self.locals:
+            name = e.base.name.name
+
+            def ev_outer_index(m: Machine, f: Frame) -> object:
+                cell = m.globals.get(name)  # a global container, without base_ev's call
+                return get_element(cell.value if cell is not None else base_ev(m, f), index_ev(m, f))
+            return ev_outer_index
 
         def ev(m: Machine, f: Frame) -> object:
             return get_element(base_ev(m, f), index_ev(m, f))
@@ -315,12 +350,36 @@ class ExpressionCompiler:
                 return temporal_number(op, left(m, f), right(m, f), temporal)
             return run_temporal
         if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
+            py_compare = PY_COMPARE[op]
+
             def run_compare(m: Machine, f: Frame) -> Optional[bool]:
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
-                return comparison(op, left(m, f), right(m, f))
+                a, b = left(m, f), right(m, f)
+                ta = type(a)
+                # comparison()'s own first case inline: two strings, integers or non-NaN floats
+                if ta is type(b) and (ta is str or ta is int or (ta is float and a == a and b == b)):
+                    return py_compare(a, b)
+                return comparison(op, a, b)
             return run_compare
+        plain_op = _PLAIN_OPS.get(op)
+        if plain_op is not None:
+            def run_plain_arith(m: Machine, f: Frame) -> object:
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
+                a, b = left(m, f), right(m, f)
+                ta, tb = type(a), type(b)
+                if (ta is float or ta is int) and (tb is float or tb is int):
+                    if ta is int and tb is int:
+                        r = plain_op(a, b)  # two integers: the same unless it overflows (wraps)
+                        if -2147483648 <= r <= 2147483647:
+                            return r
+                    else:
+                        return plain_op(float(a), float(b))  # what arithmetic() gives (a float)
+                return arithmetic(op, a, b)
+            return run_plain_arith
 
         def run_arith(m: Machine, f: Frame) -> object:
             m.steps += 1

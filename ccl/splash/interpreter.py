@@ -57,6 +57,9 @@ class Declarations:
     typedefs: dict[str, Type] = field(default_factory=dict)
 
 
+_RAN_OUT = Outcome(False)  # what Session.run gives for a block that did not return (never changed)
+
+
 def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
@@ -105,6 +108,7 @@ class Interpreter:
                             for name, (v, t, const) in self._globals.items()]
         self.budget = budget
         self.max_depth = max_depth
+        self._needed_limit = 1000 + max_depth * _FRAMES_PER_CALL  # see _guard
         self.clock = clock or _utc_now
         self.printer = printer
         self._compiled: dict[int, tuple[n.Node, Callable]] = {}
@@ -128,18 +132,39 @@ class Interpreter:
         """Run a block with input rows ``sources`` (source name -> column -> value); ``output``
         receives a copy of each record an ``output`` statement emits (its ``opcode`` set by
         setOpcode, else None); without it ``output`` is an error."""
-        body = self._compile(block, lambda: self.compiler.unit(block))
+        found = self._compiled.get(id(block))
+        body = (found[1] if found is not None and found[0] is block
+                else self._compile(block, lambda: self.compiler.unit(block)))
         machine = self._machine(extra_globals)
         machine.emit = output
-
-        def go() -> Outcome:
+        # what _guard does, without its closure (this runs once per event of a Flex)
+        old_limit = sys.getrecursionlimit()
+        needed = self._needed_limit
+        if old_limit < needed:
+            sys.setrecursionlimit(needed)
+        try:
             frame = Frame([], self._rows(sources))
             try:
                 signal = body(machine, frame)
             except ExitSignal:
                 return Outcome(False)
             return Outcome(True, frame.ret) if signal == RETURN else Outcome(False)
-        return self._guard(go, machine)
+        except SplashError:
+            raise
+        except RecursionError:
+            raise SplashError("code nested too deeply") from None
+        except Exception as e:  # a bug of the interpreter must still not escape as such
+            raise SplashError(f"internal error: {type(e).__name__}: {e}") from None
+        finally:
+            if self._bound is not None:
+                self._write_back(machine)
+            if old_limit < needed:
+                sys.setrecursionlimit(old_limit)
+
+    def session(self, store: dict[str, object]) -> "Session":
+        """A :class:`Session`: blocks run one after another against the global variables of
+        ``store`` (as after :meth:`bind` of it), with the set-up shared by the runs."""
+        return Session(self, store)
 
     def evaluate(self, expr: n.Node, sources: Mapping[str, Mapping[str, object]] = {},
                  variables: Mapping[str, object] = {}) -> object:
@@ -203,19 +228,29 @@ class Interpreter:
                 bound[name] = cell.value
 
     def input_record(self, src: str, row: Mapping[str, object], opcode: Optional[int] = None,
-                     key_fields: Sequence[str] = ()) -> Record:
+                     key_fields: Sequence[str] = (), splash_form: bool = False) -> Record:
         """The read-only record an input row ``row`` of ``src`` is in code (values in SPLASH form,
         typed by ``source_types``), as :meth:`run_block` makes it from a mapping. Passed to
         :meth:`run_block` under ``src``, it is used as it is (nothing converted again); make one
-        per call, since ``setOpcode`` may change it."""
-        if not isinstance(row, dict) and not isinstance(row, Mapping):
-            raise SplashError(f"the row of '{src}' is not a mapping of columns to values")
+        per call, since ``setOpcode`` may change it. ``splash_form``: the caller vouches that
+        ``row`` is a dict whose values are already in SPLASH form for their column types (an
+        engine's rows cast to the source's columns), so they are taken as they are."""
         found = self._input_types.get(src)
         if found is None:
             types = dict(self.source_types.get(src, {}))
             found = self._input_types[src] = (types, {c: _PLAIN_TYPE.get(t.name) for c, t in types.items()})
         types, plain = found
         rec = _new_input(InputRecord)  # InputRecord(...) without __init__ (values.copy_record)
+        if splash_form and type(row) is dict:
+            dict.update(rec, row)
+            rec.types = types
+            rec.key_fields = key_fields if type(key_fields) is tuple else tuple(key_fields)
+            rec.readonly, rec.source = True, src
+            if opcode is not None:
+                rec.opcode = opcode
+            return rec
+        if not isinstance(row, dict) and not isinstance(row, Mapping):
+            raise SplashError(f"the row of '{src}' is not a mapping of columns to values")
         for c, v in row.items():
             p = plain.get(c)
             # from_python's own fast path, without the call: a value of the column's plain type
@@ -224,7 +259,7 @@ class Interpreter:
             else:
                 rec[c] = from_python(v, types.get(c, ANY))
         # The types dict is shared by every record of src: records never change their types
-        # (copy_record copies them), so no copy per row.
+        # dict in place (copy_record shares it too), so no copy per row.
         rec.types = types
         rec.key_fields = key_fields if type(key_fields) is tuple else tuple(key_fields)
         rec.readonly, rec.source = True, src
@@ -247,7 +282,7 @@ class Interpreter:
         recursion limit is raised for the call and put back after it); turn any exception that is
         not a SplashError into one."""
         old_limit = sys.getrecursionlimit()
-        needed = 1000 + self.max_depth * _FRAMES_PER_CALL
+        needed = self._needed_limit
         if old_limit < needed:
             sys.setrecursionlimit(needed)
         try:
@@ -263,6 +298,113 @@ class Interpreter:
                 self._write_back(machine)
             if old_limit < needed:
                 sys.setrecursionlimit(old_limit)
+
+
+class Session:
+    """Runs blocks one after another against one store of global variables (an engine's instance,
+    for the events of one batch): what :meth:`Interpreter.run_block` does after :meth:`Interpreter.bind`
+    of that store, each run's outcome and write-back the same, but with one :class:`Machine` and
+    one set of variable cells for all the runs. The cells hold the store's values from one run to
+    the next (each run writes its changes back, also when it fails), so between runs nothing but
+    the session may replace a value of the store (changing a value in place, as feeding an event
+    cache does, is fine). Read-only globals that hold containers get a fresh copy per run, as
+    :meth:`Interpreter.run_block` gives them."""
+
+    def __init__(self, interp: Interpreter, store: dict[str, object]) -> None:
+        self.interp = interp
+        self.store = store
+        outer, interp._bound = interp._bound, store
+        try:
+            self.machine = interp._machine(None)
+        finally:
+            interp._bound = outer
+        self.cells = self.machine.globals  # the globals without a run's extra cells
+        self.frame = Frame([])
+        self._block: Optional[n.Block] = None  # the last block run, and its compiled body
+        self._body: Optional[Callable] = None
+        self._writable()
+        # (name, value, type): read-only containers, copied afresh for each run
+        self.fresh = [(name, v, t) for name, v, t, const, mutable in interp._cell_specs
+                      if mutable and const]
+
+    def run(self, block: n.Block, rows: Mapping[str, Record],
+            extra: Optional[Mapping[str, Cell]] = None,
+            output: Optional[Callable[[Record], None]] = None) -> Outcome:
+        """Run ``block`` as :meth:`Interpreter.run_block` does, ``rows`` being the input rows'
+        records made by :meth:`Interpreter.input_record` (used as they are). The outcome of a
+        block that did not return is one shared object: not to be changed."""
+        interp = self.interp
+        if block is self._block:
+            body = self._body
+        else:
+            found = interp._compiled.get(id(block))
+            body = (found[1] if found is not None and found[0] is block
+                    else interp._compile(block, lambda: interp.compiler.unit(block)))
+            self._block, self._body = block, body
+        m, cells = self.machine, self.cells
+        for name, v, t in self.fresh:
+            if name in cells:
+                cells[name] = Cell(copy.deepcopy(v), t, True)
+        m.steps, m.depth, m._now, m.row_id, m.emit = 0, 0, None, interp.row_id, output
+        m.globals = {**cells, **extra} if extra else cells
+        old_limit = sys.getrecursionlimit()
+        needed = interp._needed_limit
+        if old_limit < needed:
+            sys.setrecursionlimit(needed)
+        # one frame for every run (nothing keeps a run's frame past it), reset: a failed run may
+        # have left scopes on it
+        frame = self.frame
+        frame.scopes, frame.sources, frame.ret = [], rows if type(rows) is dict else dict(rows), None
+        try:
+            try:
+                signal = body(m, frame)
+            except ExitSignal:
+                return _RAN_OUT
+            return Outcome(True, frame.ret) if signal == RETURN else _RAN_OUT
+        except SplashError:
+            raise
+        except RecursionError:
+            raise SplashError("code nested too deeply") from None
+        except Exception as e:  # a bug of the interpreter must still not escape as such
+            raise SplashError(f"internal error: {type(e).__name__}: {e}") from None
+        finally:
+            frame.sources = frame.ret = None  # (nothing of the run kept alive by the session)
+            if m.globals is cells and len(cells) == self.count:  # _write_back's common case
+                store = self.store
+                for name, cell in self.writable:
+                    store[name] = cell.value
+            else:
+                self._write_back(m.globals, extra)
+            if old_limit < needed:
+                sys.setrecursionlimit(old_limit)
+
+    def _writable(self) -> None:
+        """The cells Interpreter._write_back would write back, of the globals as they are now."""
+        store, declared = self.store, self.interp._globals
+        self.writable = [(name, cell) for name, cell in self.cells.items()
+                         if not cell.const and (name in store or name in declared or name == SEQUENCE)]
+        self.count = len(self.cells)
+
+    def _write_back(self, run_cells: dict[str, Cell], extra: Optional[Mapping[str, Cell]]) -> None:
+        """What Interpreter._write_back does, and cells a run added (nextval's count) kept."""
+        store, declared = self.store, self.interp._globals
+        if run_cells is self.cells and len(run_cells) == self.count:  # no extra cells, none added
+            for name, cell in self.writable:
+                store[name] = cell.value
+            return
+        for name, cell in run_cells.items():
+            if not cell.const and (name in store or name in declared or name == SEQUENCE):
+                store[name] = cell.value
+        if run_cells is not self.cells:
+            cells = self.cells
+            for name, cell in run_cells.items():
+                if name not in cells:
+                    if not (extra and name in extra):
+                        cells[name] = cell
+                elif extra and name in extra and name in store and not cells[name].const:
+                    cells[name].value = store[name]  # an extra cell stood for a global
+        if len(self.cells) != self.count:
+            self._writable()
 
 
 def declare_globals(items: Iterable[n.Node], parameters: Mapping[str, object] = {},

@@ -15,7 +15,7 @@ from typing import Callable, Optional
 
 from ..syntax import nodes as n
 from .types import ANY, Type
-from .convert import coerce
+from .convert import SAME_KIND, coerce
 from .values import (BudgetExhausted, Dictionary, Long, Record, SplashError, a_kind, dictionary_key,
                      is_integral)
 from .windows import WindowView
@@ -163,7 +163,10 @@ def get_element(container: object, index: object) -> object:
     if container is None or index is None:
         return None
     if type(container) is Dictionary:  # the common case first; the same as the branch below
-        return container.get(dictionary_key(coerce(index, container.key, "a dictionary key")))
+        t = container.key
+        if SAME_KIND.get(type(index)) != t.name:  # coerce's fast path, inline
+            index = coerce(index, t, "a dictionary key")
+        return container.get(dictionary_key(index))
     if isinstance(container, list):
         if not is_integral(index):
             raise SplashError(f"a vector index must be an integer, not {a_kind(index)}")
@@ -181,8 +184,13 @@ def set_element(container: object, index: object, value: object) -> None:
     if container is None:
         raise SplashError("cannot assign into a null vector or dictionary (create it with new)")
     if type(container) is Dictionary and index is not None:  # the common case of the branch below
-        key = coerce(index, container.key, "a dictionary key")
-        container[dictionary_key(key)] = coerce(value, container.value, "a dictionary value")
+        key, t = index, container.key
+        if SAME_KIND.get(type(key)) != t.name:  # coerce's fast path, inline
+            key = coerce(key, t, "a dictionary key")
+        t = container.value
+        if value is not None and SAME_KIND.get(type(value)) != t.name:
+            value = coerce(value, t, "a dictionary value")
+        container[dictionary_key(key)] = value
         return
     if isinstance(container, list):
         if not is_integral(index) or not 0 <= index < len(container):  # type: ignore[operator]

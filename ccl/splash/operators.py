@@ -281,6 +281,7 @@ def compare(a: object, b: object, op: str = "<") -> Optional[int]:
 
 _PY_COMPARE = {"=": operator.eq, "!=": operator.ne, "<>": operator.ne, "<": operator.lt,
                "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+PY_COMPARE = _PY_COMPARE  # for compiled comparisons' inline copy of comparison()'s first case
 
 
 def comparison(op: str, a: object, b: object) -> Optional[bool]:

@@ -109,6 +109,10 @@ class Record(dict):
     an input row came with), else ``None`` (an ``output`` then counts it as an insert)."""
 
     opcode: Optional[int] = None
+    # set on the records of input rows (read-only, and the source they come from): class-level
+    # defaults make reading them on any other record a plain attribute read
+    readonly: bool = False
+    source: Optional[str] = None
 
     def __init__(self, items: Iterable[tuple[str, object]] = (), types: Optional[dict[str, Type]] = None,
                  key_fields: tuple[str, ...] = ()) -> None:
@@ -120,7 +124,9 @@ class Record(dict):
         """A writable copy (same fields, types, key fields and opcode)."""
         out = _new_record(Record)
         dict.update(out, self)
-        out.types, out.key_fields = dict(self.types), self.key_fields
+        # records never change their types dict in place (a new record gets its own or a shared
+        # one, as input rows share their source's): shared, not copied
+        out.types, out.key_fields = self.types, self.key_fields
         if self.opcode is not None:
             out.opcode = self.opcode
         return out

@@ -22,6 +22,8 @@ from .calls import Builtin
 from .convert import from_python
 from .values import Record, SplashError, a_kind
 
+_new_record = Record.__new__
+
 __all__ = ["WindowIterator", "WindowView", "window_rows"]
 
 
@@ -32,11 +34,14 @@ class WindowView:
     splash_value = True  # passes through from_python unchanged
 
     def __init__(self, name: str, rows: Optional[Mapping[tuple, Mapping[str, object]]],
-                 key: Sequence[str], types: Mapping[str, Type]) -> None:
+                 key: Sequence[str], types: Mapping[str, Type], splash_form: bool = False) -> None:
         self.name = name
         self.rows = rows if rows is not None else {}
         self.key = tuple(key)
         self.types = dict(types)
+        # the caller vouches that every row holds exactly the columns of ``types``, in that order,
+        # with values in SPLASH form for their types (an engine's rows): copied as they are
+        self.splash_form = splash_form
 
     def __repr__(self) -> str:
         return f"{self.name}_stream"
@@ -46,6 +51,12 @@ class WindowView:
 
     def record(self, row: Mapping[str, object]) -> Record:
         """A read-only record of one row."""
+        if self.splash_form and type(row) is dict:
+            rec = _new_record(Record)
+            dict.update(rec, row)
+            rec.types, rec.key_fields = self.types, self.key  # (records share types dicts)
+            rec.readonly, rec.source = True, self.name  # type: ignore[attr-defined]
+            return rec
         rec = Record(((c, from_python(row.get(c), self.types.get(c, ANY))) for c in self.types),
                      types=dict(self.types), key_fields=self.key)
         rec.readonly, rec.source = True, self.name  # type: ignore[attr-defined]
@@ -85,8 +96,17 @@ def window_rows(view: WindowView, equal: Mapping[str, object]) -> Iterator[Recor
         candidates = [row] if row is not None else []
     else:
         candidates = list(view.rows.values())
+    tests = list(equal.items())
+    if len(tests) == 1:  # one column (the common where): _same inline
+        (c, v), = tests
+        v_bool = type(v) is bool
+        for row in candidates:
+            a = row.get(c)
+            if a is not None and a == v and (type(a) is bool) == v_bool:
+                yield view.record(row)
+        return
     for row in candidates:
-        if all(_same(row.get(c), v) for c, v in equal.items()):
+        if all(_same(row.get(c), v) for c, v in tests):
             yield view.record(row)
 
 

@@ -11,13 +11,15 @@ from typing import Mapping, Optional, Sequence, Union
 
 from ccl.syntax import nodes as n
 from ccl.plan.model import READ_AS
-from ccl.splash import Interpreter, Record, SplashError, as_type
+from ccl.splash import Interpreter, Long, Record, SplashError, as_type
+from ccl.splash.convert import SAME_KIND, cast, to_text
+from ccl.splash.interpreter import Session
 from ccl.splash.machine import Cell
 from ccl.splash.windows import WindowView
 from runtime.engine.cache import Declared, as_nodes
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.element import Engine, emit_of
-from runtime.engine.expr import ENGINE_LIMITS, coerce_row
+from runtime.engine.expr import ENGINE_LIMITS
 from runtime.engine.stages import STRICT_KEEPS, RowRefused, SourceStage, apply_to_window, key_of
 from runtime.engine.store import Store
 
@@ -88,6 +90,8 @@ class FlexEngine:
         keeps += [None] * (len(self.inputs) - len(keeps))
         self.sources = [SourceStage(elements[p], k) for p, k in zip(self.inputs, keeps)]
         self.source_kinds = [elements[p]["kind"] for p in self.inputs]
+        self.source_casts = [cast_steps(s.columns) for s in self.sources]
+        self.output_cast = cast_steps(self.columns)
         self.source_keys = [tuple(elements[p].get("key") or ()) for p in self.inputs]
         self.port_caches = [self.declared.caches_of([w, p])
                             for p, w in zip(self.inputs, self.input_names)]
@@ -115,6 +119,7 @@ class FlexEngine:
         named = {v.name.name for v in code if isinstance(v, n.Var)}
         looped = {f.iterable.name.name for f in code  # for (r in W)
                   if isinstance(f, n.ForIn) and isinstance(f.iterable, n.Var)}
+        self.uses_old = [f"{w}_old" in named for w in self.input_names]
         self.windows = [w for w in self.windows  # those the code names only: made per handler run
                         if any(f"{x}_stream" in named or f"{x}_iterator" in named or x in looped
                                for x in w[0])]
@@ -137,14 +142,20 @@ class FlexEngine:
         if not events:
             return out
         first = events[0]
+        # one SPLASH set-up for the batch's handler runs (nothing else replaces variables meanwhile)
+        session = self.interp.session(state["vars"])
         for h in self.on_start:
-            out += self._run(state, h, {}, None, first.seq, NO_PORT, now_ms, "ON START TRANSACTION")
+            out += self._run(state, h, {}, None, first.seq, NO_PORT, now_ms, "ON START TRANSACTION",
+                             session=session)
+        last = state["seq"]
         for event in events:
-            if state["seq"] is None or event.seq > state["seq"]:
-                state["seq"] = event.seq
-            out += self._event(state, event, now_ms)
+            seq = event.seq
+            if last is None or seq > last:
+                last = state["seq"] = seq
+            out += self._event(state, event, now_ms, session)
         for h in self.on_end:
-            out += self._run(state, h, {}, None, state["seq"], NO_PORT, now_ms, "ON END TRANSACTION")
+            out += self._run(state, h, {}, None, state["seq"], NO_PORT, now_ms, "ON END TRANSACTION",
+                             session=session)
         return out
 
     def expire(self, state: dict, now_ms: int) -> list[Output]:
@@ -188,7 +199,8 @@ class FlexEngine:
 
     # --- one input row -------------------------------------------------------------------------
 
-    def _event(self, state: dict, event: Event, now_ms: int) -> list[Output]:
+    def _event(self, state: dict, event: Event, now_ms: int, session: Optional[Session] = None
+               ) -> list[Output]:
         if event.op not in OPS:
             return [Bad(f"unknown opcode {event.op!r}", event.seq, event.port, dict(event.values))]
         if not 0 <= event.port < len(self.ports):
@@ -197,14 +209,14 @@ class FlexEngine:
         port = event.port
         source = self.sources[port]
         try:
-            row_in = coerce_row(event.values, source.columns)
+            row_in = _cast_row(event.values, self.source_casts[port])
         except SplashError as e:
             return [Bad(e.reason, event.seq, port, dict(event.values))]
         changes = source.apply(state["sources"][port], event.op, event.seq, row_in, now_ms)
-        return self._changes(state, port, changes, event.seq, now_ms, event.values)
+        return self._changes(state, port, changes, event.seq, now_ms, event.values, session)
 
     def _changes(self, state: dict, port: int, changes: list[Change], seq: int, now_ms: int,
-                 values: Mapping) -> list[Output]:
+                 values: Mapping, session: Optional[Session] = None) -> list[Output]:
         """The ON handlers of ``port`` run for each change of its rows (``values``: the input row,
         for a bad record; copied only then)."""
         out: list[Output] = []
@@ -215,33 +227,42 @@ class FlexEngine:
             if self.port_caches[port]:
                 self.declared.feed(state["vars"], self.port_caches[port], self.source_kinds[port],
                                    change.op, row, now_ms)
+            # <input>_old only when the code names it (else nothing can read it)
             old = change.old if change.op == "u" else None
+            old_name = f"{name}_old" if self.uses_old[port] else None
             for h in self.on_row[port]:
                 # records made here once, not converted again by the interpreter (one per run:
-                # setOpcode may change the input's record)
-                rec = interp.input_record(name, row, _LETTER_CODES[change.op], keys)
-                old_rec = interp.input_record(f"{name}_old", old, None, keys) if old is not None else None
-                out += self._run(state, h, {name: rec}, (f"{name}_old", old_rec), seq, port,
-                                 now_ms, None, values)
+                # setOpcode may change the input's record); the rows are the source stage's,
+                # already cast to the input's columns
+                rec = interp.input_record(name, row, _LETTER_CODES[change.op], keys, True)
+                old_rec = (interp.input_record(old_name, old, None, keys, True)
+                           if old is not None and old_name is not None else None)
+                out += self._run(state, h, {name: rec}, (old_name, old_rec) if old_name else None,
+                                 seq, port, now_ms, None, values, session)
         return out
 
     def _run(self, state: dict, h: _Handler, rows: Mapping[str, Mapping], old: Optional[tuple],
              seq: int, port: int, now_ms: int, what: Optional[str],
-             values: Optional[Mapping] = None) -> list[Output]:
+             values: Optional[Mapping] = None, session: Optional[Session] = None) -> list[Output]:
         """Run one handler; its outputs applied to the output element. A failing handler makes
         a bad record (the input row, or an empty row for timers and transactions) and its outputs
-        are dropped; variable changes it made before failing stay."""
+        are dropped; variable changes it made before failing stay. ``session``: the batch's
+        (:meth:`ccl.splash.Interpreter.session` of the instance's variables), else a run of its
+        own."""
         emitted: list[Record] = []
-        self.interp.bind(state["vars"])
-        extra = self._window_cells(state)
-        sources = dict(rows)
+        extra = self._window_cells(state) if self.windows else {}
+        sources = rows
         if old is not None:
             if old[1] is not None:
-                sources[old[0]] = old[1]
+                sources = {**rows, old[0]: old[1]}
             else:
                 extra[old[0]] = Cell(None)
         try:
-            self.interp.run_block(h.body, sources, extra, output=emitted.append)
+            if session is not None:
+                session.run(h.body, sources, extra, emitted.append)
+            else:
+                self.interp.bind(state["vars"])
+                self.interp.run_block(h.body, sources, extra, output=emitted.append)
         except SplashError as e:
             reason = f"{what}: {e.reason}" if what else e.reason
             return [Bad(reason, seq, port, dict(values or {}))]
@@ -261,7 +282,8 @@ class FlexEngine:
                 mirror = state["sources"][port]
                 rows = mirror["rows"] if mirror is not None else None
             for name in names:
-                cells[f"{name}_stream"] = Cell(WindowView(name, rows, key, types), const=True)
+                # the rows are the engine's: cast to the columns, in column order
+                cells[f"{name}_stream"] = Cell(WindowView(name, rows, key, types, True), const=True)
                 cells[f"{name}_iterator"] = Cell(None)
         return cells
 
@@ -271,7 +293,7 @@ class FlexEngine:
         code = rec.opcode if rec.opcode is not None else 1
         op = OPCODE_LETTERS.get(code)
         try:
-            row = coerce_row(rec, self.columns)
+            row = _cast_row(rec, self.output_cast)
         except SplashError as e:
             return [Bad(f"output: {e.reason}", seq, port, dict(rec))]
         if op is None:
@@ -293,6 +315,36 @@ class FlexEngine:
             return [emit_of(c) for c in changes]
         except RowRefused as e:
             return [Bad(f"output: {e}", seq, port, row)]
+
+
+def cast_steps(columns: Sequence[Sequence[str]]) -> list[tuple]:
+    """Per column (name, CCL type text): its name, type and whether its values are carried as text
+    (a column of no known type), for :func:`_cast_row`."""
+    return [(name, t, t.name in ("any", "null")) for name, t in ((c, as_type(text)) for c, text in columns)]
+
+
+def _cast_row(values: Mapping[str, object], steps: list[tuple]) -> dict[str, object]:
+    """What :func:`runtime.engine.expr.coerce_row` gives for ``values`` (``steps``: the columns'
+    :func:`cast_steps`): values cast to the column types, in column order (missing columns null),
+    a value that already has its column's kind kept as it is."""
+    get = values.get
+    row = {}
+    for name, ctype, as_text in steps:
+        v = get(name)
+        if v is None:
+            row[name] = v
+            continue
+        k = SAME_KIND.get(type(v))
+        # a value of exactly the column's kind (a long column's Long too) is given back by the cast
+        if k == ctype.name and (k != "integer" or -2**31 <= v < 2**31):  # type: ignore[operator]
+            row[name] = v
+        elif k == "integer" and ctype.name == "long" and -2**63 <= v < 2**63:  # type: ignore[operator]
+            row[name] = Long(v)  # a plain int for a long column (as Arrow gives them): cast's result
+        elif as_text:  # a column of no known type is carried as text (runtime.types)
+            row[name] = to_text(v)
+        else:
+            row[name] = cast(v, ctype)
+    return row
 
 
 def _names(*names: str) -> list[str]:
