@@ -93,6 +93,11 @@ class BucketRun:
         self.columnar = (ColumnarAggregation(self.engine, plan)
                          if isinstance(self.engine, Engine) and self.engine.declared is None
                          and element["physical"]["columnar"] else None)
+        # or another element run a bucket at a time by a columnar kernel (the plan's ``kernel``)
+        kernel = element["physical"].get("kernel")
+        if self.columnar is None and kernel is not None and isinstance(self.engine, Engine):
+            from .engine.kernels import kernel_class
+            self.columnar = kernel_class(kernel)(self.engine, plan)
         # (seq, src, sub, port) order; rows of a reference's port first when there is one
         self.order = ((lambda x: (x[3] not in first_ports, *x[:4])) if first_ports
                       else (lambda x: x[:4]))

@@ -1,0 +1,383 @@
+"""A window with a row-count KEEP over one stream, run a bucket's micro-batch at a time.
+
+``ccl.plan.physical.keep_kernel`` picks the elements: a window with ``KEEP n ROWS [SLACK s]``,
+``KEEP LAST`` or ``KEEP EVERY n ROWS`` (each with or without PER) defined by one select from one
+stream, with no aggregation, join, MATCHING, FROM KEEP, AGES, DECLARE or Flex, whose expressions
+are pure. What the engine (runtime/engine/element.py) does with such an element, row by row, is:
+
+- an event with an unknown opcode or port is a bad record; a delete or safedelete of a stream is
+  nothing; any other opcode inserts the row;
+- WHERE, then the select items (in item order), then the casts to the element's columns (in
+  column order): the first failure makes the event a bad record;
+- the rows of one upstream transaction (one sequence number and port) are merged by the window's
+  key (the last row of each key, in order of each key's first row) and go through the window's
+  store, whose KEEP evicts rows (deletes listed before the insert or update that caused them).
+
+The kernel does the same with the column work done a column at a time: plain columns are read
+straight from Arrow (and cast by ``coerce_column``, as the engine's ``coerce_row`` casts), other
+expressions by the engine's compiled expressions row by row. The store's bookkeeping (rows by key,
+row keys by PER group in order of their last change) is then kept in one tight loop over the
+instance's rows, on the engine's own state, giving the engine's changes with its sequence and
+sub-numbers as columns (:class:`~runtime.engine.columnar.RowChanges`), so that either the engine
+or the kernel can run an instance's next batch.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from runtime.engine.changes import OPS
+from runtime.engine.columnar import BucketRows, InstanceRun, RowChanges, _finished, _plain_column
+from runtime.engine.element import Engine
+from runtime.engine.expr import SplashError, _is_plain, _PLAIN, _type, coerce_column
+from runtime.engine.store import COUNT_KINDS
+from runtime.engine.stages import truth
+from ccl.splash.convert import from_python
+
+__all__ = ["KeepKernel"]
+
+
+class KeepKernel:
+    """The window of ``engine`` (an :class:`Engine` of an element ``keep_kernel`` takes) over whole
+    buckets; see the module docstring. :meth:`run` has the interface of
+    :meth:`runtime.engine.columnar.ColumnarAggregation.run`."""
+
+    def __init__(self, engine: Engine, plan: dict) -> None:
+        if (not isinstance(engine, Engine) or engine.declared is not None or engine.input is not None
+                or len(engine.selects) != 1):
+            raise ValueError(f"{engine.name} is not a window over one stream the keep kernel runs")
+        sel = engine.selects[0]
+        store = engine.output.store
+        if (sel.projection is None or sel.aggregator is not None or sel.joiner is not None
+                or sel.matcher is not None or len(sel.sources) != 1 or sel.sources[0].store is not None
+                or sel.sources[0].kind != "stream" or sel.refused is not None
+                or sel.projection.extra is not None or store is None
+                or store.kind not in COUNT_KINDS or store.aging is not None):
+            raise ValueError(f"{engine.name} is not a window over one stream the keep kernel runs")
+        self.engine = engine
+        self.store = store
+        self.alias = sel.aliases[0]
+        source_types = {c: t for c, t in sel.sources[0].columns}
+        spec = engine.element["query"]["selects"][0]
+
+        def column(expr: dict) -> Optional[str]:
+            col = _plain_column(expr, self.alias)
+            return col if col in source_types else None
+        self.where: Optional[tuple[Optional[str], Callable]] = (
+            (column(spec["where"]), sel.where) if spec.get("where") is not None else None)  # type: ignore[assignment]
+        # (column or None, the engine's compiled expression) per select item, in item order
+        self.items = [(column(item["expr"]), compiled)
+                      for item, (_, compiled) in zip(spec["items"], sel.projection.items)]
+        self.readers = {c: _reader(t) for c, t in source_types.items()}
+        # the output columns in order, each with the (last) item of its name (coerce_row's values.get)
+        by_name = {name: i for i, (name, _) in enumerate(sel.projection.items)}
+        self.columns = [(name, ctype, by_name.get(name)) for name, ctype in engine.columns]
+        names = [name for name, _ in engine.columns]
+        self.names = names
+        self.key_at = [names.index(k) if k in names else None for k in engine.output.key]
+        self.per_at = [names.index(c) if c in names else None for c in store.per]
+
+    def run(self, states: dict[int, dict], rows: BucketRows,
+            now: int) -> tuple[list[InstanceRun], list[int], RowChanges]:
+        """Apply a bucket's rows to the instances' ``states``: per instance (ascending) the rows that
+        came to it bad, the instances left to the engine (none: the kernel takes every one), and
+        the changes and bad records, numbered as the engine numbers them."""
+        order = np.lexsort((rows.port, rows.sub, rows.src, rows.seq, rows.inst))
+        came_bad = np.asarray(rows.why.is_valid(), dtype=bool)[order]
+        events = order[~came_bad]            # the rows the engine would get, in its order
+        batch = _Events(rows, events)
+        bad: dict[int, str] = {}
+        live = self._inserts(batch, bad)
+        if self.where is not None:
+            values = self._values(batch, live, self.where, bad)
+            live = live[np.array([p not in bad and truth(v) for p, v in zip(live.tolist(), values)],
+                                 dtype=bool)] if len(live) else live
+        items = [self._values(batch, live, item, bad) for item in self.items]
+        columns = self._coerced(live, items, bad)
+        if bad:
+            keep = np.array([p not in bad for p in live.tolist()], dtype=bool)
+            live = live[keep]
+            columns = [[v for v, k in zip(col, keep.tolist()) if k] for col in columns]
+        ran = self._started(states, rows)
+        changes = self._apply(states, batch, live, columns, bad)
+        arrivals = _finished(states, _Seqs(batch.inst, batch.seq, rows), set(), order[came_bad])  # type: ignore[arg-type]
+        return [InstanceRun(inst, [], arrivals.get(inst, [])) for inst in ran], [], changes
+
+    # --- columns -------------------------------------------------------------------------------
+
+    def _inserts(self, batch: "_Events", bad: dict[int, str]) -> np.ndarray:
+        """The event positions that insert a row: opcodes i, u, p on port 0 (d and s insert
+        nothing; any other opcode or port makes a bad record)."""
+        ops = batch.ops
+        name = self.engine.name
+        usual = []
+        for p, (op, port) in enumerate(zip(ops, batch.ports)):
+            if op not in OPS:
+                bad[p] = f"unknown opcode {op!r}"
+            elif port != 0:
+                bad[p] = f"no input port {port} on {name}"
+            elif op != "d" and op != "s":
+                usual.append(p)
+        return np.array(usual, dtype=np.int64)
+
+    def _values(self, batch: "_Events", live: np.ndarray, getter: tuple[Optional[str], Callable],
+                bad: dict[int, str]) -> list:
+        """The values of one expression at event positions ``live``: a plain column read as the
+        engine's compiled expression reads it, or the expression row by row (a failing row gets
+        None and its reason in ``bad``; a row bad already is not evaluated)."""
+        col, compiled = getter
+        if col is not None:
+            values = batch.column(col, live)
+            read = self.readers[col]
+            if read is None:
+                return values
+            out = []
+            for p, v in zip(live.tolist(), values):
+                try:
+                    out.append(read(v))
+                except SplashError as e:
+                    if p not in bad:
+                        bad[p] = str(e)
+                    out.append(None)
+            return out
+        out = []
+        alias = self.alias
+        for p, row in zip(live.tolist(), batch.dicts(live)):
+            if p in bad:
+                out.append(None)
+                continue
+            try:
+                out.append(compiled({alias: row}))
+            except SplashError as e:
+                bad[p] = str(e)
+                out.append(None)
+        return out
+
+    def _coerced(self, live: np.ndarray, items: list[list], bad: dict[int, str]) -> list[list]:
+        """The output columns, in column order, cast as ``coerce_row`` casts (a row whose cast
+        fails is bad, the first failing column giving the reason)."""
+        out = []
+        n = len(live)
+        for name, ctype, i in self.columns:
+            values = items[i] if i is not None else [None] * n
+            try:
+                out.append(coerce_column(values, ctype))
+            except SplashError:  # rare: find the rows, one by one
+                column = []
+                for p, v in zip(live.tolist(), values):
+                    try:
+                        column.append(coerce_column([v], ctype)[0])
+                    except SplashError as e:
+                        if p not in bad:
+                            bad[p] = str(e)
+                        column.append(None)
+                out.append(column)
+        return out
+
+    # --- the store -----------------------------------------------------------------------------
+
+    def _started(self, states: dict[int, dict], rows: BucketRows) -> list[int]:
+        """The bucket's instances in ascending order, each given a state if it had none."""
+        ran = np.unique(rows.inst).tolist()
+        for inst in ran:
+            if inst not in states:
+                states[inst] = self.engine.initial_state()
+        return ran
+
+    def _apply(self, states: dict[int, dict], batch: "_Events", live: np.ndarray,
+               columns: list[list], bad: dict[int, str]) -> RowChanges:
+        """Every event in order through the window's store: bad records, and each upstream
+        transaction's rows merged by key and upserted (with the evictions of the KEEP)."""
+        names, key_at, per_at = self.names, self.key_at, self.per_at
+        rows: list[dict]
+        # each inserting event's output row, key and PER group (from the very objects of the row)
+        row_of: list[Any] = [None] * len(batch.inst)
+        if len(live):
+            nulls = [None] * len(live)
+            keys = (list(zip(*[columns[k] if k is not None else nulls for k in key_at])) if key_at
+                    else [()] * len(live))
+            groups = (list(zip(*[columns[k] if k is not None else nulls for k in per_at])) if per_at
+                      else [()] * len(live))
+            rows = [dict(zip(names, values)) for values in zip(*columns)] if columns else \
+                [{} for _ in keys]
+            for p, row, key, group in zip(live.tolist(), rows, keys, groups):
+                row_of[p] = (row, key, group)
+        out = RowChanges([], [], [], [], [], [])
+        emit_inst, emit_seq, emit_sub, emit_op, emit_row = out.inst, out.seq, out.sub, out.op, out.values
+        insts, seqs, ports = batch.inst.tolist(), batch.seq.tolist(), batch.ports
+        upsert = self._upsert
+        n = len(insts)
+        current, sub, state = None, 0, None
+        p = 0
+        while p < n:
+            inst, seq, port = insts[p], seqs[p], ports[p]
+            if inst != current:
+                current, sub, state = inst, 0, states[inst]["output"]
+            q = p + 1
+            while q < n and insts[q] == inst and seqs[q] == seq and ports[q] == port:
+                q += 1
+            if q == p + 1:  # a transaction of one event (the usual case)
+                reason = bad.get(p)
+                if reason is not None:
+                    out.bad.append((inst, seq, sub, reason, batch.dict_at(p)))
+                    sub += 1
+                elif row_of[p] is not None:
+                    row, key, group = row_of[p]
+                    sub = upsert(state, key, group, row, seq, inst, sub, emit_inst, emit_seq,
+                                 emit_sub, emit_op, emit_row)
+                p = q
+                continue
+            merged: dict[tuple, tuple] = {}   # consolidate(): the last row of each key, in order
+            for e in range(p, q):             # of the keys' first rows
+                reason = bad.get(e)
+                if reason is not None:
+                    out.bad.append((inst, seq, sub, reason, batch.dict_at(e)))
+                    sub += 1
+                elif row_of[e] is not None:
+                    merged[row_of[e][1]] = row_of[e]
+            for row, key, group in merged.values():
+                sub = upsert(state, key, group, row, seq, inst, sub, emit_inst, emit_seq,
+                             emit_sub, emit_op, emit_row)
+            p = q
+        out.values = [[row[name] for row in emit_row] for name in names]
+        return out
+
+    def _upsert(self, state: dict, key: tuple, group: tuple, new: dict, seq: int, inst: int,
+                sub: int, emit_inst: list, emit_seq: list, emit_sub: list, emit_op: list,
+                emit_row: list) -> int:
+        """:meth:`Store.upsert` (a row-count KEEP, no AGES) appending its changes; the next
+        sub-number."""
+        rows, groups = state["rows"], state["groups"]
+        old = rows.get(key)
+        if old is None:
+            sub = self._make_room(state, group, seq, inst, sub, emit_inst, emit_seq, emit_sub,
+                                  emit_op, emit_row)
+            rows[key] = new
+            members = groups.get(group)
+            if members is None:
+                members = groups[group] = {}
+            members[key] = None
+            op = "i"
+        else:
+            old_group = self._group(old)
+            if old_group != group:
+                self._ungroup(groups, key, old_group)
+                sub = self._make_room(state, group, seq, inst, sub, emit_inst, emit_seq, emit_sub,
+                                      emit_op, emit_row)
+                groups.setdefault(group, {})[key] = None
+            else:  # the most recent row of its group now
+                members = groups[group]
+                del members[key]
+                members[key] = None
+            rows[key] = new
+            op = "u"
+        emit_inst.append(inst)
+        emit_seq.append(seq)
+        emit_sub.append(sub)
+        emit_op.append(op)
+        emit_row.append(new)
+        return sub + 1
+
+    def _make_room(self, state: dict, group: tuple, seq: int, inst: int, sub: int, emit_inst: list,
+                   emit_seq: list, emit_sub: list, emit_op: list, emit_row: list) -> int:
+        """:meth:`Store._make_room`: the evictions before a new row joins ``group``."""
+        store = self.store
+        if store.count <= 0:
+            return sub
+        members = state["groups"].get(group)
+        if members is None or len(members) < store.count + store.slack - 1:
+            return sub
+        if store.kind == "every_rows":
+            victims = list(members)
+        elif len(members) == store.count:
+            victims = [next(iter(members))]
+        else:
+            victims = list(members)[:len(members) - store.count + 1]
+        rows, groups = state["rows"], state["groups"]
+        for key in victims:
+            old = rows.pop(key, None)
+            if old is None:
+                continue
+            self._ungroup(groups, key, self._group(old))
+            emit_inst.append(inst)
+            emit_seq.append(seq)
+            emit_sub.append(sub)
+            emit_op.append("d")
+            emit_row.append(old)
+            sub += 1
+        return sub
+
+    def _group(self, row: dict) -> tuple:
+        per = self.store.per
+        if not per:
+            return ()
+        return tuple([row.get(c) for c in per])
+
+    @staticmethod
+    def _ungroup(groups: dict, key: tuple, group: tuple) -> None:
+        members = groups.get(group)
+        if members is not None:
+            members.pop(key, None)
+            if not members:
+                del groups[group]
+
+
+def _reader(ctype: str) -> Optional[Callable[[object], object]]:
+    """How the engine's compiled expression reads a value of a column of type ``ctype`` from a row
+    (runtime.engine.expr ``Expressions._direct``): None when Arrow's values are read as they are."""
+    t = _type(ctype)
+    plain = _PLAIN.get(t.name)  # type: ignore[attr-defined]
+    if plain in (str, float, bool):
+        return None    # (a string, float or boolean column's values are already SPLASH values)
+
+    def read(v: object) -> object:
+        return v if type(v) is plain and _is_plain(v) else from_python(v, t)  # type: ignore[arg-type]
+    return read
+
+
+class _Events:
+    """A bucket's events (rows that did not come bad) in processing order, read column by column
+    on demand (struct nulls taken into account, as the engine's rows get ``{}`` for them)."""
+
+    def __init__(self, rows: BucketRows, events: np.ndarray) -> None:
+        self.rows, self.events = rows, events
+        self.inst = rows.inst[events]
+        self.seq = rows.seq[events]
+        self.ports = rows.port[events].tolist()
+        self.ops = rows.op.take(events).to_pylist()
+        self._fields: Optional[dict[str, Any]] = None
+        self._dicts: Optional[list] = None
+
+    def column(self, name: str, positions: np.ndarray) -> list:
+        """Column ``name`` at event ``positions``."""
+        if self._fields is None:
+            values = self.rows.values
+            self._fields = {f.name: a for f, a in zip(values.type, values.flatten())}
+        return self._fields[name].take(self.events[positions]).to_pylist()
+
+    def dicts(self, positions: np.ndarray) -> list[dict]:
+        """The events at ``positions`` as the engine's rows (a copy each, as a stream source
+        makes)."""
+        if self._dicts is None:
+            self._dicts = [None] * len(self.events)
+        out = []
+        missing = [p for p in positions.tolist() if self._dicts[p] is None]
+        if missing:
+            taken = self.rows.values.take(self.events[np.array(missing, dtype=np.int64)]).to_pylist()
+            for p, row in zip(missing, taken):
+                self._dicts[p] = row or {}
+        for p in positions.tolist():
+            out.append(dict(self._dicts[p]))
+        return out
+
+    def dict_at(self, position: int) -> dict:
+        """The event at ``position`` as the engine receives it."""
+        return self.rows.values[int(self.events[position])].as_py() or {}
+
+
+class _Seqs:
+    """What :func:`runtime.engine.columnar._finished` reads of a batch."""
+
+    def __init__(self, inst: np.ndarray, seq: np.ndarray, rows: BucketRows) -> None:
+        self.inst, self.seq, self.rows = inst, seq, rows
