@@ -23,6 +23,7 @@ or the kernel can run an instance's next batch.
 """
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -34,6 +35,7 @@ from runtime.engine.expr import SplashError, _is_plain, _PLAIN, _type, coerce_co
 from runtime.engine.store import COUNT_KINDS
 from runtime.engine.stages import truth
 from ccl.splash.convert import from_python
+from ccl.splash.values import Long
 
 __all__ = ["KeepKernel"]
 
@@ -73,10 +75,33 @@ class KeepKernel:
         # the output columns in order, each with the (last) item of its name (coerce_row's values.get)
         by_name = {name: i for i, (name, _) in enumerate(sel.projection.items)}
         self.columns = [(name, ctype, by_name.get(name)) for name, ctype in engine.columns]
+        # output columns that are a plain source column whose values the engine's read and cast
+        # give back as they come from Arrow (or as a Long, for a long): column index -> how
+        self.direct: dict[int, tuple[str, Optional[Callable]]] = {}
+        for c, (name, ctype, i) in enumerate(self.columns):
+            col = self.items[i][0] if i is not None else None
+            if col is None:
+                continue
+            kinds = (_type(source_types[col]).name, _type(ctype).name)  # type: ignore[attr-defined]
+            if kinds[0] == kinds[1] and kinds[0] in ("string", "float", "boolean", "integer"):
+                self.direct[c] = (col, None)
+            elif kinds == ("long", "long"):
+                self.direct[c] = (col, _long)
+        # items the kernel need not evaluate: plain columns of types whose reads cannot fail
+        self.skipped = {i for i, (col, _) in enumerate(self.items)
+                        if col is not None and _type(source_types[col]).name  # type: ignore[attr-defined]
+                        in ("string", "float", "boolean", "integer", "long")
+                        and all(c in self.direct for c, (_, _, j) in enumerate(self.columns) if j == i)}
         names = [name for name, _ in engine.columns]
         self.names = names
         self.key_at = [names.index(k) if k in names else None for k in engine.output.key]
         self.per_at = [names.index(c) if c in names else None for c in store.per]
+        # Store._group: a stored row's PER values (each row has every column of the window)
+        per = list(store.per)
+        self._group_of: Callable[[dict], tuple] = (
+            (lambda row: ()) if not per else
+            (lambda row: (row.get(per[0]),)) if len(per) == 1 else
+            (lambda row: tuple([row.get(c) for c in per])))
 
     def run(self, states: dict[int, dict], rows: BucketRows,
             now: int) -> tuple[list[InstanceRun], list[int], RowChanges]:
@@ -93,8 +118,9 @@ class KeepKernel:
             values = self._values(batch, live, self.where, bad)
             live = live[np.array([p not in bad and truth(v) for p, v in zip(live.tolist(), values)],
                                  dtype=bool)] if len(live) else live
-        items = [self._values(batch, live, item, bad) for item in self.items]
-        columns = self._coerced(live, items, bad)
+        items = [self._values(batch, live, item, bad) if i not in self.skipped else None
+                 for i, item in enumerate(self.items)]
+        columns = self._coerced(batch, live, items, bad)
         if bad:
             keep = np.array([p not in bad for p in live.tolist()], dtype=bool)
             live = live[keep]
@@ -154,12 +180,18 @@ class KeepKernel:
                 out.append(None)
         return out
 
-    def _coerced(self, live: np.ndarray, items: list[list], bad: dict[int, str]) -> list[list]:
+    def _coerced(self, batch: "_Events", live: np.ndarray, items: list[Optional[list]],
+                 bad: dict[int, str]) -> list[list]:
         """The output columns, in column order, cast as ``coerce_row`` casts (a row whose cast
         fails is bad, the first failing column giving the reason)."""
         out = []
         n = len(live)
-        for name, ctype, i in self.columns:
+        for c, (name, ctype, i) in enumerate(self.columns):
+            direct = self.direct.get(c)
+            if direct is not None:
+                values = batch.column(direct[0], live)
+                out.append(values if direct[1] is None else direct[1](values))
+                continue
             values = items[i] if i is not None else [None] * n
             try:
                 out.append(coerce_column(values, ctype))
@@ -190,7 +222,6 @@ class KeepKernel:
         """Every event in order through the window's store: bad records, and each upstream
         transaction's rows merged by key and upserted (with the evictions of the KEEP)."""
         names, key_at, per_at = self.names, self.key_at, self.per_at
-        rows: list[dict]
         # each inserting event's output row, key and PER group (from the very objects of the row)
         row_of: list[Any] = [None] * len(batch.inst)
         if len(live):
@@ -199,60 +230,87 @@ class KeepKernel:
                     else [()] * len(live))
             groups = (list(zip(*[columns[k] if k is not None else nulls for k in per_at])) if per_at
                       else [()] * len(live))
-            rows = [dict(zip(names, values)) for values in zip(*columns)] if columns else \
-                [{} for _ in keys]
-            for p, row, key, group in zip(live.tolist(), rows, keys, groups):
-                row_of[p] = (row, key, group)
-        out = RowChanges([], [], [], [], [], [])
-        emit_inst, emit_seq, emit_sub, emit_op, emit_row = out.inst, out.seq, out.sub, out.op, out.values
+            rows = ([dict(zip(names, values)) for values in zip(*columns)] if columns
+                    else [{} for _ in keys])
+            for p, entry in zip(live.tolist(), zip(rows, keys, groups)):
+                row_of[p] = entry
+        emits: list[tuple] = []     # (instance, seq, sub, opcode, row)
+        emit = emits.append
+        bads: list[tuple] = []
         insts, seqs, ports = batch.inst.tolist(), batch.seq.tolist(), batch.ports
-        upsert = self._upsert
+        upsert, group_of, store = self._upsert, self._group_of, self.store
+        # the usual insert, inlined: a group that is full evicts its oldest row (KEEP n ROWS with
+        # no SLACK, KEEP LAST); anything else goes through _upsert
+        full = store.count if store.count > 0 and store.kind != "every_rows" and store.slack == 1 else -1
         n = len(insts)
-        current, sub, state = None, 0, None
+        current, sub, state, rows_, groups_ = None, 0, {}, {}, {}
         p = 0
         while p < n:
             inst, seq, port = insts[p], seqs[p], ports[p]
             if inst != current:
-                current, sub, state = inst, 0, states[inst]["output"]
+                current, sub = inst, 0
+                state = states[inst]["output"]
+                rows_, groups_ = state["rows"], state["groups"]
             q = p + 1
             while q < n and insts[q] == inst and seqs[q] == seq and ports[q] == port:
                 q += 1
             if q == p + 1:  # a transaction of one event (the usual case)
-                reason = bad.get(p)
-                if reason is not None:
-                    out.bad.append((inst, seq, sub, reason, batch.dict_at(p)))
-                    sub += 1
-                elif row_of[p] is not None:
-                    row, key, group = row_of[p]
-                    sub = upsert(state, key, group, row, seq, inst, sub, emit_inst, emit_seq,
-                                 emit_sub, emit_op, emit_row)
+                entry = row_of[p]
                 p = q
+                if entry is None:
+                    reason = bad.get(p - 1)
+                    if reason is not None:
+                        bads.append((inst, seq, sub, reason, batch.dict_at(p - 1)))
+                        sub += 1
+                    continue
+                row, key, group = entry
+                members = groups_.get(group)
+                if key in rows_ or members is None or len(members) != full:
+                    sub = upsert(state, key, group, row, seq, inst, sub, emit)
+                    continue
+                victim = next(iter(members))     # Store._make_room, then the insert
+                old = rows_.pop(victim)
+                old_group = group_of(old)
+                if old_group is group or old_group == group:
+                    del members[victim]
+                    if not members:   # (as _ungroup: the group comes back last)
+                        del groups_[group]
+                        members = groups_[group] = {}
+                else:
+                    self._ungroup(groups_, victim, old_group)
+                    members = groups_.setdefault(group, {})
+                emit((inst, seq, sub, "d", old))
+                rows_[key] = row
+                members[key] = None
+                emit((inst, seq, sub + 1, "i", row))
+                sub += 2
                 continue
             merged: dict[tuple, tuple] = {}   # consolidate(): the last row of each key, in order
             for e in range(p, q):             # of the keys' first rows
                 reason = bad.get(e)
                 if reason is not None:
-                    out.bad.append((inst, seq, sub, reason, batch.dict_at(e)))
+                    bads.append((inst, seq, sub, reason, batch.dict_at(e)))
                     sub += 1
                 elif row_of[e] is not None:
                     merged[row_of[e][1]] = row_of[e]
             for row, key, group in merged.values():
-                sub = upsert(state, key, group, row, seq, inst, sub, emit_inst, emit_seq,
-                             emit_sub, emit_op, emit_row)
+                sub = upsert(state, key, group, row, seq, inst, sub, emit)
             p = q
-        out.values = [[row[name] for row in emit_row] for name in names]
-        return out
+        if not emits:
+            return RowChanges([], [], [], [], [[] for _ in names], bads)
+        out_inst, out_seq, out_sub, out_op, out_rows = map(list, zip(*emits))
+        taken = (map(itemgetter(*names), out_rows) if len(names) > 1
+                 else ((row[names[0]],) for row in out_rows))
+        return RowChanges(out_inst, out_seq, out_sub, out_op, [list(c) for c in zip(*taken)], bads)
 
     def _upsert(self, state: dict, key: tuple, group: tuple, new: dict, seq: int, inst: int,
-                sub: int, emit_inst: list, emit_seq: list, emit_sub: list, emit_op: list,
-                emit_row: list) -> int:
-        """:meth:`Store.upsert` (a row-count KEEP, no AGES) appending its changes; the next
-        sub-number."""
+                sub: int, emit: Callable[[tuple], None]) -> int:
+        """:meth:`Store.upsert` (a row-count KEEP, no AGES), giving its changes to ``emit``; the
+        next sub-number."""
         rows, groups = state["rows"], state["groups"]
         old = rows.get(key)
         if old is None:
-            sub = self._make_room(state, group, seq, inst, sub, emit_inst, emit_seq, emit_sub,
-                                  emit_op, emit_row)
+            sub = self._make_room(state, group, seq, inst, sub, emit)
             rows[key] = new
             members = groups.get(group)
             if members is None:
@@ -260,11 +318,10 @@ class KeepKernel:
             members[key] = None
             op = "i"
         else:
-            old_group = self._group(old)
+            old_group = self._group_of(old)
             if old_group != group:
                 self._ungroup(groups, key, old_group)
-                sub = self._make_room(state, group, seq, inst, sub, emit_inst, emit_seq, emit_sub,
-                                      emit_op, emit_row)
+                sub = self._make_room(state, group, seq, inst, sub, emit)
                 groups.setdefault(group, {})[key] = None
             else:  # the most recent row of its group now
                 members = groups[group]
@@ -272,15 +329,11 @@ class KeepKernel:
                 members[key] = None
             rows[key] = new
             op = "u"
-        emit_inst.append(inst)
-        emit_seq.append(seq)
-        emit_sub.append(sub)
-        emit_op.append(op)
-        emit_row.append(new)
+        emit((inst, seq, sub, op, new))
         return sub + 1
 
-    def _make_room(self, state: dict, group: tuple, seq: int, inst: int, sub: int, emit_inst: list,
-                   emit_seq: list, emit_sub: list, emit_op: list, emit_row: list) -> int:
+    def _make_room(self, state: dict, group: tuple, seq: int, inst: int, sub: int,
+                   emit: Callable[[tuple], None]) -> int:
         """:meth:`Store._make_room`: the evictions before a new row joins ``group``."""
         store = self.store
         if store.count <= 0:
@@ -299,20 +352,10 @@ class KeepKernel:
             old = rows.pop(key, None)
             if old is None:
                 continue
-            self._ungroup(groups, key, self._group(old))
-            emit_inst.append(inst)
-            emit_seq.append(seq)
-            emit_sub.append(sub)
-            emit_op.append("d")
-            emit_row.append(old)
+            self._ungroup(groups, key, self._group_of(old))
+            emit((inst, seq, sub, "d", old))
             sub += 1
         return sub
-
-    def _group(self, row: dict) -> tuple:
-        per = self.store.per
-        if not per:
-            return ()
-        return tuple([row.get(c) for c in per])
 
     @staticmethod
     def _ungroup(groups: dict, key: tuple, group: tuple) -> None:
@@ -321,6 +364,11 @@ class KeepKernel:
             members.pop(key, None)
             if not members:
                 del groups[group]
+
+
+def _long(values: list) -> list:
+    """Values of an Arrow int64 column as the engine reads and casts them for a long column."""
+    return [Long(v) if v is not None else None for v in values]
 
 
 def _reader(ctype: str) -> Optional[Callable[[object], object]]:
