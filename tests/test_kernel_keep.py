@@ -31,6 +31,9 @@ WINDOWS = {
     # a long key, an integer shown as a float (1 and 1.0 one key), a PER column the select computes
     "casts": ("SCHEMA (n long, x float, g string) PRIMARY KEY (n, x) KEEP 2 ROWS PER (g) "
               "AS SELECT S.n n, S.v x, S.k + 'z' g FROM S"),
+    # <target>_partitions read by WHERE
+    "partitions": ("PRIMARY KEY (v) KEEP 2 ROWS PARTITION BY S HASH(k) PARTITIONS 3 "
+                   "AS SELECT S.v, S.k FROM S WHERE S.v % W_partitions <> 1"),
     # a cast of 'x' fails: such rows become bad records (WHERE's failure first)
     "failing": ("SCHEMA (v integer, q integer) PRIMARY KEY (v) KEEP 2 ROWS "
                 "AS SELECT S.v v, cast(integer, CASE WHEN S.v = 1 THEN 'x' ELSE '2' END) q FROM S "
