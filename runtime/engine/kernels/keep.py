@@ -135,17 +135,18 @@ class KeepKernel:
     def _inserts(self, batch: "_Events", bad: dict[int, str]) -> np.ndarray:
         """The event positions that insert a row: opcodes i, u, p on port 0 (d and s insert
         nothing; any other opcode or port makes a bad record)."""
-        ops = batch.ops
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        inserts = pc.is_in(batch.op_array, value_set=pa.array(["i", "u", "p"])).fill_null(False)
+        usual = np.asarray(inserts, dtype=bool) & (batch.port_array == 0)
         name = self.engine.name
-        usual = []
-        for p, (op, port) in enumerate(zip(ops, batch.ports)):
+        for p in np.flatnonzero(~usual).tolist():
+            op, port = batch.ops[p], batch.ports[p]
             if op not in OPS:
                 bad[p] = f"unknown opcode {op!r}"
             elif port != 0:
                 bad[p] = f"no input port {port} on {name}"
-            elif op != "d" and op != "s":
-                usual.append(p)
-        return np.array(usual, dtype=np.int64)
+        return np.flatnonzero(usual)
 
     def _values(self, batch: "_Events", live: np.ndarray, getter: tuple[Optional[str], Callable],
                 bad: dict[int, str]) -> list:
@@ -223,85 +224,107 @@ class KeepKernel:
         transaction's rows merged by key and upserted (with the evictions of the KEEP)."""
         names, key_at, per_at = self.names, self.key_at, self.per_at
         # each inserting event's output row, key and PER group (from the very objects of the row)
-        row_of: list[Any] = [None] * len(batch.inst)
-        if len(live):
-            nulls = [None] * len(live)
-            keys = (list(zip(*[columns[k] if k is not None else nulls for k in key_at])) if key_at
-                    else [()] * len(live))
-            groups = (list(zip(*[columns[k] if k is not None else nulls for k in per_at])) if per_at
-                      else [()] * len(live))
-            rows = ([dict(zip(names, values)) for values in zip(*columns)] if columns
-                    else [{} for _ in keys])
-            for p, entry in zip(live.tolist(), zip(rows, keys, groups)):
-                row_of[p] = entry
+        nulls = [None] * len(live)
+        keys = (list(zip(*[columns[k] if k is not None else nulls for k in key_at])) if key_at
+                else [()] * len(live))
+        groups = (list(zip(*[columns[k] if k is not None else nulls for k in per_at])) if per_at
+                  else [()] * len(live))
+        rows = ([dict(zip(names, values)) for values in zip(*columns)] if columns
+                else [{} for _ in keys])
+        entries = list(zip(rows, keys, groups))
+        live_seqs = batch.seq[live].tolist()
         emits: list[tuple] = []     # (instance, seq, sub, opcode, row)
         emit = emits.append
         bads: list[tuple] = []
-        insts, seqs, ports = batch.inst.tolist(), batch.seq.tolist(), batch.ports
-        upsert, group_of, store = self._upsert, self._group_of, self.store
-        # the usual insert, inlined: a group that is full evicts its oldest row (KEEP n ROWS with
-        # no SLACK, KEEP LAST); anything else goes through _upsert
-        full = store.count if store.count > 0 and store.kind != "every_rows" and store.slack == 1 else -1
-        n = len(insts)
-        current, sub, state, rows_, groups_ = None, 0, {}, {}, {}
-        p = 0
-        while p < n:
-            inst, seq, port = insts[p], seqs[p], ports[p]
-            if inst != current:
-                current, sub = inst, 0
-                state = states[inst]["output"]
-                rows_, groups_ = state["rows"], state["groups"]
-            q = p + 1
-            while q < n and insts[q] == inst and seqs[q] == seq and ports[q] == port:
-                q += 1
-            if q == p + 1:  # a transaction of one event (the usual case)
-                entry = row_of[p]
-                p = q
-                if entry is None:
-                    reason = bad.get(p - 1)
-                    if reason is not None:
-                        bads.append((inst, seq, sub, reason, batch.dict_at(p - 1)))
-                        sub += 1
-                    continue
-                row, key, group = entry
-                members = groups_.get(group)
-                if key in rows_ or members is None or len(members) != full:
-                    sub = upsert(state, key, group, row, seq, inst, sub, emit)
-                    continue
-                victim = next(iter(members))     # Store._make_room, then the insert
-                old = rows_.pop(victim)
-                old_group = group_of(old)
-                if old_group is group or old_group == group:
-                    del members[victim]
-                    if not members:   # (as _ungroup: the group comes back last)
-                        del groups_[group]
-                        members = groups_[group] = {}
-                else:
-                    self._ungroup(groups_, victim, old_group)
-                    members = groups_.setdefault(group, {})
-                emit((inst, seq, sub, "d", old))
-                rows_[key] = row
-                members[key] = None
-                emit((inst, seq, sub + 1, "i", row))
-                sub += 2
+        inst_at, seq_at, port_at = batch.inst, batch.seq, batch.port_array
+        n = len(inst_at)
+        # pairs of neighbours in one upstream transaction (one instance, sequence number and port)
+        shared = np.concatenate(([0], np.cumsum((inst_at[1:] == inst_at[:-1]) & (seq_at[1:] == seq_at[:-1])
+                                                & (port_at[1:] == port_at[:-1]))))
+        bad_at = np.array(sorted(bad), dtype=np.int64)
+        starts = np.flatnonzero(np.diff(inst_at)) + 1 if n else np.array([], dtype=np.int64)
+        bounds = list(zip([0] + starts.tolist(), starts.tolist() + [n])) if n else []
+        live_bounds = np.searchsorted(live, [b for bound in bounds for b in bound]).tolist()
+        bad_bounds = np.searchsorted(bad_at, [b for bound in bounds for b in bound]).tolist()
+        run = self._upsert_all
+        for i, (s, e) in enumerate(bounds):
+            inst = int(inst_at[s])
+            state = states[inst]["output"]
+            ls, le = live_bounds[2 * i], live_bounds[2 * i + 1]
+            if shared[e - 1] == shared[s] and bad_bounds[2 * i] == bad_bounds[2 * i + 1]:
+                # no bad record, no transaction of several rows: the inserting rows in order
+                run(state, entries[ls:le], live_seqs[ls:le], inst, 0, emit)
                 continue
-            merged: dict[tuple, tuple] = {}   # consolidate(): the last row of each key, in order
-            for e in range(p, q):             # of the keys' first rows
-                reason = bad.get(e)
-                if reason is not None:
-                    bads.append((inst, seq, sub, reason, batch.dict_at(e)))
-                    sub += 1
-                elif row_of[e] is not None:
-                    merged[row_of[e][1]] = row_of[e]
-            for row, key, group in merged.values():
-                sub = upsert(state, key, group, row, seq, inst, sub, emit)
-            p = q
+            self._transactions(state, batch, s, e, live[ls:le].tolist(), entries[ls:le], bad,
+                               inst, emit, bads)
         if not emits:
             return RowChanges([], [], [], [], [[] for _ in names], bads)
         out_inst, out_seq, out_sub, out_op, out_rows = map(list, zip(*emits))
         taken = (map(itemgetter(*names), out_rows) if len(names) > 1
                  else ((row[names[0]],) for row in out_rows))
         return RowChanges(out_inst, out_seq, out_sub, out_op, [list(c) for c in zip(*taken)], bads)
+
+    def _transactions(self, state: dict, batch: "_Events", start: int, end: int, live: list[int],
+                      entries: list[tuple], bad: dict[int, str], inst: int,
+                      emit: Callable[[tuple], None], bads: list[tuple]) -> None:
+        """The events ``start..end`` of one instance as the engine takes them, a transaction at a
+        time: its bad records (in order), then its rows merged as ``consolidate`` merges them (the
+        last row of each key, in order of the keys' first rows) through the store."""
+        entry_of = dict(zip(live, entries))
+        seqs, ports = batch.seq[start:end].tolist(), batch.ports[start:end]
+        sub = 0
+        p = start
+        while p < end:
+            seq, port = seqs[p - start], ports[p - start]
+            q = p + 1
+            while q < end and seqs[q - start] == seq and ports[q - start] == port:
+                q += 1
+            merged: dict[tuple, tuple] = {}
+            for e in range(p, q):
+                reason = bad.get(e)
+                if reason is not None:
+                    bads.append((inst, seq, sub, reason, batch.dict_at(e)))
+                    sub += 1
+                    continue
+                entry = entry_of.get(e)
+                if entry is not None:
+                    merged[entry[1]] = entry
+            if merged:
+                sub = self._upsert_all(state, list(merged.values()), [seq] * len(merged), inst,
+                                       sub, emit)
+            p = q
+
+    def _upsert_all(self, state: dict, entries: list[tuple], seqs: list[int], inst: int, sub: int,
+                    emit: Callable[[tuple], None]) -> int:
+        """Each ``(row, key, group)`` of ``entries`` upserted in order into the window (its
+        sequence number from ``seqs``), the changes given to ``emit``; the next sub-number. The
+        usual insert is inlined: a new key joining a full group evicts the group's oldest row
+        (KEEP n ROWS without SLACK, KEEP LAST); anything else goes through :meth:`_upsert`."""
+        store, upsert, group_of, ungroup = self.store, self._upsert, self._group_of, self._ungroup
+        full = store.count if store.count > 0 and store.kind != "every_rows" and store.slack == 1 else -1
+        rows_, groups_ = state["rows"], state["groups"]
+        for (row, key, group), seq in zip(entries, seqs):
+            members = groups_.get(group)
+            if key in rows_ or members is None or len(members) != full:
+                sub = upsert(state, key, group, row, seq, inst, sub, emit)
+                continue
+            victim = next(iter(members))     # Store._make_room, then the insert
+            old = rows_.pop(victim)
+            old_group = group_of(old)
+            if old_group is group or old_group == group:
+                del members[victim]
+                if not members:   # (as _ungroup: the group comes back last)
+                    del groups_[group]
+                    members = groups_[group] = {}
+            else:
+                ungroup(groups_, victim, old_group)
+                members = groups_.setdefault(group, {})
+            emit((inst, seq, sub, "d", old))
+            rows_[key] = row
+            members[key] = None
+            emit((inst, seq, sub + 1, "i", row))
+            sub += 2
+        return sub
 
     def _upsert(self, state: dict, key: tuple, group: tuple, new: dict, seq: int, inst: int,
                 sub: int, emit: Callable[[tuple], None]) -> int:
@@ -392,8 +415,10 @@ class _Events:
         self.rows, self.events = rows, events
         self.inst = rows.inst[events]
         self.seq = rows.seq[events]
-        self.ports = rows.port[events].tolist()
-        self.ops = rows.op.take(events).to_pylist()
+        self.port_array = rows.port[events]
+        self.ports = self.port_array.tolist()
+        self.op_array = rows.op.take(events)
+        self.ops = self.op_array.to_pylist()
         self._fields: Optional[dict[str, Any]] = None
         self._dicts: Optional[list] = None
 
