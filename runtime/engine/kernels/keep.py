@@ -28,14 +28,15 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ccl.splash import as_type
+from ccl.splash.convert import PLAIN_KINDS, from_python
+from ccl.splash.values import Long
 from runtime.engine.changes import OPS
-from runtime.engine.columnar import BucketRows, InstanceRun, RowChanges, _finished, _plain_column
+from runtime.engine.columnar import BucketRows, InstanceRun, RowChanges
 from runtime.engine.element import Engine
-from runtime.engine.expr import SplashError, _is_plain, _PLAIN, _type, coerce_column
+from runtime.engine.expr import SplashError, coerce_column
 from runtime.engine.store import COUNT_KINDS
 from runtime.engine.stages import truth
-from ccl.splash.convert import from_python
-from ccl.splash.values import Long
 
 __all__ = ["KeepKernel"]
 
@@ -82,14 +83,14 @@ class KeepKernel:
             col = self.items[i][0] if i is not None else None
             if col is None:
                 continue
-            kinds = (_type(source_types[col]).name, _type(ctype).name)  # type: ignore[attr-defined]
+            kinds = (as_type(source_types[col]).name, as_type(ctype).name)  # type: ignore[attr-defined]
             if kinds[0] == kinds[1] and kinds[0] in ("string", "float", "boolean", "integer"):
                 self.direct[c] = (col, None)
             elif kinds == ("long", "long"):
                 self.direct[c] = (col, _long)
         # items the kernel need not evaluate: plain columns of types whose reads cannot fail
         self.skipped = {i for i, (col, _) in enumerate(self.items)
-                        if col is not None and _type(source_types[col]).name  # type: ignore[attr-defined]
+                        if col is not None and as_type(source_types[col]).name  # type: ignore[attr-defined]
                         in ("string", "float", "boolean", "integer", "long")
                         and all(c in self.direct for c, (_, _, j) in enumerate(self.columns) if j == i)}
         names = [name for name, _ in engine.columns]
@@ -127,7 +128,10 @@ class KeepKernel:
             columns = [[v for v, k in zip(col, keep.tolist()) if k] for col in columns]
         ran = self._started(states, rows)
         changes = self._apply(states, batch, live, columns, bad)
-        arrivals = _finished(states, _Seqs(batch.inst, batch.seq, rows), set(), order[came_bad])  # type: ignore[arg-type]
+        _raise_seqs(states, batch.inst, batch.seq)
+        arrivals: dict[int, list[int]] = {}
+        for i in order[came_bad].tolist():
+            arrivals.setdefault(int(rows.inst[i]), []).append(i)
         return [InstanceRun(inst, [], arrivals.get(inst, [])) for inst in ran], [], changes
 
     # --- columns -------------------------------------------------------------------------------
@@ -397,7 +401,7 @@ def _long(values: list) -> list:
 def _reader(ctype: str) -> Optional[Callable[[object], object]]:
     """How the engine's compiled expression reads a value of a column of type ``ctype`` from a row
     (runtime.engine.expr ``Expressions._direct``): None when Arrow's values are read as they are."""
-    t = _type(ctype)
+    t = as_type(ctype)
     plain = _PLAIN.get(t.name)  # type: ignore[attr-defined]
     if plain in (str, float, bool):
         return None    # (a string, float or boolean column's values are already SPLASH values)
@@ -430,27 +434,50 @@ class _Events:
         return self._fields[name].take(self.events[positions]).to_pylist()
 
     def dicts(self, positions: np.ndarray) -> list[dict]:
-        """The events at ``positions`` as the engine's rows (a copy each, as a stream source
-        makes)."""
+        """The events at ``positions`` as the engine's rows (made once, shared by the expressions
+        that read them: they never change a row)."""
         if self._dicts is None:
             self._dicts = [None] * len(self.events)
-        out = []
-        missing = [p for p in positions.tolist() if self._dicts[p] is None]
+        dicts = self._dicts
+        missing = [p for p in positions.tolist() if dicts[p] is None]
         if missing:
             taken = self.rows.values.take(self.events[np.array(missing, dtype=np.int64)]).to_pylist()
             for p, row in zip(missing, taken):
-                self._dicts[p] = row or {}
-        for p in positions.tolist():
-            out.append(dict(self._dicts[p]))
-        return out
+                dicts[p] = row or {}
+        return [dicts[p] for p in positions.tolist()]
 
     def dict_at(self, position: int) -> dict:
         """The event at ``position`` as the engine receives it."""
         return self.rows.values[int(self.events[position])].as_py() or {}
 
 
-class _Seqs:
-    """What :func:`runtime.engine.columnar._finished` reads of a batch."""
+def _raise_seqs(states: dict[int, dict], inst: np.ndarray, seq: np.ndarray) -> None:
+    """Raise each instance's sequence number to the largest of its events (in processing order:
+    the last of each instance's run), as the engine does for every event it is given."""
+    if not len(inst):
+        return
+    ends = np.append(np.flatnonzero(inst[1:] != inst[:-1]), len(inst) - 1)
+    for i, largest in zip(inst[ends].tolist(), seq[ends].tolist()):
+        state = states[i]
+        if state["seq"] is None or largest > state["seq"]:
+            state["seq"] = largest
 
-    def __init__(self, inst: np.ndarray, seq: np.ndarray, rows: BucketRows) -> None:
-        self.inst, self.seq, self.rows = inst, seq, rows
+
+def _plain_column(expr: Optional[dict], alias: str) -> Optional[str]:
+    """The column name when ``expr`` (plan JSON) is ``alias.column``."""
+    if (isinstance(expr, dict) and expr.get("node") == "FieldAccess"
+            and (expr.get("base") or {}).get("node") == "Var"
+            and expr["base"]["name"]["name"] == alias):
+        return expr["field"]["name"]
+    return None
+
+
+# Column type -> the Python type whose values are already in SPLASH form for it (as
+# runtime.engine.expr reads a column).
+_PLAIN = {kind: python for python, kind in PLAIN_KINDS.items()}
+
+
+def _is_plain(v: object) -> bool:
+    """Whether ``v`` is a str, float, bool or 32-bit int (a SPLASH value as it is)."""
+    t = type(v)
+    return t is str or t is float or t is bool or (t is int and -2**31 <= v < 2**31)  # type: ignore[operator]
