@@ -206,3 +206,48 @@ def test_other_shapes_do_not_take_the_join_kernel(tmp_path, body):
     from ccl.plan.physical import join_kernel
     e, plan = _element(tmp_path, WIN2 + body)
     assert not join_kernel(e, plan) and e["physical"]["kernel"] is None
+@pytest.mark.parametrize("body", [
+    "create output window a primary key (sym, q) keep 20 rows per (sym) as select * from s;",
+    "create output window a primary key (q) keep 3 rows as select s.q, s.sym from s where s.px > 1.0;",
+    "create output window a primary key (q) keep 3 rows slack 2 as select s.q, upper(s.sym) u from s;",
+    "create output window a primary key (q) keep last per (sym) as select * from s;",
+    "create output window a primary key (q) keep every 5 rows as select s.q, s.px * 2 p from s;",
+    "create output window a primary key (q) keep 2 rows partition by s hash(sym) partitions 2 "
+    "as select s.q, s.px from s where s.q % a_partitions = 0;",
+    "create output window a primary key (q) keep 4 rows partition by s hash(sym) partitions 4 "
+    "as select * from s;",
+])
+def test_keep_windows_over_a_stream_run_in_the_keep_kernel(tmp_path, body):
+    from ccl.plan.physical import columnar_kernel, keep_kernel
+    e, plan = _element(tmp_path, body)
+    assert keep_kernel(e, plan) and columnar_kernel(e, plan) == "keep"
+    assert e["physical"]["kernel"] == "keep" and e["physical"]["path"] == PER_INSTANCE
+
+
+@pytest.mark.parametrize("body", [
+    # no row-count KEEP
+    "create output window a primary key (q) as select * from s;",
+    "create output window a primary key (q) keep all as select * from s;",
+    "create output window a primary key (q) keep 10 seconds as select * from s;",
+    # a window source, a FROM KEEP, a join, an aggregation
+    "create output window a primary key (sym) keep 3 rows as select * from w;",
+    "create output window a primary key (q) keep 3 rows as select * from s keep 2 rows;",
+    "create output window a primary key (q) keep 3 rows as select s.q, w.px from s join w "
+    "on s.sym = w.sym;",
+    "create output window a primary key deduced keep 3 rows as select s.sym, count(*) n from s "
+    "group by s.sym;",
+    # AGES, DECLARE, functions whose value is not their arguments'
+    "create output window a schema (q integer, age integer) primary key (q) keep 3 rows "
+    "ages every 1 second set age as select s.q, 0 age from s;",
+    "create output window a primary key (q) keep 3 rows declare integer c := 0; end "
+    "as select * from s;",
+    "create output window a primary key (q) keep 3 rows as select s.q, now() t from s;",
+    "create output window a primary key (q) keep 3 rows as select s.q, getrowid(s) r from s;",
+    # a stream, not a window
+    "create output stream a as select * from s;",
+])
+def test_other_elements_are_not_for_the_keep_kernel(tmp_path, body):
+    from ccl.plan.physical import keep_kernel
+    e, plan = _element(tmp_path, body)
+    assert not keep_kernel(e, plan)
+    assert e["physical"]["kernel"] is None

@@ -322,8 +322,47 @@ def _equates(part: object, left: list[str], right: str) -> bool:
     return None not in found and sorted([found[0] == right, found[1] == right]) == [False, True]
 
 
+# Row-count KEEP policies (runtime/engine/store.py COUNT_KINDS): KEEP n ROWS [SLACK s], KEEP LAST,
+# KEEP EVERY n ROWS, each with or without PER.
+_COUNT_KEEPS = ("rows", "last", "every_rows")
+
+
+def keep_kernel(element: Mapping, plan: Mapping) -> bool:
+    """Whether runtime/engine/kernels/keep.py runs ``element``: a window with a row-count KEEP
+    (:data:`_COUNT_KEEPS`, with or without PER) defined by one select from one stream, without
+    aggregation (GROUP BY, aggregates, HAVING, GROUP FILTER, GROUP ORDER BY), join, MATCHING, FROM
+    KEEP, AGES, DECLARE or Flex, whose key and PER columns are columns of the window, and whose
+    WHERE and select items read only the source's columns and ``<target>_partitions`` and call
+    only built-in functions whose value depends on their arguments alone."""
+    from ..splash.functions_data import FUNCTIONS
+
+    query = element.get("query")
+    keep = element.get("keep") or {"kind": "all"}
+    if (element.get("kind") != "window" or not query or len(query["selects"]) != 1
+            or element.get("flex") or element.get("declare") or element.get("aging")
+            or keep["kind"] not in _COUNT_KEEPS or not element.get("key")):
+        return False
+    sel = query["selects"][0]
+    if (len(sel["sources"]) != 1 or sel.get("joins") or sel.get("matching")
+            or sel.get("group_order_by") or sel.get("group_by") or sel.get("aggregates")
+            or sel.get("having") or sel.get("group_filter") or sel["sources"][0].get("keep")):
+        return False
+    src = next((e for e in plan["elements"] if e["name"] == sel["sources"][0]["element"]), None)
+    if src is None or READ_AS.get(src.get("kind"), src.get("kind")) != "stream":
+        return False
+    columns = {name for name, _ in element["columns"]}
+    if any(c not in columns for c in list(element["key"]) + list(keep.get("per") or [])):
+        return False
+    alias = sel["sources"][0]["alias"]
+    partition = element.get("partition") or {}
+    names = {partition.get("partitions_var") or f"{element['name'].split('.')[-1]}_partitions"}
+    exprs = [sel.get("where")] + [it["expr"] for it in sel["items"]]
+    return all(_pure(e, alias, names, FUNCTIONS) for e in exprs if e is not None)
+
+
 # (name, rule) of each columnar kernel, in the order they are tried.
-_KERNELS: list[tuple[str, Callable[[Mapping, Mapping], bool]]] = [("join", join_kernel)]
+_KERNELS: list[tuple[str, Callable[[Mapping, Mapping], bool]]] = [("join", join_kernel),
+                                                                   ("keep", keep_kernel)]
 
 
 # Column types whose values Spark's hash() tells apart as Python's equality does (not float: 0.0

@@ -15,12 +15,13 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from runtime.engine.kernels.join import JoinKernel
+from runtime.engine.kernels.keep import KeepKernel
 
 __all__ = ["KERNELS", "make_kernel"]
 
 
 # kernel name (the plan's ``physical.kernel``) -> its class
-KERNELS: dict[str, type] = {"join": JoinKernel}
+KERNELS: dict[str, type] = {"join": JoinKernel, "keep": KeepKernel}
 
 
 def make_kernel(element: dict, engine: Any, plan: dict, first_ports: frozenset[int]) -> Optional[Any]:

@@ -2,7 +2,7 @@
 bucket in one process (no Spark): µs per input row of ``BucketRun.process_table`` with the
 element's kernel and without it (``run.kernel = None``: the engine path), and their ratio.
 
-    python bench/kernels.py [--section join] [--rows 100000] [--instances 4] [--repeat 5]
+    python bench/kernel_join.py [--section join] [--rows 100000] [--instances 4] [--repeat 5]
 
 Sections:
 
