@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from ccl.splash import Declarations, Dictionary, Interpreter, Long, Record, SplashError, as_type
+from ccl.splash import Dictionary, Interpreter, Long, Record, SplashError, as_type
 from ccl.splash.machine import Cell
 from test_splash_interpreter import block, declare
 from ccl.splash.interpreter import declare_state
