@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 import struct
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Callable, Optional, Sequence
 
@@ -132,7 +132,15 @@ def unscaled(value: Any, scale: int) -> int:
     """The unscaled integer of ``value`` at ``scale`` (rounded half up, as Spark rounds a decimal
     into its type)."""
     d = value if isinstance(value, Decimal) else Decimal(str(value))
-    return int(d.scaleb(scale).to_integral_value(rounding=ROUND_HALF_UP))
+    sign, digits, exponent = d.as_tuple()
+    n = int("".join(map(str, digits)) or "0")
+    shift = exponent + scale  # exact integer arithmetic: no decimal context precision limit
+    if shift >= 0:
+        n *= 10 ** shift
+    else:
+        q, r = divmod(n, 10 ** -shift)
+        n = q + (1 if 2 * r >= 10 ** -shift else 0)
+    return -n if sign else n
 
 
 def _big_integer_bytes(n: int) -> bytes:
@@ -234,7 +242,7 @@ def _fmix_np(h1: np.ndarray, length: Any) -> np.ndarray:
 
 
 def _long_np(h: np.ndarray, longs: np.ndarray) -> np.ndarray:
-    words = longs.astype(np.int64, copy=False).view(np.uint32).reshape(-1, 2)  # little-endian
+    words = np.ascontiguousarray(longs, np.int64).view(np.uint32).reshape(-1, 2)  # little-endian
     return _fmix_np(_mix_np(_mix_np(h, words[:, 0]), words[:, 1]), 8)
 
 
