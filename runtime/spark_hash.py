@@ -76,13 +76,15 @@ def _hash_bytes(data: bytes, seed: int) -> int:
     alone as a signed int."""
     n = len(data)
     aligned = n & ~3
-    h1 = seed
-    if aligned:
-        for word in struct.unpack_from("<%dI" % (aligned >> 2), data):
-            h1 = _mix(h1, word)
+    words = list(struct.unpack_from("<%dI" % (aligned >> 2), data)) if aligned else []
     for i in range(aligned, n):
-        byte = data[i]
-        h1 = _mix(h1, (byte - 256 if byte > 127 else byte) & _M)
+        words.append(data[i] if data[i] < 128 else data[i] + 0xFFFFFF00)  # sign-extended
+    h1 = seed
+    for k1 in words:  # _mix inlined: the loop is the cost of a string
+        k1 = (k1 * 0xCC9E2D51) & 0xFFFFFFFF
+        k1 = (((k1 << 15) | (k1 >> 17)) * 0x1B873593) & 0xFFFFFFFF
+        h1 ^= k1
+        h1 = ((((h1 << 13) | (h1 >> 19)) & 0xFFFFFFFF) * 5 + 0xE6546B64) & 0xFFFFFFFF
     return _fmix(h1, n)
 
 

@@ -91,7 +91,7 @@ def _spark_hashes(spark, rows, selections, n):
             df.toArrow())
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.data_too_large])
 @given(rows=_rows, picked=st.lists(st.sampled_from(NAMES), min_size=2, max_size=6),
        n=st.integers(1, 17))
