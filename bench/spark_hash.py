@@ -22,8 +22,7 @@ sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import pyarrow as pa  # noqa: E402
 
-from runtime.arrow_state import spark_hash_int as old_spark_hash_int  # noqa: E402
-from runtime.spark_hash import spark_hash, spark_hash_columns, spark_hash_int  # noqa: E402
+from runtime.spark_hash import spark_hash, spark_hash_columns  # noqa: E402
 
 
 def _columns(rows: int) -> tuple[list, list, list, list]:
@@ -66,15 +65,6 @@ def main() -> None:
         print(f"{name}: spark_hash {us['rows']:.2f} µs/row, spark_hash_columns over lists "
               f"{us['lists']:.3f} µs/row ({med['rows'] / med['lists']:.0f}x), over Arrow "
               f"{us['arrow']:.3f} µs/row ({med['rows'] / med['arrow']:.0f}x)")
-    t = time.perf_counter()
-    old = [old_spark_hash_int(v) for v in ints]
-    t_old = time.perf_counter() - t
-    t = time.perf_counter()
-    new = [spark_hash_int(v) for v in ints]
-    t_new = time.perf_counter() - t
-    assert old == new
-    print(f"spark_hash_int: arrow_state's {1e6 * t_old / args.rows:.2f} µs/row, "
-          f"spark_hash's {1e6 * t_new / args.rows:.2f} µs/row")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 from pyspark.sql import Column, DataFrame
 
 from .processor import BucketRun, gc_paused, output_schema
+from .spark_hash import spark_hash_int
 
 BUCKET = "__bucket"
 GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
@@ -151,20 +152,3 @@ def spread_keys(buckets: int) -> list[int]:
             keys[b] = k
         k += 1
     return keys  # type: ignore[return-value]
-
-
-def spark_hash_int(value: int, seed: int = 42) -> int:
-    """Spark's ``hash()`` of one int column (Murmur3 x86 32-bit, seed 42), as a signed int."""
-    mask = 0xFFFFFFFF
-
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (32 - r))) & mask
-    k1 = rotl((value & mask) * 0xCC9E2D51 & mask, 15) * 0x1B873593 & mask
-    h1 = (rotl(seed ^ k1, 13) * 5 + 0xE6546B64) & mask
-    h1 ^= 4
-    h1 ^= h1 >> 16
-    h1 = (h1 * 0x85EBCA6B) & mask
-    h1 ^= h1 >> 13
-    h1 = (h1 * 0xC2B2AE35) & mask
-    h1 ^= h1 >> 16
-    return h1 - (1 << 32) if h1 & 0x80000000 else h1

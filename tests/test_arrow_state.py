@@ -72,7 +72,8 @@ def test_bucket_keys_spread_evenly_over_spark_shuffle_partitions(spark):
     shuffle partitions, 2 each on 4 and one each on 8 (the bucket numbers 0..7 landed 5/3)."""
     from pyspark.sql import functions as F
 
-    from runtime.arrow_state import spark_hash_int, spread_keys
+    from runtime.arrow_state import spread_keys
+    from runtime.spark_hash import spark_hash_int
     values = [0, 1, -1, 7, 12345, -2**31, 2**31 - 1]
     got = spark.createDataFrame([(v,) for v in values], "v int").select(F.hash("v")).collect()
     assert [r[0] for r in got] == [spark_hash_int(v) for v in values]
