@@ -1,0 +1,195 @@
+"""The columnar run of aggregations over a window or delta stream (runtime/engine/kernels/
+window_agg.py) against the engine run row by row (BucketRun.process), on generated buckets of the
+source's changes: inserts, updates, deletes, upserts and safedeletes of a few keys, in several
+instances and batches, with nulls, NaN, and rows sharing a sequence number (an upstream
+transaction, such as a KEEP's eviction and the insert that caused it). After every batch both
+leave the same state and give the same bad records and counts; in per-row mode the changes are the
+engine's, change for change; in batch mode they are the window's net changes."""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planned import plan_json
+from ccl.plan.physical import columnar_aggregation, group_columns
+from runtime.engine.kernels.window_agg import WindowAggregation
+from runtime.processor import BucketRun, received_rows
+from test_engine_columnar import OBSERVED, outputs, same, window
+
+SOURCES = {
+    "window": "CREATE INPUT WINDOW S SCHEMA (id integer, k string, p float, v integer, n long) "
+              "PRIMARY KEY (id);\n",
+    "delta stream": "CREATE INPUT DELTA STREAM S SCHEMA (id integer, k string, p float, v integer, "
+                    "n long) PRIMARY KEY (id);\n",
+}
+QUERIES = {
+    "count sum avg max": ("SELECT S.k, count(*) c, sum(S.v) sv, avg(S.p) ap, max(S.id) mx "
+                          "FROM S GROUP BY S.k"),
+    "min max with retraction": ("SELECT S.k, min(S.p) lo, max(S.p) hi, min(S.v) mv, max(S.v) xv, "
+                                "count(S.p) cp, sum(S.p) sp FROM S GROUP BY S.k"),
+    "filters": ("SELECT S.k, sum(S.v) sv, max(S.p) mp, S.p last_p FROM S WHERE S.v > -3 "
+                "GROUP FILTER S.p <> 0.1 GROUP BY S.k"),
+    "engine aggregates": ("SELECT S.k, first(S.v) f, last(S.p) l, vwap(S.p, S.v) w, median(S.p) md, "
+                          "stddev(S.p) sd, sum(S.n) sn, count(S.n) cn, max(S.v * 2) m2 "
+                          "FROM S GROUP BY S.k"),
+    "two group columns": "SELECT S.k, S.v, sum(S.p) s, count(*) c FROM S GROUP BY S.k, S.v",
+    "failing argument": ("SELECT S.k, sum(cast(integer, CASE WHEN S.v = 1 THEN 'x' ELSE '2' END)) q, "
+                         "count(*) c FROM S GROUP BY S.k"),
+}
+# batch mode only: items the engine computes (and may fail), HAVING
+BATCH_QUERIES = {
+    **QUERIES,
+    "having and expressions": ("SELECT upper(S.k) k, max(S.p) - min(S.p) spread, count(*) c "
+                               "FROM S GROUP BY upper(S.k) HAVING count(*) > 1"),
+    "failing item": ("SELECT S.k, cast(integer, CASE WHEN count(*) = 2 THEN 'x' ELSE '1' END) q "
+                     "FROM S GROUP BY S.k"),
+}
+
+floats = st.sampled_from([None, 0.0, -0.0, 1.5, -2.25, 3.0, float("nan"), float("inf"), 0.1, 1e308])
+row = st.fixed_dictionaries({
+    "id": st.integers(0, 5),
+    "k": st.sampled_from([None, "a", "b", "B"]), "p": floats,
+    "v": st.sampled_from([None, 0, 1, 2, -3, 2**31 - 1]),
+    "n": st.sampled_from([None, 0, 5, 2**40, -2**62])})
+event = st.tuples(st.integers(0, 2),                                            # instance
+                  st.sampled_from(["i", "i", "i", "u", "u", "p", "d", "d", "s", "x"]),  # opcode
+                  st.sampled_from([None] * 7 + ["does not parse"]),
+                  row,
+                  st.sampled_from([False] * 4 + [True]))  # shares the sequence number before it
+batches = st.lists(st.lists(event, max_size=40), min_size=1, max_size=4)
+SCHEMA = pa.struct([("id", pa.int32()), ("k", pa.string()), ("p", pa.float64()), ("v", pa.int32()),
+                    ("n", pa.int64())])
+
+
+def bucket_run(tmp_path, query: str, mode: str, source: str = "window") -> BucketRun:
+    path = tmp_path / "p.ccl"
+    path.write_text(SOURCES[source] + f"CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED AS {query};\n"
+                    + (OBSERVED if mode == "rows" else ""))
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    assert columnar_aggregation(plan["elements"][1], plan) == mode
+    run = BucketRun(json.dumps(plan), "W")
+    assert isinstance(run.columnar, WindowAggregation)
+    return run
+
+
+def table(events: list, first_seq: int) -> pa.Table:
+    seqs, subs = [], []
+    for e in events:  # an event sharing the one before's number comes next in its transaction
+        shared = e[4] and bool(seqs)
+        seqs.append(seqs[-1] if shared else first_seq + len(seqs))
+        subs.append(subs[-1] + 1 if shared else 0)
+    n = len(events)
+    return pa.table({
+        "__port": pa.array([0] * n, pa.int32()),
+        "__seq": pa.array(seqs, pa.int64()),
+        "__sub": pa.array(subs, pa.int64()),
+        "__src": pa.array([0] * n, pa.int32()),
+        "__op": pa.array([e[1] for e in events], pa.string()),
+        "__inst": pa.array([e[0] for e in events], pa.int32()),
+        "__why": pa.array([e[2] for e in events], pa.string()),
+        "__raw": pa.array(["x,y" if e[2] else None for e in events], pa.string()),
+        "__p0": pa.array([e[3] for e in events], SCHEMA),
+        "__bucket": pa.array([0] * n, pa.int32())})
+
+
+def order(o: tuple) -> tuple:
+    return (o[1], o[0] == "stat", o[2] or 0, o[3] or 0)
+
+
+@pytest.mark.parametrize("source", list(SOURCES))
+@pytest.mark.parametrize("name", list(QUERIES))
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=batches)
+def test_per_row_mode_gives_the_engine_changes(tmp_path, source, name, data):
+    """Same states and the same output rows, change for change (sequence and sub-numbers too)."""
+    run = bucket_run(tmp_path, QUERIES[name], "rows", source)
+    by_rows: dict = {}
+    columnar: dict = {}
+    for b, events in enumerate(data):
+        t = table(events, 1000 * (b + 1))
+        expected = run.process(by_rows, received_rows(t), 0)
+        got = outputs(run, run.process_table(columnar, t, 0))
+        assert same(columnar, by_rows)
+        assert same(sorted(got, key=order), sorted(expected, key=order))
+
+
+@pytest.mark.parametrize("name", list(BATCH_QUERIES))
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=batches)
+def test_batch_mode_gives_the_net_changes(tmp_path, name, data):
+    """Same states, bad records and counts; one change per window row that changed, from its row
+    before the batch to its row after, with the sequence number of its last engine change."""
+    run = bucket_run(tmp_path, BATCH_QUERIES[name], "batch")
+    by_rows: dict = {}
+    columnar: dict = {}
+    key = run.element["key"]
+    for b, events in enumerate(data):
+        t = table(events, 1000 * (b + 1))
+        before = {inst: window(columnar, inst) for inst in range(3)}
+        expected = run.process(by_rows, received_rows(t), 0)
+        got = outputs(run, run.process_table(columnar, t, 0))
+        assert same(columnar, by_rows)
+        assert sorted(o for o in got if o[0] == "stat") == sorted(o for o in expected if o[0] == "stat")
+        bad = sorted((o[1], o[2], o[5]) for o in expected if o[0] == "bad")
+        assert sorted((o[1], o[2], o[5]) for o in got if o[0] == "bad") == bad
+        for inst in range(3):
+            after = window(columnar, inst)
+            changes = [o for o in got if o[0] == "row" and o[1] == inst]
+            keys = [tuple(o[6][c] for c in key) for o in changes]
+            assert len(set(keys)) == len(keys)
+            changed = {k for k in before[inst].keys() | after.keys()
+                       if before[inst].get(k) != after.get(k)}
+            assert set(keys) == changed
+            last = {}
+            for o in expected:
+                if o[0] == "row" and o[1] == inst:
+                    last[tuple(o[6][c] for c in key)] = o[2]
+            for o, k in zip(changes, keys):
+                op = "d" if k not in after else "i" if k not in before[inst] else "u"
+                assert o[4] == op
+                assert same(o[6], after[k] if op != "d" else before[inst][k])
+                assert o[2] == last[k]
+
+
+def test_a_keep_eviction_and_its_insert_are_one_transaction(tmp_path):
+    """A source row evicted and a row inserted under one sequence number (as a KEEP n ROWS window
+    sends them): one update of the group, as the engine merges them; a group emptied by a delete
+    is deleted, and its state forgotten."""
+    run = bucket_run(tmp_path, QUERIES["count sum avg max"], "rows")
+    row = {"k": "a", "p": 1.0, "v": 1, "n": 1}
+    events = [(0, "i", None, {**row, "id": 1}, False), (0, "i", None, {**row, "id": 2, "v": 5}, False),
+              (0, "d", None, {**row, "id": 1}, False), (0, "i", None, {**row, "id": 3}, True),
+              (0, "d", None, {**row, "id": 2}, False), (0, "d", None, {**row, "id": 3}, False)]
+    states: dict = {}
+    got = [o for o in outputs(run, run.process_table(states, table(events, 10), 0)) if o[0] == "row"]
+    assert [(o[2], o[4], o[6]["c"], o[6]["sv"], o[6]["mx"]) for o in got] == [
+        (10, "i", 1, 1, 1), (11, "u", 2, 6, 2), (12, "u", 2, 6, 3), (14, "u", 1, 1, 3),
+        (15, "d", 1, 1, 3)]
+    assert states[0]["selects"][0]["agg"] == {"groups": {}, "inputs": {}, "out": {}}
+    assert states[0]["output"]["rows"] == {}
+
+
+def test_group_columns_over_a_window_are_source_key_columns(tmp_path):
+    """A window source's rows spread over buckets by their group columns only when those are key
+    columns of the source (a row's changes then stay in one bucket)."""
+    def plan_of(source: str, query: str) -> dict:
+        path = tmp_path / "g.ccl"
+        path.write_text(source + f"CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED AS {query};\n")
+        plan, diags = plan_json(str(path))
+        assert plan is not None, [str(d) for d in diags]
+        return plan
+    keyed = plan_of("CREATE INPUT WINDOW S SCHEMA (k string, id integer, v integer) "
+                    "PRIMARY KEY (k, id);\n", "SELECT S.k, sum(S.v) s FROM S GROUP BY S.k")
+    assert columnar_aggregation(keyed["elements"][1], keyed) == "batch"
+    assert group_columns(keyed["elements"][1], keyed) == ["k"]
+    loose = plan_of(SOURCES["window"], "SELECT S.k, sum(S.v) s FROM S GROUP BY S.k")
+    assert columnar_aggregation(loose["elements"][1], loose) == "batch"
+    assert group_columns(loose["elements"][1], loose) is None
+    stream = plan_of("CREATE INPUT STREAM S SCHEMA (k string, id integer, v integer);\n",
+                     "SELECT S.k, sum(S.v) s FROM S GROUP BY S.k")
+    assert group_columns(stream["elements"][1], stream) == ["k"]
