@@ -153,7 +153,7 @@ def test_batch_mode_gives_the_net_changes(tmp_path, name, data):
                 op = "d" if k not in after else "i" if k not in before[inst] else "u"
                 assert o[4] == op
                 assert same(o[6], after[k] if op != "d" else before[inst][k])
-                assert o[2] == last[k]
+                assert o[2] >= last[k]  # (the last row of its group)
 
 
 def test_a_keep_eviction_and_its_insert_are_one_transaction(tmp_path):

@@ -68,6 +68,12 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
                                   "row, each bucket's rows a column at a time")
         return PER_INSTANCE, (f"aggregation of a stream, but {observed}: one change per input row "
                               "needs the per-instance engine")
+    if columnar is not None and _source_kind(element, plan) != "stream":
+        # (the window kernel: runtime/engine/kernels/window_agg.py)
+        return PER_INSTANCE, (f"aggregation of a {_source_kind(element, plan)}: each bucket's "
+                              "changes applied as the engine does, without its per-row machinery, "
+                              + ("one change per group per batch" if columnar == "batch"
+                                 else "one change per input row"))
     if columnar == "batch":
         return PER_INSTANCE, ("aggregation of a stream whose changes nothing reads one by one: "
                               "each bucket's batch folded a column at a time, one change per group "
@@ -80,6 +86,13 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
     if uses_time(element):
         return PER_INSTANCE, "per-instance state in transformWithState (timers for a time-based KEEP)"
     return PER_INSTANCE, "per-instance state: the engine over each bucket's rows in applyInArrow"
+
+
+def _source_kind(element: Mapping, plan: Mapping) -> str:
+    """The kind, as read, of the one source of an aggregation :func:`columnar_aggregation` takes."""
+    name = element["query"]["selects"][0]["sources"][0]["element"]
+    kind = next(e for e in plan["elements"] if e["name"] == name).get("kind")
+    return READ_AS.get(kind, kind)
 
 
 def _column(expr: object, alias: str) -> Optional[str]:

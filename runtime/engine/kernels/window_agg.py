@@ -33,17 +33,34 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from runtime.engine.aggregate import _add, _sub, plain_rows
+from ccl.splash.values import Long
+from runtime.engine.aggregate import _add, _div, _sub, plain_rows
 from runtime.engine.changes import OPS, Bad, Change, Output
 from runtime.engine.columnar import _PLAIN_TYPES, BucketRows, InstanceRun, _plain_column
 from runtime.engine.element import Engine, emit_of
-from runtime.engine.expr import SplashError, coerce_row, splash_value
+from runtime.engine.expr import SplashError, _coerced, _coercion, splash_value
 from runtime.engine.stages import RowRefused, consolidate, key_of, truth
 
 __all__ = ["WindowAggregation"]
 
 # The aggregates whose add and remove are written out here (no DISTINCT, no argument check).
 _INLINE = ("count", "sum", "avg", "min", "max")
+_OTHER, _COUNT_STAR, _COUNT, _SUM, _MIN, _MAX = range(6)
+_CODES = {"count": _COUNT, "sum": _SUM, "avg": _SUM, "min": _MIN, "max": _MAX}
+# Their results (aggregate.py's), without the method call.
+_RESULTS: dict[str, Callable[[Any], Any]] = {
+    "count": lambda acc: acc, "min": lambda acc: acc, "max": lambda acc: acc,
+    "sum": lambda acc: acc[0] if acc[1] else None,
+    "avg": lambda acc: _div(acc[0], acc[1]) if acc[1] else None}
+
+
+def _long(v: int) -> Long:
+    """A long column's value as the engine's expressions read it (``from_python(v, long)``)."""
+    return Long(v)
+
+
+# Column types (besides the plain ones) whose non-null values are read by a function.
+_READERS: dict[str, Callable[[Any], Any]] = {"long": _long}
 
 
 class WindowAggregation:
@@ -70,38 +87,92 @@ class WindowAggregation:
         def plain(expr: Optional[dict]) -> Optional[str]:
             col = _plain_column(expr, self.alias)
             return col if types.get(col) in _PLAIN_TYPES else None
+
+        def column(expr: Optional[dict]) -> Optional[tuple[str, Optional[Callable]]]:
+            # a column read as it is, or (a long) made a SPLASH value as the engine makes it
+            col = _plain_column(expr, self.alias)
+            kind = types.get(col)
+            return None if col is None or not (kind in _PLAIN_TYPES or kind in _READERS) \
+                else (col, _READERS.get(kind))  # type: ignore[arg-type]
         self.where = sel.where
         self.where_col = plain(spec.get("where"))
         self.filter = self.agg.group_filter
         self.filter_col = plain(spec.get("group_filter"))
-        self.group_cols = [plain(e) for e in spec.get("group_by") or []]
-        # per aggregate: its argument columns when every argument is a plain column read as it is
-        # and the engine checks nothing; else None (the engine's ``values``)
-        self.arg_cols: list[Optional[list[str]]] = []
+        self.group_cols = [column(e) for e in spec.get("group_by") or []]
+        # per aggregate: its argument columns when every argument is a plain column and the
+        # engine checks nothing; else None (the engine's ``values``)
+        self.arg_cols: list[Optional[list[tuple[str, Optional[Callable]]]]] = []
         for agg_spec, agg in zip(spec["aggregates"], self.agg.aggregates):
             exprs = [a for a in agg_spec.get("args") or [] if a.get("node") != "Star"]
-            cols = [plain(e) for e in exprs]
+            cols = [column(e) for e in exprs]
             simple = agg.check is None and agg.values.__func__ is type(agg).values  # type: ignore[attr-defined]
-            self.arg_cols.append(cols if simple and all(cols) else None)
+            self.arg_cols.append(cols if simple and all(cols) else None)  # type: ignore[arg-type]
         self.inline = [agg.fn if agg.fn in _INLINE and not agg.distinct else None
                        for agg in self.agg.aggregates]
+        # per aggregate: (index, how its add and remove run, the engine's aggregate)
+        self.codes = [(i, _COUNT_STAR if fn == "count" and agg.star else _CODES.get(fn, _OTHER), agg)
+                      for i, (fn, agg) in enumerate(zip(self.inline, self.agg.aggregates))]
         # the select items when each is an aggregate or a plain column, with no HAVING: the
         # output row is read off as the engine's expressions give it
         names = {a["name"]: i for i, a in enumerate(spec["aggregates"])}
-        self.items: Optional[list[tuple[str, bool, Any]]] = []
+        items: Optional[dict[str, tuple[bool, Any, Optional[Callable]]]] = {}
         for item in spec["items"]:
-            expr, col = item["expr"], plain(item["expr"])
+            expr, col = item["expr"], column(item["expr"])
             if expr.get("node") == "Var" and expr["name"]["name"] in names:
-                self.items.append((item["name"], True, names[expr["name"]["name"]]))
+                items[item["name"]] = (True, names[expr["name"]["name"]], None)  # type: ignore[index]
             elif col is not None:
-                self.items.append((item["name"], False, col))
+                items[item["name"]] = (False, col[0], col[1])  # type: ignore[index]
             else:
-                self.items = None
+                items = None
                 break
-        if spec.get("having") is not None:
+        if spec.get("having") is not None or items is None or set(items) != {c for c, _ in self.agg.columns}:
             self.items = None
+        else:  # per output column, in order: how to read it and how the engine casts it
+            self.items = [(name, *items[name], ctype, plain_type, as_text)
+                          for name, ctype, plain_type, as_text in _coercion(self.agg.columns)]
+        self.results = [_RESULTS.get(agg.fn) if not agg.distinct else None
+                        for agg in self.agg.aggregates]
+        self.deferred = not self.per_row and self._rows_cannot_fail(spec, types)
         self.output_row: Callable[[dict], Optional[dict]] = (
             self._output_row if self.items is not None else self.agg.output_row)
+
+    def _rows_cannot_fail(self, spec: dict, types: dict[str, str]) -> bool:
+        """Whether batch mode may compute each touched group's output row once per batch, not
+        after every row: the engine's output rows in between can neither fail (a bad record) nor
+        differ in what the batch leaves. So: select items that are aggregates and plain columns,
+        no HAVING; only count, sum, avg, min and max (a group emptied and filled again then
+        holds the accumulators of a new group, as in the engine, which drops it); each result's
+        cast into its column one that cannot fail; and group keys that are string, integer, long
+        or boolean columns shown in columns of their type (no two groups share a window row)."""
+        if self.items is None or any(fn is None for fn in self.inline):
+            return False
+        out_types = {c: t.strip().lower() for c, t in self.agg.columns}
+        items = {it["name"]: it["expr"] for it in spec["items"]}
+        for name, is_agg, ref, *_ in self.items:
+            kind = out_types[name]
+            if not is_agg:
+                if types.get(ref) != kind:
+                    return False
+                continue
+            agg, args = self.agg.aggregates[ref], self.arg_cols[ref]
+            source = None if agg.star or not args else types.get(args[0][0])
+            if agg.fn == "count":
+                fits = kind in ("integer", "long")
+            elif agg.fn == "avg":
+                fits = kind == "float" and source in ("integer", "long", "float")
+            elif agg.fn == "sum":  # (a sum of longs may leave the long range: splash_value fails)
+                fits = (source == "integer" and kind in ("integer", "long")) or source == kind == "float"
+            else:
+                fits = source is not None and source == kind
+            if not fits:
+                return False
+        for expr in spec.get("group_by") or []:
+            col = _plain_column(expr, self.alias)
+            shown = [name for name, e in items.items() if e == expr]
+            if (types.get(col) not in ("string", "integer", "long", "boolean")
+                    or any(out_types.get(name) != types[col] for name in shown)):  # type: ignore[index]
+                return False
+        return True
 
     # --- a bucket ------------------------------------------------------------------------------
 
@@ -143,6 +214,7 @@ class WindowAggregation:
         mirror, agg_state = sstate["sources"][0], sstate["agg"]
         window = state["output"]
         batch = None if self.per_row else _Net(engine.output.store, window)
+        deferred: Optional[dict[tuple, int]] = {} if self.deferred else None  # group -> last seq
         upsert, delete, key = self.source.store.upsert, self.source.store.delete, self.source.key
         n = len(seqs)
         start = 0
@@ -165,12 +237,21 @@ class WindowAggregation:
                 done = (delete(mirror, key_of(row, key), seq) if op in ("d", "s")
                         else upsert(mirror, key_of(row, key), row, seq, now))
                 try:
+                    if deferred is not None:
+                        for c in done:
+                            for gkey in self._fold(agg_state, c):
+                                deferred.pop(gkey, None)  # (in the order of their last rows)
+                                deferred[gkey] = seq
+                        continue
                     found: list[Change] = []
                     for c in done:
                         found += self._apply(agg_state, c)
                     changes += found
                 except SplashError as e:
                     out.append(Bad(str(e), seq, port, dict(row)))
+            if deferred is not None:
+                start = stop
+                continue
             try:
                 delivered = engine.deliver(state, consolidate(changes), now)
             except (SplashError, RowRefused) as e:
@@ -181,7 +262,23 @@ class WindowAggregation:
             else:
                 batch.saw(delivered, len(out))
             start = stop
+        if deferred:
+            self._settle(state, deferred, batch, len(out), now)  # type: ignore[arg-type]
         return out if batch is None else batch.outputs(out)
+
+    def _settle(self, state: dict, touched: dict[tuple, int], batch: "_Net", position: int,
+                now: int) -> None:
+        """Batch mode with output rows that cannot fail: each touched group's output row once,
+        after the batch, settled and delivered with the sequence number of its last row (the
+        engine's intermediate rows change nothing the batch shows: a group emptied and filled
+        again has the accumulators of a new one, see :attr:`deferred`)."""
+        st = state["selects"][0]["agg"]
+        groups, settle, output_row = st["groups"], self.agg.settle, self.output_row
+        changes: list[Change] = []
+        for gkey, seq in touched.items():
+            group = groups[gkey]
+            changes += settle(st, gkey, output_row(group) if group["n"] > 0 else None, seq)
+        batch.saw(self.engine.deliver(state, changes, now), position)
 
     # --- one change of a source row ------------------------------------------------------------
 
@@ -189,6 +286,17 @@ class WindowAggregation:
         """The output-row changes of one change of the mirror: WHERE, then
         :meth:`Aggregator.apply` (raises :class:`SplashError` where the engine does, before or
         after changing the state as the engine does)."""
+        touched = self._fold(st, change)
+        out: list[Change] = []
+        groups, settle, seq = st["groups"], self.agg.settle, change.seq
+        for gkey in touched:
+            group = groups.get(gkey)
+            if group is not None:
+                out += settle(st, gkey, self.output_row(group) if group["n"] > 0 else None, seq)
+        return out
+
+    def _fold(self, st: dict, change: Change) -> list[tuple]:
+        """WHERE, then :meth:`Aggregator.apply` up to its output rows: the groups it touched."""
         old, new, op = change.old, change.new, change.op
         if self.where is not None:
             col = self.where_col
@@ -210,19 +318,13 @@ class WindowAggregation:
             moving = entry is not None and entry[0] == gold
             since = self._remove(st, gold, ikey, None if moving or old is None else old)
             touched.append(gold)
-        seq = change.seq
         if entry is not None:
             gkey, args = entry
+            seq = change.seq
             self._add(st, gkey, ikey, args, since if moving else seq, seq, new)  # type: ignore[arg-type]
             if gkey not in touched:
                 touched.append(gkey)
-        out: list[Change] = []
-        groups, settle = st["groups"], self.agg.settle
-        for gkey in touched:
-            group = groups.get(gkey)
-            if group is not None:
-                out += settle(st, gkey, self.output_row(group) if group["n"] > 0 else None, seq)
-        return out
+        return touched
 
     def _contribution(self, row: dict) -> Optional[tuple[tuple, list]]:
         """:meth:`Aggregator._contribution` of a source row."""
@@ -239,7 +341,8 @@ class WindowAggregation:
         gkey = []
         for col, f in zip(self.group_cols, self.agg.group_by):
             if col is not None:
-                gkey.append(row[col])
+                v = row[col[0]]
+                gkey.append(v if col[1] is None or v is None else col[1](v))
             else:
                 if rows is None:
                     rows = {self.alias: row}
@@ -247,7 +350,11 @@ class WindowAggregation:
         args = []
         for cols, agg in zip(self.arg_cols, self.agg.aggregates):
             if cols is not None:
-                args.append([row[c] for c in cols])
+                values = []
+                for c, read in cols:
+                    v = row[c]
+                    values.append(v if read is None or v is None else read(v))
+                args.append(values)
             else:
                 if rows is None:
                     rows = {self.alias: row}
@@ -262,27 +369,34 @@ class WindowAggregation:
             group = st["groups"][gkey] = self.agg.new_group()
         group["n"] += 1
         accs, stored = group["acc"], group["rows"]
-        for i, (fn, agg, a) in enumerate(zip(self.inline, self.agg.aggregates, args)):
-            acc = accs[i]
-            if fn is None:
+        for i, code, agg in self.codes:
+            acc, a = accs[i], args[i]
+            if code == _COUNT_STAR:
+                accs[i] = acc + 1
+                continue
+            if code == _OTHER:
                 accs[i] = agg.add(acc, a, since, touched, stored)
-            elif fn == "count":
-                if agg.star or a[0] is not None:
-                    accs[i] = acc + 1
-            elif fn == "sum" or fn == "avg":
-                x = a[0]
-                if x is not None:
-                    accs[i] = [x if acc[1] == 0 else _add(acc[0], x), acc[1] + 1]
-            else:
-                x = a[0]
-                if x is not None:
-                    if acc is None:
-                        accs[i] = x
-                    elif x != x or acc != acc:  # NaN is larger than every number
-                        if (acc == acc) if fn == "max" else (x == x):
-                            accs[i] = x
-                    elif (x > acc) if fn == "max" else (x < acc):
-                        accs[i] = x
+                continue
+            x = a[0]
+            if x is None:
+                continue
+            if code == _COUNT:
+                accs[i] = acc + 1
+            elif code == _SUM:
+                if acc[1] == 0:
+                    accs[i] = [x, 1]
+                else:
+                    total = acc[0]
+                    t = type(total)
+                    accs[i] = [total + x if t is type(x) and (t is float or t is int) else _add(total, x),
+                               acc[1] + 1]
+            elif acc is None:
+                accs[i] = x
+            elif x != x or acc != acc:  # NaN is larger than every number
+                if (acc == acc) if code == _MAX else (x == x):
+                    accs[i] = x
+            elif (x > acc) if code == _MAX else (x < acc):
+                accs[i] = x
         group["row"] = {self.alias: row}
         stored[ikey] = [since, touched, args]
         st["inputs"][ikey] = gkey
@@ -296,31 +410,56 @@ class WindowAggregation:
         since, touched, args = stored.pop(ikey)
         group["n"] -= 1
         accs = group["acc"]
-        for i, (fn, agg, a) in enumerate(zip(self.inline, self.agg.aggregates, args)):
-            acc = accs[i]
-            if fn is None:
+        for i, code, agg in self.codes:
+            acc, a = accs[i], args[i]
+            if code == _COUNT_STAR:
+                accs[i] = acc - 1
+                continue
+            if code == _OTHER:
                 accs[i] = agg.remove(acc, a, since, touched, stored)
-            elif fn == "count":
-                if agg.star or a[0] is not None:
-                    accs[i] = acc - 1
-            elif fn == "sum" or fn == "avg":
-                x = a[0]
-                if x is not None:
-                    accs[i] = [0, 0] if acc[1] == 1 else [_sub(acc[0], x), acc[1] - 1]
-            else:
-                x = a[0]
-                if x is not None and (x == acc or (x != x and acc != acc)):  # NaN equals NaN
-                    accs[i] = agg.remove(acc, a, since, touched, stored)  # recomputed
-
+                continue
+            x = a[0]
+            if x is None:
+                continue
+            if code == _COUNT:
+                accs[i] = acc - 1
+            elif code == _SUM:
+                if acc[1] == 1:
+                    accs[i] = [0, 0]
+                else:
+                    total = acc[0]
+                    t = type(total)
+                    accs[i] = [total - x if t is type(x) and (t is float or t is int) else _sub(total, x),
+                               acc[1] - 1]
+            elif x == acc or (x != x and acc != acc):  # the extreme leaves (NaN equals NaN)
+                accs[i] = agg.remove(acc, a, since, touched, stored)  # recomputed
         if old is not None:
             group["row"] = plain_rows({self.alias: old})
         return since
 
     def _output_row(self, group: dict) -> dict:
-        """:meth:`Aggregator.output_row` for items that are aggregates and plain columns only."""
-        acc, row, aggregates = group["acc"], group["row"][self.alias], self.agg.aggregates
-        return coerce_row({name: splash_value(aggregates[ref].result(acc[ref])) if is_agg else row[ref]
-                           for name, is_agg, ref in self.items}, self.agg.columns)  # type: ignore[union-attr]
+        """:meth:`Aggregator.output_row` for items that are aggregates and plain columns only:
+        each value as the engine's expressions read it, cast as ``coerce_row`` casts it."""
+        acc, row, aggregates, results = group["acc"], group["row"][self.alias], self.agg.aggregates, self.results
+        out = {}
+        for name, is_agg, ref, read, ctype, plain, as_text in self.items:  # type: ignore[union-attr]
+            if is_agg:
+                result = results[ref]
+                v = result(acc[ref]) if result is not None else aggregates[ref].result(acc[ref])
+                t = type(v)
+                if not (t is str or t is float or t is bool or (t is int and -2**31 <= v < 2**31)):
+                    v = splash_value(v)
+            else:
+                v = row[ref]
+                if read is not None and v is not None:
+                    v = read(v)
+            if v is None:
+                out[name] = None
+            elif type(v) is plain and (plain is not int or -2**31 <= v < 2**31) and not as_text:
+                out[name] = v
+            else:
+                out[name] = _coerced(v, ctype, plain, as_text)
+        return out
 
 
 class _Net:
