@@ -34,11 +34,11 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ccl.splash.values import Long
-from runtime.engine.aggregate import _add, _div, _sub, plain_rows
+from runtime.engine.aggregate import Aggregator, _add, _div, _sub, _transition, plain_rows
 from runtime.engine.changes import OPS, Bad, Change, Output
 from runtime.engine.columnar import _PLAIN_TYPES, BucketRows, InstanceRun, _plain_column
 from runtime.engine.element import Engine, emit_of
-from runtime.engine.expr import SplashError, _coerced, _coercion, splash_value
+from runtime.engine.expr import SplashError, _coerced, _coercion, _type, splash_value
 from runtime.engine.stages import RowRefused, consolidate, key_of, truth
 
 __all__ = ["WindowAggregation"]
@@ -61,6 +61,7 @@ def _long(v: int) -> Long:
 
 # Column types (besides the plain ones) whose non-null values are read by a function.
 _READERS: dict[str, Callable[[Any], Any]] = {"long": _long}
+_LONG = _type("long")
 
 
 class WindowAggregation:
@@ -73,6 +74,7 @@ class WindowAggregation:
         if (engine.declared is not None or sel.aggregator is None or len(sel.sources) != 1
                 or sel.joiner is not None or sel.matcher is not None or sel.grouped_cache
                 or sel.refused is not None or sel.sources[0].kind == "stream"
+                or type(sel.aggregator) is not Aggregator
                 or not sel.aggregator.retracting or engine.output.kind != "window"):
             raise ValueError(f"{engine.name} is not a window aggregation this kernel runs")
         self.engine = engine
@@ -273,7 +275,7 @@ class WindowAggregation:
         engine's intermediate rows change nothing the batch shows: a group emptied and filled
         again has the accumulators of a new one, see :attr:`deferred`)."""
         st = state["selects"][0]["agg"]
-        groups, settle, output_row = st["groups"], self.agg.settle, self.output_row
+        groups, settle, output_row = st["groups"], self._settle_group, self.output_row
         changes: list[Change] = []
         for gkey, seq in touched.items():
             group = groups[gkey]
@@ -288,7 +290,7 @@ class WindowAggregation:
         after changing the state as the engine does)."""
         touched = self._fold(st, change)
         out: list[Change] = []
-        groups, settle, seq = st["groups"], self.agg.settle, change.seq
+        groups, settle, seq = st["groups"], self._settle_group, change.seq
         for gkey in touched:
             group = groups.get(gkey)
             if group is not None:
@@ -325,6 +327,24 @@ class WindowAggregation:
             if gkey not in touched:
                 touched.append(gkey)
         return touched
+
+    def _settle_group(self, st: dict, gkey: tuple, new: Optional[dict], seq: int) -> list[Change]:
+        """:meth:`Aggregator.settle` (the row ``new`` shown by group ``gkey``: the change from
+        the row it showed)."""
+        group = st["groups"][gkey]
+        old = group["emitted"]
+        group["emitted"] = new
+        if group["n"] == 0:
+            del st["groups"][gkey]
+        key = self.agg.key
+        old_key = None if old is None else tuple([old.get(k) for k in key])
+        new_key = None if new is None else tuple([new.get(k) for k in key])
+        out = st["out"]
+        if old_key is not None and out.get(old_key) == gkey:
+            del out[old_key]
+        if new_key is not None:
+            out[new_key] = gkey
+        return _transition(old_key, old, new_key, new, seq)
 
     def _contribution(self, row: dict) -> Optional[tuple[tuple, list]]:
         """:meth:`Aggregator._contribution` of a source row."""
@@ -447,12 +467,18 @@ class WindowAggregation:
                 result = results[ref]
                 v = result(acc[ref]) if result is not None else aggregates[ref].result(acc[ref])
                 t = type(v)
+                if t is Long and ctype is _LONG:  # (a SPLASH long already, cast to itself)
+                    out[name] = v
+                    continue
                 if not (t is str or t is float or t is bool or (t is int and -2**31 <= v < 2**31)):
                     v = splash_value(v)
             else:
                 v = row[ref]
                 if read is not None and v is not None:
                     v = read(v)
+                    if ctype is _LONG:
+                        out[name] = v
+                        continue
             if v is None:
                 out[name] = None
             elif type(v) is plain and (plain is not int or -2**31 <= v < 2**31) and not as_text:
