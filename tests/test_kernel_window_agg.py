@@ -315,3 +315,20 @@ def test_e2e_keep_rows_per_window_feeding_an_aggregate(spark, tmp_path):
         assert kernel.stats(name)["instances"] == engine.stats(name)["instances"]
         assert kernel.stats(name)["bad_records"] == engine.stats(name)["bad_records"]
     assert len(kernel.rows("Moves")) > 10
+
+
+def test_an_instance_with_a_row_without_values_is_left_to_the_engine(tmp_path):
+    """A row whose values are null (no struct at all) is the engine's to read: its instance's batch
+    is handed back, the others run in the kernel; together they give the engine's outputs."""
+    from runtime.processor import bucket_rows
+    run = bucket_run(tmp_path, QUERIES["count sum avg max"], "rows")
+    row = {"id": 1, "k": "a", "p": 1.0, "v": 1, "n": 1}
+    events = [(0, "i", None, row, False), (1, "i", None, row, False), (1, "d", None, None, False)]
+    runs, left, _ = run.columnar.run({}, bucket_rows(table(events, 10)), 0)
+    assert [r.inst for r in runs] == [0] and left == [1]
+    by_rows: dict = {}
+    columnar: dict = {}
+    expected = run.process(by_rows, received_rows(table(events, 10)), 0)
+    got = outputs(run, run.process_table(columnar, table(events, 10), 0))
+    assert same_state(columnar, by_rows)
+    assert same(sorted(got, key=order), sorted(expected, key=order))

@@ -14,18 +14,22 @@ engine's general machinery:
   each row's values as the engine receives them, whose very objects it stores);
 - the source's mirror is the engine's :class:`Store` on the engine's state; WHERE, GROUP FILTER,
   the GROUP BY values and the aggregate arguments are read straight from the row when they are
-  plain columns of a type the engine reads unchanged, else computed by the engine's compiled
-  expressions, in the engine's order (the first failing one gives the bad record's reason);
+  plain columns of a type the engine reads unchanged (a long made the engine's ``Long``), else
+  computed by the engine's compiled expressions, in the engine's order (the first failing one
+  gives the bad record's reason);
 - the group's contributions, its count and accumulators are kept exactly as the engine's
   :class:`Aggregator` keeps them (count, sum, avg, min and max written out, with the engine's
   arithmetic; the others through the engine's ``add`` and ``remove``);
 - each touched group's output row (the engine's, or read off directly when the select items are
-  aggregates and plain columns) is settled and delivered through the engine's own output stage.
+  aggregates and plain columns) is settled as the engine settles it and delivered through the
+  engine's own output stage; in batch mode, when no output row in between can fail or matter
+  (:meth:`WindowAggregation._rows_cannot_fail`), once per batch instead of after every row.
 
 So the state afterwards is the engine's, and in *rows* mode the outputs are the engine's, change
 for change; in *batch* mode each window row that changed gives one change, from its row before
-the batch to its row after, with the sequence number of its last change (a row that comes back
-as it was gives nothing).
+the batch to its row after, with the sequence number of the last row of its group (a row that
+comes back as it was gives nothing). An instance with a row that holds no values at all is left
+to the engine.
 """
 from __future__ import annotations
 
@@ -181,7 +185,8 @@ class WindowAggregation:
     def run(self, states: dict[int, dict], rows: BucketRows,
             now: int) -> tuple[list[InstanceRun], list[int], None]:
         """Apply a bucket's rows to the instances' ``states``: per instance (in ascending order)
-        what it gave; no instance is left to the engine, and the changes are the runs' outputs."""
+        what it gave, and the instances left to the engine (those with a row without values); the
+        changes are the runs' outputs."""
         order = np.lexsort((rows.port, rows.sub, rows.src, rows.seq, rows.inst))
         came_bad_mask = np.asarray(rows.why.is_valid(), dtype=bool)
         arrivals: dict[int, list[int]] = {}
@@ -196,15 +201,16 @@ class WindowAggregation:
         ends = np.append(np.flatnonzero(inst[1:] != inst[:-1]) + 1, len(inst)).tolist()
         starts = [0] + ends[:-1]
         by_inst = {int(inst[s]): (s, e) for s, e in zip(starts, ends) if e > s}
+        left = {i for i, (s, e) in by_inst.items() if any(v is None for v in values[s:e])}
         runs = []
-        for i in sorted(set(by_inst) | set(arrivals)):
+        for i in sorted((set(by_inst) | set(arrivals)) - left):
             state = states.get(i)
             if state is None:
                 state = states[i] = self.engine.initial_state()
             s, e = by_inst.get(i, (0, 0))
             outputs = self._instance(state, seqs[s:e], ports[s:e], ops[s:e], values[s:e], now)
             runs.append(InstanceRun(i, outputs, arrivals.get(i, [])))
-        return runs, [], None
+        return runs, sorted(left), None
 
     def _instance(self, state: dict, seqs: list[int], ports: list[int], ops: list[str],
                   values: list[dict], now: int) -> list[Output]:
@@ -229,7 +235,7 @@ class WindowAggregation:
             for j in range(start, stop):
                 if state["seq"] is None or seq > state["seq"]:
                     state["seq"] = seq
-                op, row = ops[j], values[j] or {}
+                op, row = ops[j], values[j]
                 if op not in OPS:
                     out.append(Bad(f"unknown opcode {op!r}", seq, port, dict(row)))
                     continue
