@@ -37,12 +37,14 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ccl.splash import as_type
+from ccl.splash.convert import PLAIN_KINDS
 from ccl.splash.values import Long
-from runtime.engine.aggregate import Aggregator, _add, _div, _sub, _transition, plain_rows
+from runtime.engine.aggregate import Aggregator, plain_rows
 from runtime.engine.changes import OPS, Bad, Change, Output
-from runtime.engine.columnar import _PLAIN_TYPES, BucketRows, InstanceRun, _plain_column
+from runtime.engine.columnar import PLAIN_TYPES, BucketRows, InstanceRun, plain_column
 from runtime.engine.element import Engine, emit_of
-from runtime.engine.expr import SplashError, _coerced, _coercion, _type, splash_value
+from runtime.engine.expr import SplashError, coerce_column, splash_value
 from runtime.engine.stages import RowRefused, consolidate, key_of, truth
 
 __all__ = ["WindowAggregation"]
@@ -51,11 +53,12 @@ __all__ = ["WindowAggregation"]
 _INLINE = ("count", "sum", "avg", "min", "max")
 _OTHER, _COUNT_STAR, _COUNT, _SUM, _MIN, _MAX = range(6)
 _CODES = {"count": _COUNT, "sum": _SUM, "avg": _SUM, "min": _MIN, "max": _MAX}
-# Their results (aggregate.py's), without the method call.
+# Their results (aggregate.py's), without the method call (avg's is the engine's).
 _RESULTS: dict[str, Callable[[Any], Any]] = {
     "count": lambda acc: acc, "min": lambda acc: acc, "max": lambda acc: acc,
-    "sum": lambda acc: acc[0] if acc[1] else None,
-    "avg": lambda acc: _div(acc[0], acc[1]) if acc[1] else None}
+    "sum": lambda acc: acc[0] if acc[1] else None}
+# Column type -> the Python type of its values already in SPLASH form (expr.coerce_row's check).
+_PLAIN = {kind: python for python, kind in PLAIN_KINDS.items()}
 
 
 def _long(v: int) -> Long:
@@ -65,7 +68,6 @@ def _long(v: int) -> Long:
 
 # Column types (besides the plain ones) whose non-null values are read by a function.
 _READERS: dict[str, Callable[[Any], Any]] = {"long": _long}
-_LONG = _type("long")
 
 
 class WindowAggregation:
@@ -91,14 +93,14 @@ class WindowAggregation:
         spec = engine.element["query"]["selects"][0]
 
         def plain(expr: Optional[dict]) -> Optional[str]:
-            col = _plain_column(expr, self.alias)
-            return col if types.get(col) in _PLAIN_TYPES else None
+            col = plain_column(expr, self.alias)
+            return col if types.get(col) in PLAIN_TYPES else None
 
         def column(expr: Optional[dict]) -> Optional[tuple[str, Optional[Callable]]]:
             # a column read as it is, or (a long) made a SPLASH value as the engine makes it
-            col = _plain_column(expr, self.alias)
+            col = plain_column(expr, self.alias)
             kind = types.get(col)
-            return None if col is None or not (kind in _PLAIN_TYPES or kind in _READERS) \
+            return None if col is None or not (kind in PLAIN_TYPES or kind in _READERS) \
                 else (col, _READERS.get(kind))  # type: ignore[arg-type]
         self.where = sel.where
         self.where_col = plain(spec.get("where"))
@@ -134,8 +136,11 @@ class WindowAggregation:
         if spec.get("having") is not None or items is None or set(items) != {c for c, _ in self.agg.columns}:
             self.items = None
         else:  # per output column, in order: how to read it and how the engine casts it
-            self.items = [(name, *items[name], ctype, plain_type, as_text)
-                          for name, ctype, plain_type, as_text in _coercion(self.agg.columns)]
+            self.items = []
+            for name, text in self.agg.columns:
+                kind = as_type(text).name  # type: ignore[attr-defined]
+                self.items.append((name, *items[name], text, kind == "long", _PLAIN.get(kind),
+                                   kind in ("any", "null")))
         self.results = [_RESULTS.get(agg.fn) if not agg.distinct else None
                         for agg in self.agg.aggregates]
         self.deferred = not self.per_row and self._rows_cannot_fail(spec, types)
@@ -173,7 +178,7 @@ class WindowAggregation:
             if not fits:
                 return False
         for expr in spec.get("group_by") or []:
-            col = _plain_column(expr, self.alias)
+            col = plain_column(expr, self.alias)
             shown = [name for name, e in items.items() if e == expr]
             if (types.get(col) not in ("string", "integer", "long", "boolean")
                     or any(out_types.get(name) != types[col] for name in shown)):  # type: ignore[index]
@@ -281,7 +286,7 @@ class WindowAggregation:
         engine's intermediate rows change nothing the batch shows: a group emptied and filled
         again has the accumulators of a new one, see :attr:`deferred`)."""
         st = state["selects"][0]["agg"]
-        groups, settle, output_row = st["groups"], self._settle_group, self.output_row
+        groups, settle, output_row = st["groups"], self.agg.settle, self.output_row
         changes: list[Change] = []
         for gkey, seq in touched.items():
             group = groups[gkey]
@@ -296,7 +301,7 @@ class WindowAggregation:
         after changing the state as the engine does)."""
         touched = self._fold(st, change)
         out: list[Change] = []
-        groups, settle, seq = st["groups"], self._settle_group, change.seq
+        groups, settle, seq = st["groups"], self.agg.settle, change.seq
         for gkey in touched:
             group = groups.get(gkey)
             if group is not None:
@@ -333,24 +338,6 @@ class WindowAggregation:
             if gkey not in touched:
                 touched.append(gkey)
         return touched
-
-    def _settle_group(self, st: dict, gkey: tuple, new: Optional[dict], seq: int) -> list[Change]:
-        """:meth:`Aggregator.settle` (the row ``new`` shown by group ``gkey``: the change from
-        the row it showed)."""
-        group = st["groups"][gkey]
-        old = group["emitted"]
-        group["emitted"] = new
-        if group["n"] == 0:
-            del st["groups"][gkey]
-        key = self.agg.key
-        old_key = None if old is None else tuple([old.get(k) for k in key])
-        new_key = None if new is None else tuple([new.get(k) for k in key])
-        out = st["out"]
-        if old_key is not None and out.get(old_key) == gkey:
-            del out[old_key]
-        if new_key is not None:
-            out[new_key] = gkey
-        return _transition(old_key, old, new_key, new, seq)
 
     def _contribution(self, row: dict) -> Optional[tuple[tuple, list]]:
         """:meth:`Aggregator._contribution` of a source row."""
@@ -409,13 +396,14 @@ class WindowAggregation:
             if code == _COUNT:
                 accs[i] = acc + 1
             elif code == _SUM:
+                total = acc[0]
+                t = type(total)
                 if acc[1] == 0:
                     accs[i] = [x, 1]
-                else:
-                    total = acc[0]
-                    t = type(total)
-                    accs[i] = [total + x if t is type(x) and (t is float or t is int) else _add(total, x),
-                               acc[1] + 1]
+                elif t is type(x) and (t is float or t is int):
+                    accs[i] = [total + x, acc[1] + 1]
+                else:  # (a Decimal meeting a float, and the like)
+                    accs[i] = agg.add(acc, a, since, touched, stored)
             elif acc is None:
                 accs[i] = x
             elif x != x or acc != acc:  # NaN is larger than every number
@@ -450,13 +438,14 @@ class WindowAggregation:
             if code == _COUNT:
                 accs[i] = acc - 1
             elif code == _SUM:
+                total = acc[0]
+                t = type(total)
                 if acc[1] == 1:
                     accs[i] = [0, 0]
+                elif t is type(x) and (t is float or t is int):
+                    accs[i] = [total - x, acc[1] - 1]
                 else:
-                    total = acc[0]
-                    t = type(total)
-                    accs[i] = [total - x if t is type(x) and (t is float or t is int) else _sub(total, x),
-                               acc[1] - 1]
+                    accs[i] = agg.remove(acc, a, since, touched, stored)
             elif x == acc or (x != x and acc != acc):  # the extreme leaves (NaN equals NaN)
                 accs[i] = agg.remove(acc, a, since, touched, stored)  # recomputed
         if old is not None:
@@ -465,15 +454,16 @@ class WindowAggregation:
 
     def _output_row(self, group: dict) -> dict:
         """:meth:`Aggregator.output_row` for items that are aggregates and plain columns only:
-        each value as the engine's expressions read it, cast as ``coerce_row`` casts it."""
+        each value as the engine's expressions read it, cast as ``coerce_row`` casts it (values
+        already of their column's type as they are)."""
         acc, row, aggregates, results = group["acc"], group["row"][self.alias], self.agg.aggregates, self.results
         out = {}
-        for name, is_agg, ref, read, ctype, plain, as_text in self.items:  # type: ignore[union-attr]
+        for name, is_agg, ref, read, ctype, is_long, plain, as_text in self.items:  # type: ignore[union-attr]
             if is_agg:
                 result = results[ref]
                 v = result(acc[ref]) if result is not None else aggregates[ref].result(acc[ref])
                 t = type(v)
-                if t is Long and ctype is _LONG:  # (a SPLASH long already, cast to itself)
+                if t is Long and is_long:  # (a SPLASH long already, cast to itself)
                     out[name] = v
                     continue
                 if not (t is str or t is float or t is bool or (t is int and -2**31 <= v < 2**31)):
@@ -482,15 +472,14 @@ class WindowAggregation:
                 v = row[ref]
                 if read is not None and v is not None:
                     v = read(v)
-                    if ctype is _LONG:
+                    if is_long:
                         out[name] = v
                         continue
-            if v is None:
-                out[name] = None
-            elif type(v) is plain and (plain is not int or -2**31 <= v < 2**31) and not as_text:
+            if v is None or (type(v) is plain and (plain is not int or -2**31 <= v < 2**31)
+                             and not as_text):
                 out[name] = v
             else:
-                out[name] = _coerced(v, ctype, plain, as_text)
+                out[name] = coerce_column([v], ctype)[0]
         return out
 
 
