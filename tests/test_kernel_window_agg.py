@@ -303,7 +303,8 @@ def test_e2e_keep_rows_per_window_feeding_an_aggregate(spark, tmp_path):
     for sym, trades in last.items():
         kept = trades[-3:]
         prices = [float(t[2]) for t in kept if t[2] != ""]
-        want[sym] = (len(kept), sum(t[3] for t in kept), round(sum(prices) / len(prices), 6) if prices else None,
+        want[sym] = (len(kept), sum(t[3] for t in kept),
+                     round(sum(prices) / len(prices), 6) if prices else None,
                      max(t[0] for t in kept), min(prices) if prices else None)
     got = {r["Sym"]: (int(r["Trades"]), int(r["Volume"]),
                       round(float(r["AvgPrice"]), 6) if r["AvgPrice"] else None, int(r["LastId"]),

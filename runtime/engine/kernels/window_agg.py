@@ -113,7 +113,9 @@ class WindowAggregation:
         for agg_spec, agg in zip(spec["aggregates"], self.agg.aggregates):
             exprs = [a for a in agg_spec.get("args") or [] if a.get("node") != "Star"]
             cols = [column(e) for e in exprs]
-            simple = agg.check is None and agg.values.__func__ is type(agg).values  # type: ignore[attr-defined]
+            # (an aggregate the engine does not compute refuses its rows through ``values``)
+            simple = (agg.check is None
+                      and agg.values.__func__ is type(agg).values)  # type: ignore[attr-defined]
             self.arg_cols.append(cols if simple and all(cols) else None)  # type: ignore[arg-type]
         self.inline = [agg.fn if agg.fn in _INLINE and not agg.distinct else None
                        for agg in self.agg.aggregates]
@@ -456,7 +458,8 @@ class WindowAggregation:
         """:meth:`Aggregator.output_row` for items that are aggregates and plain columns only:
         each value as the engine's expressions read it, cast as ``coerce_row`` casts it (values
         already of their column's type as they are)."""
-        acc, row, aggregates, results = group["acc"], group["row"][self.alias], self.agg.aggregates, self.results
+        acc, row = group["acc"], group["row"][self.alias]
+        aggregates, results = self.agg.aggregates, self.results
         out = {}
         for name, is_agg, ref, read, ctype, is_long, plain, as_text in self.items:  # type: ignore[union-attr]
             if is_agg:
