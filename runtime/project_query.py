@@ -121,13 +121,13 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
                     raise RunError(f"input of '{e['name']}': {exc}") from None
     readers = {name: [e for e in stages if any(src == name for _, src in ports_of(e))]
                for name in layout.project}
-    # An unrecorded input with one reader that takes its one port from it, and that nothing else
-    # here reads, hands its batch over unread (runtime.job.batch_writer: the reader's pass counts
-    # the input's rows too).
+    # An unrecorded input stream read natively with one reader that takes its one port from it,
+    # and that nothing else here reads, hands a large batch over unread (runtime.job.batch_writer:
+    # the reader's pass counts the input's rows too).
     through = {}
     for e in stages:
         ours = readers[e["name"]]
-        if (is_input(e) and e["name"] in layout.unrecorded and len(ours) == 1
+        if (e["physical"]["native"] == "input" and e["name"] in layout.unrecorded and len(ours) == 1
                 and len(ports_of(ours[0])) == 1 and not readers[ours[0]["name"]]
                 and (ours[0]["physical"]["native"] == "aggregation"
                      or ours[0]["name"] in layout.arrow_state)):
@@ -180,12 +180,10 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
                         continue
                     frames = [frame]
                 else:
-                    sources = [by_name[src] for _, src in ports_of(e)]
-                    found = [outputs.get(s["name"]) for s in sources]
-                    if all(f is None for f in found):
+                    frames = [outputs.get(src) for _, src in ports_of(e)]
+                    if all(f is None for f in frames):
                         outputs[name] = None
                         continue
-                    frames = found
                 out = _stage_rows(plan, e, frames, batch_id, dirs, layout, writers[name],
                                   (here if small else transforms).get(name), small)
                 outputs[name] = _written(spark, e, out, batch_id, writers[name], tables[name],
@@ -212,13 +210,14 @@ def _bytes(paths: dict[int, list[str]]) -> int:
     return total
 
 
-def _stage_rows(plan: dict, element: dict, frames: list[DataFrame], batch_id: int, dirs: RunDirs,
-                layout: RunLayout, write: Callable, transform: Optional[Callable], here: bool
-                ) -> Union[DataFrame, Any, None]:
+def _stage_rows(plan: dict, element: dict, frames: list[Optional[DataFrame]], batch_id: int,
+                dirs: RunDirs, layout: RunLayout, write: Callable, transform: Optional[Callable],
+                here: bool) -> Union[DataFrame, Any, None]:
     """``element``'s processor output rows of this batch from its ports' rows (``frames``, in the
-    processor's frame layout): a frame, or with ``here`` an Arrow table (``transform`` is then
-    :func:`runtime.job.local_arrow_transform`, which runs it on the driver); for a native aggregation (which writes its batch
-    itself, here) its changelog rows as written, None when no group changed."""
+    processor's frame layout; None for a port without rows): a frame, or with ``here`` an Arrow
+    table (``transform`` is then :func:`runtime.job.local_arrow_transform`, which runs it on the
+    driver); for a native aggregation (which writes its batch itself, here) its changelog rows as
+    written, None when no group changed."""
     native = element["physical"]["native"]
     if native == "aggregation":
         source = next(e for e in plan["elements"] if e["name"] == ports_of(element)[0][1])
