@@ -90,6 +90,35 @@ def test_collected_and_distributed_batches_write_the_same(spark, tmp_path, colle
             for s, r in runs["other"][0].items()} == _expected(trades)
 
 
+def test_an_input_window_read_by_one_aggregation_in_a_large_batch(spark, tmp_path):
+    """An input window whose one reader aggregates it: the same in a batch held on the driver and
+    in one that stays distributed (an input window's batch goes through its own processor)."""
+    text = """
+CREATE INPUT WINDOW Positions SCHEMA (Id integer, Book string, Qty integer) PRIMARY KEY (Id);
+CREATE OUTPUT WINDOW Books PRIMARY KEY DEDUCED PARTITION BY Positions HASH(Book) PARTITIONS 2
+AS SELECT p.Book Book, sum(p.Qty) Total, count(*) N FROM Positions p GROUP BY p.Book;
+"""
+    pdir = os.path.join(str(tmp_path), "pos")
+    # each Id 5 times: the first insert holds, the others are duplicate keys (bad records)
+    rows = [(i % 40, f"B{i % 5}", i) for i in range(200)]
+    write_rows(os.path.join(pdir, "p.csv"), ["Id", "Book", "Qty"], rows)
+    first: dict[int, tuple] = {}
+    for i, b, q in rows:
+        first.setdefault(i, (b, q))
+    expected: dict[str, tuple] = {}
+    for b, q in first.values():
+        total, n = expected.get(b, (0, 0))
+        expected[b] = (total + q, n + 1)
+    reports = {}
+    for how, limit in (("small", None), ("large", 0)):
+        out = run_project(spark, tmp_path / how, text, {"Positions": pdir}, collect_bytes=limit)
+        assert {r["Book"]: (int(r["Total"]), int(r["N"])) for r in out.rows("Books")} == expected, how
+        assert len(out.bad_records()) == 160, how
+        reports[how] = out.report["elements"]
+    assert reports["small"] == reports["large"]
+    assert reports["large"]["Positions"]["rows_in"] == 200
+
+
 def test_elements_with_timers_and_their_readers_run_in_queries_of_their_own(spark, tmp_path):
     text = """
 CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
