@@ -1,6 +1,8 @@
-"""Running a plan on Spark: one streaming query per element, changelogs between them.
+"""Running a plan's elements on Spark: what each writes per batch, and the query of its own that an
+element outside the project's query (runtime/project_query.py: elements with timers and their
+readers, or every element with a file limit per batch) runs.
 
-Every element runs as its own Structured Streaming query that reads the changelogs of the elements
+Such an element runs as its own Structured Streaming query that reads the changelogs of the elements
 it selects from (input elements read their CSV files) and writes its own changelog: one Parquet file
 per micro-batch, named by the batch id and written with a rename, so a batch replayed after a crash
 rewrites the same file with the same rows (sequence numbers come from the source, the engine is

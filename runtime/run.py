@@ -1,4 +1,5 @@
-"""``ccl run``: start every element's query, run until idle or until stopped, write the outputs."""
+"""``ccl run``: start the project's query and the queries of the elements outside it, run until idle
+or until stopped, write the outputs."""
 from __future__ import annotations
 
 import contextlib
