@@ -549,7 +549,6 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
     unrecorded element (``layout.unrecorded``) writes its counters and bad records but no
     changelog."""
     name = element["name"]
-    unrecorded = layout.unrecorded
     cols = [c for c, _ in element["columns"]]
     native = element["physical"]["native"]
     by_name = {e["name"]: e for e in plan["elements"]}
@@ -569,13 +568,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
     if native == "aggregation":
         return aggregation_writer(element, dirs, plan)
 
-    # An input whose changelog nothing reads and whose one reader is a native aggregation or runs
-    # in applyInArrow hands its batch over unread: the reader's pass counts the input's rows too
-    # (the aggregation's own grouping, or Spark's observed metrics), so the batch is read once,
-    # not cached and read again (a second read only for bad records, when there are some).
-    if (native == "input" and name in unrecorded and len(consumers) == 1
-            and (consumers[0][0]["physical"]["native"] == "aggregation"
-                 or consumers[0][0]["name"] in arrow_rows)):
+    if len(consumers) == 1 and hands_over_unread(element, consumers[0][0], layout):
         consumer, consumer_write = consumers[0]
         # the input's rows by kind (an input stream emits inserts only, and has one instance)
         kinds = ("row", "bad", "skip")
@@ -617,6 +610,17 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
         if name in layout.arrow_state:
             prune(dirs.of("state", name), batch_id)
     return write
+
+
+def hands_over_unread(element: dict, reader: dict, layout: RunLayout) -> bool:
+    """Whether ``element``, with ``reader`` its one reader, hands its batch to it unread: an input
+    stream read natively whose changelog nothing reads, and a reader that is a native aggregation
+    or runs in applyInArrow. The reader's pass counts the input's rows too (the aggregation's own
+    grouping, or Spark's observed metrics), so the batch is read once, not cached and read again
+    (a second read only for bad records, when there are some)."""
+    return (element["physical"]["native"] == "input" and element["name"] in layout.unrecorded
+            and (reader["physical"]["native"] == "aggregation"
+                 or reader["name"] in layout.arrow_state))
 
 
 def aggregation_writer(element: dict, dirs: RunDirs, plan: dict) -> Callable[..., Optional[dict[int, int]]]:

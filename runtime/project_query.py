@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from dataclasses import replace
 from typing import Any, Callable, Iterator, Optional, Union
 
 from pyspark.sql import DataFrame, SparkSession
@@ -29,9 +30,9 @@ from pyspark.sql import functions as F
 
 from .arrow_state import prune
 from .job import (RunError, RunLayout, RunOptions, aggregation_writer, arrow_transform,
-                  batch_writer, changelog_frame, changelog_schema, local_arrow_transform,
-                  table_writer, element_writer, frame_layout, input_files, is_input,
-                  native_frame, native_input, ports_of, processor_input)
+                  batch_writer, changelog_frame, changelog_schema, element_writer, frame_layout,
+                  hands_over_unread, input_files, is_input, local_arrow_transform, native_frame,
+                  native_input, ports_of, processor_input, table_writer)
 from .processor import KIND
 from .run_dir import RunDirs
 
@@ -107,9 +108,7 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
 
     by_name = {e["name"]: e for e in plan["elements"]}
     stages = [by_name[name] for name in layout.project]
-    # the stages run here, not inside their sources' batches
-    own = RunLayout(layout.buckets, {}, layout.unrecorded, layout.file_source, layout.arrow_state,
-                    layout.by_group, layout.project)
+    own = replace(layout, fused={})  # the stages run here, not inside their sources' batches
     formats = {}
     for e in stages:
         if is_input(e):
@@ -121,18 +120,14 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
                     raise RunError(f"input of '{e['name']}': {exc}") from None
     readers = {name: [e for e in stages if any(src == name for _, src in ports_of(e))]
                for name in layout.project}
-    # An unrecorded input stream read natively with one reader that takes its one port from it,
-    # and that nothing else here reads, hands a large batch over unread (runtime.job.batch_writer:
-    # the reader's pass counts the input's rows too).
+    # An input with one reader that takes its one port from it, and that nothing else here reads,
+    # hands a large batch over unread as in a query of its own (runtime.job.hands_over_unread).
     through = {}
     for e in stages:
         ours = readers[e["name"]]
-        if (e["physical"]["native"] == "input" and e["name"] in layout.unrecorded and len(ours) == 1
-                and len(ports_of(ours[0])) == 1 and not readers[ours[0]["name"]]
-                and (ours[0]["physical"]["native"] == "aggregation"
-                     or ours[0]["name"] in layout.arrow_state)):
-            fused = RunLayout(layout.buckets, {e["name"]: [ours[0]["name"]]}, layout.unrecorded,
-                              layout.file_source, layout.arrow_state, layout.by_group)
+        if (len(ours) == 1 and len(ports_of(ours[0])) == 1 and not readers[ours[0]["name"]]
+                and hands_over_unread(e, ours[0], layout)):
+            fused = replace(layout, fused={e["name"]: [ours[0]["name"]]}, project=())
             through[e["name"]] = (ours[0]["name"], batch_writer(e, dirs, plan, fused))
     writers = {e["name"]: (aggregation_writer(e, dirs, plan) if e["physical"]["native"] == "aggregation"
                            else element_writer(e, dirs, plan, own)) for e in stages}
@@ -219,8 +214,9 @@ def _stage_rows(plan: dict, element: dict, frames: list[Optional[DataFrame]], ba
     driver); for a native aggregation (which writes its batch itself, here) its changelog rows as
     written, None when no group changed."""
     native = element["physical"]["native"]
-    if native == "aggregation":
+    if native in ("aggregation", "stream"):  # one source
         source = next(e for e in plan["elements"] if e["name"] == ports_of(element)[0][1])
+    if native == "aggregation":
         write(native_frame(element, source, frames[0]), batch_id)
         path = dirs.batch_file("changelog", element["name"], batch_id, "parquet")
         spark = frames[0].sparkSession
@@ -229,7 +225,6 @@ def _stage_rows(plan: dict, element: dict, frames: list[Optional[DataFrame]], ba
     if native == "input":
         return native_input(element, frames[0])
     if native == "stream":
-        source = next(e for e in plan["elements"] if e["name"] == ports_of(element)[0][1])
         return native_frame(element, source, frames[0])
     assert transform is not None, f"{element['name']} has no way to run"
     proc_in = processor_input(plan, element, frames, layout.buckets,
