@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from buckets import bucket_table
 from planned import plan_json
 from ccl.plan.physical import columnar_kernel
 from runtime.engine.kernels.keep import KeepKernel
@@ -70,23 +71,7 @@ def bucket_run(tmp_path, window: str) -> BucketRun:
 
 
 def table(events: list, first_seq: int) -> pa.Table:
-    seqs, subs = [], []
-    for e in events:  # an event sharing the one before's number comes next in its transaction
-        shared = e[4] and bool(seqs)
-        seqs.append(seqs[-1] if shared else first_seq + len(seqs))
-        subs.append(subs[-1] + 1 if shared else 0)
-    n = len(events)
-    return pa.table({
-        "__port": pa.array([0] * n, pa.int32()),
-        "__seq": pa.array(seqs, pa.int64()),
-        "__sub": pa.array(subs, pa.int64()),
-        "__src": pa.array([0] * n, pa.int32()),
-        "__op": pa.array([e[1] for e in events], pa.string()),
-        "__inst": pa.array([e[0] for e in events], pa.int32()),
-        "__why": pa.array([e[2] for e in events], pa.string()),
-        "__raw": pa.array(["x,y" if e[2] else None for e in events], pa.string()),
-        "__p0": pa.array([e[3] for e in events], SCHEMA),
-        "__bucket": pa.array([0] * n, pa.int32())})
+    return bucket_table(events, first_seq, SCHEMA)
 
 
 def same(a, b) -> bool:
