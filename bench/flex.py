@@ -47,6 +47,8 @@ from ccl.plan.planner import plan_project  # noqa: E402
 from runtime.engine.changes import Event  # noqa: E402
 from runtime.engine.flex import make_engine  # noqa: E402
 
+from project import ELEMENTS as PROJECT_ELEMENTS  # noqa: E402  (bench/project.py)
+
 TRADES = "CREATE INPUT STREAM Trades SCHEMA (Sym string, Price float, Volume integer);\n"
 
 SHAPES: dict[str, tuple[str, str, str]] = {
@@ -133,29 +135,7 @@ BUCKET = """
 CREATE INPUT WINDOW SymStats
     SCHEMA (Sym string, Trades integer, Volume integer, AvgPrice float, LastId long)
     PRIMARY KEY (Sym);
-CREATE FLEX Moves
-    IN SymStats
-    OUT OUTPUT STREAM Moves SCHEMA (Sym string, AvgPrice float, Change float, LastId long)
-    PARTITION BY SymStats HASH(Sym) PARTITIONS 4
-BEGIN
-    DECLARE
-        dictionary(string, float) lastAvg;
-        typeof(Moves) rec;
-    END;
-    ON SymStats {
-        rec.Sym := SymStats.Sym;
-        rec.AvgPrice := SymStats.AvgPrice;
-        rec.LastId := SymStats.LastId;
-        if (isnull(lastAvg[SymStats.Sym])) {
-            rec.Change := 0.0;
-        } else {
-            rec.Change := SymStats.AvgPrice - lastAvg[SymStats.Sym];
-        }
-        lastAvg[SymStats.Sym] := SymStats.AvgPrice;
-        output setOpcode(rec, insert);
-    };
-END;
-"""
+""" + dict(PROJECT_ELEMENTS)["flex"].replace("{out}", "OUTPUT ")
 INSTANCES = 4
 
 SYMBOLS = [f"S{i:03d}" for i in range(100)]
