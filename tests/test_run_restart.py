@@ -66,8 +66,7 @@ def test_killed_run_resumes_without_loss_or_duplicates(spark, tmp_path, source):
         assert proc.poll() is None, "the run ended before it could be killed"
         assert _batches(run_dir, "totals") >= 4, "no progress before the deadline"
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, as a crash would
-        proc.wait()
+        _crash(proc)
     run = json.loads((Path(run_dir) / "run.json").read_text())
     assert run["file_source"] == ([] if source == "ccl_csv" else ["trades"])
     # totals (a time KEEP) has timers: transformWithState; counted keeps its state in files
@@ -218,6 +217,12 @@ def test_ctrl_c_while_spark_starts_stops_the_run(tmp_path):
 
 def _has_child(pid: int) -> bool:
     """Whether process ``pid`` has started a child (`ccl run`: spark-submit, the JVM)."""
+    return bool(_children(pid))
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
             with open(stat, encoding="ascii", errors="replace") as f:
@@ -225,8 +230,25 @@ def _has_child(pid: int) -> bool:
         except OSError:  # the process ended
             continue
         if int(fields[1]) == pid:
-            return True
-    return False
+            found.append(int(stat.split("/")[2]))
+    return found
+
+
+def _crash(proc: subprocess.Popen) -> None:
+    """SIGKILL to a `ccl run` and its Spark JVM, as a crash of the machine would: the JVM runs in a
+    session of its own (runtime/session.py), so the driver's process group does not hold it, and
+    left alone it would go on a moment after the driver, racing the run that resumes."""
+    jvms = _children(proc.pid)
+    os.killpg(proc.pid, signal.SIGKILL)
+    for pid in jvms:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{pid}") for pid in jvms) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def test_checkpoint_refused_when_rows_spread_otherwise(tmp_path):
