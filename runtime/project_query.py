@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator, Optional, Union
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from . import arrow_frames
 from .arrow_state import prune
 from .job import (RunError, RunLayout, RunOptions, aggregation_writer, arrow_transform,
                   batch_writer, changelog_frame, changelog_schema, element_writer, frame_layout,
@@ -103,7 +104,6 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
                   guard: Optional[BatchGuard] = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of the project's query: one batch of the listing of
     :func:`project_listing` through every stage, in dependency order, under ``guard``."""
-    from .inputs.csv_text import output_schema
     from .inputs.file_input import batch_rows, input_format, rows_here
 
     by_name = {e["name"]: e for e in plan["elements"]}
@@ -118,6 +118,7 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
                     formats[e["name"]] = (files, input_format(e, {k: str(v) for k, v in props.items()}))
                 except ValueError as exc:  # a delimiter or date format the reader cannot use
                     raise RunError(f"input of '{e['name']}': {exc}") from None
+    specs = {i: formats[e["name"]][0] for i, e in enumerate(stages) if e["name"] in formats}
     readers = {name: [e for e in stages if any(src == name for _, src in ports_of(e))]
                for name in layout.project}
     # An input with one reader that takes its one port from it, and that nothing else here reads,
@@ -150,7 +151,7 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
             paths.setdefault(r[0], []).append(r[1])
         # a small batch's rows are collected once per stage and written here (no Spark job per
         # file); a large one stays distributed, each stage's rows persisted for its writers
-        small = _bytes(paths) <= options.collect_bytes
+        small = _bytes(paths, specs) <= options.collect_bytes
         handed = set() if small else {reader for reader, _ in through.values()}
         outputs: dict[str, Optional[DataFrame]] = {}  # a stage's rows of this batch (None: none)
         held: list[DataFrame] = []
@@ -165,22 +166,25 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
                         continue
                     files, fmt = formats[name]
                     manifest = dirs.of("sources", name)
-                    parsed = (spark.createDataFrame(rows_here(e, files, fmt, manifest, paths[i]),
-                                                    output_schema(e["columns"])) if small
-                              else batch_rows(spark, e, files, fmt, manifest, paths[i]))
-                    frame = frame_layout(parsed)
+                    if small:
+                        frames = [arrow_frames.input_frame(rows_here(e, files, fmt, manifest, paths[i]))]
+                    else:
+                        frames = [frame_layout(batch_rows(spark, e, files, fmt, manifest, paths[i]))]
                     if name in through and not small:
-                        through[name][1](native_input(e, frame), batch_id)
+                        through[name][1](native_input(e, frames[0]), batch_id)
                         outputs[name] = None
                         continue
-                    frames = [frame]
                 else:
                     frames = [outputs.get(src) for _, src in ports_of(e)]
                     if all(f is None for f in frames):
                         outputs[name] = None
                         continue
-                out = _stage_rows(plan, e, frames, batch_id, dirs, layout, writers[name],
-                                  (here if small else transforms).get(name), small)
+                if small:
+                    out = _stage_table(spark, plan, e, frames, batch_id, dirs, layout,
+                                       writers[name], here.get(name))
+                else:
+                    out = _stage_rows(plan, e, frames, batch_id, dirs, layout, writers[name],
+                                      transforms.get(name), False)
                 outputs[name] = _written(spark, e, out, batch_id, writers[name], tables[name],
                                          small, held)
         finally:
@@ -191,15 +195,16 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
     return run
 
 
-def _bytes(paths: dict[int, list[str]]) -> int:
-    """The bytes of a batch's new files."""
-    from .inputs.file_input import local_path
+def _bytes(paths: dict[int, list[str]], files: dict[int, Any]) -> int:
+    """The bytes of the new files of a batch (``paths`` by input position) that their inputs
+    read (``files``: each input's ``FileSpec``)."""
+    from .inputs.file_input import read_paths
 
     total = 0
-    for batch in paths.values():
-        for path in batch:
+    for i, batch in paths.items():
+        for path in read_paths(files[i], batch):
             try:
-                total += os.path.getsize(local_path(path))
+                total += os.path.getsize(path)
             except OSError:  # gone: the parser reports it
                 pass
     return total
@@ -234,6 +239,25 @@ def _stage_rows(plan: dict, element: dict, frames: list[Optional[DataFrame]], ba
     return transform(proc_in, batch_id)
 
 
+def _stage_table(spark: SparkSession, plan: dict, element: dict, frames: list[Optional[Any]],
+                 batch_id: int, dirs: RunDirs, layout: RunLayout, write: Callable,
+                 transform: Optional[Callable]) -> Union[DataFrame, Any, None]:
+    """:func:`_stage_rows` of a small batch, whose frames are Arrow tables: built here by
+    runtime/arrow_frames.py where it can, else by Spark's expressions over the tables."""
+    native = element["physical"]["native"]
+    out = None
+    if native == "input":
+        out = arrow_frames.native_input(element, frames[0])
+    elif transform is not None:
+        proc_in = arrow_frames.processor_input(plan, element, frames, layout.buckets,
+                                               layout.by_group.get(element["name"], ()))
+        out = transform(proc_in, batch_id) if proc_in is not None else None
+    if out is not None:
+        return out
+    spark_frames = [None if t is None else spark.createDataFrame(t) for t in frames]
+    return _stage_rows(plan, element, spark_frames, batch_id, dirs, layout, write, transform, True)
+
+
 def _written(spark: SparkSession, element: dict, out: Union[DataFrame, Any, None], batch_id: int,
              write: Callable, write_table: Callable, small: bool,
              held: list[DataFrame]) -> Optional[DataFrame]:
@@ -245,12 +269,10 @@ def _written(spark: SparkSession, element: dict, out: Union[DataFrame, Any, None
     if out is None:
         return None
     if element["physical"]["native"] == "aggregation":  # written already: ``out`` is its changelog
-        return changelog_frame(out, cols)
+        return arrow_frames.changelog_frame(_collected(out), cols) if small else changelog_frame(out, cols)
     if small:
         rows = write_table(out if not isinstance(out, DataFrame) else _collected(out), batch_id)
-        if rows is None:
-            return None
-        return changelog_frame(spark.createDataFrame(rows, changelog_schema(element)), cols)
+        return arrow_frames.changelog_frame(rows, cols) if rows is not None else None
     df, produced = write(out, batch_id)
     held.append(df)
     return changelog_frame(df.where(F.col(KIND) == "row"), cols) if produced else None

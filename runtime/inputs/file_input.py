@@ -93,15 +93,21 @@ def batch_rows(spark: SparkSession, element: dict, files: FileSpec, fmt: CsvForm
     return listing.mapInArrow(_parser(json.dumps(element["columns"]), fmt, schema), schema)
 
 
+def read_paths(files: FileSpec, paths: list[str]) -> list[str]:
+    """The local paths, among ``paths`` (a batch of :func:`file_stream`, which lists the whole
+    directory tree), of the files the input reads: in ``files.dir`` itself, not a subdirectory,
+    and :func:`wanted` by it."""
+    top = os.path.realpath(files.dir)
+    return [p for p in map(local_path, paths)
+            if os.path.realpath(os.path.dirname(p)) == top and wanted(files, os.path.basename(p))]
+
+
 def numbered_slices(files: FileSpec, fmt: CsvFormat, manifest_dir: str, paths: list[str],
                     slice_bytes: int = DEFAULT_SLICE_BYTES) -> list[tuple[int, str, int, int, int]]:
     """The slices ``(file_no, path, start, end, first_line)`` of the files ``paths`` (one
     micro-batch of :func:`file_stream`) that the input reads, each file numbered in the manifest
     of ``manifest_dir`` (names new to it appended in name order)."""
-    top = os.path.realpath(files.dir)
-    names = sorted({os.path.basename(p) for p in map(local_path, paths)
-                    if os.path.realpath(os.path.dirname(p)) == top  # not from a subdirectory
-                    and wanted(files, os.path.basename(p))})
+    names = sorted({os.path.basename(p) for p in read_paths(files, paths)})
     manifest = Manifest(manifest_dir)
     known = manifest.read()
     manifest.append([nm for nm in names if nm not in set(known)])

@@ -1,0 +1,166 @@
+"""A small batch's frames as Arrow tables, built here on the driver without Spark.
+
+The project's query (runtime/project_query.py) runs a small batch on the driver. Its stages hand
+each other rows in the processor's frame layout (``__seq``, ``__sub``, ``__src``, ``__op``, the
+element's columns, ``__why``, ``__raw``). Built as Spark DataFrames over local relations and
+collected, those rows cross between the JVM and Python as Python objects, row by row: at
+200,000 rows that took seconds per stage. This module builds the same rows, and the processor
+input of a per-instance element, as Arrow tables with numpy, for what it computes exactly as the
+Spark expressions of runtime/job.py do:
+
+- instance assignment by HASH (Spark's murmur3, runtime/spark_hash.py), ROUNDROBIN, or broadcast
+  to every instance, for an element's own ``PARTITION BY`` (not a partitioned module's);
+- ``__bucket``: the instance modulo the buckets, or with by-group columns their hash;
+- a native input stream's output when no row of the batch is bad.
+
+Everything else (a custom partition function, a module's partitioning, bad input rows, native
+filters and aggregations) answers None here, and the caller takes the Spark expressions.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .engine.changes import OPS
+from .job import is_input, ports_of
+from .processor import (INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, output_schema,
+                        port_column)
+from .spark_hash import spark_hash_columns
+
+BUCKET = "__bucket"
+_BAD, _LINE = "__bad", "__raw"  # the input source's reason and raw-line columns
+
+
+def input_frame(parsed: pa.Table) -> pa.Table:
+    """An input's parsed rows (the ``ccl_csv`` source's schema) in the frame layout: as
+    runtime.job.frame_layout makes them."""
+    n = parsed.num_rows
+    names = [WHY if c == _BAD else RAW if c == _LINE else c for c in parsed.column_names]
+    return (parsed.rename_columns(names)
+            .append_column(pa.field(SRC, pa.int32(), False), pa.array(np.zeros(n, np.int32)))
+            .append_column(pa.field(SUB, pa.int64(), False), pa.array(np.zeros(n, np.int64))))
+
+
+def changelog_frame(rows: pa.Table, cols: Sequence[str]) -> pa.Table:
+    """Changelog rows (runtime.job.changelog_schema's) in the frame layout, as
+    runtime.job.changelog_frame makes them."""
+    n = rows.num_rows
+    arrays = [rows.column(SEQ), rows.column(SUB), rows.column(INST), rows.column(OP),
+              *[rows.column(c) for c in cols], pa.nulls(n, pa.string()), pa.nulls(n, pa.string())]
+    return pa.Table.from_arrays(arrays, names=[SEQ, SUB, SRC, OP, *cols, WHY, RAW])
+
+
+def native_input(element: dict, frame: pa.Table) -> Optional[pa.Table]:
+    """An input stream's processor output (runtime.job.native_input's rows) when no row of
+    ``frame`` is bad; None when one is (its bad record is Spark's to write)."""
+    op = frame.column(OP)
+    if frame.column(WHY).null_count != frame.num_rows or not pc.all(pc.is_in(op, pa.array(OPS)), min_count=0).as_py():
+        return None
+    skip = pc.is_in(op, pa.array(["d", "s"]))
+    schema = _schema(element)
+    n = frame.num_rows
+    arrays = {KIND: pc.if_else(skip, "skip", "row"), INST: pa.array(np.zeros(n, np.int32)),
+              SEQ: frame.column(SEQ), SUB: pa.array(np.zeros(n, np.int64)),
+              OP: pc.if_else(skip, pa.scalar(None, pa.string()), "i"),
+              INFO: pa.nulls(n, pa.string())}
+    return pa.Table.from_arrays(
+        [arrays[f.name] if f.name in arrays else frame.column(f.name) for f in schema],
+        schema=schema)
+
+
+def processor_input(plan: dict, element: dict, frames: Sequence[Optional[pa.Table]],
+                    buckets: int, by_group: Sequence[str] = ()) -> Optional[pa.Table]:
+    """runtime.job.processor_input over Arrow frames (None for a port without rows), with every
+    meta column; None when an assignment is not one this module computes."""
+    by_name = {e["name"]: e for e in plan["elements"]}
+    ports = ports_of(element)
+    if element.get("module_partition"):
+        return None
+    sources = [by_name[src] for _, src in ports]
+    structs = [pa.struct([frame.schema.field(c) for c, _ in src["columns"]])
+               if frame is not None else None for src, frame in zip(sources, frames)]
+    parts = []
+    for port, (source, frame) in enumerate(zip(sources, frames)):
+        if frame is None:
+            continue
+        instance = _instances(element.get("partition"), source, frame, is_input(source))
+        if instance is None:
+            return None
+        rows, inst = instance
+        taken = frame.take(pa.array(rows)) if rows is not None else frame
+        n = taken.num_rows
+        arrays = [pa.array(np.full(n, port, np.int32)), taken.column(SEQ), taken.column(SUB),
+                  taken.column(SRC), taken.column(OP), pa.array(inst.astype(np.int32)),
+                  taken.column(WHY), taken.column(RAW)]
+        names = [PORT, SEQ, SUB, SRC, OP, INST, WHY, RAW]
+        for j, (src, struct) in enumerate(zip(sources, structs)):
+            if j == port:
+                value = pa.StructArray.from_arrays(
+                    [taken.column(c).combine_chunks() for c, _ in src["columns"]],
+                    fields=list(struct))
+            else:
+                fields = ([pa.field(c, _arrow_type(t)) for c, t in src["columns"]]
+                          if struct is None else list(struct))
+                value = pa.nulls(n, pa.struct(fields))
+            arrays.append(value)
+            names.append(port_column(j))
+        parts.append(pa.Table.from_arrays(arrays, names=names))
+    if not parts:
+        return None
+    table = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+    inst = table.column(INST).to_numpy()
+    if by_group:
+        # flatten, not field: a row of another port has a null struct, whose fields count as null
+        first = dict(zip([c for c, _ in sources[0]["columns"]],
+                         table.column(port_column(0)).combine_chunks().flatten()))
+        types = dict(sources[0]["columns"])
+        spread = spark_hash_columns([table.column(INST).combine_chunks()]
+                                    + [first[c] for c in by_group],
+                                    ["integer"] + [types[c] for c in by_group])
+        bucket = np.mod(spread.astype(np.int64), buckets)
+    else:
+        bucket = np.mod(inst.astype(np.int64), buckets)
+    return table.append_column(BUCKET, pa.array(bucket.astype(np.int32)))
+
+
+def _instances(partition: Optional[dict], source: dict, frame: pa.Table, numbered: bool
+               ) -> Optional[tuple[Optional[np.ndarray], np.ndarray]]:
+    """``(rows, instances)``: the rows of ``frame`` to take (None: all, in order; a broadcast
+    repeats each row for every instance) and the instance of each; None when the partitioning
+    of ``source`` is a custom function. ``numbered``: the source's rows are numbered
+    consecutively (an input's lines), so ROUNDROBIN rotates by the number."""
+    n = frame.num_rows
+    if not partition:
+        return None, np.zeros(n, np.int64)
+    count = int(partition["count"])
+    spec = next((s for s in partition["specs"] if s["input"] == source["name"]), None)
+    if spec is None:  # broadcast: every row to every instance
+        return np.repeat(np.arange(n), count), np.tile(np.arange(count), n)
+    method, columns = spec["method"], spec.get("columns") or []
+    if method == "hash" or (method == "roundrobin" and columns):
+        types = dict(source["columns"])
+        hashed = spark_hash_columns([frame.column(c).combine_chunks() for c in columns],
+                                    [types[c] for c in columns])
+        return None, np.mod(hashed.astype(np.int64), count)
+    if method == "roundrobin":
+        if numbered:
+            return None, np.mod(frame.column(SEQ).to_numpy(), count)
+        hashed = spark_hash_columns([frame.column(SEQ).combine_chunks(),
+                                     frame.column(SUB).combine_chunks()], ["long", "long"])
+        return None, np.mod(hashed.astype(np.int64), count)
+    return None
+
+
+def _schema(element: dict) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+    return to_arrow_schema(output_schema(element), timezone="UTC")
+
+
+def _arrow_type(ccl_type: str) -> pa.DataType:
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from .types import spark_type
+    return to_arrow_type(spark_type(ccl_type), timezone="UTC")
