@@ -71,7 +71,7 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
     project = project_members(plan, options)
     unrecorded = [] if options.record_inputs else [
         e["name"] for e in plan["elements"]
-        if e["physical"]["unrecorded"] or unread_in_project(e, plan, project)]
+        if e["physical"]["unrecorded"] or _unread_in_project(e, plan, project)]
     # with a file limit per batch the ccl_csv source stays: it takes files in name order,
     # Spark's file source the oldest first
     file_source = ([] if options.max_files_per_batch else
@@ -103,7 +103,7 @@ def project_members(plan: dict, options: RunOptions) -> list[str]:
     return members
 
 
-def unread_in_project(element: dict, plan: dict, project: list[str]) -> bool:
+def _unread_in_project(element: dict, plan: dict, project: list[str]) -> bool:
     """Whether ``element`` is a stage of the project's query whose changelog nothing reads: its
     every reader is a stage of the same query (which gets its rows in the batch), it is no output
     element (whose ``NAME.csv`` is read from it) and no native aggregation (whose readers read

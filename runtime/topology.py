@@ -96,7 +96,7 @@ def _assignment(partition: dict, source: dict, target: str, schema: T.StructType
 
 
 @once
-def instance_steps(element: dict, source: dict, schema: T.StructType) -> tuple[list[dict], list[str]]:
+def _instance_steps(element: dict, source: dict, schema: T.StructType) -> tuple[list[dict], list[str]]:
     """The ``withColumns`` steps that give rows of ``source`` (a frame of ``schema``) their
     ``__inst`` and mark those that get none in ``__why``, and the helper columns to drop after."""
     own, mod = element.get("partition"), element.get("module_partition")
@@ -131,7 +131,7 @@ def with_instance(df: DataFrame, element: dict, source: dict) -> DataFrame:
     Own partitioning gives ``p`` in ``0..P-1``; an element of a partitioned module instance also
     gets the module instance ``m`` in ``0..M-1`` (from the module's BY for an outer input, from the
     producing instance for an element of the same module instance) and ``__inst = m * P + p``."""
-    steps, helpers = instance_steps(element, source, df.schema)
+    steps, helpers = _instance_steps(element, source, df.schema)
     for step in steps:
         df = df.withColumns(step)
     return df.drop(*helpers) if helpers else df
@@ -142,9 +142,10 @@ def processor_input(plan: dict, element: dict, frames: Sequence[Optional[DataFra
     """The union of all ports' rows in the processor's input layout, with ``__bucket``: the
     instance modulo ``buckets``, or with ``by_group`` (columns of the one source, see
     :attr:`runtime.run_setup.RunLayout.by_group`) a hash of the instance and those columns.
-    ``narrow`` leaves out the meta columns that hold their ``META_DEFAULTS`` value on every row (:func:`constant_meta`;
-    for the applyInArrow path, whose readers put them back: every column of every row crosses a
-    shuffle and the Arrow link to Python, 0.6-0.8 s per million rows for six of them).
+    ``narrow`` leaves out the meta columns that hold their ``META_DEFAULTS`` value on every row
+    (:func:`constant_meta`; for the applyInArrow path, whose readers put them back: every column
+    of every row crosses a shuffle and the Arrow link to Python, 0.6-0.8 s per million rows for
+    six of them).
 
     Each frame has ``__seq``, ``__sub``, ``__src``, ``__op``, ``__why``, ``__raw`` and the source
     element's columns; a port whose frame is None has no rows (not all of them)."""
@@ -198,7 +199,7 @@ def constant_meta(plan: dict, element: dict, frames: Sequence[Optional[DataFrame
     by_name = {e["name"]: e for e in plan["elements"]}
     sources = [by_name[src] for _, src in ports_of(element)]
     fails = any(WHY in step for src, df in zip(sources, frames) if df is not None
-                for step in instance_steps(element, src, df.schema)[0])
+                for step in _instance_steps(element, src, df.schema)[0])
     rules = {PORT: len(sources) == 1, RAW: True, WHY: not fails,
              OP: all(READ_AS.get(s["kind"], s["kind"]) == "stream" for s in sources),
              SRC: all(s["physical"]["instances"] == 1 for s in sources),
