@@ -217,7 +217,7 @@ def buckets(rows: int, batch: int, seed: int = 2) -> list[tuple[list[dict], list
 
 
 def bucket_tables(parts: list[tuple[list[dict], list[tuple]]]) -> list:
-    """The buckets of :func:`buckets` as Arrow tables (the columns runtime/job.py gives a one-port
+    """The buckets of :func:`buckets` as Arrow tables (the columns runtime/topology.py gives a one-port
     element: no ``__why``/``__raw``, which default)."""
     import pyarrow as pa
     schema = pa.struct([("Sym", pa.string()), ("Trades", pa.int32()), ("Volume", pa.int32()),

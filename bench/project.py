@@ -41,7 +41,7 @@ from typing import Callable
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ccl.plan.planner import plan_project  # noqa: E402
-from runtime.job import RunOptions  # noqa: E402
+from runtime.run_setup import RunOptions  # noqa: E402
 from runtime.run import run_plan  # noqa: E402
 from runtime.session import get_session  # noqa: E402
 

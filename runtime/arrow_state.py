@@ -81,7 +81,7 @@ def prune(state_dir: str, batch_id: int) -> None:
 def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int], state_dir: str,
                   batch_id: int, now: int) -> Callable[[Any, Any], Any]:
     """The ``applyInArrow`` function of one batch (it travels to the executors pickled): a
-    bucket's rows (the processor's input layout, runtime/job.py processor_input) in, its output
+    bucket's rows (the processor's input layout, runtime/topology.py processor_input) in, its output
     rows (:func:`runtime.processor.output_schema`) out."""
     def run(key: Any, table: Any) -> Any:
         with gc_paused():

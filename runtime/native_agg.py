@@ -2,7 +2,7 @@
 
 Such a window (GROUP BY plain columns over a stream, KEEP ALL, count/sum/min/max/avg) never
 retracts. Its input rows carry their partition instance (``__inst``, given by
-``runtime.job._with_instance`` exactly as on the per-instance path); each micro-batch is
+``runtime.topology.with_instance`` exactly as on the per-instance path); each micro-batch is
 aggregated with ``groupBy(__inst, group columns)`` and merged into per-group partial totals kept as
 one Parquet snapshot per batch (``RUN/native/ELEMENT/state-N.parquet``), so every instance has its
 own groups. A replayed batch N reads snapshot N-1 again and rewrites the same files, as the
@@ -130,7 +130,7 @@ def native_writer(element: dict, spec: dict, state_dir: str,
     ``write(df, batch_id, tally=None)``: rows whose ``__op`` is a delete or null are not
     aggregated. With ``tally`` (a non-negative integer column of ``df``), the same pass over ``df``
     also counts all its rows by its value, returned as ``{value: rows}``: a producer that hands its
-    whole batch over (see runtime/job.py batch_writer) gets its own counters without a pass of its
+    whole batch over (see runtime/batch_writers.py batch_writer) gets its own counters without a pass of its
     own. The tally must not split a group: the rows aggregated have one tally value (a producer's
     output rows).
 

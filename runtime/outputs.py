@@ -25,10 +25,11 @@ from pyspark.sql import SparkSession
 
 from .csv_output import write_csv_tables
 from .inputs.formats import CsvFormat, adapter_properties
-from .job import BATCH, RunError, changelog_schema
+from .frames import changelog_schema
 from .run_dir import RunDirs
 from .native_agg import final_contents
-from .processor import INST, OP, SEQ, SUB
+from .processor import BATCH, INST, OP, SEQ, SUB
+from .run_setup import RunError
 
 log = logging.getLogger("ccl.runtime")
 

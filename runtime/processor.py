@@ -39,7 +39,7 @@ BATCH = "__batch"
 # that they sort after the rows that number already produced.
 EXPIRY_SUB = 1 << 40
 PORT, SRC, WHY, RAW = "__port", "__src", "__why", "__raw"
-# What those columns hold on every row when they are left out of the input (runtime/job.py
+# What those columns hold on every row when they are left out of the input (runtime/topology.py
 # processor_input leaves out the ones that cannot hold anything else for an element).
 META_DEFAULTS = {PORT: 0, SRC: 0, SUB: 0, OP: "i", WHY: None, RAW: None}
 

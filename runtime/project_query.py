@@ -1,5 +1,5 @@
 """One query per project: the elements of a run that can (``RunLayout.project``, see
-:func:`runtime.job.project_members`) run as the stages of one streaming query's micro-batches.
+:func:`runtime.run_setup.project_members`) run as the stages of one streaming query's micro-batches.
 
 The query reads the new files of every input element of the project at once (Spark's file source
 over each input's directory, the listings unioned and tagged with the input; Spark's checkpoint
@@ -30,12 +30,14 @@ from pyspark.sql import functions as F
 
 from . import arrow_frames
 from .arrow_state import prune
-from .job import (RunError, RunLayout, RunOptions, aggregation_writer, arrow_transform,
-                  batch_writer, changelog_frame, changelog_schema, element_writer, frame_layout,
-                  hands_over_unread, input_files, is_input, local_arrow_transform, native_frame,
-                  native_input, ports_of, processor_input, table_writer)
+from .batch_writers import (aggregation_writer, arrow_transform, batch_writer, element_writer,
+                            hands_over_unread, local_arrow_transform, table_writer)
+from .frames import changelog_frame, changelog_schema, frame_layout
+from .native_stages import native_frame, native_input
 from .processor import KIND
 from .run_dir import RunDirs
+from .run_setup import RunError, RunLayout, RunOptions, input_files
+from .topology import is_input, ports_of, processor_input
 
 INPUT = "__input"  # the listing's column: the position of the input among the query's stages
 
@@ -122,7 +124,7 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
     readers = {name: [e for e in stages if any(src == name for _, src in ports_of(e))]
                for name in layout.project}
     # An input with one reader that takes its one port from it, and that nothing else here reads,
-    # hands a large batch over unread as in a query of its own (runtime.job.hands_over_unread).
+    # hands a large batch over unread as in a query of its own (runtime.batch_writers.hands_over_unread).
     through = {}
     for e in stages:
         ours = readers[e["name"]]
@@ -215,7 +217,7 @@ def _stage_rows(plan: dict, element: dict, frames: list[Optional[DataFrame]], ba
                 here: bool) -> Union[DataFrame, Any, None]:
     """``element``'s processor output rows of this batch from its ports' rows (``frames``, in the
     processor's frame layout; None for a port without rows): a frame, or with ``here`` an Arrow
-    table (``transform`` is then :func:`runtime.job.local_arrow_transform`, which runs it on the
+    table (``transform`` is then :func:`runtime.batch_writers.local_arrow_transform`, which runs it on the
     driver); for a native aggregation (which writes its batch itself, here) its changelog rows as
     written, None when no group changed."""
     native = element["physical"]["native"]

@@ -18,11 +18,14 @@ from pyspark.sql.streaming import StreamingQuery
 from ccl.plan.codec import plan_to_json
 from ccl.plan.model import Plan
 
-from .job import (RunError, RunLayout, RunOptions, arrow_transform, batch_writer, element_query,
-                  input_files_stream, is_input, layout_of, prepare_run_dir)
+from .batch_writers import arrow_transform, batch_writer
+from .frames import input_files_stream
+from .job import element_query
 from .outputs import element_stats, output_adapters, write_outputs
 from .project_query import BatchGuard, project_batch, project_listing, query_dir
 from .run_dir import RunDirs
+from .run_setup import RunError, RunLayout, RunOptions, layout_of, prepare_run_dir
+from .topology import is_input
 
 
 PROJECT_QUERY = "ccl:project"  # the name of the project's one query (runtime/project_query.py)

@@ -133,7 +133,7 @@ def run_job(spark, plan: Plan, args: argparse.Namespace, out: TextIO, err: TextI
             stop: Optional[threading.Event] = None) -> int:
     """Run ``plan`` on ``spark`` with parsed options; prints per-element counts like ``ccl run``.
     Does not stop the session. ``stop``: see run_plan."""
-    from .job import RunError, RunOptions
+    from .run_setup import RunError, RunOptions
     from .run import run_plan, status_writer
 
     inputs = getattr(args, "inputs", None)

@@ -9,7 +9,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from ccl.plan.codec import plan_to_json
 from ccl.plan.planner import plan_project
-from runtime.job import RunOptions
+from runtime.run_setup import RunOptions
 from runtime.run import run_plan
 
 

@@ -91,7 +91,7 @@ def test_a_run_directory_of_the_older_layout_is_refused(tmp_path):
 
     import pytest
 
-    from runtime.job import RunError, layout_of
+    from runtime.run_setup import RunError, layout_of
     (tmp_path / "plan.json").write_text(json.dumps(
         {"format": "ccl-plan", "version": 1, "elements": [], "buckets": 8, "arrow_state": ["w"],
          "spread_timed": True}))

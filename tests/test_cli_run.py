@@ -47,7 +47,7 @@ def test_output_and_checkpoint_paths_that_cannot_be_directories_are_usage_errors
 def test_inputs_bound_to_no_existing_file_get_a_note(tmp_path):
     """A misspelt dir, file or pattern read nothing and the run ended with 0 rows, silently."""
     from ccl.plan.planner import plan_project
-    from runtime.job import RunOptions, inputs_without_files
+    from runtime.run_setup import RunOptions, inputs_without_files
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.csv").write_text("id\n1\n")
     (tmp_path / "p.ccl").write_text(

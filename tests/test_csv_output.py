@@ -122,7 +122,7 @@ def test_tables_write_the_same_file_as_rows(tmp_path):
 def test_output_adapters_are_checked_before_the_run(tmp_path):
     """A property the writer cannot use, or two adapters writing one file (the last one won),
     is refused before anything runs, not when the run ends."""
-    from runtime.job import RunError
+    from runtime.run_setup import RunError
     from runtime.outputs import output_adapters
 
     def plan(*adapters):

@@ -120,7 +120,7 @@ def test_batch_rows_numbers_files_and_slices_them_as_the_ccl_csv_source(spark, t
 
 
 def test_a_missing_directory_is_made_and_one_that_cannot_be_is_a_clear_error(spark, tmp_path):
-    from runtime.job import RunError
+    from runtime.run_setup import RunError
     adapter = "attach input adapter a type toolkit_file_csv_input to s properties dir = '{}';\n"
     text = PROJECTS["one reader"] + adapter.format("later/in")
     out = run_project(spark, tmp_path / "a", text, {})
@@ -136,7 +136,7 @@ def test_a_query_spark_refuses_to_start_is_a_run_error_naming_the_element(monkey
     from pyspark.errors import AnalysisException
 
     from runtime import run
-    from runtime.job import RunError
+    from runtime.run_setup import RunError
 
     def refuse(*args):
         raise AnalysisException(message="[PATH_NOT_FOUND] no such path\n\tat org.apache.x")

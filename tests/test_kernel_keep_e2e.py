@@ -8,7 +8,7 @@ import os
 import random
 
 from ccl.plan.planner import plan_project
-from runtime.job import RunOptions
+from runtime.run_setup import RunOptions
 from runtime.run import run_plan
 from tests.runner_e2e import RunOutput, write_rows
 from ccl.plan.codec import plan_to_json

@@ -140,7 +140,7 @@ CREATE OUTPUT STREAM Copy AS SELECT t.TradeId TradeId, t.Qty * 2 Twice FROM Trad
 
 
 def test_a_checkpoint_of_one_query_per_element_is_refused(spark, tmp_path):
-    from runtime.job import RunError
+    from runtime.run_setup import RunError
 
     inputs, _ = _inputs(tmp_path)
     run = os.path.join(str(tmp_path), "run")

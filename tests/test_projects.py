@@ -16,7 +16,7 @@ import pytest
 
 from ccl.plan.codec import plan_to_json
 from ccl.plan.planner import plan_project
-from runtime.job import RunOptions
+from runtime.run_setup import RunOptions
 from runtime.outputs import CONFLICT
 from runtime.run import run_plan
 from tests.cli_runner import run as ccl

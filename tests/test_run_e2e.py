@@ -430,7 +430,7 @@ def test_an_input_is_recorded_when_something_reads_its_changelog(tmp_path):
 def test_a_run_directory_of_the_older_layout_is_refused(spark, tmp_path):
     """A run directory written before the plan held its decisions (a version 1 plan.json with
     the run's layout merged in) is refused with a message, not misread."""
-    from runtime.job import RunError
+    from runtime.run_setup import RunError
     text = """
     create input stream s schema (k string, v integer);
     create output window w primary key deduced keep all
@@ -487,7 +487,7 @@ def test_partitioned_module_instances_multiply(spark, tmp_path):
 def test_input_adapter_properties_resolve_esp_aliases_before_defaults(tmp_path):
     """dsv_in matches stream names unless told otherwise, also under ESP's csv-prefixed name;
     an xmllist adapter reads XML list files."""
-    from runtime.job import RunOptions, input_files
+    from runtime.run_setup import RunOptions, input_files
     element = {"name": "S", "role": "input", "query": None, "physical": {"input_adapter": "in"}}
 
     def props(kind, **given):
@@ -588,13 +588,13 @@ def test_native_window_contents_come_from_its_snapshot(spark, tmp_path, monkeypa
 
 
 def test_single_parquets_writes_every_part_in_one_job(spark, tmp_path):
-    """runtime.job.single_parquets: each frame in its own file, rows counted by ``__op``; an
+    """runtime.batch_writers.single_parquets: each frame in its own file, rows counted by ``__op``; an
     empty frame gets a file only when asked to."""
     import datetime as dt
 
     import pyarrow.parquet as pq
 
-    from runtime.job import single_parquets
+    from runtime.batch_writers import single_parquets
     changes = spark.createDataFrame(
         [("i", 1, Decimal("1.50"), dt.datetime(2026, 1, 2, 3, 4, 5)), ("u", 2, None, None),
          ("i", 3, Decimal("-2.25"), dt.datetime(2026, 1, 2, 3, 4, 6))],

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner_e2e import run_project, write_rows
-from runtime.job import RunError
+from runtime.run_setup import RunError
 from runtime.outputs import CONFLICT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +118,7 @@ def test_checkpoint_refused_when_an_aggregation_changes_path(tmp_path):
     directory made with one is refused when the element now runs on the other (here because a
     Flex now reads its changes)."""
     from planned import plan_json
-    from runtime.job import RunOptions, prepare_run_dir
+    from runtime.run_setup import RunOptions, prepare_run_dir
     agg = """create input stream s schema (k string, v integer);
     create window w primary key deduced keep all as select s.k, sum(s.v) v from s group by s.k;
     create output window o primary key deduced as select w.k, w.v from w;\n"""
@@ -148,7 +148,7 @@ def test_checkpoint_refused_when_groups_can_no_longer_be_spread(tmp_path):
     item computes on an aggregate while its changes are read, it runs on the row engine with state
     split by instance alone, and the run directory is refused."""
     from planned import plan_json
-    from runtime.job import RunOptions, prepare_run_dir
+    from runtime.run_setup import RunOptions, prepare_run_dir
     agg = """create input stream s schema (k string, v integer);
     create output window w primary key deduced keep all as select s.k, sum(s.v) v from s group by s.k;\n"""
     reader = "create output stream c as select w.k from w;\n"
@@ -173,7 +173,7 @@ def test_checkpoint_refused_when_an_element_changes_columns(tmp_path):
     """Resuming after a column was added used to go on, reading old changelogs and state with
     nulls (or failing inside Spark)."""
     from planned import plan_json as plan_project
-    from runtime.job import RunOptions, prepare_run_dir
+    from runtime.run_setup import RunOptions, prepare_run_dir
     text = "create input window w schema (k string, v integer) primary key (k);\n"
     options = RunOptions(inputs={}, base_dir=str(tmp_path), run_dir=str(tmp_path / "run"))
     for body, refused in [(text, False), (text.replace("v integer", "v integer, x float"), True),
@@ -256,7 +256,7 @@ def test_checkpoint_refused_when_rows_spread_otherwise(tmp_path):
     (here: a ROUNDROBIN over a window from before it rotated the window's keys, then a HASH) is
     refused; the same partitioning goes on."""
     from planned import plan_json as plan_project
-    from runtime.job import RunOptions, prepare_run_dir
+    from runtime.run_setup import RunOptions, prepare_run_dir
     text = """create input window w schema (k string, v integer) primary key (k);
     create output window o primary key deduced partition by w roundrobin partitions 2
       as select * from w where w.v > 0;\n"""

@@ -583,7 +583,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except PlanError as exc:
         err.write(f"{exc}\n")
         return EXIT_ERRORS
-    from runtime.job import RunError, RunOptions, inputs_without_files
+    from runtime.run_setup import RunError, RunOptions, inputs_without_files
     from runtime.quiet import filtered_stderr, mute_stderr
     from runtime.run import run_plan, status_writer, stopped_by_signals
     from runtime.session import (get_session, gone_message, is_quiet, jvm_gone, spark_gone,

@@ -6,7 +6,7 @@ Layout (``WORKSPACE`` is ``--workspace``, else ``$CCL_WORKSPACE``, else the sett
 
     WORKSPACE/NAME/project.json        metadata: project, master, pids, start time, input bindings
     WORKSPACE/NAME/job/                the compiled project: PROJECT.ccx, PROJECT_job.py, ccl_runtime.zip
-    WORKSPACE/NAME/checkpoint/         the run directory (runtime/job.py): plan.json, queries/,
+    WORKSPACE/NAME/checkpoint/         the run directory (runtime/run_setup.py): plan.json, queries/,
                                        changelog/ELEMENT/batch-N.parquet, stats/ELEMENT/batch-N.json
     WORKSPACE/NAME/out/                the outputs, written when the job stops (NAME.csv, _run.json)
     WORKSPACE/NAME/inputs/ELEMENT/     input directories of elements deploy bound (ccl publish)

@@ -1,7 +1,7 @@
 """The error-stream record functions of ESP's Programmers Guide: ``recordDataToString(streamName,
 errorRecord)`` and ``recordDataToRecord(streamName, errorRecord)``.
 
-An error stream's ``errorRecord`` is the bad row as JSON (UTF-8 bytes, runtime/job.py), and
+An error stream's ``errorRecord`` is the bad row as JSON (UTF-8 bytes, runtime/bad_records.py), and
 ``sourceStreamName`` names the element whose row it is. The planner appends a third argument, the
 plan's element schemas as JSON text (``{name: {"columns": [[col, type], ...], "key": [...]}}``), so
 that the row reads in its element's column order and types, key columns first. Without it (or for a

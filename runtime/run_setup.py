@@ -1,0 +1,217 @@
+"""Starting a run: its options, the run directory it prepares (or reopens) and the layout that
+directory was made with, and where each input element's files are (``--input`` bindings and file
+input adapters).
+
+Run directory (the checkpoint directory, or a temporary one):
+``plan.json`` (the plan of the first run, with its physical decisions), ``run.json`` (what that run
+decided from run-time facts: buckets, unrecorded inputs, inputs read through Spark's file source),
+``queries/ELEMENT`` (Spark checkpoints),
+``changelog/ELEMENT/batch-N.parquet``, ``stats/ELEMENT/batch-N.json``, ``bad/ELEMENT/batch-N.jsonl``,
+``state/ELEMENT/`` (per-instance state files, runtime/arrow_state.py), ``native/ELEMENT/``
+(native aggregation snapshots). runtime/run_dir.py reads it without Spark.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ccl.plan.codec import plan_to_json
+from ccl.plan.model import Plan
+
+from .run_dir import (PLAN_FILE, RUN_FILE, RunDirs, by_group, older_layout, saved_plan,
+                      why_not_resumable)
+from .topology import is_input, ports_of
+
+
+class RunError(Exception):
+    """A run that cannot start or go on; the message says why and what to do."""
+
+
+@dataclass
+class RunOptions:
+    """How to run a plan."""
+
+    inputs: dict[str, str] = field(default_factory=dict)   # element -> file or directory
+    base_dir: str = "."                                      # where relative adapter paths start
+    run_dir: Optional[str] = None                            # checkpoint directory (None: temporary)
+    until_idle: bool = True
+    # False: a changelog is written only when something reads it (see prepare_run_dir); a
+    # deployed job records every element, for `ccl subscribe`
+    record_inputs: bool = False
+    buckets: int = 8                                         # state groups per element (at most)
+    trigger_interval: str = "1 second"                      # a Spark processing-time interval
+    # the trigger of the project's query (runtime/project_query.py): how soon an idle project
+    # sees a new input file
+    poll_interval: str = "100 milliseconds"
+    # a batch of the project's query whose new files hold at most this many bytes has each
+    # stage's rows collected and written on the driver (runtime/project_query.py)
+    collect_bytes: int = 8 << 20
+    max_files_per_batch: Optional[int] = None
+
+
+def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
+    """Create (or reopen) the run directory. A new one keeps the plan it runs (``plan.json``,
+    with the plan's physical decisions) and what this run decided from run-time facts
+    (``run.json``); a reopened one must hold a plan the new one can go on from."""
+    root = options.run_dir or tempfile.mkdtemp(prefix="ccl-run-")
+    for sub in ("queries", "changelog", "stats", "bad"):
+        os.makedirs(os.path.join(root, sub), exist_ok=True)
+    old = saved_plan(root)
+    if old is not None:
+        problem = why_not_resumable(root, old, plan)
+        if problem:
+            raise RunError(f"the run directory {root} cannot be resumed: {problem}. Start from a "
+                           f"new checkpoint directory (or delete this one) to begin again with "
+                           f"empty state.")
+        return RunDirs(root)
+    saved = os.path.join(root, PLAN_FILE)
+    project = project_members(plan, options)
+    unrecorded = [] if options.record_inputs else [
+        e["name"] for e in plan["elements"]
+        if e["physical"]["unrecorded"] or _unread_in_project(e, plan, project)]
+    # with a file limit per batch the ccl_csv source stays: it takes files in name order,
+    # Spark's file source the oldest first
+    file_source = ([] if options.max_files_per_batch else
+                   [e["name"] for e in plan["elements"] if e["physical"]["native"] == "input"
+                    and not hidden_file(e, plan, options)])
+    atomic_json(os.path.join(root, RUN_FILE), {"buckets": options.buckets, "unrecorded": unrecorded,
+                                               "file_source": file_source, "project_query": project})
+    with open(saved + ".tmp", "w", encoding="utf-8") as f:  # last: the mark of a run begun
+        json.dump(plan, f, indent=1, sort_keys=True)
+    os.replace(saved + ".tmp", saved)
+    return RunDirs(root)
+
+
+def project_members(plan: dict, options: RunOptions) -> list[str]:
+    """The elements this run runs as stages of the project's one query (runtime/project_query.py),
+    in dependency order: those the plan marks ``project_stage`` whose inputs Spark's file source
+    can list (not one named file it never lists, see :func:`hidden_file`) and whose every source
+    is one of them. None with a file limit per batch (the per-element queries take files in name
+    order, Spark's file source the oldest first)."""
+    if options.max_files_per_batch:
+        return []
+    members: list[str] = []
+    for e in plan["elements"]:
+        if not e["physical"]["project_stage"]:
+            continue
+        if (not hidden_file(e, plan, options) if is_input(e)
+                else all(src in members for _, src in ports_of(e))):
+            members.append(e["name"])
+    return members
+
+
+def _unread_in_project(element: dict, plan: dict, project: list[str]) -> bool:
+    """Whether ``element`` is a stage of the project's query whose changelog nothing reads: its
+    every reader is a stage of the same query (which gets its rows in the batch), it is no output
+    element (whose ``NAME.csv`` is read from it) and no native aggregation (whose readers read
+    back what it wrote), and no output adapter writes it."""
+    name = element["name"]
+    if (name not in project or element["role"] == "output"
+            or element["physical"]["native"] == "aggregation"
+            or any(a["direction"] == "output" and a["element"] == name for a in plan["adapters"])):
+        return False
+    return all(e["name"] in project for e in plan["elements"]
+               if e["name"] != name and any(src == name for _, src in ports_of(e)))
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """What a run directory was made with (its ``plan.json`` and ``run.json``), kept for every
+    later run on it."""
+
+    buckets: int                  # state groups per element
+    fused: dict[str, list[str]]   # producer -> the elements run in its batches
+    unrecorded: frozenset[str]    # elements whose changelog is not written (nothing reads it)
+    # input elements read through Spark's file source (runtime/inputs/file_input.py: the native
+    # input streams)
+    file_source: frozenset[str] = frozenset()
+    # per-instance elements run by runtime/arrow_state.py; the other per-instance elements run
+    # in transformWithState
+    arrow_state: frozenset[str] = frozenset()
+    # per-instance aggregations whose rows go to buckets by instance and group (these columns),
+    # not by instance alone
+    by_group: dict[str, list[str]] = field(default_factory=dict)
+    # the stages of the project's one query, in dependency order (runtime/project_query.py)
+    project: tuple[str, ...] = ()
+
+
+def layout_of(root: str) -> RunLayout:
+    """The :class:`RunLayout` of the run directory ``root`` (RunError for an older layout)."""
+    saved = saved_plan(root) or {}
+    problem = older_layout(root, saved)
+    if problem:
+        raise RunError(f"the run directory {root} cannot be read: {problem}. Start from a new "
+                       f"checkpoint directory (or delete this one).")
+    with open(os.path.join(root, RUN_FILE), encoding="utf-8") as f:
+        run = json.load(f)
+    physical = {e["name"]: e["physical"] for e in saved["elements"]}
+    return RunLayout(int(run["buckets"]),
+                     {name: list(p["fused_consumers"]) for name, p in physical.items()
+                      if p["fused_consumers"]},
+                     frozenset(run["unrecorded"]), frozenset(run["file_source"]),
+                     frozenset(name for name, p in physical.items() if p["arrow"]),
+                     by_group(saved), tuple(run["project_query"]))
+
+
+def atomic_json(path: str, data: object) -> None:
+    """Write ``data`` as JSON at ``path`` (complete or absent: written aside, then renamed)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(data, f, sort_keys=True)
+    os.replace(path + ".tmp", path)
+
+
+def input_files(element: dict, plan: dict, options: RunOptions):
+    """Where an input element's rows come from: a ``--input`` binding or a file input adapter
+    (the plan's ``input_adapter``); the adapter's properties shape the parsing."""
+    from .inputs.formats import XML_LIST, adapter_properties
+    from .inputs.listing import FileSpec
+
+    path = options.inputs.get(element["name"])
+    adapter = next((a for a in plan["adapters"] if a["name"] == element["physical"]["input_adapter"]),
+                   None)
+    # ESP's aliases resolved first, so the dsv_in default below yields to a csvMatchStreamName
+    props = adapter_properties(adapter["properties"]) if adapter else {}
+    kind = str(adapter["type"]).lower() if adapter is not None else ""
+    if kind == "dsv_in":
+        props.setdefault("matchstreamname", "true")  # dsv_in discards other streams' lines
+    elif kind == "toolkit_file_xmllist_input":
+        props["fileformat"] = XML_LIST
+    if path is None and adapter is not None:
+        directory = os.path.join(options.base_dir, str(props.get("dir", ".")))
+        if props.get("file"):  # a path under dir is read from its own directory
+            file = os.path.join(directory, str(props["file"]))
+            return FileSpec(os.path.dirname(file), os.path.basename(file), None), props
+        return FileSpec(directory, None, str(props.get("filepattern", "*"))), props
+    if path is None:
+        return None, props
+    if os.path.isdir(path):
+        return FileSpec(path, None, "*"), props
+    return FileSpec(os.path.dirname(os.path.abspath(path)), os.path.basename(path), None), props
+
+
+def inputs_without_files(typed: Plan, options: RunOptions) -> list[str]:
+    """A note per input element that is bound to files (an adapter or ``--input``) none of which
+    exist yet: a misspelt directory, file or pattern reads nothing, without an error."""
+    from .inputs.listing import list_new_files
+
+    plan = plan_to_json(typed)
+    notes = []
+    for e in plan["elements"]:
+        spec = input_files(e, plan, options)[0] if is_input(e) else None
+        if spec is None or list_new_files(spec, ()):
+            continue
+        where = os.path.join(spec.dir, spec.file or spec.pattern or "*")
+        notes.append(f"input '{e['name']}' has no file yet: nothing matches {where}"
+                     + ("" if os.path.isdir(spec.dir) else " (the directory does not exist)"))
+    return notes
+
+
+def hidden_file(element: dict, plan: dict, options: RunOptions) -> bool:
+    """Whether ``element`` reads one named file that Spark's file source never lists: a name
+    starting with "_" or "." (Hadoop's hidden files). The ``ccl_csv`` source reads it."""
+    spec = input_files(element, plan, options)[0]
+    return spec is not None and (spec.file or "").startswith(("_", "."))
