@@ -6,7 +6,7 @@ element's columns, ``__why``, ``__raw``). Built as Spark DataFrames over local r
 collected, those rows cross between the JVM and Python as Python objects, row by row: at
 200,000 rows that took seconds per stage. This module builds the same rows, and the processor
 input of a per-instance element, as Arrow tables with numpy, for what it computes exactly as the
-Spark expressions of runtime/job.py do:
+Spark expressions of runtime/topology.py, frames.py and native_stages.py do:
 
 - instance assignment by HASH (Spark's murmur3, runtime/spark_hash.py), ROUNDROBIN, or broadcast
   to every instance, for an element's own ``PARTITION BY`` (not a partitioned module's);
@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .engine.changes import OPS
-from .job import is_input, ports_of
+from .topology import is_input, ports_of
 from .processor import (INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, output_schema,
                         port_column)
 from .spark_hash import spark_hash_columns
@@ -36,7 +36,7 @@ _BAD, _LINE = "__bad", "__raw"  # the input source's reason and raw-line columns
 
 def input_frame(parsed: pa.Table) -> pa.Table:
     """An input's parsed rows (the ``ccl_csv`` source's schema) in the frame layout: as
-    runtime.job.frame_layout makes them."""
+    runtime.frames.frame_layout makes them."""
     n = parsed.num_rows
     names = [WHY if c == _BAD else RAW if c == _LINE else c for c in parsed.column_names]
     return (parsed.rename_columns(names)
@@ -45,8 +45,8 @@ def input_frame(parsed: pa.Table) -> pa.Table:
 
 
 def changelog_frame(rows: pa.Table, cols: Sequence[str]) -> pa.Table:
-    """Changelog rows (runtime.job.changelog_schema's) in the frame layout, as
-    runtime.job.changelog_frame makes them."""
+    """Changelog rows (runtime.frames.changelog_schema's) in the frame layout, as
+    runtime.frames.changelog_frame makes them."""
     n = rows.num_rows
     arrays = [rows.column(SEQ), rows.column(SUB), rows.column(INST), rows.column(OP),
               *[rows.column(c) for c in cols], pa.nulls(n, pa.string()), pa.nulls(n, pa.string())]
@@ -54,7 +54,7 @@ def changelog_frame(rows: pa.Table, cols: Sequence[str]) -> pa.Table:
 
 
 def native_input(element: dict, frame: pa.Table) -> Optional[pa.Table]:
-    """An input stream's processor output (runtime.job.native_input's rows) when no row of
+    """An input stream's processor output (runtime.native_stages.native_input's rows) when no row of
     ``frame`` is bad; None when one is (its bad record is Spark's to write)."""
     op = frame.column(OP)
     if frame.column(WHY).null_count != frame.num_rows or not pc.all(pc.is_in(op, pa.array(OPS)), min_count=0).as_py():
@@ -73,7 +73,7 @@ def native_input(element: dict, frame: pa.Table) -> Optional[pa.Table]:
 
 def processor_input(plan: dict, element: dict, frames: Sequence[Optional[pa.Table]],
                     buckets: int, by_group: Sequence[str] = ()) -> Optional[pa.Table]:
-    """runtime.job.processor_input over Arrow frames (None for a port without rows), with every
+    """runtime.topology.processor_input over Arrow frames (None for a port without rows), with every
     meta column; None when an assignment is not one this module computes."""
     by_name = {e["name"]: e for e in plan["elements"]}
     ports = ports_of(element)

@@ -1,5 +1,5 @@
 """runtime/arrow_frames.py builds a small batch's frames and processor input with Arrow and numpy:
-on generated rows they equal what runtime/job.py's Spark expressions give, row for row."""
+on generated rows they equal what the Spark expressions of runtime/topology.py, frames.py and native_stages.py give, row for row."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from runtime import arrow_frames, job
+from runtime import arrow_frames
+from runtime.frames import changelog_frame, frame_layout
+from runtime.native_stages import native_input
+from runtime.processor import BATCH, INST, OP, PORT, RAW, SEQ, SRC, SUB, WHY
+from runtime.topology import ports_of, processor_input
 from runtime.inputs.csv_text import output_schema as source_schema
 from runtime.run_dir import by_group
 from tests.planned import plan_json
@@ -69,8 +73,8 @@ def _sorted(table: pa.Table) -> list[dict]:
 def _same(got: pa.Table, want: pa.Table) -> None:
     assert got.num_rows == want.num_rows
     cols = [c for c in want.column_names if c in got.column_names]
-    assert set(want.column_names) - set(got.column_names) <= {job.PORT, job.SUB, job.SRC, job.RAW,
-                                                               job.WHY, job.OP}
+    assert set(want.column_names) - set(got.column_names) <= {PORT, SUB, SRC, RAW,
+                                                               WHY, OP}
     assert _sorted(got.select(cols)) == _sorted(want.select(cols))
 
 
@@ -93,28 +97,28 @@ def test_processor_input_equals_sparks(spark, plan, stream, window):
     s_rows = _parsed(by_name["S"], stream, ["i"] * len(stream))
     w_rows = _parsed(by_name["W"], window, ["u"] * len(window))
     arrow_in = {"S": arrow_frames.input_frame(s_rows), "W": arrow_frames.input_frame(w_rows)}
-    spark_in = {k: job.frame_layout(_spark_frame(spark, v)) for k, v in (("S", s_rows), ("W", w_rows))}
+    spark_in = {k: frame_layout(_spark_frame(spark, v)) for k, v in (("S", s_rows), ("W", w_rows))}
     # a derived source: Joined's changelog rows, numbered with gaps and sub-numbers
     joined = [(r[0], r[1], 7) for r in stream]
-    changelog = pa.table({job.BATCH: pa.array([0] * len(joined), pa.int64()),
-                          job.INST: pa.array([i % 4 for i in range(len(joined))], pa.int32()),
-                          job.SEQ: pa.array([3 * i for i in range(len(joined))], pa.int64()),
-                          job.SUB: pa.array([i % 2 for i in range(len(joined))], pa.int64()),
-                          job.OP: pa.array(["i"] * len(joined), pa.string()),
+    changelog = pa.table({BATCH: pa.array([0] * len(joined), pa.int64()),
+                          INST: pa.array([i % 4 for i in range(len(joined))], pa.int32()),
+                          SEQ: pa.array([3 * i for i in range(len(joined))], pa.int64()),
+                          SUB: pa.array([i % 2 for i in range(len(joined))], pa.int64()),
+                          OP: pa.array(["i"] * len(joined), pa.string()),
                           "a": pa.array([r[0] for r in joined], pa.int32()),
                           "s": pa.array([r[1] for r in joined], pa.string()),
                           "v": pa.array([r[2] for r in joined], pa.int32())})
     arrow_in["Joined"] = arrow_frames.changelog_frame(changelog, ["a", "s", "v"])
-    spark_in["Joined"] = job.changelog_frame(_spark_frame(spark, changelog), ["a", "s", "v"])
+    spark_in["Joined"] = changelog_frame(_spark_frame(spark, changelog), ["a", "s", "v"])
     groups = by_group(plan)
     assert groups.get("Totals")  # the case of buckets by group is covered
     for name in ("Hashed", "Joined", "Rotated", "RotatedAgain", "Keyed", "Totals"):
         element = by_name[name]
-        sources = [src for _, src in job.ports_of(element)]
+        sources = [src for _, src in ports_of(element)]
         got = arrow_frames.processor_input(plan, element, [arrow_in[s] for s in sources], BUCKETS,
                                            groups.get(name, ()))
         assert got is not None, name
-        want = job.processor_input(plan, element, [spark_in[s] for s in sources], BUCKETS,
+        want = processor_input(plan, element, [spark_in[s] for s in sources], BUCKETS,
                                    groups.get(name, ())).toArrow()
         _same(got, want)
 
@@ -126,7 +130,7 @@ def test_native_input_equals_sparks(spark, plan, ops):
     rows = [(i, f"s{i}", i / 3, i, i % 2 == 0) for i in range(len(ops))]
     parsed = _parsed(element, rows, ops)
     got = arrow_frames.native_input(element, arrow_frames.input_frame(parsed))
-    want = job.native_input(element, job.frame_layout(_spark_frame(spark, parsed))).toArrow()
+    want = native_input(element, frame_layout(_spark_frame(spark, parsed))).toArrow()
     assert got is not None
     assert [(f.name, f.type) for f in got.schema] == [(f.name, f.type) for f in want.schema]
     assert got.to_pylist() == want.to_pylist()
