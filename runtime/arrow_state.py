@@ -110,25 +110,6 @@ def bucket_rows(proc_in: DataFrame, group: Column, plan_text: str, element: dict
     return proc_in.groupBy(group.alias(GROUP)).applyInArrow(runner, output_schema(element))
 
 
-def buckets_here(runner: Callable[[Any, Any], Any], proc_in: Any, element: dict) -> Any:
-    """:func:`bucket_rows` of a batch held here (``proc_in``: an Arrow table of the processor's
-    input layout with ``__bucket``): each bucket's rows through ``runner``
-    (:func:`bucket_runner`), in this process; the output rows as one Arrow table."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    outs = []
-    if proc_in.num_rows:
-        column = proc_in.column(BUCKET)
-        for bucket in sorted(pc.unique(column).to_pylist()):
-            part = proc_in.filter(pc.equal(column, bucket))
-            outs.append(runner(None, part))
-    if not outs:
-        return to_arrow_schema(output_schema(element), timezone="UTC").empty_table()
-    return pa.concat_tables(outs) if len(outs) > 1 else outs[0]
-
-
 def bucket_group(buckets: int) -> Column:
     """The grouping column of the buckets ``0..buckets-1``: for bucket ``b`` the ``b``-th of
     :func:`spread_keys`. Spark sends a group to shuffle partition ``pmod(murmur3(key), n)``; the

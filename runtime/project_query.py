@@ -32,6 +32,7 @@ from . import arrow_frames
 from .arrow_state import prune
 from .batch_writers import (aggregation_writer, arrow_transform, batch_writer, element_writer,
                             hands_over_unread, local_arrow_transform, table_writer)
+from .bucket_pool import cores
 from .frames import changelog_frame, changelog_schema, frame_layout
 from .native_stages import native_frame, native_input
 from .processor import KIND
@@ -137,7 +138,9 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
     tables = {e["name"]: table_writer(e, dirs, plan, own) for e in stages}
     transforms = {name: arrow_transform(plan, by_name[name], dirs, layout.buckets)
                   for name in layout.project if name in layout.arrow_state}
-    here = {name: local_arrow_transform(plan, by_name[name], dirs) for name in transforms}
+    workers = options.driver_workers or cores()
+    here = {name: local_arrow_transform(plan, by_name[name], dirs, workers, options.parallel_rows)
+            for name in transforms}
 
     def run(listing: DataFrame, batch_id: int) -> None:
         if guard is None:

@@ -49,6 +49,10 @@ class RunOptions:
     # a batch of the project's query whose new files hold at most this many bytes has each
     # stage's rows collected and written on the driver (runtime/project_query.py)
     collect_bytes: int = 8 << 20
+    # a small batch's buckets run in this many processes on the driver's machine (0: one per
+    # core it may use) when it has at least parallel_rows rows (runtime/bucket_pool.py)
+    driver_workers: int = 0
+    parallel_rows: int = 20_000
     max_files_per_batch: Optional[int] = None
 
 

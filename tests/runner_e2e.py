@@ -47,9 +47,11 @@ def write_rows(path: str, header: Sequence[str], rows: Iterable[Sequence[object]
 def run_project(spark, tmp_path, ccl_text: str, inputs: Mapping[str, str], *,
                 name: str = "p", params: Optional[Mapping[str, str]] = None,
                 checkpoint: Optional[str] = None, max_files_per_batch: Optional[int] = None,
-                native_operators: bool = True, collect_bytes: Optional[int] = None) -> RunOutput:
+                native_operators: bool = True, collect_bytes: Optional[int] = None,
+                parallel_rows: Optional[int] = None) -> RunOutput:
     """Write ``ccl_text`` to ``tmp_path/name.ccl``, plan it and run it until idle
-    (``collect_bytes``: :attr:`RunOptions.collect_bytes`, else its default)."""
+    (``collect_bytes``, ``parallel_rows``: those of :class:`RunOptions`, else their defaults;
+    a ``parallel_rows`` runs a small batch's buckets in two driver workers)."""
     path = os.path.join(str(tmp_path), name + ".ccl")
     if not os.path.exists(path):
         os.makedirs(str(tmp_path), exist_ok=True)
@@ -63,5 +65,7 @@ def run_project(spark, tmp_path, ccl_text: str, inputs: Mapping[str, str], *,
                          buckets=2, max_files_per_batch=max_files_per_batch)
     if collect_bytes is not None:
         options.collect_bytes = collect_bytes
+    if parallel_rows is not None:
+        options.parallel_rows, options.driver_workers = parallel_rows, 2
     result = run_plan(spark, plan, options, out_dir)
     return RunOutput(out_dir, result.report, plan_to_json(plan))

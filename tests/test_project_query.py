@@ -73,15 +73,18 @@ def test_a_project_runs_as_one_query_with_the_results_of_one_query_per_element(s
     assert out.stats("Trades")["rows_in"] == 300 and out.stats("Enriched")["rows_in"] == 300 + 8 * 2
 
 
-@pytest.mark.parametrize("collect_bytes", [0, 1 << 30])
-def test_collected_and_distributed_batches_write_the_same(spark, tmp_path, collect_bytes):
-    """A batch is written on the driver (small) or by Spark jobs (large): the same files."""
+@pytest.mark.parametrize("collect_bytes,parallel_rows", [(0, None), (1 << 30, None), (1 << 30, 0)])
+def test_collected_and_distributed_batches_write_the_same(spark, tmp_path, collect_bytes,
+                                                          parallel_rows):
+    """A batch is written on the driver (small) or by Spark jobs (large), a small batch's
+    buckets in this process or in worker processes: the same files."""
     inputs, trades = _inputs(tmp_path / "in")
     with open(os.path.join(inputs["Trades"], "t9.csv"), "w", encoding="utf-8") as f:
         f.write("TradeId,Sym,Price,Qty\n999,S1,not a price,5\n1000,S2\n")  # two bad rows
     runs = {}
     for how, limit in (("default", None), ("other", collect_bytes)):
-        out = run_project(spark, tmp_path / how, PROJECT, inputs, collect_bytes=limit)
+        out = run_project(spark, tmp_path / how, PROJECT, inputs, collect_bytes=limit,
+                          parallel_rows=parallel_rows if how == "other" else None)
         runs[how] = ({r["Sym"]: r for r in out.rows("SymStats")}, sorted(map(str, out.rows("Big"))),
                      out.report["elements"], sorted(map(str, out.bad_records())))
     assert runs["default"] == runs["other"]
