@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping, Optional
 
+from .lowering import Unsupported
+from .lowering.condition import Nothing, lower_condition
 from .model import NATIVE, PER_INSTANCE, READ_AS
 
 
@@ -449,48 +451,15 @@ def changes_observed(name: str, plan: Mapping, _seen: frozenset = frozenset()) -
     return None
 
 
-_COMPARISONS = ("=", "!=", "<>", "<", "<=", ">", ">=")
-_NUMBERS = ("integer", "long", "float")
-_COMPARABLE = _NUMBERS + ("string", "boolean")
-
-
 def condition_kind(expr: object, alias: str, types: Mapping[str, str]) -> Optional[str]:
     """The type of ``expr`` (plan JSON) when it is in the subset whose Spark meaning is SPLASH's
-    meaning: plain columns of ``alias`` and literals of integer/long/float/string/boolean, compared
-    (numbers with numbers, strings with strings, booleans with booleans: SPLASH compares as Spark
-    does, NaN included) and combined with AND/OR/NOT (both three-valued); else None."""
-    if not isinstance(expr, Mapping):
+    meaning (ccl/plan/lowering/condition.py, the walk the runtime builds the Spark Column with:
+    plain columns of ``alias`` and literals of integer/long/float/string/boolean, compared and
+    combined with AND/OR/NOT); else None."""
+    try:
+        return lower_condition(expr, alias, types, Nothing())[0]
+    except Unsupported:
         return None
-    node = expr.get("node")
-    if node == "Literal":
-        return expr["kind"] if expr["kind"] in _COMPARABLE else None
-    if node == "FieldAccess":
-        col = _column(expr, alias)
-        kind = types.get(col) if col is not None else None
-        return kind if kind in _COMPARABLE else None
-    if node == "Unary" and expr["op"] == "not":
-        return "boolean" if condition_kind(expr["operand"], alias, types) == "boolean" else None
-    if is_true_test(expr):
-        return "boolean" if condition_kind(expr["whens"][0]["when"], alias, types) == "boolean" else None
-    if node == "Binary":
-        left = condition_kind(expr["left"], alias, types)
-        right = condition_kind(expr["right"], alias, types)
-        if left is None or right is None:
-            return None
-        if expr["op"] in ("and", "or"):
-            return "boolean" if left == right == "boolean" else None
-        if expr["op"] in _COMPARISONS and (left == right or (left in _NUMBERS and right in _NUMBERS)):
-            return "boolean"
-    return None
-
-
-def is_true_test(expr: Mapping) -> bool:
-    """Whether ``expr`` is ``CASE WHEN c THEN true ELSE false END`` (true when c is true, false when
-    it is false or null: a splitter branch's test)."""
-    whens = expr.get("whens") or []
-    return (expr.get("node") == "Case" and expr.get("subject") is None and len(whens) == 1
-            and whens[0]["then"] == {"node": "Literal", "kind": "boolean", "value": True}
-            and expr.get("default") == {"node": "Literal", "kind": "boolean", "value": False})
 
 
 def native_filter(element: Mapping, plan: Mapping) -> Optional[dict]:
