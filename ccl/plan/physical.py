@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Optional
 
 from .lowering import Unsupported
+from .lowering.aggregation import NATIVE_AGGREGATES, aggregate_call, lower_aggregate, Nothing as AggregatesOnly
 from .lowering.condition import Nothing, lower_condition
 from .model import NATIVE, PER_INSTANCE, READ_AS
 
 
-NATIVE_AGGREGATES = ("count", "sum", "min", "max", "avg")
 # Aggregates whose value is a function of the window's current rows only, not of the order or
 # number of changes that made them.
 CONTENT_AGGREGATES = NATIVE_AGGREGATES + ("vwap",)
@@ -145,7 +145,7 @@ def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
     one by one (:func:`changes_observed`). It must be a window with KEEP ALL (or no KEEP) over
     one *stream* (inserts only: nothing is ever retracted), no WHERE/HAVING/GROUP FILTER/FROM
     KEEP/DECLARE, grouped by plain columns, with count/sum/min/max/avg of plain columns (not
-    DISTINCT), and select items that are group columns or aggregates. Any partitioning: the runtime gives each row its instance as the per-instance path
+    DISTINCT: the aggregates ccl/plan/lowering/aggregation.py lowers), and select items that are group columns or aggregates. Any partitioning: the runtime gives each row its instance as the per-instance path
     does and groups by (instance, group columns), so every instance has its own groups (with HASH
     on group columns, a group lives in one instance and the result is the unpartitioned one).
     Returns ``{"source", "alias", "groups": [(item, column)], "aggregates": [(item, fn, column or
@@ -167,13 +167,12 @@ def aggregation_spec(element: Mapping, plan: Mapping) -> Optional[dict]:
     if None in group_cols:
         return None
     aggs: dict[str, tuple[str, Optional[str]]] = {}
-    for a in sel["aggregates"]:
-        args = [x for x in a.get("args") or [] if x.get("node") != "Star"]  # count(*)
-        col = _column(args[0], alias) if len(args) == 1 else None
-        if (a["fn"] not in NATIVE_AGGREGATES or a.get("distinct") or len(args) > 1
-                or (args and col is None) or (not args and a["fn"] != "count")):
+    for i, a in enumerate(sel["aggregates"]):
+        try:  # the walk runtime/native_agg.py builds the Spark aggregates with
+            aggs[a["name"]] = aggregate_call(a, alias)
+            lower_aggregate(i, *aggs[a["name"]], backend=AggregatesOnly())
+        except Unsupported:
             return None
-        aggs[a["name"]] = (a["fn"], col)
     groups, aggregates = [], []
     for item in sel["items"]:
         expr = item["expr"]
