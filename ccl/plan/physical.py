@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Optional
 
 from .lowering import Unsupported
+from .lowering.columnar import IMPURE_FUNCTIONS, lower_columnar, Nothing as ColumnarOnly, pure as _pure
 from .lowering.aggregation import NATIVE_AGGREGATES, aggregate_call, lower_aggregate, Nothing as AggregatesOnly
 from .lowering.condition import Nothing, lower_condition
 from .model import NATIVE, PER_INSTANCE, READ_AS
@@ -190,22 +191,16 @@ def aggregation_spec(element: Mapping, plan: Mapping) -> Optional[dict]:
     return {"source": src["name"], "alias": alias, "groups": groups, "aggregates": aggregates}
 
 
-# Functions whose value depends on more than their arguments (time, counters, the row at hand) or
-# that rank a group: an aggregation folded a batch at a time evaluates its select items once per
-# group, not once per row, so they would differ.
-IMPURE_FUNCTIONS = frozenset(("getdate", "getrowid", "nextval", "now", "random", "rank",
-                              "sysbigdatetime", "sysdate", "sysseconddate", "systimestamp",
-                              "uniqueval"))
-
-
 def columnar_aggregation(element: Mapping, plan: Mapping) -> Optional[str]:
     """How the per-instance path may run ``element`` a bucket of rows at a time, a column at a
-    time (runtime/engine/columnar.py), or None:
+    time (runtime/engine/columnar.py), or None: the walk the kernel is built with
+    (ccl/plan/lowering/columnar.py, :func:`lower_columnar`), which takes
 
     - ``"batch"`` when nothing observes its changes one by one (:func:`changes_observed`): one
       change per group per micro-batch, all its readers see;
     - ``"rows"`` when something does and its select items are its aggregates and plain columns of
-      its source, with no HAVING: one change per input row, as the engine gives them.
+      its source (of a type the engine reads as Arrow gives it), with no HAVING: one change per
+      input row, as the engine gives them.
 
     It must be a window with KEEP ALL (or no KEEP, no AGES, no DECLARE) aggregating one stream (no
     join, FROM KEEP, MATCHING or GROUP ORDER BY), keyed by its GROUP BY expressions (each key
@@ -216,39 +211,13 @@ def columnar_aggregation(element: Mapping, plan: Mapping) -> Optional[str]:
     """
     from ..splash.functions_data import FUNCTIONS
 
-    query = element.get("query")
-    if (element.get("kind") != "window" or not query or len(query["selects"]) != 1
-            or element.get("flex") or element.get("declare") or element.get("aging")
-            or (element.get("keep") or {"kind": "all"})["kind"] != "all"):
+    if element.get("kind") != "window" or not element.get("query"):
+        return None  # (not an aggregation: no need to look at its readers)
+    observed = changes_observed(element["name"], plan) is not None
+    try:
+        return lower_columnar(element, plan, observed, FUNCTIONS, ColumnarOnly()).mode
+    except Unsupported:
         return None
-    sel = query["selects"][0]
-    if (len(sel["sources"]) != 1 or sel.get("joins") or sel.get("matching")
-            or sel.get("group_order_by") or sel["sources"][0].get("keep")
-            or not (sel.get("aggregates") or sel.get("group_by"))):
-        return None
-    src = next((e for e in plan["elements"] if e["name"] == sel["sources"][0]["element"]), None)
-    if src is None or READ_AS.get(src.get("kind"), src.get("kind")) != "stream":
-        return None
-    # the window's key must be the group's: key columns are GROUP BY expressions, all of them, so
-    # that no two groups ever show a row under one key (where the engine's order of rows decides)
-    items = {it["name"]: it["expr"] for it in sel["items"]}
-    keyed = [items.get(k) for k in element.get("key") or []]
-    if any(e not in sel["group_by"] for e in keyed) or any(g not in keyed for g in sel["group_by"]):
-        return None
-    alias = sel["sources"][0]["alias"]
-    partition = element.get("partition") or {}
-    aggregates = {a["name"] for a in sel["aggregates"] or []}
-    names = aggregates | {partition.get("partitions_var")
-                          or f"{element['name'].split('.')[-1]}_partitions"}
-    exprs = ([sel.get("where"), sel.get("group_filter"), sel.get("having")] + list(sel["group_by"] or [])
-             + [it["expr"] for it in sel["items"]] + [a for g in sel["aggregates"] or [] for a in g["args"]])
-    if not all(_pure(e, alias, names, FUNCTIONS) for e in exprs if e is not None):
-        return None
-    if changes_observed(element["name"], plan) is None:
-        return "batch"
-    plain = all((e.get("node") == "Var" and e["name"]["name"] in aggregates) or _column(e, alias)
-                for e in items.values())
-    return "rows" if plain and sel.get("having") is None else None
 
 
 def columnar_kernel(element: Mapping, plan: Mapping) -> Optional[str]:
@@ -391,33 +360,6 @@ def group_columns(element: Mapping, plan: Mapping) -> Optional[list[str]]:
             return None
         columns.append(col)
     return columns or None
-
-
-def _pure(expr: object, alias: str | tuple[str, ...], names: set, builtins: Mapping) -> bool:
-    """Whether ``expr`` (plan JSON) reads only columns of ``alias`` (or of any of several) and
-    ``names`` and calls only built-in functions not in :data:`IMPURE_FUNCTIONS`."""
-    if isinstance(expr, list):
-        return all(_pure(e, alias, names, builtins) for e in expr)
-    if not isinstance(expr, Mapping):
-        return True
-    node = expr.get("node")
-    if node == "FieldAccess":
-        return any(_column(expr, a) is not None for a in ((alias,) if isinstance(alias, str) else alias))
-    if node == "Var":
-        return expr["name"]["name"] in names
-    if node == "Call":
-        fn = str(expr["func"]["name"]).lower()
-        if fn in IMPURE_FUNCTIONS or fn not in builtins or expr.get("library"):
-            return False
-        return _pure(expr.get("args"), alias, names, builtins)
-    if node not in _PURE_NODES:
-        return False
-    return all(_pure(v, alias, names, builtins) for k, v in expr.items()
-               if k not in ("node", "type"))  # (a Cast's type is no expression)
-
-
-_PURE_NODES = ("Literal", "Interval", "IntervalPart", "Unary", "Binary", "Case", "WhenThen",
-               "InList", "Star", "Cast")
 
 
 def changes_observed(name: str, plan: Mapping, _seen: frozenset = frozenset()) -> Optional[str]:
