@@ -4,9 +4,10 @@ A custom function in the compilable subset becomes one Spark Column expression: 
 ccl/plan/lowering/partition.py, which the planner runs to decide (and record why not), with the
 Spark backend :class:`SparkPartition` building each piece: local variables are inlined, IF/ELSE
 becomes CASE WHEN, built-ins map to Spark functions of the same semantics (under
-spark.sql.ansi.enabled=false: Java integer wrap-around, null on division by zero). Other functions run the SPLASH interpreter in a pandas (Arrow) UDF. Either way the row gets
-an instance in 0..N-1 (a modulo that is never negative) or, when the function gives no integer, a
-null instance and the reason, which makes it a bad record.
+spark.sql.ansi.enabled=false: Java integer wrap-around, null on division by zero). Other functions
+run the SPLASH interpreter in a pandas (Arrow) UDF. Either way the row gets an instance in 0..N-1 (a
+modulo that is never negative) or, when the function gives no integer, a null instance and the
+reason, which makes it a bad record.
 """
 from __future__ import annotations
 

@@ -36,7 +36,8 @@ OTHERS = {
     "keep rows": ("SELECT S.k, count(*) c FROM S GROUP BY S.k", "PRIMARY KEY DEDUCED KEEP 3 ROWS"),
     "group order by": "SELECT S.k, last(S.v) l FROM S GROUP ORDER BY S.p GROUP BY S.k",
     "no aggregation": ("SELECT S.k, S.v FROM S", "PRIMARY KEY (k)"),
-    "distinct": "SELECT S.k, count(distinct S.v) c, sum(distinct S.p) s, max(distinct S.v) m FROM S GROUP BY S.k",
+    "distinct": ("SELECT S.k, count(distinct S.v) c, sum(distinct S.p) s, max(distinct S.v) m FROM S "
+                 "GROUP BY S.k"),
 }
 CASES = [(q, False) for q in list(QUERIES.values()) + list(OTHERS.values())] + \
         [(q, True) for q in list(ROW_QUERIES.values()) + list(QUERIES.values()) + list(OTHERS.values())]

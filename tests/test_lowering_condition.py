@@ -7,8 +7,6 @@ The conditions are those of tests/test_physical.py's native and per-instance str
 Hypothesis generates over columns of every kind (numbers, strings, booleans, dates, money) with
 comparisons, AND/OR/NOT, splitter tests, arithmetic and LIKE; the rows hold nulls, NaN and -0.0.
 """
-import math
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -8,11 +8,13 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Optional
 
 from .lowering import Unsupported
-from .lowering.columnar import IMPURE_FUNCTIONS, lower_columnar, Nothing as ColumnarOnly, pure as _pure
-from .lowering.aggregation import NATIVE_AGGREGATES, aggregate_call, lower_aggregate, Nothing as AggregatesOnly
+from .lowering.aggregation import NATIVE_AGGREGATES, aggregate_call, lower_aggregate
+from .lowering.aggregation import Nothing as AggregatesOnly
+from .lowering.columnar import Nothing as ColumnarOnly
+from .lowering.columnar import lower_columnar
+from .lowering.columnar import pure as _pure
 from .lowering.condition import Nothing, lower_condition
 from .model import NATIVE, PER_INSTANCE, READ_AS
-
 
 # Aggregates whose value is a function of the window's current rows only, not of the order or
 # number of changes that made them.
@@ -146,9 +148,11 @@ def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
     one by one (:func:`changes_observed`). It must be a window with KEEP ALL (or no KEEP) over
     one *stream* (inserts only: nothing is ever retracted), no WHERE/HAVING/GROUP FILTER/FROM
     KEEP/DECLARE, grouped by plain columns, with count/sum/min/max/avg of plain columns (not
-    DISTINCT: the aggregates ccl/plan/lowering/aggregation.py lowers), and select items that are group columns or aggregates. Any partitioning: the runtime gives each row its instance as the per-instance path
-    does and groups by (instance, group columns), so every instance has its own groups (with HASH
-    on group columns, a group lives in one instance and the result is the unpartitioned one).
+    DISTINCT: the aggregates ccl/plan/lowering/aggregation.py lowers), and select items that are
+    group columns or aggregates. Any partitioning: the runtime gives each row its instance as the
+    per-instance path does and groups by (instance, group columns), so every instance has its own
+    groups (with HASH on group columns, a group lives in one instance and the result is the
+    unpartitioned one).
     Returns ``{"source", "alias", "groups": [(item, column)], "aggregates": [(item, fn, column or
     None)]}``.
     """
@@ -206,8 +210,8 @@ def columnar_aggregation(element: Mapping, plan: Mapping) -> Optional[str]:
     join, FROM KEEP, MATCHING or GROUP ORDER BY), keyed by its GROUP BY expressions (each key
     column is one, and each is a key column), whose expressions read only the source's columns,
     the aggregates and ``<target>_partitions``, and call only built-in functions whose value
-    depends on their arguments alone (not :data:`IMPURE_FUNCTIONS`). Any GROUP BY expressions,
-    WHERE, GROUP FILTER, aggregate of the engine and partitioning.
+    depends on their arguments alone (not ``ccl.plan.lowering.columnar.IMPURE_FUNCTIONS``). Any
+    GROUP BY expressions, WHERE, GROUP FILTER, aggregate of the engine and partitioning.
     """
     from ..splash.functions_data import FUNCTIONS
 
@@ -238,7 +242,7 @@ def join_kernel(element: Mapping, plan: Mapping) -> bool:
     is one or more equalities of a column of an earlier source with a column of that window, and
     nothing else; no GROUP BY, aggregate or MATCHING; the select items and WHERE read only the
     sources' columns and ``<target>_partitions`` and call only built-in functions whose value
-    depends on their arguments alone (not :data:`IMPURE_FUNCTIONS`)."""
+    depends on their arguments alone (not ``ccl.plan.lowering.columnar.IMPURE_FUNCTIONS``)."""
     from ..splash.functions_data import FUNCTIONS
 
     query = element.get("query")

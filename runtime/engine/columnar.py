@@ -119,10 +119,12 @@ class ColumnarAggregation:
         # the walk the planner decided with, in the mode it recorded, building the operands from
         # the engine's compiled expressions
         try:
-            lowered = lower_columnar(engine.element, plan, engine.element["physical"]["columnar"] == "rows",
-                                     FUNCTIONS, _EngineOperands(sel.where, self.agg, self.alias))
+            per_row = engine.element["physical"]["columnar"] == "rows"
+            lowered = lower_columnar(engine.element, plan, per_row, FUNCTIONS,
+                                     _EngineOperands(sel.where, self.agg, self.alias))
         except Unsupported as exc:
-            raise ValueError(f"{engine.name}: not a stream aggregation the columnar path runs: {exc}") from None
+            raise ValueError(f"{engine.name}: not a stream aggregation the columnar path runs: "
+                             f"{exc}") from None
         self.where = lowered.where
         self.group_filter = lowered.group_filter
         self.group_by = lowered.group_by

@@ -334,7 +334,8 @@ class _Walk(Generic[C]):
                     raise Unsupported(f"{name}() of mixed types")
             if kind == "null":
                 return Typed(b.null(), "null")
-            return Typed(b.call("coalesce", [b.cast(a.col, kind) for a in args]), kind)  # type: ignore[arg-type]
+            cast = [b.cast(a.col, kind) for a in args]  # type: ignore[arg-type]
+            return Typed(b.call("coalesce", cast), kind)  # type: ignore[arg-type]
         cols = [a.col for a in args]
         if name not in ("abs", "isnull"):  # string functions: a string, then integer positions
             if args[0].kind not in ("string", "null") \
