@@ -22,7 +22,7 @@ sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from ccl.plan.partition_functions import why_not_compilable  # noqa: E402
 from ccl.syntax.parser import parse_text  # noqa: E402
-from runtime.partition_fn import assign_instances  # noqa: E402
+from runtime.partition_fn import assign_instances, column_kinds  # noqa: E402
 from runtime.session import get_session  # noqa: E402
 
 SEED = """CREATE INPUT STREAM priceW SCHEMA (isin string, price float);
@@ -47,7 +47,8 @@ def spec_of(text: str):
 
 def run_once(df, spec) -> tuple[float, str]:
     """Seconds to assign instances to every row (noop sink), and the path taken."""
-    why = why_not_compilable(spec.body, "priceW") if spec.body is not None else None
+    why = (why_not_compilable(spec.body, "priceW", column_kinds(df.schema), "maxPriceW_partitions")
+           if spec.body is not None else None)
     out, how = assign_instances(df, spec, "priceW", "maxPriceW", 2, why_not=why)
     start = time.perf_counter()
     out.write.format("noop").mode("overwrite").save()

@@ -1,5 +1,9 @@
 """Stream aggregations on Spark's own operators (see ``ccl.plan.physical.native_aggregation``).
 
+Each aggregate is lowered to Spark by the walk the planner accepted it with
+(ccl/plan/lowering/aggregation.py: its partials, how they merge, its value), with
+:class:`SparkAggregation` building the pieces.
+
 Such a window (GROUP BY plain columns over a stream, KEEP ALL, count/sum/min/max/avg) never
 retracts. Its input rows carry their partition instance (``__inst``, given by
 ``runtime.topology.with_instance`` exactly as on the per-instance path); each micro-batch is
@@ -22,10 +26,12 @@ import functools
 import glob
 import os
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+from ccl.plan.lowering.aggregation import LoweredAggregate, lower_aggregate
 
 from .processor import BATCH, INST, OP, SEQ, SUB, WHY
 from .types import column, spark_type
@@ -36,29 +42,45 @@ OUT = "__o:"  # snapshot columns OUT + name: the group's row as the window has i
 # columns cannot hold a colon, so these cannot meet a group column)
 
 
+class SparkAggregation:
+    """Builds a native aggregate's pieces (ccl/plan/lowering/aggregation.py) as Spark Columns."""
+
+    def partial(self, how: str, col: Optional[str]) -> Column:
+        arg = column(col) if col is not None else None
+        if how == "count":
+            return F.count(arg if arg is not None else F.lit(1))
+        return {"max": F.max, "min": F.min, "sum": F.sum}[how](arg)
+
+    def merge(self, how: str, new: Column, old: Column) -> Column:
+        if how == "max":
+            return F.greatest(new, old)
+        if how == "min":
+            return F.least(new, old)
+        if how == "count":
+            return new + F.coalesce(old, F.lit(0))
+        return F.when(old.isNull(), new).when(new.isNull(), old).otherwise(new + old)
+
+    def read(self, name: str) -> Column:
+        return column(name)
+
+    def value(self, fn: str, parts: Mapping[str, Column]) -> Column:
+        if fn == "avg":
+            return F.when(parts["count"] > 0, parts["sum"] / parts["count"])
+        return parts[fn]
+
+
+_SPARK = SparkAggregation()
+
+
+def _lowered(spec: dict) -> list[LoweredAggregate[Column]]:
+    """Each aggregate of ``spec`` (the plan's ``aggregation``) lowered to Spark: the walk the
+    planner accepted it with."""
+    return [lower_aggregate(i, fn, col, _SPARK) for i, (_, fn, col) in enumerate(spec["aggregates"])]
+
 
 def _partials(spec: dict) -> list[tuple[str, Column, str]]:
-    """(partial column, its aggregate over a batch, how two partials combine) per aggregate."""
-    out = []
-    for i, (_, fn, col) in enumerate(spec["aggregates"]):
-        arg = column(col) if col is not None else None
-        if fn in ("max", "min"):
-            out.append((f"__m{i}", (F.max if fn == "max" else F.min)(arg), fn))
-        if fn in ("sum", "avg"):
-            out.append((f"__s{i}", F.sum(arg), "sum"))
-        if fn in ("count", "avg"):
-            out.append((f"__c{i}", F.count(arg if arg is not None else F.lit(1)), "count"))
-    return out
-
-
-def _combine(how: str, new: Column, old: Column) -> Column:
-    if how == "max":
-        return F.greatest(new, old)
-    if how == "min":
-        return F.least(new, old)
-    if how == "count":
-        return new + F.coalesce(old, F.lit(0))
-    return F.when(old.isNull(), new).when(new.isNull(), old).otherwise(new + old)
+    """(partial column, its aggregate over a batch, how two partials merge) per aggregate."""
+    return [(p.name, p.fold, p.how) for agg in _lowered(spec) for p in agg.partials]
 
 
 def _snapshots(directory: str) -> list[tuple[int, str]]:
@@ -76,16 +98,8 @@ def output_values(element: dict, spec: dict) -> list[Column]:
     groups or a snapshot)."""
     types = dict((name, t) for name, t in element["columns"])
     values = [column(col).cast(spark_type(types[item])).alias(item) for item, col in spec["groups"]]
-    for i, (item, fn, _) in enumerate(spec["aggregates"]):
-        if fn in ("max", "min"):
-            value = column(f"__m{i}")
-        elif fn == "sum":
-            value = column(f"__s{i}")
-        elif fn == "count":
-            value = column(f"__c{i}")
-        else:
-            value = F.when(column(f"__c{i}") > 0, column(f"__s{i}") / column(f"__c{i}"))
-        values.append(value.cast(spark_type(types[item])).alias(item))
+    for (item, _, _), agg in zip(spec["aggregates"], _lowered(spec)):
+        values.append(agg.value.cast(spark_type(types[item])).alias(item))
     return values
 
 
@@ -168,7 +182,7 @@ def native_writer(element: dict, spec: dict, state_dir: str,
                + [column(p).alias("__o" + p) for p, _, _ in partials] + [F.lit(True).alias("__present")])
         rows = ([F.when(in_batch, 0).otherwise(1).alias(ROLE), *counters[1:]]
                 + [F.when(in_batch, column(c)).otherwise(column("__o_" + c)).alias(c) for c in group_cols]
-                + [F.when(in_batch, _combine(how, column(p), column("__o" + p))).otherwise(
+                + [F.when(in_batch, _SPARK.merge(how, column(p), column("__o" + p))).otherwise(
                     column("__o" + p)).alias(p) for p, _, how in partials]
                 + [F.when(in_batch, F.col(SEQ)).otherwise(column("__o_" + SEQ)).alias(SEQ) if order
                    else F.col(SEQ), F.col("__present")])

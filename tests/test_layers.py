@@ -1,7 +1,9 @@
 """The modules of ccl/ and runtime/ import each other one way: no import cycle between modules,
 no private name (``_x``) imported from another module, and the runtime imports of ccl/ only the
 plan's types and codec (``ccl.plan.model``, ``ccl.plan.codec``), the syntax trees the plan's
-expressions are made of (``ccl.syntax.nodes``) and the SPLASH interpreter (``ccl.splash``).
+expressions are made of (``ccl.syntax.nodes``), the SPLASH interpreter (``ccl.splash``) and the
+lowerings (``ccl.plan.lowering``: the walks that decide a fast path, which the runtime runs with
+its Spark backends so that the compiler's decision and the runtime's building cannot drift apart).
 
 The import graph is read from the source (every ``import`` and ``from ... import``, also those
 inside functions and under ``TYPE_CHECKING``), so a late import does not hide a cycle.
@@ -95,9 +97,10 @@ def test_no_private_name_imported_from_another_module():
 
 
 # What the runtime may import of the compiler: the plan's types and codec, the syntax trees the
-# plan's expressions are made of, and the SPLASH interpreter.
+# plan's expressions are made of, the SPLASH interpreter, and the lowerings (the walks that decide
+# a fast path, which the runtime runs with its Spark backends so that the two cannot disagree).
 RUNTIME_MAY_IMPORT = ("ccl.plan.model", "ccl.plan.codec", "ccl.syntax.nodes")
-RUNTIME_MAY_IMPORT_PACKAGES = ("ccl.splash",)
+RUNTIME_MAY_IMPORT_PACKAGES = ("ccl.splash", "ccl.plan.lowering")
 
 
 def _runtime_imports_of_ccl(graph: dict[str, set[str]]) -> list[str]:

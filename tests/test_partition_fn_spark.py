@@ -14,9 +14,10 @@ from ccl.syntax.parser import parse_text
 from ccl.plan.partition_functions import why_not_compilable
 from ccl.syntax.printer import to_ccl
 from ccl.splash.interpreter import PartitionFunction
-from runtime.partition_fn import INSTANCE, BAD_REASON, assign_instances, compile_custom
+from runtime.partition_fn import INSTANCE, BAD_REASON, assign_instances, column_kinds, compile_custom
 
 SOURCE, TARGET = "src", "t"
+COUNT_NAME = f"{TARGET}_partitions"
 INT_MIN, INT_MAX = -2**31, 2**31 - 1
 SCHEMA = "s string, u string, i int, j int"
 
@@ -124,7 +125,7 @@ def test_compiled_blocks_agree_with_the_interpreter(spark, block_list, row_list,
     df = spark.createDataFrame(row_list, SCHEMA)
     kinds = {"s": "string", "u": "string", "i": "integer", "j": "integer"}
     for block in block_list:
-        assert why_not_compilable(block, SOURCE) is None, to_ccl(block)
+        assert why_not_compilable(block, SOURCE, kinds, COUNT_NAME) is None, to_ccl(block)
     columns = [compile_custom(b, SOURCE, TARGET, count, kinds).alias(f"b{k}")
                for k, b in enumerate(block_list)]
     result = df.select("*", *columns).collect()
@@ -141,7 +142,8 @@ def test_compiled_blocks_agree_with_the_interpreter(spark, block_list, row_list,
 
 def assign(df, spec, *args, **kw):
     """assign_instances with the compiler's decision on a custom block, as the plan carries it."""
-    why = why_not_compilable(spec.body, SOURCE) if spec.body is not None else None
+    why = (why_not_compilable(spec.body, SOURCE, column_kinds(df.schema), COUNT_NAME)
+           if spec.body is not None else None)
     return assign_instances(df, spec, *args, why_not=why, **kw)
 
 
@@ -243,4 +245,5 @@ def test_a_money_literal_leaves_the_function_to_the_interpreter():
     project, diags = parse_text("CREATE OUTPUT STREAM t PARTITION BY src { if (src.i > 10.00d2) "
                                 "return 1; return 0; } PARTITIONS 2 AS SELECT * FROM src;")
     assert not diags
-    assert why_not_compilable(project.statements[0].partition.specs[0].body, SOURCE) == "a money literal"
+    body = project.statements[0].partition.specs[0].body
+    assert why_not_compilable(body, SOURCE, {"i": "integer"}, COUNT_NAME) == "a money literal"

@@ -16,7 +16,7 @@ from ..syntax import nodes as n
 from . import physical as ph
 from .codec import plan_from_json
 from .model import Plan
-from .partition_functions import why_not_compilable
+from .partition_functions import column_kinds, why_not_compilable
 
 __all__ = ["arrow_elements", "decide", "fused_consumers", "native_path", "project_stages",
            "unrecorded_inputs"]
@@ -107,7 +107,7 @@ def _path(element: Mapping, plan: Mapping, native: Optional[str]) -> tuple[str, 
     return path, why
 
 
-def _compiled_specs(partition: Optional[dict]) -> Optional[dict]:
+def _compiled_specs(partition: Optional[dict], plan: Mapping) -> Optional[dict]:
     """``partition`` with each custom spec's ``compiled`` and ``why`` filled in."""
     if not partition:
         return partition
@@ -115,7 +115,10 @@ def _compiled_specs(partition: Optional[dict]) -> Optional[dict]:
     for spec in partition["specs"]:
         if spec["method"] == "custom" and spec.get("block") is not None:
             block = n.from_json(spec["block"])
-            why = why_not_compilable(block, spec.get("as") or spec["input"])  # type: ignore[arg-type]
+            source = next((e for e in plan["elements"] if e["name"] == spec["input"]), {})
+            why = why_not_compilable(block, spec.get("as") or spec["input"],  # type: ignore[arg-type]
+                                     column_kinds(source.get("columns") or []),
+                                     partition.get("partitions_var") or "")
             spec = {**spec, "compiled": why is None, "why": why}
         specs.append(spec)
     return {**partition, "specs": specs}
@@ -146,7 +149,7 @@ def decide(plan: dict, native_operators: bool = True) -> dict:
                             if native[e["name"]] == "aggregation" else None),
             "filter": ph.native_filter(e, plan) if native[e["name"]] == "stream" else None,
             "input_adapter": adapter["name"] if adapter is not None else None}
-        elements.append({**e, "partition": _compiled_specs(e.get("partition")),
-                         "module_partition": _compiled_specs(e.get("module_partition")),
+        elements.append({**e, "partition": _compiled_specs(e.get("partition"), plan),
+                         "module_partition": _compiled_specs(e.get("module_partition"), plan),
                          "physical": physical})
     return {**plan, "elements": elements, "native_operators": native_operators}

@@ -7,10 +7,15 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping, Optional
 
+from .lowering import Unsupported
+from .lowering.aggregation import NATIVE_AGGREGATES, aggregate_call, lower_aggregate
+from .lowering.aggregation import Nothing as AggregatesOnly
+from .lowering.columnar import Nothing as ColumnarOnly
+from .lowering.columnar import lower_columnar
+from .lowering.columnar import pure as _pure
+from .lowering.condition import Nothing, lower_condition
 from .model import NATIVE, PER_INSTANCE, READ_AS
 
-
-NATIVE_AGGREGATES = ("count", "sum", "min", "max", "avg")
 # Aggregates whose value is a function of the window's current rows only, not of the order or
 # number of changes that made them.
 CONTENT_AGGREGATES = NATIVE_AGGREGATES + ("vwap",)
@@ -143,9 +148,11 @@ def native_aggregation(element: Mapping, plan: Mapping) -> Optional[dict]:
     one by one (:func:`changes_observed`). It must be a window with KEEP ALL (or no KEEP) over
     one *stream* (inserts only: nothing is ever retracted), no WHERE/HAVING/GROUP FILTER/FROM
     KEEP/DECLARE, grouped by plain columns, with count/sum/min/max/avg of plain columns (not
-    DISTINCT), and select items that are group columns or aggregates. Any partitioning: the runtime gives each row its instance as the per-instance path
-    does and groups by (instance, group columns), so every instance has its own groups (with HASH
-    on group columns, a group lives in one instance and the result is the unpartitioned one).
+    DISTINCT: the aggregates ccl/plan/lowering/aggregation.py lowers), and select items that are
+    group columns or aggregates. Any partitioning: the runtime gives each row its instance as the
+    per-instance path does and groups by (instance, group columns), so every instance has its own
+    groups (with HASH on group columns, a group lives in one instance and the result is the
+    unpartitioned one).
     Returns ``{"source", "alias", "groups": [(item, column)], "aggregates": [(item, fn, column or
     None)]}``.
     """
@@ -165,13 +172,12 @@ def aggregation_spec(element: Mapping, plan: Mapping) -> Optional[dict]:
     if None in group_cols:
         return None
     aggs: dict[str, tuple[str, Optional[str]]] = {}
-    for a in sel["aggregates"]:
-        args = [x for x in a.get("args") or [] if x.get("node") != "Star"]  # count(*)
-        col = _column(args[0], alias) if len(args) == 1 else None
-        if (a["fn"] not in NATIVE_AGGREGATES or a.get("distinct") or len(args) > 1
-                or (args and col is None) or (not args and a["fn"] != "count")):
+    for i, a in enumerate(sel["aggregates"]):
+        try:  # the walk runtime/native_agg.py builds the Spark aggregates with
+            aggs[a["name"]] = aggregate_call(a, alias)
+            lower_aggregate(i, *aggs[a["name"]], backend=AggregatesOnly())
+        except Unsupported:
             return None
-        aggs[a["name"]] = (a["fn"], col)
     groups, aggregates = [], []
     for item in sel["items"]:
         expr = item["expr"]
@@ -189,65 +195,33 @@ def aggregation_spec(element: Mapping, plan: Mapping) -> Optional[dict]:
     return {"source": src["name"], "alias": alias, "groups": groups, "aggregates": aggregates}
 
 
-# Functions whose value depends on more than their arguments (time, counters, the row at hand) or
-# that rank a group: an aggregation folded a batch at a time evaluates its select items once per
-# group, not once per row, so they would differ.
-IMPURE_FUNCTIONS = frozenset(("getdate", "getrowid", "nextval", "now", "random", "rank",
-                              "sysbigdatetime", "sysdate", "sysseconddate", "systimestamp",
-                              "uniqueval"))
-
-
 def columnar_aggregation(element: Mapping, plan: Mapping) -> Optional[str]:
     """How the per-instance path may run ``element`` a bucket of rows at a time, a column at a
-    time (runtime/engine/columnar.py), or None:
+    time (runtime/engine/columnar.py), or None: the walk the kernel is built with
+    (ccl/plan/lowering/columnar.py, :func:`lower_columnar`), which takes
 
     - ``"batch"`` when nothing observes its changes one by one (:func:`changes_observed`): one
       change per group per micro-batch, all its readers see;
     - ``"rows"`` when something does and its select items are its aggregates and plain columns of
-      its source, with no HAVING: one change per input row, as the engine gives them.
+      its source (of a type the engine reads as Arrow gives it), with no HAVING: one change per
+      input row, as the engine gives them.
 
     It must be a window with KEEP ALL (or no KEEP, no AGES, no DECLARE) aggregating one stream (no
     join, FROM KEEP, MATCHING or GROUP ORDER BY), keyed by its GROUP BY expressions (each key
     column is one, and each is a key column), whose expressions read only the source's columns,
     the aggregates and ``<target>_partitions``, and call only built-in functions whose value
-    depends on their arguments alone (not :data:`IMPURE_FUNCTIONS`). Any GROUP BY expressions,
-    WHERE, GROUP FILTER, aggregate of the engine and partitioning.
+    depends on their arguments alone (not ``ccl.plan.lowering.columnar.IMPURE_FUNCTIONS``). Any
+    GROUP BY expressions, WHERE, GROUP FILTER, aggregate of the engine and partitioning.
     """
     from ..splash.functions_data import FUNCTIONS
 
-    query = element.get("query")
-    if (element.get("kind") != "window" or not query or len(query["selects"]) != 1
-            or element.get("flex") or element.get("declare") or element.get("aging")
-            or (element.get("keep") or {"kind": "all"})["kind"] != "all"):
+    if element.get("kind") != "window" or not element.get("query"):
+        return None  # (not an aggregation: no need to look at its readers)
+    observed = changes_observed(element["name"], plan) is not None
+    try:
+        return lower_columnar(element, plan, observed, FUNCTIONS, ColumnarOnly()).mode
+    except Unsupported:
         return None
-    sel = query["selects"][0]
-    if (len(sel["sources"]) != 1 or sel.get("joins") or sel.get("matching")
-            or sel.get("group_order_by") or sel["sources"][0].get("keep")
-            or not (sel.get("aggregates") or sel.get("group_by"))):
-        return None
-    src = next((e for e in plan["elements"] if e["name"] == sel["sources"][0]["element"]), None)
-    if src is None or READ_AS.get(src.get("kind"), src.get("kind")) != "stream":
-        return None
-    # the window's key must be the group's: key columns are GROUP BY expressions, all of them, so
-    # that no two groups ever show a row under one key (where the engine's order of rows decides)
-    items = {it["name"]: it["expr"] for it in sel["items"]}
-    keyed = [items.get(k) for k in element.get("key") or []]
-    if any(e not in sel["group_by"] for e in keyed) or any(g not in keyed for g in sel["group_by"]):
-        return None
-    alias = sel["sources"][0]["alias"]
-    partition = element.get("partition") or {}
-    aggregates = {a["name"] for a in sel["aggregates"] or []}
-    names = aggregates | {partition.get("partitions_var")
-                          or f"{element['name'].split('.')[-1]}_partitions"}
-    exprs = ([sel.get("where"), sel.get("group_filter"), sel.get("having")] + list(sel["group_by"] or [])
-             + [it["expr"] for it in sel["items"]] + [a for g in sel["aggregates"] or [] for a in g["args"]])
-    if not all(_pure(e, alias, names, FUNCTIONS) for e in exprs if e is not None):
-        return None
-    if changes_observed(element["name"], plan) is None:
-        return "batch"
-    plain = all((e.get("node") == "Var" and e["name"]["name"] in aggregates) or _column(e, alias)
-                for e in items.values())
-    return "rows" if plain and sel.get("having") is None else None
 
 
 def columnar_kernel(element: Mapping, plan: Mapping) -> Optional[str]:
@@ -268,7 +242,7 @@ def join_kernel(element: Mapping, plan: Mapping) -> bool:
     is one or more equalities of a column of an earlier source with a column of that window, and
     nothing else; no GROUP BY, aggregate or MATCHING; the select items and WHERE read only the
     sources' columns and ``<target>_partitions`` and call only built-in functions whose value
-    depends on their arguments alone (not :data:`IMPURE_FUNCTIONS`)."""
+    depends on their arguments alone (not ``ccl.plan.lowering.columnar.IMPURE_FUNCTIONS``)."""
     from ..splash.functions_data import FUNCTIONS
 
     query = element.get("query")
@@ -392,33 +366,6 @@ def group_columns(element: Mapping, plan: Mapping) -> Optional[list[str]]:
     return columns or None
 
 
-def _pure(expr: object, alias: str | tuple[str, ...], names: set, builtins: Mapping) -> bool:
-    """Whether ``expr`` (plan JSON) reads only columns of ``alias`` (or of any of several) and
-    ``names`` and calls only built-in functions not in :data:`IMPURE_FUNCTIONS`."""
-    if isinstance(expr, list):
-        return all(_pure(e, alias, names, builtins) for e in expr)
-    if not isinstance(expr, Mapping):
-        return True
-    node = expr.get("node")
-    if node == "FieldAccess":
-        return any(_column(expr, a) is not None for a in ((alias,) if isinstance(alias, str) else alias))
-    if node == "Var":
-        return expr["name"]["name"] in names
-    if node == "Call":
-        fn = str(expr["func"]["name"]).lower()
-        if fn in IMPURE_FUNCTIONS or fn not in builtins or expr.get("library"):
-            return False
-        return _pure(expr.get("args"), alias, names, builtins)
-    if node not in _PURE_NODES:
-        return False
-    return all(_pure(v, alias, names, builtins) for k, v in expr.items()
-               if k not in ("node", "type"))  # (a Cast's type is no expression)
-
-
-_PURE_NODES = ("Literal", "Interval", "IntervalPart", "Unary", "Binary", "Case", "WhenThen",
-               "InList", "Star", "Cast")
-
-
 def changes_observed(name: str, plan: Mapping, _seen: frozenset = frozenset()) -> Optional[str]:
     """Why the individual changes of element ``name`` show in a run's results, or None when only
     its contents do: an output adapter writes its changelog; a stream, delta stream or Flex
@@ -449,48 +396,15 @@ def changes_observed(name: str, plan: Mapping, _seen: frozenset = frozenset()) -
     return None
 
 
-_COMPARISONS = ("=", "!=", "<>", "<", "<=", ">", ">=")
-_NUMBERS = ("integer", "long", "float")
-_COMPARABLE = _NUMBERS + ("string", "boolean")
-
-
 def condition_kind(expr: object, alias: str, types: Mapping[str, str]) -> Optional[str]:
     """The type of ``expr`` (plan JSON) when it is in the subset whose Spark meaning is SPLASH's
-    meaning: plain columns of ``alias`` and literals of integer/long/float/string/boolean, compared
-    (numbers with numbers, strings with strings, booleans with booleans: SPLASH compares as Spark
-    does, NaN included) and combined with AND/OR/NOT (both three-valued); else None."""
-    if not isinstance(expr, Mapping):
+    meaning (ccl/plan/lowering/condition.py, the walk the runtime builds the Spark Column with:
+    plain columns of ``alias`` and literals of integer/long/float/string/boolean, compared and
+    combined with AND/OR/NOT); else None."""
+    try:
+        return lower_condition(expr, alias, types, Nothing())[0]
+    except Unsupported:
         return None
-    node = expr.get("node")
-    if node == "Literal":
-        return expr["kind"] if expr["kind"] in _COMPARABLE else None
-    if node == "FieldAccess":
-        col = _column(expr, alias)
-        kind = types.get(col) if col is not None else None
-        return kind if kind in _COMPARABLE else None
-    if node == "Unary" and expr["op"] == "not":
-        return "boolean" if condition_kind(expr["operand"], alias, types) == "boolean" else None
-    if is_true_test(expr):
-        return "boolean" if condition_kind(expr["whens"][0]["when"], alias, types) == "boolean" else None
-    if node == "Binary":
-        left = condition_kind(expr["left"], alias, types)
-        right = condition_kind(expr["right"], alias, types)
-        if left is None or right is None:
-            return None
-        if expr["op"] in ("and", "or"):
-            return "boolean" if left == right == "boolean" else None
-        if expr["op"] in _COMPARISONS and (left == right or (left in _NUMBERS and right in _NUMBERS)):
-            return "boolean"
-    return None
-
-
-def is_true_test(expr: Mapping) -> bool:
-    """Whether ``expr`` is ``CASE WHEN c THEN true ELSE false END`` (true when c is true, false when
-    it is false or null: a splitter branch's test)."""
-    whens = expr.get("whens") or []
-    return (expr.get("node") == "Case" and expr.get("subject") is None and len(whens) == 1
-            and whens[0]["then"] == {"node": "Literal", "kind": "boolean", "value": True}
-            and expr.get("default") == {"node": "Literal", "kind": "boolean", "value": False})
 
 
 def native_filter(element: Mapping, plan: Mapping) -> Optional[dict]:

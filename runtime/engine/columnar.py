@@ -1,7 +1,9 @@
 """A stream aggregation of the per-instance path, run a bucket's micro-batch at a time.
 
 ``ccl.plan.physical.columnar_aggregation`` picks the aggregations (a KEEP ALL window over one stream,
-keyed by its GROUP BY expressions, with pure expressions) and the mode:
+keyed by its GROUP BY expressions, with pure expressions) and the mode, by the walk
+(ccl/plan/lowering/columnar.py) that the kernel is built with: which expressions are read straight
+off a column, the select items, the aggregates folded with NumPy:
 
 - *batch*: nothing reads the window's changes one by one, so all a micro-batch has to give is,
   per group it touched, the change from the group's row before the batch to its row after: one
@@ -46,6 +48,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ccl.plan.lowering import Unsupported
+from ccl.plan.lowering.columnar import lower_columnar
+from ccl.splash.functions_data import FUNCTIONS
 from runtime.engine.changes import OPS, Bad, Output
 from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import SplashError, coerce_column, coerce_row, splash_value
@@ -53,11 +58,7 @@ from runtime.engine.stages import truth
 
 __all__ = ["BucketRows", "ColumnarAggregation"]
 
-# Column types whose values, as Arrow gives them to Python, the engine's expressions read unchanged
-# (runtime.engine.expr: values already in SPLASH form).
-_PLAIN_TYPES = ("integer", "float", "string", "boolean")
 _NUMPY = {"integer": np.int64, "float": np.float64}   # the column types the NumPy folds take
-_FAST = ("count", "sum", "avg", "min", "max")
 _LIMIT = 1 << 62  # integer sums are folded in int64 only while they cannot leave it
 
 
@@ -115,47 +116,27 @@ class ColumnarAggregation:
         self.agg = sel.aggregator
         self.alias = sel.aliases[0]
         self.names = [c for c, _ in sel.sources[0].columns]
-        types = {c: t.strip().lower() for c, t in sel.sources[0].columns}
-        spec = engine.element["query"]["selects"][0]
-
-        def getter(expr: Optional[dict], compiled: Optional[Callable]) -> Optional[_Getter]:
-            if expr is None:
-                return None
-            col = _plain_column(expr, self.alias)
-            return _Getter(col if types.get(col) in _PLAIN_TYPES else None, compiled, self.alias)
-        self.where = getter(spec.get("where"), sel.where)
-        self.group_filter = getter(spec.get("group_filter"), self.agg.group_filter)
-        self.group_by = [getter(e, f) for e, f in zip(spec.get("group_by") or [], self.agg.group_by)]
+        # the walk the planner decided with, in the mode it recorded, building the operands from
+        # the engine's compiled expressions
+        try:
+            per_row = engine.element["physical"]["columnar"] == "rows"
+            lowered = lower_columnar(engine.element, plan, per_row, FUNCTIONS,
+                                     _EngineOperands(sel.where, self.agg, self.alias))
+        except Unsupported as exc:
+            raise ValueError(f"{engine.name}: not a stream aggregation the columnar path runs: "
+                             f"{exc}") from None
+        self.where = lowered.where
+        self.group_filter = lowered.group_filter
+        self.group_by = lowered.group_by
         # the select items when each is an aggregate or a plain column, with no HAVING: the
         # output row is then read off directly, as the engine's expressions would give it
-        names = {a["name"]: i for i, a in enumerate(spec["aggregates"])}
-        self.items: Optional[list[tuple[str, bool, Any]]] = []
-        for item in spec["items"]:
-            expr, col = item["expr"], _plain_column(item["expr"], self.alias)
-            if expr.get("node") == "Var" and expr["name"]["name"] in names:
-                self.items.append((item["name"], True, names[expr["name"]["name"]]))
-            elif types.get(col) in _PLAIN_TYPES:
-                self.items.append((item["name"], False, col))
-            else:
-                self.items = None
-                break
-        if spec.get("having") is not None:
-            self.items = None
+        self.items: Optional[list[tuple[str, bool, Any]]] = lowered.items
         # each key column a plain group column of its own type: no two groups can share a key
         self.exact_keys = engine.element["physical"]["group_columns"] is not None
         # one change per input row (the window's changes are read one by one) or per group
-        self.per_row = engine.element["physical"]["columnar"] == "rows"
-        if self.per_row and self.items is None:
-            raise ValueError(f"{engine.name}: one change per row needs plain select items")
-        self.args: list[list[_Getter]] = []
-        self.kinds: list[Optional[str]] = []  # per aggregate: the type NumPy folds it in, or None
-        for agg_spec, agg in zip(spec["aggregates"], self.agg.aggregates):
-            exprs = [a for a in agg_spec.get("args") or [] if a.get("node") != "Star"]
-            self.args.append([getter(e, f) for e, f in zip(exprs, agg.args)])  # type: ignore[misc]
-            kind = types.get(_plain_column(exprs[0], self.alias)) if len(exprs) == 1 else None
-            fast = (agg.fn in _FAST and not agg.distinct and agg.check is None
-                    and (agg.star or kind in _NUMPY or (agg.fn == "count" and kind is not None)))
-            self.kinds.append(None if not fast else "count" if agg.star or agg.fn == "count" else kind)
+        self.per_row = lowered.mode == "rows"
+        self.args: list[list[_Getter]] = lowered.arguments
+        self.kinds: list[Optional[str]] = lowered.folds  # per aggregate: the type NumPy folds it in, or None
 
     def run(self, states: dict[int, dict], rows: BucketRows,
             now: int) -> tuple[list[InstanceRun], list[int], Optional[RowChanges]]:
@@ -608,6 +589,20 @@ class _Getter:
                 bad[p] = str(e)
                 out.append(None)
         return out
+
+
+class _EngineOperands:
+    """The kernel's backend of the columnar lowering: each operand a :class:`_Getter` of the plain
+    column the walk found, or else of the engine's compiled expression."""
+
+    def __init__(self, where: Optional[Callable], agg: Any, alias: str) -> None:
+        self.where, self.agg, self.alias = where, agg, alias
+
+    def operand(self, role: str, index: tuple[int, ...], column: Optional[str]) -> _Getter:
+        compiled = (self.where if role == "where" else self.agg.group_filter if role == "group_filter"
+                    else self.agg.group_by[index[0]] if role == "group_by"
+                    else self.agg.aggregates[index[0]].args[index[1]])
+        return _Getter(column, compiled, self.alias)
 
 
 class _Groups:

@@ -1,0 +1,178 @@
+"""The lowering of a stream aggregation to the columnar kernel (runtime/engine/columnar.py), which
+runs it a bucket of rows at a time, a column at a time, on the engine's own state.
+
+:func:`lower_columnar` walks the element: it refuses what the kernel cannot run (with the reason)
+and otherwise describes what the kernel is made of: per expression (WHERE, GROUP FILTER, GROUP BY,
+aggregate arguments) whether it is read straight off a column or evaluated by the engine's
+compiled expression (the *backend* builds each such operand), the select items when each is an
+aggregate or a plain column, and per aggregate the NumPy fold it takes. The compiler's checker
+(``ccl.plan.physical.columnar_aggregation``) builds nothing; the kernel builds its operands from
+the engine's expressions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, Mapping, Optional, Protocol, TypeVar, Union
+
+from ..model import READ_AS
+from . import Unsupported, plain_column
+
+C = TypeVar("C")
+
+# Functions whose value depends on more than their arguments (time, counters, the row at hand) or
+# that rank a group: an aggregation folded a batch at a time evaluates its select items once per
+# group, not once per row, so they would differ.
+IMPURE_FUNCTIONS = frozenset(("getdate", "getrowid", "nextval", "now", "random", "rank",
+                              "sysbigdatetime", "sysdate", "sysseconddate", "systimestamp",
+                              "uniqueval"))
+_PURE_NODES = ("Literal", "Interval", "IntervalPart", "Unary", "Binary", "Case", "WhenThen",
+               "InList", "Star", "Cast")
+
+# Column types whose values, as Arrow gives them to Python, the engine's expressions read
+# unchanged (runtime.engine.expr: values already in SPLASH form): read straight off the column.
+PLAIN_TYPES = ("integer", "float", "string", "boolean")
+# The aggregates folded with NumPy, and the column types they fold in.
+FAST_AGGREGATES = ("count", "sum", "avg", "min", "max")
+NUMPY_TYPES = ("integer", "float")
+# DISTINCT changes these (min and max of the distinct values are those of all values).
+_DISTINCT_MATTERS = ("count", "sum", "avg")
+
+
+def pure(expr: object, alias: Union[str, tuple[str, ...]], names: set, builtins: Mapping) -> bool:
+    """Whether ``expr`` (plan JSON) reads only columns of ``alias`` (or of any of several) and
+    ``names`` and calls only built-in functions (``builtins``) not in :data:`IMPURE_FUNCTIONS`."""
+    if isinstance(expr, list):
+        return all(pure(e, alias, names, builtins) for e in expr)
+    if not isinstance(expr, Mapping):
+        return True
+    node = expr.get("node")
+    if node == "FieldAccess":
+        return any(plain_column(expr, a) is not None for a in ((alias,) if isinstance(alias, str) else alias))
+    if node == "Var":
+        return expr["name"]["name"] in names
+    if node == "Call":
+        fn = str(expr["func"]["name"]).lower()
+        if fn in IMPURE_FUNCTIONS or fn not in builtins or expr.get("library"):
+            return False
+        return pure(expr.get("args"), alias, names, builtins)
+    if node not in _PURE_NODES:
+        return False
+    return all(pure(v, alias, names, builtins) for k, v in expr.items()
+               if k not in ("node", "type"))  # (a Cast's type is no expression)
+
+
+class ColumnarBackend(Protocol[C]):
+    """What builds the kernel's operands."""
+
+    def operand(self, role: str, index: tuple[int, ...], column: Optional[str]) -> C:
+        """The values of an expression over a bucket's rows: ``role`` is ``where``,
+        ``group_filter``, ``group_by`` (``index``: which) or ``argument`` (``index``: aggregate,
+        argument); ``column`` is the source column it reads as it is, or None when the engine's
+        compiled expression evaluates it."""
+
+
+class Nothing(Generic[C]):
+    """The checker's backend: builds nothing."""
+
+    def operand(self, role: str, index: tuple[int, ...], column: Optional[str]) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class ColumnarLowering(Generic[C]):
+    """What the kernel runs: ``mode`` (``batch``: one change per group per batch; ``rows``: one
+    per input row), its source's ``alias``, its operands as the backend built them, the select
+    items as ``(name, is_aggregate, aggregate index or column)`` when each is an aggregate or a
+    plain column (and there is no HAVING) else None, and per aggregate the NumPy fold
+    (``count``, ``integer``, ``float``) or None (the engine's ``add``)."""
+
+    mode: str
+    alias: str
+    where: Optional[C]
+    group_filter: Optional[C]
+    group_by: list[C]
+    arguments: list[list[C]]
+    items: Optional[list[tuple[str, bool, Any]]]
+    folds: list[Optional[str]]
+
+
+def lower_columnar(element: Mapping, plan: Mapping, observed: bool, builtins: Mapping,
+                   backend: ColumnarBackend[C]) -> ColumnarLowering[C]:
+    """``element`` (plan JSON) as the columnar kernel runs it, in ``rows`` mode when its changes
+    are ``observed`` one by one (else ``batch``), or :class:`Unsupported` with why not.
+
+    It must be a window with KEEP ALL (or no KEEP, no AGES, no DECLARE) aggregating one stream (no
+    join, FROM KEEP, MATCHING or GROUP ORDER BY), keyed by its GROUP BY expressions (each key
+    column is one, and each is a key column), whose expressions read only the source's columns,
+    the aggregates and ``<target>_partitions``, and call only built-in functions (``builtins``)
+    whose value depends on their arguments alone (not :data:`IMPURE_FUNCTIONS`). In rows mode
+    its select items must be aggregates and plain columns of :data:`PLAIN_TYPES`, with no HAVING.
+    """
+    query = element.get("query")
+    if element.get("kind") != "window" or not query or len(query["selects"]) != 1:
+        raise Unsupported("not a window of one select")
+    if element.get("flex") or element.get("declare") or element.get("aging") \
+            or (element.get("keep") or {"kind": "all"})["kind"] != "all":
+        raise Unsupported("Flex, DECLARE, AGES or a KEEP other than ALL")
+    sel = query["selects"][0]
+    if (len(sel["sources"]) != 1 or sel.get("joins") or sel.get("matching")
+            or sel.get("group_order_by") or sel["sources"][0].get("keep")):
+        raise Unsupported("a join, MATCHING, GROUP ORDER BY or FROM KEEP")
+    if not (sel.get("aggregates") or sel.get("group_by")):
+        raise Unsupported("no aggregation")
+    src = next((e for e in plan["elements"] if e["name"] == sel["sources"][0]["element"]), None)
+    if src is None or READ_AS.get(src.get("kind"), src.get("kind")) != "stream":
+        raise Unsupported("its source is no stream")
+    # the window's key must be the group's: key columns are GROUP BY expressions, all of them, so
+    # that no two groups ever show a row under one key (where the engine's order of rows decides)
+    items = {it["name"]: it["expr"] for it in sel["items"]}
+    keyed = [items.get(k) for k in element.get("key") or []]
+    if any(e not in sel["group_by"] for e in keyed) or any(g not in keyed for g in sel["group_by"]):
+        raise Unsupported("its key is not its GROUP BY")
+    alias = sel["sources"][0]["alias"]
+    partition = element.get("partition") or {}
+    aggregates = sel["aggregates"] or []
+    agg_names = {a["name"]: i for i, a in enumerate(aggregates)}
+    names = set(agg_names) | {partition.get("partitions_var")
+                              or f"{element['name'].split('.')[-1]}_partitions"}
+    exprs = ([sel.get("where"), sel.get("group_filter"), sel.get("having")] + list(sel["group_by"] or [])
+             + [it["expr"] for it in sel["items"]] + [a for g in aggregates for a in g["args"]])
+    if not all(pure(e, alias, names, builtins) for e in exprs if e is not None):
+        raise Unsupported("an expression reads more than the source's columns or calls an impure function")
+    types = {c: str(t).strip().lower() for c, t in src["columns"]}
+
+    def read(expr: object) -> Optional[str]:
+        col = plain_column(expr, alias)
+        return col if types.get(col) in PLAIN_TYPES else None  # type: ignore[arg-type]
+
+    plain: Optional[list[tuple[str, bool, Any]]] = []
+    for item in sel["items"]:
+        expr = item["expr"]
+        if expr.get("node") == "Var" and expr["name"]["name"] in agg_names:
+            plain.append((item["name"], True, agg_names[expr["name"]["name"]]))  # type: ignore[union-attr]
+        elif read(expr) is not None:
+            plain.append((item["name"], False, read(expr)))  # type: ignore[union-attr]
+        else:
+            plain = None
+            break
+    if sel.get("having") is not None:
+        plain = None
+    if observed and plain is None:
+        raise Unsupported("its changes are read one by one, and a select item is neither an "
+                          "aggregate nor a plain column, or there is a HAVING")
+    arguments, folds = [], []
+    for i, agg in enumerate(aggregates):
+        args = [a for a in agg.get("args") or [] if a.get("node") != "Star"]
+        arguments.append([backend.operand("argument", (i, j), read(a)) for j, a in enumerate(args)])
+        fn = str(agg["fn"]).lower()
+        kind = types.get(plain_column(args[0], alias)) if len(args) == 1 else None  # type: ignore[arg-type]
+        fast = (fn in FAST_AGGREGATES and not (agg.get("distinct") and fn in _DISTINCT_MATTERS)
+                and (not args or kind in NUMPY_TYPES or (fn == "count" and kind is not None)))
+        folds.append(None if not fast else "count" if not args or fn == "count" else kind)
+    return ColumnarLowering(
+        mode="rows" if observed else "batch", alias=alias,
+        where=backend.operand("where", (), read(sel["where"])) if sel.get("where") is not None else None,
+        group_filter=(backend.operand("group_filter", (), read(sel["group_filter"]))
+                      if sel.get("group_filter") is not None else None),
+        group_by=[backend.operand("group_by", (i,), read(e)) for i, e in enumerate(sel["group_by"] or [])],
+        arguments=arguments, items=plain, folds=folds)
