@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 
 from .bad_records import info_column
 from .built_once import once
+from .lowering_spark import condition_column
 from .engine.changes import OPS
 from .processor import INFO, INST, KIND, OP, RAW, SEQ, SUB, WHY
 from .topology import with_instance
@@ -45,27 +46,6 @@ def _native_row_columns(kind: Column, inst: Column, info: Column, values: list[C
             F.when(kind == "row", F.lit("i")).alias(OP), info.alias(INFO), *values]
 
 
-def _condition(expr: dict) -> Column:
-    """A native stream's WHERE (the plan's ``filter``, in the subset of
-    ccl.plan.physical.condition_kind) as a Spark Column."""
-    node = expr["node"]
-    if node == "Literal":
-        return F.lit(expr["value"])
-    if node == "FieldAccess":
-        return column(expr["field"]["name"])
-    if node == "Unary":
-        return ~_condition(expr["operand"])
-    if node == "Case":  # ccl.plan.physical.is_true_test: null is false
-        return F.coalesce(_condition(expr["whens"][0]["when"]), F.lit(False))
-    left, right, op = _condition(expr["left"]), _condition(expr["right"]), expr["op"]
-    if op == "and":
-        return left & right
-    if op == "or":
-        return left | right
-    return {"=": left == right, "!=": left != right, "<>": left != right, "<": left < right,
-            "<=": left <= right, ">": left > right, ">=": left >= right}[op]
-
-
 def native_stream(element: dict, source: dict, frame: DataFrame) -> DataFrame:
     """A stateless stream's processor output computed by Spark expressions (the plan's
     ``filter``): ``row`` for a row that passes the WHERE (an insert with the source row's
@@ -78,7 +58,8 @@ def native_stream(element: dict, source: dict, frame: DataFrame) -> DataFrame:
 def _native_stream_columns(element: dict, source: dict) -> list[Column]:
     spec = element["physical"]["filter"]
     why = F.col(WHY)
-    passes = F.coalesce(_condition(spec["where"]), F.lit(False)) if spec["where"] else F.lit(True)
+    passes = (F.coalesce(condition_column(spec["where"], spec["alias"], dict(source["columns"])),
+                         F.lit(False)) if spec["where"] else F.lit(True))
     kind = (F.when(why.isNotNull(), F.lit("bad")).when(F.col(OP).isin("d", "s"), F.lit("skip"))
             .when(passes, F.lit("row")).otherwise(F.lit("skip")))
     info = info_column(why, F.struct(*[column(c) for c, _ in source["columns"]]))
