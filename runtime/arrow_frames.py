@@ -11,10 +11,11 @@ Spark expressions of runtime/topology.py, frames.py and native_stages.py do:
 - instance assignment by HASH (Spark's murmur3, runtime/spark_hash.py), ROUNDROBIN, or broadcast
   to every instance, for an element's own ``PARTITION BY`` (not a partitioned module's);
 - ``__bucket``: the instance modulo the buckets, or with by-group columns their hash;
-- a native input stream's output when no row of the batch is bad.
+- a native input stream's output, and a native stream's (its WHERE by runtime/lowering_arrow.py),
+  when no row of the batch is bad.
 
-Everything else (a custom partition function, a module's partitioning, bad input rows, native
-filters and aggregations) answers None here, and the caller takes the Spark expressions.
+Everything else (a custom partition function, a module's partitioning, bad input rows, a NaN
+where a WHERE compares floats, native aggregations) answers None here, and the caller takes the Spark expressions.
 """
 from __future__ import annotations
 
@@ -69,6 +70,34 @@ def native_input(element: dict, frame: pa.Table) -> Optional[pa.Table]:
     return pa.Table.from_arrays(
         [arrays[f.name] if f.name in arrays else frame.column(f.name) for f in schema],
         schema=schema)
+
+
+def native_stream(element: dict, source: dict, frame: pa.Table) -> Optional[pa.Table]:
+    """A native stream's processor output (runtime.native_stages.native_stream's rows, the
+    instance from :func:`processor_input`'s rule) when no row of ``frame`` (rows of ``source``)
+    came bad and its WHERE can be evaluated here (runtime/lowering_arrow.py); None otherwise."""
+    from .lowering_arrow import condition_mask
+
+    spec = element["physical"]["filter"]
+    assigned = _instances(element.get("partition"), source, frame, is_input(source))
+    if (element.get("module_partition") or assigned is None or assigned[0] is not None
+            or frame.column(WHY).null_count != frame.num_rows):
+        return None
+    n = frame.num_rows
+    passes = (condition_mask(spec["where"], spec["alias"], dict(source["columns"]), frame)
+              if spec["where"] else pa.array(np.ones(n, bool)))
+    if passes is None:
+        return None
+    removed = pc.is_in(frame.column(OP), pa.array(["d", "s"]))
+    row = pc.and_(pc.invert(pc.fill_null(removed, False)), passes)
+    schema = _schema(element)
+    arrays = {KIND: pc.if_else(row, "row", "skip"), INST: pa.array(assigned[1].astype(np.int32)),
+              SEQ: frame.column(SEQ), SUB: pa.array(np.zeros(n, np.int64)),
+              OP: pc.if_else(row, "i", pa.scalar(None, pa.string())), INFO: pa.nulls(n, pa.string())}
+    items = dict(spec["items"])
+    return pa.Table.from_arrays(
+        [arrays[f.name] if f.name in arrays else frame.column(items[f.name]).cast(f.type)
+         for f in schema], schema=schema)
 
 
 def processor_input(plan: dict, element: dict, frames: Sequence[Optional[pa.Table]],

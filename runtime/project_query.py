@@ -260,6 +260,9 @@ def _stage_table(spark: SparkSession, plan: dict, element: dict, frames: list[Op
     out = None
     if native == "input":
         out = arrow_frames.native_input(element, frames[0])
+    elif native == "stream":
+        source = next(e for e in plan["elements"] if e["name"] == ports_of(element)[0][1])
+        out = arrow_frames.native_stream(element, source, frames[0])
     elif transform is not None:
         proc_in = arrow_frames.processor_input(plan, element, frames, layout.buckets,
                                                layout.by_group.get(element["name"], ()))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from runtime import arrow_frames
 from runtime.frames import changelog_frame, frame_layout
-from runtime.native_stages import native_input
+from runtime.native_stages import native_frame, native_input
 from runtime.processor import BATCH, INST, OP, PORT, RAW, SEQ, SRC, SUB, WHY
 from runtime.topology import ports_of, processor_input
 from runtime.inputs.csv_text import output_schema as source_schema
@@ -150,3 +150,47 @@ AS SELECT x.a a FROM S x;""")
     by_name = {e["name"]: e for e in custom["elements"]}
     frame = arrow_frames.input_frame(_parsed(by_name["S"], [(1,)], ["i"]))
     assert arrow_frames.processor_input(custom, by_name["C"], [frame], BUCKETS) is None
+
+
+FILTERS = """
+CREATE INPUT STREAM S SCHEMA (a integer, s string, f float, l long, b boolean);
+CREATE OUTPUT STREAM Some PARTITION BY S HASH(s) PARTITIONS 2
+AS SELECT x.a a2, x.f f FROM S x WHERE x.a > 3 AND (x.f <= 1.5 OR NOT x.b);
+CREATE OUTPUT STREAM Others AS SELECT x.s s, x.l l FROM S x WHERE x.s = 'a' OR x.l <> x.a OR x.f = 0;
+"""
+
+
+@given(stream=stream_rows, ops=st.lists(st.sampled_from(["i", "d", "u"]), min_size=25, max_size=25))
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@example(stream=[(4, "a", -0.0, 4, False), (5, None, None, 1, None), (9, "b", 1.5, None, True)],
+         ops=["i"] * 25)
+def test_native_stream_equals_sparks(spark, tmp_path_factory, stream, ops):
+    path = os.path.join(str(tmp_path_factory.mktemp("f")), "f.ccl")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(FILTERS)
+    plan, diags = plan_json(path)
+    assert plan is not None, diags
+    by_name = {e["name"]: e for e in plan["elements"]}
+    parsed = _parsed(by_name["S"], stream, ops[:len(stream)])
+    for name in ("Some", "Others"):
+        element = by_name[name]
+        assert element["physical"]["native"] == "stream"
+        got = arrow_frames.native_stream(element, by_name["S"], arrow_frames.input_frame(parsed))
+        assert got is not None, name
+        want = native_frame(element, by_name["S"], frame_layout(_spark_frame(spark, parsed))).toArrow()
+        assert got.to_pylist() == want.to_pylist(), name
+
+
+def test_a_nan_compared_is_left_to_spark(plan):
+    path_rows = [(1, "a", float("nan"), 1, True)]
+    by_name = {e["name"]: e for e in plan["elements"]}
+    frame = arrow_frames.input_frame(_parsed(by_name["S"], path_rows, ["i"]))
+    from runtime.lowering_arrow import condition_mask
+    where = {"node": "Binary", "op": ">", "left": {"node": "FieldAccess",
+             "base": {"node": "Var", "name": {"node": "Ident", "name": "x"}},
+             "field": {"node": "Ident", "name": "f"}},
+             "right": {"node": "Literal", "kind": "float", "value": 1.0}}
+    assert condition_mask(where, "x", {"f": "float"}, frame) is None
+    assert condition_mask(where, "x", {"f": "float"},
+                          arrow_frames.input_frame(_parsed(by_name["S"], [(1, "a", 2.0, 1, True)],
+                                                           ["i"]))).to_pylist() == [True]
