@@ -51,11 +51,11 @@ from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import SplashError, coerce_column, coerce_row, splash_value
 from runtime.engine.stages import truth
 
-__all__ = ["BucketRows", "ColumnarAggregation"]
+__all__ = ["PLAIN_TYPES", "BucketRows", "ColumnarAggregation", "plain_column"]
 
 # Column types whose values, as Arrow gives them to Python, the engine's expressions read unchanged
 # (runtime.engine.expr: values already in SPLASH form).
-_PLAIN_TYPES = ("integer", "float", "string", "boolean")
+PLAIN_TYPES = ("integer", "float", "string", "boolean")
 _NUMPY = {"integer": np.int64, "float": np.float64}   # the column types the NumPy folds take
 _FAST = ("count", "sum", "avg", "min", "max")
 _LIMIT = 1 << 62  # integer sums are folded in int64 only while they cannot leave it
@@ -121,8 +121,8 @@ class ColumnarAggregation:
         def getter(expr: Optional[dict], compiled: Optional[Callable]) -> Optional[_Getter]:
             if expr is None:
                 return None
-            col = _plain_column(expr, self.alias)
-            return _Getter(col if types.get(col) in _PLAIN_TYPES else None, compiled, self.alias)
+            col = plain_column(expr, self.alias)
+            return _Getter(col if types.get(col) in PLAIN_TYPES else None, compiled, self.alias)
         self.where = getter(spec.get("where"), sel.where)
         self.group_filter = getter(spec.get("group_filter"), self.agg.group_filter)
         self.group_by = [getter(e, f) for e, f in zip(spec.get("group_by") or [], self.agg.group_by)]
@@ -131,10 +131,10 @@ class ColumnarAggregation:
         names = {a["name"]: i for i, a in enumerate(spec["aggregates"])}
         self.items: Optional[list[tuple[str, bool, Any]]] = []
         for item in spec["items"]:
-            expr, col = item["expr"], _plain_column(item["expr"], self.alias)
+            expr, col = item["expr"], plain_column(item["expr"], self.alias)
             if expr.get("node") == "Var" and expr["name"]["name"] in names:
                 self.items.append((item["name"], True, names[expr["name"]["name"]]))
-            elif types.get(col) in _PLAIN_TYPES:
+            elif types.get(col) in PLAIN_TYPES:
                 self.items.append((item["name"], False, col))
             else:
                 self.items = None
@@ -152,7 +152,7 @@ class ColumnarAggregation:
         for agg_spec, agg in zip(spec["aggregates"], self.agg.aggregates):
             exprs = [a for a in agg_spec.get("args") or [] if a.get("node") != "Star"]
             self.args.append([getter(e, f) for e, f in zip(exprs, agg.args)])  # type: ignore[misc]
-            kind = types.get(_plain_column(exprs[0], self.alias)) if len(exprs) == 1 else None
+            kind = types.get(plain_column(exprs[0], self.alias)) if len(exprs) == 1 else None
             fast = (agg.fn in _FAST and not agg.distinct and agg.check is None
                     and (agg.star or kind in _NUMPY or (agg.fn == "count" and kind is not None)))
             self.kinds.append(None if not fast else "count" if agg.star or agg.fn == "count" else kind)
@@ -665,7 +665,7 @@ def _kept(values: list, keep: np.ndarray) -> list:
     return [v for v, k in zip(values, keep.tolist()) if k]
 
 
-def _plain_column(expr: Optional[dict], alias: str) -> Optional[str]:
+def plain_column(expr: Optional[dict], alias: str) -> Optional[str]:
     """The column name when ``expr`` (plan JSON) is ``alias.column``."""
     if (isinstance(expr, dict) and expr.get("node") == "FieldAccess"
             and (expr.get("base") or {}).get("node") == "Var"
