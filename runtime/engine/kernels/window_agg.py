@@ -33,6 +33,7 @@ to the engine.
 """
 from __future__ import annotations
 
+from math import copysign
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -57,6 +58,11 @@ _CODES = {"count": _COUNT, "sum": _SUM, "avg": _SUM, "min": _MIN, "max": _MAX}
 _RESULTS: dict[str, Callable[[Any], Any]] = {
     "count": lambda acc: acc, "min": lambda acc: acc, "max": lambda acc: acc,
     "sum": lambda acc: acc[0] if acc[1] else None}
+# How a deferred group's column may be a zero: its row's value, an extreme, a sum's total.
+_ROW, _EXTREME, _TOTAL = range(3)
+# Below this a total may divide into a zero (|total| / count under the smallest double, any count
+# up to 2**63); above it the average of a float total is no zero.
+_TINY = 1e-290
 # Column type -> the Python type of its values already in SPLASH form (expr.coerce_row's check).
 _PLAIN = {kind: python for python, kind in PLAIN_KINDS.items()}
 
@@ -146,6 +152,22 @@ class WindowAggregation:
         self.results = [_RESULTS.get(agg.fn) if not agg.distinct else None
                         for agg in self.agg.aggregates]
         self.deferred = not self.per_row and self._rows_cannot_fail(spec, types)
+        # batch mode, deferred: the output columns that may hold 0.0 or -0.0 (floats of a float
+        # source), and per such column how to see, from a group, whether it may be a zero now
+        self.zero_cols: list[str] = []
+        self.zero_checks: list[tuple[int, Any]] = []
+        if self.deferred:
+            for name, is_agg, ref, *_ in self.items:  # type: ignore[union-attr]
+                if not is_agg:
+                    if types.get(ref) == "float":
+                        self.zero_cols.append(name)
+                        self.zero_checks.append((_ROW, ref))
+                    continue
+                agg, args = self.agg.aggregates[ref], self.arg_cols[ref]
+                if agg.fn == "count" or agg.star or not args or types.get(args[0][0]) != "float":
+                    continue  # (an average of integers is never -0.0: float(total) / count)
+                self.zero_cols.append(name)
+                self.zero_checks.append((_EXTREME if agg.fn in ("min", "max") else _TOTAL, ref))
         self.output_row: Callable[[dict], Optional[dict]] = (
             self._output_row if self.items is not None else self.agg.output_row)
 
@@ -230,6 +252,7 @@ class WindowAggregation:
         window = state["output"]
         batch = None if self.per_row else _Net(engine.output.store, window)
         deferred: Optional[dict[tuple, int]] = {} if self.deferred else None  # group -> last seq
+        tracks: dict[tuple, list] = {}  # deferred groups whose rows may hold a zero: see _track
         upsert, delete, key = self.source.store.upsert, self.source.store.delete, self.source.key
         n = len(seqs)
         start = 0
@@ -255,8 +278,10 @@ class WindowAggregation:
                     if deferred is not None:
                         for c in done:
                             for gkey in self._fold(agg_state, c):
-                                deferred.pop(gkey, None)  # (in the order of their last rows)
-                                deferred[gkey] = seq
+                                first = deferred.pop(gkey, None) is None
+                                deferred[gkey] = seq  # (in the order of their last rows)
+                                if self.zero_cols:
+                                    self._track(agg_state["groups"][gkey], gkey, first, tracks)
                         continue
                     found: list[Change] = []
                     for c in done:
@@ -278,22 +303,85 @@ class WindowAggregation:
                 batch.saw(delivered, len(out))
             start = stop
         if deferred:
-            self._settle(state, deferred, batch, len(out), now)  # type: ignore[arg-type]
+            self._settle(state, deferred, tracks, batch, len(out), now)  # type: ignore[arg-type]
         return out if batch is None else batch.outputs(out)
 
-    def _settle(self, state: dict, touched: dict[tuple, int], batch: "_Net", position: int,
-                now: int) -> None:
+    def _settle(self, state: dict, touched: dict[tuple, int], tracks: dict[tuple, list],
+                batch: "_Net", position: int, now: int) -> None:
         """Batch mode with output rows that cannot fail: each touched group's output row once,
         after the batch, settled and delivered with the sequence number of its last row (the
         engine's intermediate rows change nothing the batch shows: a group emptied and filled
-        again has the accumulators of a new one, see :attr:`deferred`)."""
+        again has the accumulators of a new one, see :attr:`deferred`).
+
+        The window then holds the group's last row, which is the engine's but for the sign of a
+        zero: the engine's window holds the row of the group's last *change*, and a row equal to
+        the one before (``-0.0 == 0.0``) is none. A group whose rows may hold a zero was followed
+        row by row (:meth:`_track`): its window row is the one its last change gave."""
         st = state["selects"][0]["agg"]
         groups, settle, output_row = st["groups"], self.agg.settle, self.output_row
         changes: list[Change] = []
         for gkey, seq in touched.items():
             group = groups[gkey]
-            changes += settle(st, gkey, output_row(group) if group["n"] > 0 else None, seq)
+            last = output_row(group) if group["n"] > 0 else None
+            track = tracks.get(gkey)
+            if track is None or not track[2] or track[1] is None:
+                changes += settle(st, gkey, last, seq)
+                continue
+            shown, before = track[1], group["emitted"]
+            found = settle(st, gkey, shown, seq)
+            if not found:  # equal to the row before, maybe another zero: the window holds it
+                found = [Change("u", key_of(shown, self.agg.key), before, shown, seq)]
+            changes += found
+            group["emitted"] = last
         batch.saw(self.engine.deliver(state, changes, now), position)
+
+    def _track(self, group: dict, gkey: tuple, first: bool, tracks: dict[tuple, list]) -> None:
+        """Batch mode, deferred, output columns that may hold 0.0 or -0.0: follow, from the first
+        of its rows that may hold a zero, the group's output row after each change as the engine
+        settles it, in ``tracks[gkey]``: ``[its last row, its window's row, changed]`` (the row
+        of its last change; changed: whether any change came in the batch).
+
+        A group is followed from its first change in the batch when the row it showed before
+        holds a zero; else from the first change whose row holds one: the row before held none,
+        so that change is a change of the row (a zero equals no other value)."""
+        track = tracks.get(gkey)
+        if track is None:
+            if first and any(v == 0 for v in self._zero_values(group["emitted"])):
+                track = tracks[gkey] = [group["emitted"], None, False]
+            elif group["n"] > 0 and self._may_be_zero(group):
+                row = self.output_row(group)
+                if any(v == 0 for v in self._zero_values(row)):
+                    tracks[gkey] = [row, row, True]
+                return
+            else:
+                return
+        row = self.output_row(group) if group["n"] > 0 else None
+        old = track[0]
+        if not (old is None and row is None) and (old is None or row is None or old != row):
+            track[1], track[2] = row, True
+        track[0] = row
+
+    def _zero_values(self, row: Optional[dict]) -> list:
+        """The values of ``row`` (or None) in the columns that may hold 0.0 or -0.0."""
+        return [] if row is None else [row[c] for c in self.zero_cols]
+
+    def _may_be_zero(self, group: dict) -> bool:
+        """Whether a column of the (non-empty) group's output row may be 0.0 or -0.0 (never
+        False when one is)."""
+        accs, row = group["acc"], group["row"][self.alias]
+        for how, ref in self.zero_checks:
+            if how == _ROW:
+                v = row[ref]
+            elif how == _EXTREME:
+                v = accs[ref]
+            else:
+                total, count = accs[ref]
+                if count and -_TINY < total < _TINY:
+                    return True
+                continue
+            if v is not None and v == 0:
+                return True
+        return False
 
     # --- one change of a source row ------------------------------------------------------------
 
@@ -486,6 +574,13 @@ class WindowAggregation:
         return out
 
 
+def _same(a: dict, b: dict) -> bool:
+    """Whether window rows ``a`` and ``b`` are the same: equal, and no zero in one is the other
+    sign's (``-0.0 == 0.0``; the engine's change from one to the other is a change)."""
+    return a == b and all(type(v) is not float or v != 0 or copysign(1.0, v) == copysign(1.0, b[c])
+                          for c, v in a.items())
+
+
 class _Net:
     """Batch mode: the window's changes of an instance's batch netted per window row."""
 
@@ -509,7 +604,7 @@ class _Net:
         entries: list[tuple[int, int, Output]] = [(p, 0, o) for p, o in enumerate(bad)]
         for k, (position, seq) in self.last.items():
             old, new = self.before[k], self.store.get(self.window, k)
-            if old is None and new is None or (old is not None and new is not None and old == new):
+            if old is None and new is None or (old is not None and new is not None and _same(old, new)):
                 continue
             op = "i" if old is None else "d" if new is None else "u"
             entries.append((position, 1, Emit(op, seq, dict(new if new is not None else old))))
