@@ -83,16 +83,20 @@ class BucketRun:
         from .engine.columnar import ColumnarAggregation
         from .engine.element import Engine
         from .engine.flex import make_engine
+        from .engine.kernels.window_agg import WindowAggregation
 
         plan = json.loads(plan_text)
         element = next(e for e in plan["elements"] if e["name"] == element_name)
         self.element = element
         self.engine = make_engine(element, plan, 0)
         self.columns = [name for name, _ in element["columns"]]
-        # a stream aggregation run a bucket at a time (the plan's ``columnar``)
-        self.columnar = (ColumnarAggregation(self.engine, plan)
-                         if isinstance(self.engine, Engine) and self.engine.declared is None
-                         and element["physical"]["columnar"] else None)
+        # an aggregation run a bucket at a time (the plan's ``columnar``): of a stream, or of a
+        # window or delta stream (runtime/engine/kernels/window_agg.py)
+        self.columnar = None
+        if (isinstance(self.engine, Engine) and self.engine.declared is None
+                and element["physical"]["columnar"]):
+            windowed = self.engine.selects[0].sources[0].kind in ("window", "delta stream")
+            self.columnar = (WindowAggregation if windowed else ColumnarAggregation)(self.engine, plan)
         # another element a columnar kernel runs a bucket at a time (the plan's ``kernel``)
         from .engine.kernels import make_kernel
         self.kernel = make_kernel(element, self.engine, plan, first_ports) if self.columnar is None else None

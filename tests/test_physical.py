@@ -153,9 +153,39 @@ def test_columnar_aggregations(tmp_path, items, rest, reader, mode):
     assert path_of(e, plan)[0] == PER_INSTANCE
 
 
+WINDOW_COLUMNAR = "create output window a primary key deduced as select {items} from {src} {rest};"
+DELTA = "create input delta stream d schema (id integer, sym string, px float) primary key (id);\n"
+REF = ("create reference r schema (sym string, px float) primary key (sym) "
+       "properties service = 'hana', source = 't';\n")
+
+
+@pytest.mark.parametrize("src, items, rest, reader, mode, spread", [
+    # a window source (updates and deletes retract): the window kernel, a batch at a time; its
+    # groups spread over buckets by its key columns only
+    ("w", "w.sym, max(w.px) m, count(*) n", "group by w.sym", "", "batch", ["sym"]),
+    ("w", "upper(w.sym) u, avg(w.px) m", "group by upper(w.sym) having count(*) > 1", "", "batch", None),
+    # ... and per row when its changes are read one by one
+    ("w", "w.sym, min(w.px) m, w.px last", "where w.px > 0.0 group by w.sym", ROWS_READER,
+     "rows", ["sym"]),
+    ("w", "w.sym, max(w.px) + 1 m", "group by w.sym", ROWS_READER, None, None),
+    # a delta stream source, grouped by a column that is not its key: one bucket per instance
+    ("d", "d.sym, sum(d.px) s", "group by d.sym", "", "batch", None),
+    # not a reference (its rows come from its table), nor a window with a FROM KEEP
+    ("r", "r.sym, max(r.px) m", "group by r.sym", "", None, None),
+    ("w", "w.sym, max(w.px) m", "keep 2 rows group by w.sym", "", None, None),
+])
+def test_columnar_aggregations_of_windows(tmp_path, src, items, rest, reader, mode, spread):
+    from ccl.plan.physical import columnar_aggregation, group_columns
+    e, plan = _element(tmp_path, DELTA + REF + WINDOW_COLUMNAR.format(items=items, src=src, rest=rest)
+                       + "\n" + reader)
+    assert columnar_aggregation(e, plan) == mode
+    assert group_columns(e, plan) == spread
+    assert path_of(e, plan)[0] == PER_INSTANCE
+
+
 @pytest.mark.parametrize("body", [
     "create output window a primary key deduced keep 3 rows as select s.sym, count(*) n from s group by s.sym;",
-    "create output window a primary key deduced as select w.sym, max(w.px) m from w group by w.sym;",
+    "create output window a primary key deduced keep 3 rows as select w.sym, max(w.px) m from w group by w.sym;",
     "create output window a primary key deduced keep all as select s.sym, count(*) n from s keep 2 rows "
     "group by s.sym;",
     "create output window a primary key deduced keep all declare integer c := 0; end "

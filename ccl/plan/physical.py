@@ -73,6 +73,12 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
                                   "row, each bucket's rows a column at a time")
         return PER_INSTANCE, (f"aggregation of a stream, but {observed}: one change per input row "
                               "needs the per-instance engine")
+    if columnar is not None and _source_kind(element, plan) != "stream":
+        # (the window kernel: runtime/engine/kernels/window_agg.py)
+        return PER_INSTANCE, (f"aggregation of a {_source_kind(element, plan)}: each bucket's "
+                              "changes applied as the engine does, without its per-row machinery, "
+                              + ("one change per group per batch" if columnar == "batch"
+                                 else "one change per input row"))
     if columnar == "batch":
         return PER_INSTANCE, ("aggregation of a stream whose changes nothing reads one by one: "
                               "each bucket's batch folded a column at a time, one change per group "
@@ -85,6 +91,13 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
     if uses_time(element):
         return PER_INSTANCE, "per-instance state in transformWithState (timers for a time-based KEEP)"
     return PER_INSTANCE, "per-instance state: the engine over each bucket's rows in applyInArrow"
+
+
+def _source_kind(element: Mapping, plan: Mapping) -> str:
+    """The kind, as read, of the one source of an aggregation :func:`columnar_aggregation` takes."""
+    name = element["query"]["selects"][0]["sources"][0]["element"]
+    kind = next(e for e in plan["elements"] if e["name"] == name).get("kind")
+    return READ_AS.get(kind, kind)
 
 
 def _column(expr: object, alias: str) -> Optional[str]:
@@ -206,8 +219,10 @@ def columnar_aggregation(element: Mapping, plan: Mapping) -> Optional[str]:
       its source (of a type the engine reads as Arrow gives it), with no HAVING: one change per
       input row, as the engine gives them.
 
-    It must be a window with KEEP ALL (or no KEEP, no AGES, no DECLARE) aggregating one stream (no
-    join, FROM KEEP, MATCHING or GROUP ORDER BY), keyed by its GROUP BY expressions (each key
+    It must be a window with KEEP ALL (or no KEEP, no AGES, no DECLARE) aggregating one stream,
+    window or delta stream (``ccl.plan.lowering.columnar.COLUMNAR_SOURCES``; no join, FROM KEEP, MATCHING or GROUP ORDER
+    BY; a window's or delta stream's updates and deletes retract: runtime/engine/kernels/
+    window_agg.py), keyed by its GROUP BY expressions (each key
     column is one, and each is a key column), whose expressions read only the source's columns,
     the aggregates and ``<target>_partitions``, and call only built-in functions whose value
     depends on their arguments alone (not ``ccl.plan.lowering.columnar.IMPURE_FUNCTIONS``). Any
@@ -348,19 +363,24 @@ def group_columns(element: Mapping, plan: Mapping) -> Optional[list[str]]:
     """For an aggregation :func:`columnar_aggregation` runs, grouped by plain source columns of
     string, integer, long or boolean type (each its own key column, of the same type): those
     columns, by which the runtime may spread an instance's groups over several buckets (no group
-    reads another's rows, so each bucket runs its share of an instance); else None."""
+    reads another's rows, so each bucket runs its share of an instance); else None. Over a window
+    or delta stream, each must also be a key column of the source: every change of a source row
+    (an update, a delete) then carries the group values of the row it replaces, and reaches the
+    bucket holding that row and its group."""
     if columnar_aggregation(element, plan) is None:
         return None
     sel = element["query"]["selects"][0]
     alias = sel["sources"][0]["alias"]
     src = next(e for e in plan["elements"] if e["name"] == sel["sources"][0]["element"])
     types = {c: str(t).strip().lower() for c, t in src["columns"]}
+    keyed = READ_AS.get(src.get("kind"), src.get("kind")) != "stream"
     out_types = {c: str(t).strip().lower() for c, t in element["columns"]}
     columns = []
     for expr in sel["group_by"] or []:
         col = _column(expr, alias)
         item = next((it["name"] for it in sel["items"] if it["expr"] == expr), None)
-        if col is None or types.get(col) not in _SPREAD_TYPES or out_types.get(item) != types[col]:
+        if (col is None or types.get(col) not in _SPREAD_TYPES or out_types.get(item) != types[col]
+                or (keyed and col not in (src.get("key") or []))):
             return None
         columns.append(col)
     return columns or None

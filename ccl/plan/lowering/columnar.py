@@ -96,13 +96,20 @@ class ColumnarLowering(Generic[C]):
     folds: list[Optional[str]]
 
 
+# The kinds (as read, READ_AS) of the source a columnar aggregation reads (not a reference, read
+# as a window: its rows come from its table, on a port of their own).
+COLUMNAR_SOURCES = ("stream", "window", "delta stream")
+
+
 def lower_columnar(element: Mapping, plan: Mapping, observed: bool, builtins: Mapping,
                    backend: ColumnarBackend[C]) -> ColumnarLowering[C]:
     """``element`` (plan JSON) as the columnar kernel runs it, in ``rows`` mode when its changes
     are ``observed`` one by one (else ``batch``), or :class:`Unsupported` with why not.
 
-    It must be a window with KEEP ALL (or no KEEP, no AGES, no DECLARE) aggregating one stream (no
-    join, FROM KEEP, MATCHING or GROUP ORDER BY), keyed by its GROUP BY expressions (each key
+    It must be a window with KEEP ALL (or no KEEP, no AGES, no DECLARE) aggregating one stream,
+    window or delta stream (:data:`COLUMNAR_SOURCES`; no join, FROM KEEP, MATCHING or GROUP ORDER
+    BY; a window's or delta stream's updates and deletes retract: runtime/engine/kernels/
+    window_agg.py), keyed by its GROUP BY expressions (each key
     column is one, and each is a key column), whose expressions read only the source's columns,
     the aggregates and ``<target>_partitions``, and call only built-in functions (``builtins``)
     whose value depends on their arguments alone (not :data:`IMPURE_FUNCTIONS`). In rows mode
@@ -121,8 +128,9 @@ def lower_columnar(element: Mapping, plan: Mapping, observed: bool, builtins: Ma
     if not (sel.get("aggregates") or sel.get("group_by")):
         raise Unsupported("no aggregation")
     src = next((e for e in plan["elements"] if e["name"] == sel["sources"][0]["element"]), None)
-    if src is None or READ_AS.get(src.get("kind"), src.get("kind")) != "stream":
-        raise Unsupported("its source is no stream")
+    if (src is None or READ_AS.get(src.get("kind"), src.get("kind")) not in COLUMNAR_SOURCES
+            or src.get("kind") == "reference"):
+        raise Unsupported("its source is no stream, window or delta stream")
     # the window's key must be the group's: key columns are GROUP BY expressions, all of them, so
     # that no two groups ever show a row under one key (where the engine's order of rows decides)
     items = {it["name"]: it["expr"] for it in sel["items"]}

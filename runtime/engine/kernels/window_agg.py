@@ -1,0 +1,615 @@
+"""The aggregation of a window or delta stream (rows inserted, updated and deleted), run a
+bucket's micro-batch at a time.
+
+``ccl.plan.physical.columnar_aggregation`` picks it (and its mode, as for a stream source:
+runtime/engine/columnar.py) for a KEEP ALL window aggregating one window or delta stream. A row
+that leaves a group takes its contribution away (count and sum subtract, min and max recompute
+from the group's stored rows, as runtime/engine/aggregate.py does), so the batch cannot be folded
+out of order: each instance's rows are applied one after the other, in the engine's order
+(BucketRun's: sequence number, source, sub-number, port) and cut into the engine's transactions
+(the rows sharing a sequence number and port, whose output changes are merged), but without the
+engine's general machinery:
+
+- the bucket's rows are read once, column by column (opcodes, instances, sequence numbers, and
+  each row's values as the engine receives them, whose very objects it stores);
+- the source's mirror is the engine's :class:`Store` on the engine's state; WHERE, GROUP FILTER,
+  the GROUP BY values and the aggregate arguments are read straight from the row when they are
+  plain columns of a type the engine reads unchanged (a long made the engine's ``Long``), else
+  computed by the engine's compiled expressions, in the engine's order (the first failing one
+  gives the bad record's reason);
+- the group's contributions, its count and accumulators are kept exactly as the engine's
+  :class:`Aggregator` keeps them (count, sum, avg, min and max written out, with the engine's
+  arithmetic; the others through the engine's ``add`` and ``remove``);
+- each touched group's output row (the engine's, or read off directly when the select items are
+  aggregates and plain columns) is settled as the engine settles it and delivered through the
+  engine's own output stage; in batch mode, when no output row in between can fail or matter
+  (:meth:`WindowAggregation._rows_cannot_fail`), once per batch instead of after every row.
+
+So the state afterwards is the engine's, and in *rows* mode the outputs are the engine's, change
+for change; in *batch* mode each window row that changed gives one change, from its row before
+the batch to its row after, with the sequence number of the last row of its group (a row that
+comes back as it was gives nothing). An instance with a row that holds no values at all is left
+to the engine.
+"""
+from __future__ import annotations
+
+from math import copysign
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ccl.plan.lowering import plain_column
+from ccl.plan.lowering.columnar import PLAIN_TYPES
+from ccl.splash import as_type
+from ccl.splash.convert import PLAIN_KINDS
+from ccl.splash.values import Long
+from runtime.engine.aggregate import Aggregator, plain_rows
+from runtime.engine.changes import OPS, Bad, Change, Output
+from runtime.engine.columnar import BucketRows, InstanceRun
+from runtime.engine.element import Engine, emit_of
+from runtime.engine.expr import SplashError, coerce_column, splash_value
+from runtime.engine.stages import RowRefused, consolidate, key_of, truth
+
+__all__ = ["WindowAggregation"]
+
+# The aggregates whose add and remove are written out here (no DISTINCT, no argument check).
+_INLINE = ("count", "sum", "avg", "min", "max")
+_OTHER, _COUNT_STAR, _COUNT, _SUM, _MIN, _MAX = range(6)
+_CODES = {"count": _COUNT, "sum": _SUM, "avg": _SUM, "min": _MIN, "max": _MAX}
+# Their results (aggregate.py's), without the method call (avg's is the engine's).
+_RESULTS: dict[str, Callable[[Any], Any]] = {
+    "count": lambda acc: acc, "min": lambda acc: acc, "max": lambda acc: acc,
+    "sum": lambda acc: acc[0] if acc[1] else None}
+# How a deferred group's column may be a zero: its row's value, an extreme, a sum's total.
+_ROW, _EXTREME, _TOTAL = range(3)
+# Below this a total may divide into a zero (|total| / count under the smallest double, any count
+# up to 2**63); above it the average of a float total is no zero.
+_TINY = 1e-290
+# Column type -> the Python type of its values already in SPLASH form (expr.coerce_row's check).
+_PLAIN = {kind: python for python, kind in PLAIN_KINDS.items()}
+
+
+def _long(v: int) -> Long:
+    """A long column's value as the engine's expressions read it (``from_python(v, long)``)."""
+    return Long(v)
+
+
+# Column types (besides the plain ones) whose non-null values are read by a function.
+_READERS: dict[str, Callable[[Any], Any]] = {"long": _long}
+
+
+class WindowAggregation:
+    """The aggregation of ``engine`` (an :class:`Engine` whose one select aggregates one window or
+    delta stream) over whole buckets; see the module docstring. Same interface as
+    :class:`runtime.engine.columnar.ColumnarAggregation`."""
+
+    def __init__(self, engine: Engine, plan: dict) -> None:
+        sel = engine.selects[0]
+        if (engine.declared is not None or sel.aggregator is None or len(sel.sources) != 1
+                or sel.joiner is not None or sel.matcher is not None or sel.grouped_cache
+                or sel.refused is not None or sel.sources[0].kind == "stream"
+                or type(sel.aggregator) is not Aggregator
+                or not sel.aggregator.retracting or engine.output.kind != "window"):
+            raise ValueError(f"{engine.name} is not a window aggregation this kernel runs")
+        self.engine = engine
+        self.select = sel
+        self.agg = sel.aggregator
+        self.source = sel.sources[0]
+        self.alias = sel.aliases[0]
+        self.per_row = engine.element["physical"]["columnar"] == "rows"
+        types = {c: t.strip().lower() for c, t in self.source.columns}
+        spec = engine.element["query"]["selects"][0]
+
+        def plain(expr: Optional[dict]) -> Optional[str]:
+            col = plain_column(expr, self.alias)
+            return col if types.get(col) in PLAIN_TYPES else None
+
+        def column(expr: Optional[dict]) -> Optional[tuple[str, Optional[Callable]]]:
+            # a column read as it is, or (a long) made a SPLASH value as the engine makes it
+            col = plain_column(expr, self.alias)
+            kind = types.get(col)
+            return None if col is None or not (kind in PLAIN_TYPES or kind in _READERS) \
+                else (col, _READERS.get(kind))  # type: ignore[arg-type]
+        self.where = sel.where
+        self.where_col = plain(spec.get("where"))
+        self.filter = self.agg.group_filter
+        self.filter_col = plain(spec.get("group_filter"))
+        self.group_cols = [column(e) for e in spec.get("group_by") or []]
+        # per aggregate: its argument columns when every argument is a plain column and the
+        # engine checks nothing; else None (the engine's ``values``)
+        self.arg_cols: list[Optional[list[tuple[str, Optional[Callable]]]]] = []
+        for agg_spec, agg in zip(spec["aggregates"], self.agg.aggregates):
+            exprs = [a for a in agg_spec.get("args") or [] if a.get("node") != "Star"]
+            cols = [column(e) for e in exprs]
+            # (an aggregate the engine does not compute refuses its rows through ``values``)
+            simple = (agg.check is None
+                      and agg.values.__func__ is type(agg).values)  # type: ignore[attr-defined]
+            self.arg_cols.append(cols if simple and all(cols) else None)  # type: ignore[arg-type]
+        self.inline = [agg.fn if agg.fn in _INLINE and not agg.distinct else None
+                       for agg in self.agg.aggregates]
+        # per aggregate: (index, how its add and remove run, the engine's aggregate)
+        self.codes = [(i, _COUNT_STAR if fn == "count" and agg.star else _CODES.get(fn, _OTHER), agg)
+                      for i, (fn, agg) in enumerate(zip(self.inline, self.agg.aggregates))]
+        # the select items when each is an aggregate or a plain column, with no HAVING: the
+        # output row is read off as the engine's expressions give it
+        names = {a["name"]: i for i, a in enumerate(spec["aggregates"])}
+        items: Optional[dict[str, tuple[bool, Any, Optional[Callable]]]] = {}
+        for item in spec["items"]:
+            expr, col = item["expr"], column(item["expr"])
+            if expr.get("node") == "Var" and expr["name"]["name"] in names:
+                items[item["name"]] = (True, names[expr["name"]["name"]], None)  # type: ignore[index]
+            elif col is not None:
+                items[item["name"]] = (False, col[0], col[1])  # type: ignore[index]
+            else:
+                items = None
+                break
+        if spec.get("having") is not None or items is None or set(items) != {c for c, _ in self.agg.columns}:
+            self.items = None
+        else:  # per output column, in order: how to read it and how the engine casts it
+            self.items = []
+            for name, text in self.agg.columns:
+                kind = as_type(text).name  # type: ignore[attr-defined]
+                self.items.append((name, *items[name], text, kind == "long", _PLAIN.get(kind),
+                                   kind in ("any", "null")))
+        self.results = [_RESULTS.get(agg.fn) if not agg.distinct else None
+                        for agg in self.agg.aggregates]
+        self.deferred = not self.per_row and self._rows_cannot_fail(spec, types)
+        # batch mode, deferred: the output columns that may hold 0.0 or -0.0 (floats of a float
+        # source), and per such column how to see, from a group, whether it may be a zero now
+        self.zero_cols: list[str] = []
+        self.zero_checks: list[tuple[int, Any]] = []
+        if self.deferred:
+            for name, is_agg, ref, *_ in self.items:  # type: ignore[union-attr]
+                if not is_agg:
+                    if types.get(ref) == "float":
+                        self.zero_cols.append(name)
+                        self.zero_checks.append((_ROW, ref))
+                    continue
+                agg, args = self.agg.aggregates[ref], self.arg_cols[ref]
+                if agg.fn == "count" or agg.star or not args or types.get(args[0][0]) != "float":
+                    continue  # (an average of integers is never -0.0: float(total) / count)
+                self.zero_cols.append(name)
+                self.zero_checks.append((_EXTREME if agg.fn in ("min", "max") else _TOTAL, ref))
+        self.output_row: Callable[[dict], Optional[dict]] = (
+            self._output_row if self.items is not None else self.agg.output_row)
+
+    def _rows_cannot_fail(self, spec: dict, types: dict[str, str]) -> bool:
+        """Whether batch mode may compute each touched group's output row once per batch, not
+        after every row: the engine's output rows in between can neither fail (a bad record) nor
+        differ in what the batch leaves. So: select items that are aggregates and plain columns,
+        no HAVING; only count, sum, avg, min and max (a group emptied and filled again then
+        holds the accumulators of a new group, as in the engine, which drops it); each result's
+        cast into its column one that cannot fail; and group keys that are string, integer, long
+        or boolean columns shown in columns of their type (no two groups share a window row)."""
+        if self.items is None or any(fn is None for fn in self.inline):
+            return False
+        out_types = {c: t.strip().lower() for c, t in self.agg.columns}
+        items = {it["name"]: it["expr"] for it in spec["items"]}
+        for name, is_agg, ref, *_ in self.items:
+            kind = out_types[name]
+            if not is_agg:
+                if types.get(ref) != kind:
+                    return False
+                continue
+            agg, args = self.agg.aggregates[ref], self.arg_cols[ref]
+            source = None if agg.star or not args else types.get(args[0][0])
+            if agg.fn == "count":
+                fits = kind in ("integer", "long")
+            elif agg.fn == "avg":
+                fits = kind == "float" and source in ("integer", "long", "float")
+            elif agg.fn == "sum":  # (a sum of longs may leave the long range: splash_value fails)
+                fits = (source == "integer" and kind in ("integer", "long")) or source == kind == "float"
+            else:
+                fits = source is not None and source == kind
+            if not fits:
+                return False
+        for expr in spec.get("group_by") or []:
+            col = plain_column(expr, self.alias)
+            shown = [name for name, e in items.items() if e == expr]
+            if (types.get(col) not in ("string", "integer", "long", "boolean")
+                    or any(out_types.get(name) != types[col] for name in shown)):  # type: ignore[index]
+                return False
+        return True
+
+    # --- a bucket ------------------------------------------------------------------------------
+
+    def run(self, states: dict[int, dict], rows: BucketRows,
+            now: int) -> tuple[list[InstanceRun], list[int], None]:
+        """Apply a bucket's rows to the instances' ``states``: per instance (in ascending order)
+        what it gave, and the instances left to the engine (those with a row without values); the
+        changes are the runs' outputs."""
+        order = np.lexsort((rows.port, rows.sub, rows.src, rows.seq, rows.inst))
+        came_bad_mask = np.asarray(rows.why.is_valid(), dtype=bool)
+        arrivals: dict[int, list[int]] = {}
+        for i in order[came_bad_mask[order]].tolist():
+            arrivals.setdefault(int(rows.inst[i]), []).append(i)
+        events = order[~came_bad_mask[order]]
+        inst = rows.inst[events]
+        seqs = rows.seq[events].tolist()
+        ports = rows.port[events].tolist()
+        ops = rows.op.take(events).to_pylist()
+        values = rows.values.take(events).to_pylist()
+        ends = np.append(np.flatnonzero(inst[1:] != inst[:-1]) + 1, len(inst)).tolist()
+        starts = [0] + ends[:-1]
+        by_inst = {int(inst[s]): (s, e) for s, e in zip(starts, ends) if e > s}
+        left = {i for i, (s, e) in by_inst.items() if any(v is None for v in values[s:e])}
+        runs = []
+        for i in sorted((set(by_inst) | set(arrivals)) - left):
+            state = states.get(i)
+            if state is None:
+                state = states[i] = self.engine.initial_state()
+            s, e = by_inst.get(i, (0, 0))
+            outputs = self._instance(state, seqs[s:e], ports[s:e], ops[s:e], values[s:e], now)
+            runs.append(InstanceRun(i, outputs, arrivals.get(i, [])))
+        return runs, sorted(left), None
+
+    def _instance(self, state: dict, seqs: list[int], ports: list[int], ops: list[str],
+                  values: list[dict], now: int) -> list[Output]:
+        """One instance's events through :meth:`Engine.process`'s steps: its outputs."""
+        engine = self.engine
+        out: list[Output] = list(engine.expire(state, now))
+        engine._bind(state)
+        sstate = state["selects"][0]
+        mirror, agg_state = sstate["sources"][0], sstate["agg"]
+        window = state["output"]
+        batch = None if self.per_row else _Net(engine.output.store, window)
+        deferred: Optional[dict[tuple, int]] = {} if self.deferred else None  # group -> last seq
+        tracks: dict[tuple, list] = {}  # deferred groups whose rows may hold a zero: see _track
+        upsert, delete, key = self.source.store.upsert, self.source.store.delete, self.source.key
+        n = len(seqs)
+        start = 0
+        while start < n:
+            seq, port = seqs[start], ports[start]
+            stop = start + 1
+            while stop < n and seqs[stop] == seq and ports[stop] == port:
+                stop += 1
+            changes: list[Change] = []
+            for j in range(start, stop):
+                if state["seq"] is None or seq > state["seq"]:
+                    state["seq"] = seq
+                op, row = ops[j], values[j]
+                if op not in OPS:
+                    out.append(Bad(f"unknown opcode {op!r}", seq, port, dict(row)))
+                    continue
+                if port != 0:
+                    out.append(Bad(f"no input port {port} on {engine.name}", seq, port, dict(row)))
+                    continue
+                done = (delete(mirror, key_of(row, key), seq) if op in ("d", "s")
+                        else upsert(mirror, key_of(row, key), row, seq, now))
+                try:
+                    if deferred is not None:
+                        for c in done:
+                            for gkey in self._fold(agg_state, c):
+                                first = deferred.pop(gkey, None) is None
+                                deferred[gkey] = seq  # (in the order of their last rows)
+                                if self.zero_cols:
+                                    self._track(agg_state["groups"][gkey], gkey, first, tracks)
+                        continue
+                    found: list[Change] = []
+                    for c in done:
+                        found += self._apply(agg_state, c)
+                    changes += found
+                except SplashError as e:
+                    out.append(Bad(str(e), seq, port, dict(row)))
+            if deferred is not None:
+                start = stop
+                continue
+            try:
+                delivered = engine.deliver(state, consolidate(changes), now)
+            except (SplashError, RowRefused) as e:
+                out.append(Bad(str(e), seq, port, dict(values[stop - 1])))
+                delivered = []
+            if batch is None:
+                out += [emit_of(c) for c in delivered]
+            else:
+                batch.saw(delivered, len(out))
+            start = stop
+        if deferred:
+            self._settle(state, deferred, tracks, batch, len(out), now)  # type: ignore[arg-type]
+        return out if batch is None else batch.outputs(out)
+
+    def _settle(self, state: dict, touched: dict[tuple, int], tracks: dict[tuple, list],
+                batch: "_Net", position: int, now: int) -> None:
+        """Batch mode with output rows that cannot fail: each touched group's output row once,
+        after the batch, settled and delivered with the sequence number of its last row (the
+        engine's intermediate rows change nothing the batch shows: a group emptied and filled
+        again has the accumulators of a new one, see :attr:`deferred`).
+
+        The window then holds the group's last row, which is the engine's but for the sign of a
+        zero: the engine's window holds the row of the group's last *change*, and a row equal to
+        the one before (``-0.0 == 0.0``) is none. A group whose rows may hold a zero was followed
+        row by row (:meth:`_track`): its window row is the one its last change gave."""
+        st = state["selects"][0]["agg"]
+        groups, settle, output_row = st["groups"], self.agg.settle, self.output_row
+        changes: list[Change] = []
+        for gkey, seq in touched.items():
+            group = groups[gkey]
+            last = output_row(group) if group["n"] > 0 else None
+            track = tracks.get(gkey)
+            if track is None or not track[2] or track[1] is None:
+                changes += settle(st, gkey, last, seq)
+                continue
+            shown, before = track[1], group["emitted"]
+            found = settle(st, gkey, shown, seq)
+            if not found:  # equal to the row before, maybe another zero: the window holds it
+                found = [Change("u", key_of(shown, self.agg.key), before, shown, seq)]
+            changes += found
+            group["emitted"] = last
+        batch.saw(self.engine.deliver(state, changes, now), position)
+
+    def _track(self, group: dict, gkey: tuple, first: bool, tracks: dict[tuple, list]) -> None:
+        """Batch mode, deferred, output columns that may hold 0.0 or -0.0: follow, from the first
+        of its rows that may hold a zero, the group's output row after each change as the engine
+        settles it, in ``tracks[gkey]``: ``[its last row, its window's row, changed]`` (the row
+        of its last change; changed: whether any change came in the batch).
+
+        A group is followed from its first change in the batch when the row it showed before
+        holds a zero; else from the first change whose row holds one: the row before held none,
+        so that change is a change of the row (a zero equals no other value)."""
+        track = tracks.get(gkey)
+        if track is None:
+            if first and any(v == 0 for v in self._zero_values(group["emitted"])):
+                track = tracks[gkey] = [group["emitted"], None, False]
+            elif group["n"] > 0 and self._may_be_zero(group):
+                row = self.output_row(group)
+                if any(v == 0 for v in self._zero_values(row)):
+                    tracks[gkey] = [row, row, True]
+                return
+            else:
+                return
+        row = self.output_row(group) if group["n"] > 0 else None
+        old = track[0]
+        if not (old is None and row is None) and (old is None or row is None or old != row):
+            track[1], track[2] = row, True
+        track[0] = row
+
+    def _zero_values(self, row: Optional[dict]) -> list:
+        """The values of ``row`` (or None) in the columns that may hold 0.0 or -0.0."""
+        return [] if row is None else [row[c] for c in self.zero_cols]
+
+    def _may_be_zero(self, group: dict) -> bool:
+        """Whether a column of the (non-empty) group's output row may be 0.0 or -0.0 (never
+        False when one is)."""
+        accs, row = group["acc"], group["row"][self.alias]
+        for how, ref in self.zero_checks:
+            if how == _ROW:
+                v = row[ref]
+            elif how == _EXTREME:
+                v = accs[ref]
+            else:
+                total, count = accs[ref]
+                if count and -_TINY < total < _TINY:
+                    return True
+                continue
+            if v is not None and v == 0:
+                return True
+        return False
+
+    # --- one change of a source row ------------------------------------------------------------
+
+    def _apply(self, st: dict, change: Change) -> list[Change]:
+        """The output-row changes of one change of the mirror: WHERE, then
+        :meth:`Aggregator.apply` (raises :class:`SplashError` where the engine does, before or
+        after changing the state as the engine does)."""
+        touched = self._fold(st, change)
+        out: list[Change] = []
+        groups, settle, seq = st["groups"], self.agg.settle, change.seq
+        for gkey in touched:
+            group = groups.get(gkey)
+            if group is not None:
+                out += settle(st, gkey, self.output_row(group) if group["n"] > 0 else None, seq)
+        return out
+
+    def _fold(self, st: dict, change: Change) -> list[tuple]:
+        """WHERE, then :meth:`Aggregator.apply` up to its output rows: the groups it touched."""
+        old, new, op = change.old, change.new, change.op
+        if self.where is not None:
+            col = self.where_col
+            old_ok = old is not None and truth(old[col] if col else self.where({self.alias: old}))
+            new_ok = new is not None and truth(new[col] if col else self.where({self.alias: new}))
+            if not old_ok:
+                if not new_ok:
+                    return []
+                old, op = None, "i"
+            elif not new_ok:
+                new, op = None, "d"
+        ikey = change.key
+        entry = self._contribution(new) if op != "d" else None
+        inputs = st["inputs"]
+        touched: list[tuple] = []
+        since, moving = None, False
+        if ikey in inputs:
+            gold = inputs.pop(ikey)
+            moving = entry is not None and entry[0] == gold
+            since = self._remove(st, gold, ikey, None if moving or old is None else old)
+            touched.append(gold)
+        if entry is not None:
+            gkey, args = entry
+            seq = change.seq
+            self._add(st, gkey, ikey, args, since if moving else seq, seq, new)  # type: ignore[arg-type]
+            if gkey not in touched:
+                touched.append(gkey)
+        return touched
+
+    def _contribution(self, row: dict) -> Optional[tuple[tuple, list]]:
+        """:meth:`Aggregator._contribution` of a source row."""
+        rows = None
+        if self.filter is not None:
+            col = self.filter_col
+            if col is not None:
+                passed = row[col]
+            else:
+                rows = {self.alias: row}
+                passed = self.filter(rows)
+            if passed is not True:
+                return None
+        gkey = []
+        for col, f in zip(self.group_cols, self.agg.group_by):
+            if col is not None:
+                v = row[col[0]]
+                gkey.append(v if col[1] is None or v is None else col[1](v))
+            else:
+                if rows is None:
+                    rows = {self.alias: row}
+                gkey.append(f(rows))
+        args = []
+        for cols, agg in zip(self.arg_cols, self.agg.aggregates):
+            if cols is not None:
+                values = []
+                for c, read in cols:
+                    v = row[c]
+                    values.append(v if read is None or v is None else read(v))
+                args.append(values)
+            else:
+                if rows is None:
+                    rows = {self.alias: row}
+                args.append(agg.values(rows))
+        return tuple(gkey), args
+
+    def _add(self, st: dict, gkey: tuple, ikey: tuple, args: list, since: int, touched: int,
+             row: dict) -> None:
+        """:meth:`Aggregator._add`."""
+        group = st["groups"].get(gkey)
+        if group is None:
+            group = st["groups"][gkey] = self.agg.new_group()
+        group["n"] += 1
+        accs, stored = group["acc"], group["rows"]
+        for i, code, agg in self.codes:
+            acc, a = accs[i], args[i]
+            if code == _COUNT_STAR:
+                accs[i] = acc + 1
+                continue
+            if code == _OTHER:
+                accs[i] = agg.add(acc, a, since, touched, stored)
+                continue
+            x = a[0]
+            if x is None:
+                continue
+            if code == _COUNT:
+                accs[i] = acc + 1
+            elif code == _SUM:
+                total = acc[0]
+                t = type(total)
+                if acc[1] == 0:
+                    accs[i] = [x, 1]
+                elif t is type(x) and (t is float or t is int):
+                    accs[i] = [total + x, acc[1] + 1]
+                else:  # (a Decimal meeting a float, and the like)
+                    accs[i] = agg.add(acc, a, since, touched, stored)
+            elif acc is None:
+                accs[i] = x
+            elif x != x or acc != acc:  # NaN is larger than every number
+                if (acc == acc) if code == _MAX else (x == x):
+                    accs[i] = x
+            elif (x > acc) if code == _MAX else (x < acc):
+                accs[i] = x
+        group["row"] = {self.alias: row}
+        stored[ikey] = [since, touched, args]
+        st["inputs"][ikey] = gkey
+
+    def _remove(self, st: dict, gkey: tuple, ikey: tuple, old: Optional[dict]) -> Optional[int]:
+        """:meth:`Aggregator._remove`."""
+        group = st["groups"].get(gkey)
+        if group is None or ikey not in group["rows"]:
+            return None
+        stored = group["rows"]
+        since, touched, args = stored.pop(ikey)
+        group["n"] -= 1
+        accs = group["acc"]
+        for i, code, agg in self.codes:
+            acc, a = accs[i], args[i]
+            if code == _COUNT_STAR:
+                accs[i] = acc - 1
+                continue
+            if code == _OTHER:
+                accs[i] = agg.remove(acc, a, since, touched, stored)
+                continue
+            x = a[0]
+            if x is None:
+                continue
+            if code == _COUNT:
+                accs[i] = acc - 1
+            elif code == _SUM:
+                total = acc[0]
+                t = type(total)
+                if acc[1] == 1:
+                    accs[i] = [0, 0]
+                elif t is type(x) and (t is float or t is int):
+                    accs[i] = [total - x, acc[1] - 1]
+                else:
+                    accs[i] = agg.remove(acc, a, since, touched, stored)
+            elif x == acc or (x != x and acc != acc):  # the extreme leaves (NaN equals NaN)
+                accs[i] = agg.remove(acc, a, since, touched, stored)  # recomputed
+        if old is not None:
+            group["row"] = plain_rows({self.alias: old})
+        return since
+
+    def _output_row(self, group: dict) -> dict:
+        """:meth:`Aggregator.output_row` for items that are aggregates and plain columns only:
+        each value as the engine's expressions read it, cast as ``coerce_row`` casts it (values
+        already of their column's type as they are)."""
+        acc, row = group["acc"], group["row"][self.alias]
+        aggregates, results = self.agg.aggregates, self.results
+        out = {}
+        for name, is_agg, ref, read, ctype, is_long, plain, as_text in self.items:  # type: ignore[union-attr]
+            if is_agg:
+                result = results[ref]
+                v = result(acc[ref]) if result is not None else aggregates[ref].result(acc[ref])
+                t = type(v)
+                if t is Long and is_long:  # (a SPLASH long already, cast to itself)
+                    out[name] = v
+                    continue
+                if not (t is str or t is float or t is bool or (t is int and -2**31 <= v < 2**31)):
+                    v = splash_value(v)
+            else:
+                v = row[ref]
+                if read is not None and v is not None:
+                    v = read(v)
+                    if is_long:
+                        out[name] = v
+                        continue
+            if v is None or (type(v) is plain and (plain is not int or -2**31 <= v < 2**31)
+                             and not as_text):
+                out[name] = v
+            else:
+                out[name] = coerce_column([v], ctype)[0]
+        return out
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Whether window rows ``a`` and ``b`` are the same: equal, and no zero in one is the other
+    sign's (``-0.0 == 0.0``; the engine's change from one to the other is a change)."""
+    return a == b and all(type(v) is not float or v != 0 or copysign(1.0, v) == copysign(1.0, b[c])
+                          for c, v in a.items())
+
+
+class _Net:
+    """Batch mode: the window's changes of an instance's batch netted per window row."""
+
+    def __init__(self, store: Any, window: dict) -> None:
+        self.store, self.window = store, window
+        self.before: dict[tuple, Optional[dict]] = {}
+        self.last: dict[tuple, tuple[int, int]] = {}   # key -> (position, sequence number)
+        self.count = 0
+
+    def saw(self, changes: list[Change], position: int) -> None:
+        """Changes delivered after ``position`` outputs (the bad records so far)."""
+        for c in changes:
+            if c.key not in self.before:
+                self.before[c.key] = c.old if c.op != "i" else None
+            self.last.pop(c.key, None)  # in the order of the rows' last changes
+            self.last[c.key] = (position, c.seq)
+
+    def outputs(self, bad: list[Output]) -> list[Output]:
+        """The bad records and each changed row's one change, in order."""
+        from runtime.engine.changes import Emit
+        entries: list[tuple[int, int, Output]] = [(p, 0, o) for p, o in enumerate(bad)]
+        for k, (position, seq) in self.last.items():
+            old, new = self.before[k], self.store.get(self.window, k)
+            if old is None and new is None or (old is not None and new is not None and _same(old, new)):
+                continue
+            op = "i" if old is None else "d" if new is None else "u"
+            entries.append((position, 1, Emit(op, seq, dict(new if new is not None else old))))
+        entries.sort(key=lambda e: (e[0], e[1]))
+        return [o for _, _, o in entries]
+
