@@ -202,3 +202,20 @@ def test_the_state_store_gives_the_rows_of_the_pickled_state(tmp_path, monkeypat
     monkeypatch.setattr(arrow_state, "uses_window_store", lambda element: False)
     assert run(str(tmp_path / "pickle")) == stored
     assert [r["__op"] for r in stored[1] if r["__kind"] == "row"]  # the batches changed something
+
+
+def test_a_run_directory_whose_windows_were_in_the_state_files_is_refused(tmp_path):
+    """A run directory made before the state store (its run.json does not say which elements keep
+    their window rows there) is refused with the reason, not misread."""
+    from ccl.plan.model import PLAN_VERSION
+    from runtime.run_dir import older_layout
+    from runtime.run_setup import RunError, layout_of
+    (tmp_path / "plan.json").write_text(json.dumps({"format": "ccl-plan", "version": PLAN_VERSION,
+                                                    "elements": []}))
+    run = {"buckets": 8, "unrecorded": [], "file_source": [], "project_query": []}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    with pytest.raises(RunError, match="kept the rows of windows in the state files.*new checkpoint"):
+        layout_of(str(tmp_path))
+    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": []}))
+    assert older_layout(str(tmp_path), {"version": PLAN_VERSION}) is None
+    assert layout_of(str(tmp_path)).buckets == 8
