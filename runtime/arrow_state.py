@@ -27,13 +27,14 @@ from pyspark.sql import Column, DataFrame
 
 from .processor import BucketRun, gc_paused, output_schema
 from .spark_hash import spark_hash_int
-from .state.rows import attach, detach, uses_window_store
+from .state.rows import attach, detach, uses_window_store, window_states
 from .state.store import BucketStore, create, read_layout
 
 BUCKET = "__bucket"
 GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
 _STATE_FILE = re.compile(r"^b(\d+)-(\d+)\.pkl$")
 _RUNS: dict[tuple, BucketRun] = {}  # per Python worker: engines are built once, not every batch
+_HOLDS: dict[int, bool] = {}  # id of a BucketRun in _RUNS -> whether its element holds windows
 
 
 def state_path(state_dir: str, bucket: int, batch_id: int) -> str:
@@ -113,10 +114,11 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
         if runner is None:
             if len(_RUNS) > 64:
                 _RUNS.clear()
+                _HOLDS.clear()
             runner = _RUNS[cache_key] = BucketRun(plan_text, element_name, first_ports)
         bucket = table.column(BUCKET)[0].as_py()  # one bucket per group (key: bucket_group)
         states = load_states(state_dir, bucket, batch_id)
-        if not uses_window_store(runner.element):
+        if not uses_window_store(runner.element) or not _holds_windows(runner):
             out = runner.process_table(states, table, now)
             save_states(state_dir, bucket, batch_id, states)
             return out
@@ -132,6 +134,14 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
             store.commit(batch_id)
         return out
     return run
+
+
+def _holds_windows(runner: BucketRun) -> bool:
+    """Whether the element of ``runner`` keeps window rows (else no store is opened for it)."""
+    held = _HOLDS.get(id(runner))
+    if held is None:
+        held = _HOLDS[id(runner)] = any(True for _ in window_states(runner.engine.initial_state()))
+    return held
 
 
 def bucket_rows(proc_in: DataFrame, group: Column, plan_text: str, element: dict,

@@ -219,3 +219,21 @@ def test_a_run_directory_whose_windows_were_in_the_state_files_is_refused(tmp_pa
     (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": []}))
     assert older_layout(str(tmp_path), {"version": PLAN_VERSION}) is None
     assert layout_of(str(tmp_path)).buckets == 8
+
+
+def test_an_element_without_windows_opens_no_state_store(tmp_path):
+    """A stream aggregation's state is its groups: no window rows, so no RocksDB store per task."""
+    from runtime.arrow_state import rows_root
+    text = """
+create input stream o schema (id integer, acct string, qty integer);
+create output stream w partition by o hash(acct) partitions 2
+  as select o.id, o.qty * 2 q from o where o.qty > 1;
+"""
+    path = tmp_path / "k.ccl"
+    path.write_text(text)
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    state = str(tmp_path / "state")
+    out = bucket_runner(json.dumps(plan), "w", frozenset(), state, 0, 0)((None,), _orders([(0, 1, 10)], 0))
+    assert [r["q"] for r in out.to_pylist() if r["__kind"] == "row"] == [20]
+    assert not os.path.exists(rows_root(state))
