@@ -1,6 +1,7 @@
 """runtime/state's BucketStore against today's pickled bucket state: one bucket's micro-batch time
-as the rows held grow (issue 27). A skeleton of the issue's bench/state.py: the store alone, not
-yet the engine or Spark around it.
+as the rows held grow (issue 27): the store alone. bench/state_engine.py measures the engine's
+window rows wired into it (runtime/state/rows.py) through the runtime's bucket function
+(``python bench/state.py engine [...]`` runs it).
 
     python bench/state.py [--held 100000,1000000,3000000] [--batch 100000] [--batches 4]
                           [--kinds keep_all,keep_time] [--candidates pickle,store] [--dir ...]
@@ -234,4 +235,9 @@ def report(results: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["engine"]:  # python bench/state.py engine [...]: bench/state_engine.py
+        del sys.argv[1]
+        import state_engine
+        state_engine.main()
+    else:
+        main()

@@ -8,7 +8,9 @@ NaN as null. Here a bucket's rows arrive as one Arrow table and leave as one, co
 a time. A bucket's state is what transformWithState kept in RocksDB, the pickled dict of its
 instances' states: batch N reads the bucket's newest file from before N and writes its file for N
 (under a hidden name, then renamed), so a batch that Spark runs again after a crash reads what the
-first try read and writes the same file. Elements with a time-based KEEP need processing-time
+first try read and writes the same file. The rows of the element's windows are not in that file
+but in a RocksDB store per bucket (runtime/state/rows.py, runtime/state/store.py), so that a batch
+costs the rows it touches, not the rows held. Elements with a time-based KEEP need processing-time
 timers to expire rows while no input arrives, and stay on transformWithState
 (runtime/processor.py :class:`ElementProcessor`).
 """
@@ -25,11 +27,14 @@ from pyspark.sql import Column, DataFrame
 
 from .processor import BucketRun, gc_paused, output_schema
 from .spark_hash import spark_hash_int
+from .state.rows import attach, detach, uses_window_store, window_states
+from .state.store import BucketStore, create, read_layout
 
 BUCKET = "__bucket"
 GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
 _STATE_FILE = re.compile(r"^b(\d+)-(\d+)\.pkl$")
 _RUNS: dict[tuple, BucketRun] = {}  # per Python worker: engines are built once, not every batch
+_HOLDS: dict[int, bool] = {}  # id of a BucketRun in _RUNS -> whether its element holds windows
 
 
 def state_path(state_dir: str, bucket: int, batch_id: int) -> str:
@@ -78,11 +83,27 @@ def prune(state_dir: str, batch_id: int) -> None:
                 pass
 
 
+def rows_root(state_dir: str) -> str:
+    """The state root (runtime/state/store.py) of the window rows of the element whose state
+    files are in ``state_dir``."""
+    return os.path.join(state_dir, "rows")
+
+
+def prepare_rows(state_dir: str, element: dict, buckets: int) -> None:
+    """On the driver, before the element's first batch: make (or check) the state root of its
+    window rows when it keeps them in the state store."""
+    if uses_window_store(element):
+        create(rows_root(state_dir), buckets)
+
+
 def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int], state_dir: str,
                   batch_id: int, now: int) -> Callable[[Any, Any], Any]:
     """The ``applyInArrow`` function of one batch (it travels to the executors pickled): a
     bucket's rows (the processor's input layout, runtime/topology.py processor_input) in, its output
-    rows (:func:`runtime.processor.output_schema`) out."""
+    rows (:func:`runtime.processor.output_schema`) out. An element whose window rows live in the
+    state store (runtime/state/rows.py) reads and writes only the rows its events touch, and
+    commits them with the batch id after its state file is written: a batch run again rolls the
+    store back to the state before it (the undo records) and reads the state file before it."""
     def run(key: Any, table: Any) -> Any:
         with gc_paused():
             return _run(key, table)
@@ -93,13 +114,34 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
         if runner is None:
             if len(_RUNS) > 64:
                 _RUNS.clear()
+                _HOLDS.clear()
             runner = _RUNS[cache_key] = BucketRun(plan_text, element_name, first_ports)
         bucket = table.column(BUCKET)[0].as_py()  # one bucket per group (key: bucket_group)
         states = load_states(state_dir, bucket, batch_id)
-        out = runner.process_table(states, table, now)
-        save_states(state_dir, bucket, batch_id, states)
+        if not uses_window_store(runner.element) or not _holds_windows(runner):
+            out = runner.process_table(states, table, now)
+            save_states(state_dir, bucket, batch_id, states)
+            return out
+        root = rows_root(state_dir)
+        if read_layout(root) is None:  # (a bucket run without prepare_rows: tests)
+            create(root, bucket + 1)
+        with BucketStore.open(root, bucket) as store:
+            store.begin(batch_id)
+            attach(states, store)
+            out = runner.process_table(states, table, now)
+            detach(states, store)
+            save_states(state_dir, bucket, batch_id, states)
+            store.commit(batch_id)
         return out
     return run
+
+
+def _holds_windows(runner: BucketRun) -> bool:
+    """Whether the element of ``runner`` keeps window rows (else no store is opened for it)."""
+    held = _HOLDS.get(id(runner))
+    if held is None:
+        held = _HOLDS[id(runner)] = any(True for _ in window_states(runner.engine.initial_state()))
+    return held
 
 
 def bucket_rows(proc_in: DataFrame, group: Column, plan_text: str, element: dict,

@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .arrow_state import bucket_group, bucket_rows, prune
+from .arrow_state import bucket_group, bucket_rows, prepare_rows, prune
 from .bucket_pool import run_buckets
 from .bad_records import error_writer, why_info, write_bad, write_bad_infos
 from .built_once import once
@@ -315,6 +315,7 @@ def arrow_transform(plan: dict, element: dict, dirs: RunDirs,
     plan_text = json.dumps(plan)
     first = first_ports(plan, element)
     state_dir = dirs.of("state", element["name"])
+    prepare_rows(state_dir, element, buckets)
     group = bucket_group(buckets)
 
     def rows(proc_in: DataFrame, batch_id: int) -> DataFrame:

@@ -59,6 +59,14 @@ def older_layout(root: str, saved: dict) -> Optional[str]:
     if version != PLAN_VERSION or not os.path.exists(os.path.join(root, RUN_FILE)):
         return (f"it was written by an older ccl (plan version {version!r}), whose layout this "
                 f"ccl does not read")
+    try:
+        with open(os.path.join(root, RUN_FILE), encoding="utf-8") as f:
+            run = json.load(f)
+    except (OSError, ValueError):
+        run = None
+    if not isinstance(run, dict) or "window_store" not in run:
+        return ("it was written by an older ccl that kept the rows of windows in the state files "
+                "of their elements, not in the state store this ccl reads")
     return None
 
 

@@ -23,6 +23,7 @@ from ccl.plan.model import Plan
 
 from .run_dir import (PLAN_FILE, RUN_FILE, RunDirs, by_group, older_layout, saved_plan,
                       why_not_resumable)
+from .state.rows import uses_window_store
 from .topology import is_input, ports_of
 
 
@@ -81,8 +82,11 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
     file_source = ([] if options.max_files_per_batch else
                    [e["name"] for e in plan["elements"] if e["physical"]["native"] == "input"
                     and not hidden_file(e, plan, options)])
+    # the per-instance elements whose window rows live in the state store, not the state files
+    window_store = [e["name"] for e in plan["elements"] if uses_window_store(e)]
     atomic_json(os.path.join(root, RUN_FILE), {"buckets": options.buckets, "unrecorded": unrecorded,
-                                               "file_source": file_source, "project_query": project})
+                                               "file_source": file_source, "project_query": project,
+                                               "window_store": window_store})
     with open(saved + ".tmp", "w", encoding="utf-8") as f:  # last: the mark of a run begun
         json.dump(plan, f, indent=1, sort_keys=True)
     os.replace(saved + ".tmp", saved)

@@ -4,6 +4,7 @@ import json
 import os
 
 import pyarrow as pa
+import pytest
 
 from planned import plan_json
 from runtime.arrow_state import bucket_runner, load_states, prune, state_path
@@ -62,7 +63,8 @@ def test_batches_carry_state_per_instance_and_a_rerun_batch_gives_the_same_rows(
     # a later batch prunes what no rerun can need: the newest file before it stays
     _run(plan_text, state, 2, _table([(1, "b", 1)], 6))
     prune(state, 2)
-    assert sorted(os.listdir(state)) == [os.path.basename(state_path(state, 0, b)) for b in (1, 2)]
+    assert sorted(f for f in os.listdir(state) if f.endswith(".pkl")) == [
+        os.path.basename(state_path(state, 0, b)) for b in (1, 2)]
     third = _run(plan_text, state, 2, _table([(1, "b", 1)], 6))
     assert [(r["__op"], r["total"], r["n"]) for r in third if r["__kind"] == "row"] == [("u", 6, 2)]
 
@@ -97,3 +99,141 @@ def test_a_run_directory_of_the_older_layout_is_refused(tmp_path):
          "spread_timed": True}))
     with pytest.raises(RunError, match="written by an older ccl .plan version 1.*new checkpoint"):
         layout_of(str(tmp_path))
+
+
+KEEP_ALL = """
+create input stream o schema (id integer, acct string, qty integer);
+create output window w primary key (id) keep all partition by o hash(acct) partitions 2
+  as select * from o;
+"""
+ORDER = pa.struct([("id", pa.int32()), ("acct", pa.string()), ("qty", pa.int32())])
+
+
+def _orders(rows, first_seq):
+    """Processor input of bucket 0: (instance, id, qty) orders on port 0."""
+    n = len(rows)
+    return pa.table({
+        "__port": pa.array([0] * n, pa.int32()), "__seq": pa.array(range(first_seq, first_seq + n), pa.int64()),
+        "__sub": pa.array([0] * n, pa.int64()), "__src": pa.array([0] * n, pa.int32()),
+        "__op": pa.array(["i"] * n), "__inst": pa.array([i for i, _, _ in rows], pa.int32()),
+        "__why": pa.array([None] * n, pa.string()), "__raw": pa.array([None] * n, pa.string()),
+        "__p0": pa.array([{"id": k, "acct": "a", "qty": q} for _, k, q in rows], ORDER),
+        "__bucket": pa.array([0] * n, pa.int32())})
+
+
+def test_window_rows_live_in_the_state_store_and_a_rerun_batch_starts_from_the_state_before_it(tmp_path):
+    """A KEEP ALL window's rows are in the bucket's RocksDB store, not in the pickled state (which
+    holds their count); a batch updates the rows it touches, and a batch run again after its
+    commit (Spark did not record it) is rolled back to the state before it."""
+    from runtime.arrow_state import rows_root
+    from runtime.state import BucketStore
+
+    path = tmp_path / "k.ccl"
+    path.write_text(KEEP_ALL)
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    plan_text, state = json.dumps(plan), str(tmp_path / "state")
+
+    def run(batch_id, rows, seq):
+        out = bucket_runner(plan_text, "w", frozenset(), state, batch_id, 0)((None,), _orders(rows, seq))
+        return [(r["__inst"], r["__op"], r["id"], r["qty"]) for r in out.to_pylist() if r["__kind"] == "row"]
+
+    assert run(0, [(0, 1, 10), (0, 2, 20), (1, 3, 30)], 0) == [(0, "i", 1, 10), (0, "i", 2, 20), (1, "i", 3, 30)]
+    windows = {inst: s["output"]["rows"] for inst, s in load_states(state, 0, 1).items()}
+    assert windows == {0: 2, 1: 1}   # counts: the rows themselves are not pickled
+    second = [(0, 2, 21), (1, 4, 40), (0, 5, 50)]
+    assert run(1, second, 3) == [(0, "u", 2, 21), (0, "i", 5, 50), (1, "i", 4, 40)]
+    # batch 1 again: the same changes (an update of 2, not of 21; 5 is new again)
+    assert run(1, second, 3) == [(0, "u", 2, 21), (0, "i", 5, 50), (1, "i", 4, 40)]
+    assert run(2, [(0, 5, 51)], 6) == [(0, "u", 5, 51)]
+    with BucketStore.open(rows_root(state), 0) as store:
+        held = sorted((k, v["qty"]) for k, v in store.scan("w.output", ()))
+    assert held == [((0, 1), 10), ((0, 2), 21), ((0, 5), 51), ((1, 3), 30), ((1, 4), 40)]
+    assert {i: s["output"]["rows"] for i, s in load_states(state, 0, 3).items()} == {0: 3, 1: 2}
+
+
+DIFFERENTIAL = {
+    "keep rows per": """
+create input stream o schema (id integer, acct string, qty integer);
+create output window w primary key (id) keep 2 rows per (acct) partition by o hash(acct) partitions 2
+  as select * from o;
+""",
+    "keep last": """
+create input stream o schema (id integer, acct string, qty integer);
+create output window w primary key (id) keep last partition by o hash(acct) partitions 2
+  as select * from o;
+""",
+    "window source": """
+create input stream o schema (id integer, acct string, qty integer);
+create window h primary key (id) keep all as select * from o;
+create output window w primary key (acct) partition by h hash(acct) partitions 2
+  as select h.acct, sum(h.qty) total from h group by h.acct;
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DIFFERENTIAL))
+def test_the_state_store_gives_the_rows_of_the_pickled_state(tmp_path, monkeypatch, name):
+    """The same batches (inserts, updates of held keys, evictions, a batch run again) through the
+    state store and through the pickled layout give the same output rows."""
+    import runtime.arrow_state as arrow_state
+
+    path = tmp_path / "k.ccl"
+    path.write_text(DIFFERENTIAL[name])
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    element = next(e for e in plan["elements"] if e["physical"]["arrow"])
+    assert arrow_state.uses_window_store(element)
+    plan_text = json.dumps(plan)
+    batches = [[(0, 1, 10), (0, 2, 20), (1, 3, 30), (0, 4, 5)],
+               [(0, 2, 21), (1, 4, 40), (0, 5, 50), (0, 1, 11)],
+               [(0, 6, 60), (0, 2, 22), (1, 3, 31)]]
+
+    def run(state):
+        outs, seq = [], 0
+        for batch_id in (0, 1, 1, 2):
+            table = _orders(batches[batch_id], seq)
+            out = bucket_runner(plan_text, element["name"], frozenset(), state, batch_id, 0)((None,), table)
+            outs.append(out.to_pylist())
+            seq = 100 * (batch_id + 1)
+        return outs
+
+    stored = run(str(tmp_path / "store"))
+    monkeypatch.setattr(arrow_state, "uses_window_store", lambda element: False)
+    assert run(str(tmp_path / "pickle")) == stored
+    assert [r["__op"] for r in stored[1] if r["__kind"] == "row"]  # the batches changed something
+
+
+def test_a_run_directory_whose_windows_were_in_the_state_files_is_refused(tmp_path):
+    """A run directory made before the state store (its run.json does not say which elements keep
+    their window rows there) is refused with the reason, not misread."""
+    from ccl.plan.model import PLAN_VERSION
+    from runtime.run_dir import older_layout
+    from runtime.run_setup import RunError, layout_of
+    (tmp_path / "plan.json").write_text(json.dumps({"format": "ccl-plan", "version": PLAN_VERSION,
+                                                    "elements": []}))
+    run = {"buckets": 8, "unrecorded": [], "file_source": [], "project_query": []}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    with pytest.raises(RunError, match="kept the rows of windows in the state files.*new checkpoint"):
+        layout_of(str(tmp_path))
+    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": []}))
+    assert older_layout(str(tmp_path), {"version": PLAN_VERSION}) is None
+    assert layout_of(str(tmp_path)).buckets == 8
+
+
+def test_an_element_without_windows_opens_no_state_store(tmp_path):
+    """A stream aggregation's state is its groups: no window rows, so no RocksDB store per task."""
+    from runtime.arrow_state import rows_root
+    text = """
+create input stream o schema (id integer, acct string, qty integer);
+create output stream w partition by o hash(acct) partitions 2
+  as select o.id, o.qty * 2 q from o where o.qty > 1;
+"""
+    path = tmp_path / "k.ccl"
+    path.write_text(text)
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    state = str(tmp_path / "state")
+    out = bucket_runner(json.dumps(plan), "w", frozenset(), state, 0, 0)((None,), _orders([(0, 1, 10)], 0))
+    assert [r["q"] for r in out.to_pylist() if r["__kind"] == "row"] == [20]
+    assert not os.path.exists(rows_root(state))

@@ -34,9 +34,15 @@ class Store:
         self.millis: int = int(keep.get("millis") or 0)
         # PER applies to row-count policies; a sliding time window expires each row on its own.
         self.per: list[str] = list(keep.get("per") or []) if self.kind in COUNT_KINDS else []
+        # row keys by PER group serve the row-count policies only: other windows do not keep them
+        # (a KEEP ALL window would hold every key twice)
+        self.grouped: bool = self.kind in COUNT_KINDS
 
     def initial_state(self) -> dict:
-        """An empty store: rows by key, row keys by PER group (insertion order), last-change times."""
+        """An empty store: rows by key, row keys by PER group (insertion order, row-count
+        policies only), last-change times. ``rows`` may also be a mapping over the bucket's state
+        store (runtime/state/rows.py): the store only gets, sets and pops rows by key (and asks
+        whether it holds any), except KEEP EVERY, which iterates them."""
         return {"rows": {}, "groups": {}, "times": {}, "bucket": None}
 
     def get(self, state: dict, key: tuple) -> Optional[dict]:
@@ -57,8 +63,12 @@ class Store:
                 out += self._start_bucket(state, seq, now_ms)
             out += self._make_room(state, self._group(new), seq)
             rows[key] = new
-            state["groups"].setdefault(self._group(new), {})[key] = None
+            if self.grouped:
+                state["groups"].setdefault(self._group(new), {})[key] = None
             out.append(Change("i", key, None, new, seq))
+        elif not self.grouped:
+            rows[key] = new
+            out.append(Change("u", key, old, new, seq))
         else:
             old_group, new_group = self._group(old), self._group(new)
             if old_group != new_group:

@@ -100,6 +100,16 @@ def _encode(v: Any, out: bytearray) -> None:
     elif t is dt.date:
         out.append(_DATE)
         out += _Q.pack((v - _EPOCH_DATE).days + _SIGN)
+    elif isinstance(v, bool):
+        out.append(_TRUE if v else _FALSE)
+    elif isinstance(v, int):  # SPLASH's Long and Interval: equal to (and keyed as) their int
+        _encode(int(v), out)
+    elif isinstance(v, Decimal):  # SPLASH's Dec
+        _encode(Decimal(v), out)
+    elif isinstance(v, float):
+        _encode(float(v), out)
+    elif isinstance(v, str):
+        _encode(str(v), out)
     else:
         raise TypeError(f"cannot use {t.__name__} {v!r} in a state key")
 
