@@ -37,7 +37,8 @@ from .frames import changelog_frame, changelog_schema, frame_layout
 from .native_stages import native_frame, native_input
 from .processor import KIND
 from .run_dir import RunDirs
-from .run_setup import RunError, RunLayout, RunOptions, input_files
+from .run_setup import (CLUSTER_COLLECT_BYTES, LOCAL_COLLECT_BYTES, RunError, RunLayout, RunOptions,
+                        input_files)
 from .topology import is_input, ports_of, processor_input
 
 INPUT = "__input"  # the listing's column: the position of the input among the query's stages
@@ -155,9 +156,13 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
         paths: dict[int, list[str]] = {}
         for r in listing.select(INPUT, "path").collect():
             paths.setdefault(r[0], []).append(r[1])
-        # a small batch's rows are collected once per stage and written here (no Spark job per
+        # a small batch's rows are Arrow tables here, each stage's written here (no Spark job per
         # file); a large one stays distributed, each stage's rows persisted for its writers
-        small = _bytes(paths, specs) <= options.collect_bytes
+        limit = options.collect_bytes
+        if limit is None:
+            local = spark.sparkContext.master.startswith("local")
+            limit = LOCAL_COLLECT_BYTES if local else CLUSTER_COLLECT_BYTES
+        small = _bytes(paths, specs) <= limit
         handed = set() if small else {reader for reader, _ in through.values()}
         outputs: dict[str, Any] = {}  # a stage's rows of this batch: a frame, an Arrow table when small, None: none
         held: list[DataFrame] = []

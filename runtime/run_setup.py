@@ -31,6 +31,10 @@ class RunError(Exception):
     """A run that cannot start or go on; the message says why and what to do."""
 
 
+LOCAL_COLLECT_BYTES = 64 << 20
+CLUSTER_COLLECT_BYTES = 8 << 20
+
+
 @dataclass
 class RunOptions:
     """How to run a plan."""
@@ -47,9 +51,11 @@ class RunOptions:
     # the trigger of the project's query (runtime/project_query.py): how soon an idle project
     # sees a new input file
     poll_interval: str = "100 milliseconds"
-    # a batch of the project's query whose new files hold at most this many bytes has each
-    # stage's rows collected and written on the driver (runtime/project_query.py)
-    collect_bytes: int = 8 << 20
+    # a batch of the project's query whose new files hold at most this many bytes runs on the
+    # driver, its rows in Arrow tables (runtime/project_query.py); None: LOCAL_COLLECT_BYTES on a
+    # local master (one machine: the driver's processes beat Spark's shuffles and Python
+    # workers), CLUSTER_COLLECT_BYTES on a cluster (whose executors share the work of a large batch)
+    collect_bytes: Optional[int] = None
     # a small batch's buckets run in this many processes on the driver's machine (0: one per
     # core it may use) when it has at least parallel_rows rows (runtime/bucket_pool.py)
     driver_workers: int = 0
