@@ -16,7 +16,8 @@ import json
 import pytest
 
 from ccl.plan.lowering import Unsupported
-from ccl.plan.lowering.columnar import Nothing, lower_columnar
+from ccl.plan.lowering import Nothing
+from ccl.plan.lowering.columnar import lower_columnar
 from ccl.plan.physical import changes_observed, columnar_aggregation
 from ccl.splash.functions_data import FUNCTIONS
 from planned import plan_json

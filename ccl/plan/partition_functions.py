@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from ..syntax import nodes as n
-from .lowering import Unsupported
+from .lowering import Nothing, Unsupported
 from .lowering.partition import (COMPILABLE_FUNCTIONS, COMPILABLE_OPERATORS, SCALAR_TYPES,
-                                 Nothing, column_kinds, lower_partition_function)
+                                 column_kinds, lower_partition_function)
 
 __all__ = ["COMPILABLE_FUNCTIONS", "COMPILABLE_OPERATORS", "SCALAR_TYPES", "column_kinds",
            "why_not_compilable"]

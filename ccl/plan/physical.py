@@ -7,13 +7,11 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping, Optional
 
-from .lowering import Unsupported
+from .lowering import Nothing, Unsupported, plain_column
 from .lowering.aggregation import NATIVE_AGGREGATES, aggregate_call, lower_aggregate
-from .lowering.aggregation import Nothing as AggregatesOnly
-from .lowering.columnar import Nothing as ColumnarOnly
 from .lowering.columnar import lower_columnar
 from .lowering.columnar import pure as _pure
-from .lowering.condition import Nothing, lower_condition
+from .lowering.condition import lower_condition
 from .model import NATIVE, PER_INSTANCE, READ_AS
 
 # Aggregates whose value is a function of the window's current rows only, not of the order or
@@ -100,16 +98,6 @@ def _source_kind(element: Mapping, plan: Mapping) -> str:
     return READ_AS.get(kind, kind)
 
 
-def _column(expr: object, alias: str) -> Optional[str]:
-    """The column name when ``expr`` (plan JSON) is ``alias.column``."""
-    if not isinstance(expr, Mapping) or expr.get("node") != "FieldAccess":
-        return None
-    base = expr.get("base") or {}
-    if base.get("node") != "Var" or base.get("name", {}).get("name") != alias:
-        return None
-    return expr["field"]["name"]
-
-
 # Input adapter types whose files the runtime reads (ESP's delimited-file and XML list input
 # adapters). An element with another kind of adapter (Kafka, HANA, JSON, sockets, ...) has rows
 # only from ``--input``.
@@ -181,20 +169,20 @@ def aggregation_spec(element: Mapping, plan: Mapping) -> Optional[dict]:
     sel, alias, src = found
     if sel.get("where") or not sel.get("group_by") or not sel.get("aggregates"):
         return None
-    group_cols = [_column(g, alias) for g in sel["group_by"]]
+    group_cols = [plain_column(g, alias) for g in sel["group_by"]]
     if None in group_cols:
         return None
     aggs: dict[str, tuple[str, Optional[str]]] = {}
     for i, a in enumerate(sel["aggregates"]):
         try:  # the walk runtime/native_agg.py builds the Spark aggregates with
             aggs[a["name"]] = aggregate_call(a, alias)
-            lower_aggregate(i, *aggs[a["name"]], backend=AggregatesOnly())
+            lower_aggregate(i, *aggs[a["name"]], backend=Nothing())
         except Unsupported:
             return None
     groups, aggregates = [], []
     for item in sel["items"]:
         expr = item["expr"]
-        col = _column(expr, alias)
+        col = plain_column(expr, alias)
         if col is not None and col in group_cols:
             groups.append((item["name"], col))
         elif expr.get("node") == "Var" and expr["name"]["name"] in aggs:
@@ -234,7 +222,7 @@ def columnar_aggregation(element: Mapping, plan: Mapping) -> Optional[str]:
         return None  # (not an aggregation: no need to look at its readers)
     observed = changes_observed(element["name"], plan) is not None
     try:
-        return lower_columnar(element, plan, observed, FUNCTIONS, ColumnarOnly()).mode
+        return lower_columnar(element, plan, observed, FUNCTIONS, Nothing()).mode
     except Unsupported:
         return None
 
@@ -306,7 +294,7 @@ def _equates(part: object, left: list[str], right: str) -> bool:
         return False
     found = []
     for side in (part["left"], part["right"]):
-        alias = next((a for a in left + [right] if _column(side, a) is not None), None)
+        alias = next((a for a in left + [right] if plain_column(side, a) is not None), None)
         found.append(alias)
     return None not in found and sorted([found[0] == right, found[1] == right]) == [False, True]
 
@@ -377,7 +365,7 @@ def group_columns(element: Mapping, plan: Mapping) -> Optional[list[str]]:
     out_types = {c: str(t).strip().lower() for c, t in element["columns"]}
     columns = []
     for expr in sel["group_by"] or []:
-        col = _column(expr, alias)
+        col = plain_column(expr, alias)
         item = next((it["name"] for it in sel["items"] if it["expr"] == expr), None)
         if (col is None or types.get(col) not in _SPREAD_TYPES or out_types.get(item) != types[col]
                 or (keyed and col not in (src.get("key") or []))):
@@ -447,7 +435,7 @@ def native_filter(element: Mapping, plan: Mapping) -> Optional[dict]:
     out_types = {name: t for name, t in element["columns"]}
     items = []
     for item in sel["items"]:
-        col = _column(item["expr"], alias)
+        col = plain_column(item["expr"], alias)
         if col is None or types.get(col) != out_types.get(item["name"]):
             return None
         items.append((item["name"], col))

@@ -8,7 +8,7 @@ Spark nor the rest of the compiler: the runtime may import them (tests/test_laye
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 
 class Unsupported(Exception):
@@ -23,3 +23,15 @@ def plain_column(expr: object, alias: str) -> Optional[str]:
     if base.get("node") != "Var" or base.get("name", {}).get("name") != alias:
         return None
     return expr["field"]["name"]
+
+
+class Nothing:
+    """The checker's backend of every lowering: each piece it is asked to build is None (the walk
+    alone decides what is supported)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return _nothing
+
+
+def _nothing(*args: object) -> None:
+    return None

@@ -12,7 +12,7 @@ the runtime's (runtime/native_agg.py) builds Spark Columns.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, Mapping, Optional, Protocol, TypeVar
+from typing import Generic, Mapping, Optional, Protocol, TypeVar
 
 from . import Unsupported, plain_column
 
@@ -41,17 +41,6 @@ class AggregationBackend(Protocol[C]):
 
     def value(self, fn: str, parts: Mapping[str, C]) -> C:
         """The aggregate ``fn``'s value from its partials (``parts``: by how they fold)."""
-
-
-class Nothing(Generic[C]):
-    """The checker's backend: builds nothing."""
-
-    def __getattr__(self, name: str) -> Any:
-        return _nothing
-
-
-def _nothing(*args: object) -> None:
-    return None
 
 
 @dataclass(frozen=True)

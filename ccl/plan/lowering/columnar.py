@@ -71,13 +71,6 @@ class ColumnarBackend(Protocol[C]):
         compiled expression evaluates it."""
 
 
-class Nothing(Generic[C]):
-    """The checker's backend: builds nothing."""
-
-    def operand(self, role: str, index: tuple[int, ...], column: Optional[str]) -> None:
-        return None
-
-
 @dataclass(frozen=True)
 class ColumnarLowering(Generic[C]):
     """What the kernel runs: ``mode`` (``batch``: one change per group per batch; ``rows``: one

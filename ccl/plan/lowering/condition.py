@@ -11,9 +11,9 @@ compiler's checker (``ccl.plan.physical.condition_kind``) builds nothing, the ru
 """
 from __future__ import annotations
 
-from typing import Generic, Mapping, Optional, Protocol, TypeVar
+from typing import Mapping, Optional, Protocol, TypeVar
 
-from . import Unsupported, plain_column
+from . import Nothing, Unsupported, plain_column
 
 C = TypeVar("C")
 
@@ -42,28 +42,6 @@ class ConditionBackend(Protocol[C]):
 
     def compare(self, op: str, left: C, right: C) -> C:
         """A comparison (:data:`COMPARISONS`; null when either side is)."""
-
-
-class Nothing(Generic[C]):
-    """The checker's backend: builds nothing (every piece is None)."""
-
-    def literal(self, value: object, kind: str) -> None:
-        return None
-
-    def column(self, name: str, kind: str) -> None:
-        return None
-
-    def not_(self, operand: object) -> None:
-        return None
-
-    def true_test(self, operand: object) -> None:
-        return None
-
-    def logic(self, op: str, left: object, right: object) -> None:
-        return None
-
-    def compare(self, op: str, left: object, right: object) -> None:
-        return None
 
 
 def is_true_test(expr: Mapping) -> bool:

@@ -15,7 +15,7 @@ Arrow UDF.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, Iterable, Mapping, Optional, Protocol, Sequence, TypeVar
+from typing import Generic, Iterable, Mapping, Optional, Protocol, Sequence, TypeVar
 
 from ...syntax import nodes as n
 from . import Unsupported
@@ -100,17 +100,6 @@ class PartitionBackend(Protocol[C]):
     def instance(self, value: C, kind: str, count: int, in_range: bool) -> C:
         """The instance of the block's result ``value`` (integer or long): its modulo ``count``
         that is never negative, as an integer; ``in_range``: it lies in 0..count-1 already."""
-
-
-class Nothing(Generic[C]):
-    """The checker's backend: builds nothing."""
-
-    def __getattr__(self, name: str) -> Any:
-        return _nothing
-
-
-def _nothing(*args: object) -> None:
-    return None
 
 
 @dataclass(frozen=True)
