@@ -23,13 +23,16 @@ from typing import Any, Callable, Optional
 
 from pyspark.sql import Column, DataFrame
 
-from .processor import BucketRun, gc_paused, output_schema
+from .processor import INST, BucketRun, gc_paused, output_schema
 from .spark_hash import spark_hash_int
 
 BUCKET = "__bucket"
 GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
 _STATE_FILE = re.compile(r"^b(\d+)-(\d+)\.pkl$")
 _RUNS: dict[tuple, BucketRun] = {}  # per Python worker: engines are built once, not every batch
+# ``__inst`` of a marker row: a bucket of an element with timers whose next deadline has come is
+# sent one, so that its instances expire in a batch that brings the bucket no rows
+MARK = -1
 
 
 def state_path(state_dir: str, bucket: int, batch_id: int) -> str:
@@ -66,6 +69,17 @@ def save_states(state_dir: str, bucket: int, batch_id: int, states: dict[int, di
     os.replace(hidden, state_path(state_dir, bucket, batch_id))
 
 
+def newest_batches(state_dir: str, batch_id: int) -> dict[int, int]:
+    """Bucket -> the batch of its newest state file from before ``batch_id`` (what
+    :func:`load_states` reads)."""
+    newest = {}
+    for bucket, batches in _files(state_dir).items():
+        earlier = [b for b in batches if b < batch_id]
+        if earlier:
+            newest[bucket] = earlier[-1]
+    return newest
+
+
 def prune(state_dir: str, batch_id: int) -> None:
     """After batch ``batch_id``: per bucket, drop the files older than the newest one from before
     it (which stays: should this batch run again, it starts from there)."""
@@ -79,10 +93,12 @@ def prune(state_dir: str, batch_id: int) -> None:
 
 
 def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int], state_dir: str,
-                  batch_id: int, now: int) -> Callable[[Any, Any], Any]:
+                  batch_id: int, now: int, timed: bool = False) -> Callable[[Any, Any], Any]:
     """The ``applyInArrow`` function of one batch (it travels to the executors pickled): a
     bucket's rows (the processor's input layout, runtime/topology.py processor_input) in, its output
-    rows (:func:`runtime.processor.output_schema`) out."""
+    rows (:func:`runtime.processor.output_schema`) out. With ``timed`` (an element with timers),
+    rows of instance :data:`MARK` are dropped, and after the rows every instance of the bucket
+    expires what is due at ``now``."""
     def run(key: Any, table: Any) -> Any:
         with gc_paused():
             return _run(key, table)
@@ -96,17 +112,27 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
             runner = _RUNS[cache_key] = BucketRun(plan_text, element_name, first_ports)
         bucket = table.column(BUCKET)[0].as_py()  # one bucket per group (key: bucket_group)
         states = load_states(state_dir, bucket, batch_id)
-        out = runner.process_table(states, table, now)
+        if not timed:
+            out = runner.process_table(states, table, now)
+        else:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            table = table.filter(pc.not_equal(table.column(INST), MARK))
+            parts = [runner.process_table(states, table, now)] if table.num_rows else []
+            parts.append(runner.table(runner.expire(states, now)))
+            out = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         save_states(state_dir, bucket, batch_id, states)
         return out
     return run
 
 
 def bucket_rows(proc_in: DataFrame, group: Column, plan_text: str, element: dict,
-                first_ports: frozenset[int], state_dir: str, batch_id: int, now: int) -> DataFrame:
+                first_ports: frozenset[int], state_dir: str, batch_id: int, now: int,
+                timed: bool = False) -> DataFrame:
     """The processor output rows of one batch of ``proc_in`` (with ``__bucket``), its buckets
     grouped by ``group`` (:func:`bucket_group`)."""
-    runner = bucket_runner(plan_text, element["name"], first_ports, state_dir, batch_id, now)
+    runner = bucket_runner(plan_text, element["name"], first_ports, state_dir, batch_id, now, timed)
     return proc_in.groupBy(group.alias(GROUP)).applyInArrow(runner, output_schema(element))
 
 
