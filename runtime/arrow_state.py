@@ -1,6 +1,6 @@
-"""Per-instance elements without timers: each micro-batch's rows grouped by bucket with Spark's
-``applyInArrow``, every bucket's instances run by :class:`runtime.processor.BucketRun`, and their
-states kept in files, one per bucket and batch.
+"""Per-instance elements (those with timers too, as stages of the project's query): each
+micro-batch's rows grouped by bucket with Spark's ``applyInArrow``, every bucket's instances run by
+:class:`runtime.processor.BucketRun`, and their states kept in files, one per bucket and batch.
 
 transformWithState's row API converts every cell between Arrow and Python one at a time (about as
 much time per row as the engine itself), and its pandas API reads a null float as NaN and writes a
@@ -8,8 +8,9 @@ NaN as null. Here a bucket's rows arrive as one Arrow table and leave as one, co
 a time. A bucket's state is what transformWithState kept in RocksDB, the pickled dict of its
 instances' states: batch N reads the bucket's newest file from before N and writes its file for N
 (under a hidden name, then renamed), so a batch that Spark runs again after a crash reads what the
-first try read and writes the same file. Elements with a time-based KEEP need processing-time
-timers to expire rows while no input arrives, and stay on transformWithState
+first try read and writes the same file. The file of an element with timers starts with the
+bucket's next deadline, which the driver reads without the states (:func:`saved_deadline`). Outside
+the project's query, elements with timers run on transformWithState with processing-time timers
 (runtime/processor.py :class:`ElementProcessor`).
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ _RUNS: dict[tuple, BucketRun] = {}  # per Python worker: engines are built once,
 # ``__inst`` of a marker row: a bucket of an element with timers whose next deadline has come is
 # sent one, so that its instances expire in a batch that brings the bucket no rows
 MARK = -1
+_DEADLINE = "ccl-deadline"  # the head of an element with timers' state file: (_DEADLINE, deadline)
 
 
 def state_path(state_dir: str, bucket: int, batch_id: int) -> str:
@@ -57,14 +59,29 @@ def load_states(state_dir: str, bucket: int, batch_id: int) -> dict[int, dict]:
     if not earlier:
         return {}
     with open(state_path(state_dir, bucket, earlier[-1]), "rb") as f:
-        return pickle.load(f)
+        states = pickle.load(f)
+        return pickle.load(f) if isinstance(states, tuple) else states
 
 
-def save_states(state_dir: str, bucket: int, batch_id: int, states: dict[int, dict]) -> None:
-    """Write the states of ``bucket`` after batch ``batch_id`` (complete or not at all)."""
+def saved_deadline(state_dir: str, bucket: int, batch_id: int) -> tuple[bool, Optional[int]]:
+    """Whether the state file of ``bucket`` written by batch ``batch_id`` holds its next
+    deadline (files of elements with timers do), and that deadline (epoch ms; None: none)."""
+    with open(state_path(state_dir, bucket, batch_id), "rb") as f:
+        head = pickle.load(f)
+    if isinstance(head, tuple) and head[0] == _DEADLINE:
+        return True, head[1]
+    return False, None
+
+
+def save_states(state_dir: str, bucket: int, batch_id: int, states: dict[int, dict],
+                deadline: Optional[tuple[Optional[int]]] = None) -> None:
+    """Write the states of ``bucket`` after batch ``batch_id`` (complete or not at all), after
+    their next deadline when one is given (``(deadline,)``, for an element with timers)."""
     os.makedirs(state_dir, exist_ok=True)
     hidden = os.path.join(state_dir, f".{uuid.uuid4().hex}.tmp")
     with open(hidden, "wb") as f:
+        if deadline is not None:
+            pickle.dump((_DEADLINE, deadline[0]), f, protocol=pickle.HIGHEST_PROTOCOL)
         pickle.dump(states, f, protocol=pickle.HIGHEST_PROTOCOL)
     os.replace(hidden, state_path(state_dir, bucket, batch_id))
 
@@ -122,7 +139,8 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
             parts = [runner.process_table(states, table, now)] if table.num_rows else []
             parts.append(runner.table(runner.expire(states, now)))
             out = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        save_states(state_dir, bucket, batch_id, states)
+        save_states(state_dir, bucket, batch_id, states,
+                    (runner.next_deadline(states),) if timed else None)
         return out
     return run
 

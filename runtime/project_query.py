@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 
 from . import arrow_frames
 from .arrow_state import (BUCKET, MARK, bucket_group, bucket_rows, bucket_runner, buckets_here,
-                          load_states, newest_batches, prune)
+                          load_states, newest_batches, prune, saved_deadline)
 from .batch_writers import (aggregation_writer, batch_writer, element_writer, hands_over_unread,
                             table_writer)
 from .frames import changelog_frame, changelog_schema, frame_layout
@@ -212,8 +212,8 @@ def batch_clock(dirs: RunDirs, batch_id: int) -> int:
 
 
 class Deadlines:
-    """The next deadline of each bucket of the timed stages, read from their newest state files
-    (remembered per file: a bucket whose file did not change is not read again)."""
+    """The next deadline of each bucket of the timed stages, read from the head of their newest
+    state files (remembered per file: a bucket whose file did not change is not read again)."""
 
     def __init__(self, plan: dict, dirs: RunDirs, names: list[str]) -> None:
         self.plan_text = json.dumps(plan)
@@ -232,8 +232,10 @@ class Deadlines:
                 run = self._runs.get(name)
                 if run is None:
                     run = self._runs[name] = BucketRun(self.plan_text, name)
-                known = self._known[(name, bucket)] = (
-                    newest, run.next_deadline(load_states(state_dir, bucket, batch_id)))
+                has, deadline = saved_deadline(state_dir, bucket, newest)
+                if not has:  # a file without its deadline: read the states
+                    deadline = run.next_deadline(load_states(state_dir, bucket, batch_id))
+                known = self._known[(name, bucket)] = (newest, deadline)
             found[bucket] = known[1]
         return found
 
@@ -293,7 +295,7 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
             if runs:
                 batch(listing, batch_id)
                 if guard.ticker is not None:
-                    guard.ticker.arm(deadlines.earliest(batch_id + 1))
+                    guard.ticker.arm(_next_tick(deadlines.earliest(batch_id + 1), clock[0]))
 
     def batch(listing: DataFrame, batch_id: int) -> None:
         spark = listing.sparkSession
@@ -368,6 +370,16 @@ def _expired(spark: SparkSession, element: dict, batch_id: int, transform: Optio
         return None
     rows = _written(spark, element, transform(None, batch_id), batch_id, write, write_table, True, held)
     return rows if rows is None or small else spark.createDataFrame(rows)
+
+
+def _next_tick(deadline: Optional[int], now: int) -> Optional[int]:
+    """When to tick after a batch at ``now`` whose timed stages' earliest deadline is
+    ``deadline``: then, unless it is no later than ``now`` (the batch expired what was due then,
+    so a deadline it left there is one the engine does not move: a second later, not at once and
+    again and again)."""
+    if deadline is None or deadline > now:
+        return deadline
+    return now + 1000
 
 
 def _remove_ticks(paths: list[str]) -> None:
