@@ -18,7 +18,7 @@ offsets and commit log, planning) per element; an element's changes reach its re
 batch that caused them rather than one trigger later.
 
 Elements with timers (time-based KEEP, AGES, Flex EVERY) are stages too. Every batch has one
-time, ``now``, kept in ``RUN/clock/batch-N.json`` by its first run, so that a batch Spark runs
+time, ``now``, kept in ``RUN/clock/project/batch-N.json`` by its first run, so that a batch Spark runs
 again sees the time the first run saw. After a batch the driver knows each timed stage's next
 deadline (over its buckets' saved states); a :class:`Ticker` thread writes a *tick file* into
 ``RUN/ticks/`` when the earliest one comes, a listing of the query like an input's, so that an
@@ -194,7 +194,7 @@ class Ticker:
 
 def batch_clock(dirs: RunDirs, batch_id: int) -> int:
     """The time (epoch ms) of batch ``batch_id`` of the project's query: what its first run wrote
-    in ``RUN/clock/batch-N.json``, else now (never before the batch before's), written there."""
+    in ``RUN/clock/project/batch-N.json``, else now (never before the batch before's), written there."""
     path = dirs.batch_file("clock", "project", batch_id, "json")
     try:
         with open(path, encoding="utf-8") as f:
@@ -229,11 +229,11 @@ class Deadlines:
         for bucket, newest in newest_batches(state_dir, batch_id).items():
             known = self._known.get((name, bucket))
             if known is None or known[0] != newest:
-                run = self._runs.get(name)
-                if run is None:
-                    run = self._runs[name] = BucketRun(self.plan_text, name)
                 has, deadline = saved_deadline(state_dir, bucket, newest)
                 if not has:  # a file without its deadline: read the states
+                    run = self._runs.get(name)
+                    if run is None:
+                        run = self._runs[name] = BucketRun(self.plan_text, name)
                     deadline = run.next_deadline(load_states(state_dir, bucket, batch_id))
                 known = self._known[(name, bucket)] = (newest, deadline)
             found[bucket] = known[1]
