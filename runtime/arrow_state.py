@@ -1,6 +1,6 @@
-"""Per-instance elements without timers: each micro-batch's rows grouped by bucket with Spark's
-``applyInArrow``, every bucket's instances run by :class:`runtime.processor.BucketRun`, and their
-states kept in files, one per bucket and batch.
+"""Per-instance elements (those with timers too, as stages of the project's query): each
+micro-batch's rows grouped by bucket with Spark's ``applyInArrow``, every bucket's instances run by
+:class:`runtime.processor.BucketRun`, and their states kept in files, one per bucket and batch.
 
 transformWithState's row API converts every cell between Arrow and Python one at a time (about as
 much time per row as the engine itself), and its pandas API reads a null float as NaN and writes a
@@ -8,10 +8,12 @@ NaN as null. Here a bucket's rows arrive as one Arrow table and leave as one, co
 a time. A bucket's state is what transformWithState kept in RocksDB, the pickled dict of its
 instances' states: batch N reads the bucket's newest file from before N and writes its file for N
 (under a hidden name, then renamed), so a batch that Spark runs again after a crash reads what the
-first try read and writes the same file. The rows of the element's windows are not in that file
-but in a RocksDB store per bucket (runtime/state/rows.py, runtime/state/store.py), so that a batch
-costs the rows it touches, not the rows held. Elements with a time-based KEEP need processing-time
-timers to expire rows while no input arrives, and stay on transformWithState
+first try read and writes the same file. The file of an element with timers starts with the
+bucket's next deadline, which the driver reads without the states (:func:`saved_deadline`). The
+rows of the windows of an element without timers are not in that file but in a RocksDB store per
+bucket (runtime/state/rows.py, runtime/state/store.py), so that a batch costs the rows it touches,
+not the rows held. Outside the project's query, elements with timers run on transformWithState
+with processing-time timers
 (runtime/processor.py :class:`ElementProcessor`).
 """
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any, Callable, Optional
 
 from pyspark.sql import Column, DataFrame
 
-from .processor import BucketRun, gc_paused, output_schema
+from .processor import INST, BucketRun, gc_paused, output_schema
 from .spark_hash import spark_hash_int
 from .state.rows import attach, detach, uses_window_store, window_states
 from .state.store import BucketStore, create, read_layout
@@ -35,6 +37,10 @@ GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
 _STATE_FILE = re.compile(r"^b(\d+)-(\d+)\.pkl$")
 _RUNS: dict[tuple, BucketRun] = {}  # per Python worker: engines are built once, not every batch
 _HOLDS: dict[int, bool] = {}  # id of a BucketRun in _RUNS -> whether its element holds windows
+# ``__inst`` of a marker row: a bucket of an element with timers whose next deadline has come is
+# sent one, so that its instances expire in a batch that brings the bucket no rows
+MARK = -1
+_DEADLINE = "ccl-deadline"  # the head of an element with timers' state file: (_DEADLINE, deadline)
 
 
 def state_path(state_dir: str, bucket: int, batch_id: int) -> str:
@@ -59,16 +65,42 @@ def load_states(state_dir: str, bucket: int, batch_id: int) -> dict[int, dict]:
     if not earlier:
         return {}
     with open(state_path(state_dir, bucket, earlier[-1]), "rb") as f:
-        return pickle.load(f)
+        states = pickle.load(f)
+        return pickle.load(f) if isinstance(states, tuple) else states
 
 
-def save_states(state_dir: str, bucket: int, batch_id: int, states: dict[int, dict]) -> None:
-    """Write the states of ``bucket`` after batch ``batch_id`` (complete or not at all)."""
+def saved_deadline(state_dir: str, bucket: int, batch_id: int) -> tuple[bool, Optional[int]]:
+    """Whether the state file of ``bucket`` written by batch ``batch_id`` holds its next
+    deadline (files of elements with timers do), and that deadline (epoch ms; None: none)."""
+    with open(state_path(state_dir, bucket, batch_id), "rb") as f:
+        head = pickle.load(f)
+    if isinstance(head, tuple) and head[0] == _DEADLINE:
+        return True, head[1]
+    return False, None
+
+
+def save_states(state_dir: str, bucket: int, batch_id: int, states: dict[int, dict],
+                deadline: Optional[tuple[Optional[int]]] = None) -> None:
+    """Write the states of ``bucket`` after batch ``batch_id`` (complete or not at all), after
+    their next deadline when one is given (``(deadline,)``, for an element with timers)."""
     os.makedirs(state_dir, exist_ok=True)
     hidden = os.path.join(state_dir, f".{uuid.uuid4().hex}.tmp")
     with open(hidden, "wb") as f:
+        if deadline is not None:
+            pickle.dump((_DEADLINE, deadline[0]), f, protocol=pickle.HIGHEST_PROTOCOL)
         pickle.dump(states, f, protocol=pickle.HIGHEST_PROTOCOL)
     os.replace(hidden, state_path(state_dir, bucket, batch_id))
+
+
+def newest_batches(state_dir: str, batch_id: int) -> dict[int, int]:
+    """Bucket -> the batch of its newest state file from before ``batch_id`` (what
+    :func:`load_states` reads)."""
+    newest = {}
+    for bucket, batches in _files(state_dir).items():
+        earlier = [b for b in batches if b < batch_id]
+        if earlier:
+            newest[bucket] = earlier[-1]
+    return newest
 
 
 def prune(state_dir: str, batch_id: int) -> None:
@@ -97,13 +129,15 @@ def prepare_rows(state_dir: str, element: dict, buckets: int) -> None:
 
 
 def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int], state_dir: str,
-                  batch_id: int, now: int) -> Callable[[Any, Any], Any]:
+                  batch_id: int, now: int, timed: bool = False) -> Callable[[Any, Any], Any]:
     """The ``applyInArrow`` function of one batch (it travels to the executors pickled): a
     bucket's rows (the processor's input layout, runtime/topology.py processor_input) in, its output
     rows (:func:`runtime.processor.output_schema`) out. An element whose window rows live in the
     state store (runtime/state/rows.py) reads and writes only the rows its events touch, and
     commits them with the batch id after its state file is written: a batch run again rolls the
-    store back to the state before it (the undo records) and reads the state file before it."""
+    store back to the state before it (the undo records) and reads the state file before it.
+    With ``timed`` (an element with timers), rows of instance :data:`MARK` are dropped, and after
+    the rows every instance of the bucket expires what is due at ``now``."""
     def run(key: Any, table: Any) -> Any:
         with gc_paused():
             return _run(key, table)
@@ -119,8 +153,9 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
         bucket = table.column(BUCKET)[0].as_py()  # one bucket per group (key: bucket_group)
         states = load_states(state_dir, bucket, batch_id)
         if not uses_window_store(runner.element) or not _holds_windows(runner):
-            out = runner.process_table(states, table, now)
-            save_states(state_dir, bucket, batch_id, states)
+            out = _processed(runner, states, table, now, timed)
+            save_states(state_dir, bucket, batch_id, states,
+                        (runner.next_deadline(states),) if timed else None)
             return out
         root = rows_root(state_dir)
         if read_layout(root) is None:  # (a bucket run without prepare_rows: tests)
@@ -128,12 +163,25 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
         with BucketStore.open(root, bucket) as store:
             store.begin(batch_id)
             attach(states, store)
-            out = runner.process_table(states, table, now)
+            out = _processed(runner, states, table, now, timed)
             detach(states, store)
             save_states(state_dir, bucket, batch_id, states)
             store.commit(batch_id)
         return out
     return run
+
+
+def _processed(runner: BucketRun, states: dict, table: Any, now: int, timed: bool) -> Any:
+    """The output rows of a bucket's ``table``; ``timed``: see :func:`bucket_runner`."""
+    if not timed:
+        return runner.process_table(states, table, now)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = table.filter(pc.not_equal(table.column(INST), MARK))
+    parts = [runner.process_table(states, table, now)] if table.num_rows else []
+    parts.append(runner.table(runner.expire(states, now)))
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
 def _holds_windows(runner: BucketRun) -> bool:
@@ -145,10 +193,11 @@ def _holds_windows(runner: BucketRun) -> bool:
 
 
 def bucket_rows(proc_in: DataFrame, group: Column, plan_text: str, element: dict,
-                first_ports: frozenset[int], state_dir: str, batch_id: int, now: int) -> DataFrame:
+                first_ports: frozenset[int], state_dir: str, batch_id: int, now: int,
+                timed: bool = False) -> DataFrame:
     """The processor output rows of one batch of ``proc_in`` (with ``__bucket``), its buckets
     grouped by ``group`` (:func:`bucket_group`)."""
-    runner = bucket_runner(plan_text, element["name"], first_ports, state_dir, batch_id, now)
+    runner = bucket_runner(plan_text, element["name"], first_ports, state_dir, batch_id, now, timed)
     return proc_in.groupBy(group.alias(GROUP)).applyInArrow(runner, output_schema(element))
 
 

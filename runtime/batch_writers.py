@@ -16,7 +16,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .arrow_state import bucket_group, bucket_rows, prepare_rows, prune
-from .bucket_pool import run_buckets
 from .bad_records import error_writer, why_info, write_bad, write_bad_infos
 from .built_once import once
 from .frames import changelog_frame, changelog_schema
@@ -323,18 +322,3 @@ def arrow_transform(plan: dict, element: dict, dirs: RunDirs,
                            int(time.time() * 1000))
     return rows
 
-
-def local_arrow_transform(plan: dict, element: dict, dirs: RunDirs, workers: int = 1,
-                          parallel_rows: int = 0) -> Callable[[Any, int], Any]:
-    """:func:`arrow_transform` for a small batch, run on the driver's machine: from the batch's
-    processor input collected (an Arrow table with ``__bucket``) to its processor output rows (an
-    Arrow table), each bucket through the very function applyInArrow runs, with the same state
-    files; in ``workers`` processes from ``parallel_rows`` rows (runtime/bucket_pool.py)."""
-    plan_text = json.dumps(plan)
-    first = first_ports(plan, element)
-    state_dir = dirs.of("state", element["name"])
-
-    def rows(proc_in: Any, batch_id: int) -> Any:
-        runner = (plan_text, element["name"], first, state_dir, batch_id, int(time.time() * 1000))
-        return run_buckets(runner, proc_in, element, workers, parallel_rows)
-    return rows

@@ -1,5 +1,7 @@
 """The query of its own that an element outside the project's query (runtime/project_query.py:
-elements with timers and their readers, or every element with a file limit per batch) runs.
+readers of references and error streams, every element with a file limit per batch, and elements
+with timers and their readers in a run directory begun before timers ran in the project's query)
+runs.
 
 Such an element runs as its own Structured Streaming query that reads the changelogs of the elements
 it selects from (input elements read their files, runtime/frames.py) and writes its own changelog,

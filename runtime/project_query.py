@@ -16,12 +16,24 @@ rewrites the same files from the same state.
 A batch costs what its elements do plus one listing, instead of one query (trigger, listing,
 offsets and commit log, planning) per element; an element's changes reach its readers in the
 batch that caused them rather than one trigger later.
+
+Elements with timers (time-based KEEP, AGES, Flex EVERY) are stages too. Every batch has one
+time, ``now``, kept in ``RUN/clock/project/batch-N.json`` by its first run, so that a batch Spark runs
+again sees the time the first run saw. After a batch the driver knows each timed stage's next
+deadline (over its buckets' saved states); a :class:`Ticker` thread writes a *tick file* into
+``RUN/ticks/`` when the earliest one comes, a listing of the query like an input's, so that an
+idle project runs a batch only when a file arrives or a timer is due. In a batch, each bucket of a
+timed stage whose deadline has come gets a marker row (:data:`runtime.arrow_state.MARK`), so its
+instances expire even when the batch brings it no rows.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
+import time
+import uuid
 from dataclasses import replace
 from typing import Any, Callable, Iterator, Optional, Union
 
@@ -29,19 +41,21 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import arrow_frames
-from .arrow_state import prune
-from .batch_writers import (aggregation_writer, arrow_transform, batch_writer, element_writer,
-                            hands_over_unread, local_arrow_transform, table_writer)
-from .bucket_pool import cores
+from .arrow_state import (BUCKET, MARK, bucket_group, bucket_rows, load_states, newest_batches,
+                          prepare_rows, prune, saved_deadline)
+from .batch_writers import (aggregation_writer, batch_writer, element_writer, hands_over_unread,
+                            table_writer)
+from .bucket_pool import cores, run_buckets
 from .frames import changelog_frame, changelog_schema, frame_layout
 from .native_stages import native_frame, native_input
-from .processor import KIND
+from .processor import INST, KIND, BucketRun
 from .run_dir import RunDirs
 from .run_setup import (CLUSTER_COLLECT_BYTES, LOCAL_COLLECT_BYTES, RunError, RunLayout, RunOptions,
-                        input_files)
-from .topology import is_input, ports_of, processor_input
+                        atomic_json, input_files)
+from .topology import first_ports, is_input, ports_of, processor_input
 
 INPUT = "__input"  # the listing's column: the position of the input among the query's stages
+TICKS = -1  # the listing's INPUT of the tick files (``RUN/ticks``)
 COLLECT_ROWS = 5_000  # see _collected
 
 
@@ -50,11 +64,25 @@ def query_dir(dirs: RunDirs) -> str:
     return os.path.join(dirs.root, "project_query")
 
 
+def ticks_dir(dirs: RunDirs) -> str:
+    """Where :class:`Ticker` writes the tick files of the project's query."""
+    return os.path.join(dirs.root, "ticks")
+
+
+def timed_stages(plan: dict, layout: RunLayout) -> list[str]:
+    """The stages of the project's query with timers (time-based KEEP, AGES, Flex EVERY)."""
+    timed = {e["name"] for e in plan["elements"] if e["physical"]["uses_time"]}
+    return [name for name in layout.project if name in timed]
+
+
 def project_listing(spark: SparkSession, plan: dict, options: RunOptions,
-                    layout: RunLayout) -> Optional[DataFrame]:
+                    layout: RunLayout, dirs: Optional[RunDirs] = None) -> Optional[DataFrame]:
     """The stream of new input files of the project's query: ``path`` and :data:`INPUT` (the
-    input's position in ``layout.project``); None when no input of the query has files bound."""
+    input's position in ``layout.project``); None when no input of the query has files bound.
+    When a stage has timers, the tick files of ``dirs`` are listed too (:data:`TICKS`): always,
+    whether this run writes any or not, since the checkpoint fixes the query's sources."""
     from .inputs.file_input import file_stream
+    from .inputs.listing import FileSpec
 
     by_name = {e["name"]: e for e in plan["elements"]}
     listings = []
@@ -72,6 +100,9 @@ def project_listing(spark: SparkSession, plan: dict, options: RunOptions,
         listings.append(listing.withColumn(INPUT, F.lit(i)))
     if not listings:
         return None
+    if dirs is not None and timed_stages(plan, layout):
+        ticks = file_stream(spark, FileSpec(ticks_dir(dirs), None, "*"))
+        listings.append(ticks.withColumn(INPUT, F.lit(TICKS)))
     union = listings[0]
     for listing in listings[1:]:
         union = union.unionByName(listing)
@@ -83,9 +114,10 @@ class BatchGuard:
     lock, and once :meth:`stop` has taken it no batch runs (one Spark starts meanwhile does
     nothing and runs again, whole, when the checkpoint is resumed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ticker: Optional["Ticker"] = None) -> None:
         self._lock = threading.Lock()
         self._stopped = False
+        self.ticker = ticker  # stopped with the query
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[bool]:
@@ -99,16 +131,128 @@ class BatchGuard:
         held = self._lock.acquire(timeout=bound)
         self._stopped = True
         try:
+            if self.ticker is not None:
+                self.ticker.stop()
             query.stop()
         finally:
             if held:
                 self._lock.release()
 
 
+class Ticker:
+    """The thread that wakes an idle project's query when a timer is due: armed with the earliest
+    deadline of the timed stages (epoch ms, after every batch), it writes a tick file holding
+    that time into ``directory`` once the time has come (under a hidden name, then renamed:
+    Spark's file source lists no hidden file)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self._cond = threading.Condition()
+        self._deadline: Optional[int] = None
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="ccl-ticker", daemon=True)
+
+    def start(self) -> "Ticker":
+        """Start the thread (returns self)."""
+        os.makedirs(self.directory, exist_ok=True)
+        self._thread.start()
+        return self
+
+    def arm(self, deadline: Optional[int]) -> None:
+        """The next deadline (None: no timer pending); replaces the one before."""
+        with self._cond:
+            self._deadline = deadline
+            self._cond.notify()
+
+    def stop(self) -> None:
+        """Stop the thread (no tick is written after this returns)."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(5.0)
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._stopped:
+                if self._deadline is None:
+                    self._cond.wait()
+                    continue
+                wait = self._deadline / 1000.0 - time.time()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                self._tick(self._deadline)
+                self._deadline = None
+
+    def _tick(self, at: int) -> None:
+        hidden = os.path.join(self.directory, f".{uuid.uuid4().hex}.tmp")
+        try:
+            with open(hidden, "w", encoding="utf-8") as f:
+                json.dump({"time": at}, f)
+            os.replace(hidden, os.path.join(self.directory, f"tick-{at:015d}-{uuid.uuid4().hex[:8]}.json"))
+        except OSError:  # the run directory is going away: the query is stopping
+            pass
+
+
+def batch_clock(dirs: RunDirs, batch_id: int) -> int:
+    """The time (epoch ms) of batch ``batch_id`` of the project's query: what its first run wrote
+    in ``RUN/clock/project/batch-N.json``, else now (never before the batch before's), written there."""
+    path = dirs.batch_file("clock", "project", batch_id, "json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return int(json.load(f)["now"])
+    except (FileNotFoundError, ValueError, KeyError):
+        pass
+    now = int(time.time() * 1000)
+    try:
+        with open(dirs.batch_file("clock", "project", batch_id - 1, "json"), encoding="utf-8") as f:
+            now = max(now, int(json.load(f)["now"]))
+    except (FileNotFoundError, ValueError, KeyError):
+        pass
+    atomic_json(path, {"now": now})
+    return now
+
+
+class Deadlines:
+    """The next deadline of each bucket of the timed stages, read from the head of their newest
+    state files (remembered per file: a bucket whose file did not change is not read again)."""
+
+    def __init__(self, plan: dict, dirs: RunDirs, names: list[str]) -> None:
+        self.plan_text = json.dumps(plan)
+        self.dirs = dirs
+        self.names = names
+        self._runs: dict[str, BucketRun] = {}
+        self._known: dict[tuple[str, int], tuple[int, Optional[int]]] = {}
+
+    def of(self, name: str, batch_id: int) -> dict[int, Optional[int]]:
+        """Bucket -> the next deadline of stage ``name`` as batch ``batch_id`` starts."""
+        state_dir = self.dirs.of("state", name)
+        found: dict[int, Optional[int]] = {}
+        for bucket, newest in newest_batches(state_dir, batch_id).items():
+            known = self._known.get((name, bucket))
+            if known is None or known[0] != newest:
+                has, deadline = saved_deadline(state_dir, bucket, newest)
+                if not has:  # a file without its deadline: read the states
+                    run = self._runs.get(name)
+                    if run is None:
+                        run = self._runs[name] = BucketRun(self.plan_text, name)
+                    deadline = run.next_deadline(load_states(state_dir, bucket, batch_id))
+                known = self._known[(name, bucket)] = (newest, deadline)
+            found[bucket] = known[1]
+        return found
+
+    def earliest(self, batch_id: int) -> Optional[int]:
+        """The earliest deadline of every timed stage as batch ``batch_id`` starts (None: none)."""
+        deadlines = [d for name in self.names for d in self.of(name, batch_id).values() if d is not None]
+        return min(deadlines) if deadlines else None
+
+
 def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLayout,
                   guard: Optional[BatchGuard] = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of the project's query: one batch of the listing of
-    :func:`project_listing` through every stage, in dependency order, under ``guard``."""
+    :func:`project_listing` through every stage, in dependency order, under ``guard`` (whose
+    ticker, if any, is armed after each batch with the earliest deadline of the timed stages)."""
     from .inputs.file_input import batch_rows, input_format, rows_here
 
     by_name = {e["name"]: e for e in plan["elements"]}
@@ -138,11 +282,17 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
     writers = {e["name"]: (aggregation_writer(e, dirs, plan) if e["physical"]["native"] == "aggregation"
                            else element_writer(e, dirs, plan, own)) for e in stages}
     tables = {e["name"]: table_writer(e, dirs, plan, own) for e in stages}
-    transforms = {name: arrow_transform(plan, by_name[name], dirs, layout.buckets)
-                  for name in layout.project if name in layout.arrow_state}
+    timed = timed_stages(plan, layout)
+    deadlines = Deadlines(plan, dirs, timed)
+    due: dict[str, list[int]] = {}  # per timed stage, the buckets whose deadline has come
+    clock = [0]  # the time of the batch running
+    transforms = {name: _transform(plan, by_name[name], dirs, layout.buckets, clock, due.get)
+                  for name in layout.project if name in layout.arrow_state or name in timed}
     workers = options.driver_workers or cores()
-    here = {name: local_arrow_transform(plan, by_name[name], dirs, workers, options.parallel_rows)
+    here = {name: _local_transform(plan, by_name[name], dirs, clock, due.get, workers,
+                                   options.parallel_rows)
             for name in transforms}
+    seen_ticks: list[str] = []  # the tick files of the batch before (committed: removed)
 
     def run(listing: DataFrame, batch_id: int) -> None:
         if guard is None:
@@ -150,12 +300,23 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
         with guard.batch() as runs:
             if runs:
                 batch(listing, batch_id)
+                if guard.ticker is not None:
+                    guard.ticker.arm(_next_tick(deadlines.earliest(batch_id + 1), clock[0]))
 
     def batch(listing: DataFrame, batch_id: int) -> None:
         spark = listing.sparkSession
         paths: dict[int, list[str]] = {}
         for r in listing.select(INPUT, "path").collect():
             paths.setdefault(r[0], []).append(r[1])
+        _remove_ticks(seen_ticks)
+        seen_ticks[:] = paths.pop(TICKS, [])  # a tick only wakes the query: the batch's time counts
+        clock[0] = now = batch_clock(dirs, batch_id) if timed else int(time.time() * 1000)
+        due.clear()
+        for name in timed:
+            buckets = sorted(b for b, d in deadlines.of(name, batch_id).items()
+                             if d is not None and d <= now)
+            if buckets:
+                due[name] = buckets
         # a small batch's rows are Arrow tables here, each stage's written here (no Spark job per
         # file); a large one stays distributed, each stage's rows persisted for its writers
         limit = options.collect_bytes
@@ -173,7 +334,8 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
                     continue
                 if is_input(e):
                     if name not in formats or not paths.get(i):
-                        outputs[name] = None
+                        outputs[name] = _expired(spark, e, batch_id, here.get(name), due,
+                                                 writers[name], tables[name], small, held)
                         continue
                     files, fmt = formats[name]
                     manifest = dirs.of("sources", name)
@@ -188,7 +350,8 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
                 else:
                     frames = [outputs.get(src) for _, src in ports_of(e)]
                     if all(f is None for f in frames):
-                        outputs[name] = None
+                        outputs[name] = _expired(spark, e, batch_id, here.get(name), due,
+                                                 writers[name], tables[name], small, held)
                         continue
                 if small:
                     out = _stage_table(spark, plan, e, frames, batch_id, dirs, layout,
@@ -204,6 +367,109 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
         for name in transforms:
             prune(dirs.of("state", name), batch_id)
     return run
+
+
+def _expired(spark: SparkSession, element: dict, batch_id: int, transform: Optional[Callable],
+             due: dict[str, list[int]], write: Callable, write_table: Callable, small: bool,
+             held: list[DataFrame]) -> Optional[Any]:
+    """A stage's batch without rows: nothing, unless it has timers due (``due``), whose buckets
+    then expire here on the driver (``transform``: :func:`_local_transform`) and are written. Its
+    changelog rows for its readers as :func:`_written` gives them (None: none), as a Spark frame
+    in a large batch."""
+    if element["name"] not in due or transform is None:
+        return None
+    rows = _written(element, transform(None, batch_id), batch_id, write, write_table, True, held)
+    return rows if rows is None or small else spark.createDataFrame(rows)
+
+
+def _next_tick(deadline: Optional[int], now: int) -> Optional[int]:
+    """When to tick after a batch at ``now`` whose timed stages' earliest deadline is
+    ``deadline``: then, unless it is no later than ``now`` (the batch expired what was due then,
+    so a deadline it left there is one the engine does not move: a second later, not at once and
+    again and again)."""
+    if deadline is None or deadline > now:
+        return deadline
+    return now + 1000
+
+
+def _remove_ticks(paths: list[str]) -> None:
+    """Remove tick files a committed batch took (they only woke the query)."""
+    from .inputs.file_input import local_path
+
+    for path in paths:
+        try:
+            os.remove(local_path(path))
+        except OSError:
+            pass
+
+
+def _markers(buckets: list[int], schema: Any) -> Any:
+    """One :data:`runtime.arrow_state.MARK` row per bucket of ``buckets``, as an Arrow table of
+    ``schema`` (a processor input's), the other columns null."""
+    import pyarrow as pa
+
+    columns = []
+    for field in schema:
+        if field.name == BUCKET:
+            columns.append(pa.array(buckets, field.type))
+        elif field.name == INST:
+            columns.append(pa.array([MARK] * len(buckets), field.type))
+        else:
+            columns.append(pa.nulls(len(buckets), field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _transform(plan: dict, element: dict, dirs: RunDirs, buckets: int, clock: list[int],
+               due: Callable[[str], Optional[list[int]]]) -> Callable[[DataFrame, int], DataFrame]:
+    """For a stage run by runtime/arrow_state.py (one with timers too): the function from one
+    batch of its processor input (with ``__bucket``, of ``buckets``) to its processor output rows,
+    at the batch's time (``clock[0]``); a timed stage's ``due`` buckets get a marker row each."""
+    plan_text = json.dumps(plan)
+    first = first_ports(plan, element)
+    state_dir = dirs.of("state", element["name"])
+    group = bucket_group(buckets)
+    timed = bool(element["physical"]["uses_time"])
+    prepare_rows(state_dir, element, buckets)
+
+    def rows(proc_in: DataFrame, batch_id: int) -> DataFrame:
+        marked = due(element["name"]) if timed else None
+        if marked:
+            spark = proc_in.sparkSession
+            marks = spark.createDataFrame([(b, MARK) for b in marked], f"{BUCKET} int, {INST} int")
+            types = dict(proc_in.dtypes)
+            marks = marks.select(*[F.col(c).cast(types[c]).alias(c) for c in (BUCKET, INST)])
+            proc_in = proc_in.unionByName(marks, allowMissingColumns=True)
+        return bucket_rows(proc_in, group, plan_text, element, first, state_dir, batch_id,
+                           clock[0], timed)
+    return rows
+
+
+def _local_transform(plan: dict, element: dict, dirs: RunDirs, clock: list[int],
+                     due: Callable[[str], Optional[list[int]]], workers: int = 1,
+                     parallel_rows: int = 0) -> Callable[[Any, int], Any]:
+    """:func:`_transform` for a small batch, run on the driver's machine: from the batch's
+    processor input collected (an Arrow table with ``__bucket``; None: no rows, only the due
+    buckets) to its processor output rows (an Arrow table), each bucket through the very function
+    applyInArrow runs, with the same state files; in ``workers`` processes from ``parallel_rows``
+    rows (runtime/bucket_pool.py)."""
+    import pyarrow as pa
+
+    plan_text = json.dumps(plan)
+    first = first_ports(plan, element)
+    state_dir = dirs.of("state", element["name"])
+    timed = bool(element["physical"]["uses_time"])
+    marker_schema = pa.schema([(BUCKET, pa.int32()), (INST, pa.int32())])
+
+    def rows(proc_in: Any, batch_id: int) -> Any:
+        marked = due(element["name"]) if timed else None
+        if marked:
+            marks = _markers(marked, proc_in.schema if proc_in is not None else marker_schema)
+            proc_in = marks if proc_in is None else pa.concat_tables([proc_in, marks])
+        if proc_in is None:
+            proc_in = marker_schema.empty_table()
+        runner = (plan_text, element["name"], first, state_dir, batch_id, clock[0], timed)
+        return run_buckets(runner, proc_in, element, workers, parallel_rows)
+    return rows
 
 
 def _bytes(paths: dict[int, list[str]], files: dict[int, Any]) -> int:
@@ -226,7 +492,7 @@ def _stage_rows(plan: dict, element: dict, frames: list[Optional[DataFrame]], ba
                 here: bool, rows: int = 0) -> Union[DataFrame, Any, None]:
     """``element``'s processor output rows of this batch from its ports' rows (``frames``, in the
     processor's frame layout; None for a port without rows): a frame, or with ``here`` an Arrow
-    table (``transform`` is then :func:`runtime.batch_writers.local_arrow_transform`, which runs it on the
+    table (``transform`` is then :func:`_local_transform`, which runs it on the
     driver); for a native aggregation (which writes its batch itself, here) its changelog rows as
     written, None when no group changed."""
     native = element["physical"]["native"]

@@ -22,7 +22,8 @@ from .batch_writers import arrow_transform, batch_writer
 from .frames import input_files_stream
 from .job import element_query
 from .outputs import element_stats, output_adapters, write_outputs
-from .project_query import BatchGuard, project_batch, project_listing, query_dir
+from .project_query import (BatchGuard, Deadlines, Ticker, project_batch, project_listing, query_dir,
+                            ticks_dir, timed_stages)
 from .run_dir import RunDirs
 from .run_setup import RunError, RunLayout, RunOptions, layout_of, prepare_run_dir
 from .topology import is_input
@@ -114,13 +115,19 @@ def _start_project(spark: SparkSession, plan: dict, options: RunOptions, dirs: R
     if not layout.project:
         return None
     try:
-        listing = project_listing(spark, plan, options, layout)
+        listing = project_listing(spark, plan, options, layout, dirs)
         if listing is None:
             return None
-        guard = BatchGuard()
+        # timers are served by tick files while the run goes on; an until-idle run has none (its
+        # timed stages expire what is due as batches arrive, and it ends once the files are read)
+        timed = timed_stages(plan, layout)
+        ticker = Ticker(ticks_dir(dirs)) if timed and not options.until_idle else None
+        guard = BatchGuard(ticker)
         query = _started(spark, listing, project_batch(plan, options, dirs, layout, guard),
                          query_dir(dirs), PROJECT_QUERY, options, False, options.poll_interval)
         _GUARDS[str(query.id)] = guard
+        if ticker is not None:  # the timers the saved states hold
+            ticker.start().arm(Deadlines(plan, dirs, timed).earliest(sys.maxsize))
         return query
     except (PySparkException, Py4JJavaError) as exc:
         raise RunError(f"the project's query could not start: {_first_line(exc)}") from None

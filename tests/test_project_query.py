@@ -122,7 +122,7 @@ AS SELECT p.Book Book, sum(p.Qty) Total, count(*) N FROM Positions p GROUP BY p.
     assert reports["large"]["Positions"]["rows_in"] == 200
 
 
-def test_elements_with_timers_and_their_readers_run_in_queries_of_their_own(spark, tmp_path):
+def test_elements_with_timers_and_their_readers_are_stages_of_the_project_query(spark, tmp_path):
     text = """
 CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
 CREATE WINDOW Last PRIMARY KEY (TradeId) KEEP 1 HOUR AS SELECT * FROM Trades;
@@ -137,9 +137,113 @@ CREATE OUTPUT STREAM Copy AS SELECT t.TradeId TradeId, t.Qty * 2 Twice FROM Trad
     assert sorted((r["TradeId"], r["Twice"]) for r in out.rows("Copy")) == [("1", "2"), ("2", "4"), ("3", "6")]
     run = os.path.join(str(tmp_path), "run")
     with open(os.path.join(run, "run.json"), encoding="utf-8") as f:
-        assert json.load(f)["project_query"] == ["Trades", "Copy"]
-    assert os.listdir(os.path.join(run, "queries")) == ["Last"]  # Counts runs in its batches
-    assert os.path.exists(os.path.join(run, "changelog", "Trades"))  # Last reads it
+        assert json.load(f)["project_query"] == ["Trades", "Last", "Counts", "Copy"]
+    assert os.listdir(os.path.join(run, "queries")) == []
+    assert not os.path.exists(os.path.join(run, "changelog", "Trades"))  # read in the batch
+
+
+TIMED = """
+CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
+CREATE OUTPUT WINDOW Recent PRIMARY KEY (TradeId) KEEP 3 SECONDS AS SELECT * FROM Trades;
+CREATE OUTPUT WINDOW Counts PRIMARY KEY DEDUCED
+AS SELECT r.Sym Sym, count(*) N FROM Recent r GROUP BY r.Sym;
+CREATE FLEX Beat IN Trades
+OUT OUTPUT STREAM Beats SCHEMA (Seen integer)
+BEGIN
+    DECLARE
+        integer seen := 0;
+    END;
+    ON Trades { seen := seen + 1; };
+    EVERY 4 SECONDS { output [Seen = seen;]; };
+END;
+"""
+
+
+def _commits(run: str) -> int:
+    commits = os.path.join(run, "project_query", "commits")
+    return len([n for n in os.listdir(commits) if n.isdigit()]) if os.path.isdir(commits) else 0
+
+
+def _changes(run: str, element: str) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    folder = os.path.join(run, "changelog", element)
+    if not os.path.isdir(folder):
+        return []
+    return [r for n in sorted(os.listdir(folder)) if n.endswith(".parquet")
+            for r in pq.read_table(os.path.join(folder, n)).to_pylist()]
+
+
+def test_timers_fire_in_the_project_query_and_an_idle_project_runs_no_batch(spark, tmp_path):
+    """A time KEEP and a Flex EVERY run as stages of the project's query (no query of their
+    own): a row leaves the window once its time is up, though no file arrives (the query is woken
+    by a tick file), the EVERY handler runs, and between timers no batch runs."""
+    import threading
+    import time
+
+    from ccl.plan.planner import plan_project
+    from runtime.run import run_plan
+    from runtime.run_setup import RunOptions
+
+    path = os.path.join(str(tmp_path), "p.ccl")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(TIMED)
+    plan, diags = plan_project(path)
+    assert plan is not None, [str(d) for d in diags]
+    tdir, run = os.path.join(str(tmp_path), "trades"), os.path.join(str(tmp_path), "run")
+    os.makedirs(tdir)
+    options = RunOptions(inputs={"Trades": tdir}, base_dir=str(tmp_path), run_dir=run,
+                         until_idle=False, buckets=2)
+    stop, failed = threading.Event(), []
+
+    def go() -> None:
+        try:
+            run_plan(spark, plan, options, os.path.join(str(tmp_path), "out"), stop=stop)
+        except Exception as exc:  # reported by the test's thread
+            failed.append(exc)
+    runner = threading.Thread(target=go)
+    runner.start()
+    try:
+        def wait_for(what, seconds: float = 120.0):
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and not failed:
+                found = what()
+                if found:
+                    return found
+                time.sleep(0.05)
+            assert not failed, failed
+            raise AssertionError("timed out")
+
+        wait_for(lambda: _commits(run) == 0 and os.path.exists(os.path.join(run, "run.json")))
+        with open(os.path.join(run, "run.json"), encoding="utf-8") as f:
+            assert json.load(f)["project_query"] == ["Trades", "Recent", "Counts", "Beats"]
+        time.sleep(3)  # the query started
+        tmp = os.path.join(str(tmp_path), "t.csv")
+        write_rows(tmp, ["TradeId", "Sym", "Qty"], [(1, "A", 1), (2, "A", 2), (3, "B", 3)])
+        written = time.time()
+        os.replace(tmp, os.path.join(tdir, "t.csv"))
+        wait_for(lambda: [r for r in _changes(run, "Recent") if r["__op"] == "d"])
+        gone = time.time()
+        inserts = [r for r in _changes(run, "Recent") if r["__op"] == "i"]
+        assert len(inserts) == 3
+        wait_for(lambda: len([r for r in _changes(run, "Recent") if r["__op"] == "d"]) == 3)
+        # not before their time, and well before a second's tick would be late by much
+        assert gone - written >= 3.0
+        counts = _changes(run, "Counts")
+        assert counts[-1]["__op"] == "d" or {r["Sym"] for r in counts if r["__op"] == "d"} == {"A", "B"}
+        wait_for(lambda: _changes(run, "Beats"), 30)
+        assert _changes(run, "Beats")[0]["Seen"] == 3
+        # idle: only the EVERY's ticks (one per 4 s) run batches; a trigger per poll would run 60
+        before = _commits(run)
+        time.sleep(6.0)
+        idle = _commits(run) - before
+        assert 1 <= idle <= 3, idle
+        assert not os.path.exists(os.path.join(run, "queries", "Recent"))
+        assert not os.path.exists(os.path.join(run, "queries", "Beats"))
+    finally:
+        stop.set()
+        runner.join(300)
+    assert not runner.is_alive() and not failed, failed
 
 
 def test_a_checkpoint_of_one_query_per_element_is_refused(spark, tmp_path):

@@ -69,7 +69,10 @@ def test_killed_run_resumes_without_loss_or_duplicates(spark, tmp_path, source):
         _crash(proc)
     run = json.loads((Path(run_dir) / "run.json").read_text())
     assert run["file_source"] == ([] if source == "ccl_csv" else ["trades"])
-    # totals (a time KEEP) has timers: transformWithState; counted keeps its state in files
+    # totals (a time KEEP) has timers: a stage of the project's query (state files, its batches'
+    # time kept in RUN/clock), or with a file limit per batch in transformWithState; counted keeps
+    # its state in files
+    assert ("totals" in run["project_query"]) == (source != "ccl_csv")
     saved = json.loads((Path(run_dir) / "plan.json").read_text())
     assert [e["name"] for e in saved["elements"] if e["physical"]["arrow"]] == ["counted"]
     for f in range(fed, 24):

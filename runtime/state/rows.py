@@ -27,8 +27,10 @@ _MAX_LIST = 64  # lists longer than this in an instance state are data, not its 
 def uses_window_store(element: dict) -> bool:
     """Whether the window rows of the per-instance element ``element`` (a plan element) live in
     the bucket's state store: every element run by runtime/arrow_state.py except a Flex, whose
-    window iterators walk rows in the order they were inserted (the store keeps key order)."""
-    return bool(element.get("physical", {}).get("arrow")) and not element.get("flex")
+    window iterators walk rows in the order they were inserted (the store keeps key order), and
+    an element with timers (its expiry walks its rows)."""
+    physical = element.get("physical", {})
+    return bool(physical.get("arrow")) and not physical.get("uses_time") and not element.get("flex")
 
 
 class StoredRows(MutableMapping):
