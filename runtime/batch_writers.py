@@ -307,10 +307,13 @@ def _counters(counts: list[dict], native: Optional[str]) -> tuple[dict[str, int]
             {str(r[INST]): int(r["s"]) for r in stats if r["s"]})
 
 
-def arrow_transform(plan: dict, element: dict, dirs: RunDirs,
-                    buckets: int) -> Callable[[DataFrame, int], DataFrame]:
+def arrow_transform(plan: dict, element: dict, dirs: RunDirs, buckets: int,
+                    now: Optional[Callable[[], int]] = None,
+                    timed: bool = False) -> Callable[[DataFrame, int], DataFrame]:
     """For an element run by runtime/arrow_state.py: the function from one batch of its processor
-    input (with ``__bucket``, of ``buckets``) to the batch's processor output rows."""
+    input (with ``__bucket``, of ``buckets``) to the batch's processor output rows, at ``now()``
+    (epoch ms; default the time the batch runs); ``timed``: see
+    :func:`runtime.arrow_state.bucket_runner`."""
     plan_text = json.dumps(plan)
     first = first_ports(plan, element)
     state_dir = dirs.of("state", element["name"])
@@ -318,7 +321,7 @@ def arrow_transform(plan: dict, element: dict, dirs: RunDirs,
     group = bucket_group(buckets)
 
     def rows(proc_in: DataFrame, batch_id: int) -> DataFrame:
-        return bucket_rows(proc_in, group, plan_text, element, first, state_dir, batch_id,
-                           int(time.time() * 1000))
+        at = now() if now is not None else int(time.time() * 1000)
+        return bucket_rows(proc_in, group, plan_text, element, first, state_dir, batch_id, at, timed)
     return rows
 

@@ -41,10 +41,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import arrow_frames
-from .arrow_state import (BUCKET, MARK, bucket_group, bucket_rows, load_states, newest_batches,
-                          prepare_rows, prune, saved_deadline)
-from .batch_writers import (aggregation_writer, batch_writer, element_writer, hands_over_unread,
-                            table_writer)
+from .arrow_state import BUCKET, MARK, load_states, newest_batches, prune, saved_deadline
+from .batch_writers import (aggregation_writer, arrow_transform, batch_writer, element_writer,
+                            hands_over_unread, table_writer)
 from .bucket_pool import cores, run_buckets
 from .frames import changelog_frame, changelog_schema, frame_layout
 from .native_stages import native_frame, native_input
@@ -421,15 +420,10 @@ def _markers(buckets: list[int], schema: Any) -> Any:
 
 def _transform(plan: dict, element: dict, dirs: RunDirs, buckets: int, clock: list[int],
                due: Callable[[str], Optional[list[int]]]) -> Callable[[DataFrame, int], DataFrame]:
-    """For a stage run by runtime/arrow_state.py (one with timers too): the function from one
-    batch of its processor input (with ``__bucket``, of ``buckets``) to its processor output rows,
-    at the batch's time (``clock[0]``); a timed stage's ``due`` buckets get a marker row each."""
-    plan_text = json.dumps(plan)
-    first = first_ports(plan, element)
-    state_dir = dirs.of("state", element["name"])
-    group = bucket_group(buckets)
+    """:func:`runtime.batch_writers.arrow_transform` of a stage (one with timers too), at the
+    batch's time (``clock[0]``); a timed stage's ``due`` buckets get a marker row each."""
     timed = bool(element["physical"]["uses_time"])
-    prepare_rows(state_dir, element, buckets)
+    transform = arrow_transform(plan, element, dirs, buckets, lambda: clock[0], timed)
 
     def rows(proc_in: DataFrame, batch_id: int) -> DataFrame:
         marked = due(element["name"]) if timed else None
@@ -439,8 +433,7 @@ def _transform(plan: dict, element: dict, dirs: RunDirs, buckets: int, clock: li
             types = dict(proc_in.dtypes)
             marks = marks.select(*[F.col(c).cast(types[c]).alias(c) for c in (BUCKET, INST)])
             proc_in = proc_in.unionByName(marks, allowMissingColumns=True)
-        return bucket_rows(proc_in, group, plan_text, element, first, state_dir, batch_id,
-                           clock[0], timed)
+        return transform(proc_in, batch_id)
     return rows
 
 
@@ -496,8 +489,8 @@ def _stage_rows(plan: dict, element: dict, frames: list[Optional[DataFrame]], ba
     driver); for a native aggregation (which writes its batch itself, here) its changelog rows as
     written, None when no group changed."""
     native = element["physical"]["native"]
-    if native in ("aggregation", "stream"):  # one source
-        source = next(e for e in plan["elements"] if e["name"] == ports_of(element)[0][1])
+    if native in ("aggregation", "stream"):
+        source = _one_source(plan, element)
     if native == "aggregation":
         write(native_frame(element, source, frames[0]), batch_id)
         path = dirs.batch_file("changelog", element["name"], batch_id, "parquet")
@@ -521,6 +514,11 @@ def _stage_rows(plan: dict, element: dict, frames: list[Optional[DataFrame]], ba
     return transform(proc_in, batch_id)
 
 
+def _one_source(plan: dict, element: dict) -> dict:
+    """The source element of ``element``, which reads one (a native stream or aggregation)."""
+    return next(e for e in plan["elements"] if e["name"] == ports_of(element)[0][1])
+
+
 def _stage_table(spark: SparkSession, plan: dict, element: dict, frames: list[Optional[Any]],
                  batch_id: int, dirs: RunDirs, layout: RunLayout, write: Callable,
                  transform: Optional[Callable]) -> Optional[Any]:
@@ -532,8 +530,7 @@ def _stage_table(spark: SparkSession, plan: dict, element: dict, frames: list[Op
     if native == "input":
         out = arrow_frames.native_input(element, frames[0])
     elif native == "stream":
-        source = next(e for e in plan["elements"] if e["name"] == ports_of(element)[0][1])
-        out = arrow_frames.native_stream(element, source, frames[0])
+        out = arrow_frames.native_stream(element, _one_source(plan, element), frames[0])
     elif transform is not None:
         proc_in = arrow_frames.processor_input(plan, element, frames, layout.buckets,
                                                layout.by_group.get(element["name"], ()))
