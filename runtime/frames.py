@@ -73,7 +73,8 @@ def input_files_stream(spark: SparkSession, plan: dict, element: dict, options: 
     """For an input element read through Spark's file source (runtime/inputs/file_input.py): the stream
     of its new files and the function from one batch of it to the batch's processor output rows
     (:func:`runtime.native_stages.native_input`); None when no file is bound to the element."""
-    from .inputs.file_input import batch_rows, file_stream, input_format
+    from .inputs.file_input import batch_rows, file_numbers, file_stream, input_format
+    from .inputs.listing import Arrivals
 
     files, props = input_files(element, plan, options)
     if files is None:
@@ -83,10 +84,12 @@ def input_files_stream(spark: SparkSession, plan: dict, element: dict, options: 
     except ValueError as exc:  # a delimiter or date format the reader cannot use
         raise RunError(f"input of '{element['name']}': {exc}") from None
 
+    arrivals = Arrivals(dirs.arrivals)
+
     def rows(batch: DataFrame) -> DataFrame:
-        paths = [r[0] for r in batch.collect()]
-        parsed = batch_rows(batch.sparkSession, element, files, fmt,
-                            dirs.of("sources", element["name"]), paths)
+        name = element["name"]
+        numbers = file_numbers(arrivals, [(name, files, [r[0] for r in batch.collect()])])
+        parsed = batch_rows(batch.sparkSession, element, files, fmt, numbers[name])
         return native_input(element, frame_layout(parsed))
     try:
         return file_stream(spark, files, options.max_files_per_batch), rows

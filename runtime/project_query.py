@@ -252,7 +252,8 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
     """The foreachBatch function of the project's query: one batch of the listing of
     :func:`project_listing` through every stage, in dependency order, under ``guard`` (whose
     ticker, if any, is armed after each batch with the earliest deadline of the timed stages)."""
-    from .inputs.file_input import batch_rows, input_format, rows_here
+    from .inputs.file_input import batch_rows, file_numbers, input_format, rows_here
+    from .inputs.listing import Arrivals
 
     by_name = {e["name"]: e for e in plan["elements"]}
     stages = [by_name[name] for name in layout.project]
@@ -292,6 +293,7 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
                                    options.parallel_rows)
             for name in transforms}
     seen_ticks: list[str] = []  # the tick files of the batch before (committed: removed)
+    arrivals = Arrivals(dirs.arrivals)
 
     def run(listing: DataFrame, batch_id: int) -> None:
         if guard is None:
@@ -323,6 +325,9 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
             local = spark.sparkContext.master.startswith("local")
             limit = LOCAL_COLLECT_BYTES if local else CLUSTER_COLLECT_BYTES
         small = _bytes(paths, specs) <= limit
+        numbers = file_numbers(arrivals, [(e["name"], formats[e["name"]][0], paths[i])
+                                          for i, e in enumerate(stages)
+                                          if e["name"] in formats and paths.get(i)])
         handed = set() if small else {reader for reader, _ in through.values()}
         outputs: dict[str, Any] = {}  # a stage's rows of this batch: a frame, an Arrow table when small, None: none
         held: list[DataFrame] = []
@@ -337,11 +342,10 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
                                                  writers[name], tables[name], small, held)
                         continue
                     files, fmt = formats[name]
-                    manifest = dirs.of("sources", name)
                     if small:
-                        frames = [arrow_frames.input_frame(rows_here(e, files, fmt, manifest, paths[i]))]
+                        frames = [arrow_frames.input_frame(rows_here(e, files, fmt, numbers[name]))]
                     else:
-                        frames = [frame_layout(batch_rows(spark, e, files, fmt, manifest, paths[i]))]
+                        frames = [frame_layout(batch_rows(spark, e, files, fmt, numbers[name]))]
                     if name in through and not small:
                         through[name][1](native_input(e, frames[0]), batch_id)
                         outputs[name] = None

@@ -31,6 +31,12 @@ class RunDirs:
     def of(self, what: str, element: str) -> str:
         return os.path.join(self.root, what, file_name(element))
 
+    @property
+    def arrivals(self) -> str:
+        """Where the input files of the project are numbered in the order they arrived
+        (:class:`runtime.inputs.listing.Arrivals`)."""
+        return os.path.join(self.root, "arrivals")
+
     def batch_file(self, what: str, element: str, batch_id: int, ext: str) -> str:
         """``WHAT/ELEMENT/batch-N.EXT``: one micro-batch's changelog, stats or bad records."""
         return os.path.join(self.of(what, element), f"batch-{batch_id:08d}.{ext}")
@@ -67,6 +73,10 @@ def older_layout(root: str, saved: dict) -> Optional[str]:
     if not isinstance(run, dict) or "window_store" not in run:
         return ("it was written by an older ccl that kept the rows of windows in the state files "
                 "of their elements, not in the state store this ccl reads")
+    if run.get("numbering") != "arrival":
+        return ("it was written by an older ccl that numbered the rows of each input by itself, "
+                "not in the order the files of all inputs arrived, so its rows would be numbered "
+                "anew")
     return None
 
 

@@ -92,7 +92,9 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
     window_store = [e["name"] for e in plan["elements"] if uses_window_store(e)]
     atomic_json(os.path.join(root, RUN_FILE), {"buckets": options.buckets, "unrecorded": unrecorded,
                                                "file_source": file_source, "project_query": project,
-                                               "window_store": window_store})
+                                               "window_store": window_store,
+                                               # input files numbered across inputs as they arrived
+                                               "numbering": "arrival"})
     with open(saved + ".tmp", "w", encoding="utf-8") as f:  # last: the mark of a run begun
         json.dump(plan, f, indent=1, sort_keys=True)
     os.replace(saved + ".tmp", saved)

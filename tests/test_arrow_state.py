@@ -217,6 +217,9 @@ def test_a_run_directory_whose_windows_were_in_the_state_files_is_refused(tmp_pa
     with pytest.raises(RunError, match="kept the rows of windows in the state files.*new checkpoint"):
         layout_of(str(tmp_path))
     (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": []}))
+    with pytest.raises(RunError, match="numbered the rows of each input by itself.*new checkpoint"):
+        layout_of(str(tmp_path))
+    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "numbering": "arrival"}))
     assert older_layout(str(tmp_path), {"version": PLAN_VERSION}) is None
     assert layout_of(str(tmp_path)).buckets == 8
 

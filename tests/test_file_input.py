@@ -9,9 +9,9 @@ import pytest
 
 from runner_e2e import run_project
 from runtime.inputs.csv_text import read_file
-from runtime.inputs.file_input import batch_rows
+from runtime.inputs.file_input import batch_rows, file_numbers
 from runtime.inputs.formats import CsvFormat
-from runtime.inputs.listing import FileSpec
+from runtime.inputs.listing import Arrivals, FileSpec
 
 COLUMNS = [["k", "string"], ["v", "integer"]]
 
@@ -102,11 +102,11 @@ def test_batch_rows_numbers_files_and_slices_them_as_the_ccl_csv_source(spark, t
     (d / "small.csv").write_text("k,v\nx,1\n")
     element = {"name": "s", "columns": COLUMNS}
     spec, fmt = FileSpec(str(d), None, "*"), CsvFormat.from_options({}, "s")
-    manifest = str(tmp_path / "manifest")
+    arrivals = Arrivals(str(tmp_path / "arrivals"))
 
     def rows(names, slice_bytes):
-        df = batch_rows(spark, element, spec, fmt, manifest, ["file:" + str(d / n) for n in names],
-                        slice_bytes=slice_bytes)
+        numbers = file_numbers(arrivals, [("s", spec, ["file:" + str(d / n) for n in names])])["s"]
+        df = batch_rows(spark, element, spec, fmt, numbers, slice_bytes=slice_bytes)
         return sorted(tuple(r) for r in df.collect()), df.rdd.getNumPartitions()
 
     got, parts = rows(["small.csv"], 64)
@@ -116,7 +116,7 @@ def test_batch_rows_numbers_files_and_slices_them_as_the_ccl_csv_source(spark, t
     assert got == sorted([*read_file(str(d / "big.csv"), COLUMNS, fmt, 1),
                           *read_file(str(d / "small.csv"), COLUMNS, fmt, 0)])
     assert parts > 10
-    assert open(os.path.join(manifest, "files.txt")).read() == "small.csv\nbig.csv\n"
+    assert open(arrivals.manifest.path).read() == "s/small.csv\ns/big.csv\n"
 
 
 def test_a_missing_directory_is_made_and_one_that_cannot_be_is_a_clear_error(spark, tmp_path):
@@ -195,3 +195,22 @@ def test_a_named_file_is_read_whatever_its_name_and_wherever_under_dir(spark, tm
     assert {r["k"]: (r["t"], r["n"]) for r in out.rows("w")} == {"a": ("3", "2")}
     assert {r["k"]: (r["t"], r["n"]) for r in out.rows("x")} == {"b": ("5", "1")}
     assert json.loads((tmp_path / "run" / "run.json").read_text())["file_source"] == ["t"]
+
+
+def test_files_are_numbered_in_the_order_they_arrived_across_inputs(tmp_path):
+    """Arrivals numbers the files of several inputs by modification time, in name order within an
+    input (a file named after a newer one counts as no older), and gives a replayed batch the
+    numbers it had; the numbers survive a new Arrivals over the same directory."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    for directory, name, second in [(a, "2.csv", 1), (a, "1.csv", 3), (b, "x.csv", 2), (b, "y.csv", 5)]:
+        (directory / name).write_text("id\n1\n")
+        os.utime(directory / name, ns=(second * 10**9, second * 10**9))
+    arrivals = Arrivals(str(tmp_path / "arrivals"))
+    first = arrivals.numbers([("A", str(a), ["1.csv", "2.csv"]), ("B", str(b), ["x.csv"])])
+    # a/1.csv (3 s) comes before a/2.csv (1 s) by name: 2.csv counts as 3 s too, after b/x (2 s)
+    assert first == {"A": {"1.csv": 1, "2.csv": 2}, "B": {"x.csv": 0}}
+    assert arrivals.numbers([("A", str(a), ["1.csv", "2.csv"]), ("B", str(b), ["x.csv"])]) == first
+    again = Arrivals(str(tmp_path / "arrivals"))
+    assert again.numbers([("B", str(b), ["x.csv", "y.csv"])]) == {"B": {"x.csv": 0, "y.csv": 3}}
+    assert arrivals.numbers([("B", str(b), ["y.csv"])]) == {"B": {"y.csv": 3}}

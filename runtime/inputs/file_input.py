@@ -2,9 +2,9 @@
 
 Spark's file source (format ``binaryFile``, whose content column is never read) decides which new
 files each micro-batch takes and logs them in the query's checkpoint, so a replayed batch takes the
-same files. The batch function (:func:`batch_rows`, on the driver) numbers the batch's files in the
-element's manifest, as the ``ccl_csv`` source does (names new to it appended in name order), cuts
-them into slices (:func:`runtime.inputs.csv_text.file_slices`) and parses the slices on the executors
+same files. The batch function (:func:`batch_rows`, on the driver) takes the batch's files with
+their numbers in the project's order of arrival (:class:`runtime.inputs.listing.Arrivals`, see
+:func:`file_numbers`), cuts them into slices (:func:`runtime.inputs.csv_text.file_slices`) and parses the slices on the executors
 (``mapInArrow`` over the slice list, :func:`runtime.inputs.source.read_partition`): the rows and
 sequence numbers of the ``ccl_csv`` source, without a Python data source (whose planning and read
 path cost 0.3-0.6 s more per million rows here, see docs/io.md).
@@ -12,8 +12,7 @@ path cost 0.3-0.6 s more per million rows here, see docs/io.md).
 Only a query that feeds ``foreachBatch`` can read files so: an element on the per-instance path
 needs its rows as a stream and keeps the ``ccl_csv`` source. Files are taken as the ``ccl_csv``
 source takes them (:func:`runtime.inputs.listing.wanted`: the top level of the directory, no hidden
-or ``*.tmp`` files); within a batch they are numbered by name, and with ``max_files_per_batch``
-Spark takes the oldest files first.
+or ``*.tmp`` files); with ``max_files_per_batch`` Spark takes the oldest files first.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from pyspark.sql import types as T
 
 from .csv_text import DEFAULT_SLICE_BYTES, file_slices, output_schema
 from .formats import CsvFormat
-from .listing import FileSpec, Manifest, wanted
+from .listing import Arrivals, FileSpec, wanted
 from .source import read_partition
 from .values import column_parser
 
@@ -82,11 +81,11 @@ def local_path(path: str) -> str:
 
 
 def batch_rows(spark: SparkSession, element: dict, files: FileSpec, fmt: CsvFormat,
-               manifest_dir: str, paths: list[str],
-               slice_bytes: int = DEFAULT_SLICE_BYTES) -> DataFrame:
-    """The parsed rows of the files ``paths`` (one micro-batch of :func:`file_stream`) in the
-    ``ccl_csv`` source's schema, numbered in the manifest of ``manifest_dir``."""
-    slices = numbered_slices(files, fmt, manifest_dir, paths, slice_bytes)
+               numbers: dict[str, int], slice_bytes: int = DEFAULT_SLICE_BYTES) -> DataFrame:
+    """The parsed rows of the files ``numbers`` (by name: those of one micro-batch of
+    :func:`file_stream` that the input reads, see :func:`file_numbers`) in the ``ccl_csv``
+    source's schema."""
+    slices = numbered_slices(files, fmt, numbers, slice_bytes)
     schema = output_schema(element["columns"])
     listing = spark.createDataFrame(spark.sparkContext.parallelize(slices, max(len(slices), 1)),
                                     _SLICES)
@@ -102,26 +101,29 @@ def read_paths(files: FileSpec, paths: list[str]) -> list[str]:
             if os.path.realpath(os.path.dirname(p)) == top and wanted(files, os.path.basename(p))]
 
 
-def numbered_slices(files: FileSpec, fmt: CsvFormat, manifest_dir: str, paths: list[str],
+def file_numbers(arrivals: Arrivals, batch: list[tuple[str, FileSpec, list[str]]]
+                 ) -> dict[str, dict[str, int]]:
+    """Per input element of ``batch`` (``(element, files, paths)``: the paths of one micro-batch
+    of :func:`file_stream` of each input, in the project's order of inputs), the files it reads
+    (:func:`read_paths`) with their numbers in the order they arrived (``arrivals``)."""
+    return arrivals.numbers([(element, files.dir,
+                              sorted({os.path.basename(p) for p in read_paths(files, paths)}))
+                             for element, files, paths in batch])
+
+
+def numbered_slices(files: FileSpec, fmt: CsvFormat, numbers: dict[str, int],
                     slice_bytes: int = DEFAULT_SLICE_BYTES) -> list[tuple[int, str, int, int, int]]:
-    """The slices ``(file_no, path, start, end, first_line)`` of the files ``paths`` (one
-    micro-batch of :func:`file_stream`) that the input reads, each file numbered in the manifest
-    of ``manifest_dir`` (names new to it appended in name order)."""
-    names = sorted({os.path.basename(p) for p in read_paths(files, paths)})
-    manifest = Manifest(manifest_dir)
-    known = manifest.read()
-    manifest.append([nm for nm in names if nm not in set(known)])
-    number = {nm: no for no, nm in enumerate(manifest.read())}
+    """The slices ``(file_no, path, start, end, first_line)`` of the files ``numbers`` (their
+    numbers by name), in the order of their numbers."""
     slices = []
-    for nm in names:
+    for nm, no in sorted(numbers.items(), key=lambda item: item[1]):
         path = os.path.join(files.dir, nm)
         for start, end, first_line in file_slices(path, 0 if fmt.xml_list else slice_bytes):
-            slices.append((number[nm], os.path.abspath(path), start, end, first_line))
+            slices.append((no, os.path.abspath(path), start, end, first_line))
     return slices
 
 
-def rows_here(element: dict, files: FileSpec, fmt: CsvFormat, manifest_dir: str,
-              paths: list[str]) -> Any:
+def rows_here(element: dict, files: FileSpec, fmt: CsvFormat, numbers: dict[str, int]) -> Any:
     """:func:`batch_rows` parsed here, in this process (a small batch): an Arrow table of the
     ``ccl_csv`` source's schema."""
     import pyarrow as pa
@@ -129,7 +131,7 @@ def rows_here(element: dict, files: FileSpec, fmt: CsvFormat, manifest_dir: str,
 
     arrow = to_arrow_schema(output_schema(element["columns"]), timezone="UTC")
     batches = [batch for file_no, path, start, end, first_line
-               in numbered_slices(files, fmt, manifest_dir, paths)
+               in numbered_slices(files, fmt, numbers)
                for batch in read_partition(path, element["columns"], fmt, file_no, start, end,
                                            first_line, arrow)]
     return pa.Table.from_batches(batches, schema=arrow)

@@ -84,3 +84,56 @@ class Manifest:
             f.flush()
             os.fsync(f.fileno())
 
+
+
+class Arrivals:
+    """The files of a project's inputs numbered in the order they arrived, across inputs: an
+    append-only :class:`Manifest` of ``ELEMENT/NAME`` lines in ``directory`` (element names hold
+    no ``/``, nor do file names), a file's number its line's place.
+
+    A batch's new files are appended in arrival order: by modification time, kept in name order
+    within an input (a file's time counts as the latest of its own and those of the input's files
+    named before it), then by the input's place in the batch and the name. A replayed batch finds
+    its files numbered already, so its rows get the same sequence numbers. Appends are locked
+    (``flock``), since queries of single inputs may number files at the same time."""
+
+    def __init__(self, directory: str) -> None:
+        self.manifest = Manifest(directory)
+        self._numbers: dict[str, int] = {}
+        self._read = 0  # bytes of the manifest read into ``_numbers``
+
+    def numbers(self, batch: Sequence[tuple[str, str, Sequence[str]]]) -> dict[str, dict[str, int]]:
+        """Per input element of ``batch`` (``(element, directory, file names)``, the inputs in
+        their order in the project), the numbers of its files (by name), new ones appended."""
+        import fcntl
+
+        with open(self.manifest.path, "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._refresh()
+            new: list[tuple[int, int, str, str]] = []
+            for position, (element, directory, names) in enumerate(batch):
+                latest = 0
+                for name in sorted(names):
+                    if f"{element}/{name}" in self._numbers:
+                        continue
+                    try:
+                        latest = max(latest, os.stat(os.path.join(directory, name)).st_mtime_ns)
+                    except OSError:  # gone since it was listed: its rows are read as none
+                        pass
+                    new.append((latest, position, name, element))
+            new.sort()
+            self.manifest.append([f"{element}/{name}" for _, _, name, element in new])
+            self._refresh()
+        return {element: {name: self._numbers[f"{element}/{name}"] for name in names}
+                for element, _, names in batch}
+
+    def _refresh(self) -> None:
+        """Read the lines appended since the last read (the manifest only grows; a torn last line
+        from a crash is cut by the next append, before any line is added)."""
+        with open(self.manifest.path, "rb") as f:
+            f.seek(self._read)
+            data = f.read()
+        complete = data.rfind(b"\n") + 1
+        for line in data[:complete].decode("utf-8").split("\n")[:-1]:
+            self._numbers[line] = len(self._numbers)
+        self._read += complete
