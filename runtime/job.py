@@ -1,6 +1,6 @@
 """The query of its own that an element outside the project's query (runtime/project_query.py:
-readers of references and error streams, every element with a file limit per batch, and elements
-with timers and their readers in a run directory begun before timers ran in the project's query)
+readers of an error stream ON an element outside it, every element with a file limit per batch,
+an input bound to one file Spark's file source does not list, and the elements that read those)
 runs.
 
 Such an element runs as its own Structured Streaming query that reads the changelogs of the elements

@@ -279,9 +279,11 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
                 and hands_over_unread(e, ours[0], layout)):
             fused = replace(layout, fused={e["name"]: [ours[0]["name"]]}, project=())
             through[e["name"]] = (ours[0]["name"], batch_writer(e, dirs, plan, fused))
+    errors = {e["name"] for e in stages if e["kind"] == "error stream"}  # written by their elements
     writers = {e["name"]: (aggregation_writer(e, dirs, plan) if e["physical"]["native"] == "aggregation"
-                           else element_writer(e, dirs, plan, own)) for e in stages}
-    tables = {e["name"]: table_writer(e, dirs, plan, own) for e in stages}
+                           else element_writer(e, dirs, plan, own))
+               for e in stages if e["name"] not in errors}
+    tables = {e["name"]: table_writer(e, dirs, plan, own) for e in stages if e["name"] not in errors}
     timed = timed_stages(plan, layout)
     deadlines = Deadlines(plan, dirs, timed)
     due: dict[str, list[int]] = {}  # per timed stage, the buckets whose deadline has come
@@ -336,6 +338,9 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
                 name = e["name"]
                 if name in handed:
                     continue
+                if name in errors:
+                    outputs[name] = _error_rows(spark, e, dirs, batch_id, small)
+                    continue
                 if is_input(e):
                     if name not in formats or not paths.get(i):
                         outputs[name] = _expired(spark, e, batch_id, here.get(name), due,
@@ -383,6 +388,27 @@ def _expired(spark: SparkSession, element: dict, batch_id: int, transform: Optio
         return None
     rows = _written(element, transform(None, batch_id), batch_id, write, write_table, True, held)
     return rows if rows is None or small else spark.createDataFrame(rows)
+
+
+def _error_rows(spark: SparkSession, element: dict, dirs: RunDirs, batch_id: int,
+                small: bool) -> Optional[Any]:
+    """The rows of error stream ``element`` in batch ``batch_id``, for its readers as
+    :func:`_written` gives rows (None: none): the bad records that the stages it is ON wrote
+    earlier in the batch, as its changelog files ``batch-N-ELEMENT.parquet``
+    (:func:`runtime.bad_records.error_writer`)."""
+    import glob
+
+    found = sorted(glob.glob(os.path.join(dirs.of("changelog", element["name"]),
+                                          f"batch-{batch_id:08d}-*.parquet")))
+    if not found:
+        return None
+    cols = [c for c, _ in element["columns"]]
+    if not small:
+        return changelog_frame(spark.read.parquet(*found), cols)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return arrow_frames.changelog_frame(pa.concat_tables([pq.read_table(f) for f in found]), cols)
 
 
 def _next_tick(deadline: Optional[int], now: int) -> Optional[int]:

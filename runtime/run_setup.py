@@ -107,12 +107,16 @@ def project_members(plan: dict, options: RunOptions) -> list[str]:
     timers (time-based KEEP, AGES, Flex EVERY: the query's tick files wake it when they are due)
     and their readers run natively or per instance, whose inputs Spark's file source can list
     (not one named file it never lists, see :func:`hidden_file`) and whose every source is one of
-    them. None with a file limit per batch (the per-element queries take files in name order,
+    them; and the error streams ON members only. None with a file limit per batch (the per-element queries take files in name order,
     Spark's file source the oldest first)."""
     if options.max_files_per_batch:
         return []
     members: list[str] = []
     for e in plan["elements"]:
+        if e["kind"] == "error stream":  # its rows: the bad records its elements' stages write
+            if all(src in members for src in e["error_sources"]):
+                members.append(e["name"])
+            continue
         p = e["physical"]
         if not (p["project_stage"] or (ports_of(e) and (p["native"] is not None or p["arrow"]
                                                         or p["uses_time"]))):

@@ -250,8 +250,10 @@ def test_error_streams_carry_the_bad_records_of_their_sources(spark, tmp_path):
     """
     rows = [("i", "a", 1), ("i", "a", 2), ("i", "b", "x"), ("d", "c", 3), ("i", "d", -4)]
     path = write_rows(str(tmp_path / "in" / "w.csv"), ["ESP_OPS", "k", "v"], rows)
-    for native in (True, False):
-        out = run_project(spark, tmp_path / str(native), text, {"w": path}, native_operators=native)
+    for native, collect_bytes in ((True, None), (False, None), (True, 0)):  # 0: batches distributed
+        where = tmp_path / f"{native}{collect_bytes}"
+        out = run_project(spark, where, text, {"w": path}, native_operators=native,
+                          collect_bytes=collect_bytes)
         errs = sorted(out.rows("errs"), key=lambda r: r["errorMessage"])
         bad = sorted(out.bad_records(), key=lambda b: b["reason"])
         assert [e["errorMessage"] for e in errs] == [b["reason"] for b in bad] and len(bad) == 4
@@ -261,6 +263,10 @@ def test_error_streams_carry_the_bad_records_of_their_sources(spark, tmp_path):
         assert all(e["errorTime"] for e in errs)
         assert sorted((r["code"], r["n"]) for r in out.rows("byCode")) == [("1", "1"), ("2", "2"), ("3", "1")]
         assert out.stats("errs")["rows_in"] == 4
+        # the error stream and its reader are stages of the project's query, no query of their own
+        run = where / "run"
+        assert json.loads((run / "run.json").read_text())["project_query"] == ["w", "picked", "errs", "byCode"]
+        assert not os.listdir(run / "queries")
 
 
 def test_nextval_keys_a_window_over_a_stream_across_batches(spark, tmp_path):

@@ -68,15 +68,23 @@ def fused_consumers(plan: Plan, native: Mapping[str, Optional[str]],
 def project_stages(plan: Plan, native: Mapping[str, Optional[str]],
                    arrow: Sequence[str] = ()) -> list[str]:
     """The elements that may run as stages of the project's one query (runtime/project_query.py):
-    input elements read natively or in applyInArrow (no timers), and derived elements run natively
-    or in applyInArrow whose every source is such an element. The others (timers, or a source
-    among them, a reference or an error stream) run in queries of their own."""
+    input elements read natively or in applyInArrow (no timers), error streams ON such elements
+    only (their rows are the bad records those stages write in the batch), and derived elements
+    run natively or in applyInArrow whose every source is such an element. The others (timers,
+    or a source among them) run in queries of their own."""
     staged: set[str] = set()
     grew = True
     while grew:  # (elements come in dependency order; this does not rely on it)
         grew = False
         for e in plan.elements:
-            if e.name in staged or not e.ports():
+            if e.name in staged:
+                continue
+            if e.error_sources is not None:
+                if all(src in staged for src in e.error_sources):
+                    staged.add(e.name)
+                    grew = True
+                continue
+            if not e.ports():
                 continue
             runs = native[e.name] is not None or e.name in arrow
             if runs and (e.is_input or all(src in staged for _, src in e.ports())):
