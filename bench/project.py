@@ -14,6 +14,9 @@ run with ``availableNow`` / ``ccl run --until-idle`` semantics (``plan_project``
 outputs included), as in bench/runtime.py:
 
 - ``passthrough``: ``spark.readStream.csv`` of the trade files into the noop sink.
+- ``filter``: the native passthrough through ccl: ``FILTER`` below (an output stream of the trades
+  with a WHERE every trade passes), its output written as the others' are. The issue's "native
+  filter over the same trades in the same measurement": the ratio ``÷ filter`` compares with it.
 - ``join``: the join only (its output element the last one).
 - ``join+keep``: the join and the KEEP window.
 - ``join+keep+agg``: the join, the KEEP window and the aggregate.
@@ -22,8 +25,9 @@ outputs included), as in bench/runtime.py:
 Each prefix's last element is its only OUTPUT element, so the difference between two prefixes is
 the cost of the element added. Every kind of job runs once on a small input first (not timed: the
 first query of a session pays JVM code generation, Python workers and the data source's start).
-Prints each job's time (its fastest run), trades/s, the ratio to the passthrough and the time each
-element adds; ``--json FILE`` writes the same as data.
+Prints each job's time (its fastest run), trades/s, the ratios to the passthrough and to the
+filter, and the time each element adds (the join's over the filter); ``--json FILE`` writes the
+same as data.
 """
 from __future__ import annotations
 
@@ -103,6 +107,9 @@ END;
 """),
 ]
 PREFIXES = {"join": 1, "join+keep": 2, "join+keep+agg": 3, "full": 4}
+FILTER = INPUTS + """
+CREATE OUTPUT STREAM Picked AS SELECT * FROM Trades t WHERE t.Qty > 0;
+"""
 PROJECT = INPUTS + "".join(text.replace("{out}", "OUTPUT ") for _, text in ELEMENTS)
 
 
@@ -152,10 +159,11 @@ def passthrough(spark, data: str, work: str) -> float:
 
 
 def compiled(spark, data: str, work: str, elements: int) -> float:
-    """A prefix of the project (``elements`` derived elements) run until idle; its seconds."""
+    """A prefix of the project (``elements`` derived elements; 0: ``FILTER``) run until idle;
+    its seconds."""
     path = os.path.join(work, "p.ccl")
     with open(path, "w") as f:
-        f.write(project_text(elements))
+        f.write(project_text(elements) if elements else FILTER)
     plan, diags = plan_project(path)
     if plan is None:
         raise SystemExit("\n".join(str(d) for d in diags))
@@ -169,7 +177,7 @@ def compiled(spark, data: str, work: str, elements: int) -> float:
     seconds = _timed(go)
     report = result["run"].report["elements"]
     # every derived element saw rows (the join matched): a broken prefix is not timed as fast
-    assert all(stats["rows_in"] > 0 for stats in report.values()), report
+    assert all(stats["rows_in"] > 0 for name, stats in report.items() if name != "Instruments"), report
     return seconds
 
 
@@ -181,12 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds (every job once per round); each job's fastest run counts")
-    ap.add_argument("--only", default="", help="comma-separated job names: passthrough,"
+    ap.add_argument("--only", default="", help="comma-separated job names: passthrough,filter,"
                     + ",".join(PREFIXES))
     ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
     args = ap.parse_args(argv)
     only = [j for j in args.only.split(",") if j]
-    unknown = [j for j in only if j != "passthrough" and j not in PREFIXES]
+    unknown = [j for j in only if j not in ("passthrough", "filter") and j not in PREFIXES]
     if unknown:
         ap.error(f"--only: unknown job(s) {', '.join(unknown)}")
     if args.rows < args.files or args.files < 1 or args.instruments < 1 or args.repeat < 1:
@@ -196,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     generate(data, args.rows, args.instruments, args.files)
     spark = get_session("local[2]", "ccl-bench-project", 2, conf={"spark.driver.memory": "4g"})
     jobs: dict[str, Callable[[str], float]] = {"passthrough": lambda w: passthrough(spark, data, w)}
-    for name, n in PREFIXES.items():
+    steps = {"filter": 0, **PREFIXES}
+    for name, n in steps.items():
         jobs[name] = lambda w, n=n: compiled(spark, data, w, n)
     chosen = [name for name in jobs if not only or name in only]
     times: dict[str, list[float]] = {name: [] for name in chosen}
@@ -207,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             work = os.path.join(warm, name)
             os.makedirs(work)
             (passthrough(spark, os.path.join(warm, "data"), work) if name == "passthrough"
-             else compiled(spark, os.path.join(warm, "data"), work, PREFIXES[name]))
+             else compiled(spark, os.path.join(warm, "data"), work, steps[name]))
         for attempt in range(args.repeat):
             for name in chosen:
                 work = os.path.join(root, f"{name}-{attempt}")
@@ -219,26 +228,30 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
     best = {name: min(t) for name, t in times.items()}
-    base = best.get("passthrough")
+    base, filtered = best.get("passthrough"), best.get("filter")
     print(f"{args.rows:,} trades, {args.instruments:,} instruments, {args.files} files, local[2], "
           f"fastest of {args.repeat} run(s)")
-    print(f"{'job':>14} {'seconds':>8} {'trades/s':>11} {'÷ passthrough':>14} {'element adds':>13}")
+    print(f"{'job':>14} {'seconds':>8} {'trades/s':>11} {'÷ passthrough':>14} {'÷ filter':>9} "
+          f"{'element adds':>13}")
     results = []
     previous = None
     for name in chosen:
         seconds = best[name]
         rate = args.rows / seconds
-        ratio = rate / (args.rows / base) if base else None
-        adds = (seconds - best[previous]) if previous in best and name != "passthrough" else None
-        if name == "join" and "passthrough" in best:
-            adds = seconds - best["passthrough"]
+        ratio = base / seconds if base else None
+        to_filter = filtered / seconds if filtered else None
+        adds = (seconds - best[previous]) if previous in best and name in PREFIXES else None
+        if name == "join" and "filter" in best:
+            adds = seconds - best["filter"]
         print(f"{name:>14} {seconds:8.2f} {rate:11,.0f} "
               f"{(f'{ratio:.3f}' if ratio is not None else '-'):>14} "
+              f"{(f'{to_filter:.3f}' if to_filter is not None else '-'):>9} "
               f"{(f'{adds:+.2f} s' if adds is not None else '-'):>13}"
               + (f"  (runs: {', '.join(f'{t:.2f}' for t in times[name])})" if len(times[name]) > 1 else ""))
         results.append({"job": name, "seconds": seconds, "runs": times[name],
                         "median_seconds": statistics.median(times[name]), "rows_per_second": rate,
-                        "ratio_to_passthrough": ratio, "adds_seconds": adds})
+                        "ratio_to_passthrough": ratio, "ratio_to_filter": to_filter,
+                        "adds_seconds": adds})
         previous = name
     print("load average (1, 5, 15 min) at the end: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     if args.json:
