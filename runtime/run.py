@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Optional, TextIO
 
 from py4j.protocol import Py4JJavaError
@@ -25,7 +25,8 @@ from .outputs import element_stats, output_adapters, write_outputs
 from .project_query import (BatchGuard, Deadlines, Ticker, project_batch, project_listing, query_dir,
                             ticks_dir, timed_stages)
 from .run_dir import RunDirs
-from .run_setup import RunError, RunLayout, RunOptions, layout_of, prepare_run_dir
+from .rebucket import finish_rebucket, rebucket_run
+from .run_setup import RunError, RunLayout, RunOptions, auto_buckets, layout_of, prepare_run_dir
 from .topology import is_input
 
 
@@ -192,8 +193,14 @@ def run_plan(spark: SparkSession, typed: Plan, options: RunOptions, out_dir: str
     began = time.monotonic()
     plan = plan_to_json(typed)  # the rest of the runtime reads the plan's JSON form
     output_adapters(plan, options.base_dir)  # refused now rather than when the run ends
+    wanted = options.buckets
+    options = replace(options, buckets=wanted or auto_buckets(spark.sparkContext.defaultParallelism))
     dirs = prepare_run_dir(plan, options)
+    finish_rebucket(dirs)  # one a crash cut short
     layout = layout_of(dirs.root)
+    if layout.buckets != options.buckets and (wanted is not None or options.buckets > layout.buckets):
+        rebucket_run(dirs, plan, layout, options.buckets)
+        layout = layout_of(dirs.root)
     stop = stop or threading.Event()
     # (again: SparkContext replaced the caller's SIGINT handler by its own, which raises
     # KeyboardInterrupt)

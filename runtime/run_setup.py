@@ -46,7 +46,11 @@ class RunOptions:
     # False: a changelog is written only when something reads it (see prepare_run_dir); a
     # deployed job records every element, for `ccl subscribe`
     record_inputs: bool = False
-    buckets: int = 8                                         # state groups per element (at most)
+    # state groups per element (an instance's rows go to bucket ``instance % buckets``); None:
+    # :func:`auto_buckets` for a new run directory, and a resumed one keeps its count unless the
+    # cluster now has more cores; a number other than a resumed run directory's moves its state
+    # to that many (runtime/rebucket.py)
+    buckets: Optional[int] = None
     trigger_interval: str = "1 second"                      # a Spark processing-time interval
     # the trigger of the project's query (runtime/project_query.py): how soon an idle project
     # sees a new input file
@@ -61,6 +65,16 @@ class RunOptions:
     driver_workers: int = 0
     parallel_rows: int = 20_000
     max_files_per_batch: Optional[int] = None
+
+
+DEFAULT_BUCKETS = 8  # the fewest buckets of a new run directory (RunOptions.buckets None)
+
+
+def auto_buckets(cores: int) -> int:
+    """The buckets of a run on ``cores`` cores (Spark's default parallelism) when none are set:
+    at least :data:`DEFAULT_BUCKETS`, and one per core beyond, so that every core of a cluster
+    can run instances of an element partitioned that many ways."""
+    return max(DEFAULT_BUCKETS, cores)
 
 
 def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
@@ -90,7 +104,8 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
                     and not hidden_file(e, plan, options)])
     # the per-instance elements whose window rows live in the state store, not the state files
     window_store = [e["name"] for e in plan["elements"] if uses_window_store(e)]
-    atomic_json(os.path.join(root, RUN_FILE), {"buckets": options.buckets, "unrecorded": unrecorded,
+    atomic_json(os.path.join(root, RUN_FILE), {"buckets": options.buckets or DEFAULT_BUCKETS,
+                                               "unrecorded": unrecorded,
                                                "file_source": file_source, "project_query": project,
                                                "window_store": window_store,
                                                # input files numbered across inputs as they arrived

@@ -63,6 +63,9 @@ def build_parser(prog: str = "ccl-job") -> argparse.ArgumentParser:
     p.add_argument("--poll-interval", default="100 milliseconds",
                    help="how often the project's query looks for new input files "
                         "(default: 100 milliseconds)")
+    p.add_argument("--buckets", type=int, default=0,
+                   help="state buckets of each per-instance element (default 0: auto, see "
+                        "runtime.buckets)")
     p.add_argument("--pid-file", metavar="FILE",
                    help="write the driver's process id to FILE while it runs (`ccl deploy` "
                         "signals this process to stop the job)")
@@ -145,7 +148,8 @@ def run_job(spark, plan: Plan, args: argparse.Namespace, out: TextIO, err: TextI
     # record_inputs: `ccl subscribe` may follow any element of a submitted (deployed) job
     options = RunOptions(inputs=inputs, base_dir=base_dir, run_dir=args.checkpoint,
                          until_idle=args.until_idle, trigger_interval=args.trigger_interval,
-                         poll_interval=args.poll_interval, record_inputs=True)
+                         poll_interval=args.poll_interval, record_inputs=True,
+                         buckets=args.buckets or None)
     try:
         result = run_plan(spark, plan, options, out_dir, status=status_writer(err), stop=stop)
     except RunError as exc:

@@ -48,9 +48,10 @@ def run_project(spark, tmp_path, ccl_text: str, inputs: Mapping[str, str], *,
                 name: str = "p", params: Optional[Mapping[str, str]] = None,
                 checkpoint: Optional[str] = None, max_files_per_batch: Optional[int] = None,
                 native_operators: bool = True, collect_bytes: Optional[int] = None,
-                parallel_rows: Optional[int] = None) -> RunOutput:
+                parallel_rows: Optional[int] = None, buckets: Optional[int] = 2) -> RunOutput:
     """Write ``ccl_text`` to ``tmp_path/name.ccl``, plan it and run it until idle
-    (``collect_bytes``, ``parallel_rows``: those of :class:`RunOptions`, else their defaults;
+    (``collect_bytes``, ``parallel_rows``, ``buckets``: those of :class:`RunOptions`, else their
+    defaults;
     a ``parallel_rows`` runs a small batch's buckets in two driver workers)."""
     path = os.path.join(str(tmp_path), name + ".ccl")
     if not os.path.exists(path):
@@ -62,7 +63,7 @@ def run_project(spark, tmp_path, ccl_text: str, inputs: Mapping[str, str], *,
     out_dir = os.path.join(str(tmp_path), "out")
     options = RunOptions(inputs=dict(inputs), base_dir=str(tmp_path),
                          run_dir=checkpoint or os.path.join(str(tmp_path), "run"), until_idle=True,
-                         buckets=2, max_files_per_batch=max_files_per_batch)
+                         buckets=buckets, max_files_per_batch=max_files_per_batch)
     if collect_bytes is not None:
         options.collect_bytes = collect_bytes
     if parallel_rows is not None:

@@ -44,7 +44,7 @@ def test_default_yaml_sets_every_key_and_is_the_packaged_file():
         "spark.master": "local[*]", "spark.app_name": "ccl-wx", "spark.shuffle_partitions": 8,
         "spark.state_store": "rocksdb", "runtime.checkpoint_root": "checkpoints",
         "runtime.trigger_interval": "1 second", "runtime.poll_interval": "100 milliseconds",
-        "runtime.max_files_per_batch": 0,
+        "runtime.max_files_per_batch": 0, "runtime.buckets": 0,
         "runtime.output_dir": "out",
         "runtime.bad_record_path": "out/bad-records", "runtime.log_level": "WARN",
         "runtime.workspace": "~/.ccl/workspace"}

@@ -615,7 +615,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                          run_dir=run_dir or scratch, until_idle=args.until_idle,
                          trigger_interval=str(settings["runtime.trigger_interval"]),
                          poll_interval=str(settings["runtime.poll_interval"]),
-                         max_files_per_batch=int(settings["runtime.max_files_per_batch"]) or None)
+                         max_files_per_batch=int(settings["runtime.max_files_per_batch"]) or None,
+                         buckets=int(settings["runtime.buckets"]) or None)
     for note in inputs_without_files(plan, options):
         err.write(f"ccl run: note: {note}\n")
     # A run stops on SIGINT/SIGTERM, also one that comes while Spark starts (it was lost then,
@@ -769,6 +770,7 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         shuffle_partitions=int(settings["spark.shuffle_partitions"]),
         trigger_interval=str(settings["runtime.trigger_interval"]),
         poll_interval=str(settings["runtime.poll_interval"]),
+        buckets=int(settings["runtime.buckets"]),
         log_level=str(settings["runtime.log_level"]),
         inputs={e: b.directory for e, b in bindings.items() if b.passed})
     cmd = deploy.submit_command(pd, spec)

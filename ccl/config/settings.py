@@ -87,6 +87,11 @@ def parse_count(text: str) -> int:
     return parse_positive_int(text, 0)
 
 
+def parse_buckets(text: str) -> int:
+    """``auto`` (0) or an integer from 1 to 2,147,483,647."""
+    return 0 if text.strip().lower() == "auto" else parse_positive_int(text)
+
+
 STATE_STORE_PROVIDERS = {
     "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
@@ -139,6 +144,8 @@ SETTINGS: dict[str, SettingSpec] = {s.key: s for s in [
                 "how often the project's query looks for new input files"),
     SettingSpec("runtime.max_files_per_batch", parse_count,
                 "input files read per micro-batch (0: all available)"),
+    SettingSpec("runtime.buckets", parse_buckets,
+                "state buckets of each per-instance element (auto: 8, or one per core beyond)"),
     SettingSpec("runtime.output_dir", parse_path, "directory of file outputs"),
     SettingSpec("runtime.bad_record_path", parse_path, "where bad records are written"),
     SettingSpec("runtime.log_level", _choice(LOG_LEVELS, upper=True), "log level"),

@@ -203,6 +203,7 @@ class SubmitSpec:
     shuffle_partitions: int
     trigger_interval: str
     poll_interval: str
+    buckets: int  # 0: auto (runtime.buckets)
     log_level: str
     inputs: dict[str, str]
 
@@ -218,7 +219,7 @@ def submit_command(pd: ProjectDir, spec: SubmitSpec) -> list[str]:
            spec.job_file,
            "--checkpoint", pd.checkpoint, "--output-dir", pd.out_dir, "--base-dir", spec.base_dir,
            "--trigger-interval", spec.trigger_interval, "--poll-interval", spec.poll_interval,
-           "--log-level", spec.log_level,
+           "--buckets", str(spec.buckets), "--log-level", spec.log_level,
            "--pid-file", pd.driver_pid_file]
     for element, directory in sorted(spec.inputs.items()):
         cmd += ["--input", f"{element}={directory}"]
