@@ -25,7 +25,7 @@ from .outputs import element_stats, output_adapters, write_outputs
 from .project_query import (BatchGuard, Deadlines, Ticker, project_batch, project_listing, query_dir,
                             ticks_dir, timed_stages)
 from .run_dir import RunDirs
-from .rebucket import finish_rebucket, rebucket_run
+from .rebucket import finish_rebucket, rebucket_run, why_not_rebucketed
 from .run_setup import RunError, RunLayout, RunOptions, auto_buckets, layout_of, prepare_run_dir
 from .topology import is_input
 
@@ -198,7 +198,10 @@ def run_plan(spark: SparkSession, typed: Plan, options: RunOptions, out_dir: str
     dirs = prepare_run_dir(plan, options)
     finish_rebucket(dirs)  # one a crash cut short
     layout = layout_of(dirs.root)
-    if layout.buckets != options.buckets and (wanted is not None or options.buckets > layout.buckets):
+    # another count asked for is moved to; auto grows to the cores, where the state can move
+    if layout.buckets != options.buckets and (
+            wanted is not None or (options.buckets > layout.buckets
+                                   and why_not_rebucketed(plan, layout) is None)):
         rebucket_run(dirs, plan, layout, options.buckets)
         layout = layout_of(dirs.root)
     stop = stop or threading.Event()
