@@ -118,23 +118,20 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
 
 def project_members(plan: dict, options: RunOptions) -> list[str]:
     """The elements this run runs as stages of the project's one query (runtime/project_query.py),
-    in dependency order: those the plan marks ``project_stage`` and the per-instance elements with
-    timers (time-based KEEP, AGES, Flex EVERY: the query's tick files wake it when they are due)
-    and their readers run natively or per instance, whose inputs Spark's file source can list
+    in dependency order: those the plan marks ``project_stage`` (elements with timers included:
+    the query's tick files wake them when they are due) whose inputs Spark's file source can list
     (not one named file it never lists, see :func:`hidden_file`) and whose every source is one of
-    them; and the error streams ON members only. None with a file limit per batch (the per-element queries take files in name order,
-    Spark's file source the oldest first)."""
+    them, and the error streams ON members only. None with a file limit per batch (the
+    per-element queries take files in name order, Spark's file source the oldest first)."""
     if options.max_files_per_batch:
         return []
     members: list[str] = []
     for e in plan["elements"]:
+        if not e["physical"]["project_stage"]:
+            continue
         if e["kind"] == "error stream":  # its rows: the bad records its elements' stages write
             if all(src in members for src in e["error_sources"]):
                 members.append(e["name"])
-            continue
-        p = e["physical"]
-        if not (p["project_stage"] or (ports_of(e) and (p["native"] is not None or p["arrow"]
-                                                        or p["uses_time"]))):
             continue
         if (not hidden_file(e, plan, options) if is_input(e)
                 else all(src in members for _, src in ports_of(e))):

@@ -14,6 +14,7 @@ from ccl.syntax import nodes as n
 from ccl.plan.model import READ_AS
 
 from .built_once import once
+from .engine.trees import tree
 from .partition_fn import instance_columns
 from .processor import INST, OP, PORT, RAW, SEQ, SRC, SUB, WHY, port_column
 from .types import column, struct
@@ -86,7 +87,7 @@ def _assignment(partition: dict, source: dict, target: str, schema: T.StructType
     method = "hash" if spec["method"] == "roundrobin" and spec.get("columns") else spec["method"]
     node = n.PartitionSpec(n.Ident(by_name), method,
                            [n.Ident(c) for c in spec.get("columns", [])],
-                           n.from_json(spec["block"]) if spec.get("block") else None)
+                           tree(spec["block"]) if spec.get("block") else None)
     # an input's rows are numbered by line, consecutively; a derived element's carry the numbers
     # of the rows that caused them (with gaps, or several rows with one number)
     sequence = SEQ if is_input(source) else (SEQ, SUB)

@@ -162,7 +162,7 @@ def test_keep_on_a_flex_input_shapes_what_it_sees_and_evictions_are_deletes(tmp_
 
     assert not uses_time(plan["elements"][1])
     engine, plan = build(tmp_path, KEPT.replace("{keep}", "10 SECONDS"), "Last")
-    assert uses_time(plan["elements"][1])  # timers: transformWithState
+    assert uses_time(plan["elements"][1])  # timers: the project's query wakes it
     state = engine.initial_state()
     engine.process(state, [ev("i", 1, Sym="A", Px=1.0)], 0)
     engine.process(state, [ev("i", 2, Sym="A", Px=2.0)], 5_000)

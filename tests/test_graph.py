@@ -201,7 +201,8 @@ def test_explain_prints_the_physical_plan_after_the_partitioning():
     instances: 2
     state: join of 2 sources (left); aggregation: 1 GROUP BY expression(s), 1 aggregate(s); \
 window keyed by (isin) with KEEP 1 MINUTE
-    path: per-instance (per-instance state in transformWithState (timers for a time-based KEEP))
+    path: per-instance (per-instance state with timers (time-based KEEP, AGES or EVERY): the engine \
+over each bucket's rows in applyInArrow, woken by the project's query when one is due)
     broadcast inputs: volumeW
 """ in physical
     assert "  1. priceW: input window, line 1 of hash_vwap_broadcast.ccl\n    partitioning: none\n" \

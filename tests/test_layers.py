@@ -124,3 +124,51 @@ def test_the_layer_check_names_the_offenders():
              "runtime.engine.expr": {"ccl.splash.convert", "ccl.syntax.nodes", "ccl.diagnostics"}}
     assert _runtime_imports_of_ccl(graph) == ["runtime.engine.expr imports ccl.diagnostics",
                                               "runtime.job imports ccl.plan.physical"]
+
+
+def test_the_runtime_builds_the_plans_syntax_trees_in_one_place():
+    """``ccl.syntax.nodes.from_json`` (a SPLASH tree from the plan's JSON) is called in runtime/
+    only by ``runtime.engine.trees``, which builds each tree once and shares it."""
+    callers = sorted(name for name, path in _modules().items() if name.startswith("runtime.")
+                     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                     if isinstance(node, ast.Attribute) and node.attr == "from_json")
+    assert callers == ["runtime.engine.trees"]
+
+
+def test_a_tree_of_the_plan_is_built_once_and_shared():
+    from ccl.syntax import nodes as n
+    from runtime.engine.trees import tree
+
+    expr = {"node": "Binary", "op": "+", "left": {"node": "Var", "name": {"node": "Ident", "name": "x"}},
+            "right": {"node": "Literal", "kind": "integer", "value": 1}, "temporal": None}
+    built = tree(expr)
+    assert built == n.from_json(expr) and isinstance(built, n.Binary)
+    assert tree(dict(reversed(list(expr.items())))) is built  # the same JSON, whatever its key order
+    assert tree(built) is built
+    assert tree({**expr, "op": "-"}) is not built
+
+
+def _reached(graph: dict[str, set[str]], start: list[str]) -> set[str]:
+    """The modules ``start`` imports, directly or through others (``start`` included)."""
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph.get(module, ()))
+    return seen
+
+
+def test_the_splash_interpreter_reaches_nothing_of_the_parser_analysis_or_planner():
+    """What the runtime ships to executors of the compiler: the SPLASH interpreter, through every
+    import it makes, reaches of ccl/ only itself and the syntax trees; the runtime as a whole
+    only what it may import (and what that reaches)."""
+    modules = _modules()
+    graph, _ = _imports(modules)
+    splash = [m for m in modules if m == "ccl.splash" or m.startswith("ccl.splash.")]
+    assert {m for m in _reached(graph, splash) if not m.startswith("ccl.splash")} == {"ccl.syntax.nodes"}
+    runtime = [m for m in modules if m == "runtime" or m.startswith("runtime.")]
+    reached = {m for m in _reached(graph, runtime) if m.startswith("ccl.")}
+    assert reached and all(m in RUNTIME_MAY_IMPORT or m.startswith(RUNTIME_MAY_IMPORT_PACKAGES)
+                           for m in reached), sorted(reached)

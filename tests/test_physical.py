@@ -281,3 +281,48 @@ def test_other_elements_are_not_for_the_keep_kernel(tmp_path, body):
     e, plan = _element(tmp_path, body)
     assert not keep_kernel(e, plan)
     assert e["physical"]["kernel"] is None
+
+
+def test_elements_with_timers_and_their_readers_are_project_stages_decided_by_the_compiler(tmp_path):
+    """The plan's ``project_stage`` includes an element with timers (the project's query wakes it)
+    and its readers; the run takes the plan's stages as they are, leaving out only what depends
+    on the run (a file limit per batch)."""
+    from runtime.run_setup import RunOptions, project_members
+
+    _, plan = _element(tmp_path, """create output window t primary key (sym) keep 1 minute
+      as select w.sym, w.px from w;
+    create output stream r as select t.sym, t.px * 2 px2 from t;""", name="t")
+    physical = {e["name"]: e["physical"] for e in plan["elements"]}
+    assert physical["t"]["uses_time"] and not physical["t"]["arrow"]
+    stages = [e["name"] for e in plan["elements"] if e["physical"]["project_stage"]]
+    assert stages == ["s", "w", "t", "r"]
+    assert project_members(plan, RunOptions()) == stages
+    assert project_members(plan, RunOptions(max_files_per_batch=2)) == []
+
+
+def test_explain_prints_the_plans_decisions_as_the_plan_holds_them(tmp_path):
+    """``ccl explain``'s ``decided:`` line is read from each element's ``physical`` record: change
+    the record and the line changes (nothing is recomputed)."""
+    import dataclasses
+
+    from ccl.cli.explain import explain_physical
+    from ccl.plan.planner import plan_project
+
+    path = tmp_path / "p.ccl"
+    path.write_text(SRC + """create output window a primary key deduced keep all
+      as select s.sym, count(*) n from s group by s.sym;
+    create output window k primary key (sym) keep 3 rows as select s.sym, s.px from s;""")
+    typed, diags = plan_project(str(path))
+    assert typed is not None, [str(d) for d in diags]
+    text = explain_physical(typed)
+    assert ("    decided: native input; a stage of the project's query; runs in its batches: a, k; "
+            "changelog not written (nothing reads it)\n") in text
+    assert ("    decided: native aggregation; columnar aggregation (batch mode, buckets by instance and "
+            "(sym)); a stage of the project's query\n") in text
+    k = next(e for e in typed.elements if e.name == "k")
+    assert k.physical.arrow and k.physical.kernel == "keep"
+    assert "    decided: keep kernel; applyInArrow with state files; a stage of the project's query\n" in text
+    changed = dataclasses.replace(typed, elements=tuple(
+        dataclasses.replace(e, physical=dataclasses.replace(e.physical, kernel=None, project_stage=False))
+        if e.name == "k" else e for e in typed.elements))
+    assert "    decided: applyInArrow with state files; a query of its own\n" in explain_physical(changed)

@@ -421,7 +421,7 @@ def test_an_input_is_recorded_when_something_reads_its_changelog(tmp_path):
         return (plan, [e["name"] for e in plan["elements"] if e["physical"]["arrow"]],
                 [e["name"] for e in plan["elements"] if e["physical"]["unrecorded"]])
     plan, arrow, unrecorded = decided(True)
-    assert arrow == ["w", "j"]  # t has timers (transformWithState); s and the streams are native
+    assert arrow == ["w", "j"]  # t has timers (woken by the project's query); s and the streams are native
     assert unrecorded == ["a", "e"]
     # on the per-instance path s runs in a's batches too (it has one source), j does not (two)
     plan, arrow, unrecorded = decided(False)

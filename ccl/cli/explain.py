@@ -8,7 +8,7 @@ from typing import Mapping, Optional
 from ..analysis.analyzer import PartitionedElement
 from ..analysis.symbols import Element
 from ..plan.codec import plan_to_json
-from ..plan.model import Plan
+from ..plan.model import Physical, Plan
 from ..syntax.printer import to_ccl
 
 
@@ -161,10 +161,36 @@ def _partition_lines(part: Mapping, what: str) -> list[str]:
     return lines
 
 
+def decided(p: Physical) -> str:
+    """The plan's other physical decisions of an element (docs/plan.md "Physical decisions"), in
+    words: how it runs, where, what runs in its batches, whether its changelog is written."""
+    parts = []
+    if p.native is not None:
+        parts.append(f"native {p.native}")
+    if p.columnar is not None:
+        spread = (f", buckets by instance and ({', '.join(p.group_columns)})"
+                  if p.group_columns is not None else "")
+        parts.append(f"columnar aggregation ({p.columnar} mode{spread})")
+    if p.kernel is not None:
+        parts.append(f"{p.kernel} kernel")
+    if p.arrow:
+        parts.append("applyInArrow with state files")
+    if p.uses_time:
+        parts.append("timers")
+    parts.append("a stage of the project's query" if p.project_stage else "a query of its own")
+    if p.fused_consumers:
+        parts.append(f"runs in its batches: {', '.join(p.fused_consumers)}")
+    if p.unrecorded:
+        parts.append("changelog not written (nothing reads it)")
+    if p.input_adapter is not None:
+        parts.append(f"files of adapter {p.input_adapter}")
+    return "; ".join(parts)
+
+
 def explain_physical(typed: Plan) -> str:
-    """Per plan element: kind and role, partitioning, instance count, state, path (with why) and
-    broadcast inputs, in the order the elements run; the path and instances are the plan's
-    decisions."""
+    """Per plan element: kind and role, partitioning, instance count, state, path (with why),
+    broadcast inputs and the plan's other decisions (:func:`decided`), in the order the elements
+    run; the path, instances and decisions are the plan's, printed as it holds them."""
     from ..ops.compile import element_inputs
 
     plan = plan_to_json(typed)
@@ -189,4 +215,7 @@ def explain_physical(typed: Plan) -> str:
         broadcast = sorted({b for key in ("partition", "module_partition") if e.get(key)
                             for b in e[key].get("broadcast", [])})
         lines.append(f"    broadcast inputs: {', '.join(broadcast) if broadcast else 'none'}")
+        physical_of = typed.elements[i - 1].physical
+        if physical_of is not None:
+            lines.append(f"    decided: {decided(physical_of)}")
     return "\n".join(lines) + "\n"

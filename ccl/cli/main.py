@@ -27,6 +27,7 @@ from ..config.project_config import ProjectConfig, load_project_config
 
 if TYPE_CHECKING:
     from ..plan.model import Plan
+    from ..config.settings import Settings
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -599,9 +600,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                   f"with --input {a['element']}=FILE\n")
 
     settings = config.settings
-    if settings["spark.state_store"] != "rocksdb":
-        raise UsageError("spark.state_store: stateful elements run in transformWithState, which "
-                         "needs the rocksdb state store")
+    _require_rocksdb(settings)
     project = project_name(args.file)
     out_dir = args.output_dir or os.path.join(str(settings["runtime.output_dir"]), project)
     run_dir = args.checkpoint
@@ -653,6 +652,15 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         _copy_file(os.path.join(out_dir, "_bad_records.jsonl"), str(bad_file.value))
     out.write(result.summary())
     return EXIT_OK
+
+
+def _require_rocksdb(settings: "Settings") -> None:
+    """Refuse a state store other than RocksDB: an element with timers that runs outside the
+    project's query (a file limit per batch, a reader of a reference) runs in transformWithState,
+    which needs it."""
+    if settings["spark.state_store"] != "rocksdb":
+        raise UsageError("spark.state_store: elements with timers outside the project's query run "
+                         "in transformWithState, which needs the rocksdb state store")
 
 
 def _make_directory(path: str, option: str) -> None:
@@ -740,9 +748,7 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if unknown:
         raise UsageError(f"--input {unknown[0]}=...: the project has no input element of that name")
     settings = config.settings
-    if settings["spark.state_store"] != "rocksdb":
-        raise UsageError("spark.state_store: stateful elements run in transformWithState, which "
-                         "needs the rocksdb state store")
+    _require_rocksdb(settings)
     ws_setting = settings.setting("runtime.workspace")
     workspace = resolve_workspace(args.workspace, str(ws_setting.value),
                                   ws_setting.source == SOURCE_DEFAULTS)

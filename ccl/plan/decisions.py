@@ -66,12 +66,14 @@ def fused_consumers(plan: Plan, native: Mapping[str, Optional[str]],
 
 
 def project_stages(plan: Plan, native: Mapping[str, Optional[str]],
-                   arrow: Sequence[str] = ()) -> list[str]:
+                   arrow: Sequence[str] = (), timed: AbstractSet[str] = frozenset()) -> list[str]:
     """The elements that may run as stages of the project's one query (runtime/project_query.py):
-    input elements read natively or in applyInArrow (no timers), error streams ON such elements
-    only (their rows are the bad records those stages write in the batch), and derived elements
-    run natively or in applyInArrow whose every source is such an element. The others (timers,
-    or a source among them) run in queries of their own."""
+    input elements run natively, in applyInArrow or with timers (``timed``: the query's tick
+    files wake them), error streams ON such elements only (their rows are the bad records those
+    stages write in the batch), and derived elements run so whose every source is such an
+    element. The others run in queries of their own; so does every element of a run with a file
+    limit per batch, and an input Spark's file source cannot list and its readers (facts of the
+    run: runtime.run_setup.project_members)."""
     staged: set[str] = set()
     grew = True
     while grew:  # (elements come in dependency order; this does not rely on it)
@@ -86,7 +88,7 @@ def project_stages(plan: Plan, native: Mapping[str, Optional[str]],
                 continue
             if not e.ports():
                 continue
-            runs = native[e.name] is not None or e.name in arrow
+            runs = native[e.name] is not None or e.name in arrow or e.name in timed
             if runs and (e.is_input or all(src in staged for _, src in e.ports())):
                 staged.add(e.name)
                 grew = True
@@ -141,7 +143,7 @@ def decide(plan: dict, native_operators: bool = True) -> dict:
     arrow = arrow_elements(typed, native, timed)
     fused = fused_consumers(typed, native, arrow)
     unrecorded = set(unrecorded_inputs(typed, fused))
-    staged = set(project_stages(typed, native, arrow))
+    staged = set(project_stages(typed, native, arrow, timed))
     elements = []
     for e in plan["elements"]:
         path, why = _path(e, plan, native[e["name"]])

@@ -233,7 +233,8 @@ class Physical:
     - ``arrow``: a per-instance element without timers, run in applyInArrow with state files;
     - ``fused_consumers``: the elements that run inside this element's batches;
     - ``unrecorded``: an input whose changelog nothing reads (unless the run records inputs);
-    - ``project_stage``: may run as a stage of the project's one query (runtime/project_query.py);
+    - ``project_stage``: may run as a stage of the project's one query (runtime/project_query.py),
+      elements with timers included;
     - ``aggregation``/``filter``: the native aggregation's or stream's parts;
     - ``input_adapter``: the name of the input adapter whose files feed the element, if any.
     """

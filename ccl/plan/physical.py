@@ -58,7 +58,8 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
             and not element.get("autogenerate") and not element.get("input_where")):
         return NATIVE, "input stream without state: Spark expressions"
     if element.get("query") is None and not element.get("flex"):
-        timers = "; transformWithState for its timers" if uses_time(element) else ""
+        timers = ("; timers for its time-based KEEP or AGES, woken by the project's query"
+                  if uses_time(element) else "")
         return PER_INSTANCE, f"input element: key and opcode rules need per-instance state{timers}"
     columnar = columnar_aggregation(element, plan) if plan is not None else None
     if plan is not None and aggregation_spec(element, plan) is not None:
@@ -87,7 +88,9 @@ def path_of(element: Mapping, plan: Optional[Mapping] = None) -> tuple[str, str]
     if plan is not None and native_filter(element, plan) is not None:
         return NATIVE, "stateless stream (filter and projection): Spark expressions"
     if uses_time(element):
-        return PER_INSTANCE, "per-instance state in transformWithState (timers for a time-based KEEP)"
+        return PER_INSTANCE, ("per-instance state with timers (time-based KEEP, AGES or EVERY): the "
+                              "engine over each bucket's rows in applyInArrow, woken by the project's "
+                              "query when one is due")
     return PER_INSTANCE, "per-instance state: the engine over each bucket's rows in applyInArrow"
 
 

@@ -20,6 +20,7 @@ from ccl.splash.types import INTEGER
 from ccl.splash import Declarations, as_type
 from ccl.splash.caches import EventCache
 from ccl.splash.interpreter import declare_state
+from runtime.engine.trees import tree
 
 __all__ = ["Declared", "EventCache", "build_cache", "cache_op"]
 
@@ -131,4 +132,4 @@ class Declared:
 
 def as_nodes(items: Sequence[object]) -> list[n.Node]:
     """Plan items (JSON) as syntax nodes; nodes stay as they are."""
-    return [i if isinstance(i, n.Node) else n.from_json(i) for i in items]
+    return [tree(i) for i in items]

@@ -21,6 +21,7 @@ from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.expr import Expressions, SplashError
 from runtime.engine.join import null_filled
 from runtime.engine.ranked import RankedAggregator, is_ranked
+from runtime.engine.trees import tree
 from runtime.engine.stages import (
     InputStage,
     OutputStage,
@@ -148,7 +149,7 @@ def _cache_aggregates(select: Mapping, declared: Optional[Declared]) -> list[Map
         return []
     out = []
     for agg in select.get("aggregates") or []:
-        names = {node.name.name for a in agg["args"] for node in n.from_json(a).walk()
+        names = {node.name.name for a in agg["args"] for node in tree(a).walk()
                  if isinstance(node, n.Var)}
         if names & set(declared.caches):
             out.append(agg)

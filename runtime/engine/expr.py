@@ -14,6 +14,7 @@ from ccl.splash import Declarations, Interpreter, SplashError, as_type
 from ccl.splash.convert import PLAIN_KINDS, cast, from_python, to_text
 from ccl.splash.operators import (arithmetic, comparison, like, logical_and, logical_not, logical_or,
                                   negate, plus, temporal_number)
+from runtime.engine.trees import tree
 
 Rows = Mapping[str, Mapping[str, object]]
 Compiled = Callable[..., object]
@@ -62,7 +63,7 @@ class Expressions:
 
         It raises :class:`SplashError` when the expression fails (the caller makes the row a bad
         record)."""
-        node = n.from_json(expr)
+        node = tree(expr)
         direct = self._direct(node)
         if direct is None:
             return self._interpreted(node)

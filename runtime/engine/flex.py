@@ -22,6 +22,7 @@ from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import ENGINE_LIMITS
 from runtime.engine.stages import STRICT_KEEPS, RowRefused, SourceStage, apply_to_window, key_of
 from runtime.engine.store import Store
+from runtime.engine.trees import tree
 
 __all__ = ["FlexEngine", "make_engine"]
 
@@ -47,7 +48,7 @@ class _Handler:
         self.event: str = spec["event"]
         self.source: Optional[str] = spec.get("source")
         self.millis: Optional[int] = spec.get("millis")
-        self.body: n.Block = n.from_json(spec["body"])  # type: ignore[assignment]
+        self.body: n.Block = tree(spec["body"])  # type: ignore[assignment]
 
 
 class FlexEngine:
