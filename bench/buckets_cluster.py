@@ -120,6 +120,8 @@ def arrow_stages(event_log: str) -> list[dict]:
     its tasks and the shuffle rows they read."""
     executors: dict[str, str] = {}
     stage_batch: dict[int, Optional[int]] = {}
+    stage_execution: dict[int, str] = {}
+    element_columns: dict[str, str] = {}  # SQL execution -> the columns its applyInArrow outputs
     arrow: dict[int, dict] = {}
     tasks: dict[int, list[tuple[str, int]]] = collections.defaultdict(list)
     with open(event_log, encoding="utf-8") as f:
@@ -133,11 +135,16 @@ def arrow_stages(event_log: str) -> list[dict]:
                 url = next(iter(logs.values()), "")
                 worker = url.split("//", 1)[-1].split("/", 1)[0] if url else info.get("Host")
                 executors[ev["Executor ID"]] = worker
+            elif kind and kind.endswith("SparkListenerSQLExecutionStart"):
+                cols = _arrow_output(ev.get("physicalPlanDescription") or "")
+                if cols:
+                    element_columns[str(ev.get("executionId"))] = cols
             elif kind == "SparkListenerJobStart":
                 props = ev.get("Properties") or {}
                 batch = props.get("streaming.sql.batchId")
                 for sid in ev.get("Stage IDs") or []:
                     stage_batch[sid] = int(batch) if batch is not None else None
+                    stage_execution[sid] = str(props.get("spark.sql.execution.id"))
             elif kind == "SparkListenerStageCompleted":
                 st = ev["Stage Info"]
                 scopes = {json.loads(r["Scope"])["name"] for r in st.get("RDD Info") or []
@@ -157,9 +164,24 @@ def arrow_stages(event_log: str) -> list[dict]:
         if not any(rows for _, rows in per.values()):
             continue  # a later stage over the persisted output: it does not run the buckets
         st.update(batch=stage_batch.get(sid),
+                  columns=element_columns.get(stage_execution.get(sid, ""), "?"),
                   executors={f"{e} ({executors.get(e, '?')})": tuple(v) for e, v in sorted(per.items())})
         out.append(st)
     return out
+
+
+def _arrow_output(plan_text: str) -> str:
+    """The element's own columns (not the runtime's ``__`` ones) that the ``FlatMapGroupsInArrow``
+    of a SQL execution's plan outputs: they tell which element's bucket function it runs."""
+    at = plan_text.find(") FlatMapGroupsInArrow\n")
+    if at < 0:
+        return ""
+    for line in plan_text[at:].splitlines()[1:6]:
+        if line.startswith("Arguments:"):
+            last = line.rsplit("[", 1)[-1].rstrip("]")
+            names = [c.strip().split("#", 1)[0] for c in last.split(",")]
+            return ", ".join(n for n in names if n and not n.startswith("__"))
+    return ""
 
 
 def outputs(out_dir: str) -> dict[str, list[tuple]]:
@@ -199,12 +221,13 @@ def run_phase(args: argparse.Namespace, work: str, master: str, label: str, run:
 
 
 def report(results: list[dict], stage_names: dict) -> None:
-    print("| run | buckets | batch | applyInArrow stage | tasks | executor (worker): tasks, rows read |")
+    print("| run | buckets | batch | applyInArrow stage (element's columns) | tasks "
+          "| executor (worker): tasks, rows read |")
     print("|---|---|---|---|---|---|")
     for r in results:
         for st in r["stages"]:
             per = "; ".join(f"{e}: {t}, {rows}" for e, (t, rows) in st["executors"].items())
-            print(f"| {r['label']} | {r['buckets']} | {st['batch']} | {st['stage']} | "
+            print(f"| {r['label']} | {r['buckets']} | {st['batch']} | {st['stage']} ({st['columns']}) | "
                   f"{st['tasks']} | {per} |")
     for r in results:
         print(f"- {r['label']}: {r['seconds']:.1f} s, application {r['app']}")
