@@ -77,8 +77,8 @@ def workers(meta: dict) -> list[dict]:
     return []
 
 
-def _daemon_alive(worker: dict) -> bool:
-    return pid_alive(worker.get("pid"), worker.get("pid_start"))
+def _daemon_alive(daemon: dict) -> bool:
+    return pid_alive(daemon.get("pid"), daemon.get("pid_start"))
 
 
 def running(workspace: str) -> Optional[dict]:
@@ -128,7 +128,7 @@ def start_cluster(workspace: str, port: int = 7077, webui_port: int = 8080, core
     try:
         progress(f"master {master_url} starting (log {os.path.join(root, 'master.log')})")
         _wait(lambda: (master_json(web_url) or {}).get("status") == "ALIVE", timeout,
-              lambda: _alive(meta, "master"), "the master", os.path.join(root, "master.log"))
+              lambda: _alive(meta, "master"), "the master", [os.path.join(root, "master.log")])
         for n in range(1, worker_count + 1):
             # one worker keeps the names of the one-worker layout (worker.log, work/)
             log = os.path.join(root, "worker.log" if worker_count == 1 else f"worker-{n}.log")
@@ -147,23 +147,23 @@ def start_cluster(workspace: str, port: int = 7077, webui_port: int = 8080, core
         started = list(meta["workers"])
         _wait(lambda: int((master_json(web_url) or {}).get("aliveworkers") or 0) >= worker_count,
               timeout, lambda: all(_daemon_alive(w) for w in started),
-              "a worker", ", ".join(w["log"] for w in started))
+              "a worker", [w["log"] for w in started])
     except BaseException:
         stop_cluster(workspace, timeout=10)
         raise
     return meta
 
 
-def _wait(ready, timeout: float, alive, what: str, log: str) -> None:
+def _wait(ready, timeout: float, alive, what: str, logs: list[str]) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if ready():
             return
         if not alive():
-            last = "\n  ".join(line for one in log.split(", ") for line in tail_lines(one, 5))
-            raise UsageError(f"{what} ended while starting; the end of {log}:\n  {last}")
+            last = "\n  ".join(line for log in logs for line in tail_lines(log, 5))
+            raise UsageError(f"{what} ended while starting; the end of {', '.join(logs)}:\n  {last}")
         time.sleep(0.5)
-    raise UsageError(f"{what} did not come up within {timeout:.0f} s (see {log})")
+    raise UsageError(f"{what} did not come up within {timeout:.0f} s (see {', '.join(logs)})")
 
 
 def stop_cluster(workspace: str, timeout: float = 20.0) -> str:
