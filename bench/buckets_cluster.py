@@ -220,7 +220,8 @@ def run_phase(args: argparse.Namespace, work: str, master: str, label: str, run:
     return result
 
 
-def report(results: list[dict], stage_names: dict) -> None:
+def report(results: list[dict]) -> None:
+    """The table of applyInArrow stages per run, and each run's wall time."""
     print("| run | buckets | batch | applyInArrow stage (element's columns) | tasks "
           "| executor (worker): tasks, rows read |")
     print("|---|---|---|---|---|---|")
@@ -283,7 +284,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                                  cores_max))
     finally:
         stop_cluster(workspace)
-    report(results, {})
+    report(results)
     resumed, whole = outputs(results[1]["out"]), outputs(results[2]["out"])
     same = resumed == whole
     print(f"outputs of the resumed run (N={n} then {2 * n}) equal those of {2 * n} buckets from "
