@@ -542,6 +542,18 @@ def test_cluster_status_without_a_cluster(tmp_path):
     assert code == 0 and "no cluster is running" in out
     code, _, err = run("cluster", "start", "--memory", "lots", "--workspace", str(tmp_path / "ws"))
     assert code == 2 and "--memory" in err
+    code, _, err = run("cluster", "start", "--workers", "0", "--workspace", str(tmp_path / "ws"))
+    assert code == 2 and "--workers" in err
+
+
+def test_cluster_metadata_of_the_one_worker_layout_gives_its_worker():
+    from ccl.ops import cluster as cluster_mod
+
+    assert cluster_mod.workers({"worker_pid": 12, "worker_pid_start": 3.0}) == [
+        {"pid": 12, "pid_start": 3.0}]
+    assert cluster_mod.workers({"workers": [{"pid": 5, "pid_start": 1.0}, {"pid": "x"}],
+                                "worker_pid": 5}) == [{"pid": 5, "pid_start": 1.0}]
+    assert cluster_mod.workers({}) == []
 
 
 # --------------------------------------------------------------------------------------------------
@@ -577,16 +589,54 @@ def _wait_for(what, check, timeout):
 
 def _kill_leftovers(workspace):
     """Whatever the commands left running (only the process groups this test started)."""
-    for meta_file, keys in ((os.path.join(workspace, "rr", "project.json"), ("pid",)),
-                            (os.path.join(workspace, "_cluster", "cluster.json"),
-                             ("worker_pid", "master_pid"))):
-        meta = ws.read_json(meta_file) or {}
-        for key in keys:
-            if ws.pid_alive(meta.get(key), meta.get(key + "_start")):
-                try:
-                    os.killpg(meta[key], signal.SIGKILL)
-                except OSError:
-                    pass
+    from ccl.ops import cluster as cluster_mod
+
+    cluster_meta = ws.read_json(os.path.join(workspace, "_cluster", "cluster.json")) or {}
+    groups = [(w["pid"], w.get("pid_start")) for w in cluster_mod.workers(cluster_meta)]
+    for meta, key in (((ws.read_json(os.path.join(workspace, "rr", "project.json")) or {}), "pid"),
+                      (cluster_meta, "master_pid")):
+        groups.append((meta.get(key), meta.get(key + "_start")))
+    for pid, start in groups:
+        if ws.pid_alive(pid, start):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+@pytest.mark.skipif(os.environ.get("CCL_SKIP_CLUSTER_TEST") == "1" or not shutil.which("java"),
+                    reason="needs Java; CCL_SKIP_CLUSTER_TEST=1 skips it")
+def test_real_cluster_with_two_workers_status_and_stop_cover_both(tmp_path):
+    """`ccl cluster start --workers 2`: both register with the master, `status` lists both pids,
+    `stop` ends both and the master."""
+    from ccl.ops import cluster as cluster_mod
+
+    workspace = str(tmp_path / "ws")
+    env = {**os.environ, ws.WORKSPACE_ENV: workspace,
+           "PYTHONPATH": os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    try:
+        code, out, err = _ccl(env, "cluster", "start", "--workers", "2", "--port", "0",
+                              "--webui-port", "0", "--cores", "1", "--memory", "512m")
+        assert code == 0, err
+        assert "2 workers, each (1 cores, 512m)" in err
+        meta = ws.read_json(os.path.join(workspace, "_cluster", "cluster.json"))
+        started = cluster_mod.workers(meta)
+        assert len(started) == 2 and meta["worker_pid"] == started[0]["pid"]
+        assert len({w["log"] for w in started}) == 2 and len({w["work"] for w in started}) == 2
+        info = cluster_mod.master_json(meta["web_url"])
+        assert info["aliveworkers"] == 2 and info["cores"] == 2
+        code, out, _ = _ccl(env, "cluster", "status")
+        assert code == 0 and "workers 2, cores 2" in out
+        assert all(str(w["pid"]) in out for w in started) and "not running" not in out
+        code, out, _ = _ccl(env, "cluster", "stop")
+        assert code == 0 and "stopped the cluster" in out
+        assert not any(ws.pid_alive(w["pid"], w["pid_start"]) for w in started)
+        assert not ws.pid_alive(meta["master_pid"], meta["master_pid_start"])
+        code, out, _ = _ccl(env, "cluster", "status")
+        assert "no cluster is running" in out
+    finally:
+        _ccl(env, "cluster", "stop")
+        _kill_leftovers(workspace)
 
 
 @pytest.mark.skipif(os.environ.get("CCL_SKIP_CLUSTER_TEST") == "1" or not shutil.which("java"),

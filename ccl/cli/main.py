@@ -122,8 +122,9 @@ _CLUSTER_EXAMPLES = """\
 examples:
   ccl cluster start                       master on spark://127.0.0.1:7077 (UI :8080), one worker
   ccl cluster start --port 0 --webui-port 0 --cores 2 --memory 2g   any free ports
+  ccl cluster start --workers 2 --cores 1  two workers of one core each
   ccl cluster status
-  ccl cluster stop                        stops the worker (and its executors) and the master
+  ccl cluster stop                        stops the workers (and their executors) and the master
 """
 
 
@@ -306,16 +307,18 @@ def _add_deploy_parsers(sub) -> None:
     logs.set_defaults(func=cmd_logs)
 
     cluster = sub.add_parser(
-        "cluster", help="a local Spark standalone master and worker (start, stop, status)",
-        description="A Spark standalone master and one worker on 127.0.0.1, from the installed "
+        "cluster", help="a local Spark standalone master and workers (start, stop, status)",
+        description="A Spark standalone master and workers (--workers, default 1) on 127.0.0.1, from the installed "
                     "pyspark, detached; pids and logs in WORKSPACE/_cluster.",
         epilog=_CLUSTER_EXAMPLES, formatter_class=fmt)
     cluster.add_argument("action", choices=("start", "stop", "status"))
     cluster.add_argument("--port", type=int, default=7077, help="master port (0: any free port)")
     cluster.add_argument("--webui-port", type=int, default=8080,
                          help="master web UI port (0: any free port)")
-    cluster.add_argument("--cores", type=int, default=2, help="the worker's cores (default: 2)")
-    cluster.add_argument("--memory", default="1g", help="the worker's memory (default: 1g)")
+    cluster.add_argument("--workers", type=int, default=1,
+                         help="how many workers to start on 127.0.0.1 (default: 1)")
+    cluster.add_argument("--cores", type=int, default=2, help="each worker's cores (default: 2)")
+    cluster.add_argument("--memory", default="1g", help="each worker's memory (default: 1g)")
     _add_workspace_option(cluster)
     cluster.set_defaults(func=cmd_cluster)
 
@@ -890,13 +893,16 @@ def cmd_cluster(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 raise UsageError(f"{opt}: expected a port number (0: any free port)")
         if args.cores < 1:
             raise UsageError("--cores: expected at least 1")
+        if args.workers < 1:
+            raise UsageError("--workers: expected at least 1")
         if not re.fullmatch(r"[1-9][0-9]*[mMgG]", args.memory):
             raise UsageError(f"--memory {args.memory}: expected a size such as 512m or 2g")
         meta = cluster.start_cluster(workspace, port=args.port, webui_port=args.webui_port,
-                                     cores=args.cores, memory=args.memory,
+                                     cores=args.cores, memory=args.memory, worker_count=args.workers,
                                      progress=lambda text: err.write(text + "\n") and err.flush())
         out.write(f"{meta['master_url']}\n")
-        err.write(f"master {meta['master_url']} (web UI {meta['web_url']}), one worker "
+        each = "one worker" if args.workers == 1 else f"{args.workers} workers, each"
+        err.write(f"master {meta['master_url']} (web UI {meta['web_url']}), {each} "
                   f"({args.cores} cores, {args.memory}); logs in {cluster.cluster_dir(workspace)}\n")
         return EXIT_OK
     if args.action == "stop":
@@ -907,8 +913,10 @@ def cmd_cluster(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if st["state"] != "running":
         out.write(f"no cluster is running (workspace {workspace})\n")
         return EXIT_OK
+    started, alive = st["worker_pids"], set(st["workers_running"])
+    pids = ", ".join(str(p) if p in alive else f"{p} (not running)" for p in started) or "-"
     out.write(f"running: {st['master_url']} (web UI {st['web_url']})\n"
-              f"  master pid {st['master_pid']}, worker pid {st['worker_pid'] if st['worker_running'] else '- (not running)'}\n"
+              f"  master pid {st['master_pid']}, worker pid{'s' if len(started) > 1 else ''} {pids}\n"
               f"  workers {st.get('workers')}, cores {st.get('cores')}, applications "
               f"{', '.join(map(str, st.get('applications') or [])) or 'none'}\n"
               f"  logs in {st['logs']}\n")
