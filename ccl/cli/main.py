@@ -903,7 +903,8 @@ def cmd_cluster(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         out.write(f"{meta['master_url']}\n")
         each = "one worker" if args.workers == 1 else f"{args.workers} workers, each"
         err.write(f"master {meta['master_url']} (web UI {meta['web_url']}), {each} "
-                  f"({args.cores} cores, {args.memory}); logs in {cluster.cluster_dir(workspace)}\n")
+                  f"({args.cores} core{'s' if args.cores != 1 else ''}, {args.memory}); logs in "
+                  f"{cluster.cluster_dir(workspace)}\n")
         return EXIT_OK
     if args.action == "stop":
         what = cluster.stop_cluster(workspace)
