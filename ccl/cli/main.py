@@ -565,7 +565,7 @@ def _bindings(items: list[str]) -> dict[str, str]:
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl run`: check, plan and run a project on Spark."""
     from ..plan.codec import plan_to_json
-    from ..plan.physical import FILE_INPUT_ADAPTERS, unread_adapters
+    from ..plan.physical import READ_INPUT_ADAPTERS, unread_adapters
     from ..plan.planner import PlanError, build_plan
     from ..config.project_config import project_name
 
@@ -595,7 +595,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for a in unread_adapters(plan_to_json(plan), inputs):
         err.write(f"ccl run: note: input adapter '{a['name']}' of '{a['element']}' has type "
                   f"{a['type']}, which this runtime does not read (it reads "
-                  f"{' and '.join(FILE_INPUT_ADAPTERS)} files); '{a['element']}' gets rows only "
+                  f"{', '.join(READ_INPUT_ADAPTERS)}); '{a['element']}' gets rows only "
                   f"with --input {a['element']}=FILE\n")
 
     settings = config.settings

@@ -115,7 +115,7 @@ def numbered_slices(files: FileSpec, fmt: CsvFormat, manifest_dir: str, paths: l
     slices = []
     for nm in names:
         path = os.path.join(files.dir, nm)
-        for start, end, first_line in file_slices(path, 0 if fmt.xml_list else slice_bytes):
+        for start, end, first_line in file_slices(path, 0 if fmt.whole_files else slice_bytes):
             slices.append((number[nm], os.path.abspath(path), start, end, first_line))
     return slices
 
