@@ -317,3 +317,104 @@ def test_an_adapter_without_a_port_stops_the_run_before_it_starts(spark, tmp_pat
     with pytest.raises(RunError, match="adapter 'A': a toolkit_socket_csv_input adapter needs a port"):
         run_plan(spark, plan, RunOptions(base_dir=str(tmp_path), run_dir=str(tmp_path / "r")),
                  str(tmp_path / "out"))
+
+
+# --------------------------------------------------------------------------------------------------
+# ccl check
+# --------------------------------------------------------------------------------------------------
+
+def test_ccl_check_warns_about_adapter_properties_that_mean_nothing_here(tmp_path):
+    from ccl.config.adapter_types import USED
+    from ccl.config.project_config import load_project_config
+    from runtime.adapters.config import JSON_FILE_INPUT, JSON_FILE_OUTPUT, SOCKET_INPUTS, SOCKET_OUTPUTS
+
+    assert set(USED) == {*SOCKET_INPUTS, *SOCKET_OUTPUTS, JSON_FILE_INPUT, JSON_FILE_OUTPUT}
+    path = tmp_path / "p.ccl"
+    path.write_text(
+        "create input stream S schema (id integer);\n"
+        "attach input adapter A type toolkit_socket_csv_input to S properties host = 'h', "
+        "PORT = 5, csvDelimiter = ';', charsetName = 'UTF-8', prot = 3;\n"
+        "create output stream O as select * from S;\n"
+        "attach output adapter B type toolkit_file_json_output to O properties dir = 'o', "
+        "jsonMsDateFormat = 'x';\n"
+        "attach output adapter C type toolkit_file_csv_output to O properties dir = 'o', anything = 1;\n")
+    config = load_project_config(str(path))
+    warnings = [d for d in config.diagnostics if d.code == "CCL1307"]
+    assert [d.message.split(";")[0] for d in warnings] == [
+        "property 'charsetName' of adapter 'A' has no meaning on Spark",
+        "property 'prot' is not one the toolkit_socket_csv_input adapter 'A' reads here",
+        "property 'jsonMsDateFormat' of adapter 'B' is not supported"]
+
+
+# --------------------------------------------------------------------------------------------------
+# kill -9 in the middle of a socket feed
+# --------------------------------------------------------------------------------------------------
+
+KILL_PROJECT = """
+create input stream Trades schema (id integer, sym string);
+attach input adapter Feed type toolkit_socket_csv_input to Trades
+  properties port = 0, epFile = 'feed.port', hasHeader = false;
+create output stream Seen as select * from Trades;
+attach output adapter SeenOut type toolkit_file_json_output to Seen properties dir = 'json';
+"""
+
+
+def _inbox_records(run_dir) -> int:
+    inbox = os.path.join(run_dir, "inbox", "Trades")
+    if not os.path.isdir(inbox):
+        return 0
+    return sum(open(os.path.join(inbox, n), "rb").read().count(b"\n")
+               for n in os.listdir(inbox) if not n.startswith("."))
+
+
+def _json_ids(path) -> list[int]:
+    if not os.path.exists(path):
+        return []
+    return [json.loads(line)["id"] for line in open(path).read().splitlines() if line.endswith("}")]
+
+
+def test_kill_9_during_a_socket_feed_loses_nothing_received_and_writes_nothing_twice(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    (tmp_path / "p.ccl").write_text(KILL_PROJECT)
+    run_dir, port_file = tmp_path / "ckpt", tmp_path / "feed.port"
+    out_json = tmp_path / "json" / "Seen.json"
+
+    def start():
+        if port_file.exists():
+            port_file.unlink()
+        return subprocess.Popen(
+            [sys.executable, "-m", "ccl.cli", "run", str(tmp_path / "p.ccl"), "--checkpoint",
+             str(run_dir), "--output-dir", str(tmp_path / "out"),
+             "--set", "spark.master=local[2]", "--set", "spark.shuffle_partitions=2"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+    def send(ids) -> None:
+        with socket.create_connection(("127.0.0.1", _port_file(port_file))) as conn:
+            for i in ids:
+                conn.sendall(f"{i},S{i % 5}\n".encode())
+
+    proc = start()
+    try:
+        send(range(1, 51))
+        _wait(lambda: _inbox_records(run_dir) == 50)  # received: in the inbox
+        _wait(lambda: len(_json_ids(out_json)) > 0)   # and some of it through the project
+        send(range(51, 201))
+        _wait(lambda: _inbox_records(run_dir) == 200)
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and Python workers, mid-run
+        proc.wait()
+        proc = start()
+        send(range(201, 221))
+        _wait(lambda: len(_json_ids(out_json)) >= 220)
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err.decode()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert _json_ids(out_json) == list(range(1, 221))  # every row once, in arrival order
