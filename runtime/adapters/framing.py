@@ -9,7 +9,9 @@ import re
 MAX_PENDING = 16 << 20
 
 _CSV_TOKENS = re.compile(rb'["\n]')
-_JSON_TOKENS = re.compile(rb'"(?:[^"\\\n]|\\.)*"|[\[\]{}\n]')
+_STRING = rb'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'  # a JSON string (no line feed in it)
+_JSON_TOKENS = re.compile(_STRING + rb'|[\[\]{}\n]')
+_NOT_A_VALUE_LINE = re.compile(rb'^(?![ \t]*[{\[][^\n]*[}\]][ \t\r]*$)[^\n]+$', re.M)
 
 
 class Framer:
@@ -68,6 +70,12 @@ class JsonFramer(Framer):
         last = data.rfind(b"\n")
         if last < 0:
             return 0
+        # the common case, a value a line: every line up to the last line feed starts with an
+        # opening bracket and ends with a closing one. In valid JSON a line inside a value spread
+        # over lines follows one ending in ',', ':' or an opening bracket, so each such line is
+        # a whole value (invalid JSON becomes bad records either way).
+        if _NOT_A_VALUE_LINE.search(data, 0, last + 1) is None:
+            return last + 1
         depth = 0
         cut = 0
         for m in _JSON_TOKENS.finditer(data, 0, last + 1):

@@ -96,9 +96,16 @@ def value_converter(ccl_type: str, fmt: CsvFormat) -> Callable[[Any], Any]:
     text = column_parser(ccl_type, fmt)
     a_t = f"{'an' if t[:1] in 'aeiou' else 'a'} {t}"
 
+    high = 2 ** 31 - 1 if name == "integer" else 2 ** 63 - 1
+
     def convert(v: Any) -> Any:
-        if isinstance(v, str):
+        cls = v.__class__
+        if cls is str:
             return text(v) if v != "" or name == "string" else None
+        if cls is int and name in _INTEGRAL and -high - 1 <= v <= high:
+            return v
+        if cls is float and name == "float":
+            return v
         kind = _json_type(v)
         if kind == "boolean" and name == "boolean":
             return v
@@ -120,6 +127,7 @@ def parse_json_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
     nulls = (None,) * len(columns)
     base = file_no << LINE_BITS
     count = 0
+    keys_seen: dict = {}
     for value, raw, error in _documents(text):
         if error is not None:
             count += 1
@@ -133,7 +141,7 @@ def parse_json_text(text: str, columns: Sequence[Sequence[str]], fmt: CsvFormat,
                 continue
         for record in (value if isinstance(value, list) else [value]):
             count += 1
-            yield _record(base + count, record, names, converters, paths, nulls)
+            yield _record(base + count, record, names, converters, paths, nulls, keys_seen)
 
 
 def _documents(text: str) -> Iterator[tuple[Any, str, str | None]]:
@@ -216,21 +224,44 @@ def _after_array(text: str, pos: int) -> int:
             pos = len(text) if line_end < 0 else line_end + 1
 
 
+def _key_map(keys: tuple, names: list[str]) -> tuple[list, Any]:
+    """For records with the keys ``keys`` (in this order): the key of each column (exact, else in
+    any case; None when missing) and the key of the opcode."""
+    lower: dict[str, str] = {}
+    for k in keys:
+        lower.setdefault(k.lower(), k)
+    at = [n if n in keys else lower.get(n.lower()) for n in names]
+    ops = OPS_COLUMN if OPS_COLUMN in keys else lower.get(OPS_COLUMN.lower())
+    return at, ops
+
+
 def _record(seq: int, record: Any, names: list[str], converters: list, paths: list | None,
-            nulls: tuple) -> Row:
-    raw = json.dumps(record, ensure_ascii=False, default=str)
+            nulls: tuple, keys_seen: dict) -> Row:
+    def raw() -> str:
+        return json.dumps(record, ensure_ascii=False, default=str)
     if paths is None and not isinstance(record, dict):
-        return (seq, None, f"a JSON {_json_type(record)} is not a record (an object)", raw) + nulls
-    op_text = _follow(record, [OPS_COLUMN]) if isinstance(record, dict) else None
+        return (seq, None, f"a JSON {_json_type(record)} is not a record (an object)", raw()) + nulls
+    if isinstance(record, dict):
+        keys = tuple(record)
+        mapped = keys_seen.get(keys)
+        if mapped is None:
+            if len(keys_seen) > 1000:
+                keys_seen.clear()
+            mapped = keys_seen[keys] = _key_map(keys, names)
+        at, ops_key = mapped
+    else:
+        at, ops_key = [None] * len(names), None
+    op_text = record[ops_key] if ops_key is not None else None
     op = OPCODES.get(str(op_text if op_text is not None else "").strip().lower())
     if op is None:
-        return (seq, None, f"unknown opcode '{op_text}'", raw) + nulls
+        return (seq, None, f"unknown opcode '{op_text}'", raw()) + nulls
     values: list[Any] = []
     for k, name in enumerate(names):
         if paths is not None:
             v = _follow(record, paths[k]) if k < len(paths) else None
         else:
-            v = _follow(record, [name])
+            key = at[k]
+            v = record[key] if key is not None else None
         if v is None:
             values.append(None)
             continue
@@ -238,5 +269,5 @@ def _record(seq: int, record: Any, names: list[str], converters: list, paths: li
             values.append(converters[k](v))
         except BadValue as e:
             shown = json.dumps(v, ensure_ascii=False, default=str)
-            return (seq, op, f"column {name}: {shown} {e}", raw) + nulls
+            return (seq, op, f"column {name}: {shown} {e}", raw()) + nulls
     return (seq, op, None, None, *values)
