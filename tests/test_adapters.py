@@ -418,3 +418,20 @@ def test_kill_9_during_a_socket_feed_loses_nothing_received_and_writes_nothing_t
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert _json_ids(out_json) == list(range(1, 221))  # every row once, in arrival order
+
+
+def test_ccl_status_shows_what_each_adapter_reported(tmp_path):
+    import ccl.ops.workspace as ws
+    from runtime.adapters.status import Status
+    from test_deploy import make_project
+
+    pd = make_project(tmp_path)
+    status = Status(os.path.join(pd.checkpoint, "adapters"), "Feed", "toolkit_socket_csv_input")
+    status.add(records=1200, retries=3)
+    status.update(state="retrying", address="127.0.0.1:9", last_error="connection refused")
+    with open(os.path.join(pd.checkpoint, "adapters", "Out.progress.json"), "w") as f:
+        f.write('{"batch": 3}')
+    state = ws.project_state(pd)
+    assert [a["adapter"] for a in state["adapters"]] == ["Feed"]
+    assert ("  adapter      Feed: retrying 127.0.0.1:9 (1,200 records, 3 retries, last error: "
+            "connection refused)") in ws.describe(state)

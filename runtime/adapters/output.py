@@ -323,6 +323,7 @@ class Feed:
         self.status = status
         self.progress = os.path.join(run_dir, "adapters", file_name(adapter) + ".progress.json")
         self.state = self._load()
+        self._listed = 0.0  # when the stats directory was last listed
         self.stop = threading.Event()
         self.thread: Optional[threading.Thread] = None
 
@@ -343,10 +344,19 @@ class Feed:
         os.replace(tmp, self.progress)
 
     def complete_batches(self) -> list[int]:
-        """The element's complete batches after the last delivered one, in order."""
-        name = file_name(self.element["name"])
+        """The element's complete batches after the last delivered one, in order: the next
+        numbers while their stats files exist, and (the element may have no stats for a batch
+        number) the directory listed at most once a second, not at every poll of a long run."""
+        stats = os.path.join(self.run_dir, "stats", file_name(self.element["name"]))
         out = []
-        for path in glob.glob(os.path.join(self.run_dir, "stats", name, "batch-*.json")):
+        batch = self.state["batch"] + 1
+        while os.path.exists(os.path.join(stats, f"batch-{batch:08d}.json")):
+            out.append(batch)
+            batch += 1
+        if out or time.monotonic() - self._listed < 1.0:
+            return out
+        self._listed = time.monotonic()
+        for path in glob.glob(os.path.join(stats, "batch-*.json")):
             m = _BATCH.match(os.path.basename(path))
             if m and int(m.group(1)) > self.state["batch"]:
                 out.append(int(m.group(1)))
@@ -403,6 +413,7 @@ class Feed:
         self.stop.set()
         if self.thread is not None:
             self.thread.join(timeout)
+        self._listed = 0.0  # list the directory: no batch is left behind
         try:
             self.run_once()
         except Exception as exc:

@@ -10,6 +10,8 @@ from typing import Any
 
 from ..file_names import file_name
 
+EVERY = 0.5  # seconds between two writes of the status file for counts alone
+
 
 class Status:
     """The live status of one adapter (thread-safe)."""
@@ -18,6 +20,7 @@ class Status:
         self.path = os.path.join(directory, file_name(adapter) + ".json")
         os.makedirs(directory, exist_ok=True)
         self._lock = threading.Lock()
+        self._written = 0.0
         self.data: dict[str, Any] = {"adapter": adapter, "type": kind, "state": "starting",
                                      "records": 0, "files": 0, "connections": 0, "retries": 0,
                                      "last_error": None}
@@ -29,12 +32,15 @@ class Status:
             self._write()
 
     def add(self, **increments: int) -> None:
+        """Count; the file is rewritten at most every :data:`EVERY` seconds for counts alone."""
         with self._lock:
             for k, v in increments.items():
                 self.data[k] = self.data.get(k, 0) + v
-            self._write()
+            if time.monotonic() - self._written >= EVERY:
+                self._write()
 
     def _write(self) -> None:
+        self._written = time.monotonic()
         tmp = self.path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(self.data, f, sort_keys=True)
