@@ -435,3 +435,31 @@ def test_ccl_status_shows_what_each_adapter_reported(tmp_path):
     assert [a["adapter"] for a in state["adapters"]] == ["Feed"]
     assert ("  adapter      Feed: retrying 127.0.0.1:9 (1,200 records, 3 retries, last error: "
             "connection refused)") in ws.describe(state)
+
+
+def test_socket_input_batches_fast_events_and_keeps_each_connections_header(tmp_path):
+    from runtime.adapters.config import socket_spec
+    from runtime.adapters.socket_input import SocketInput
+    from runtime.adapters.status import Status
+
+    adapter = {"name": "In", "type": "dsv_sockin_in", "direction": "input", "element": "E",
+               "properties": {"port": 0, "batchMillis": 60000}}
+    spec = socket_spec(adapter, str(tmp_path))
+    inbox = tmp_path / "inbox"
+    source = SocketInput(spec, str(inbox), [["id", "integer"], ["s", "string"]],
+                         Status(str(tmp_path / "st"), "In", "dsv_sockin_in")).start()
+    try:
+        with socket.create_connection(("127.0.0.1", source.port)) as a:
+            a.sendall(b"s,id\n" + b"".join(f"x,{i}\n".encode() for i in range(10_000)))
+        with socket.create_connection(("127.0.0.1", source.port)) as b:
+            b.sendall(b"1,y\n2,z")  # no header; the last line without its line feed
+        _wait(lambda: len(os.listdir(inbox)) == 2)  # each connection's end publishes its records
+    finally:
+        source.stop()
+    files = sorted(os.listdir(inbox))
+    texts = [open(inbox / n).read() for n in files]
+    by_header = {t.split("\n", 1)[0]: t for t in texts}
+    assert by_header["s,id"].count("\n") == 10_001  # one file for 10,000 fast events
+    assert by_header["1,y"] == "1,y\n2,z\n"
+    status = json.loads((tmp_path / "st" / "In.json").read_text())
+    assert status["records"] == 10_002 and status["connections"] == 2 and status["state"] == "stopped"
