@@ -198,8 +198,8 @@ def input_files(element: dict, plan: dict, options: RunOptions):
     # ESP's aliases resolved first, so the dsv_in default below yields to a csvMatchStreamName
     props = adapter_properties(adapter["properties"]) if adapter else {}
     kind = str(adapter["type"]).lower() if adapter is not None else ""
-    if kind == "dsv_in":
-        props.setdefault("matchstreamname", "true")  # dsv_in discards other streams' lines
+    if kind in ("dsv_in", "dsv_sockin_in", "dsv_sockout_in"):
+        props.setdefault("matchstreamname", "true")  # ESP's dsv adapters discard other streams' lines
     elif kind == "toolkit_file_xmllist_input":
         props["fileformat"] = XML_LIST
     elif kind in JSON_INPUTS:

@@ -463,3 +463,65 @@ def test_socket_input_batches_fast_events_and_keeps_each_connections_header(tmp_
     assert by_header["1,y"] == "1,y\n2,z\n"
     status = json.loads((tmp_path / "st" / "In.json").read_text())
     assert status["records"] == 10_002 and status["connections"] == 2 and status["state"] == "stopped"
+
+
+def _write_batch(run_dir, element: str, batch: int, ids: list[int]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    for what in ("changelog", "stats"):
+        os.makedirs(os.path.join(run_dir, what, element), exist_ok=True)
+    table = pa.table({"__op": ["i"] * len(ids), "__seq": list(range(len(ids), 0, -1)),
+                      "__inst": [0] * len(ids), "__sub": [0] * len(ids), "id": ids})
+    pq.write_table(table, os.path.join(run_dir, "changelog", element, f"batch-{batch:08d}.parquet"))
+    with open(os.path.join(run_dir, "stats", element, f"batch-{batch:08d}.json"), "w") as f:
+        f.write("{}")
+
+
+def test_socket_client_output_retries_until_its_server_is_up_and_never_resends_a_recorded_batch(tmp_path):
+    from runtime.adapters.config import socket_spec
+    from runtime.adapters.output import Feed, SocketClientSink, encoder
+    from runtime.adapters.status import Status
+
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there yet
+    element = {"name": "E", "columns": [["id", "integer"]]}
+    adapter = {"name": "Out", "type": "toolkit_socket_csv_output", "direction": "output",
+               "element": "E", "properties": {"host": "127.0.0.1", "port": port, "retryPeriod": 0.2}}
+    spec = socket_spec(adapter, str(tmp_path))
+    run_dir = str(tmp_path / "run")
+    _write_batch(run_dir, "E", 0, [1, 2])
+    _write_batch(run_dir, "E", 2, [3])  # batch 1 made no stats: found by the listing
+    stop = threading.Event()
+
+    def feed() -> Feed:
+        status = Status(os.path.join(run_dir, "adapters"), "Out", adapter["type"])
+        sink = SocketClientSink(spec, encoder("csv", "E", element["columns"], {}), status, stop)
+        return Feed(run_dir, element, "Out", sink, status).start()
+
+    first = feed()
+    time.sleep(1.0)  # retrying: connection refused
+    assert json.loads((tmp_path / "run" / "adapters" / "Out.json").read_text())["state"] == "retrying"
+    server = socket.create_server(("127.0.0.1", port))
+    got = bytearray()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                while data := conn.recv(65536):
+                    got.extend(data)
+    threading.Thread(target=serve, daemon=True).start()
+    _wait(lambda: got.count(b"\n") >= 4, 30)
+    first.finish()
+    assert got.decode() == "ESP_OPS,id\ni,2\ni,1\ni,3\n"  # in sequence order, batch by batch
+    _write_batch(run_dir, "E", 2, [3])  # batch 2 run again (a replay): already delivered
+    _write_batch(run_dir, "E", 3, [4])
+    second = feed()
+    _wait(lambda: got.count(b"\n") >= 6, 30)
+    second.finish()
+    server.close()
+    assert got.decode().endswith("ESP_OPS,id\ni,4\n")
