@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any, Callable
 
 from .csv_text import Row
@@ -155,8 +155,7 @@ def _documents(text: str) -> Iterator[tuple[Any, str, str | None]]:
         if pos >= end:
             return
         if text[pos] == "[":
-            yield from _array(text, pos)
-            pos = _after_array(text, pos)
+            pos = yield from _array(text, pos)
             continue
         try:
             value, stop = _DECODER.raw_decode(text, pos)
@@ -170,12 +169,13 @@ def _documents(text: str) -> Iterator[tuple[Any, str, str | None]]:
         pos = stop
 
 
-def _array(text: str, pos: int) -> Iterator[tuple[Any, str, str | None]]:
-    """The elements of the top-level array starting at ``pos`` (see :func:`_documents`)."""
+def _array(text: str, pos: int) -> Generator[tuple[Any, str, str | None], None, int]:
+    """The elements of the top-level array starting at ``pos`` (see :func:`_documents`); returns
+    where reading goes on after it."""
     try:  # the common case: the whole array parses
         value, stop = _DECODER.raw_decode(text, pos)
         yield value, text[pos:stop], None
-        return
+        return stop
     except json.JSONDecodeError:
         pass
     pos += 1
@@ -183,9 +183,9 @@ def _array(text: str, pos: int) -> Iterator[tuple[Any, str, str | None]]:
         pos = _SPACE.match(text, pos).end()
         if pos >= len(text):
             yield None, "", "not JSON: an array is not closed before the end of the text"
-            return
+            return pos
         if text[pos] == "]":
-            return
+            return pos + 1
         if text[pos] == ",":
             pos += 1
             continue
@@ -198,30 +198,6 @@ def _array(text: str, pos: int) -> Iterator[tuple[Any, str, str | None]]:
             line_end = len(text) if line_end < 0 else line_end
             yield None, text[pos:line_end].rstrip("\r"), f"not JSON: {exc.msg}"
             pos = line_end + 1
-
-
-def _after_array(text: str, pos: int) -> int:
-    """Where reading goes on after the top-level array starting at ``pos`` (walked as
-    :func:`_array` walks it)."""
-    try:
-        return _DECODER.raw_decode(text, pos)[1]
-    except json.JSONDecodeError:
-        pass
-    pos += 1
-    while True:
-        pos = _SPACE.match(text, pos).end()
-        if pos >= len(text):
-            return pos
-        if text[pos] == "]":
-            return pos + 1
-        if text[pos] == ",":
-            pos += 1
-            continue
-        try:
-            pos = _DECODER.raw_decode(text, pos)[1]
-        except json.JSONDecodeError:
-            line_end = text.find("\n", pos)
-            pos = len(text) if line_end < 0 else line_end + 1
 
 
 def _key_map(keys: tuple, names: list[str]) -> tuple[list, Any]:
