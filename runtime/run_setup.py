@@ -190,7 +190,7 @@ def input_files(element: dict, plan: dict, options: RunOptions):
     from .inputs.formats import JSON, XML_LIST, adapter_properties
     from .inputs.listing import FileSpec
 
-    JSON_INPUTS = (JSON_FILE_INPUT, "toolkit_socket_json_input")
+    json_inputs = (JSON_FILE_INPUT, "toolkit_socket_json_input")
 
     path = options.inputs.get(element["name"])
     adapter = next((a for a in plan["adapters"] if a["name"] == element["physical"]["input_adapter"]),
@@ -202,7 +202,7 @@ def input_files(element: dict, plan: dict, options: RunOptions):
         props.setdefault("matchstreamname", "true")  # ESP's dsv adapters discard other streams' lines
     elif kind == "toolkit_file_xmllist_input":
         props["fileformat"] = XML_LIST
-    elif kind in JSON_INPUTS:
+    elif kind in json_inputs:
         props["fileformat"] = JSON
     if kind in SOCKET_INPUTS and (path is None or os.path.isdir(path)):
         # the adapter's inbox (runtime/adapters): a bound directory, else one in the run directory

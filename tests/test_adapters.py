@@ -328,7 +328,10 @@ def test_ccl_check_warns_about_adapter_properties_that_mean_nothing_here(tmp_pat
     from ccl.config.project_config import load_project_config
     from runtime.adapters.config import JSON_FILE_INPUT, JSON_FILE_OUTPUT, SOCKET_INPUTS, SOCKET_OUTPUTS
 
+    from ccl.plan.physical import FILE_INPUT_ADAPTERS, SOCKET_INPUT_ADAPTERS
+
     assert set(USED) == {*SOCKET_INPUTS, *SOCKET_OUTPUTS, JSON_FILE_INPUT, JSON_FILE_OUTPUT}
+    assert set(SOCKET_INPUT_ADAPTERS) == set(SOCKET_INPUTS) and JSON_FILE_INPUT in FILE_INPUT_ADAPTERS
     path = tmp_path / "p.ccl"
     path.write_text(
         "create input stream S schema (id integer);\n"
