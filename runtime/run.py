@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -18,6 +19,8 @@ from pyspark.sql.streaming import StreamingQuery
 from ccl.plan.codec import plan_to_json
 from ccl.plan.model import Plan
 
+from .adapters.config import AdapterError
+from .adapters.service import Adapters, check_adapters
 from .batch_writers import arrow_transform, batch_writer
 from .frames import input_files_stream
 from .job import element_query
@@ -158,6 +161,14 @@ def _started(spark: SparkSession, frame: DataFrame, write: Callable[[DataFrame, 
     return writer.start()
 
 
+def _checked(call: Callable, *args: object):
+    """``call(*args)``, an adapter that cannot be used or started being a RunError."""
+    try:
+        return call(*args)
+    except AdapterError as exc:
+        raise RunError(str(exc)) from None
+
+
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -193,6 +204,9 @@ def run_plan(spark: SparkSession, typed: Plan, options: RunOptions, out_dir: str
     began = time.monotonic()
     plan = plan_to_json(typed)  # the rest of the runtime reads the plan's JSON form
     output_adapters(plan, options.base_dir)  # refused now rather than when the run ends
+    _checked(check_adapters, plan, options.base_dir)
+    if options.run_dir is None:  # the socket adapters' inboxes are in the run directory
+        options = replace(options, run_dir=tempfile.mkdtemp(prefix="ccl-run-"))
     wanted = options.buckets
     options = replace(options, buckets=wanted or auto_buckets(spark.sparkContext.defaultParallelism))
     dirs = prepare_run_dir(plan, options)
@@ -205,13 +219,18 @@ def run_plan(spark: SparkSession, typed: Plan, options: RunOptions, out_dir: str
         rebucket_run(dirs, plan, layout, options.buckets)
         layout = layout_of(dirs.root)
     stop = stop or threading.Event()
+    adapters = _checked(Adapters(plan, dirs.root, options.base_dir, options.inputs).start,
+                        not options.until_idle)
     # (again: SparkContext replaced the caller's SIGINT handler by its own, which raises
     # KeyboardInterrupt)
-    with stopped_by_signals(stop):
-        if options.until_idle:
-            _run_until_idle(spark, plan, options, dirs, layout, stop)
-        else:
-            _run_until_stopped(spark, plan, options, dirs, layout, status, stop)
+    try:
+        with stopped_by_signals(stop):
+            if options.until_idle:
+                _run_until_idle(spark, plan, options, dirs, layout, stop)
+            else:
+                _run_until_stopped(spark, plan, options, dirs, layout, status, stop)
+    finally:
+        adapters.stop()  # outputs get the last batches; inputs' last records wait in the inboxes
     report = write_outputs(spark, plan, dirs, out_dir, options.base_dir, time.monotonic() - began)
     return RunResult(report, dirs.root, out_dir)
 

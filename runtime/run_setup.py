@@ -203,8 +203,12 @@ def atomic_json(path: str, data: object) -> None:
 def input_files(element: dict, plan: dict, options: RunOptions):
     """Where an input element's rows come from: a ``--input`` binding or a file input adapter
     (the plan's ``input_adapter``); the adapter's properties shape the parsing."""
-    from .inputs.formats import XML_LIST, adapter_properties
+    from .adapters.config import JSON_FILE_INPUT, SOCKET_INPUTS
+    from .adapters.service import inbox_directory
+    from .inputs.formats import JSON, XML_LIST, adapter_properties
     from .inputs.listing import FileSpec
+
+    json_inputs = (JSON_FILE_INPUT, "toolkit_socket_json_input")
 
     path = options.inputs.get(element["name"])
     adapter = next((a for a in plan["adapters"] if a["name"] == element["physical"]["input_adapter"]),
@@ -212,10 +216,17 @@ def input_files(element: dict, plan: dict, options: RunOptions):
     # ESP's aliases resolved first, so the dsv_in default below yields to a csvMatchStreamName
     props = adapter_properties(adapter["properties"]) if adapter else {}
     kind = str(adapter["type"]).lower() if adapter is not None else ""
-    if kind == "dsv_in":
-        props.setdefault("matchstreamname", "true")  # dsv_in discards other streams' lines
+    if kind in ("dsv_in", "dsv_sockin_in", "dsv_sockout_in"):
+        props.setdefault("matchstreamname", "true")  # ESP's dsv adapters discard other streams' lines
     elif kind == "toolkit_file_xmllist_input":
         props["fileformat"] = XML_LIST
+    elif kind in json_inputs:
+        props["fileformat"] = JSON
+    if kind in SOCKET_INPUTS and (path is None or os.path.isdir(path)):
+        # the adapter's inbox (runtime/adapters): a bound directory, else one in the run directory
+        if options.run_dir is None:
+            return None, props
+        return FileSpec(inbox_directory(options.run_dir, element["name"], path), None, "*"), props
     if path is None and adapter is not None:
         directory = os.path.join(options.base_dir, str(props.get("dir", ".")))
         if props.get("file"):  # a path under dir is read from its own directory
@@ -238,12 +249,20 @@ def inputs_without_files(typed: Plan, options: RunOptions) -> list[str]:
     notes = []
     for e in plan["elements"]:
         spec = input_files(e, plan, options)[0] if is_input(e) else None
-        if spec is None or list_new_files(spec, ()):
+        if spec is None or list_new_files(spec, ()) or _socket_fed(e, plan):
             continue
         where = os.path.join(spec.dir, spec.file or spec.pattern or "*")
         notes.append(f"input '{e['name']}' has no file yet: nothing matches {where}"
                      + ("" if os.path.isdir(spec.dir) else " (the directory does not exist)"))
     return notes
+
+
+def _socket_fed(element: dict, plan: dict) -> bool:
+    """Whether a socket input adapter fills ``element``'s input directory (empty at first)."""
+    from .adapters.config import SOCKET_INPUTS
+    adapter = element["physical"]["input_adapter"]
+    return any(a["name"] == adapter and str(a["type"]).lower() in SOCKET_INPUTS
+               for a in plan["adapters"])
 
 
 def hidden_file(element: dict, plan: dict, options: RunOptions) -> bool:

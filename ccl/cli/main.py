@@ -569,7 +569,7 @@ def _bindings(items: list[str]) -> dict[str, str]:
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl run`: check, plan and run a project on Spark."""
     from ..plan.codec import plan_to_json
-    from ..plan.physical import FILE_INPUT_ADAPTERS, unread_adapters
+    from ..plan.physical import READ_INPUT_ADAPTERS, SOCKET_INPUT_ADAPTERS, unread_adapters
     from ..plan.planner import PlanError, build_plan
     from ..config.project_config import project_name
 
@@ -599,8 +599,13 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for a in unread_adapters(plan_to_json(plan), inputs):
         err.write(f"ccl run: note: input adapter '{a['name']}' of '{a['element']}' has type "
                   f"{a['type']}, which this runtime does not read (it reads "
-                  f"{' and '.join(FILE_INPUT_ADAPTERS)} files); '{a['element']}' gets rows only "
+                  f"{', '.join(READ_INPUT_ADAPTERS)}); '{a['element']}' gets rows only "
                   f"with --input {a['element']}=FILE\n")
+    if args.until_idle:
+        for a in plan_to_json(plan).get("adapters", []):
+            if a["direction"] == "input" and str(a["type"]).lower() in SOCKET_INPUT_ADAPTERS:
+                err.write(f"ccl run: note: socket input adapter '{a['name']}' does not run in an "
+                          f"--until-idle run; '{a['element']}' reads what its inbox holds\n")
 
     settings = config.settings
     _require_rocksdb(settings)

@@ -14,6 +14,7 @@ from typing import Mapping, Optional
 from ..syntax import nodes as n
 from .ccr import CcrFile
 from ..diagnostics import Diagnostic
+from .adapter_types import property_warnings
 from .parameters import ResolvedParameter
 from ..syntax.printer import expr as expr_text
 from ..syntax.project import LoadedProject
@@ -99,5 +100,7 @@ def adapter_properties(project: LoadedProject, ccr: Optional[CcrFile],
                         adapter.properties[prop.name] = AdapterProperty(
                             prop.name, _masked(prop.name, prop.value), ".ccr", prop.span,
                             f"property set {found.name}")
+        diags += property_warnings(adapter.type, adapter.direction, adapter.name,
+                                   [(p.name, p.span) for p in adapter.properties.values()], stmt.span)
         out.append(adapter)
     return out, diags

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
+import glob
 import json
 import os
 import re
@@ -317,7 +318,7 @@ def project_state(pd: ProjectDir, now: Optional[float] = None) -> dict:
                  "pid": meta.get("pid") if alive else None, "started": started,
                  "batches": c.batches, "rows_in": c.rows_in, "bad_records": c.bad_records,
                  "last_batch": c.last_batch, "uptime": None, "rows_per_second": None,
-                 "exit_code": None, "detail": ""}
+                 "exit_code": None, "detail": "", "adapters": adapter_states(pd)}
     if alive:
         stop_asked = meta.get("stop_requested") and meta["stop_requested"] >= (started or 0)
         if stop_asked:
@@ -381,6 +382,18 @@ def format_time(epoch: Optional[float]) -> str:
     return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def adapter_states(pd: ProjectDir) -> list[dict]:
+    """What each socket or fed output adapter of the project last reported
+    (``CHECKPOINT/adapters/NAME.json``, written by runtime/adapters/status.py)."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(pd.checkpoint, "adapters", "*.json"))):
+        if not path.endswith(".progress.json"):
+            state = read_json(path)
+            if isinstance(state, dict):
+                found.append(state)
+    return found
+
+
 def describe(state: dict, now: Optional[float] = None) -> list[str]:
     """``ccl status NAME``: one line per fact."""
     now = time.time() if now is None else now
@@ -405,6 +418,11 @@ def describe(state: dict, now: Optional[float] = None) -> list[str]:
     rate_text = f" ({rate:,.1f} rows/s over the last {int(RATE_WINDOW)} s)" if rate is not None else ""
     lines.append(f"  rows in      {state['rows_in']:,}{rate_text}")
     lines.append(f"  bad records  {state['bad_records']:,}")
+    for a in state.get("adapters") or []:
+        where = f" {a['address']}" if a.get("address") else ""
+        error = f", last error: {a['last_error']}" if a.get("last_error") else ""
+        lines.append(f"  adapter      {a.get('adapter')}: {a.get('state')}{where} ({a.get('records', 0):,} "
+                     f"records, {a.get('retries', 0)} retries{error})")
     return lines
 
 

@@ -101,17 +101,22 @@ def _source_kind(element: Mapping, plan: Mapping) -> str:
     return READ_AS.get(kind, kind)
 
 
-# Input adapter types whose files the runtime reads (ESP's delimited-file and XML list input
-# adapters). An element with another kind of adapter (Kafka, HANA, JSON, sockets, ...) has rows
-# only from ``--input``.
-FILE_INPUT_ADAPTERS = ("toolkit_file_csv_input", "dsv_in", "toolkit_file_xmllist_input")
+# Input adapter types whose files the runtime reads (ESP's delimited-file, XML list and JSON file
+# input adapters), and those whose records runtime/adapters receives from a socket into the
+# element's inbox directory. An element with another kind of adapter (Kafka, HANA, MQTT, ...) has
+# rows only from ``--input``.
+FILE_INPUT_ADAPTERS = ("toolkit_file_csv_input", "dsv_in", "toolkit_file_xmllist_input",
+                       "toolkit_file_json_input")
+SOCKET_INPUT_ADAPTERS = ("toolkit_socket_csv_input", "toolkit_socket_json_input", "dsv_sockout_in",
+                         "dsv_sockin_in")
+READ_INPUT_ADAPTERS = FILE_INPUT_ADAPTERS + SOCKET_INPUT_ADAPTERS
 
 
 def input_adapter(plan: Mapping, element: str) -> Optional[Mapping]:
-    """The first input adapter ATTACHed to ``element`` whose files the runtime reads, if any."""
+    """The first input adapter ATTACHed to ``element`` whose rows the runtime reads, if any."""
     return next((a for a in plan.get("adapters", [])
                  if a.get("direction") == "input" and a.get("element") == element
-                 and str(a.get("type", "")).lower() in FILE_INPUT_ADAPTERS), None)
+                 and str(a.get("type", "")).lower() in READ_INPUT_ADAPTERS), None)
 
 
 def unread_adapters(plan: Mapping, bound: Iterable[str]) -> list[Mapping]:
@@ -120,7 +125,7 @@ def unread_adapters(plan: Mapping, bound: Iterable[str]) -> list[Mapping]:
     bound = set(bound)
     return [a for a in plan.get("adapters", [])
             if a.get("direction") == "input" and a.get("element") not in bound
-            and str(a.get("type", "")).lower() not in FILE_INPUT_ADAPTERS
+            and str(a.get("type", "")).lower() not in READ_INPUT_ADAPTERS
             and input_adapter(plan, a.get("element")) is None]
 
 

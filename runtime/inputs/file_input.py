@@ -118,7 +118,7 @@ def numbered_slices(files: FileSpec, fmt: CsvFormat, numbers: dict[str, int],
     slices = []
     for nm, no in sorted(numbers.items(), key=lambda item: item[1]):
         path = os.path.join(files.dir, nm)
-        for start, end, first_line in file_slices(path, 0 if fmt.xml_list else slice_bytes):
+        for start, end, first_line in file_slices(path, 0 if fmt.whole_files else slice_bytes):
             slices.append((no, os.path.abspath(path), start, end, first_line))
     return slices
 

@@ -34,8 +34,11 @@ _PROPERTY_ALIASES = {
     "csvbigdatetimeformat": "bigdatetimeformat", "csvmatchstreamname": "matchstreamname",
     "xmllistseconddateformat": "dateformat", "xmllistmsdateformat": "timestampformat",
     "xmllistbigdatetimeformat": "bigdatetimeformat",
+    "jsonseconddateformat": "dateformat", "jsonmsdateformat": "timestampformat",
+    "jsonbigdatetimeformat": "bigdatetimeformat",
 }
 XML_LIST = "xmllist"  # the ``fileformat`` property of a toolkit_file_xmllist_input adapter
+JSON = "json"  # the ``fileformat`` of JSON input adapters (runtime/inputs/json_rows.py)
 
 
 def adapter_properties(options: dict | None) -> dict[str, Any]:
@@ -65,6 +68,9 @@ class CsvFormat:
     bigdatetime_format: str | None = None
     stream_name: str | None = None  # with stream_opcode: read only the lines of this stream
     xml_list: bool = False  # ESP's XML list format (runtime/inputs/xml_list.py) instead of CSV
+    json: bool = False  # JSON records (runtime/inputs/json_rows.py) instead of CSV
+    json_root: str | None = None  # ESP's jsonRootpath: where the records are in a JSON document
+    json_columns: tuple[str, ...] = ()  # ESP's jsonColsMappingList: a path per column
 
     @classmethod
     def from_options(cls, options: dict | None = None, element: str | None = None) -> CsvFormat:
@@ -85,9 +91,18 @@ class CsvFormat:
         has_header = False if stream_opcode else header
         match = property_flag(o.get("matchstreamname", "false"), "matchStreamName")
         match = stream_opcode and element is not None and match
+        file_format = str(o.get("fileformat", "")).lower()
+        mapping = str(o.get("jsoncolsmappinglist") or "").strip()
+        json_columns = tuple(p.strip() for p in mapping.split(",")) if mapping not in ("", "*") else ()
         return cls(delimiter, has_header, stream_opcode, o.get("dateformat") or None,
                    o.get("timestampformat") or None, o.get("bigdatetimeformat") or None,
-                   element if match else None, str(o.get("fileformat", "")).lower() == XML_LIST)
+                   element if match else None, file_format == XML_LIST, file_format == JSON,
+                   str(o.get("jsonrootpath") or "").strip() or None, json_columns)
+
+    @property
+    def whole_files(self) -> bool:
+        """Whether a file is read by one task (XML lists and JSON are not cut into slices)."""
+        return self.xml_list or self.json
 
     def time_format(self, kind: str) -> str | None:
         """The pattern of date-time columns of ``kind`` (date, timestamp, bigdatetime), if any."""

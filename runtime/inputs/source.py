@@ -67,6 +67,9 @@ def read_partition(path: str, columns: Sequence[Sequence[str]], fmt: CsvFormat, 
     if fmt.xml_list:
         from .xml_list import parse_xml_list
         rows = parse_xml_list(data.decode("utf-8", "replace"), columns, fmt, file_no)
+    elif fmt.json:
+        from .json_rows import parse_json_text
+        rows = parse_json_text(data.decode("utf-8", "replace"), columns, fmt, file_no)
     else:
         if schema is not None:
             from .csv_arrow import parse_slice_arrow
@@ -177,7 +180,7 @@ def _make_source_classes() -> tuple[type, type]:
             out = []
             for no in range(first, len(names)):
                 path = os.path.join(self.spec.dir, names[no])
-                slice_bytes = 0 if self.fmt.xml_list else self.slice_bytes
+                slice_bytes = 0 if self.fmt.whole_files else self.slice_bytes
                 for start_byte, end_byte, lines in file_slices(path, slice_bytes):
                     out.append(FilePartition(no, path, start_byte, end_byte, lines))
             return out

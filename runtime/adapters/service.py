@@ -1,0 +1,128 @@
+"""Starting a run's adapters with it and stopping them with it (runtime/run.py)."""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any, Optional
+
+from ..file_names import file_name
+from .config import JSON_FILE_OUTPUT, SOCKET_INPUTS, SOCKET_OUTPUTS, AdapterError, socket_spec
+from .output import Feed, SocketClientSink, SocketServerSink, encoder, json_file_sink
+from .socket_input import SocketInput
+from .status import Status
+
+log = logging.getLogger("ccl.runtime")
+
+
+def inbox_directory(run_dir: str, element: str, bound: Optional[str] = None) -> str:
+    """Where a socket input adapter of ``element`` writes: the directory ``--input`` binds (a
+    deployed project's input directory), else ``RUN/inbox/ELEMENT``."""
+    if bound is not None and os.path.isdir(bound):
+        return bound
+    return os.path.join(run_dir, "inbox", file_name(element))
+
+
+def check_adapters(plan: dict, base_dir: str) -> None:
+    """AdapterError, before anything runs, for socket and JSON output adapters whose properties
+    cannot be used."""
+    elements = {e["name"]: e for e in plan["elements"]}
+    for a in plan.get("adapters", []):
+        kind = str(a["type"]).lower()
+        if a["element"] not in elements:
+            continue
+        if (a["direction"] == "input" and kind in SOCKET_INPUTS
+                or a["direction"] == "output" and kind in SOCKET_OUTPUTS):
+            spec = socket_spec(a, base_dir)
+            if a["direction"] == "output":
+                try:
+                    encoder(spec.payload, a["element"], elements[a["element"]]["columns"],
+                            spec.properties)
+                except ValueError as exc:
+                    raise AdapterError(f"adapter '{a['name']}': {exc}") from None
+        elif a["direction"] == "output" and kind == JSON_FILE_OUTPUT:
+            try:
+                json_file_sink(a, elements[a["element"]], base_dir)
+            except ValueError as exc:
+                raise AdapterError(f"adapter '{a['name']}': {exc}") from None
+
+
+class Adapters:
+    """The socket input adapters and the fed output adapters of one run."""
+
+    def __init__(self, plan: dict, run_dir: str, base_dir: str, inputs: dict[str, str]) -> None:
+        self.plan = plan
+        self.run_dir = run_dir
+        self.base_dir = base_dir
+        self.inputs = inputs
+        self.status_dir = os.path.join(run_dir, "adapters")
+        self.sources: list[SocketInput] = []
+        self.feeds: list[Feed] = []
+        self.stop_event = threading.Event()
+
+    def start(self, live: bool) -> "Adapters":
+        """Start the output feeds and, when the run goes on until stopped (``live``), the socket
+        inputs (an until-idle run reads what is in the inboxes already). AdapterError when one
+        cannot start (a port in use, say); what started is stopped again."""
+        elements = {e["name"]: e for e in self.plan["elements"]}
+        try:
+            for a in self.plan.get("adapters", []):
+                kind = str(a["type"]).lower()
+                element = elements.get(a["element"])
+                if element is None:
+                    continue
+                if a["direction"] == "input" and kind in SOCKET_INPUTS:
+                    bound = self.inputs.get(a["element"])
+                    if bound is not None and not os.path.isdir(bound):
+                        continue  # --input ELEMENT=FILE replaces the adapter
+                    if live:
+                        self._start_input(a, element, inbox_directory(self.run_dir, a["element"], bound))
+                elif a["direction"] == "output" and (kind in SOCKET_OUTPUTS or kind == JSON_FILE_OUTPUT):
+                    self._start_output(a, element, kind)
+        except (OSError, AdapterError) as exc:
+            self.stop()
+            raise AdapterError(str(exc)) from None
+        return self
+
+    def _start_input(self, adapter: dict, element: dict, inbox: str) -> None:
+        spec = socket_spec(adapter, self.base_dir)
+        status = Status(self.status_dir, adapter["name"], adapter["type"])
+        try:
+            source = SocketInput(spec, inbox, element["columns"], status).start()
+        except OSError as exc:
+            raise AdapterError(f"adapter '{adapter['name']}' cannot listen on "
+                               f"{spec.host}:{spec.port}: {exc.strerror or exc}") from None
+        self.sources.append(source)
+
+    def _start_output(self, adapter: dict, element: dict, kind: str) -> None:
+        status = Status(self.status_dir, adapter["name"], adapter["type"])
+        sink: Any
+        if kind == JSON_FILE_OUTPUT:
+            sink = json_file_sink(adapter, element, self.base_dir)
+            status.update(state="writing", path=sink.path)
+        else:
+            spec = socket_spec(adapter, self.base_dir)
+            enc = encoder(spec.payload, element["name"], element["columns"], spec.properties)
+            if spec.server:
+                try:
+                    sink = SocketServerSink(spec, enc, status, self.stop_event)
+                except OSError as exc:
+                    raise AdapterError(f"adapter '{adapter['name']}' cannot listen on "
+                                       f"{spec.host}:{spec.port}: {exc.strerror or exc}") from None
+            else:
+                sink = SocketClientSink(spec, enc, status, self.stop_event)
+        self.feeds.append(Feed(self.run_dir, element, adapter["name"], sink, status).start())
+
+    def stop_inputs(self) -> None:
+        """Stop the socket inputs (what they received is in the inboxes when this returns)."""
+        for source in self.sources:
+            source.stop()
+        self.sources = []
+
+    def stop(self) -> None:
+        """Stop the inputs, then deliver the outputs' last batches and close them."""
+        self.stop_inputs()
+        self.stop_event.set()
+        for feed in self.feeds:
+            feed.finish()
+        self.feeds = []
