@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 
 from .processor import INST, BucketRun, gc_paused, output_schema
 from .spark_hash import spark_hash_int
-from .state.rows import attach, detach, uses_window_store, window_states
+from .state.rows import attach, detach, holds_stored_state, uses_window_store
 from .state.store import BucketStore, create, read_layout
 
 BUCKET = "__bucket"
@@ -164,8 +164,9 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
             store.begin(batch_id)
             attach(states, store)
             out = _processed(runner, states, table, now, timed)
+            deadline = (runner.next_deadline(states),) if timed else None  # (from the store)
             detach(states, store)
-            save_states(state_dir, bucket, batch_id, states)
+            save_states(state_dir, bucket, batch_id, states, deadline)
             store.commit(batch_id)
         return out
     return run
@@ -185,10 +186,11 @@ def _processed(runner: BucketRun, states: dict, table: Any, now: int, timed: boo
 
 
 def _holds_windows(runner: BucketRun) -> bool:
-    """Whether the element of ``runner`` keeps window rows (else no store is opened for it)."""
+    """Whether the element of ``runner`` keeps window rows or aggregate groups (else no store is
+    opened for it)."""
     held = _HOLDS.get(id(runner))
     if held is None:
-        held = _HOLDS[id(runner)] = any(True for _ in window_states(runner.engine.initial_state()))
+        held = _HOLDS[id(runner)] = holds_stored_state(runner.engine.initial_state())
     return held
 
 

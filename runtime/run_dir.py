@@ -17,6 +17,7 @@ from typing import Optional
 from ccl.plan.model import PLAN_VERSION
 
 from .file_names import file_name
+from .state.rows import LAYOUT as STATE_LAYOUT
 
 PLAN_FILE = "plan.json"
 RUN_FILE = "run.json"
@@ -67,6 +68,10 @@ def older_layout(root: str, saved: dict) -> Optional[str]:
     if not isinstance(run, dict) or "window_store" not in run:
         return ("it was written by an older ccl that kept the rows of windows in the state files "
                 "of their elements, not in the state store this ccl reads")
+    if run.get("state_store") != STATE_LAYOUT:
+        return ("it was written by an older ccl that kept the groups of aggregates and the rows of "
+                "windows with a time KEEP in the state files of their elements, not in the state "
+                "store this ccl reads")
     return None
 
 

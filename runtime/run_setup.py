@@ -23,7 +23,7 @@ from ccl.plan.model import Plan
 
 from .run_dir import (PLAN_FILE, RUN_FILE, RunDirs, by_group, older_layout, saved_plan,
                       why_not_resumable)
-from .state.rows import uses_window_store
+from .state.rows import LAYOUT as STATE_LAYOUT, uses_window_store
 from .topology import is_input, ports_of
 
 
@@ -92,7 +92,8 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
     window_store = [e["name"] for e in plan["elements"] if uses_window_store(e)]
     atomic_json(os.path.join(root, RUN_FILE), {"buckets": options.buckets, "unrecorded": unrecorded,
                                                "file_source": file_source, "project_query": project,
-                                               "window_store": window_store})
+                                               "window_store": window_store,
+                                               "state_store": STATE_LAYOUT})
     with open(saved + ".tmp", "w", encoding="utf-8") as f:  # last: the mark of a run begun
         json.dump(plan, f, indent=1, sort_keys=True)
     os.replace(saved + ".tmp", saved)

@@ -447,7 +447,7 @@ def test_deploy_refuses_a_checkpoint_it_cannot_resume(tmp_path, monkeypatch):
     before.parent.mkdir()
     before.write_text(src.read_text().replace("partitions 3", "partitions 4"))
     old, _ = plan_json(str(before))
-    ws.write_json(os.path.join(pd.checkpoint, "run.json"), {"buckets": 8, "unrecorded": [], "window_store": [],
+    ws.write_json(os.path.join(pd.checkpoint, "run.json"), {"buckets": 8, "unrecorded": [], "window_store": [], "state_store": 2,
                                                             "file_source": []})
     ws.write_json(os.path.join(pd.checkpoint, "plan.json"), old)
     code, _, err = run("deploy", str(src), "--master", "spark://127.0.0.1:7077")
