@@ -218,9 +218,9 @@ class StoredTimes(MutableMapping):
         return self._size
 
     def __iter__(self) -> Iterator[tuple]:
-        # the time index read without expiring: a copy of the store's walk is not worth it for
-        # what needs it (nothing in the engine walks a time KEEP's times but expire)
-        raise TypeError("a time KEEP's stored times are read by pop_due and earliest, not walked")
+        # (the engine does not walk them: expire and next_deadline use pop_due and earliest)
+        for _, key in self._store.timed(self._ns):
+            yield key[1:]
 
 
 def _parts(state: Any, path: tuple = ()) -> Iterator[tuple[str, str, dict]]:
