@@ -1,8 +1,20 @@
-"""A KEEP ALL window's micro-batch through the runtime's own bucket function, before and after its
-rows moved to the state store (issue 27): batch time and peak memory as the rows held grow.
+"""A micro-batch through the runtime's own bucket function, before and after its state moved to the
+state store (issue 27): batch time and peak memory as the state held grows.
 
-    python bench/state_engine.py [--held 100000,1000000,2000000] [--batch 100000] [--batches 3]
-                                 [--candidates pickle,store]
+    python bench/state_engine.py [--workload keepall|groupby|keephour] [--held 100000,1000000]
+                                 [--batch 100000] [--batches 3] [--candidates pickle,store]
+
+Workloads (``--held`` counts rows held, groups for ``groupby``):
+
+- ``keepall`` (below): a KEEP ALL window keyed by OrderId, each batch new orders;
+- ``groupby``: ``GROUP BY Account`` (count, sum, max, HAVING) over the orders stream, partitioned
+  by Account over 4 instances: ``--held`` groups held (each its group, its output key and its
+  window row), each batch's orders go to ``--batch`` distinct held groups (the columnar batch
+  path: one change per group and batch);
+- ``keephour``: a ``KEEP 1 HOUR`` window keyed by OrderId (an element with timers, run as the
+  project's query runs it: rows at the batch's time, then expiry): the rows held are spread over
+  the last hour, each batch inserts ``--batch`` new orders and the clock moves on so that about
+  as many of the oldest expire.
 
 The project: orders into a ``KEEP ALL`` window keyed by OrderId, ``PARTITION BY o HASH(Account)
 PARTITIONS 4``. Each batch brings ``--batch`` new orders spread over the 4 instances (one bucket
@@ -40,8 +52,25 @@ create output window Held primary key (OrderId) keep all
   partition by Orders hash(Account) partitions 4
   as select * from Orders;
 """
+PROJECTS = {
+    "keepall": (PROJECT, "Held"),
+    "groupby": ("""
+create input stream Orders schema (OrderId integer, Account string, Qty integer, Price float);
+create output window Totals primary key deduced partition by Orders hash(Account) partitions 4
+  as select o.Account, count(*) n, sum(o.Qty) qty, max(o.Price) top from Orders o
+  group by o.Account having count(*) > 0;
+""", "Totals"),
+    "keephour": ("""
+create input stream Orders schema (OrderId integer, Account string, Qty integer, Price float);
+create output window Held primary key (OrderId) keep 1 hour
+  partition by Orders hash(Account) partitions 4
+  as select * from Orders;
+""", "Held"),
+}
 INSTANCES = 4
 LOAD_CHUNK = 200_000
+HOUR = 3_600_000
+T0 = 1_700_000_000_000  # the clock of the first batch (keephour)
 
 
 def _row(order_id: int) -> dict:
@@ -66,75 +95,186 @@ def _table(first: int, count: int, inst: int, seq: int):
         "__p0": pa.array(rows, struct), "__bucket": pa.array([inst] * n, pa.int32())})
 
 
+def _group_table(held: int, batch: int, b: int, inst: int, seq: int):
+    """groupby: the processor input of bucket ``inst`` in batch ``b``: ``batch / 4`` orders, each
+    to another of its held groups (account ``G<g>``, ``g % 4 == inst``), spread by a stride."""
+    per, span = batch // INSTANCES, held // INSTANCES
+    groups = [inst + INSTANCES * ((k * 7919 + b * 104729) % span) for k in range(per)]
+    rows = [{"OrderId": held + b * batch + k, "Account": f"G{g}", "Qty": (g + b) % 97 + 1,
+             "Price": float((g * 31 + b) % 1000) / 8} for k, g in enumerate(groups)]
+    return _arrow(rows, inst, seq)
+
+
+def _arrow(rows: list, inst: int, seq: int):
+    import pyarrow as pa
+    n = len(rows)
+    struct = pa.struct([("OrderId", pa.int32()), ("Account", pa.string()), ("Qty", pa.int32()),
+                        ("Price", pa.float64())])
+    return pa.table({
+        "__port": pa.array([0] * n, pa.int32()), "__seq": pa.array(range(seq, seq + n), pa.int64()),
+        "__sub": pa.array([0] * n, pa.int64()), "__src": pa.array([0] * n, pa.int32()),
+        "__op": pa.array(["i"] * n), "__inst": pa.array([inst] * n, pa.int32()),
+        "__why": pa.array([None] * n, pa.string()), "__raw": pa.array([None] * n, pa.string()),
+        "__p0": pa.array(rows, struct), "__bucket": pa.array([inst] * n, pa.int32())})
+
+
+def _group(g: int) -> tuple:
+    """groupby: a held group as the engine keeps it after one order (the columnar batch path's
+    structure: count, accumulators of count/sum/max, last row, the row shown), its output row."""
+    qty, price = g % 97 + 1, float(g % 1000) / 8
+    acct = f"G{g}"
+    shown = {"Account": acct, "n": 1, "qty": qty, "top": price}
+    group = {"n": 1, "acc": [1, [qty, 1], price], "rows": {}, "emitted": shown,
+             "row": {"o": {"OrderId": g, "Account": acct, "Qty": qty, "Price": price}}}
+    return (acct,), group, shown
+
+
+def _hour_time(i: int, held: int) -> int:
+    """keephour: the time of held row ``i``: the rows spread over the hour before the first batch."""
+    return T0 + (i * HOUR) // held
+
+
+def _hour_now(held: int, batch: int, n: int) -> int:
+    """keephour: the clock of timed batch ``n`` (0: the first after the load): about ``batch``
+    more of the oldest rows are an hour old."""
+    return T0 + HOUR + ((n + 1) * batch * HOUR) // held
+
+
+def _load(workload: str, cand: str, held: int, state: str) -> tuple[float, int]:
+    """Put ``held`` rows (groups) straight into the buckets' states as the engine keeps them,
+    after batch 0 made each instance's state; the load's time and the next batch id."""
+    from runtime.arrow_state import load_states, rows_root, save_states
+    from runtime.state import BucketStore
+
+    t0 = time.perf_counter()
+    load_id = 1
+    for inst in range(INSTANCES):
+        states = load_states(state, inst, 1)
+        st = states[inst]
+        window = st["output"]
+        if workload == "groupby":
+            agg = st["selects"][0]["agg"]
+            gs = range(INSTANCES + inst, held + INSTANCES, INSTANCES)
+            if cand == "pickle":
+                for g in gs:
+                    key, group, shown = _group(g)
+                    agg["groups"][key] = group
+                    agg["out"][key] = key
+                    window["rows"][key] = shown
+            else:
+                with BucketStore.open(rows_root(state), inst) as s:
+                    for lo in range(0, len(gs), LOAD_CHUNK):
+                        s.begin(load_id)
+                        for g in gs[lo:lo + LOAD_CHUNK]:
+                            key, group, shown = _group(g)
+                            s.put("a.selects.0.agg.g", (inst, *key), group)
+                            s.put("a.selects.0.agg.o", (inst, *key), key)
+                            s.put("w.output", (inst, *key), shown)
+                        s.commit(load_id)
+                        load_id += 1
+                    s.compact()
+                agg["groups"] += len(gs)
+                agg["out"] += len(gs)
+                window["rows"] += len(gs)
+        else:
+            ids = range(INSTANCES + inst, held, INSTANCES)
+            timed = workload == "keephour"
+            if cand == "pickle":
+                window["rows"].update(((i,), _row(i)) for i in ids)
+                if timed:
+                    window["times"].update(((i,), _hour_time(i, held)) for i in ids)
+            else:
+                with BucketStore.open(rows_root(state), inst) as s:
+                    for lo in range(0, len(ids), LOAD_CHUNK):
+                        s.begin(load_id)
+                        for i in ids[lo:lo + LOAD_CHUNK]:
+                            s.put("w.output", (inst, i), _row(i))
+                            if timed:
+                                s.put_timed(f"w.output.t{inst}", (inst, i), None, _hour_time(i, held))
+                        s.commit(load_id)
+                        load_id += 1
+                    s.compact()
+                window["rows"] += len(ids)
+                if timed:
+                    window["times"] += len(ids)
+        save_states(state, inst, 1, states)
+    return time.perf_counter() - t0, max(load_id, 2)
+
+
 def _du(path: str) -> int:
     from state_store import du
     return du(path)
 
 
-def _plan(d: str) -> str:
+def _plan(d: str, text: str = PROJECT) -> str:
     from planned import plan_json
     path = os.path.join(d, "p.ccl")
     with open(path, "w") as f:
-        f.write(PROJECT)
+        f.write(text)
     plan, diags = plan_json(path)
     assert plan is not None, [str(x) for x in diags]
     return json.dumps(plan)
 
 
-def run_one(cand: str, held: int, batch: int, batches: int, d: str) -> dict:
-    """Load ``held`` rows over the 4 buckets, then time ``batches`` batches of ``batch`` orders."""
+def run_one(cand: str, held: int, batch: int, batches: int, d: str,
+            workload: str = "keepall") -> dict:
+    """Load ``held`` rows (groups) over the 4 buckets, then time ``batches`` batches of ``batch``
+    orders."""
     import runtime.arrow_state as arrow_state
-    from runtime.arrow_state import bucket_runner, load_states, rows_root, save_states
-    from runtime.state import BucketStore, create
+    from runtime.arrow_state import bucket_runner, load_states, rows_root
+    from runtime.state import create
     from state_store import _peak_mb
 
     if cand == "pickle":
         arrow_state.uses_window_store = lambda element: False  # the layout before the store
-    plan_text = _plan(d)
+    text, name = PROJECTS[workload]
+    plan_text = _plan(d, text)
     state = os.path.join(d, "state")
     if cand == "store":
         create(rows_root(state), 8)
+    timed = workload == "keephour"
 
-    def run_batch(batch_id: int, first: int, count: int) -> tuple[float, float]:
-        tables = [_table(first, count, inst, first) for inst in range(INSTANCES)]
+    ops: dict[str, int] = {}  # output row changes of the timed batches by opcode (a check)
+
+    def run_batch(batch_id: int, n: int, tables: list) -> tuple[float, float]:
+        now = _hour_now(held, batch, n) if timed else 0
+        outs = []
         t, c = time.perf_counter(), time.process_time()
         for inst in range(INSTANCES):
-            runner = bucket_runner(plan_text, "Held", frozenset(), state, batch_id, 0)
-            runner(None, tables[inst])
-        return time.perf_counter() - t, time.process_time() - c
+            runner = bucket_runner(plan_text, name, frozenset(), state, batch_id, now, timed)
+            outs.append(runner(None, tables[inst]))
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+        for out in outs:
+            for op in out.column("__op").to_pylist():
+                if op is not None:
+                    ops[op] = ops.get(op, 0) + 1
+        return wall, cpu
 
     # batch 0: one order per instance, which makes every instance's state; then the load
-    run_batch(0, 0, INSTANCES)
-    t0 = time.perf_counter()
-    load_id = 1
+    now0 = T0 if timed else 0
     for inst in range(INSTANCES):
-        states = load_states(state, inst, 1)
-        window = states[inst]["output"]
-        ids = range(INSTANCES + inst, held, INSTANCES)
-        if cand == "pickle":
-            window["rows"].update(((i,), _row(i)) for i in ids)
-        else:
-            with BucketStore.open(rows_root(state), inst) as s:
-                for lo in range(0, len(ids), LOAD_CHUNK):
-                    s.begin(load_id)
-                    for i in ids[lo:lo + LOAD_CHUNK]:
-                        s.put("w.output", (inst, i), _row(i))
-                    s.commit(load_id)
-                    load_id += 1
-                s.compact()
-            window["rows"] += len(ids)
-        save_states(state, inst, 1, states)
-    load_s = time.perf_counter() - t0
-    first_id = max(load_id, 2)
+        first = _group_table(INSTANCES, INSTANCES, 0, inst, 0) if workload == "groupby" else \
+            _table(0, INSTANCES, inst, 0)
+        bucket_runner(plan_text, name, frozenset(), state, 0, now0, timed)(None, first)
+    load_s, first_id = _load(workload, cand, held, state)
+    ops.clear()
     times, cpus = [], []
     for n in range(batches):
-        wall, cpu = run_batch(first_id + n, held + n * batch, batch)
+        if workload == "groupby":
+            tables = [_group_table(held, batch, n + 1, inst, held + n * batch) for inst in range(INSTANCES)]
+        else:
+            first = held + n * batch
+            tables = [_table(first, batch, inst, first) for inst in range(INSTANCES)]
+        wall, cpu = run_batch(first_id + n, n, tables)
         times.append(wall)
         cpus.append(cpu)
-    final = load_states(state, 0, first_id + batches)[0]["output"]["rows"]
-    return {"candidate": cand, "held": held, "batch": batch, "batch_s": times, "cpu_s": cpus,
-            "load_s": load_s, "state_mb": _du(state) / 1e6,
-            "rows_after_bucket0": final if isinstance(final, int) else len(final),
+    final = load_states(state, 0, first_id + batches)[0]
+    held_after = (final["selects"][0]["agg"]["groups"] if workload == "groupby"
+                  else final["output"]["rows"])
+    return {"workload": workload, "candidate": cand, "held": held, "batch": batch,
+            "batch_s": times, "cpu_s": cpus, "load_s": load_s, "state_mb": _du(state) / 1e6,
+            "held_after_bucket0": held_after if isinstance(held_after, int) else len(held_after),
+            "ops": ops,
             "peak_mb": _peak_mb()}
 
 
@@ -144,6 +284,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100_000)
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--candidates", default="pickle,store")
+    ap.add_argument("--workload", default="keepall", choices=sorted(PROJECTS))
     ap.add_argument("--dir", default=None, help="where state is written (default: a temp dir)")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # cand:held (a child)
     args = ap.parse_args()
@@ -151,7 +292,7 @@ def main() -> None:
         cand, held = args.one.split(":")
         d = tempfile.mkdtemp(prefix=f"engine-{cand}-", dir=args.dir)
         try:
-            print(json.dumps(run_one(cand, int(held), args.batch, args.batches, d)))
+            print(json.dumps(run_one(cand, int(held), args.batch, args.batches, d, args.workload)))
         finally:
             shutil.rmtree(d, ignore_errors=True)
         return
@@ -159,7 +300,8 @@ def main() -> None:
     for held in [int(h) for h in args.held.split(",")]:
         for cand in args.candidates.split(","):
             cmd = [sys.executable, __file__, "--one", f"{cand}:{held}", "--batch", str(args.batch),
-                   "--batches", str(args.batches)] + (["--dir", args.dir] if args.dir else [])
+                   "--batches", str(args.batches), "--workload", args.workload] + (
+                       ["--dir", args.dir] if args.dir else [])
             p = subprocess.run(cmd, capture_output=True, text=True,
                                env={**os.environ, "PYTHONPATH": os.pathsep.join(
                                    [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"),

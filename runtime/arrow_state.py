@@ -10,10 +10,11 @@ instances' states: batch N reads the bucket's newest file from before N and writ
 (under a hidden name, then renamed), so a batch that Spark runs again after a crash reads what the
 first try read and writes the same file. The file of an element with timers starts with the
 bucket's next deadline, which the driver reads without the states (:func:`saved_deadline`). The
-rows of the windows of an element without timers are not in that file but in a RocksDB store per
-bucket (runtime/state/rows.py, runtime/state/store.py), so that a batch costs the rows it touches,
-not the rows held. Outside the project's query, elements with timers run on transformWithState
-with processing-time timers
+rows of the windows (and a time KEEP's times) and the groups of the aggregates of an element are
+not in that file but in a RocksDB store per bucket (runtime/state/rows.py,
+runtime/state/store.py), so that a batch costs the rows and groups it touches, not those held,
+and a time KEEP expires the rows its store's time index says are due. Outside the project's
+query, elements with timers run on transformWithState with processing-time timers
 (runtime/processor.py :class:`ElementProcessor`).
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pyspark.sql import Column, DataFrame
 
 from .processor import INST, BucketRun, gc_paused, output_schema
 from .spark_hash import spark_hash_int
-from .state.rows import attach, detach, uses_window_store, window_states
+from .state.rows import attach, detach, holds_stored_state, uses_window_store
 from .state.store import BucketStore, create, read_layout
 
 BUCKET = "__bucket"
@@ -132,10 +133,11 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
                   batch_id: int, now: int, timed: bool = False) -> Callable[[Any, Any], Any]:
     """The ``applyInArrow`` function of one batch (it travels to the executors pickled): a
     bucket's rows (the processor's input layout, runtime/topology.py processor_input) in, its output
-    rows (:func:`runtime.processor.output_schema`) out. An element whose window rows live in the
-    state store (runtime/state/rows.py) reads and writes only the rows its events touch, and
-    commits them with the batch id after its state file is written: a batch run again rolls the
-    store back to the state before it (the undo records) and reads the state file before it.
+    rows (:func:`runtime.processor.output_schema`) out. An element whose window rows and groups
+    live in the state store (runtime/state/rows.py) reads and writes only the rows and groups its
+    events touch, and commits them with the batch id after its state file is written: a batch
+    run again rolls the store back to the state before it (the undo records) and reads the state
+    file before it.
     With ``timed`` (an element with timers), rows of instance :data:`MARK` are dropped, and after
     the rows every instance of the bucket expires what is due at ``now``."""
     def run(key: Any, table: Any) -> Any:
@@ -164,8 +166,9 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
             store.begin(batch_id)
             attach(states, store)
             out = _processed(runner, states, table, now, timed)
+            deadline = (runner.next_deadline(states),) if timed else None  # (from the store)
             detach(states, store)
-            save_states(state_dir, bucket, batch_id, states)
+            save_states(state_dir, bucket, batch_id, states, deadline)
             store.commit(batch_id)
         return out
     return run
@@ -185,10 +188,11 @@ def _processed(runner: BucketRun, states: dict, table: Any, now: int, timed: boo
 
 
 def _holds_windows(runner: BucketRun) -> bool:
-    """Whether the element of ``runner`` keeps window rows (else no store is opened for it)."""
+    """Whether the element of ``runner`` keeps window rows or aggregate groups (else no store is
+    opened for it)."""
     held = _HOLDS.get(id(runner))
     if held is None:
-        held = _HOLDS[id(runner)] = any(True for _ in window_states(runner.engine.initial_state()))
+        held = _HOLDS[id(runner)] = holds_stored_state(runner.engine.initial_state())
     return held
 
 

@@ -17,6 +17,7 @@ from typing import Optional
 from ccl.plan.model import PLAN_VERSION
 
 from .file_names import file_name
+from .state.rows import LAYOUT as STATE_LAYOUT
 
 PLAN_FILE = "plan.json"
 RUN_FILE = "run.json"
@@ -73,6 +74,10 @@ def older_layout(root: str, saved: dict) -> Optional[str]:
     if not isinstance(run, dict) or "window_store" not in run:
         return ("it was written by an older ccl that kept the rows of windows in the state files "
                 "of their elements, not in the state store this ccl reads")
+    if run.get("state_store") != STATE_LAYOUT:
+        return ("it was written by an older ccl that kept the groups of aggregates and the rows of "
+                "windows with a time KEEP in the state files of their elements, not in the state "
+                "store this ccl reads")
     if run.get("numbering") != "arrival":
         return ("it was written by an older ccl that numbered the rows of each input by itself, "
                 "not in the order the files of all inputs arrived, so its rows would be numbered "

@@ -23,7 +23,7 @@ from ccl.plan.model import Plan
 
 from .run_dir import (PLAN_FILE, RUN_FILE, RunDirs, by_group, older_layout, saved_plan,
                       why_not_resumable)
-from .state.rows import uses_window_store
+from .state.rows import LAYOUT as STATE_LAYOUT, uses_window_store
 from .topology import is_input, ports_of
 
 
@@ -108,6 +108,7 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
                                                "unrecorded": unrecorded,
                                                "file_source": file_source, "project_query": project,
                                                "window_store": window_store,
+                                               "state_store": STATE_LAYOUT,
                                                # input files numbered across inputs as they arrived
                                                "numbering": "arrival"})
     with open(saved + ".tmp", "w", encoding="utf-8") as f:  # last: the mark of a run begun

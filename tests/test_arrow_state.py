@@ -169,6 +169,28 @@ create window h primary key (id) keep all as select * from o;
 create output window w primary key (acct) partition by h hash(acct) partitions 2
   as select h.acct, sum(h.qty) total from h group by h.acct;
 """,
+    "stream group by": """
+create input stream o schema (id integer, acct string, qty integer);
+create output window w primary key deduced partition by o hash(acct) partitions 2
+  as select o.id, sum(o.qty) total, count(*) n from o group by o.id having count(*) > 0;
+""",
+    "groups that move": """
+create input stream o schema (id integer, acct string, qty integer);
+create window h primary key (id) keep all as select * from o;
+create output window w primary key deduced partition by h hash(acct) partitions 2
+  as select h.qty, count(*) n, max(h.id) top, avg(h.id) mean from h group by h.qty
+  having count(*) > 0;
+""",
+    "time keep": """
+create input stream o schema (id integer, acct string, qty integer);
+create output window w primary key (id) keep 2 seconds partition by o hash(acct) partitions 2
+  as select * from o;
+""",
+    "group by over a time keep": """
+create input stream o schema (id integer, acct string, qty integer);
+create output window w primary key deduced partition by o hash(acct) partitions 2
+  as select o.qty, sum(o.id) total, count(*) n from o keep 2 seconds group by o.qty;
+""",
 }
 
 
@@ -182,23 +204,34 @@ def test_the_state_store_gives_the_rows_of_the_pickled_state(tmp_path, monkeypat
     path.write_text(DIFFERENTIAL[name])
     plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
-    element = next(e for e in plan["elements"] if e["physical"]["arrow"])
+    element = next(e for e in plan["elements"] if e["name"] == "w")
     assert arrow_state.uses_window_store(element)
     plan_text = json.dumps(plan)
     batches = [[(0, 1, 10), (0, 2, 20), (1, 3, 30), (0, 4, 5)],
                [(0, 2, 21), (1, 4, 40), (0, 5, 50), (0, 1, 11)],
-               [(0, 6, 60), (0, 2, 22), (1, 3, 31)]]
+               [(0, 6, 60), (0, 2, 22), (1, 3, 31)],
+               [(0, 4, 5), (0, 6, 60), (1, 3, 31), (0, 7, 70)]]
+    # over a window (h) the rows are its changes: updates of held keys, and deletes in the last batch
+    ops = ([["i", "i", "i", "i"], ["u", "u", "i", "u"], ["i", "u", "u"], ["d", "d", "d", "i"]]
+           if "from h" in DIFFERENTIAL[name] else None)
 
     def run(state):
         outs, seq = [], 0
-        for batch_id in (0, 1, 1, 2):
+        for batch_id in (0, 1, 1, 2, 3):
             table = _orders(batches[batch_id], seq)
-            out = bucket_runner(plan_text, element["name"], frozenset(), state, batch_id, 0)((None,), table)
+            if ops is not None:
+                table = table.set_column(table.schema.get_field_index("__op"), "__op",
+                                         pa.array(ops[batch_id]))
+            out = bucket_runner(plan_text, "w", frozenset(), state, batch_id, 0)((None,), table)
             outs.append(out.to_pylist())
             seq = 100 * (batch_id + 1)
         return outs
 
     stored = run(str(tmp_path / "store"))
+    for inst, st in load_states(str(tmp_path / "store"), 0, 4).items():  # counts, not the maps
+        agg = st["selects"][0]["agg"]
+        assert agg is None or all(type(agg[part]) is int for part in ("groups", "inputs", "out"))
+        assert type(st["output"]["rows"]) is int
     monkeypatch.setattr(arrow_state, "uses_window_store", lambda element: False)
     assert run(str(tmp_path / "pickle")) == stored
     assert [r["__op"] for r in stored[1] if r["__kind"] == "row"]  # the batches changed something
@@ -217,9 +250,13 @@ def test_a_run_directory_whose_windows_were_in_the_state_files_is_refused(tmp_pa
     with pytest.raises(RunError, match="kept the rows of windows in the state files.*new checkpoint"):
         layout_of(str(tmp_path))
     (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": []}))
+    with pytest.raises(RunError, match="kept the groups of aggregates.*in the state files.*new checkpoint"):
+        layout_of(str(tmp_path))  # (window rows in the store, groups and time KEEPs pickled)
+    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "state_store": 2}))
     with pytest.raises(RunError, match="numbered the rows of each input by itself.*new checkpoint"):
         layout_of(str(tmp_path))
-    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "numbering": "arrival"}))
+    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "state_store": 2,
+                                                   "numbering": "arrival"}))
     assert older_layout(str(tmp_path), {"version": PLAN_VERSION}) is None
     assert layout_of(str(tmp_path)).buckets == 8
 
@@ -240,3 +277,89 @@ create output stream w partition by o hash(acct) partitions 2
     out = bucket_runner(json.dumps(plan), "w", frozenset(), state, 0, 0)((None,), _orders([(0, 1, 10)], 0))
     assert [r["q"] for r in out.to_pylist() if r["__kind"] == "row"] == [20]
     assert not os.path.exists(rows_root(state))
+
+
+@pytest.mark.parametrize("name", sorted(DIFFERENTIAL))
+def test_the_state_store_gives_the_rows_of_the_pickled_state_at_moving_times(tmp_path, monkeypatch, name):
+    """As above, each batch at a later time through the timed runner (a time KEEP expires rows
+    after the batch's rows): the store and the pickled layout give the same rows (the deletes of
+    one expiry compared as a set: the store's time index orders rows of one time by key, the
+    pickled dict by their changes) and the same deadline at the head of the state file."""
+    import runtime.arrow_state as arrow_state
+    from runtime.arrow_state import saved_deadline
+
+    path = tmp_path / "k.ccl"
+    path.write_text(DIFFERENTIAL[name])
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    element = next(e for e in plan["elements"] if e["name"] == "w")
+    assert arrow_state.uses_window_store(element)
+    plan_text = json.dumps(plan)
+    batches = [[(0, 1, 10), (0, 2, 20), (1, 3, 30), (0, 4, 5)],
+               [(0, 2, 21), (1, 4, 40), (0, 5, 50), (0, 1, 11)],
+               [(0, 6, 60), (0, 2, 22), (1, 3, 31)],
+               [(1, 7, 70)],
+               [(0, 8, 80), (0, 6, 61)]]
+    times = [1_000, 2_000, 3_500, 6_000, 6_500]
+
+    def run(state):
+        outs, seq = [], 0
+        for batch_id in (0, 1, 2, 2, 3, 4):
+            table = _orders(batches[batch_id], seq)
+            out = bucket_runner(plan_text, element["name"], frozenset(), state, batch_id,
+                                times[batch_id], True)((None,), table)
+            rows = [(r["__inst"], r["__op"], tuple(sorted((k, v) for k, v in r.items()
+                                                          if not k.startswith("__"))))
+                    for r in out.to_pylist() if r["__kind"] == "row"]
+            outs.append((sorted(rows), saved_deadline(state, 0, batch_id)))
+            seq = 100 * (batch_id + 1)
+        return outs
+
+    stored = run(str(tmp_path / "store"))
+    monkeypatch.setattr(arrow_state, "uses_window_store", lambda element: False)
+    assert run(str(tmp_path / "pickle")) == stored
+    assert any(op == "d" for rows, _ in stored for _, op, _ in rows) or "time" not in name
+    assert any(deadline != (True, None) for _, deadline in stored) or "time" not in name
+
+
+KEEP_HOUR = """
+create input stream o schema (id integer, acct string, qty integer);
+create output window w primary key (id) keep 1 hour partition by o hash(acct) partitions 2
+  as select * from o;
+"""
+
+
+def test_a_time_keep_expires_through_the_stores_time_index(tmp_path):
+    """A KEEP 1 HOUR window's rows and times are in the store (the state file holds counts); an
+    expiry deletes the due rows (an updated row is due an hour after its update), the deadline at
+    the head of the state file is the earliest time held plus the hour, and a batch run again
+    after its commit gives the same deletes."""
+    from runtime.arrow_state import MARK, rows_root, saved_deadline
+    from runtime.state import BucketStore
+
+    path = tmp_path / "k.ccl"
+    path.write_text(KEEP_HOUR)
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    plan_text, state = json.dumps(plan), str(tmp_path / "state")
+    hour = 3_600_000
+
+    def run(batch_id, rows, now):
+        table = _orders(rows, 10 * batch_id) if rows else pa.table(  # a marker row
+            {"__bucket": pa.array([0], pa.int32()), "__inst": pa.array([MARK], pa.int32())})
+        out = bucket_runner(plan_text, "w", frozenset(), state, batch_id, now, True)((None,), table)
+        return [(r["__inst"], r["__op"], r["id"]) for r in out.to_pylist() if r["__kind"] == "row"]
+
+    assert run(0, [(0, 1, 10), (0, 2, 20), (1, 3, 30)], 1_000) == [(0, "i", 1), (0, "i", 2), (1, "i", 3)]
+    assert saved_deadline(state, 0, 0) == (True, 1_000 + hour)
+    assert {i: (s["output"]["rows"], s["output"]["times"]) for i, s in load_states(state, 0, 1).items()} == {
+        0: (2, 2), 1: (1, 1)}
+    assert run(1, [(0, 2, 21), (1, 4, 40)], 2_000) == [(0, "u", 2), (1, "i", 4)]
+    assert run(2, [(0, 5, 50)], 1_000 + hour) == [(0, "d", 1), (0, "i", 5), (1, "d", 3)]
+    assert saved_deadline(state, 0, 2) == (True, 2_000 + hour)
+    assert run(2, [(0, 5, 50)], 1_000 + hour) == [(0, "d", 1), (0, "i", 5), (1, "d", 3)]  # again
+    assert run(3, [], 2_000 + hour) == [(0, "d", 2), (1, "d", 4)]
+    assert saved_deadline(state, 0, 3) == (True, 1_000 + 2 * hour)
+    with BucketStore.open(rows_root(state), 0) as store:
+        assert [k for k, _ in store.scan("w.output", ())] == [(0, 5)]
+        assert store.next_time("w.output.t0") == 1_000 + hour and store.next_time("w.output.t1") is None

@@ -448,7 +448,8 @@ def test_deploy_refuses_a_checkpoint_it_cannot_resume(tmp_path, monkeypatch):
     before.write_text(src.read_text().replace("partitions 3", "partitions 4"))
     old, _ = plan_json(str(before))
     ws.write_json(os.path.join(pd.checkpoint, "run.json"), {"buckets": 8, "unrecorded": [], "window_store": [],
-                                                            "file_source": [], "numbering": "arrival"})
+                                                            "state_store": 2, "file_source": [],
+                                                            "numbering": "arrival"})
     ws.write_json(os.path.join(pd.checkpoint, "plan.json"), old)
     code, _, err = run("deploy", str(src), "--master", "spark://127.0.0.1:7077")
     assert code == 2 and "had 4 partition instance(s)" in err and "has 3 now" in err

@@ -450,3 +450,38 @@ def test_another_format_is_refused(tmp_path):
     with pytest.raises(StateError, match="format"):
         BucketStore.open(str(root), 0)
     assert KEEP_UNDO == 2
+
+
+def test_a_time_keeps_stored_times_expire_by_the_index_and_walk_in_time_order(tmp_path):
+    """runtime/state/rows.py StoredTimes: one instance's times in a namespace of their own; a
+    walk goes in time order with the batch's own writes, pop_due takes exactly the keys due (and
+    only this instance's), earliest is the oldest time held, and a later batch sees them all."""
+    from runtime.state.rows import StoredTimes
+
+    root = str(tmp_path / "root")
+    create(root, 1)
+    with BucketStore.open(root, 0) as store:
+        store.begin(0)
+        t0, t1 = StoredTimes(store, "w.t0", 0, 0), StoredTimes(store, "w.t1", 1, 0)
+        for key, at in [(("c",), 30), (("a",), 10), (("b",), 20), (("d",), 10)]:
+            t0[key] = at
+        t1[("x",)] = 5
+        t0[("c",)] = 15  # a key set again moves to its new time
+        assert list(t0) == [("a",), ("d",), ("c",), ("b",)] and len(t0) == 4
+        assert t0.earliest() == 10 and t1.earliest() == 5
+        store.commit(0)
+    with BucketStore.open(root, 0) as store:
+        store.begin(1)
+        t0, t1 = StoredTimes(store, "w.t0", 0, 4), StoredTimes(store, "w.t1", 1, 1)
+        assert t0[("c",)] == 15 and t0.get(("z",)) is None
+        t0[("e",)] = 12
+        assert t0.pop(("a",)) == 10
+        assert list(t0) == [("d",), ("e",), ("c",), ("b",)]
+        assert t0.pop_due(15) == [("d",), ("e",), ("c",)]  # 15 is due; the other instance not
+        assert list(t0) == [("b",)] and len(t0) == 1 and t0.earliest() == 20
+        assert ("d",) not in t0 and t1.earliest() == 5
+        store.commit(1)
+    with BucketStore.open(root, 0) as store:
+        store.begin(2)
+        assert list(StoredTimes(store, "w.t0", 0, 1)) == [("b",)]
+        assert list(StoredTimes(store, "w.t1", 1, 1)) == [("x",)]

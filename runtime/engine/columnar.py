@@ -158,6 +158,7 @@ class ColumnarAggregation:
             keys = [_kept(k, keep) if isinstance(k, list) else k.filter(keep) for k in keys]
             args = [None if a is None else [_kept(v, keep) for v in a] for a in args]
         groups = _Groups(batch.inst[live], keys)
+        _prefetch(states, groups.inst, groups.keys, "groups")
         found = [self._group(states, inst, key) for inst, key in zip(groups.inst, groups.keys)]
         # (an aggregate folded by the engine's add() may change its accumulator in place, as
         # median's sorted list: the state's own stays as it was until the batch is kept)
@@ -424,6 +425,13 @@ class ColumnarAggregation:
         last = np.full(len(groups.keys), -1, dtype=np.int64)
         np.maximum.at(last, groups.ids, live)         # each group's last row (event position)
         updates, failed = self._output_rows(groups, found, accs, counts, batch.dicts(last))
+        # the output keys the groups showed and will show, read at once where the state is stored
+        key = self.agg.key
+        shown = [(inst, tuple(row.get(k) for k in key))
+                 for inst, old, (_, new) in zip(groups.inst, found, updates)
+                 for row in (old["emitted"] if old is not None else None, new) if row is not None]
+        for window in (False, True):
+            _prefetch(states, [i for i, _ in shown], [k for _, k in shown], "out", window)
         if not self.exact_keys:
             failed |= self._sharing_keys(states, groups, updates)
         out: dict[int, list[tuple[int, Output]]] = {}
@@ -508,6 +516,23 @@ class ColumnarAggregation:
             if taken.setdefault((inst, key), gkey) != gkey or holder not in (None, gkey):
                 clashing.add(inst)
         return clashing
+
+
+def _prefetch(states: dict[int, dict], insts: Any, keys: list[tuple], part: str,
+              window: bool = False) -> None:
+    """Have each instance's aggregate ``part`` (or output window's rows: ``window``) read the
+    keys a batch will touch at once, where it is a mapping over the bucket's state store
+    (runtime/state/rows.py ``StoredRows.prefetch``; a dict has nothing to read)."""
+    by_inst: dict[int, list[tuple]] = {}
+    for inst, key in zip(insts, keys):
+        by_inst.setdefault(inst, []).append(key)
+    for inst, wanted in by_inst.items():
+        state = states.get(inst)
+        if state is not None:
+            held = state["output"]["rows"] if window else state["selects"][0]["agg"][part]
+            fetch = getattr(held, "prefetch", None)
+            if fetch is not None:
+                fetch(wanted)
 
 
 def _position(entry: tuple[int, Output]) -> int:

@@ -42,7 +42,9 @@ class Store:
         """An empty store: rows by key, row keys by PER group (insertion order, row-count
         policies only), last-change times. ``rows`` may also be a mapping over the bucket's state
         store (runtime/state/rows.py): the store only gets, sets and pops rows by key (and asks
-        whether it holds any), except KEEP EVERY, which iterates them."""
+        whether it holds any), except KEEP EVERY, which iterates them; ``times`` likewise (a
+        mapping ordered by time with ``pop_due`` and ``earliest``, which :meth:`expire` and
+        :meth:`next_deadline` use instead of walking it)."""
         return {"rows": {}, "groups": {}, "times": {}, "bucket": None}
 
     def get(self, state: dict, key: tuple) -> Optional[dict]:
@@ -102,8 +104,12 @@ class Store:
         out: list[Change] = []
         if self.kind == "time":
             times = state["times"]
+            due = getattr(times, "pop_due", None)
+            if due is not None:  # in the bucket's state store: its time index has the due keys
+                for key in due(now_ms - self.millis):
+                    out += self.delete(state, key, seq)
             # Kept in order of last change: with a non-decreasing now_ms the due rows come first.
-            while times:
+            while due is None and times:
                 key, t = next(iter(times.items()))
                 if t + self.millis > now_ms:
                     break
@@ -120,7 +126,11 @@ class Store:
             return None
         due = [due for due, _ in state.get("ages", {}).values()]
         if self.kind == "time":
-            due.append(next(iter(state["times"].values())) + self.millis)
+            times = state["times"]
+            earliest = getattr(times, "earliest", None)
+            first = earliest() if earliest is not None else next(iter(times.values()), None)
+            if first is not None:
+                due.append(first + self.millis)
         elif self.kind == "every_time" and state["bucket"] is not None:
             due.append((state["bucket"] + 1) * self.millis)
         return min(due) if due else None

@@ -8,9 +8,10 @@
   a replayed batch back to exactly the state before it; :func:`create`, :func:`rebucket` and
   :func:`read_layout` for the run directory's set of buckets.
 
-- :mod:`runtime.state.rows`: the rows of the engine's windows over a bucket store, for the
-  elements run by runtime/arrow_state.py (the first state wired in; the rest of an instance's
-  state is still pickled per bucket, see docs/runtime.md, "The state store").
+- :mod:`runtime.state.rows`: the rows of the engine's windows, a time KEEP's times (in the time
+  index) and the groups of its aggregates over a bucket store, for the elements run by
+  runtime/arrow_state.py (the rest of an instance's state, joins' and Flex's included, is still
+  pickled per bucket, see docs/runtime.md, "The state store").
 """
 from .keys import decode_key, encode_key
 from .store import (BucketStore, Layout, StateError, StoreStats, create, read_layout, rebucket)

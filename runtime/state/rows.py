@@ -1,57 +1,84 @@
-"""The rows of the engine's windows kept in a bucket's :class:`~runtime.state.store.BucketStore`.
+"""The keyed state of the engine kept in a bucket's :class:`~runtime.state.store.BucketStore`:
+the rows of its windows, their time KEEP's times, and the groups of its aggregates.
 
 An engine's window state (runtime/engine/store.py :meth:`Store.initial_state`) holds its rows by
-key in ``state["rows"]``. For an element whose windows live in the state store
-(:func:`uses_window_store`), the pickled per-bucket state (runtime/arrow_state.py) holds in their
-place the number of rows held, and a batch reads only the rows its events touch:
+key in ``state["rows"]`` and, for a time KEEP, each row's last change time in ``state["times"]``;
+an aggregate's state (runtime/engine/aggregate.py :meth:`Aggregator.initial_state`) holds its
+groups, its input keys and its output keys in ``state["groups"]``, ``["inputs"]`` and
+``["out"]``. For an element whose state lives in the store (:func:`uses_window_store`), the
+pickled per-bucket state (runtime/arrow_state.py) holds in their place the number of entries
+held, and a batch reads only the entries its events touch:
 
-- :func:`attach` replaces each such count, in every instance state of the bucket, with a
-  :class:`StoredRows` mapping over the bucket store (namespace: where the window sits in the
-  instance state; key: the instance, then the window's key values);
-- the engine uses the mapping as it uses a dict; rows read are cached for the batch and writes kept
-  in that cache (the engine may still change a row object it stored, as with the pickled dict);
-- :func:`detach` writes the changed rows to the store (the caller commits it with the batch id) and
-  puts the counts back. Instances new in the batch hold a plain dict: it goes to the store whole.
+- :func:`attach` replaces each such count, in every instance state of the bucket, with a mapping
+  over the bucket store (namespace: where the part sits in the instance state; key: the
+  instance, then the part's own key): :class:`StoredRows` for rows, input and output keys,
+  :class:`StoredGroups` for groups (which the engine changes in place), :class:`StoredTimes` for
+  times (kept in the store's time index, so that expiry finds the due rows by time);
+- the engine uses the mapping as it uses a dict; entries read are cached for the batch and writes
+  kept in that cache (the engine may still change a row object it stored, as with the pickled
+  dict);
+- :func:`detach` writes the changed entries to the store (the caller commits it with the batch
+  id) and puts the counts back. Instances new in the batch hold plain dicts: they go to the store
+  whole.
 """
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from .store import BucketStore
 
+# What a run directory's run.json says (``state_store``) of the keyed state in the store: 2 =
+# window rows, time KEEP times and aggregate groups (before, only window rows, and no entry)
+LAYOUT = 2
 _ABSENT = object()
 _MAX_LIST = 64  # lists longer than this in an instance state are data, not its structure
+# the parts of an aggregate's state kept in the store, and the namespace suffix of each
+_AGG_PARTS = (("groups", "g"), ("inputs", "i"), ("out", "o"))
 
 
 def uses_window_store(element: dict) -> bool:
-    """Whether the window rows of the per-instance element ``element`` (a plan element) live in
-    the bucket's state store: every element run by runtime/arrow_state.py except a Flex, whose
-    window iterators walk rows in the order they were inserted (the store keeps key order), and
-    an element with timers (its expiry walks its rows)."""
+    """Whether the keyed state (window rows and times, aggregate groups) of the per-instance
+    element ``element`` (a plan element) lives in the bucket's state store when
+    runtime/arrow_state.py runs it (elements with timers: in the project's query; elsewhere they
+    run on transformWithState, whose state stays pickled): every element but a Flex, whose window
+    iterators walk rows in the order they were inserted (the store keeps key order)."""
     physical = element.get("physical", {})
-    return bool(physical.get("arrow")) and not physical.get("uses_time") and not element.get("flex")
+    return bool(physical.get("arrow") or physical.get("uses_time")) and not element.get("flex")
 
 
 class StoredRows(MutableMapping):
-    """One instance's window rows in namespace ``ns`` of ``store``, as a dict of key -> row.
+    """One instance's entries in namespace ``ns`` of ``store``, as a dict of key -> value.
 
     ``len`` is kept from the count the batch started with, not counted. Iteration (which the
-    engine needs only for Flex windows and KEEP EVERY, not run here) goes in key order."""
+    engine needs only for Flex windows and KEEP EVERY) goes in key order."""
 
     def __init__(self, store: BucketStore, ns: str, inst: int, size: int) -> None:
         self._store, self._ns, self._inst = store, ns, inst
         self._size = size
-        self._cache: dict[tuple, Any] = {}  # key -> row, or _ABSENT
+        self._empty = size == 0  # nothing committed: a key not in the cache is absent
+        self._cache: dict[tuple, Any] = {}  # key -> value, or _ABSENT
         self._dirty: set[tuple] = set()
 
     def get(self, key: tuple, default: Any = None) -> Any:  # type: ignore[override]
-        """The row under ``key`` (read from the store once per batch), or ``default``."""
+        """The value under ``key`` (read from the store once per batch), or ``default``."""
         row = self._cache.get(key, None)
         if row is None:
-            row = self._store.get(self._ns, (self._inst, *key), _ABSENT)
+            row = _ABSENT if self._empty else self._store.get(self._ns, (self._inst, *key), _ABSENT)
             self._cache[key] = row
         return default if row is _ABSENT else row
+
+    def prefetch(self, keys: list[tuple]) -> None:
+        """Read the values of those of ``keys`` not read yet in one multi-get, into the batch's
+        cache (a caller that knows the keys it will touch saves a RocksDB get per key)."""
+        cache = self._cache
+        if self._empty:
+            return
+        unread = list({k: None for k in keys if k not in cache})
+        if unread:
+            inst = self._inst
+            values = self._store.get_many(self._ns, [(inst, *k) for k in unread], _ABSENT)
+            cache.update(zip(unread, values))
 
     def __getitem__(self, key: tuple) -> Any:
         row = self.get(key, _ABSENT)
@@ -73,7 +100,7 @@ class StoredRows(MutableMapping):
             raise KeyError(key)
 
     def pop(self, key: tuple, default: Any = _ABSENT) -> Any:  # type: ignore[override]
-        """Remove the row under ``key`` and give it back (``default`` when there is none)."""
+        """Remove the value under ``key`` and give it back (``default`` when there is none)."""
         row = self.get(key, _ABSENT)
         if row is _ABSENT:
             if default is _ABSENT:
@@ -92,59 +119,195 @@ class StoredRows(MutableMapping):
         for key, _ in self._store.scan(self._ns, (self._inst,)):
             yield key[1:]
 
+    def _changed(self) -> Iterator[tuple]:
+        """The keys whose value :meth:`flush` writes."""
+        return iter(self._dirty)
+
     def flush(self) -> None:
-        """Give the rows changed so far to the store (pending until its commit)."""
-        store, ns, inst = self._store, self._ns, self._inst
-        for key in self._dirty:
-            row = self._cache[key]
+        """Give the values changed so far to the store (pending until its commit)."""
+        store, ns, inst, cache = self._store, self._ns, self._inst, self._cache
+        for key in self._changed():
+            row = cache[key]
             if row is _ABSENT:
                 store.delete(ns, (inst, *key))
             else:
                 store.put(ns, (inst, *key), row)
 
 
-def window_states(state: Any, path: tuple = ()) -> Iterator[tuple[str, dict]]:
-    """(namespace, window state) of every engine window state in the instance state ``state``;
-    the namespace names where it sits (``w.selects.0.sources.1.store``)."""
+class StoredGroups(StoredRows):
+    """An aggregate's groups: as :class:`StoredRows`, but every group read is written back, since
+    the engine changes a group's dict in place (its count, accumulators, rows) without setting it
+    again. A batch so writes the groups it touched, not the groups held."""
+
+    def _changed(self) -> Iterator[tuple]:
+        cache, dirty = self._cache, self._dirty
+        for key, row in cache.items():
+            if row is not _ABSENT or key in dirty:
+                yield key
+
+
+class StoredTimes(MutableMapping):
+    """One instance's last-change times of a time KEEP window (key -> epoch ms), in the store's
+    time index of a namespace of its own (``ns``): :meth:`pop_due` gives the keys whose time has
+    come by seeking into the index, touching only them. Iteration goes in time order (keys of
+    one time in key order, where the pickled dict kept the order of their changes)."""
+
+    def __init__(self, store: BucketStore, ns: str, inst: int, size: int) -> None:
+        self._store, self._ns, self._inst = store, ns, inst
+        self._size = size
+        self._empty = size == 0
+        self._cache: dict[tuple, Any] = {}  # key -> time, or _ABSENT
+
+    def get(self, key: tuple, default: Any = None) -> Any:  # type: ignore[override]
+        """The time of ``key`` (read from the store once per batch), or ``default``."""
+        t = self._cache.get(key, None)
+        if t is None:
+            t = None if self._empty else self._store.time_of(self._ns, (self._inst, *key))
+            t = _ABSENT if t is None else t
+            self._cache[key] = t
+        return default if t is _ABSENT else t
+
+    def __getitem__(self, key: tuple) -> Any:
+        t = self.get(key, _ABSENT)
+        if t is _ABSENT:
+            raise KeyError(key)
+        return t
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key, _ABSENT) is not _ABSENT  # type: ignore[arg-type]
+
+    def __setitem__(self, key: tuple, millis: int) -> None:
+        if self.get(key, _ABSENT) is _ABSENT:
+            self._size += 1
+        self._cache[key] = millis
+        self._store.put_timed(self._ns, (self._inst, *key), None, millis)
+
+    def __delitem__(self, key: tuple) -> None:
+        if self.pop(key, _ABSENT) is _ABSENT:
+            raise KeyError(key)
+
+    def pop(self, key: tuple, default: Any = _ABSENT) -> Any:  # type: ignore[override]
+        """Remove the time of ``key`` and give it back (``default`` when there is none)."""
+        t = self.get(key, _ABSENT)
+        if t is _ABSENT:
+            if default is _ABSENT:
+                raise KeyError(key)
+            return default
+        self._cache[key] = _ABSENT
+        self._store.delete(self._ns, (self._inst, *key))
+        self._size -= 1
+        return t
+
+    def pop_due(self, last_millis: int) -> list[tuple]:
+        """Remove the keys whose time is ``last_millis`` or earlier and give them, oldest first
+        (found through the store's time index: the entries that expire, not those held)."""
+        if self._size == 0:
+            return []
+        keys = [key[1:] for key, _ in self._store.expire(self._ns, last_millis + 1)]
+        cache = self._cache
+        for key in keys:
+            cache[key] = _ABSENT
+        self._size -= len(keys)
+        return keys
+
+    def earliest(self) -> Optional[int]:
+        """The earliest time held (None: none)."""
+        return self._store.next_time(self._ns) if self._size else None
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[tuple]:
+        # (the engine does not walk them: expire and next_deadline use pop_due and earliest)
+        for _, key in self._store.timed(self._ns):
+            yield key[1:]
+
+
+def _parts(state: Any, path: tuple = ()) -> Iterator[tuple[str, str, dict]]:
+    """(kind, path, part) of every engine window state (kind ``w``) and aggregate state (kind
+    ``a``) in the instance state ``state``; the path names where it sits
+    (``selects.0.sources.1.store``)."""
     if isinstance(state, dict):
         if "rows" in state and "groups" in state and "times" in state and "bucket" in state:
-            yield "w." + ".".join(path) if path else "w", state
+            yield "w", ".".join(path), state
+            return
+        if "groups" in state and "inputs" in state and "out" in state:
+            yield "a", ".".join(path), state
             return
         if state and type(next(iter(state))) is not str:
             return  # keyed data (aggregate groups, join rows): no engine structure below
         for name, value in state.items():
             if isinstance(value, (dict, list)):
-                yield from window_states(value, path + (name,))
+                yield from _parts(value, path + (name,))
     elif isinstance(state, list) and len(state) <= _MAX_LIST:
         for i, value in enumerate(state):
             if isinstance(value, (dict, list)):
-                yield from window_states(value, path + (str(i),))
+                yield from _parts(value, path + (str(i),))
+
+
+def _ns(kind: str, path: str) -> str:
+    return f"{kind}.{path}" if path else kind
+
+
+def window_states(state: Any) -> Iterator[tuple[str, dict]]:
+    """(namespace, window state) of every engine window state in the instance state ``state``;
+    the namespace names where it sits (``w.selects.0.sources.1.store``)."""
+    for kind, path, part in _parts(state):
+        if kind == "w":
+            yield _ns("w", path), part
+
+
+def stored_parts(state: Any, inst: int) -> Iterator[tuple[dict, str, str, type]]:
+    """(owner dict, field, namespace, mapping class) of every part of the instance state
+    ``state`` (of instance ``inst``) kept in the store."""
+    for kind, path, part in _parts(state):
+        ns = _ns(kind, path)
+        if kind == "w":
+            yield part, "rows", ns, StoredRows
+            # per instance: the time index is ordered by time, not by instance
+            yield part, "times", f"{ns}.t{inst}", StoredTimes
+        else:
+            for field, suffix in _AGG_PARTS:
+                yield part, field, f"{ns}.{suffix}", StoredGroups if field == "groups" else StoredRows
+
+
+def holds_stored_state(state: Any) -> bool:
+    """Whether the instance state ``state`` has parts kept in the store."""
+    return any(True for _ in _parts(state))
 
 
 def attach(states: dict[int, dict], store: BucketStore) -> None:
-    """Put a :class:`StoredRows` over ``store`` where the pickled states of a bucket hold a row
-    count (see the module docstring)."""
+    """Put a mapping over ``store`` where the pickled states of a bucket hold a count (see the
+    module docstring)."""
     for inst, state in states.items():
-        for ns, window in window_states(state):
-            rows = window["rows"]
-            if type(rows) is int:
-                window["rows"] = StoredRows(store, ns, inst, rows)
+        for owner, field, ns, kind in stored_parts(state, inst):
+            held = owner[field]
+            if type(held) is int:
+                owner[field] = kind(store, ns, inst, held)
 
 
 def detach(states: dict[int, dict], store: BucketStore) -> int:
-    """Write every window's changed rows of the states of a bucket to ``store`` and leave a row
-    count in their place, ready to be pickled; the number of rows held in all (for reports)."""
+    """Write every stored part's changed entries of the states of a bucket to ``store`` and leave
+    a count in their place, ready to be pickled; the number of window rows held in all (for
+    reports)."""
     held = 0
     for inst, state in states.items():
-        for ns, window in window_states(state):
-            rows = window["rows"]
-            if isinstance(rows, StoredRows):
-                rows.flush()
-            elif isinstance(rows, dict):  # an instance new in this batch
-                for key, row in rows.items():
-                    store.put(ns, (inst, *key), row)
+        for owner, field, ns, kind in stored_parts(state, inst):
+            part = owner[field]
+            if isinstance(part, StoredRows):
+                part.flush()
+            elif isinstance(part, StoredTimes):
+                pass  # written as they changed
+            elif isinstance(part, dict):  # an instance new in this batch
+                if kind is StoredTimes:
+                    for key, millis in part.items():
+                        store.put_timed(ns, (inst, *key), None, millis)
+                else:
+                    for key, value in part.items():
+                        store.put(ns, (inst, *key), value)
             else:
                 continue
-            window["rows"] = len(rows)
-            held += len(rows)
+            owner[field] = len(part)
+            if field == "rows":
+                held += len(part)
     return held

@@ -508,6 +508,30 @@ class BucketStore:
             self._low_pending[p] = before_millis
         return out
 
+    def timed(self, ns: str) -> list[tuple[int, tuple]]:
+        """(time, key) of every timed value of ``ns``, oldest first (keys of one time in key
+        order), the batch's own writes included: a walk of the whole time index."""
+        p = self._prefix(ns)
+        head = b"t" + p
+        cut = len(head) + 8
+        found: list[tuple[bytes, bytes]] = []  # (time, encoded key)
+        it = self._db.iter()
+        it.seek(self._index_start(p))
+        while it.valid():
+            k = it.key()
+            if not k.startswith(head):
+                break
+            if b"d" + p + k[cut:] not in self._pending:
+                found.append((k[len(head):cut], k[cut:]))
+            it.next()
+        del it
+        for dkey in self._timed.get(p, ()):
+            raw = self._pending.get(dkey)
+            if raw is not None and raw[:1] != _UNTIMED:
+                found.append((raw[1:9], dkey[len(p) + 1:]))
+        found.sort()
+        return [(_Q.unpack(t)[0] - _SIGN, decode_key(ek)) for t, ek in found]
+
     def next_time(self, ns: str) -> Optional[int]:
         """The earliest time in the time index of ``ns`` (``None``: no timed value), for the next
         deadline of a timer; counts the batch's own writes."""
