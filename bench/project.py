@@ -26,8 +26,10 @@ Each prefix's last element is its only OUTPUT element, so the difference between
 the cost of the element added. Every kind of job runs once on a small input first (not timed: the
 first query of a session pays JVM code generation, Python workers and the data source's start).
 Prints each job's time (its fastest run), trades/s, the ratios to the passthrough and to the
-filter, and the time each element adds (the join's over the filter); ``--json FILE`` writes the
-same as data.
+filter, the time each element adds (the join's over the filter), and the CPU seconds the run took
+(its least): of this process and every process under it (the JVM, the bucket pool's workers,
+Spark's Python workers, each with its reaped children's), from /proc, which on a shared machine
+varies less than the time; ``--json FILE`` writes the same as data.
 """
 from __future__ import annotations
 
@@ -142,6 +144,37 @@ def generate(directory: str, rows: int, instruments: int, files: int) -> str:
     return trades
 
 
+def tree_cpu_seconds() -> float:
+    """CPU seconds (user and system) of this process and its live descendants, each with the
+    children it reaped; NaN without /proc."""
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        parent: dict[int, int] = {}
+        spent: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    text = f.read()
+            except OSError:  # gone meanwhile
+                continue
+            fields = text[text.rfind(")") + 2:].split()
+            parent[int(entry)] = int(fields[1])
+            spent[int(entry)] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    except (OSError, ValueError):
+        return float("nan")
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += spent.get(pid, 0)
+        todo += children.get(pid, [])
+    return total / tick
+
+
 def _timed(start: Callable[[], object]) -> float:
     began = time.perf_counter()
     query = start()
@@ -209,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs[name] = lambda w, n=n: compiled(spark, data, w, n)
     chosen = [name for name in jobs if not only or name in only]
     times: dict[str, list[float]] = {name: [] for name in chosen}
+    cpus: dict[str, list[float]] = {name: [] for name in chosen}
     try:
         warm = os.path.join(root, "warm")
         generate(os.path.join(warm, "data"), 2000, min(args.instruments, 100), 2)
@@ -221,9 +255,12 @@ def main(argv: list[str] | None = None) -> int:
             for name in chosen:
                 work = os.path.join(root, f"{name}-{attempt}")
                 os.makedirs(work)
+                cpu = tree_cpu_seconds()
                 times[name].append(jobs[name](work))
+                cpus[name].append(tree_cpu_seconds() - cpu)
                 shutil.rmtree(work, ignore_errors=True)
-                print(f"  {name} run {attempt + 1}: {times[name][-1]:.2f} s", file=sys.stderr, flush=True)
+                print(f"  {name} run {attempt + 1}: {times[name][-1]:.2f} s, {cpus[name][-1]:.2f} CPU s",
+                      file=sys.stderr, flush=True)
     finally:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
@@ -232,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.rows:,} trades, {args.instruments:,} instruments, {args.files} files, local[2], "
           f"fastest of {args.repeat} run(s)")
     print(f"{'job':>14} {'seconds':>8} {'trades/s':>11} {'÷ passthrough':>14} {'÷ filter':>9} "
-          f"{'element adds':>13}")
+          f"{'element adds':>13} {'CPU s':>7}")
     results = []
     previous = None
     for name in chosen:
@@ -246,12 +283,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:>14} {seconds:8.2f} {rate:11,.0f} "
               f"{(f'{ratio:.3f}' if ratio is not None else '-'):>14} "
               f"{(f'{to_filter:.3f}' if to_filter is not None else '-'):>9} "
-              f"{(f'{adds:+.2f} s' if adds is not None else '-'):>13}"
-              + (f"  (runs: {', '.join(f'{t:.2f}' for t in times[name])})" if len(times[name]) > 1 else ""))
+              f"{(f'{adds:+.2f} s' if adds is not None else '-'):>13} {min(cpus[name]):7.2f}"
+              + (f"  (runs: {', '.join(f'{t:.2f}' for t in times[name])}; CPU s: "
+                 f"{', '.join(f'{t:.2f}' for t in cpus[name])})" if len(times[name]) > 1 else ""))
         results.append({"job": name, "seconds": seconds, "runs": times[name],
                         "median_seconds": statistics.median(times[name]), "rows_per_second": rate,
                         "ratio_to_passthrough": ratio, "ratio_to_filter": to_filter,
-                        "adds_seconds": adds})
+                        "adds_seconds": adds, "cpu_seconds": min(cpus[name]), "cpu_runs": cpus[name]})
         previous = name
     print("load average (1, 5, 15 min) at the end: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     if args.json:

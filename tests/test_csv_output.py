@@ -136,3 +136,110 @@ def test_output_adapters_are_checked_before_the_run(tmp_path):
                         str(tmp_path))
     with pytest.raises(RunError, match="output adapter 'o0': hasHeader 'nope': must be true or false"):
         output_adapters(plan(("a", {"hasHeader": "nope"})), str(tmp_path))
+
+
+# --------------------------------------------------------------------------------------------------
+# write_csv_tables (columns formatted by pyarrow, lines joined) against write_csv (value by value,
+# the csv module per row), on generated columns
+# --------------------------------------------------------------------------------------------------
+
+def _column_strategies():
+    import pyarrow as pa
+    from hypothesis import strategies as st
+
+    text = st.text(alphabet=st.sampled_from(list('ab ,;|"\n\r\t\'é€0-.')), max_size=6)
+    stamp = st.datetimes(min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2200, 1, 1))
+    return [  # (ccl type, arrow type, values)
+        ("integer", pa.int32(), st.integers(-2**31, 2**31 - 1)),
+        ("long", pa.int64(), st.integers(-2**63, 2**63 - 1)),
+        ("interval", pa.int64(), st.integers(-10**12, 10**12)),
+        ("float", pa.float64(), st.floats(allow_nan=True, allow_infinity=True)),
+        ("float", pa.int64(), st.integers(-10**6, 10**6)),
+        ("boolean", pa.bool_(), st.booleans()),
+        ("boolean", pa.int64(), st.integers(0, 2)),
+        ("string", pa.string(), text),
+        ("string", pa.int64(), st.integers(-5, 5)),
+        ("integer", pa.string(), st.sampled_from(["1", "x,y", ""])),
+        ("money(2)", pa.decimal128(12, 2),
+         st.decimals(min_value=-10**6, max_value=10**6, places=2, allow_nan=False)),
+        ("timestamp", pa.timestamp("us", tz="UTC"), stamp.map(lambda t: t.replace(tzinfo=dt.UTC))),
+        ("bigdatetime", pa.timestamp("us"), stamp),
+    ]
+
+
+def test_tables_write_the_same_bytes_as_rows_on_generated_columns(tmp_path):
+    import pyarrow as pa
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from runtime.csv_output import write_csv_tables
+    kinds = _column_strategies()
+
+    @st.composite
+    def cases(draw):
+        chosen = draw(st.lists(st.sampled_from(range(len(kinds))), min_size=1, max_size=4))
+        rows = draw(st.integers(0, 6))
+        cols, arrays = [], {}
+        for k, i in enumerate(chosen):
+            ccl_type, kind, values = kinds[i]
+            name = f"c{k}"
+            cols.append([name, ccl_type])
+            if draw(st.booleans()) or k == 0:  # a column the tables lack is written empty
+                arrays[name] = pa.array(draw(st.lists(st.none() | values, min_size=rows, max_size=rows)),
+                                        type=kind)
+        if draw(st.booleans()):
+            arrays["__op"] = pa.array(draw(st.lists(st.sampled_from([None, "i", "u", "d", ""]),
+                                                    min_size=rows, max_size=rows)), type=pa.string())
+        cut = draw(st.integers(0, rows))
+        opts = draw(st.sampled_from([{}, {"opcodes": True}, {"opcodes": True, "delimiter": ";"},
+                                     {"delimiter": "|", "header": False}, {"delimiter": "0"},
+                                     {"opcodes": True, "header": False},
+                                     {"opcodes": True, "stream_name": "W"},
+                                     {"opcodes": True, "stream_name": 'a"b', "delimiter": "\t"}]))
+        return cols, pa.table(arrays), cut, opts
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(cases())
+    def check(case):
+        cols, table, cut, opts = case
+        a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+        assert write_csv(str(a), cols, table.to_pylist(), **opts) == table.num_rows
+        assert write_csv_tables(str(b), cols, [table.slice(0, cut), table.slice(cut)], **opts) \
+            == table.num_rows
+        assert a.read_bytes() == b.read_bytes(), (cols, opts)
+    check()
+
+
+def test_tables_of_one_column_keep_the_quoted_empty_line(tmp_path):
+    """The csv module writes a line whose only field is empty as ``""`` (else it would be an empty
+    line); the joined lines do the same."""
+    import pyarrow as pa
+
+    from runtime.csv_output import write_csv_tables
+    path = tmp_path / "one.csv"
+    table = pa.table({"s": pa.array(["a", "", None, "b"])})
+    assert write_csv_tables(str(path), [["s", "string"]], [table]) == 4
+    assert path.read_text() == 's\na\n""\n""\nb\n'
+
+
+def test_float_columns_write_python_repr(tmp_path):
+    """A float column written from Arrow has each value in :func:`format_value`'s text (Python's
+    repr), on random bit patterns, short decimals, whole numbers and the plain/exponent borders."""
+    import random
+    import struct
+
+    import pyarrow as pa
+
+    from runtime.csv_output import write_csv_tables
+    rnd = random.Random(24)
+    values = [struct.unpack("<d", rnd.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(20000)]
+    values += [rnd.randrange(-10**7, 10**7) / 10**rnd.randrange(0, 9) for _ in range(20000)]
+    values += [float(rnd.randrange(-10**17, 10**17)) for _ in range(5000)]
+    values += [rnd.uniform(0.5, 2) * 10.0**e * s for e in range(-8, 20) for s in (1, -1) for _ in range(50)]
+    values += [m * 10.0**e for e in (-5, -4, 15, 16) for m in (1.0, 0.99999999, 9.999999999999998, 1.0000000001)]
+    values += [0.0, -0.0, 5e-324, 1.7976931348623157e308, math.inf, -math.inf, math.nan, None]
+    path = tmp_path / "f.csv"
+    write_csv_tables(str(path), [["x", "float"]], [pa.table({"x": pa.array(values, pa.float64())})],
+                     header=False)
+    expected = [format_value(v, "float") or '""' for v in values]
+    assert path.read_text().split("\n")[:-1] == expected

@@ -745,7 +745,7 @@ class Aggregator:
         return _transition(old_key, old, new_key, new, seq)
 
     def _key_of(self, row: Mapping[str, object]) -> tuple:
-        return tuple(row.get(k) for k in self.key)
+        return tuple([row.get(k) for k in self.key])  # a list first: cheaper than a generator
 
     def _forgotten(self, group: dict) -> bool:
         """Whether the group holds nothing any more (it is dropped)."""

@@ -321,7 +321,13 @@ class FlexEngine:
 def cast_steps(columns: Sequence[Sequence[str]]) -> list[tuple]:
     """Per column (name, CCL type text): its name, type and whether its values are carried as text
     (a column of no known type), for :func:`_cast_row`."""
-    return [(name, t, t.name in ("any", "null")) for name, t in ((c, as_type(text)) for c, text in columns)]
+    return [(name, t, t.name in ("any", "null"), _EXACT.get(t.name))
+            for name, t in ((c, as_type(text)) for c, text in columns)]
+
+
+# Column kind -> the one Python type whose values the cast gives back as they are, whatever the
+# value (SAME_KIND's, but integer's, whose values must be in range)
+_EXACT = {kind: python for python, kind in SAME_KIND.items() if kind != "integer"}
 
 
 def _cast_row(values: Mapping[str, object], steps: list[tuple]) -> dict[str, object]:
@@ -330,9 +336,9 @@ def _cast_row(values: Mapping[str, object], steps: list[tuple]) -> dict[str, obj
     a value that already has its column's kind kept as it is."""
     get = values.get
     row = {}
-    for name, ctype, as_text in steps:
+    for name, ctype, as_text, exact in steps:
         v = get(name)
-        if v is None:
+        if v is None or type(v) is exact:
             row[name] = v
             continue
         k = SAME_KIND.get(type(v))
