@@ -476,25 +476,7 @@ class BucketStore:
         if self._batch is None:
             raise StateError(f"bucket {self.bucket}: expire outside a batch (begin first)")
         p = self._prefix(ns)
-        head = b"t" + p
-        hi = head + _time(before_millis)
-        cut = len(head) + 8
-        found: list[tuple[bytes, bytes]] = []  # (time, encoded key)
-        it = self._db.iter()
-        it.seek(self._index_start(p))
-        while it.valid():
-            k = it.key()
-            if k >= hi:
-                break
-            if b"d" + p + k[cut:] not in self._pending:
-                found.append((k[len(head):cut], k[cut:]))
-            it.next()
-        del it
-        bound = _time(before_millis)
-        for dkey in self._timed.get(p, ()):
-            raw = self._pending.get(dkey)
-            if raw is not None and raw[:1] != _UNTIMED and raw[1:9] < bound:
-                found.append((raw[1:9], dkey[len(p) + 1:]))
+        found = self._due(p, _time(before_millis))
         found.sort()
         dkeys = [b"d" + p + ek for _, ek in found]
         self._committed(dkeys)
@@ -511,15 +493,23 @@ class BucketStore:
     def timed(self, ns: str) -> list[tuple[int, tuple]]:
         """(time, key) of every timed value of ``ns``, oldest first (keys of one time in key
         order), the batch's own writes included: a walk of the whole time index."""
-        p = self._prefix(ns)
+        found = self._due(self._prefix(ns), None)
+        found.sort()
+        return [(_Q.unpack(t)[0] - _SIGN, decode_key(ek)) for t, ek in found]
+
+    def _due(self, p: bytes, bound: Optional[bytes]) -> list[tuple[bytes, bytes]]:
+        """(time, encoded key) of the timed values of namespace prefix ``p`` whose time is
+        before ``bound`` (an encoded time; None: all), unsorted: the time index's entries the
+        batch has not rewritten, and the batch's own timed writes."""
         head = b"t" + p
         cut = len(head) + 8
-        found: list[tuple[bytes, bytes]] = []  # (time, encoded key)
+        hi = head + bound if bound is not None else None
+        found: list[tuple[bytes, bytes]] = []
         it = self._db.iter()
         it.seek(self._index_start(p))
         while it.valid():
             k = it.key()
-            if not k.startswith(head):
+            if (k >= hi) if hi is not None else not k.startswith(head):
                 break
             if b"d" + p + k[cut:] not in self._pending:
                 found.append((k[len(head):cut], k[cut:]))
@@ -527,10 +517,9 @@ class BucketStore:
         del it
         for dkey in self._timed.get(p, ()):
             raw = self._pending.get(dkey)
-            if raw is not None and raw[:1] != _UNTIMED:
+            if raw is not None and raw[:1] != _UNTIMED and (bound is None or raw[1:9] < bound):
                 found.append((raw[1:9], dkey[len(p) + 1:]))
-        found.sort()
-        return [(_Q.unpack(t)[0] - _SIGN, decode_key(ek)) for t, ek in found]
+        return found
 
     def next_time(self, ns: str) -> Optional[int]:
         """The earliest time in the time index of ``ns`` (``None``: no timed value), for the next
