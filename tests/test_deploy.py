@@ -619,7 +619,7 @@ def test_real_cluster_with_two_workers_status_and_stop_cover_both(tmp_path):
         code, out, err = _ccl(env, "cluster", "start", "--workers", "2", "--port", "0",
                               "--webui-port", "0", "--cores", "1", "--memory", "512m")
         assert code == 0, err
-        assert "2 workers, each (1 cores, 512m)" in err
+        assert "2 workers, each (1 core, 512m)" in err
         meta = ws.read_json(os.path.join(workspace, "_cluster", "cluster.json"))
         started = cluster_mod.workers(meta)
         assert len(started) == 2 and meta["worker_pid"] == started[0]["pid"]

@@ -62,6 +62,20 @@ def test_key_prefix_is_byte_prefix_and_equal_decimals_are_one_key():
         encode_key((1, [1, 2]))
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.tuples(st.text(max_size=4), st.integers(-9, 9)),
+                          st.tuples(st.none() | st.floats(allow_nan=False))), min_size=1, max_size=6))
+def test_keys_with_tuple_items_round_trip_and_stay_distinct(keys):
+    """A group or row key kept as one item of a state key (a tuple inside the tuple): decoded as
+    it was, and two different keys never share bytes, nor is one a prefix of the other."""
+    for k in keys:
+        assert decode_key(encode_key(k)) == k
+    for a in keys:
+        for b in keys:
+            if a != b:
+                assert not encode_key(a).startswith(encode_key(b))
+
+
 # --- a bucket store ------------------------------------------------------------------------------
 
 @pytest.fixture

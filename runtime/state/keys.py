@@ -1,4 +1,5 @@
-"""Order-preserving encoding of state keys: tuples of scalars whose first item is the instance.
+"""Order-preserving encoding of state keys: tuples of scalars whose first item is the instance
+(an item may itself be a tuple of such items: encoded by its length and its items).
 
 Every item is self-delimiting and the encoding of a tuple is the concatenation of its items', so
 the encoding of a tuple prefix is a byte prefix of the encoding of the whole tuple (a scan of one
@@ -18,6 +19,7 @@ from typing import Any
 
 _NONE, _BYTES, _STR, _FALSE, _TRUE, _INT, _FLOAT, _DECIMAL, _DATE, _NAIVE, _AWARE = range(11)
 _BIG_INT = 11  # ints outside 64 bits: length-prefixed, ordered within their sign
+_TUPLE = 12  # a tuple inside a key (a group or row key kept as one item): its length, its items
 _Q = struct.Struct(">Q")
 _TQ = struct.Struct(">BQ")
 _D = struct.Struct(">d")
@@ -110,6 +112,11 @@ def _encode(v: Any, out: bytearray) -> None:
         _encode(float(v), out)
     elif isinstance(v, str):
         _encode(str(v), out)
+    elif isinstance(v, tuple):
+        out.append(_TUPLE)
+        out += _Q.pack(len(v))
+        for item in v:
+            _encode(item, out)
     else:
         raise TypeError(f"cannot use {t.__name__} {v!r} in a state key")
 
@@ -188,6 +195,13 @@ def _decode(raw: bytes, pos: int) -> tuple[Any, int]:
         return _EPOCH_DATE + dt.timedelta(days=_Q.unpack_from(raw, pos)[0] - _SIGN), pos + 8
     if code == _DECIMAL:
         return _decode_decimal(raw, pos)
+    if code == _TUPLE:
+        items = []
+        count, pos = _Q.unpack_from(raw, pos)[0], pos + 8
+        for _ in range(count):
+            item, pos = _decode(raw, pos)
+            items.append(item)
+        return tuple(items), pos
     if code == _BIG_INT:
         lead = raw[pos]
         if lead >= 128:
