@@ -25,6 +25,7 @@ import shutil
 from typing import Optional
 
 from .arrow_state import load_states, newest_batches, save_states, saved_deadline
+from .project_query import query_dir
 from .run_dir import RUN_FILE, RunDirs
 from .run_setup import RunError, RunLayout, atomic_json
 from .state.store import read_layout, rebucket
@@ -35,7 +36,7 @@ NEW = ".rebucket"  # suffix of the directory where an element's new state files 
 
 def last_commit(dirs: RunDirs) -> int:
     """The last batch the project's query committed (-1: none)."""
-    commits = os.path.join(dirs.root, "project_query", "commits")
+    commits = os.path.join(query_dir(dirs), "commits")
     done = [int(n) for n in os.listdir(commits) if n.isdigit()] if os.path.isdir(commits) else []
     return max(done, default=-1)
 
