@@ -81,18 +81,8 @@ def _row(order_id: int) -> dict:
 
 def _table(first: int, count: int, inst: int, seq: int):
     """The processor input of bucket ``inst``: its share of orders ``first .. first+count-1``."""
-    import pyarrow as pa
-    ids = list(range(first + (inst - first) % INSTANCES, first + count, INSTANCES))
-    n = len(ids)
-    rows = [_row(i) for i in ids]
-    struct = pa.struct([("OrderId", pa.int32()), ("Account", pa.string()), ("Qty", pa.int32()),
-                        ("Price", pa.float64())])
-    return pa.table({
-        "__port": pa.array([0] * n, pa.int32()), "__seq": pa.array(range(seq, seq + n), pa.int64()),
-        "__sub": pa.array([0] * n, pa.int64()), "__src": pa.array([0] * n, pa.int32()),
-        "__op": pa.array(["i"] * n), "__inst": pa.array([inst] * n, pa.int32()),
-        "__why": pa.array([None] * n, pa.string()), "__raw": pa.array([None] * n, pa.string()),
-        "__p0": pa.array(rows, struct), "__bucket": pa.array([inst] * n, pa.int32())})
+    ids = range(first + (inst - first) % INSTANCES, first + count, INSTANCES)
+    return _arrow([_row(i) for i in ids], inst, seq)
 
 
 def _group_table(held: int, batch: int, b: int, inst: int, seq: int):
@@ -106,6 +96,7 @@ def _group_table(held: int, batch: int, b: int, inst: int, seq: int):
 
 
 def _arrow(rows: list, inst: int, seq: int):
+    """The processor input of bucket ``inst`` holding ``rows`` (orders), numbered from ``seq``."""
     import pyarrow as pa
     n = len(rows)
     struct = pa.struct([("OrderId", pa.int32()), ("Account", pa.string()), ("Qty", pa.int32()),
