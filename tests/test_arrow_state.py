@@ -194,10 +194,9 @@ create output window w primary key deduced partition by o hash(acct) partitions 
 }
 
 
-@pytest.mark.parametrize("name", sorted(DIFFERENTIAL))
-def test_the_state_store_gives_the_rows_of_the_pickled_state(tmp_path, monkeypatch, name):
-    """The same batches (inserts, updates of held keys, evictions, a batch run again) through the
-    state store and through the pickled layout give the same output rows."""
+def _differential_plan(tmp_path, name: str) -> str:
+    """The plan (JSON text) of ``DIFFERENTIAL[name]``, whose element ``w`` keeps its window rows
+    in the state store."""
     import runtime.arrow_state as arrow_state
 
     path = tmp_path / "k.ccl"
@@ -206,7 +205,16 @@ def test_the_state_store_gives_the_rows_of_the_pickled_state(tmp_path, monkeypat
     assert plan is not None, [str(d) for d in diags]
     element = next(e for e in plan["elements"] if e["name"] == "w")
     assert arrow_state.uses_window_store(element)
-    plan_text = json.dumps(plan)
+    return json.dumps(plan)
+
+
+@pytest.mark.parametrize("name", sorted(DIFFERENTIAL))
+def test_the_state_store_gives_the_rows_of_the_pickled_state(tmp_path, monkeypatch, name):
+    """The same batches (inserts, updates of held keys, evictions, a batch run again) through the
+    state store and through the pickled layout give the same output rows."""
+    import runtime.arrow_state as arrow_state
+
+    plan_text = _differential_plan(tmp_path, name)
     batches = [[(0, 1, 10), (0, 2, 20), (1, 3, 30), (0, 4, 5)],
                [(0, 2, 21), (1, 4, 40), (0, 5, 50), (0, 1, 11)],
                [(0, 6, 60), (0, 2, 22), (1, 3, 31)],
@@ -288,13 +296,7 @@ def test_the_state_store_gives_the_rows_of_the_pickled_state_at_moving_times(tmp
     import runtime.arrow_state as arrow_state
     from runtime.arrow_state import saved_deadline
 
-    path = tmp_path / "k.ccl"
-    path.write_text(DIFFERENTIAL[name])
-    plan, diags = plan_json(str(path))
-    assert plan is not None, [str(d) for d in diags]
-    element = next(e for e in plan["elements"] if e["name"] == "w")
-    assert arrow_state.uses_window_store(element)
-    plan_text = json.dumps(plan)
+    plan_text = _differential_plan(tmp_path, name)
     batches = [[(0, 1, 10), (0, 2, 20), (1, 3, 30), (0, 4, 5)],
                [(0, 2, 21), (1, 4, 40), (0, 5, 50), (0, 1, 11)],
                [(0, 6, 60), (0, 2, 22), (1, 3, 31)],
@@ -306,7 +308,7 @@ def test_the_state_store_gives_the_rows_of_the_pickled_state_at_moving_times(tmp
         outs, seq = [], 0
         for batch_id in (0, 1, 2, 2, 3, 4):
             table = _orders(batches[batch_id], seq)
-            out = bucket_runner(plan_text, element["name"], frozenset(), state, batch_id,
+            out = bucket_runner(plan_text, "w", frozenset(), state, batch_id,
                                 times[batch_id], True)((None,), table)
             rows = [(r["__inst"], r["__op"], tuple(sorted((k, v) for k, v in r.items()
                                                           if not k.startswith("__"))))
