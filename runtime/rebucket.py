@@ -121,9 +121,9 @@ def _build(state_dir: str, old: int, new: int, batch: int) -> None:
         save_states(target, bucket, max(batch, 0), states,
                     (min(due) if due else None,) if timed else None)
     for entry in os.scandir(state_dir) if os.path.isdir(state_dir) else []:
-        if entry.is_dir() and read_layout(entry.path) is not None:
-            if read_layout(entry.path).buckets != new:  # (moved already by a try a crash cut)
-                rebucket(entry.path, old, new, lambda instance: instance % new, batch + 1)
+        layout = read_layout(entry.path) if entry.is_dir() else None
+        if layout is not None and layout.buckets != new:  # (else moved by a try a crash cut)
+            rebucket(entry.path, old, new, lambda instance: instance % new, batch + 1)
 
 
 def _swap(state_dir: str) -> None:
