@@ -10,8 +10,8 @@ broadcast), and every instance runs the element's engine over the whole input as
 (partitioned modules, references, error streams, inputs other than CSV) goes to Spark: both
 plans run as ``ccl run --until-idle`` does, and their ``NAME.csv`` outputs are compared.
 
-An output element's result is its final contents: a window's rows per instance, side by side (as
-``NAME.csv`` holds them), compared by key; a stream's rows, compared as a multiset; a delta
+An output element's result is its final contents as ``NAME.csv`` holds them: a window's rows,
+compared by key (where instances of a partitioned window hold one key, the later change wins); a stream's rows, compared as a multiset; a delta
 stream's changes (opcode and row), as a multiset.
 """
 from __future__ import annotations
@@ -263,14 +263,20 @@ def _final(element: dict, changelog: list[tuple[int, int, int, str, dict]]) -> E
     kind = element["kind"]
     if kind == "window":
         key = list(element.get("key") or columns)
-        held: dict[tuple, dict] = {}
-        for inst, _seq, _sub, op, values in changelog:
-            k = (inst, *(values.get(c) for c in key))
+        held: dict[tuple, tuple] = {}  # (instance, key) -> (seq, instance, sub, row)
+        for inst, seq, sub, op, values in changelog:
+            k = (inst, *(canonical(values.get(c)) for c in key))
             if op == "d":
                 held.pop(k, None)
             else:
-                held[k] = values
-        return ElementResult(element["name"], kind, columns, key, list(held.values()))
+                held[k] = (seq, inst, sub, values)
+        # as NAME.csv (runtime/outputs.py final_rows): where several instances hold a key, the
+        # row whose last change came later in sequence order wins
+        final: dict[tuple, tuple] = {}
+        for k, last in held.items():
+            if k[1:] not in final or last[:3] > final[k[1:]][:3]:
+                final[k[1:]] = last
+        return ElementResult(element["name"], kind, columns, key, [v[3] for v in final.values()])
     if kind == "delta stream":
         return ElementResult(element["name"], kind, ["ESP_OPS"] + columns, [],
                              [{"ESP_OPS": op, **values} for *_, op, values in changelog])
@@ -336,15 +342,25 @@ def _sort_key(t: tuple) -> tuple:
 
 def compare(a: ElementResult, b: ElementResult, limit: int = 3) -> Comparison:
     """Compare ``a`` (the partitioned run) with ``b`` (the unpartitioned run): a window by key (the
-    rows each key holds, over all instances), a stream as a multiset of rows."""
+    rows each key holds, over all instances; up to ``limit`` differing keys), a stream as a
+    multiset of rows (one :class:`Difference` with up to ``limit`` rows found only on each side)."""
     columns = a.columns
     comp = Comparison(a.name, a.kind, a.key, columns, (len(a.rows), len(b.rows)))
-    group = a.key if a.key else columns
+    if not a.key:
+        ca = Counter(_row_key(r, columns) for r in a.rows)
+        cb = Counter(_row_key(r, columns) for r in b.rows)
+        only_a, only_b = ca - cb, cb - ca
+        comp.differing = sum(only_a.values()) + sum(only_b.values())
+        if comp.differing:
+            comp.differences.append(Difference(
+                (), [dict(zip(columns, r)) for r in sorted(only_a.elements(), key=_sort_key)[:limit]],
+                [dict(zip(columns, r)) for r in sorted(only_b.elements(), key=_sort_key)[:limit]]))
+        return comp
     ga: dict[tuple, Counter] = defaultdict(Counter)
     gb: dict[tuple, Counter] = defaultdict(Counter)
     for rows, g in ((a.rows, ga), (b.rows, gb)):
         for r in rows:
-            g[_row_key(r, group)][_row_key(r, columns)] += 1
+            g[_row_key(r, a.key)][_row_key(r, columns)] += 1
     differing = sorted((k for k in set(ga) | set(gb) if ga.get(k) != gb.get(k)), key=_sort_key)
     comp.differing = len(differing)
     for k in differing[:limit]:

@@ -106,25 +106,23 @@ def describe(comp: "Comparison", plan: Mapping, warnings: Mapping[str, list[Diag
     rows = f"{comp.rows[0]} rows partitioned, {comp.rows[1]} unpartitioned"
     if comp.equivalent:
         return [f"{comp.name}: equivalent ({what}; {rows})"]
-    unit = "key(s)" if comp.key else "row(s)"
-    lines = [f"{comp.name}: differs ({what}; {rows}; {comp.differing} {unit} differ)"]
+    unit = "key(s) differ" if comp.key else "row(s) in one run only"
+    lines = [f"{comp.name}: differs ({what}; {rows}; {comp.differing} {unit})"]
     for diff in comp.differences:
         if comp.key:
             label = ", ".join(f"{c}={_show(v)}" for c, v in zip(comp.key, diff.key))
             lines.append(f"  key {label}:")
         else:
-            lines.append(f"  row {_row(dict(zip(comp.columns, diff.key)), comp.columns)}:")
+            lines.append("  rows only in one run (first ones):")
         a, b = _side(diff.partitioned, comp.columns), _side(diff.unpartitioned, comp.columns)
-        if not comp.key:
-            a, b = [f"{len(diff.partitioned)} time(s)"], [f"{len(diff.unpartitioned)} time(s)"]
-        width = max(len(x) for x in a)
+        width = max(len(x) for x in a + ["partitioned"])
         lines.append(f"    {'partitioned'.ljust(width)} | unpartitioned")
         for i in range(max(len(a), len(b))):
             left = a[i] if i < len(a) else ""
             right = b[i] if i < len(b) else ""
             lines.append(f"    {left.ljust(width)} | {right}")
-    if comp.differing > len(comp.differences):
-        lines.append(f"  ... and {comp.differing - len(comp.differences)} more")
+    if comp.key and comp.differing > len(comp.differences):
+        lines.append(f"  ... and {comp.differing - len(comp.differences)} more key(s)")
     chain = upstream(plan, comp.name)
     predicted = [(e, d) for e in chain for d in warnings.get(e, [])]
     if predicted:
