@@ -322,11 +322,11 @@ def run_on_spark(spark, typed: Plan, inputs: Mapping[str, str], base_dir: str) -
 
 def canonical(value: object) -> object:
     """A value as compared: floats to 12 significant digits (a sum in another order differs in its
-    last bits), decimals normalised, date-times as ISO text."""
+    last bits), decimals as plain text without trailing zeros, date-times as ISO text."""
     if isinstance(value, float):
         return float(f"{value:.12g}")
     if isinstance(value, Decimal):
-        return value.normalize()
+        return format(Decimal(value).normalize(), "f")
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     return value

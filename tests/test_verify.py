@@ -252,3 +252,30 @@ def test_engine_and_spark_give_the_same_verdicts(spark, tmp_path):
         [(c.name, c.equivalent, c.differing, c.rows) for c in on_spark.comparisons]
     assert not on_engine.equivalent
     assert stripped.statements  # the stripped copy plans as the text without the clause does
+
+
+def test_custom_function_splitting_a_group_differs_and_names_ccl3002(tmp_path):
+    # custom_maxprice on 3 instances: ascii('D') % 3 != ascii('d') % 3 but both rows are group 'D'.
+    # verify found this difference with no warning (a gap in the checker, fixed: CCL3002 for a
+    # custom function reading a column the GROUP BY does not group by as it is).
+    with open(os.path.join(SEEDS, "custom_maxprice.ccl")) as f:
+        text = f.read().replace("PARTITIONS 2", "PARTITIONS 3")
+    data = tmp_path / "prices.csv"
+    data.write_text("isin,price\nDE01,100\nde02,50\nUS01,10\nus02,20\n")
+    code, out, err = run("verify", _write(tmp_path, text), "--input", f"priceW={data}")
+    assert code == 1, out + err
+    assert "key isin=D:" in out and "(isin=D, maxPrice=50) | (isin=D, maxPrice=100)" in out
+    assert "predicted by CCL3002" in out and "no partition-safety warning" not in out
+
+
+def test_custom_function_of_the_group_column_is_not_warned(tmp_path):
+    text = TRADES + """
+CREATE OUTPUT WINDOW VolumeBySymbol PRIMARY KEY DEDUCED
+    PARTITION BY Trades { return ascii(substr(Trades.Symbol, 1, 1)) % VolumeBySymbol_partitions; }
+    PARTITIONS 3
+AS SELECT t.Symbol Symbol, count(*) Trades, sum(t.Volume) Volume FROM Trades t GROUP BY t.Symbol;
+"""
+    code, out, err = run("verify", _write(tmp_path, text), "--input", f"Trades={TRADES_CSV}")
+    assert code == 0, out + err
+    code, _, err = run("check", str(tmp_path / "p.ccl"))
+    assert "CCL3002" not in err

@@ -37,6 +37,7 @@ def check_partition_safety(facts: list[PartitionFacts], resolved: dict[int, Vari
         _moving_rows(f, report)
         _joins(f, hash_cols, report)
         _group_by(f, hash_cols, report)
+        _custom_group_by(f, report)
         _module_group_by(f, hash_cols, report)
         _retention(f, hash_cols, report)
         _splash(f, hash_cols, resolved, report)
@@ -202,6 +203,28 @@ def _group_by(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report)
         report("CCL3002", blame.span, f"rows of one group can reach several instances of "
                                       f"'{f.target}' (partitioned by HASH({', '.join(sorted(cols))}) "
                                       f"of {name}): each emits its own partial result")
+
+
+def _custom_group_by(f: PartitionFacts, report: Report) -> None:
+    """CCL3002 for a grouped element partitioned by a custom function that reads a column of its
+    input the GROUP BY does not group by unchanged: two rows of one group can differ in that
+    column and the function can send them to different instances (``ascii(substr(isin,1,1))``
+    under ``GROUP BY upper(left(isin,1))`` splits 'a...' from 'A...')."""
+    if not f.group_by:
+        return
+    for name, spec in f.specs_by_input.items():
+        if spec.method != "custom" or spec.body is None:
+            continue
+        names = {name, spec.source.name if spec.source is not None else name}
+        read = {x.field.name for x in spec.body.walk()
+                if isinstance(x, n.FieldAccess) and isinstance(x.base, n.Var) and x.base.name.name in names}
+        grouped = {_column_of(g, f, name) for g in f.group_by} - {None}
+        if read <= grouped or (not grouped and f.join):
+            continue  # a joined input the GROUP BY does not read: the join's checks (CCL3013)
+        report("CCL3002", spec.span, f"rows of one group can reach several instances of '{f.target}': "
+                                     f"its partition function of {name} reads "
+                                     f"{', '.join(sorted(read - grouped))}, which the GROUP BY does not "
+                                     f"group by as it is; each instance emits its own partial result")
 
 
 def _module_group_by(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report) -> None:
