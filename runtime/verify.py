@@ -395,6 +395,11 @@ def verify(partitioned: Plan, unpartitioned: Plan, inputs: Mapping[str, str], ba
                 raise
             why = f"on Spark: the engine path does not run it ({exc})"
             results, times = [], []
+        except Exception as exc:  # a gap of the engine path: Spark runs what it cannot
+            if spark_session is None:
+                raise
+            why = f"on Spark: the engine path failed ({type(exc).__name__}: {exc})"
+            results, times = [], []
     if not results:
         if spark_session is None:
             raise EngineUnsupported(why)

@@ -279,3 +279,15 @@ AS SELECT t.Symbol Symbol, count(*) Trades, sum(t.Volume) Volume FROM Trades t G
     assert code == 0, out + err
     code, _, err = run("check", str(tmp_path / "p.ccl"))
     assert "CCL3002" not in err
+
+
+def test_what_the_engine_does_not_run_goes_to_spark(spark, tmp_path):
+    text = RR_AGGREGATE + "CREATE ERROR STREAM Errs ON VolumeBySymbol;\n"
+    partitioned, diags = plan_project(_write(tmp_path, text))
+    assert partitioned is not None, diags
+    plain, _ = plan_project(_write(tmp_path, text.replace("PARTITION BY Trades ROUNDROBIN PARTITIONS 3", ""),
+                                   "plain.ccl"))
+    result = verify(partitioned, plain, {"Trades": TRADES_CSV}, str(tmp_path), spark_session=lambda: spark)
+    assert result.runner == SPARK and "Errs is an error stream" in result.why
+    by_name = {c.name: c for c in result.comparisons}
+    assert not by_name["VolumeBySymbol"].equivalent and by_name["VolumeBySymbol"].rows == (6, 6)
