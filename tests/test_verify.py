@@ -291,3 +291,9 @@ def test_what_the_engine_does_not_run_goes_to_spark(spark, tmp_path):
     assert result.runner == SPARK and "Errs is an error stream" in result.why
     by_name = {c.name: c for c in result.comparisons}
     assert not by_name["VolumeBySymbol"].equivalent and by_name["VolumeBySymbol"].rows == (6, 6)
+
+
+def test_an_input_without_files_is_noted(tmp_path):
+    code, out, err = run("verify", os.path.join(SEEDS, "hash_maxprice.ccl"))
+    assert code == 0 and "maxPriceW: equivalent (window: by key; 0 rows partitioned" in out
+    assert "note: input element priceW has no file" in err

@@ -879,6 +879,11 @@ def cmd_verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                                     if e.get("role") == "input" and e.get("query") is None})
     if unknown:
         raise UsageError(f"--input {unknown[0]}=...: the project has no input element of that name")
+    for e in plan["elements"]:
+        if (e.get("role") == "input" and e.get("query") is None and e["name"] not in inputs
+                and not e["physical"].get("input_adapter")):
+            err.write(f"ccl verify: note: input element {e['name']} has no file (no --input "
+                      f"{e['name']}=PATH, no input adapter): it gives no rows\n")
     from runtime.run_setup import RunError
     from runtime.verify import verify
 
