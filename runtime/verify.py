@@ -40,13 +40,16 @@ class EngineUnsupported(Exception):
 @dataclass
 class ElementResult:
     """An output element's final contents: ``rows`` as column -> value, and the key columns that
-    compare a window (empty: a stream, compared as a multiset)."""
+    compare a window (empty: a stream, compared as a multiset). ``ordered``: a stream whose order is
+    defined (the element is not partitioned itself: one instance emits its rows in sequence
+    order), compared in order too."""
 
     name: str
     kind: str
     columns: list[str]
     key: list[str]
     rows: list[dict]
+    ordered: bool = False
 
 
 @dataclass
@@ -68,7 +71,8 @@ class Comparison:
     columns: list[str]
     rows: tuple[int, int]          # rows in the partitioned and unpartitioned results
     differences: list[Difference] = field(default_factory=list)
-    differing: int = 0             # keys (windows) or distinct rows (streams) that differ
+    differing: int = 0             # keys (windows) or rows (streams) that differ
+    out_of_order: Optional[int] = None  # an ordered stream's same rows: where the order differs
 
     @property
     def equivalent(self) -> bool:
@@ -277,10 +281,14 @@ def _final(element: dict, changelog: list[tuple[int, int, int, str, dict]]) -> E
             if k[1:] not in final or last[:3] > final[k[1:]][:3]:
                 final[k[1:]] = last
         return ElementResult(element["name"], kind, columns, key, [v[3] for v in final.values()])
+    # as NAME.csv: in the order the element produced them (sequence, instance, sub-row)
+    changelog = sorted(changelog, key=lambda c: (c[1], c[0], c[2]))
+    ordered = not element.get("partition") and not element.get("module_partition")
     if kind == "delta stream":
         return ElementResult(element["name"], kind, ["ESP_OPS"] + columns, [],
-                             [{"ESP_OPS": op, **values} for *_, op, values in changelog])
-    return ElementResult(element["name"], kind, columns, [], [values for *_, values in changelog])
+                             [{"ESP_OPS": op, **values} for *_, op, values in changelog], ordered)
+    return ElementResult(element["name"], kind, columns, [], [values for *_, values in changelog],
+                         ordered)
 
 
 # --- the Spark path -------------------------------------------------------------------------------
@@ -312,7 +320,8 @@ def run_on_spark(spark, typed: Plan, inputs: Mapping[str, str], base_dir: str) -
             if e["kind"] == "delta stream":
                 columns = ["ESP_OPS"] + columns
             key = list(e.get("key") or columns) if e["kind"] == "window" else []
-            results[e["name"]] = ElementResult(e["name"], e["kind"], columns, key, rows)
+            ordered = not e.get("partition") and not e.get("module_partition")
+            results[e["name"]] = ElementResult(e["name"], e["kind"], columns, key, rows, ordered)
         return results
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -351,6 +360,17 @@ def compare(a: ElementResult, b: ElementResult, limit: int = 3) -> Comparison:
         cb = Counter(_row_key(r, columns) for r in b.rows)
         only_a, only_b = ca - cb, cb - ca
         comp.differing = sum(only_a.values()) + sum(only_b.values())
+        if not comp.differing and a.ordered and b.ordered:
+            seq_a = [_row_key(r, columns) for r in a.rows]
+            seq_b = [_row_key(r, columns) for r in b.rows]
+            at = next((i for i, (x, y) in enumerate(zip(seq_a, seq_b)) if x != y), None)
+            if at is not None:  # the same rows in another order
+                comp.out_of_order = at
+                comp.differing = sum(x != y for x, y in zip(seq_a, seq_b))
+                comp.differences.append(Difference(
+                    (at,), [dict(zip(columns, r)) for r in seq_a[at:at + limit]],
+                    [dict(zip(columns, r)) for r in seq_b[at:at + limit]]))
+            return comp
         if comp.differing:
             comp.differences.append(Difference(
                 (), [dict(zip(columns, r)) for r in sorted(only_a.elements(), key=_sort_key)[:limit]],

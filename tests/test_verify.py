@@ -297,3 +297,20 @@ def test_an_input_without_files_is_noted(tmp_path):
     code, out, err = run("verify", os.path.join(SEEDS, "hash_maxprice.ccl"))
     assert code == 0 and "maxPriceW: equivalent (window: by key; 0 rows partitioned" in out
     assert "note: input element priceW has no file" in err
+
+
+def test_a_stream_of_one_instance_is_compared_in_order():
+    from runtime.verify import ElementResult, compare
+
+    rows = [{"k": "a", "v": 1}, {"k": "b", "v": 2}, {"k": "c", "v": 3}]
+    swapped = [rows[0], rows[2], rows[1]]
+    ordered = compare(ElementResult("s", "stream", ["k", "v"], [], rows, True),
+                      ElementResult("s", "stream", ["k", "v"], [], swapped, True))
+    assert not ordered.equivalent and ordered.out_of_order == 1 and ordered.differing == 2
+    assert ordered.differences[0].partitioned[0] == {"k": "b", "v": 2}
+    unordered = compare(ElementResult("s", "stream", ["k", "v"], [], rows, False),
+                        ElementResult("s", "stream", ["k", "v"], [], swapped, True))
+    assert unordered.equivalent
+    fewer = compare(ElementResult("s", "stream", ["k", "v"], [], rows[:2], False),
+                    ElementResult("s", "stream", ["k", "v"], [], rows, False))
+    assert fewer.differing == 1 and fewer.differences[0].unpartitioned == [rows[2]]

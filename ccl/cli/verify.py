@@ -99,17 +99,23 @@ def _side(rows: list[dict], columns: Sequence[str]) -> list[str]:
 
 
 def describe(comp: "Comparison", plan: Mapping, warnings: Mapping[str, list[Diagnostic]],
-             partitioned: Iterable[str]) -> list[str]:
+             partitioned: Iterable[str], ordered: bool = False) -> list[str]:
     """The lines of one element's verdict: differing keys with both sides' rows, then the
-    warnings that predicted it (on the element or upstream of it)."""
-    what = "window: by key" if comp.key else f"{comp.kind}: rows as a multiset"
+    warnings that predicted it (on the element or upstream of it). ``ordered``: a stream compared
+    in order too."""
+    what = ("window: by key" if comp.key else f"{comp.kind}: rows in order" if ordered
+            else f"{comp.kind}: rows as a multiset")
     rows = f"{comp.rows[0]} rows partitioned, {comp.rows[1]} unpartitioned"
     if comp.equivalent:
         return [f"{comp.name}: equivalent ({what}; {rows})"]
     unit = "key(s) differ" if comp.key else "row(s) in one run only"
+    if comp.out_of_order is not None:
+        unit = f"row(s) at other places: the same rows in another order from row {comp.out_of_order + 1}"
     lines = [f"{comp.name}: differs ({what}; {rows}; {comp.differing} {unit})"]
     for diff in comp.differences:
-        if comp.key:
+        if comp.out_of_order is not None:
+            lines.append(f"  from row {comp.out_of_order + 1}:")
+        elif comp.key:
             label = ", ".join(f"{c}={_show(v)}" for c, v in zip(comp.key, diff.key))
             lines.append(f"  key {label}:")
         else:
@@ -140,8 +146,11 @@ def report(result: "VerifyResult", plan: Mapping, warnings: Mapping[str, list[Di
     """The report of ``ccl verify``: one verdict per output element and a summary line."""
     partitioned = [e["name"] for e in plan["elements"] if e.get("partition") or e.get("module_partition")]
     lines: list[str] = []
+    unpartitioned = {e["name"] for e in plan["elements"]
+                     if not e.get("partition") and not e.get("module_partition")}
     for comp in result.comparisons:
-        lines += describe(comp, plan, warnings, partitioned)
+        lines += describe(comp, plan, warnings, partitioned,
+                          ordered=not comp.key and comp.name in unpartitioned)
     differ = sum(not c.equivalent for c in result.comparisons)
     a, b = result.seconds
     lines.append(f"{len(result.comparisons) - differ} equivalent, {differ} differ "
