@@ -150,7 +150,7 @@ def test_usage_errors_exit_2():
 
 
 def test_console_script_runs_as_a_process():
-    proc = subprocess.run([sys.executable, "-m", "ccl.cli", "check", str(SEEDS / "custom_maxprice.ccl")],
+    proc = subprocess.run([sys.executable, "-m", "ccl.cli", "check", str(SEEDS / "custom_vwap_two_inputs.ccl")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "ok" in proc.stdout and proc.stderr == ""

@@ -34,7 +34,7 @@ def test_seed_examples_get_the_warnings_the_guidelines_predict():
         "eventcache_example1.ccl": ["CCL3006"],       # 10 events, no coalesce: n*k rows
         "flex_keycache_example2.ccl": ["CCL3007"],    # keyCache on Symbol2 under HASH(Symbol)
         "hash_vwap_broadcast.ccl": [],
-        "custom_maxprice.ccl": [],
+        "custom_maxprice.ccl": ["CCL3002"],           # reads isin, GROUP BY upper(left(isin, 1)): 'a', 'A' split
         "custom_vwap_two_inputs.ccl": [],
     }
     for name, codes in expected.items():

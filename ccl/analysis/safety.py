@@ -7,6 +7,7 @@ partitioned element and the variable each name resolved to.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Iterator, Optional
 
 from ..syntax import nodes as n
@@ -37,6 +38,7 @@ def check_partition_safety(facts: list[PartitionFacts], resolved: dict[int, Vari
         _moving_rows(f, report)
         _joins(f, hash_cols, report)
         _group_by(f, hash_cols, report)
+        _custom_group_by(f, report)
         _module_group_by(f, hash_cols, report)
         _retention(f, hash_cols, report)
         _splash(f, hash_cols, resolved, report)
@@ -202,6 +204,71 @@ def _group_by(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report)
         report("CCL3002", blame.span, f"rows of one group can reach several instances of "
                                       f"'{f.target}' (partitioned by HASH({', '.join(sorted(cols))}) "
                                       f"of {name}): each emits its own partial result")
+
+
+def _custom_group_by(f: PartitionFacts, report: Report) -> None:
+    """CCL3002 for a grouped element partitioned by a custom function that reads a column of its
+    input other than through one of the GROUP BY expressions: two rows of one group can differ
+    there, and the function can send them to different instances (``ascii(substr(isin,1,1))``
+    under ``GROUP BY upper(left(isin,1))`` splits 'a...' from 'A...'). A function that reads the
+    input only through GROUP BY expressions (``substr(MeterId, 1, 2)`` under the same GROUP BY) or
+    plain grouped columns keeps every group on one instance."""
+    if not f.group_by:
+        return
+    for name, spec in f.specs_by_input.items():
+        if spec.method != "custom" or spec.body is None:
+            continue
+        element = f.inputs[name]
+        names = {name, spec.source.name if spec.source is not None else name}
+        ours = lambda v: f.inputs.get(v) is element  # noqa: E731  (the input under any alias)
+        grouped = {_canonical(g, ours, element.columns) for g in f.group_by}
+        if f.join and grouped == {_canonical(g, lambda v: False, ()) for g in f.group_by}:
+            continue  # a joined input the GROUP BY does not read: the join's checks (CCL3013)
+        loose = sorted(_ungrouped_reads(spec.body, lambda v: v in names, grouped))
+        if loose:
+            report("CCL3002", spec.span, f"rows of one group can reach several instances of "
+                                         f"'{f.target}': its partition function of {name} reads "
+                                         f"{', '.join(loose)} other than as the GROUP BY does; each "
+                                         f"instance emits its own partial result")
+
+
+def _canonical(e: n.Node, is_input: Callable[[str], bool], columns) -> str:
+    """``e`` as text with the input's columns named alone (``r.MeterId`` and
+    ``MeterReadings.MeterId`` are one expression), for comparing a function's terms with the
+    GROUP BY's."""
+    def walk(v: object) -> object:
+        if isinstance(v, dict):
+            if (v.get("node") == "FieldAccess" and v["base"].get("node") == "Var"
+                    and is_input(v["base"]["name"]["name"])):
+                return {"column": v["field"]["name"]}
+            if v.get("node") == "Var" and v["name"]["name"] in columns:
+                return {"column": v["name"]["name"]}
+            return {k: walk(x) for k, x in v.items() if k not in ("line", "col")}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+    return repr(walk(n.to_json(e)))
+
+
+def _ungrouped_reads(body: n.Node, is_input: Callable[[str], bool], grouped: set[str]) -> set[str]:
+    """The input's columns ``body`` reads outside any of the ``grouped`` expressions."""
+    out: set[str] = set()
+    stack: list[object] = [body]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+            continue
+        if not isinstance(item, n.Node):
+            continue
+        if isinstance(item, n.FieldAccess) and isinstance(item.base, n.Var) and is_input(item.base.name.name):
+            if _canonical(item, is_input, ()) not in grouped:
+                out.add(item.field.name)
+            continue
+        if _canonical(item, is_input, ()) in grouped:
+            continue
+        stack.extend(getattr(item, fl.name) for fl in dataclasses.fields(item) if fl.name != "span")
+    return out
 
 
 def _module_group_by(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report) -> None:

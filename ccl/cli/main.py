@@ -97,6 +97,17 @@ Without --until-idle the job runs until Ctrl-C (new files in input directories a
 The output directory gets NAME.csv per OUTPUT element, _run.json and _bad_records.jsonl.
 """
 
+_VERIFY_EXAMPLES = """\
+examples:
+  ccl verify project.ccl --input trades=sample/trades.csv   the project with and without PARTITION BY
+  ccl verify project.ccl                                    on the files its input adapters read
+  ccl verify project.ccl --ccr prod.ccr --param PARTITIONS=8 --spark
+
+Per output element: equivalent, or differs with the first differing keys (windows) or rows
+(streams) side by side and the partition-safety warning (CCL3xxx) that predicted it. Exit code 0
+when every output element is equivalent, 1 otherwise. See docs/analysis.md.
+"""
+
 _PARSE_EXAMPLES = """\
 examples:
   ccl parse project.ccl                 print the project back as canonical CCL
@@ -232,6 +243,23 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Spark's log level, as --set runtime.log_level=LEVEL (default WARN: "
                           "only ccl's lines; INFO or DEBUG: Spark's too)")
     run.set_defaults(func=cmd_run)
+
+    verify = sub.add_parser(
+        "verify", help="compare a project's outputs with and without its PARTITION BY clauses",
+        description="Run the project as written and again with every PARTITION BY removed, on "
+                    "the given sample inputs, and compare every output element's final contents "
+                    "(windows by key, streams as a multiset of rows). Runs on the per-instance "
+                    "engine without Spark where it can, else on Spark (the output says which).",
+        epilog=_VERIFY_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    verify.add_argument("file", metavar="FILE.ccl")
+    _add_config_options(verify)
+    verify.add_argument("--input", action="append", default=[], metavar="ELEMENT=PATH",
+                        help="read an input element from a CSV file or directory (repeatable)")
+    verify.add_argument("--spark", action="store_true",
+                        help="run both on Spark (as 'ccl run --until-idle') even where the engine could")
+    verify.add_argument("--show", type=int, default=3, metavar="N",
+                        help="differing keys or rows to show per element (default: 3)")
+    verify.set_defaults(func=cmd_verify)
 
     _add_deploy_parsers(sub)
 
@@ -811,6 +839,80 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
               f"  log {pd.log_file}\n"
               f"'ccl status {name}', 'ccl logs {name}', 'ccl stop {name}'\n")
     return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl verify`: the project's outputs with and without PARTITION BY, element by element."""
+    from .verify import partition_warnings, report, without_partitions
+
+    if args.show < 1:
+        raise UsageError("--show: expected a number >= 1")
+    inputs = _bindings(args.input)
+    config, analysis, diags = _check(args.file, args)
+    errors = [d for d in diags if d.is_error]
+    if errors or analysis is None:
+        _write_diagnostics(errors, config.sources, err)
+        err.write(f"{args.file}: {len(errors)} error(s); not verified\n")
+        return EXIT_ERRORS
+    partitioned = _plan(args.file, config, analysis, err)
+    if partitioned is None:
+        return EXIT_ERRORS
+    stripped, removed = without_partitions(config.project)
+    plain_analysis = analyze(stripped, config.parameters)
+    plain_errors = [d for d in plain_analysis.diagnostics if d.is_error]
+    if plain_errors:
+        _write_diagnostics(plain_errors, config.sources, err)
+        err.write(f"{args.file}: without its PARTITION BY clauses the project has "
+                  f"{len(plain_errors)} error(s); not verified\n")
+        return EXIT_ERRORS
+    from ..plan.codec import plan_to_json
+    from ..plan.planner import PlanError, build_plan
+
+    try:
+        plain = build_plan(stripped, plain_analysis, config.parameters,
+                           adapters_properties=config.adapters)
+    except PlanError as exc:
+        err.write(f"{exc}\n{args.file}: cannot be planned without its PARTITION BY clauses\n")
+        return EXIT_ERRORS
+    plan = plan_to_json(partitioned)
+    unknown = sorted(set(inputs) - {e["name"] for e in plan["elements"]
+                                    if e.get("role") == "input" and e.get("query") is None})
+    if unknown:
+        raise UsageError(f"--input {unknown[0]}=...: the project has no input element of that name")
+    for e in plan["elements"]:
+        if (e.get("role") == "input" and e.get("query") is None and e["name"] not in inputs
+                and not e["physical"].get("input_adapter")):
+            err.write(f"ccl verify: note: input element {e['name']} has no file (no --input "
+                      f"{e['name']}=PATH, no input adapter): it gives no rows\n")
+    from runtime.run_setup import RunError
+    from runtime.verify import verify
+
+    sessions: list = []
+
+    def spark_session():
+        from runtime.session import get_session
+
+        settings = config.settings
+        sessions.append(get_session(str(settings["spark.master"]), "ccl verify",
+                                    int(settings["spark.shuffle_partitions"]),
+                                    log_level=str(settings["runtime.log_level"])))
+        return sessions[-1]
+
+    base_dir = os.path.dirname(os.path.abspath(args.file))
+    try:
+        result = verify(partitioned, plain, inputs, base_dir, spark_session=spark_session,
+                        limit=args.show, force_spark=args.spark)
+    except (RunError, OSError, ValueError) as exc:
+        err.write(f"ccl verify: {exc}\n")
+        return EXIT_ERRORS
+    finally:
+        if sessions:
+            from runtime.session import stop_session
+            stop_session(sessions[0])
+    out.write(f"{args.file}: {removed} PARTITION BY clause(s) removed for the comparison\n")
+    warnings = partition_warnings(plan, diags)
+    out.write("\n".join(report(result, plan, warnings)) + "\n")
+    return EXIT_OK if result.equivalent else EXIT_ERRORS
 
 
 def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
