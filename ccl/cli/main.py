@@ -18,6 +18,7 @@ from .. import __version__
 from ..analysis import Analysis, analyze
 from ..config.settings import SOURCE_DEFAULTS
 from ..config.report import render_config, render_config_json
+from ..config.secret import Secret
 from ..diagnostics import CATALOGUE, Diagnostic, SourceCache, render, render_json, sort_key
 from .explain import explain_partitioning, explain_physical
 from ..syntax.nodes import gc_paused, to_json
@@ -788,7 +789,12 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         log_level=str(settings["runtime.log_level"]),
         inputs={e: b.directory for e, b in bindings.items() if b.passed})
     cmd = deploy.submit_command(pd, spec)
-    info = {"name": name, "project": plan.get("project"), "project_file": os.path.abspath(args.file),
+    token = settings["web.token"]
+    web = deploy.write_web_config(
+        pd, bool(settings["web.enabled"]), str(settings["web.host"]), int(settings["web.port"]),
+        token.reveal() if isinstance(token, Secret) else str(token or ""),
+        os.path.abspath(str(compiled.plan_file)), base_dir, spec.inputs)
+    info = {"web": web, "name": name, "project": plan.get("project"), "project_file": os.path.abspath(args.file),
             "master": master, "workspace": workspace,
             "plan_file": os.path.basename(compiled.plan_file),
             "inputs": deploy.binding_json(bindings),
@@ -807,6 +813,9 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for element, b in bindings.items():
         out.write(f"  input {element}: {b.directory}" + (f" ({b.pattern})" if b.pattern else "")
                   + "\n")
+    if web is not None:
+        out.write(f"  web service on {web['host']}:{web['port'] or '(a free port)'}: its address "
+                  f"in 'ccl status {name}'\n")
     out.write(f"  state {pd.checkpoint}\n  outputs {pd.out_dir} (written when it stops)\n"
               f"  log {pd.log_file}\n"
               f"'ccl status {name}', 'ccl logs {name}', 'ccl stop {name}'\n")

@@ -22,6 +22,7 @@ from .rows import Contents, PostError, changelog_files, batch_number, prepare_cs
 
 MAX_BODY = 4 << 20  # bytes of one POST (an inbox file holds at most runtime.adapters.inbox.MAX_BATCH_BYTES)
 POLL = 0.1  # seconds between two looks for new changelog files of a subscribed element
+SHUTDOWN_TIMEOUT = 2.0  # seconds open requests get to finish when the service stops
 ADAPTER_NAME = "web"  # the inbox files' name part (``STAMP-web.csv``)
 
 
@@ -129,13 +130,16 @@ class WebService:
         return {"element": name, "kind": element.get("kind"), "key": c.key, **now}
 
 
+SERVICE = web.AppKey("service", WebService)
+
+
 def _json(data: Any, status: int = 200) -> web.Response:
     return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, ensure_ascii=False))
 
 
 @web.middleware
 async def _auth(request: web.Request, handler: Any) -> web.StreamResponse:
-    service: WebService = request.app["service"]
+    service: WebService = request.app[SERVICE]
     if not service.authorized(request):
         return _json({"error": "a valid token is required (Authorization: Bearer TOKEN, or "
                                "?token=TOKEN for a WebSocket)"}, 401)
@@ -143,7 +147,7 @@ async def _auth(request: web.Request, handler: Any) -> web.StreamResponse:
 
 
 async def _index(request: web.Request) -> web.Response:
-    service: WebService = request.app["service"]
+    service: WebService = request.app[SERVICE]
     return _json({"project": service.plan.get("project"),
                   "elements": [{"name": e["name"], "kind": e.get("kind"), "role": e.get("role"),
                                 "key": e.get("key") or [], "columns": e["columns"],
@@ -153,7 +157,7 @@ async def _index(request: web.Request) -> web.Response:
 
 
 async def _post_rows(request: web.Request) -> web.Response:
-    service: WebService = request.app["service"]
+    service: WebService = request.app[SERVICE]
     name = request.match_info["element"]
     try:
         body = await request.read()
@@ -171,7 +175,7 @@ async def _post_rows(request: web.Request) -> web.Response:
 
 
 async def _get_rows(request: web.Request) -> web.Response:
-    service: WebService = request.app["service"]
+    service: WebService = request.app[SERVICE]
     name = request.match_info["element"]
     service.element(name)
     data = await asyncio.get_running_loop().run_in_executor(None, service.current, name)
@@ -182,7 +186,7 @@ async def _changes(request: web.Request) -> web.StreamResponse:
     """A WebSocket sending one JSON message per committed batch of the element:
     ``{"element", "batch", "changes": [{"op", "row"}]}``; ``?from=now`` (default) or
     ``?from=beginning``."""
-    service: WebService = request.app["service"]
+    service: WebService = request.app[SERVICE]
     name = request.match_info["element"]
     element = service.element(name)
     start = request.query.get("from", "now")
@@ -232,7 +236,7 @@ def routes(app: web.Application) -> None:
 def make_app(service: WebService) -> web.Application:
     """The aiohttp application serving ``service`` (every route behind the token check)."""
     app = web.Application(middlewares=[_auth], client_max_size=MAX_BODY)
-    app["service"] = service
+    app[SERVICE] = service
     routes(app)
     return app
 
@@ -251,7 +255,8 @@ class Server:
 
     async def _start(self) -> int:
         # no access log: a WebSocket's query string may hold the token
-        self._runner = web.AppRunner(make_app(self.service), access_log=None)
+        self._runner = web.AppRunner(make_app(self.service), access_log=None,
+                                     shutdown_timeout=SHUTDOWN_TIMEOUT)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -286,7 +291,7 @@ class Server:
         if self.loop is None:
             return
         if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(timeout=10)
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(timeout=30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=10)
