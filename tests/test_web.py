@@ -2,9 +2,8 @@
 element's changes, GET of its current rows, the token, and its life beside a deployed project.
 
 Most tests serve a run directory whose changelog Parquet files are written here with pyarrow (no
-Spark); one runs a real job (``python -m runtime.submit`` on a local master, as a deployed driver
-runs) and checks posted rows come back through the WebSocket and the GET, bad ones counted by the
-run. The supervisor test starts the service as ``ccl deploy``'s supervisor does, with a stand-in
+Spark); one runs a real job (``ccl run`` with the service, on a local master) and checks posted
+rows come back through the WebSocket and the GET, bad ones counted by the run. The supervisor test starts the service as ``ccl deploy``'s supervisor does, with a stand-in
 for spark-submit.
 """
 import asyncio
@@ -217,29 +216,38 @@ def test_websocket_from_beginning_and_from_now(served):
     assert status == 400
 
 
-def test_a_real_run_serves_posted_rows_back(tmp_path):
-    """A job as a deployed driver runs it (runtime.submit, local master, continuous): rows posted
-    to the service reach its inputs, come back on the WebSocket and the GET, and the bad ones
-    are the run's bad records."""
-    plan = compiled(tmp_path)
+def test_ccl_run_serves_posted_rows_back(tmp_path):
+    """A real run (``ccl run`` with ``web.enabled``, going on until stopped): rows posted to the
+    service reach its inputs, come back on the WebSocket and the GET, and the bad ones are the
+    run's bad records; the token is required and never printed."""
+    compiled(tmp_path)
     inputs = {"Prices": tmp_path / "in" / "Prices", "Trades": tmp_path / "in" / "Trades"}
     for d in inputs.values():
         d.mkdir(parents=True)
     run_dir = tmp_path / "ck"
-    cmd = [sys.executable, "-m", "runtime.submit", "--plan", str(plan), "--checkpoint", str(run_dir),
-           "--output-dir", str(tmp_path / "out"), "--master", "local[1]",
-           "--trigger-interval", "200 milliseconds"]
+    cmd = [sys.executable, "-m", "ccl.cli", "run", str(tmp_path / "p.ccl"), "--checkpoint",
+           str(run_dir), "--output-dir", str(tmp_path / "out"), "--master", "local[1]",
+           "--set", "web.enabled=true", "--set", f"web.token={TOKEN}",
+           "--set", "runtime.trigger_interval=200 milliseconds"]
     for k, v in inputs.items():
         cmd += ["--input", f"{k}={v}"]
-    log = open(tmp_path / "job.log", "wb")
-    job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=deploy_mod.python_env(),
-                           start_new_session=True)
-    server = Server(WebService(json.loads(plan.read_text()), str(run_dir),
-                               {k: str(v) for k, v in inputs.items()}, str(tmp_path)))
-    url = server.start()
+    errors = open(tmp_path / "stderr.log", "wb")
+    job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors,
+                           env=deploy_mod.python_env(), start_new_session=True)
+    deadline = time.time() + 120
+    url = None
+    while url is None and time.time() < deadline and job.poll() is None:
+        for line in (tmp_path / "stderr.log").read_text().splitlines():
+            if line.startswith("ccl run: web service on "):
+                url = line.split(" on ", 1)[1].strip()
+        time.sleep(0.1)
+    assert url is not None, (tmp_path / "stderr.log").read_text()
 
     async def scenario():
         async with aiohttp.ClientSession() as s:
+            async with s.get(f"{url}/elements/Big/rows") as r:
+                assert r.status == 401
+        async with aiohttp.ClientSession(headers=AUTH) as s:
             async with s.ws_connect(f"{url}/elements/Big/changes?from=beginning") as sock:
                 await sock.receive_json(timeout=30)
                 r = await s.post(f"{url}/elements/Trades/rows",
@@ -275,16 +283,16 @@ def test_a_real_run_serves_posted_rows_back(tmp_path):
                       for p in (run_dir / "stats" / "Trades").glob("batch-*.json"))
             time.sleep(0.2)
         assert bad == 1
+        os.killpg(job.pid, signal.SIGINT)
+        assert job.wait(timeout=120) == 0
+        with pytest.raises(aiohttp.ClientConnectionError):
+            asyncio.run(_call("GET", f"{url}/", headers=AUTH))
+        assert TOKEN not in (tmp_path / "stderr.log").read_text()
     finally:
-        server.stop()
         if job.poll() is None:
-            os.killpg(job.pid, signal.SIGTERM)
-            try:
-                job.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, signal.SIGKILL)
-                job.wait()
-        log.close()
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+        errors.close()
 
 
 def test_the_supervisor_runs_the_service_beside_the_job_and_status_shows_it(tmp_path):

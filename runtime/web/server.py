@@ -268,15 +268,17 @@ class Server:
         import threading
 
         self.loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True,
-                                        name="ccl-web")
+        self._thread = threading.Thread(target=self._run, daemon=True, name="ccl-web")
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(self._start(), self.loop)
-        self.port = future.result(timeout=30)
+        try:
+            self.port = future.result(timeout=30)
+        except BaseException:
+            self.stop()
+            raise
         return self.url
 
-    def _run(self, ready: Any) -> None:
+    def _run(self) -> None:
         assert self.loop is not None
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
