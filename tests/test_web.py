@@ -25,6 +25,8 @@ from ccl.ops import deploy as deploy_mod
 from ccl.ops import workspace as ws
 from runtime.inputs.csv_text import parse_file_text
 from runtime.inputs.formats import CsvFormat
+from ccl.config.project_config import load_project_config
+from runtime.web.rows import PostError, prepare_json
 from runtime.web.server import Server, WebService
 
 PROJECT = """\
@@ -335,3 +337,66 @@ def test_the_supervisor_runs_the_service_beside_the_job_and_status_shows_it(tmp_
     finally:
         if ws.supervisor_alive(meta):
             os.killpg(meta["pid"], signal.SIGKILL)
+
+
+def test_json_posted_to_csv_inputs_of_other_formats_round_trips():
+    """Posted JSON written for readers with a delimiter and stream-name opcodes, or without a
+    header (inserts only), reads back as the same rows; a broken array loses only its bad
+    element."""
+    element = {"name": "Prices", "columns": PRICES}
+    records = [{"Sym": "A;B", "Px": 1.25, "Qty": 2, "Ts": "2024-03-04 09:00:00"},
+               {"ESP_OPS": "u", "Sym": "C", "Qty": None}]
+    fmt = CsvFormat.from_options({"delimiter": ";", "expectStreamNameOpcode": "true"}, "Prices")
+    prepared = prepare_json(json.dumps(records), element, fmt)
+    assert prepared.bad == [] and prepared.ext == "csv"
+    rows = list(parse_file_text(prepared.data.decode(), PRICES, fmt))
+    assert [(r[1], r[2]) + r[4:7] for r in rows] == [("i", None, "A;B", 1.25, 2), ("u", None, "C", None, None)]
+    assert str(rows[0][7]).startswith("2024-03-04 09:00:00")
+    headless = CsvFormat.from_options({"hasHeader": "false"})
+    prepared = prepare_json(json.dumps(records), element, headless)
+    assert [(b["record"], b["reason"]) for b in prepared.bad] == [
+        (2, "this input reads files without a header, where every row is an insert")]
+    rows = list(parse_file_text(prepared.data.decode(), PRICES, headless))
+    assert [r[4] for r in rows if r[2] is None] == ["A;B"] and sum(r[2] is not None for r in rows) == 1
+    broken = '[{"Sym": "A", "Qty": 1},\n {"Sym": oops},\n {"Sym": "B", "Qty": 2}]\n{"Sym": "C", "Qty": 3}'
+    prepared = prepare_json(broken, element, CsvFormat())
+    assert [b["record"] for b in prepared.bad] == [2]
+    rows = list(parse_file_text(prepared.data.decode(), PRICES, CsvFormat()))
+    assert [(r[4], r[6]) for r in rows if r[2] is None] == [("A", 1), ("B", 2), ("C", 3)]
+
+
+def test_a_json_input_takes_posted_json_as_is(tmp_path):
+    project = ("CREATE INPUT STREAM J SCHEMA (Id integer, Name string);\n"
+               "ATTACH INPUT ADAPTER JIn TYPE toolkit_file_json_input TO J PROPERTIES dir = 'j';\n")
+    (tmp_path / "j.ccl").write_text(project)
+    code, _, err = run("compile", str(tmp_path / "j.ccl"), "-o", str(tmp_path / "build"))
+    assert code == 0, err
+    plan = json.loads((tmp_path / "build" / "j.ccx").read_text())
+    service = WebService(plan, str(tmp_path / "ck"), {}, str(tmp_path))
+    body = b'{"Id": 1, "Name": "a"}\n{"Id": "x"}\n'
+    answer = service.post("J", body, "application/json")
+    assert answer["accepted"] == 1 and answer["bad"][0]["record"] == 2
+    assert (tmp_path / "j" / answer["file"]).read_bytes() == body and answer["file"].endswith(".json")
+    with pytest.raises(PostError) as e:
+        service.post("J", b"Id,Name\n1,a\n", "text/csv")
+    assert e.value.status == 415
+
+
+def test_ccr_options_set_the_web_settings(tmp_path):
+    (tmp_path / "p.ccl").write_text(PROJECT)
+    options = ('<Option name="web.enabled" value="true"/><Option name="web.port" value="8123"/>'
+               f'<Option name="web.token" value="{TOKEN}"/>')
+    (tmp_path / "p.ccr").write_text(f'<Configuration><Deployment><Project><Options>{options}'
+                                    f'</Options></Project></Deployment></Configuration>')
+    code, out, err = run("config", str(tmp_path / "p.ccl"), "--ccr", str(tmp_path / "p.ccr"))
+    assert code == 0, err
+    assert TOKEN not in out and TOKEN not in err
+    config = load_project_config(str(tmp_path / "p.ccl"), ccr_path=str(tmp_path / "p.ccr"))
+    s = config.settings
+    assert (s["web.enabled"], s["web.host"], s["web.port"]) == (True, "127.0.0.1", 8123)
+    assert s["web.token"].reveal() == TOKEN and s.setting("web.port").source == ".ccr"
+    (tmp_path / "bad.ccr").write_text('<Configuration><Deployment><Project><Options><Option '
+                                      'name="web.port" value="70000"/></Options></Project>'
+                                      '</Deployment></Configuration>')
+    code, _, err = run("check", str(tmp_path / "p.ccl"), "--ccr", str(tmp_path / "bad.ccr"))
+    assert code == 1 and "web.port" in err

@@ -67,12 +67,15 @@ def prepare_json(text: str, element: dict, fmt: CsvFormat) -> Prepared:
     """Posted JSON (objects, arrays of objects, or one object a line; ``ESP_OPS`` the opcode) for
     an element whose reader reads ``fmt``: the JSON itself for a JSON reader, else CSV lines."""
     columns = element["columns"]
-    as_json = fmt if fmt.json else dataclasses.replace(fmt, json=True, json_root=None, json_columns=())
-    rows = list(parse_json_text(text, columns, as_json))
-    if not rows:
-        raise PostError("no records in the request (post JSON objects, or an array of them)")
     if fmt.json:
+        rows = list(parse_json_text(text, columns, fmt))
+        if not rows:
+            raise PostError("no records in the request (post JSON objects, or an array of them)")
         return Prepared(text.encode("utf-8"), "json", len(rows), _bad(rows, "record"))
+    as_json = dataclasses.replace(fmt, json=True, json_root=None, json_columns=())
+    items = json_items(text)
+    if not items:
+        raise PostError("no records in the request (post JSON objects, or an array of them)")
     names = [c[0] for c in columns]
     out = io.StringIO()
     writer = csv.writer(out, delimiter=fmt.delimiter, lineterminator="\n")
@@ -82,71 +85,98 @@ def prepare_json(text: str, element: dict, fmt: CsvFormat) -> Prepared:
     elif fmt.has_header is not False:
         writer.writerow([OPS_COLUMN] + names)
     bad = []
-    records = _records(text)
-    for n, row in enumerate(rows, 1):
-        reason = row[2]
-        if reason is None and fmt.has_header is False and not fmt.stream_opcode and row[1] != "i":
+    for n, (record, reason, raw) in enumerate(items, 1):
+        op = None
+        if reason is None and not isinstance(record, dict):
+            reason = f"a JSON {_json_kind(record)} is not a record (an object)"
+        if reason is None:
+            # the JSON reader's own checks, on this one record
+            row = next(iter(parse_json_text(json.dumps(record), columns, as_json)))
+            reason, op = row[2], row[1]
+        if reason is None and fmt.has_header is False and not fmt.stream_opcode and op != "i":
             reason = "this input reads files without a header, where every row is an insert"
         if reason is not None:
-            raw = row[3] if row[3] is not None else json.dumps(records[n - 1] if n <= len(records) else None)
             bad.append({"record": n, "reason": reason, "raw": raw})
             # a line of one field too many: the reader counts it as a bad record too
             writer.writerow([raw] + [""] * width)
             continue
-        record = records[n - 1] if n <= len(records) else {}
-        lower = {str(k).lower(): v for k, v in record.items()} if isinstance(record, dict) else {}
-        values = [_field_text(record.get(nm, lower.get(nm.lower())) if isinstance(record, dict) else None)
-                  for nm in names]
+        lower = {str(k).lower(): v for k, v in record.items()}
+        values = [_field_text(record[nm] if nm in record else lower.get(nm.lower())) for nm in names]
         if fmt.stream_opcode:
-            writer.writerow([fmt.stream_name or element["name"], row[1]] + values)
+            writer.writerow([fmt.stream_name or element["name"], op] + values)
         elif fmt.has_header is False:
             writer.writerow(values)
         else:
-            writer.writerow([row[1]] + values)
-    return Prepared(out.getvalue().encode("utf-8"), "csv", len(rows), bad)
+            writer.writerow([op] + values)
+    return Prepared(out.getvalue().encode("utf-8"), "csv", len(items), bad)
 
 
-def _records(text: str) -> list[Any]:
-    """The posted JSON values as records, in the order :func:`parse_json_text` numbers them
-    (records it could not read stand as None)."""
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "null" if value is None else "object"
+
+
+_SPACE = " \t\r\n\ufeff"
+
+
+def json_items(text: str) -> list[tuple[Any, Optional[str], str]]:
+    """The records of posted JSON as ``(value, None, raw)``, and text that is not JSON as
+    ``(None, reason, raw)`` (reading goes on at the next line): the values of the text one after
+    the other, a top-level array's elements one by one (a bad element does not lose the others)."""
     decoder = json.JSONDecoder()
-    out: list[Any] = []
+    out: list[tuple[Any, Optional[str], str]] = []
     pos, end = 0, len(text)
-    while pos < end:
-        while pos < end and text[pos] in " \t\r\n\ufeff":
-            pos += 1
+
+    def skip(at: int, also: str = "") -> int:
+        while at < end and (text[at] in _SPACE or text[at] in also):
+            at += 1
+        return at
+
+    def not_json(at: int, exc: json.JSONDecodeError) -> int:
+        line_end = text.find("\n", at)
+        line_end = end if line_end < 0 else line_end
+        out.append((None, f"not JSON: {exc.msg}", text[at:line_end].rstrip("\r")))
+        return line_end + 1
+
+    while True:
+        pos = skip(pos)
         if pos >= end:
-            break
+            return out
         try:
-            value, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError:
-            if text[pos] == "[":  # an array with a bad element: the rest is read element-wise
-                return out + _array_records(text[pos:])
-            line_end = text.find("\n", pos)
-            out.append(None)
-            pos = end if line_end < 0 else line_end + 1
+            value, stop = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            if text[pos] != "[":
+                pos = not_json(pos, exc)
+                continue
+            pos += 1  # an array that does not parse whole: element by element
+            while True:
+                pos = skip(pos, ",")
+                if pos >= end:
+                    out.append((None, "not JSON: an array is not closed before the end of the text", ""))
+                    return out
+                if text[pos] == "]":
+                    pos += 1
+                    break
+                try:
+                    value, stop = decoder.raw_decode(text, pos)
+                except json.JSONDecodeError as inner:
+                    pos = not_json(pos, inner)
+                    continue
+                out.append((value, None, text[pos:stop]))
+                pos = stop
             continue
-        out.extend(value if isinstance(value, list) else [value])
-    return out
-
-
-def _array_records(text: str) -> list[Any]:
-    decoder = json.JSONDecoder()
-    out: list[Any] = []
-    pos = 1
-    while pos < len(text):
-        while pos < len(text) and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= len(text) or text[pos] == "]":
-            break
-        try:
-            value, pos = decoder.raw_decode(text, pos)
-            out.append(value)
-        except json.JSONDecodeError:
-            out.append(None)
-            line_end = text.find("\n", pos)
-            pos = len(text) if line_end < 0 else line_end + 1
-    return out
+        if isinstance(value, list):
+            out.extend((v, None, json.dumps(v, ensure_ascii=False)) for v in value)
+        else:
+            out.append((value, None, text[pos:stop]))
+        pos = stop
 
 
 def prepare_csv(text: str, element: dict, fmt: CsvFormat) -> Prepared:

@@ -103,14 +103,14 @@ class WebService:
             prepared = prepare_csv(text, element, target.fmt)
         else:
             raise PostError(f"content type {kind or 'none'}: post application/json or text/csv", 415)
-        inbox = target.inboxes.get(prepared.ext)
-        if inbox is None:
-            inbox = target.inboxes[prepared.ext] = Inbox(target.directory, ADAPTER_NAME, prepared.ext)
         if target.pattern and target.pattern != "*":
             sample = f"20260101T000000.000000Z-{ADAPTER_NAME}.{prepared.ext}"
             if not fnmatch.fnmatchcase(sample, target.pattern):
                 raise PostError(f"input {name} reads files matching {target.pattern!r}, which the "
                                 f"web service's file names (*-{ADAPTER_NAME}.{prepared.ext}) do not", 409)
+        inbox = target.inboxes.get(prepared.ext)
+        if inbox is None:
+            inbox = target.inboxes[prepared.ext] = Inbox(target.directory, ADAPTER_NAME, prepared.ext)
         path = inbox.publish(prepared.data)
         return {"element": name, "file": os.path.basename(path), "records": prepared.records,
                 "accepted": prepared.records - len(prepared.bad), "bad": prepared.bad}
