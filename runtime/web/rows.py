@@ -84,14 +84,16 @@ def prepare_json(text: str, element: dict, fmt: CsvFormat) -> Prepared:
         width += 1
     elif fmt.has_header is not False:
         writer.writerow([OPS_COLUMN] + names)
+    # the JSON reader's own checks, on the records one a line (so each line is one row)
+    objects = [record for record, reason, _ in items if reason is None and isinstance(record, dict)]
+    checked = iter(parse_json_text("\n".join(json.dumps(r) for r in objects), columns, as_json))
     bad = []
     for n, (record, reason, raw) in enumerate(items, 1):
         op = None
         if reason is None and not isinstance(record, dict):
             reason = f"a JSON {_json_kind(record)} is not a record (an object)"
         if reason is None:
-            # the JSON reader's own checks, on this one record
-            row = next(iter(parse_json_text(json.dumps(record), columns, as_json)))
+            row = next(checked)
             reason, op = row[2], row[1]
         if reason is None and fmt.has_header is False and not fmt.stream_opcode and op != "i":
             reason = "this input reads files without a header, where every row is an insert"
