@@ -9,6 +9,7 @@ for spark-submit.
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,6 +37,7 @@ CREATE OUTPUT STREAM Big AS SELECT * FROM Trades WHERE Trades.Qty > 10;
 """
 PRICES = [["Sym", "string"], ["Px", "float"], ["Qty", "integer"], ["Ts", "timestamp"]]
 TOKEN = "s3cr3t-t0ken"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def compiled(tmp_path) -> Path:
@@ -400,3 +402,116 @@ def test_ccr_options_set_the_web_settings(tmp_path):
                                       '</Deployment></Configuration>')
     code, _, err = run("check", str(tmp_path / "p.ccl"), "--ccr", str(tmp_path / "bad.ccr"))
     assert code == 1 and "web.port" in err
+
+
+def _ccl(env, *args, timeout=180):
+    done = subprocess.run([sys.executable, "-m", "ccl.cli", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout, cwd=str(ROOT))
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.skipif(os.environ.get("CCL_SKIP_CLUSTER_TEST") == "1" or not shutil.which("java"),
+                    reason="needs Java; CCL_SKIP_CLUSTER_TEST=1 skips it")
+def test_real_deploy_serves_the_project(tmp_path):
+    """`ccl deploy --set web.enabled=true` on a local standalone cluster: `ccl status` gives the
+    address, rows posted to Trades come out of LargeTrades on the WebSocket and into the
+    LargeTradeVolume window's GET, the bad one is counted, and `ccl stop` ends the service."""
+    workspace = str(tmp_path / "ws")
+    env = {**os.environ, ws.WORKSPACE_ENV: workspace,
+           "PYTHONPATH": os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    trades = ROOT / "projects" / "trades_roundrobin" / "trades_roundrobin.ccl"
+    pd = ws.ProjectDir(workspace, "rrweb")
+    try:
+        code, out, err = _ccl(env, "cluster", "start", "--port", "0", "--webui-port", "0",
+                              "--cores", "2", "--memory", "1g")
+        assert code == 0, err
+        code, out, err = _ccl(env, "deploy", str(trades), "--name", "rrweb", "--set",
+                              "web.enabled=true", "--set", f"web.token={TOKEN}")
+        assert code == 0, err + out
+        assert "web service on 127.0.0.1:(a free port)" in out and TOKEN not in out
+        deadline, url = time.time() + 120, None
+        while url is None and time.time() < deadline:
+            code, out, _ = _ccl(env, "status", "rrweb", "--format", "json")
+            url = (json.loads(out).get("web") or {}).get("url")
+            time.sleep(0.5)
+        assert url, out
+
+        async def scenario():
+            async with aiohttp.ClientSession(headers=AUTH) as s:
+                async with s.ws_connect(f"{url}/elements/LargeTrades/changes?from=beginning") as sock:
+                    await sock.receive_json(timeout=30)
+                    seen = []
+                    while len(seen) < 99:  # the seeded file's large trades
+                        message = await sock.receive_json(timeout=240)
+                        seen += [c["row"]["TradeId"] for c in message["changes"]]
+                    r = await s.post(f"{url}/elements/Trades/rows", json=[
+                        {"TradeId": 900001, "Ts": "2024-03-04T10:00:00", "Symbol": "ZZZ",
+                         "Price": 10, "Volume": 50000},
+                        {"TradeId": 900002, "Ts": "2024-03-04T10:00:01", "Symbol": "ZZZ",
+                         "Price": "ten", "Volume": 50000},
+                        {"TradeId": 900003, "Ts": "2024-03-04T10:00:02", "Symbol": "ZZZ",
+                         "Price": "11.00", "Volume": 20000}])
+                    answer = await r.json()
+                    assert r.status == 200 and answer["accepted"] == 2, answer
+                    while len(seen) < 101:
+                        message = await sock.receive_json(timeout=240)
+                        seen += [c["row"]["TradeId"] for c in message["changes"]]
+                    assert seen[99:] == [900001, 900003]
+                async with s.get(f"{url}/elements/LargeTradeVolume/rows") as r:
+                    rows = {row["Symbol"]: row for row in (await r.json())["rows"]}
+                assert rows["ZZZ"]["LargeTrades"] == 2 and rows["ZZZ"]["Volume"] == 70000
+        asyncio.run(scenario())
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            code, out, _ = _ccl(env, "status", "rrweb", "--format", "json")
+            if json.loads(out)["bad_records"] == 1:
+                break
+            time.sleep(0.5)
+        assert json.loads(out)["bad_records"] == 1
+        code, out, _ = _ccl(env, "status", "rrweb")
+        assert f"web          {url}" in out and TOKEN not in out
+        code, out, err = _ccl(env, "stop", "rrweb")
+        assert code == 0, err + out
+        with pytest.raises(aiohttp.ClientConnectionError):
+            asyncio.run(_call("GET", f"{url}/", headers=AUTH))
+        assert TOKEN not in Path(pd.log_file).read_text()
+    finally:
+        _ccl(env, "stop", "rrweb", "--timeout", "15")
+        _ccl(env, "cluster", "stop")
+        from ccl.ops import cluster as cluster_mod
+
+        cluster_meta = ws.read_json(os.path.join(workspace, "_cluster", "cluster.json")) or {}
+        groups = [(w["pid"], w.get("pid_start")) for w in cluster_mod.workers(cluster_meta)]
+        groups.append(((pd.meta() or {}).get("pid"), (pd.meta() or {}).get("pid_start")))
+        groups.append((cluster_meta.get("master_pid"), cluster_meta.get("master_pid_start")))
+        for pid, start in groups:
+            if ws.pid_alive(pid, start):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def test_a_service_that_cannot_listen_says_so_in_status(tmp_path):
+    import socket
+
+    plan = compiled(tmp_path)
+    pd = ws.ProjectDir(str(tmp_path / "ws"), "p")
+    os.makedirs(pd.root)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        port = taken.getsockname()[1]
+        deploy_mod.write_web_config(pd, True, "127.0.0.1", port, "", str(plan), str(tmp_path), {})
+        done = subprocess.run([sys.executable, "-m", "runtime.web", pd.web_config],
+                              env=deploy_mod.python_env(), capture_output=True, text=True, timeout=120)
+    finally:
+        taken.close()
+    assert done.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    state = ws.web_state(pd)
+    assert state["state"] == "failed" and str(port) in state["error"]
+    (tmp_path / "broken.json").write_text("{")
+    done = subprocess.run([sys.executable, "-m", "runtime.web", str(tmp_path / "broken.json")],
+                          env=deploy_mod.python_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "cannot start" in done.stderr and "Traceback" not in done.stderr

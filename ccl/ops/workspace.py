@@ -397,12 +397,15 @@ def format_time(epoch: Optional[float]) -> str:
 
 def web_state(pd: ProjectDir) -> Optional[dict]:
     """The web service's ``url`` and ``pid`` while it runs; ``{"url": None, "state": "starting"}``
-    while an enabled one has not yet said where it listens; None when it is not enabled."""
+    while an enabled one has not yet said where it listens, ``"failed"`` with the ``error`` when it
+    could not listen; None when it is not enabled."""
     if not os.path.isfile(pd.web_config):
         return None
-    address = read_json(pd.web_address)
-    if address and isinstance(address.get("pid"), int) and pid_alive(address["pid"]):
+    address = read_json(pd.web_address) or {}
+    if isinstance(address.get("pid"), int) and pid_alive(address["pid"]):
         return {"url": address.get("url"), "pid": address["pid"], "state": "running"}
+    if address.get("error"):
+        return {"url": None, "pid": None, "state": "failed", "error": str(address["error"])}
     return {"url": None, "pid": None, "state": "starting"}
 
 
@@ -444,7 +447,8 @@ def describe(state: dict, now: Optional[float] = None) -> list[str]:
     lines.append(f"  bad records  {state['bad_records']:,}")
     web = state.get("web")
     if web:
-        lines.append(f"  web          {web.get('url') or web.get('state')}")
+        lines.append(f"  web          {web.get('url') or web.get('state')}"
+                     + (f" ({web['error']})" if web.get("error") else ""))
     for a in state.get("adapters") or []:
         where = f" {a['address']}" if a.get("address") else ""
         error = f", last error: {a['last_error']}" if a.get("last_error") else ""

@@ -4,7 +4,7 @@ supervisor (ccl/ops/deploy.py) beside the driver until SIGTERM.
 CONFIG.json (written by ``ccl deploy``, readable by its owner only, as it may hold the token):
 ``plan`` (the ``.ccx``), ``run_dir``, ``inputs`` (element to directory), ``base_dir``, ``host``,
 ``port``, ``token`` and ``address_file``, where the service writes ``{"url", "host", "port",
-"pid"}`` once it listens (removed when it stops).
+"pid"}`` once it listens (removed when it stops), or ``{"error"}`` when it cannot listen.
 """
 from __future__ import annotations
 
@@ -45,8 +45,10 @@ def main(argv: Sequence[str]) -> int:
     try:
         url = server.start()
     except OSError as exc:
-        sys.stderr.write(f"ccl web: cannot listen on {server.host}:{server.port}: "
-                         f"{exc.strerror or exc}\n")
+        why = f"cannot listen on {server.host}:{server.port}: {exc.strerror or exc}"
+        sys.stderr.write(f"ccl web: {why}\n")
+        if config.get("address_file"):
+            _write(config["address_file"], {"url": None, "pid": None, "error": why})
         return 1
     done = threading.Event()
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
