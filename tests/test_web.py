@@ -2,9 +2,10 @@
 element's changes, GET of its current rows, the token, and its life beside a deployed project.
 
 Most tests serve a run directory whose changelog Parquet files are written here with pyarrow (no
-Spark); one runs a real job (``ccl run`` with the service, on a local master) and checks posted
-rows come back through the WebSocket and the GET, bad ones counted by the run. The supervisor test starts the service as ``ccl deploy``'s supervisor does, with a stand-in
-for spark-submit.
+Spark). One runs a real job (``ccl run`` with the service, on a local master): posted rows come
+back through the WebSocket and the GET, bad ones counted by the run. The supervisor test starts
+the service as ``ccl deploy``'s supervisor does, with a stand-in for spark-submit; the real-deploy
+test deploys an example project on a local standalone cluster (CCL_SKIP_CLUSTER_TEST=1 skips it).
 """
 import asyncio
 import json
@@ -352,7 +353,8 @@ def test_json_posted_to_csv_inputs_of_other_formats_round_trips():
     prepared = prepare_json(json.dumps(records), element, fmt)
     assert prepared.bad == [] and prepared.ext == "csv"
     rows = list(parse_file_text(prepared.data.decode(), PRICES, fmt))
-    assert [(r[1], r[2]) + r[4:7] for r in rows] == [("i", None, "A;B", 1.25, 2), ("u", None, "C", None, None)]
+    assert [(r[1], r[2]) + r[4:7] for r in rows] == [("i", None, "A;B", 1.25, 2),
+                                                     ("u", None, "C", None, None)]
     assert str(rows[0][7]).startswith("2024-03-04 09:00:00")
     headless = CsvFormat.from_options({"hasHeader": "false"})
     prepared = prepare_json(json.dumps(records), element, headless)

@@ -827,8 +827,8 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         pd, bool(settings["web.enabled"]), str(settings["web.host"]), int(settings["web.port"]),
         token.reveal() if isinstance(token, Secret) else str(token or ""),
         os.path.abspath(str(compiled.plan_file)), base_dir, spec.inputs)
-    info = {"web": web, "name": name, "project": plan.get("project"), "project_file": os.path.abspath(args.file),
-            "master": master, "workspace": workspace,
+    info = {"name": name, "project": plan.get("project"), "project_file": os.path.abspath(args.file),
+            "master": master, "workspace": workspace, "web": web,
             "plan_file": os.path.basename(compiled.plan_file),
             "inputs": deploy.binding_json(bindings),
             "outputs": [e["name"] for e in plan["elements"] if e.get("role") == "output"]}

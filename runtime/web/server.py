@@ -18,9 +18,10 @@ from aiohttp import WSMsgType, web
 from ..adapters.inbox import Inbox
 from ..inputs.formats import CsvFormat
 from ..run_setup import RunOptions, input_files
-from .rows import Contents, PostError, changelog_files, batch_number, prepare_csv, prepare_json, read_changes
+from .rows import (Contents, PostError, batch_number, changelog_files, prepare_csv, prepare_json,
+                   read_changes)
 
-MAX_BODY = 4 << 20  # bytes of one POST (an inbox file holds at most runtime.adapters.inbox.MAX_BATCH_BYTES)
+MAX_BODY = 4 << 20  # bytes of one POST (as an adapter's inbox file, runtime.adapters.inbox)
 POLL = 0.1  # seconds between two looks for new changelog files of a subscribed element
 SHUTDOWN_TIMEOUT = 2.0  # seconds open requests get to finish when the service stops
 ADAPTER_NAME = "web"  # the inbox files' name part (``STAMP-web.csv``)
@@ -214,10 +215,11 @@ async def _changes(request: web.Request) -> web.StreamResponse:
             done, _ = await asyncio.wait([reader], timeout=POLL)
             if done:
                 msg = reader.result()
-                if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+                if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED,
+                                WSMsgType.ERROR):
                     break
                 reader = asyncio.ensure_future(ws.receive())  # other messages are ignored
-    except (ConnectionResetError, asyncio.CancelledError):
+    except ConnectionResetError:  # the client went away
         pass
     finally:
         reader.cancel()
