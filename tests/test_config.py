@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from cli_runner import run
 
+from ccl.config.secret import Secret
 from ccl.config.settings import (
     DEFAULTS_FILE,
     SETTINGS,
@@ -47,7 +48,8 @@ def test_default_yaml_sets_every_key_and_is_the_packaged_file():
         "runtime.max_files_per_batch": 0, "runtime.buckets": 0,
         "runtime.output_dir": "out",
         "runtime.bad_record_path": "out/bad-records", "runtime.log_level": "WARN",
-        "runtime.workspace": "~/.ccl/workspace"}
+        "runtime.workspace": "~/.ccl/workspace", "web.enabled": False, "web.host": "127.0.0.1",
+        "web.port": 0, "web.token": Secret("")}
     assert all(s.source == SOURCE_DEFAULTS for s in settings.values.values())
     assert settings.setting("spark.master").span.line == 10
 

@@ -18,6 +18,7 @@ from .. import __version__
 from ..analysis import Analysis, analyze
 from ..config.settings import SOURCE_DEFAULTS
 from ..config.report import render_config, render_config_json
+from ..config.secret import Secret
 from ..diagnostics import CATALOGUE, Diagnostic, SourceCache, render, render_json, sort_key
 from .explain import explain_partitioning, explain_physical
 from ..syntax.nodes import gc_paused, to_json
@@ -654,6 +655,16 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                          buckets=int(settings["runtime.buckets"]) or None)
     for note in inputs_without_files(plan, options):
         err.write(f"ccl run: note: {note}\n")
+    web = None
+    if settings["web.enabled"] and args.until_idle:
+        err.write("ccl run: note: web.enabled: the web service runs only with a run that goes on "
+                  "until stopped (without --until-idle)\n")
+    elif settings["web.enabled"]:
+        web = _start_web(plan_to_json(plan), options, settings, err)
+        if web is None:
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+            return EXIT_ERRORS
     # A run stops on SIGINT/SIGTERM, also one that comes while Spark starts (it was lost then,
     # and the run went on).
     stop = threading.Event()
@@ -681,6 +692,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write("ccl run: interrupted while Spark was starting; nothing was run or written\n")
         return 130
     finally:
+        if web is not None:
+            web.stop()
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
     bad_file = settings.setting("runtime.bad_record_path")
@@ -730,6 +743,27 @@ def _workspace(args: argparse.Namespace) -> str:
     if args.workspace:
         return resolve_workspace(args.workspace)
     return resolve_workspace(None, default_workspace_setting(), True)
+
+
+def _start_web(plan: dict, options, settings, err: TextIO):
+    """The web service of a `ccl run` that goes on until stopped, serving in this process (a
+    thread) until the run ends; every element's changes are recorded for it. None (after saying
+    why) when it cannot listen."""
+    from runtime.web.server import Server, WebService
+
+    options.record_inputs = True  # the service follows and reads any element's changelog
+    token = settings["web.token"]
+    service = WebService(plan, options.run_dir, options.inputs, options.base_dir,
+                         token.reveal() if isinstance(token, Secret) else str(token or ""))
+    server = Server(service, str(settings["web.host"]), int(settings["web.port"]))
+    try:
+        url = server.start()
+    except OSError as exc:
+        err.write(f"ccl run: the web service cannot listen on {server.host}:{server.port}: "
+                  f"{exc.strerror or exc}\n")
+        return None
+    err.write(f"ccl run: web service on {url}\n")
+    return server
 
 
 def _deploy_master(args: argparse.Namespace, config: ProjectConfig, workspace: str) -> str:
@@ -816,8 +850,13 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         log_level=str(settings["runtime.log_level"]),
         inputs={e: b.directory for e, b in bindings.items() if b.passed})
     cmd = deploy.submit_command(pd, spec)
+    token = settings["web.token"]
+    web = deploy.write_web_config(
+        pd, bool(settings["web.enabled"]), str(settings["web.host"]), int(settings["web.port"]),
+        token.reveal() if isinstance(token, Secret) else str(token or ""),
+        os.path.abspath(str(compiled.plan_file)), base_dir, spec.inputs)
     info = {"name": name, "project": plan.get("project"), "project_file": os.path.abspath(args.file),
-            "master": master, "workspace": workspace,
+            "master": master, "workspace": workspace, "web": web,
             "plan_file": os.path.basename(compiled.plan_file),
             "inputs": deploy.binding_json(bindings),
             "outputs": [e["name"] for e in plan["elements"] if e.get("role") == "output"]}
@@ -835,6 +874,9 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for element, b in bindings.items():
         out.write(f"  input {element}: {b.directory}" + (f" ({b.pattern})" if b.pattern else "")
                   + "\n")
+    if web is not None:
+        out.write(f"  web service on {web['host']}:{web['port'] or '(a free port)'}: its address "
+                  f"in 'ccl status {name}'\n")
     out.write(f"  state {pd.checkpoint}\n  outputs {pd.out_dir} (written when it stops)\n"
               f"  log {pd.log_file}\n"
               f"'ccl status {name}', 'ccl logs {name}', 'ccl stop {name}'\n")

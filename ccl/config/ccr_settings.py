@@ -5,7 +5,8 @@
   ``local`` (where ESP deploys the project) is preferred; ESP manager URLs (``http://host:19011``,
   ``esp://...``) are warned about and ignored.
 - Option ``bad-record-file`` sets ``runtime.bad_record_path``; option ``debug-level`` (syslog levels
-  0-7) sets ``runtime.log_level``.
+  0-7) sets ``runtime.log_level``; options ``web.enabled``, ``web.host``, ``web.port`` and
+  ``web.token`` set the web service's settings of those names.
 - Every other option, ``ha="true"``, failover, affinities, extra instances and stream bindings get one
   warning each (CCL1307) and are otherwise ignored.
 """
@@ -33,6 +34,10 @@ IGNORED_OPTIONS = {
     "clock-time": "Spark has no settable project clock",
     "clock-rate": "Spark has no settable project clock",
 }
+
+
+# Options that set the web service's settings of the same name (docs/deploy.md "The web service").
+WEB_OPTIONS = ("web.enabled", "web.host", "web.port", "web.token")
 
 
 def _ignored(message: str, span: Span) -> Diagnostic:
@@ -85,6 +90,14 @@ def settings_from_ccr(ccr: CcrFile) -> tuple[list[Setting], list[Diagnostic]]:
                                         option.span))
                 continue
             settings.append(Setting("runtime.bad_record_path", path, SOURCE_CCR, option.span))
+        elif name in WEB_OPTIONS:
+            try:
+                value = SETTINGS[name].parse(option.value)
+            except ValueError as exc:
+                diags.append(Diagnostic("CCL1322", f"invalid value for option {option.name}: {exc}",
+                                        option.span))
+                continue
+            settings.append(Setting(name, value, SOURCE_CCR, option.span))
         else:
             why = IGNORED_OPTIONS.get(name, "it is not an option this runtime knows")
             diags.append(_ignored(f"option '{option.name}' has no meaning on Spark; it is ignored "

@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Optional, Sequence
 import yaml
 
 from ..diagnostics import Diagnostic, SourceCache
+from .secret import Secret
 from ..syntax.nodes import Span
 from ..syntax.project import UsageError, read_source
 
@@ -92,6 +93,40 @@ def parse_buckets(text: str) -> int:
     return 0 if text.strip().lower() == "auto" else parse_positive_int(text)
 
 
+def parse_bool(text: str) -> bool:
+    """true/false (also yes/no, on/off, 1/0; any case)."""
+    value = text.strip().lower()
+    if value in ("true", "yes", "on", "1"):
+        return True
+    if value in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(f"'{text.strip()}' is not true or false")
+
+
+def parse_host(text: str) -> str:
+    """A host name or IP address to bind (no spaces)."""
+    text = text.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.:-]+|\[[0-9A-Fa-f:.]+\]", text):
+        raise ValueError(f"'{text}' is not a host name or IP address")
+    return text.strip("[]")
+
+
+def parse_port(text: str) -> int:
+    """A TCP port from 0 (any free port) to 65535."""
+    value = parse_positive_int(text, 0)
+    if value > 65535:
+        raise ValueError(f"{value} is not a port (0 to 65535)")
+    return value
+
+
+def parse_token(text: str) -> Secret:
+    """A secret (masked wherever settings are shown); empty: none."""
+    text = text.strip()
+    if any(ord(ch) < 33 for ch in text):
+        raise ValueError("expected a token without spaces or control characters")
+    return Secret(text)
+
+
 STATE_STORE_PROVIDERS = {
     "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
@@ -151,6 +186,12 @@ SETTINGS: dict[str, SettingSpec] = {s.key: s for s in [
     SettingSpec("runtime.log_level", _choice(LOG_LEVELS, upper=True), "log level"),
     SettingSpec("runtime.workspace", parse_path,
                 "directory of deployed projects (ccl deploy; ~ is the home directory)"),
+    SettingSpec("web.enabled", parse_bool,
+                "start the project's web service (HTTP and WebSocket) with ccl deploy / ccl run"),
+    SettingSpec("web.host", parse_host, "address the web service binds (127.0.0.1: this machine only)"),
+    SettingSpec("web.port", parse_port, "port of the web service (0: a free port)"),
+    SettingSpec("web.token", parse_token,
+                "token the web service requires (Authorization: Bearer ...; empty: none)"),
 ]}
 SECTIONS = sorted({key.split(".")[0] for key in SETTINGS})
 

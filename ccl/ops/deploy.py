@@ -7,6 +7,7 @@ Processes of a deployed project, all in one new session (process group) whose le
     python -m ccl.ops.deploy supervise ROOT STARTED -- spark-submit ...   (pid in project.json)
       └─ java ... SparkSubmit --deploy-mode client ...                 (spark-submit's JVM)
            └─ python ROOT/job/PROJECT_job.py ...                       (the driver; driver.pid)
+      └─ python -m runtime.web ROOT/web-config.json                  (the web service, when enabled)
 
 The supervisor sends spark-submit's output to ``driver.log`` (without PySpark's per-batch
 Python-worker lines, filtered by :mod:`runtime.quiet`), waits for it and writes
@@ -14,13 +15,15 @@ Python-worker lines, filtered by :mod:`runtime.quiet`), waits for it and writes
 Python driver, whose ``run_plan`` stops the queries and writes the outputs, so the job ends with
 exit code 0; before the driver runs it goes to spark-submit. After the stop timeout the whole
 process group gets SIGKILL: the checkpoint stays usable (a replayed batch rewrites the same
-files).
+files). The web service (``web.enabled``) is the supervisor's second child: it starts with the
+job and is stopped when the job has ended (so that subscribers see its last batches).
 
 Nothing here imports pyspark.
 """
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -249,6 +252,48 @@ def start(pd: ProjectDir, meta: dict, cmd: Sequence[str]) -> dict:
     return meta
 
 
+def write_web_config(pd: ProjectDir, enabled: bool, host: str, port: int, token: str,
+                     plan_file: str, base_dir: str, inputs: dict[str, str]) -> Optional[dict]:
+    """Write ``web-config.json`` (mode 0600: it holds the token) for the supervisor to start the
+    web service with; remove it when the service is not enabled. Returns what ``project.json``
+    shows of it (never the token)."""
+    for stale in (pd.web_config, pd.web_address):
+        if os.path.exists(stale):
+            os.unlink(stale)
+    if not enabled:
+        return None
+    config = {"plan": plan_file, "run_dir": pd.checkpoint, "inputs": inputs, "base_dir": base_dir,
+              "host": host, "port": port, "token": token, "address_file": pd.web_address}
+    fd = os.open(pd.web_config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=1, sort_keys=True)
+    return {"host": host, "port": port, "token": bool(token)}
+
+
+def _start_web(pd: ProjectDir, log: int) -> Optional[subprocess.Popen]:
+    """The web service's process when ``web-config.json`` asks for one (its output in the log)."""
+    if not os.path.isfile(pd.web_config):
+        return None
+    try:
+        return subprocess.Popen([sys.executable, "-m", "runtime.web", pd.web_config],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                cwd=pd.root)
+    except OSError as exc:
+        os.write(log, f"ccl deploy: cannot start the web service: {exc}\n".encode())
+        return None
+
+
+def _stop_web(web: Optional[subprocess.Popen], timeout: float = 10.0) -> None:
+    if web is None or web.poll() is not None:
+        return
+    web.terminate()
+    try:
+        web.wait(timeout)
+    except subprocess.TimeoutExpired:
+        web.kill()
+        web.wait()
+
+
 # --------------------------------------------------------------------------------------------------
 # Stopping
 # --------------------------------------------------------------------------------------------------
@@ -320,7 +365,9 @@ def supervise(root: str, started: float, cmd: Sequence[str]) -> int:
 
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, forward)
+    web = _start_web(pd, log)
     code = child.wait()
+    _stop_web(web)
     if copier is not None:
         copier.join(timeout=5.0)  # ends when the last process holding the pipe does
     os.close(log)

@@ -13,6 +13,8 @@ Layout (``WORKSPACE`` is ``--workspace``, else ``$CCL_WORKSPACE``, else the sett
     WORKSPACE/NAME/driver.log          spark-submit's and the driver's output
     WORKSPACE/NAME/driver.pid          the Python driver's process id (written by the driver)
     WORKSPACE/NAME/exit.json           how the job ended (exit code, time), written by the supervisor
+    WORKSPACE/NAME/web-config.json     the web service's settings, when enabled (mode 0600: the token)
+    WORKSPACE/NAME/web.json            the running web service's address and pid
     WORKSPACE/_cluster/                `ccl cluster`: the local standalone master and worker
 
 Nothing here imports pyspark.
@@ -147,6 +149,16 @@ class ProjectDir:
     @property
     def exit_file(self) -> str:
         return self.path("exit.json")
+
+    @property
+    def web_config(self) -> str:
+        """The web service's settings (with the token: readable by its owner only)."""
+        return self.path("web-config.json")
+
+    @property
+    def web_address(self) -> str:
+        """Where the running web service says where it listens (``url``, ``pid``)."""
+        return self.path("web.json")
 
     def input_dir(self, element: str) -> str:
         return self.path("inputs", file_name(element))
@@ -318,7 +330,8 @@ def project_state(pd: ProjectDir, now: Optional[float] = None) -> dict:
                  "pid": meta.get("pid") if alive else None, "started": started,
                  "batches": c.batches, "rows_in": c.rows_in, "bad_records": c.bad_records,
                  "last_batch": c.last_batch, "uptime": None, "rows_per_second": None,
-                 "exit_code": None, "detail": "", "adapters": adapter_states(pd)}
+                 "exit_code": None, "detail": "", "adapters": adapter_states(pd),
+                 "web": web_state(pd) if alive else None}
     if alive:
         stop_asked = meta.get("stop_requested") and meta["stop_requested"] >= (started or 0)
         if stop_asked:
@@ -382,6 +395,20 @@ def format_time(epoch: Optional[float]) -> str:
     return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def web_state(pd: ProjectDir) -> Optional[dict]:
+    """The web service's ``url`` and ``pid`` while it runs; ``{"url": None, "state": "starting"}``
+    while an enabled one has not yet said where it listens, ``"failed"`` with the ``error`` when it
+    could not listen; None when it is not enabled."""
+    if not os.path.isfile(pd.web_config):
+        return None
+    address = read_json(pd.web_address) or {}
+    if isinstance(address.get("pid"), int) and pid_alive(address["pid"]):
+        return {"url": address.get("url"), "pid": address["pid"], "state": "running"}
+    if address.get("error"):
+        return {"url": None, "pid": None, "state": "failed", "error": str(address["error"])}
+    return {"url": None, "pid": None, "state": "starting"}
+
+
 def adapter_states(pd: ProjectDir) -> list[dict]:
     """What each socket or fed output adapter of the project last reported
     (``CHECKPOINT/adapters/NAME.json``, written by runtime/adapters/status.py)."""
@@ -418,6 +445,10 @@ def describe(state: dict, now: Optional[float] = None) -> list[str]:
     rate_text = f" ({rate:,.1f} rows/s over the last {int(RATE_WINDOW)} s)" if rate is not None else ""
     lines.append(f"  rows in      {state['rows_in']:,}{rate_text}")
     lines.append(f"  bad records  {state['bad_records']:,}")
+    web = state.get("web")
+    if web:
+        lines.append(f"  web          {web.get('url') or web.get('state')}"
+                     + (f" ({web['error']})" if web.get("error") else ""))
     for a in state.get("adapters") or []:
         where = f" {a['address']}" if a.get("address") else ""
         error = f", last error: {a['last_error']}" if a.get("last_error") else ""
