@@ -191,6 +191,15 @@ def test_input_reads_new_rows_once_and_its_position_matches_the_inbox(pg, servic
     pos.prepare(os.path.join(inbox, "never-linked.csv"), 99)
     src = reader()
     assert src.position.value == 4 and src.poll() == 0
+    # a query (a % in it is the query's, with or without a position to read after)
+    query = db_spec(_adapter("db_in", "input", service=service, trackingColumn="seq",
+                             sqlQuery="select * from src where sym like '%' and id <> 'x'"), ELEMENT)
+    other = str(tmp_path / "inbox2")
+    src = DbInput(query, other, ELEMENT["columns"], Status(progress, "Q", "db_in"), str(tmp_path / "q"))
+    assert src.poll() == 3
+    pg.query("insert into src (id, sym, px) values ('5', 'E', 5), ('x', 'F', 6)")
+    assert src.poll() == 1
+    assert [line.split(",")[0] for line in _inbox_lines(other)] == ["1", "2", "4", "5"]
 
 
 def test_a_table_without_tracking_column_is_read_once(pg, service, tmp_path):
@@ -271,7 +280,7 @@ def test_kill_9_during_a_database_feed_duplicates_nothing_in_postgres(pg, servic
     pg.query("create table ticks (id int primary key, sym text)")
 
     def feed(ids) -> None:
-        pg.query("insert into ticks select i, 'S' || (i % 5) from unnest(%s::int[]) i", (list(ids),))
+        pg.query("insert into ticks select i, 'S' || (i %% 5) from unnest(%s::int[]) i", (list(ids),))
 
     def seen() -> int:
         try:

@@ -471,18 +471,23 @@ class DbInput:
         self.conn: Any = None
         self._last: Any = None
 
-    def _statement(self):
+    def _statement(self) -> tuple[Any, Optional[tuple]]:
+        """The poll's statement and its parameters (None: the text goes as it is, so a ``%`` in
+        the user's query needs doubling only when there are parameters)."""
         from psycopg import sql
-        source = (sql.SQL("({}) AS ccl_q").format(sql.SQL(self.spec.query)) if self.spec.query
+        position = self.position.value if self.spec.tracking is not None else None
+        query = self.spec.query
+        if query is not None and position is not None:
+            query = query.replace("%", "%%")
+        source = (sql.SQL("({}) AS ccl_q").format(sql.SQL(query)) if query is not None
                   else sql.Identifier(*str(self.spec.table).split(".")))
         out = sql.SQL("SELECT * FROM {}").format(source)
         if self.spec.tracking is None:
-            return out, ()
+            return out, None
         col = sql.Identifier(self.spec.tracking)
-        if self.position.value is None:
-            return out + sql.SQL(" ORDER BY {}").format(col), ()
-        return (out + sql.SQL(" WHERE {} > %s ORDER BY {}").format(col, col),
-                (self.position.value,))
+        if position is None:
+            return out + sql.SQL(" ORDER BY {}").format(col), None
+        return out + sql.SQL(" WHERE {} > %s ORDER BY {}").format(col, col), (position,)
 
     def poll(self) -> int:
         """Read the new rows into the inbox (a file per FETCH_ROWS rows); how many were read.
