@@ -81,11 +81,15 @@ def test_ccl_check_explains_esp_database_properties_that_mean_nothing_here(tmp_p
                     "attach output adapter O type db_out to W properties service = 's', "
                     "table = 't', outputBase = true, batchSize = 100, colour = 'red';\n"
                     "attach output adapter H type hana_out to W properties service = 's', "
-                    "table = 'h', opcodeColumnName = 'op';\n")
+                    "table = 'h', opcodeColumnName = 'op';\n"
+                    "attach output adapter H2 type hana_out to W properties table = 'h2';\n")
     cfg = load_project_config(str(path))
     messages = [str(d.message) for d in cfg.diagnostics if d.code == "CCL1307"]
     assert any("outputBase" in m and "every change from the run's first batch" in m for m in messages)
     assert any("'colour'" in m and "reads service" in m for m in messages)
+    assert any("'H2' of type hana_out" in m and "names none, so it writes nothing" in m
+               for m in messages)
+    assert not any("'H' of type hana_out" in m for m in messages)
     assert not any("property 'batchSize'" in m or "property 'opcodeColumnName'" in m
                    for m in messages)
 

@@ -104,6 +104,12 @@ def property_warnings(kind: str, direction: str, adapter: str,
         return []
     known = {p.lower() for p in used}
     out = []
+    properties = list(properties)
+    if kind.lower() == "hana_out" and not {n.lower() for n, _ in properties} & {
+            "service", "host", "port", "dbname", "database", "user", "username"}:
+        out.append(Diagnostic("CCL1307", f"adapter '{adapter}' of type hana_out writes to the "
+                              f"PostgreSQL database named by its service (or host, port, dbName) "
+                              f"property; it names none, so it writes nothing", fallback))
     for name, span in properties:
         low = name.lower()
         if low in known or low == "propertyset":

@@ -45,7 +45,7 @@ from .status import Status
 
 log = logging.getLogger("ccl.runtime")
 
-__all__ = ["DB_INPUTS", "DB_OUTPUTS", "DbInput", "DbSink", "DbSpec", "db_spec", "pg_type"]
+__all__ = ["DB_INPUTS", "DB_OUTPUTS", "DbInput", "DbSink", "DbSpec", "db_spec", "names_database", "pg_type"]
 PROGRESS_TABLE = "ccl_progress"
 FIRST_RETRY = 0.1
 FETCH_ROWS = 10_000
@@ -89,6 +89,16 @@ def _number(props: dict, key: str, default: float, name: str) -> float:
     return out
 
 
+_CONNECTION = ("service", "host", "port", "dbname", "database", "user", "username")
+
+
+def names_database(adapter: dict) -> bool:
+    """Whether a database adapter's properties name a database to connect to (a ``hana_out``
+    that names none is skipped with a note: ESP's HANA adapter has its own ODBC service)."""
+    props = adapter_properties(adapter.get("properties"))
+    return any(props.get(p) not in (None, "") for p in _CONNECTION)
+
+
 def db_spec(adapter: dict, element: dict) -> DbSpec:
     """The :class:`DbSpec` of a ``db_in``, ``db_out`` or ``hana_out`` adapter of the plan;
     AdapterError when its properties cannot be used (no database named, no table, a key or
@@ -96,9 +106,8 @@ def db_spec(adapter: dict, element: dict) -> DbSpec:
     name, kind = adapter["name"], str(adapter["type"]).lower()
     props = adapter_properties(adapter.get("properties"))
     conninfo: dict[str, str] = {}
-    for prop, keyword in (("service", "service"), ("host", "host"), ("port", "port"),
-                          ("dbname", "dbname"), ("database", "dbname"), ("user", "user"),
-                          ("username", "user")):
+    for prop, keyword in zip(_CONNECTION, ("service", "host", "port", "dbname", "dbname", "user",
+                                           "user")):
         if props.get(prop) not in (None, ""):
             conninfo[keyword] = str(props[prop]).strip()
     if not conninfo:

@@ -10,7 +10,7 @@ from ..file_names import file_name
 from .config import (DB_INPUTS, DB_OUTPUTS, JSON_FILE_OUTPUT, SOCKET_INPUTS, SOCKET_OUTPUTS,
                      AdapterError, socket_spec)
 from .output import Feed, SocketClientSink, SocketServerSink, encoder, json_file_sink
-from .postgres import DbInput, DbSink, db_spec
+from .postgres import DbInput, DbSink, db_spec, names_database
 from .socket_input import SocketInput
 from .status import Status
 
@@ -45,7 +45,8 @@ def check_adapters(plan: dict, base_dir: str) -> None:
                     raise AdapterError(f"adapter '{a['name']}': {exc}") from None
         elif (a["direction"] == "input" and kind in DB_INPUTS
               or a["direction"] == "output" and kind in DB_OUTPUTS):
-            db_spec(a, elements[a["element"]])
+            if kind != "hana_out" or names_database(a):
+                db_spec(a, elements[a["element"]])
         elif a["direction"] == "output" and kind == JSON_FILE_OUTPUT:
             try:
                 json_file_sink(a, elements[a["element"]], base_dir)
@@ -90,6 +91,10 @@ class Adapters:
                     self._start_db_input(a, element, inbox_directory(self.run_dir, a["element"], bound),
                                          live)
                 elif a["direction"] == "output" and kind in DB_OUTPUTS:
+                    if kind == "hana_out" and not names_database(a):
+                        log.warning("output adapter '%s' (hana_out) names no database (service, or "
+                                    "host/port/dbName): it writes nothing", a["name"])
+                        continue
                     self._start_output(a, element, kind)
                 elif a["direction"] == "output" and (kind in SOCKET_OUTPUTS or kind == JSON_FILE_OUTPUT):
                     self._start_output(a, element, kind)
