@@ -194,7 +194,7 @@ def test_input_reads_new_rows_once_and_its_position_matches_the_inbox(pg, servic
     pos = Position(os.path.join(progress, "A_db_in.position.json"), inbox)
     pos.prepare(os.path.join(inbox, "never-linked.csv"), 99)
     src = reader()
-    assert src.position.value == 4 and src.poll() == 0
+    assert src.position.value == "4" and src.poll() == 0  # the text PostgreSQL sent
     # a query (a % in it is the query's, with or without a position to read after)
     query = db_spec(_adapter("db_in", "input", service=service, trackingColumn="seq",
                              sqlQuery="select * from src where sym like '%' and id <> 'x'"), ELEMENT)

@@ -464,6 +464,21 @@ def _text(v: Any) -> str:
     return str(v)
 
 
+# types whose text PostgreSQL sends is what the element's reader reads: taken as it comes
+# instead of converted to Python values and formatted again (booleans, time zones, bytea and
+# intervals are converted by _text)
+_AS_TEXT = ("int2", "int4", "int8", "numeric", "float4", "float8", "text", "varchar", "bpchar",
+            "name", "date", "timestamp")
+
+
+def _load_as_text(conn: Any) -> None:
+    from psycopg.types.string import TextLoader
+    for name in _AS_TEXT:
+        info = conn.adapters.types.get(name)
+        if info is not None:
+            conn.adapters.register_loader(info.oid, TextLoader)
+
+
 class DbInput:
     """One ``db_in`` adapter: polls its table or query into the element's inbox."""
 
@@ -505,6 +520,7 @@ class DbInput:
             return 0
         if self.conn is None or self.conn.closed:
             self.conn = connect(self.spec)
+            _load_as_text(self.conn)
             self.status.update(state="connected", address=self.spec.address())
             self.status.add(connections=1)
         statement, params = self._statement()
@@ -529,7 +545,10 @@ class DbInput:
                 while True:
                     rows = cur.fetchmany(FETCH_ROWS)
                     for row in rows:
-                        fields = [_text(row[i]) if i is not None else "" for i in take]
+                        # most values come as text already (_AS_TEXT): the quick case first
+                        fields = [("" if i is None else v if type(v) is str
+                                   else "" if v is None else _text(v))
+                                  for i in take for v in (row[i] if i is not None else None,)]
                         if opcol is not None:
                             fields.insert(0, _text(row[opcol]) or "i")
                         writer.writerow(fields)
