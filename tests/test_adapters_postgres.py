@@ -150,6 +150,20 @@ def test_a_server_that_goes_away_is_retried_and_reported(pg, service, tmp_path):
     sink.close()
 
 
+def test_a_table_that_refuses_the_batch_is_reported_and_retried(pg, service, tmp_path):
+    pg.query("create table wrong (id int primary key, sym int, px numeric)")
+    sink = _sink(tmp_path, "wrong", service)
+    sink.give_up_at = time.monotonic() + 1.0
+    assert not sink.deliver([_ch("i", 1, "A")], {"batch": -1, "next": 0})
+    status = json.load(open(sink.status.path))
+    assert status["state"] == "retrying" and "invalid input syntax for type integer" in status["last_error"]
+    assert "s3cret" not in json.dumps(status)
+    pg.query("alter table wrong alter column sym type text")  # mended while it retries
+    sink.give_up_at = None
+    assert sink.deliver([_ch("i", 1, "A")], {"batch": -1, "next": 0})
+    assert pg.query("select id, sym from wrong") == [(1, "A")]
+
+
 # --------------------------------------------------------------------------------------------------
 # The input adapter
 # --------------------------------------------------------------------------------------------------

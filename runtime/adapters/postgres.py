@@ -160,6 +160,11 @@ def connect(spec: DbSpec):
                            **spec.conninfo)
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _gone(exc: BaseException) -> bool:
     """Whether ``exc`` says the server went away (retry) rather than a bad statement."""
     import psycopg
@@ -273,11 +278,16 @@ class DbSink:
                 self.status.add(records=written)
                 return True
             except Exception as exc:
-                if not _gone(exc):
-                    raise  # a statement the database refuses: Feed reports it and tries again
+                import psycopg
+                if not isinstance(exc, psycopg.Error):
+                    raise
+                # the server went away, or refuses the batch (a table whose columns do not take
+                # the element's): reported and retried, so that it can be mended while running
                 self._close()
-                self.status.update(state="retrying", last_error=f"{self.spec.address()}: "
-                                   f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc}")
+                message = f"{self.spec.address()}: {_first_line(exc)}"
+                if message != self.status.data.get("last_error"):
+                    log.warning("output adapter %s: %s", self.spec.name, message)
+                self.status.update(state="retrying", last_error=message)
                 self.status.add(retries=1)
                 if self.give_up_at is not None:
                     if time.monotonic() + wait > self.give_up_at:
@@ -587,8 +597,8 @@ class DbInput:
                     log.warning("adapter %s: %s", self.spec.name, exc)
                     return False
                 self._close()
-                self.status.update(state="retrying", last_error=f"{self.spec.address()}: "
-                                   f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc}")
+                self.status.update(state="retrying",
+                                   last_error=f"{self.spec.address()}: {_first_line(exc)}")
                 self.status.add(retries=1)
                 if deadline is not None and time.monotonic() + wait > deadline:
                     self.status.update(state="failed")
