@@ -98,7 +98,12 @@ def test_ccl_check_explains_esp_database_properties_that_mean_nothing_here(tmp_p
 # The output sink
 # --------------------------------------------------------------------------------------------------
 
-def test_keyed_output_follows_the_opcodes_in_one_transaction_per_batch(pg, service, tmp_path):
+@pytest.mark.parametrize("join_rows", [1_000, 0])  # deletes one by one, or through a join
+def test_keyed_output_follows_the_opcodes_in_one_transaction_per_batch(pg, service, tmp_path,
+                                                                        monkeypatch, join_rows):
+    import runtime.adapters.postgres as pgmod
+    monkeypatch.setattr(pgmod, "DELETE_JOIN_ROWS", join_rows)
+    pg.query("drop table if exists keyed")
     sink = _sink(tmp_path, "keyed", service)
     state = {"batch": -1, "next": 0}
     assert sink.deliver([_ch("i", 1, "A"), _ch("i", 2, "B"), _ch("i", 3, "C"), _ch("u", 3, "C", "3.50")],

@@ -49,6 +49,7 @@ __all__ = ["DB_INPUTS", "DB_OUTPUTS", "DbInput", "DbSink", "DbSpec", "db_spec", 
 PROGRESS_TABLE = "ccl_progress"
 FIRST_RETRY = 0.1
 FETCH_ROWS = 10_000
+DELETE_JOIN_ROWS = 1_000  # keys in a batch from which they are deleted through a COPY and a join
 
 
 @dataclass(frozen=True)
@@ -353,11 +354,25 @@ class DbSink:
             key = tuple(r.get(k) for k in self.spec.keys)
             last.pop(key, None)  # keep the batch's order of last changes
             last[key] = r
-        where = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(sql.Identifier(k))
-                                      for k in self.spec.keys)
-        with self.conn.cursor() as cur:
-            cur.executemany(sql.SQL("DELETE FROM {} WHERE ").format(self._table()) + where,
-                            [tuple(_db_value(v) for v in key) for key in last])
+        keys = [tuple(_db_value(v) for v in key) for key in last]
+        if len(keys) < DELETE_JOIN_ROWS:
+            where = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(sql.Identifier(k))
+                                          for k in self.spec.keys)
+            with self.conn.cursor() as cur:
+                cur.executemany(sql.SQL("DELETE FROM {} WHERE ").format(self._table()) + where, keys)
+        else:  # many keys: COPY them into a temporary table and delete in one join
+            types = dict(zip(self.columns, self.types))
+            self.conn.execute(sql.SQL("CREATE TEMPORARY TABLE ccl_keys ({}) ON COMMIT DROP").format(
+                sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(k), sql.SQL(pg_type(types[k])))
+                                   for k in self.spec.keys)))
+            with self.conn.cursor() as cur:
+                with cur.copy(sql.SQL("COPY ccl_keys FROM STDIN")) as copy:
+                    for key in keys:
+                        copy.write_row(key)
+            self.conn.execute(sql.SQL("DELETE FROM {} AS t USING ccl_keys AS k WHERE {}").format(
+                self._table(), sql.SQL(" AND ").join(
+                    sql.SQL("t.{} = k.{}").format(sql.Identifier(k), sql.Identifier(k))
+                    for k in self.spec.keys)))
         kept = [tuple(_db_value(r.get(c)) for c in self.columns) for r in last.values()
                 if (r.get("__op") or "i") not in ("d", "s")]
         self._copy(self.columns, kept)
