@@ -223,6 +223,8 @@ def input_files(element: dict, plan: dict, options: RunOptions):
         props["fileformat"] = XML_LIST
     elif kind in json_inputs:
         props["fileformat"] = JSON
+    elif kind == "db_in":
+        props["hasheader"] = "true"  # runtime/adapters/postgres.py writes the column names first
     if kind in INBOX_INPUTS and (path is None or os.path.isdir(path)):
         # the adapter's inbox (runtime/adapters): a bound directory, else one in the run directory
         if options.run_dir is None:

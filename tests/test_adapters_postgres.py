@@ -68,6 +68,8 @@ def _ch(op: str, i: int, sym: str = "S", px: str = "1.00") -> dict:
     ("db_in", "input", {"service": "s", "table": "t", "pollperiod": 1}, "pollperiod needs a trackingColumn"),
     ("db_out", "output", {"service": "s", "table": "t", "keyColumns": "nope"}, "'nope' is not a column"),
     ("db_out", "output", {"host": "h", "port": "x", "table": "t"}, "is not a TCP port"),
+    ("db_out", "output", {"service": "s", "table": "t", "truncateTable": "maybe"}, "truncateTable"),
+    ("db_in", "input", {"service": "s", "table": "t", "hasHeader": "false"}, "hasHeader false"),
 ])
 def test_unusable_database_adapter_properties_are_refused_with_a_message(kind, direction, props, message):
     with pytest.raises(AdapterError, match=message):

@@ -38,7 +38,7 @@ from decimal import Decimal
 from typing import Any, Optional
 
 from ..file_names import file_name
-from ..inputs.formats import adapter_properties, property_flag
+from ..inputs.formats import CsvFormat, adapter_properties, property_flag
 from .config import DB_INPUTS, DB_OUTPUTS, AdapterError
 from .inbox import Inbox
 from .status import Status
@@ -148,7 +148,16 @@ def db_spec(adapter: dict, element: dict) -> DbSpec:
                                f"{element['name']}")
         keys = tuple(lower[k.lower()] for k in wanted)
     batch = int(_number(props, "batchsize", 10_000, name)) or 10_000
-    truncate = property_flag(props.get("truncatetable", "false"), "truncateTable")
+    try:
+        truncate = property_flag(props.get("truncatetable", "false"), "truncateTable")
+        if direction == "input":
+            fmt = CsvFormat.from_options(props, element["name"])
+            if fmt.has_header is False or fmt.stream_opcode:
+                raise ValueError("the rows of a db_in adapter go to the inbox with a header of "
+                                 "the column names: hasHeader false and expectStreamNameOpcode "
+                                 "do not apply")
+    except ValueError as exc:
+        raise AdapterError(f"adapter '{name}': {exc}") from None
     return DbSpec(name, kind, adapter["element"], conninfo, table, query, tracking, poll,
                   _number(props, "retryperiod", 5.0, name), batch, keys,
                   column("opcodecolumnname"), column("timestampcolumnname"), truncate, props)
@@ -512,6 +521,7 @@ class DbInput:
         self.spec = spec
         self.inbox = Inbox(inbox_dir, spec.name, "csv")
         self.columns = [c[0] for c in columns]
+        self.delimiter = CsvFormat.from_options(spec.properties, spec.element).delimiter
         self.status = status
         self.position = Position(os.path.join(progress_dir, file_name(spec.name) + ".position.json"),
                                  inbox_dir)
@@ -564,7 +574,7 @@ class DbInput:
                                        f"{self.spec.tracking!r} is not a column of its rows")
                 header = (["ESP_OPS"] if opcol is not None else []) + self.columns
                 out = io.StringIO()
-                writer = csv.writer(out, lineterminator="\n")
+                writer = csv.writer(out, delimiter=self.delimiter, lineterminator="\n")
                 writer.writerow(header)
                 count = 0
                 while True:
@@ -589,7 +599,7 @@ class DbInput:
                         total += count
                         self.status.add(records=count, files=1)
                         out = io.StringIO()
-                        writer = csv.writer(out, lineterminator="\n")
+                        writer = csv.writer(out, delimiter=self.delimiter, lineterminator="\n")
                         writer.writerow(header)
                         count = 0
                     if not rows:
