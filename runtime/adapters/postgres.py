@@ -75,8 +75,10 @@ class DbSpec:
     def address(self) -> str:
         """The server as shown in status and errors (no password)."""
         c = self.conninfo
-        where = f"{c.get('host', 'localhost')}:{c.get('port', '5432')}/{c.get('dbname', '')}"
-        return f"service {c['service']} ({where})" if "service" in c else where
+        parts = [f"service {c['service']}"] if "service" in c else []
+        if "host" in c or "port" in c or "dbname" in c or not parts:
+            parts.append(f"{c.get('host', 'localhost')}:{c.get('port', '5432')}/{c.get('dbname', '')}")
+        return " ".join(parts)
 
 
 def _number(props: dict, key: str, default: float, name: str) -> float:
