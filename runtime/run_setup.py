@@ -261,7 +261,8 @@ def inputs_without_files(typed: Plan, options: RunOptions) -> list[str]:
 
 
 def _socket_fed(element: dict, plan: dict) -> bool:
-    """Whether a socket input adapter fills ``element``'s input directory (empty at first)."""
+    """Whether a socket or database input adapter fills ``element``'s input directory (empty at
+    first)."""
     from .adapters.config import INBOX_INPUTS
     adapter = element["physical"]["input_adapter"]
     return any(a["name"] == adapter and str(a["type"]).lower() in INBOX_INPUTS

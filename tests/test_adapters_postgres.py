@@ -76,6 +76,14 @@ def test_unusable_database_adapter_properties_are_refused_with_a_message(kind, d
         db_spec(_adapter(kind, direction, **props), ELEMENT)
 
 
+def test_the_compiler_and_the_runtime_name_the_same_database_input_types():
+    from ccl.plan.physical import DB_INPUT_ADAPTERS, INBOX_INPUT_ADAPTERS, READ_INPUT_ADAPTERS
+    from runtime.adapters.config import DB_INPUTS, INBOX_INPUTS
+
+    assert set(DB_INPUT_ADAPTERS) == set(DB_INPUTS)
+    assert set(INBOX_INPUT_ADAPTERS) == set(INBOX_INPUTS) <= set(READ_INPUT_ADAPTERS)
+
+
 def test_ccl_check_explains_esp_database_properties_that_mean_nothing_here(tmp_path):
     from ccl.config.project_config import load_project_config
     path = tmp_path / "p.ccl"

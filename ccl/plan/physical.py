@@ -102,8 +102,8 @@ def _source_kind(element: Mapping, plan: Mapping) -> str:
 
 
 # Input adapter types whose files the runtime reads (ESP's delimited-file, XML list and JSON file
-# input adapters), and those whose records runtime/adapters receives from a socket into the
-# element's inbox directory. An element with another kind of adapter (Kafka, MQTT, ...) has
+# input adapters), and those whose records runtime/adapters receives from a socket or a database
+# into the element's inbox directory. An element with another kind of adapter (Kafka, MQTT, ...) has
 # rows only from ``--input``.
 FILE_INPUT_ADAPTERS = ("toolkit_file_csv_input", "dsv_in", "toolkit_file_xmllist_input",
                        "toolkit_file_json_input")
