@@ -235,6 +235,34 @@ def test_input_reads_new_rows_once_and_its_position_matches_the_inbox(pg, servic
     assert [line.split(",")[0] for line in _inbox_lines(other)] == ["1", "2", "4", "5"]
 
 
+def test_an_input_whose_server_goes_away_retries_and_a_bad_query_fails_with_its_reason(
+        pg, service, tmp_path):
+    pg.query("create table gone (seq int, id int, sym text, px numeric)")
+    pg.query("insert into gone values (1, 1, 'A', 1)")
+    spec = db_spec(_adapter("db_in", "input", service=service, table="gone", trackingColumn="seq",
+                            pollperiod=1), ELEMENT)
+    inbox, progress = str(tmp_path / "inbox"), str(tmp_path / "adapters")
+    src = DbInput(spec, inbox, ELEMENT["columns"], Status(progress, spec.name, "db_in"), progress)
+    pg.stop()
+    assert not src.poll_with_retries(time.monotonic() + 0.5)  # gave up: reported
+    status = json.load(open(src.status.path))
+    assert status["state"] == "failed" and status["retries"] >= 1 and "service ccl_test" in status["last_error"]
+    restarted = threading.Timer(1.0, pg.start)
+    restarted.start()
+    try:
+        assert src.poll_with_retries(None)  # retried until the server is back
+    finally:
+        restarted.join()
+    assert _inbox_lines(inbox) == ["1,A,1"]
+    bad = db_spec(_adapter("db_in", "input", service=service, sqlQuery="select nonsense from gone",
+                           trackingColumn="seq"), ELEMENT)
+    src = DbInput(bad, str(tmp_path / "in2"), ELEMENT["columns"], Status(progress, "B", "db_in"),
+                  str(tmp_path / "p2"))
+    assert not src.poll_with_retries(None)
+    status = json.load(open(src.status.path))
+    assert status["state"] == "failed" and 'column "nonsense" does not exist' in status["last_error"]
+
+
 def test_a_table_without_tracking_column_is_read_once(pg, service, tmp_path):
     pg.query("create table once (id int, sym text, px numeric)")
     pg.query("insert into once values (1, 'A', 1), (2, 'B', 2)")
