@@ -330,7 +330,10 @@ def test_ccl_check_warns_about_adapter_properties_that_mean_nothing_here(tmp_pat
 
     from ccl.plan.physical import FILE_INPUT_ADAPTERS, SOCKET_INPUT_ADAPTERS
 
-    assert set(USED) == {*SOCKET_INPUTS, *SOCKET_OUTPUTS, JSON_FILE_INPUT, JSON_FILE_OUTPUT}
+    from runtime.adapters.config import DB_INPUTS, DB_OUTPUTS
+
+    assert set(USED) == {*SOCKET_INPUTS, *SOCKET_OUTPUTS, JSON_FILE_INPUT, JSON_FILE_OUTPUT,
+                         *DB_INPUTS, *DB_OUTPUTS}
     assert set(SOCKET_INPUT_ADAPTERS) == set(SOCKET_INPUTS) and JSON_FILE_INPUT in FILE_INPUT_ADAPTERS
     path = tmp_path / "p.ccl"
     path.write_text(

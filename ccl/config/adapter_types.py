@@ -23,6 +23,9 @@ _JSON_IN = ("jsonColsMappingList", "jsonRootpath", "jsonSecondDateFormat", "json
 _SOCKET_IN = ("host", "port", "epFile", "retryPeriod", "retryNumber", "listenAddress", "batchMillis")
 _SOCKET_OUT = ("host", "port", "epFile", "retryPeriod", "listenAddress")
 _FILE_IN = ("dir", "file", "filePattern")
+_DB = ("service", "host", "port", "dbName", "database", "user", "username", "retryPeriod")
+_DB_OUT = _DB + ("table", "batchSize", "keyColumns", "opcodeColumnName", "timestampColumnName",
+                 "truncateTable")
 
 # type -> the properties the runtime reads
 USED: dict[str, tuple[str, ...]] = {
@@ -36,7 +39,26 @@ USED: dict[str, tuple[str, ...]] = {
     "toolkit_socket_json_output": _SOCKET_OUT + ("jsonColsMappingList",),
     "toolkit_file_json_input": _FILE_IN + _JSON_IN,
     "toolkit_file_json_output": ("dir", "file", "jsonFormat", "jsonColsMappingList"),
+    "db_in": _DB + ("table", "query", "sqlQuery", "pollperiod", "trackingColumn") + _CSV_IN,
+    "db_out": _DB_OUT,
+    "hana_out": _DB_OUT,
 }
+
+_DB_BASE = "the table gets every change from the run's first batch on"
+# per type: ESP properties that mean nothing for that type, and why (before IGNORED)
+IGNORED_BY_TYPE: dict[str, dict[str, str]] = {
+    kind: {"outputBase": _DB_BASE, "onlyBase": _DB_BASE,
+           "dataWarehouseMode": "opcodeColumnName keeps every change instead",
+           "bulkInsertArraySize": "each batch is written with COPY (batchSize rows a COPY)",
+           "threadCount": "each batch is one transaction on one connection",
+           "permutation": "the table's columns are the element's, by name",
+           "dateFormat": "date-times are written as timestamps",
+           "timestampFormat": "date-times are written as timestamps",
+           "password": "the password is left out of the compiled plan: libpq reads it from the "
+                       "service file, ~/.pgpass or PGPASSWORD"}
+    for kind in ("db_out", "hana_out")
+}
+IGNORED_BY_TYPE["db_in"] = {"password": IGNORED_BY_TYPE["db_out"]["password"]}
 
 _DATES_OUT = "outputs write ISO date-times, as the CSV output files do"
 # ESP properties that mean nothing here, and why (shown in the warning)
@@ -82,11 +104,18 @@ def property_warnings(kind: str, direction: str, adapter: str,
         return []
     known = {p.lower() for p in used}
     out = []
+    properties = list(properties)
+    if kind.lower() == "hana_out" and not {n.lower() for n, _ in properties} & {
+            "service", "host", "port", "dbname", "database", "user", "username"}:
+        out.append(Diagnostic("CCL1307", f"adapter '{adapter}' of type hana_out writes to the "
+                              f"PostgreSQL database named by its service (or host, port, dbName) "
+                              f"property; it names none, so it writes nothing", fallback))
     for name, span in properties:
         low = name.lower()
         if low in known or low == "propertyset":
             continue
-        why = next((r for k, r in IGNORED.items() if k.lower() == low), None)
+        why = next((r for k, r in {**IGNORED, **IGNORED_BY_TYPE.get(kind.lower(), {})}.items()
+                    if k.lower() == low), None)
         if why is None and direction == "output" and low in {p.lower() for p in _OUTPUT_DATES}:
             why = _DATES_OUT
         if why == _DATES_OUT:

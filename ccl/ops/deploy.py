@@ -34,7 +34,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
-from ..plan.physical import SOCKET_INPUT_ADAPTERS, input_adapter
+from ..plan.physical import INBOX_INPUT_ADAPTERS, input_adapter
 from ..syntax.project import UsageError
 from .workspace import (ProjectDir, driver_pid, process_start_time, supervisor_alive,
                         write_json)
@@ -103,8 +103,8 @@ def input_elements(plan: dict) -> list[str]:
 
 def _adapter_props(plan: dict, element: str) -> Optional[dict]:
     adapter = input_adapter(plan, element)
-    if adapter is None or str(adapter.get("type", "")).lower() in SOCKET_INPUT_ADAPTERS:
-        return None  # a socket adapter writes into the element's workspace directory
+    if adapter is None or str(adapter.get("type", "")).lower() in INBOX_INPUT_ADAPTERS:
+        return None  # a socket or database adapter writes into the element's workspace directory
     return {str(k).lower(): v for k, v in (adapter.get("properties") or {}).items()}
 
 

@@ -6,9 +6,11 @@ files (docs/io.md "Adapters").
   files ``ccl publish`` writes. The reader (runtime/inputs, the project's query) numbers them,
   parses them (CSV, XML list or JSON, :mod:`runtime.inputs.json_rows`) and turns bad input into bad
   records; its checkpoint makes a restart read each file once. So an adapter is only a transport:
-  :mod:`.socket_input` (client or server).
+  :mod:`.socket_input` (client or server), and :mod:`.postgres` ``DbInput`` (polls a table or
+  query, its position kept with the inbox files).
 - Output adapters are fed per micro-batch from their element's changelog (:mod:`.output`), so they
-  need nothing from the query that made the rows, and a replayed batch is recognised by its number.
+  need nothing from the query that made the rows, and a replayed batch is recognised by its number
+  (:mod:`.postgres` ``DbSink`` also records it in the database, in the batch's transaction).
 - :mod:`.service` starts them with a run and stops them with it; :mod:`.config` holds the type
   names (ESP's) and reads their properties.
 """

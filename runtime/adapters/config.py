@@ -21,6 +21,12 @@ SOCKET_OUTPUTS = {
     "dsv_sockout_out": ("csv", "client"),  # ESP's Socket (as Client) CSV Output
     "dsv_sockin_out": ("csv", "server"),   # ESP's Socket (as Server) CSV Output
 }
+# ESP's Database input and output adapters, on PostgreSQL (runtime/adapters/postgres.py);
+# hana_out writes to the database its properties name
+DB_INPUTS = ("db_in",)
+DB_OUTPUTS = ("db_out", "hana_out")
+# input adapters that write into their element's inbox
+INBOX_INPUTS = tuple(SOCKET_INPUTS) + DB_INPUTS
 JSON_FILE_INPUT = "toolkit_file_json_input"
 JSON_FILE_OUTPUT = "toolkit_file_json_output"
 LISTEN_ADDRESS = "127.0.0.1"

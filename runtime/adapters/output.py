@@ -382,6 +382,7 @@ class Feed:
         """Deliver every complete batch not delivered yet; False when the sink gave up."""
         for batch in self.complete_batches():
             rows = self.rows(batch)
+            self.state["next"] = batch  # the batch being delivered (a database records it)
             if rows and not self.sink.deliver(rows, self.state):
                 return False
             self.state["batch"] = batch

@@ -7,12 +7,15 @@ import threading
 from typing import Any, Optional
 
 from ..file_names import file_name
-from .config import JSON_FILE_OUTPUT, SOCKET_INPUTS, SOCKET_OUTPUTS, AdapterError, socket_spec
+from .config import (DB_INPUTS, DB_OUTPUTS, JSON_FILE_OUTPUT, SOCKET_INPUTS, SOCKET_OUTPUTS,
+                     AdapterError, socket_spec)
 from .output import Feed, SocketClientSink, SocketServerSink, encoder, json_file_sink
+from .postgres import DbInput, DbSink, db_spec, names_database
 from .socket_input import SocketInput
 from .status import Status
 
 log = logging.getLogger("ccl.runtime")
+UNTIL_IDLE_RETRY = 10.0  # seconds an until-idle run retries a database input's server
 
 
 def inbox_directory(run_dir: str, element: str, bound: Optional[str] = None) -> str:
@@ -40,6 +43,10 @@ def check_adapters(plan: dict, base_dir: str) -> None:
                             spec.properties)
                 except ValueError as exc:
                     raise AdapterError(f"adapter '{a['name']}': {exc}") from None
+        elif (a["direction"] == "input" and kind in DB_INPUTS
+              or a["direction"] == "output" and kind in DB_OUTPUTS):
+            if kind != "hana_out" or names_database(a):
+                db_spec(a, elements[a["element"]])
         elif a["direction"] == "output" and kind == JSON_FILE_OUTPUT:
             try:
                 json_file_sink(a, elements[a["element"]], base_dir)
@@ -56,7 +63,7 @@ class Adapters:
         self.base_dir = base_dir
         self.inputs = inputs
         self.status_dir = os.path.join(run_dir, "adapters")
-        self.sources: list[SocketInput] = []
+        self.sources: list[Any] = []  # SocketInput, DbInput
         self.feeds: list[Feed] = []
         self.stop_event = threading.Event()
 
@@ -77,6 +84,18 @@ class Adapters:
                         continue  # --input ELEMENT=FILE replaces the adapter
                     if live:
                         self._start_input(a, element, inbox_directory(self.run_dir, a["element"], bound))
+                elif a["direction"] == "input" and kind in DB_INPUTS:
+                    bound = self.inputs.get(a["element"])
+                    if bound is not None and not os.path.isdir(bound):
+                        continue
+                    self._start_db_input(a, element, inbox_directory(self.run_dir, a["element"], bound),
+                                         live)
+                elif a["direction"] == "output" and kind in DB_OUTPUTS:
+                    if kind == "hana_out" and not names_database(a):
+                        log.warning("output adapter '%s' (hana_out) names no database (service, or "
+                                    "host/port/dbName): it writes nothing", a["name"])
+                        continue
+                    self._start_output(a, element, kind)
                 elif a["direction"] == "output" and (kind in SOCKET_OUTPUTS or kind == JSON_FILE_OUTPUT):
                     self._start_output(a, element, kind)
         except (OSError, AdapterError) as exc:
@@ -94,10 +113,28 @@ class Adapters:
                                f"{spec.host}:{spec.port}: {exc.strerror or exc}") from None
         self.sources.append(source)
 
+    def _start_db_input(self, adapter: dict, element: dict, inbox: str, live: bool) -> None:
+        """A database input polls while the run goes on (``live``); an until-idle run reads what
+        the database holds once, before its queries start (a server that is down is retried for
+        UNTIL_IDLE_RETRY seconds, then reported)."""
+        spec = db_spec(adapter, element)
+        status = Status(self.status_dir, adapter["name"], adapter["type"])
+        source = DbInput(spec, inbox, element["columns"], status, self.status_dir)
+        if live:
+            self.sources.append(source.start())
+            return
+        import time
+        if not source.poll_with_retries(time.monotonic() + UNTIL_IDLE_RETRY):
+            log.warning("adapter %s: could not read %s: %s", adapter["name"], spec.address(),
+                        status.data.get("last_error"))
+        source.stop()
+
     def _start_output(self, adapter: dict, element: dict, kind: str) -> None:
         status = Status(self.status_dir, adapter["name"], adapter["type"])
         sink: Any
-        if kind == JSON_FILE_OUTPUT:
+        if kind in DB_OUTPUTS:
+            sink = DbSink(db_spec(adapter, element), element, status, self.stop_event)
+        elif kind == JSON_FILE_OUTPUT:
             sink = json_file_sink(adapter, element, self.base_dir)
             status.update(state="writing", path=sink.path)
         else:
