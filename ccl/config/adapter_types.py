@@ -23,6 +23,9 @@ _JSON_IN = ("jsonColsMappingList", "jsonRootpath", "jsonSecondDateFormat", "json
 _SOCKET_IN = ("host", "port", "epFile", "retryPeriod", "retryNumber", "listenAddress", "batchMillis")
 _SOCKET_OUT = ("host", "port", "epFile", "retryPeriod", "listenAddress")
 _FILE_IN = ("dir", "file", "filePattern")
+_MQTT = ("mqttServerUri", "mqttTopic", "mqttQos", "mqttClientId", "mqttUsername", "mqttPassword",
+         "mqttMsgFormat", "mqttCleanSession", "mqttKeepAlive", "mqttVersion", "mqttMaxInflight",
+         "retryPeriod")
 
 # type -> the properties the runtime reads
 USED: dict[str, tuple[str, ...]] = {
@@ -36,6 +39,8 @@ USED: dict[str, tuple[str, ...]] = {
     "toolkit_socket_json_output": _SOCKET_OUT + ("jsonColsMappingList",),
     "toolkit_file_json_input": _FILE_IN + _JSON_IN,
     "toolkit_file_json_output": ("dir", "file", "jsonFormat", "jsonColsMappingList"),
+    "mqtt_input": _MQTT + ("batchMillis",) + _CSV_IN + _JSON_IN,
+    "mqtt_output": _MQTT + ("mqttRetain",) + _CSV_OUT + ("jsonColsMappingList",),
 }
 
 _DATES_OUT = "outputs write ISO date-times, as the CSV output files do"

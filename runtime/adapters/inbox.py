@@ -14,7 +14,7 @@ import datetime as dt
 import os
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from ..file_names import file_name
 
@@ -43,8 +43,10 @@ class Inbox:
         stamp = dt.datetime.fromtimestamp(now // 1_000_000, dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
         return f"{stamp}.{now % 1_000_000:06d}Z-{self.adapter}.{self.ext}"
 
-    def publish(self, data: bytes) -> str:
-        """Write ``data`` as a new inbox file (complete and on disk when this returns); its path."""
+    def publish(self, data: bytes, before_link: Optional[Callable[[str], None]] = None) -> str:
+        """Write ``data`` as a new inbox file (complete and on disk when this returns); its path.
+        ``before_link(name)`` is called once the data is on disk under its temporary name, before
+        the file appears under ``name`` (the MQTT input journals what the file will hold)."""
         with self._lock:
             name = self._name()
             final = os.path.join(self.directory, name)
@@ -53,6 +55,8 @@ class Inbox:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
+            if before_link is not None:
+                before_link(name)
             try:
                 os.link(tmp, final)
             except OSError:  # no hard links here: a rename (the name is fresh)
