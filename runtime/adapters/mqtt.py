@@ -223,17 +223,17 @@ class MqttInput:
     # -- paho callbacks (its network thread) ----------------------------------------------------
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
         if reason_code.is_failure:
-            self.status.update(state="retrying", last_error=f"broker refused: {reason_code}")
             self.status.add(retries=1)
+            self.status.update(state="retrying", last_error=f"broker refused: {reason_code}")
             return
         client.subscribe([(t, self.spec.qos) for t in self.spec.topics])
-        self.status.update(state="connected", session_present=bool(flags.session_present))
         self.status.add(connections=1)
+        self.status.update(state="connected", session_present=bool(flags.session_present))
 
     def _on_connect_fail(self, client, userdata) -> None:
+        self.status.add(retries=1)
         self.status.update(state="retrying",
                            last_error=f"cannot connect to {self.spec.host}:{self.spec.port}")
-        self.status.add(retries=1)
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
         if not self._stop.is_set():
@@ -338,17 +338,17 @@ class MqttSink:
 
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
         if reason_code.is_failure:
-            self.status.update(state="retrying", last_error=f"broker refused: {reason_code}")
             self.status.add(retries=1)
+            self.status.update(state="retrying", last_error=f"broker refused: {reason_code}")
             return
         self.connected.set()
-        self.status.update(state="connected")
         self.status.add(connections=1)
+        self.status.update(state="connected")
 
     def _on_connect_fail(self, client, userdata) -> None:
+        self.status.add(retries=1)
         self.status.update(state="retrying",
                            last_error=f"cannot connect to {self.spec.host}:{self.spec.port}")
-        self.status.add(retries=1)
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
         self.connected.clear()
