@@ -446,6 +446,8 @@ def test_kill_9_during_a_qos1_feed_then_restart_gives_every_message_once(tmp_pat
         (run_dir / "adapters" / "Feed.json").unlink()
         proc = start()
         _wait(connected)
+        # the broker kept the session: what the killed run had not acknowledged comes again
+        assert json.loads((run_dir / "adapters" / "Feed.json").read_text())["session_present"]
         _publish(pub, "feed", [f"{i},S{i % 5}".encode() for i in range(2001, 2021)])
         _wait(lambda: len(_json_ids(out_json)) >= 2020)
         time.sleep(2.0)  # anything redelivered twice would show up by now
@@ -458,3 +460,51 @@ def test_kill_9_during_a_qos1_feed_then_restart_gives_every_message_once(tmp_pat
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert _json_ids(out_json) == list(range(1, 2021))  # every message once, in arrival order
+    assert sum(t.count("\n") for t in _inbox(run_dir / "inbox" / "Trades")) == 2020
+
+
+def test_the_mqtt_positions_example_project(spark, tmp_path, broker):
+    """projects/mqtt_positions: trades in over MQTT, the partitioned window's changes out over
+    MQTT (its PostgreSQL output is another adapter's, not run here)."""
+    source = os.path.join(ROOT, "projects", "mqtt_positions")
+    text = open(os.path.join(source, "mqtt_positions.ccl")).read()
+    assert text.count("tcp://localhost:1883") == 2
+    (tmp_path / "mqtt_positions.ccl").write_text(text.replace("tcp://localhost:1883", broker.uri))
+    plan, diags = plan_project(str(tmp_path / "mqtt_positions.ccl"))
+    assert plan is not None, [str(d) for d in diags]
+    sub = Subscriber(broker, "positions/changes")
+    options = RunOptions(base_dir=str(tmp_path), run_dir=str(tmp_path / "run"), until_idle=False,
+                         buckets=2)
+    stop = threading.Event()
+    result: dict = {}
+    runner = threading.Thread(target=lambda: result.update(
+        r=run_plan(spark, plan, options, str(tmp_path / "out"), stop=stop)))
+    runner.start()
+    final: dict = {}
+    try:
+        _wait(lambda: os.path.exists(tmp_path / "run" / "adapters" / "TradesIn.json")
+              and _status(tmp_path, "TradesIn")["state"] == "connected")
+        lines = open(os.path.join(source, "data", "trades.jsonl"), "rb").read().splitlines()
+        pub = _publisher(broker)
+        _publish(pub, "trades/desk1", lines[:3])
+        _publish(pub, "trades/desk2", lines[3:])
+        pub.loop_stop()
+
+        def settled() -> bool:
+            for m in sub.messages[len(final.get("_seen", [])):]:
+                change = json.loads(m)
+                key = (change["book"], change["sym"])
+                final[key] = None if change["ESP_OPS"] == "d" else (change["netQty"], change["trades"])
+            final["_seen"] = list(sub.messages)
+            return {k: v for k, v in final.items() if k != "_seen"} == {
+                ("EQ1", "SAP"): (70, 2), ("EQ1", "SIE"): (50, 1), ("EQ2", "SAP"): (-40, 1),
+                ("EQ2", "BAS"): (200, 1)}
+        _wait(settled)
+    finally:
+        stop.set()
+        runner.join(300)
+        sub.close()
+    assert not runner.is_alive()
+    assert result["r"].report["elements"]["Trades"]["rows_in"] == 6
+    bad = [json.loads(x) for x in (tmp_path / "out" / "_bad_records.jsonl").read_text().splitlines()]
+    assert [b["reason"] for b in bad] == ['column qty: "many" is not an integer']
