@@ -176,6 +176,23 @@ def test_spec_defaults_and_a_stable_client_id(tmp_path):
         mqtt_spec(_adapter({"mqttServerUri": "h", "mqttTopic": "a/#"}, "output"))
 
 
+def test_ccl_check_names_mqtt_properties_it_does_not_read(tmp_path):
+    from ccl.config.project_config import load_project_config
+
+    path = tmp_path / "p.ccl"
+    path.write_text(
+        "create input stream S schema (id integer);\n"
+        "attach input adapter A type mqtt_input to S properties mqttServerUri = 'tcp://h:1', "
+        "MQTTTOPIC = 't', mqttTopik = 'x', mqttMsgFormat = 'json', jsonRootpath = '$.rows';\n"
+        "create output stream O as select * from S;\n"
+        "attach output adapter B type mqtt_output to O properties mqttServerUri = 'h', "
+        "mqttTopic = 'o', mqttRetain = true, enableGdMode = true;\n")
+    warnings = [d.message.split(";")[0] for d in load_project_config(str(path)).diagnostics
+                if d.code == "CCL1307"]
+    assert warnings == ["property 'mqttTopik' is not one the mqtt_input adapter 'A' reads here",
+                        "property 'enableGdMode' of adapter 'B' has no meaning on Spark"]
+
+
 def test_the_journal_counts_only_files_that_exist(tmp_path):
     inbox = tmp_path / "inbox"
     inbox.mkdir()
