@@ -70,7 +70,9 @@ def _client(spec: MqttSpec, manual_ack: bool):
         client.username_pw_set(spec.username, spec.password)
     if spec.tls:
         client.tls_set()
-    client.reconnect_delay_set(min_delay=FIRST_RETRY, max_delay=max(spec.retry_period, FIRST_RETRY))  # type: ignore[arg-type]
+    # paho's waits are typed int but taken as seconds of any kind
+    client.reconnect_delay_set(min_delay=FIRST_RETRY,  # type: ignore[arg-type]
+                               max_delay=max(spec.retry_period, FIRST_RETRY))  # type: ignore[arg-type]
     return client
 
 
