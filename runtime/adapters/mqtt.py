@@ -177,6 +177,7 @@ class MqttInput:
         self._cond = threading.Condition()
         # (mid, qos, digest, payload, whole) of the messages received and not yet in the inbox
         self._pending: list[tuple[int, int, str, bytes, bool]] = []
+        self._writing: list[tuple[int, int, str, bytes, bool]] = []  # taken, not yet in a file
         self._pending_bytes = 0
         self._unacked = 0  # QoS > 0 messages among the pending
         # MQTT 3.1.1 has no Receive Maximum: the broker stops at its own limit of unacknowledged
@@ -251,7 +252,7 @@ class MqttInput:
                     self.status.update(duplicates=self.duplicates)
                     client.ack(msg.mid, msg.qos)
                     return
-                if any(p[0] == msg.mid and p[2] == d for p in self._pending):
+                if any(p[0] == msg.mid and p[2] == d for p in (*self._pending, *self._writing)):
                     self.duplicates += 1  # still waiting for its file: acknowledged with it
                     self.status.update(duplicates=self.duplicates)
                     return
@@ -287,12 +288,15 @@ class MqttInput:
                     self._cond.wait(0.2 if due is None else due)
                 batch, self._pending, self._pending_bytes, self._since = self._pending, [], 0, None
                 self._unacked = 0
+                self._writing = batch  # a redelivery of these meanwhile is theirs, not new
             if batch:
                 try:
                     self._write(batch)
-                except Exception as exc:  # the messages stay unacknowledged: the broker resends
-                    self.status.update(last_error=f"inbox: {exc}")
+                except Exception as exc:  # unacknowledged: the broker sends them again after
+                    self.status.update(last_error=f"inbox: {exc}")  # the next reconnect
                     log.warning("adapter %s: %s", self.spec.name, exc)
+                with self._cond:
+                    self._writing = []
             if self._stop.is_set():
                 with self._cond:
                     if not self._pending:
