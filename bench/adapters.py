@@ -1,6 +1,7 @@
 """Input adapters: events per second into the inbox, and the latency of a single event.
 
-    python bench/adapters.py [--events 200000] [--repeat 3] [--only socket|database]
+    python bench/adapters.py [--events 200000] [--repeat 3] [--mqtt-events 20000]
+                             [--only socket|database|mqtt]
 
 No Spark: each socket input adapter (runtime/adapters/socket_input.py) runs on its own with a
 sender of this script on 127.0.0.1, which writes EVENTS trade events (symbol, price, volume,
@@ -17,6 +18,13 @@ is started on a free port and stopped): a table of EVENTS trade events with a se
 ``db_in`` adapter's poll reads them all into the inbox (events/s, files; one file per 10,000 rows),
 then an incremental poll of 1% new rows; the ``db_out`` sink writes the same events as one batch,
 keyed (delete by key, then COPY) and as history (COPY with the opcode column), rows/s.
+
+MQTT (runtime/adapters/mqtt.py; when /usr/sbin/mosquitto is installed): a mosquitto of this
+script on 127.0.0.1, a paho publisher of this script sending MQTT_EVENTS CSV events, one event a
+message (and 100 events a message), at QoS 0, 1 and 2, from the first publish until the inbox holds
+every event. The line "plain subscriber" is the same publisher and broker with a paho subscriber
+that only counts the messages (acknowledging each at once): the most the broker and publisher give
+on this machine, against which the adapter's rate is read.
 """
 from __future__ import annotations
 
@@ -33,7 +41,8 @@ import time
 
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from runtime.adapters.config import socket_spec  # noqa: E402
+from runtime.adapters.config import mqtt_spec, socket_spec  # noqa: E402
+from runtime.adapters.mqtt import MqttInput  # noqa: E402
 from runtime.adapters.socket_input import SocketInput  # noqa: E402
 from runtime.adapters.status import Status  # noqa: E402
 from runtime.inputs.formats import CsvFormat  # noqa: E402
@@ -115,17 +124,139 @@ def run_adapter(kind: str, payload: str, server: bool, data: bytes, n: int,
     return took, files, latency
 
 
+MOSQUITTO = "/usr/sbin/mosquitto"
+
+
+def start_broker(work: str):
+    """A mosquitto on a free port of 127.0.0.1: (process, port)."""
+    import subprocess
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]
+    conf = os.path.join(work, "mosquitto.conf")
+    with open(conf, "w") as f:
+        f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 0\n")
+    proc = subprocess.Popen([MOSQUITTO, "-c", conf], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return proc, port
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _paho(client_id: str, **kw):
+    import paho.mqtt.client as paho
+    return paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=client_id, **kw)
+
+
+def publish_all(port: int, topic: str, messages: list[bytes], qos: int) -> None:
+    pub = _paho(f"bench-pub-{time.monotonic_ns()}")
+    pub.max_queued_messages_set(0)
+    pub.connect("127.0.0.1", port)
+    pub.loop_start()
+    infos = [pub.publish(topic, m, qos=qos) for m in messages]
+    for info in infos:
+        info.wait_for_publish(120)
+    pub.disconnect()
+    pub.loop_stop()
+
+
+def run_mqtt(port: int, qos: int, messages: list[bytes], n: int, work: str, tag: str) -> tuple[float, int]:
+    """(seconds until the inbox holds ``n`` events, inbox files) for the MQTT input adapter."""
+    inbox = os.path.join(work, "inbox")
+    shutil.rmtree(inbox, ignore_errors=True)
+    adapter = {"name": "bench", "type": "mqtt_input", "direction": "input", "element": "E",
+               "properties": {"mqttServerUri": f"tcp://127.0.0.1:{port}", "mqttTopic": f"b/{tag}",
+                              "mqttQos": qos, "mqttCleanSession": "true", "hasHeader": "false"}}
+    spec = mqtt_spec(adapter, os.path.join(work, tag))
+    status = Status(os.path.join(work, "status"), "bench", "mqtt_input")
+    source = MqttInput(spec, inbox, status, os.path.join(work, f"{tag}.journal")).start()
+    while status.data["state"] != "connected":
+        time.sleep(0.01)
+    time.sleep(0.2)  # subscribed
+    try:
+        began = time.perf_counter()
+        sender = threading.Thread(target=publish_all, args=(port, f"b/{tag}", messages, qos))
+        sender.start()
+        while inbox_records(inbox) < n:
+            time.sleep(0.005)
+        took = time.perf_counter() - began
+        sender.join()
+        files = len([x for x in os.listdir(inbox) if not x.startswith(".")])
+    finally:
+        source.stop()
+    return took, files
+
+
+def run_plain(port: int, qos: int, messages: list[bytes], tag: str) -> float:
+    """Seconds until a subscriber that only counts has every message (the baseline)."""
+    got = threading.Event()
+    count = [0]
+
+    def on_message(c, u, m) -> None:
+        count[0] += 1
+        if count[0] == len(messages):
+            got.set()
+    sub = _paho(f"bench-sub-{tag}-{time.monotonic_ns()}")
+    sub.on_message = on_message
+    subscribed = threading.Event()
+    sub.on_subscribe = lambda *a: subscribed.set()
+    sub.on_connect = lambda c, u, f, r, p: c.subscribe(f"p/{tag}", qos)
+    sub.connect("127.0.0.1", port)
+    sub.loop_start()
+    subscribed.wait(30)
+    began = time.perf_counter()
+    publish_all(port, f"p/{tag}", messages, qos)
+    got.wait(300)
+    took = time.perf_counter() - began
+    sub.disconnect()
+    sub.loop_stop()
+    return took
+
+
+def bench_mqtt(n: int, repeat: int, work: str) -> None:
+    if not os.path.exists(MOSQUITTO):
+        print("(mqtt: /usr/sbin/mosquitto is not installed)")
+        return
+    proc, port = start_broker(work)
+    try:
+        one = [x for x in events(n, "csv").splitlines()]
+        lines = events(n * 10, "csv").splitlines(keepends=True)
+        hundred = [b"".join(lines[i:i + 100]) for i in range(0, len(lines), 100)]
+        print(f"MQTT: {n:,} CSV events one a message; {n * 10:,} events 100 a message")
+        print(f"{'mqtt_input':44} {'events/s':>10} {'plain':>10} {'ratio':>6} {'files':>6}")
+        for qos in (0, 1, 2):
+            for per, msgs, count in (("1/msg", one, n), ("100/msg", hundred, n * 10)):
+                tag = f"q{qos}{per.replace('/', '')}"
+                runs = [run_mqtt(port, qos, msgs, count, work, f"{tag}{i}") for i in range(repeat)]
+                took, files = min(runs)
+                plain = min(run_plain(port, qos, msgs, f"{tag}{i}") for i in range(repeat))
+                print(f"{'QoS ' + str(qos) + ', ' + per:44} {count / took:>10,.0f} "
+                      f"{count / plain:>10,.0f} {plain / took:>6.2f} {files:>6}")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--mqtt-events", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", choices=("socket", "database"))
+    parser.add_argument("--only", choices=("socket", "database", "mqtt"))
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="ccl-bench-adapters-")
     try:
         if args.only != "socket":
-            run_database(args.events, args.repeat, work)
-        if args.only == "database":
+            if args.only in (None, "database"):
+                run_database(args.events, args.repeat, work)
+            if args.only in (None, "mqtt"):
+                bench_mqtt(args.mqtt_events, args.repeat, work)
+        if args.only in ("database", "mqtt"):
             return
         csv_data, json_data = events(args.events, "csv"), events(args.events, "json")
         print(f"{args.events:,} events; CSV {len(csv_data) / 1e6:.1f} MB, JSON {len(json_data) / 1e6:.1f} MB")

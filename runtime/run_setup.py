@@ -204,7 +204,7 @@ def atomic_json(path: str, data: object) -> None:
 def input_files(element: dict, plan: dict, options: RunOptions):
     """Where an input element's rows come from: a ``--input`` binding or a file input adapter
     (the plan's ``input_adapter``); the adapter's properties shape the parsing."""
-    from .adapters.config import JSON_FILE_INPUT, INBOX_INPUTS
+    from .adapters.config import INBOX_INPUTS, JSON_FILE_INPUT, MQTT_INPUTS, mqtt_payload
     from .adapters.service import inbox_directory
     from .inputs.formats import JSON, XML_LIST, adapter_properties
     from .inputs.listing import FileSpec
@@ -221,7 +221,7 @@ def input_files(element: dict, plan: dict, options: RunOptions):
         props.setdefault("matchstreamname", "true")  # ESP's dsv adapters discard other streams' lines
     elif kind == "toolkit_file_xmllist_input":
         props["fileformat"] = XML_LIST
-    elif kind in json_inputs:
+    elif kind in json_inputs or (kind in MQTT_INPUTS and mqtt_payload(props) == "json"):
         props["fileformat"] = JSON
     elif kind == "db_in":
         props["hasheader"] = "true"  # runtime/adapters/postgres.py writes the column names first
@@ -261,7 +261,7 @@ def inputs_without_files(typed: Plan, options: RunOptions) -> list[str]:
 
 
 def _socket_fed(element: dict, plan: dict) -> bool:
-    """Whether a socket or database input adapter fills ``element``'s input directory (empty at
+    """Whether a socket, MQTT or database input adapter fills ``element``'s input directory (empty at
     first)."""
     from .adapters.config import INBOX_INPUTS
     adapter = element["physical"]["input_adapter"]

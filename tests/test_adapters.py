@@ -326,15 +326,14 @@ def test_an_adapter_without_a_port_stops_the_run_before_it_starts(spark, tmp_pat
 def test_ccl_check_warns_about_adapter_properties_that_mean_nothing_here(tmp_path):
     from ccl.config.adapter_types import USED
     from ccl.config.project_config import load_project_config
-    from runtime.adapters.config import JSON_FILE_INPUT, JSON_FILE_OUTPUT, SOCKET_INPUTS, SOCKET_OUTPUTS
-
     from ccl.plan.physical import FILE_INPUT_ADAPTERS, SOCKET_INPUT_ADAPTERS
+    from runtime.adapters.config import (DB_INPUTS, DB_OUTPUTS, INBOX_INPUTS, JSON_FILE_INPUT,
+                                         JSON_FILE_OUTPUT, MQTT_OUTPUTS, SOCKET_OUTPUTS)
 
-    from runtime.adapters.config import DB_INPUTS, DB_OUTPUTS
-
-    assert set(USED) == {*SOCKET_INPUTS, *SOCKET_OUTPUTS, JSON_FILE_INPUT, JSON_FILE_OUTPUT,
-                         *DB_INPUTS, *DB_OUTPUTS}
-    assert set(SOCKET_INPUT_ADAPTERS) == set(SOCKET_INPUTS) and JSON_FILE_INPUT in FILE_INPUT_ADAPTERS
+    assert set(USED) == {*INBOX_INPUTS, *SOCKET_OUTPUTS, *MQTT_OUTPUTS, JSON_FILE_INPUT,
+                         JSON_FILE_OUTPUT, *DB_OUTPUTS}
+    assert set(SOCKET_INPUT_ADAPTERS) | set(DB_INPUTS) == set(INBOX_INPUTS)
+    assert JSON_FILE_INPUT in FILE_INPUT_ADAPTERS
     path = tmp_path / "p.ccl"
     path.write_text(
         "create input stream S schema (id integer);\n"

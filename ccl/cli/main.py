@@ -633,8 +633,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.until_idle:
         for a in plan_to_json(plan).get("adapters", []):
             if a["direction"] == "input" and str(a["type"]).lower() in SOCKET_INPUT_ADAPTERS:
-                err.write(f"ccl run: note: socket input adapter '{a['name']}' does not run in an "
-                          f"--until-idle run; '{a['element']}' reads what its inbox holds\n")
+                err.write(f"ccl run: note: {a['type']} input adapter '{a['name']}' does not run "
+                          f"in an --until-idle run; '{a['element']}' reads what its inbox holds\n")
 
     settings = config.settings
     _require_rocksdb(settings)

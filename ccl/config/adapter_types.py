@@ -26,6 +26,9 @@ _FILE_IN = ("dir", "file", "filePattern")
 _DB = ("service", "host", "port", "dbName", "database", "user", "username", "retryPeriod")
 _DB_OUT = _DB + ("table", "batchSize", "keyColumns", "opcodeColumnName", "timestampColumnName",
                  "truncateTable")
+_MQTT = ("mqttServerUri", "mqttTopic", "mqttQos", "mqttClientId", "mqttUsername", "mqttPassword",
+         "mqttMsgFormat", "mqttCleanSession", "mqttKeepAlive", "mqttVersion", "mqttMaxInflight",
+         "retryPeriod")
 
 # type -> the properties the runtime reads
 USED: dict[str, tuple[str, ...]] = {
@@ -42,6 +45,8 @@ USED: dict[str, tuple[str, ...]] = {
     "db_in": _DB + ("table", "query", "sqlQuery", "pollperiod", "trackingColumn") + _CSV_IN,
     "db_out": _DB_OUT,
     "hana_out": _DB_OUT,
+    "mqtt_input": _MQTT + ("batchMillis",) + _CSV_IN + _JSON_IN,
+    "mqtt_output": _MQTT + ("mqttRetain",) + _CSV_OUT + ("jsonColsMappingList",),
 }
 
 _DB_BASE = "the table gets every change from the run's first batch on"

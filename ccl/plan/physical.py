@@ -102,13 +102,13 @@ def _source_kind(element: Mapping, plan: Mapping) -> str:
 
 
 # Input adapter types whose files the runtime reads (ESP's delimited-file, XML list and JSON file
-# input adapters), and those whose records runtime/adapters receives from a socket or a database
-# into the element's inbox directory. An element with another kind of adapter (Kafka, MQTT, ...) has
-# rows only from ``--input``.
+# input adapters), and those whose records runtime/adapters receives (from a socket, an MQTT broker
+# or a database) into the element's inbox directory. An element with another kind of adapter
+# (Kafka, ...) has rows only from ``--input``.
 FILE_INPUT_ADAPTERS = ("toolkit_file_csv_input", "dsv_in", "toolkit_file_xmllist_input",
                        "toolkit_file_json_input")
 SOCKET_INPUT_ADAPTERS = ("toolkit_socket_csv_input", "toolkit_socket_json_input", "dsv_sockout_in",
-                         "dsv_sockin_in")
+                         "dsv_sockin_in", "mqtt_input")
 # ESP's Database Input adapter: runtime/adapters/postgres.py polls a table or query into the inbox
 DB_INPUT_ADAPTERS = ("db_in",)
 INBOX_INPUT_ADAPTERS = SOCKET_INPUT_ADAPTERS + DB_INPUT_ADAPTERS

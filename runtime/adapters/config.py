@@ -25,8 +25,11 @@ SOCKET_OUTPUTS = {
 # hana_out writes to the database its properties name
 DB_INPUTS = ("db_in",)
 DB_OUTPUTS = ("db_out", "hana_out")
-# input adapters that write into their element's inbox
-INBOX_INPUTS = tuple(SOCKET_INPUTS) + DB_INPUTS
+# SAP's MQTT input adapter type (the "MQTT custom input adapter" tutorial's id) and its output twin
+MQTT_INPUTS = ("mqtt_input",)
+MQTT_OUTPUTS = ("mqtt_output",)
+# input types that write what they receive into the element's inbox (which the element reads)
+INBOX_INPUTS = (*SOCKET_INPUTS, *MQTT_INPUTS, *DB_INPUTS)
 JSON_FILE_INPUT = "toolkit_file_json_input"
 JSON_FILE_OUTPUT = "toolkit_file_json_output"
 LISTEN_ADDRESS = "127.0.0.1"
@@ -131,3 +134,114 @@ def write_port(spec: SocketSpec, port: int) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(f"{port}\n")
     os.replace(tmp, spec.ep_file)
+
+
+@dataclass(frozen=True)
+class MqttSpec:
+    """The broker, topic and session of an MQTT adapter (runtime/adapters/mqtt.py)."""
+
+    name: str                 # the adapter's name
+    element: str
+    payload: str              # "csv" or "json"
+    host: str
+    port: int
+    tls: bool                 # ssl:// or mqtts:// (the system's certificate authorities)
+    topics: tuple[str, ...]   # filters (wildcards allowed) to subscribe to, or the one to publish to
+    qos: int
+    client_id: str
+    username: Optional[str]
+    password: Optional[str]
+    clean_session: bool
+    keepalive: int            # seconds
+    retry_period: float       # the longest wait between two connection attempts (seconds)
+    batch_seconds: float      # how long a received message may wait for its inbox file
+    retain: bool              # output: publish retained messages
+    version: int              # MQTT protocol: 5 or 4 (3.1.1)
+    max_inflight: int         # 3.1.1 input: QoS > 0 messages the broker sends before waiting
+    properties: dict[str, Any]
+
+
+def mqtt_payload(props: dict) -> str:
+    """``csv`` or ``json``: an MQTT adapter's ``mqttMsgFormat`` (lower-case keys; default csv)."""
+    return str(props.get("mqttmsgformat") or "csv").strip().lower()
+
+
+def _server_uri(uri: str, adapter: str) -> tuple[str, int, bool]:
+    """(host, port, tls) of ``tcp://host:port`` (also ``mqtt://``, ``ssl://``, ``mqtts://`` or a
+    bare ``host[:port]``; the port defaults to 1883, 8883 with TLS)."""
+    scheme, sep, rest = uri.strip().partition("://")
+    if not sep:
+        scheme, rest = "tcp", uri.strip()
+    scheme = scheme.lower()
+    if scheme not in ("tcp", "mqtt", "ssl", "mqtts"):
+        raise AdapterError(f"adapter '{adapter}': mqttServerUri {uri!r}: the scheme must be tcp, "
+                           f"mqtt, ssl or mqtts")
+    tls = scheme in ("ssl", "mqtts")
+    rest = rest.rstrip("/")
+    if rest.startswith("["):  # [IPv6]:port
+        host, _, port_text = rest[1:].partition("]")
+        port_text = port_text.lstrip(":")
+    else:
+        host, _, port_text = rest.partition(":")
+    if not host:
+        raise AdapterError(f"adapter '{adapter}': mqttServerUri {uri!r} names no host")
+    try:
+        port = int(port_text) if port_text else (8883 if tls else 1883)
+    except ValueError:
+        raise AdapterError(f"adapter '{adapter}': mqttServerUri {uri!r}: {port_text!r} is not a "
+                           f"port") from None
+    if not 0 < port <= 65535:
+        raise AdapterError(f"adapter '{adapter}': mqttServerUri {uri!r}: {port} is not a TCP port")
+    return host, port, tls
+
+
+def mqtt_spec(adapter: dict, run_dir: Optional[str] = None) -> MqttSpec:
+    """The :class:`MqttSpec` of an MQTT adapter of the plan; AdapterError when its properties
+    cannot be used. Without ``mqttClientId`` the client id is fixed by the adapter's name and the
+    run directory, so that a restart finds its persistent session again."""
+    props = adapter_properties(adapter.get("properties"))
+    name = adapter["name"]
+    kind = str(adapter["type"]).lower()
+    if not str(props.get("mqttserveruri") or "").strip():
+        raise AdapterError(f"adapter '{name}': a {kind} adapter needs mqttServerUri "
+                           f"(tcp://host:port)")
+    host, port, tls = _server_uri(str(props["mqttserveruri"]), name)
+    topics = tuple(t.strip() for t in str(props.get("mqtttopic") or "").split(",") if t.strip())
+    if not topics:
+        raise AdapterError(f"adapter '{name}': a {kind} adapter needs mqttTopic")
+    output = adapter["direction"] == "output"
+    if output and (len(topics) > 1 or any(c in topics[0] for c in "+#")):
+        raise AdapterError(f"adapter '{name}': mqttTopic {topics[0]!r}: an output publishes to one "
+                           f"topic, without wildcards")
+    qos = _int(props, "mqttqos", 1, name)
+    if qos not in (0, 1, 2):
+        raise AdapterError(f"adapter '{name}': mqttQos {qos} must be 0, 1 or 2")
+    payload = mqtt_payload(props)
+    if payload not in ("csv", "json"):
+        raise AdapterError(f"adapter '{name}': mqttMsgFormat {payload!r} must be csv or json")
+    client_id = str(props.get("mqttclientid") or "").strip()
+    if not client_id:
+        import hashlib
+        where = hashlib.sha1(os.path.abspath(run_dir or ".").encode()).hexdigest()[:10]
+        client_id = f"ccl-{name}-{where}"[:64]
+    try:
+        clean = property_flag(props.get("mqttcleansession", "false"), "mqttCleanSession")
+        retain = property_flag(props.get("mqttretain", "false"), "mqttRetain")
+        CsvFormat.from_options(dict(props, fileformat=payload), adapter["element"])
+    except ValueError as exc:
+        raise AdapterError(f"adapter '{name}': {exc}") from None
+    version_text = str(props.get("mqttversion") or "5").strip()
+    if version_text not in ("5", "5.0", "3.1.1", "4"):
+        raise AdapterError(f"adapter '{name}': mqttVersion {version_text!r} must be 5 or 3.1.1")
+    max_inflight = _int(props, "mqttmaxinflight", 20, name)
+    if max_inflight < 1:
+        raise AdapterError(f"adapter '{name}': mqttMaxInflight must be at least 1")
+    user = props.get("mqttusername")
+    password = props.get("mqttpassword")
+    return MqttSpec(name, adapter["element"], payload, host, port, tls, topics, qos, client_id,
+                    None if user in (None, "") else str(user),
+                    None if password in (None, "") else str(password), clean,
+                    _int(props, "mqttkeepalive", 60, name),
+                    _float(props, "retryperiod", 5.0, name),
+                    _float(props, "batchmillis", 50.0, name) / 1000.0, retain,
+                    5 if version_text.startswith("5") else 4, max_inflight, props)

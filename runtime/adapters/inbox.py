@@ -45,8 +45,8 @@ class Inbox:
 
     def publish(self, data: bytes, before_link: Optional[Callable[[str], None]] = None) -> str:
         """Write ``data`` as a new inbox file (complete and on disk when this returns); its path.
-        ``before_link`` is called with that path once the data is on disk, before the file
-        appears under it (an adapter records there what the file will hold)."""
+        ``before_link(name)`` is called once the data is on disk under its temporary name, before
+        the file appears under ``name`` (an adapter records there what the file will hold)."""
         with self._lock:
             name = self._name()
             final = os.path.join(self.directory, name)
@@ -56,7 +56,7 @@ class Inbox:
                 f.flush()
                 os.fsync(f.fileno())
             if before_link is not None:
-                before_link(final)
+                before_link(name)
             try:
                 os.link(tmp, final)
             except OSError:  # no hard links here: a rename (the name is fresh)

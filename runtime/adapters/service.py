@@ -7,8 +7,9 @@ import threading
 from typing import Any, Optional
 
 from ..file_names import file_name
-from .config import (DB_INPUTS, DB_OUTPUTS, JSON_FILE_OUTPUT, SOCKET_INPUTS, SOCKET_OUTPUTS,
-                     AdapterError, socket_spec)
+from .config import (DB_INPUTS, DB_OUTPUTS, JSON_FILE_OUTPUT, MQTT_INPUTS, MQTT_OUTPUTS,
+                     SOCKET_INPUTS, SOCKET_OUTPUTS, AdapterError, mqtt_spec, socket_spec)
+from .mqtt import MqttInput, MqttSink
 from .output import Feed, SocketClientSink, SocketServerSink, encoder, json_file_sink
 from .postgres import DbInput, DbSink, db_spec, names_database
 from .socket_input import SocketInput
@@ -27,8 +28,8 @@ def inbox_directory(run_dir: str, element: str, bound: Optional[str] = None) -> 
 
 
 def check_adapters(plan: dict, base_dir: str) -> None:
-    """AdapterError, before anything runs, for socket and JSON output adapters whose properties
-    cannot be used."""
+    """AdapterError, before anything runs, for socket, MQTT and JSON output adapters whose
+    properties cannot be used."""
     elements = {e["name"]: e for e in plan["elements"]}
     for a in plan.get("adapters", []):
         kind = str(a["type"]).lower()
@@ -47,6 +48,14 @@ def check_adapters(plan: dict, base_dir: str) -> None:
               or a["direction"] == "output" and kind in DB_OUTPUTS):
             if kind != "hana_out" or names_database(a):
                 db_spec(a, elements[a["element"]])
+        elif kind in (MQTT_INPUTS if a["direction"] == "input" else MQTT_OUTPUTS):
+            spec = mqtt_spec(a)
+            if a["direction"] == "output":
+                try:
+                    encoder(spec.payload, a["element"], elements[a["element"]]["columns"],
+                            spec.properties)
+                except ValueError as exc:
+                    raise AdapterError(f"adapter '{a['name']}': {exc}") from None
         elif a["direction"] == "output" and kind == JSON_FILE_OUTPUT:
             try:
                 json_file_sink(a, elements[a["element"]], base_dir)
@@ -55,7 +64,7 @@ def check_adapters(plan: dict, base_dir: str) -> None:
 
 
 class Adapters:
-    """The socket input adapters and the fed output adapters of one run."""
+    """The socket and MQTT input adapters and the fed output adapters of one run."""
 
     def __init__(self, plan: dict, run_dir: str, base_dir: str, inputs: dict[str, str]) -> None:
         self.plan = plan
@@ -63,7 +72,7 @@ class Adapters:
         self.base_dir = base_dir
         self.inputs = inputs
         self.status_dir = os.path.join(run_dir, "adapters")
-        self.sources: list[Any] = []  # SocketInput, DbInput
+        self.sources: list[Any] = []  # SocketInput, MqttInput, DbInput
         self.feeds: list[Feed] = []
         self.stop_event = threading.Event()
 
@@ -78,7 +87,7 @@ class Adapters:
                 element = elements.get(a["element"])
                 if element is None:
                     continue
-                if a["direction"] == "input" and kind in SOCKET_INPUTS:
+                if a["direction"] == "input" and (kind in SOCKET_INPUTS or kind in MQTT_INPUTS):
                     bound = self.inputs.get(a["element"])
                     if bound is not None and not os.path.isdir(bound):
                         continue  # --input ELEMENT=FILE replaces the adapter
@@ -96,7 +105,8 @@ class Adapters:
                                     "host/port/dbName): it writes nothing", a["name"])
                         continue
                     self._start_output(a, element, kind)
-                elif a["direction"] == "output" and (kind in SOCKET_OUTPUTS or kind == JSON_FILE_OUTPUT):
+                elif a["direction"] == "output" and (kind in SOCKET_OUTPUTS or kind in MQTT_OUTPUTS
+                                                     or kind == JSON_FILE_OUTPUT):
                     self._start_output(a, element, kind)
         except (OSError, AdapterError) as exc:
             self.stop()
@@ -104,8 +114,13 @@ class Adapters:
         return self
 
     def _start_input(self, adapter: dict, element: dict, inbox: str) -> None:
-        spec = socket_spec(adapter, self.base_dir)
         status = Status(self.status_dir, adapter["name"], adapter["type"])
+        if str(adapter["type"]).lower() in MQTT_INPUTS:
+            journal = os.path.join(self.status_dir, file_name(adapter["name"]) + ".mqtt-journal")
+            self.sources.append(MqttInput(mqtt_spec(adapter, self.run_dir), inbox, status,
+                                          journal).start())
+            return
+        spec = socket_spec(adapter, self.base_dir)
         try:
             source = SocketInput(spec, inbox, element["columns"], status).start()
         except OSError as exc:
@@ -137,6 +152,10 @@ class Adapters:
         elif kind == JSON_FILE_OUTPUT:
             sink = json_file_sink(adapter, element, self.base_dir)
             status.update(state="writing", path=sink.path)
+        elif kind in MQTT_OUTPUTS:
+            mspec = mqtt_spec(adapter, self.run_dir)
+            enc = encoder(mspec.payload, element["name"], element["columns"], mspec.properties)
+            sink = MqttSink(mspec, enc, status, self.stop_event)
         else:
             spec = socket_spec(adapter, self.base_dir)
             enc = encoder(spec.payload, element["name"], element["columns"], spec.properties)
@@ -151,7 +170,8 @@ class Adapters:
         self.feeds.append(Feed(self.run_dir, element, adapter["name"], sink, status).start())
 
     def stop_inputs(self) -> None:
-        """Stop the socket inputs (what they received is in the inboxes when this returns)."""
+        """Stop the socket and MQTT inputs (what they received is in the inboxes when this
+        returns)."""
         for source in self.sources:
             source.stop()
         self.sources = []
