@@ -130,7 +130,8 @@ def test_a_batch_writes_the_entries_it_changes_and_keeps_insertion_order(tmp_pat
     with BucketStore.open(root, 0) as store:
         written = []
         put, delete = store.put, store.delete
-        store.put = lambda ns, key, value: (written.append(("put", ns, key)), put(ns, key, value))
+        store.put = lambda ns, key, value, **kw: (written.append(("put", ns, key)),
+                                                  put(ns, key, value, **kw))
         store.delete = lambda ns, key: (written.append(("delete", ns, key)), delete(ns, key))
         store.begin(1)
         attached = attach(states, store)

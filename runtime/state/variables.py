@@ -260,7 +260,7 @@ class StoredDictionary(Dictionary):
             else:
                 store.put(data, (inst, _store_key(k)), tuple(e))
                 if e[0] >= self._first_new:
-                    store.put(order, (inst, e[0]), e[1])
+                    store.put(order, (inst, e[0]), e[1], absent=True)
         self._dropped.clear()
         self._dirty.clear()
         if self._size:
@@ -295,8 +295,8 @@ def _write(store: BucketStore, name: str, inst: int, d: Dictionary) -> HeldDicti
     hold nothing of ``inst``)."""
     data, order = _names(name)
     for seq, (k, v) in enumerate(d.items()):
-        store.put(data, (inst, _store_key(k)), (seq, k, v))
-        store.put(order, (inst, seq), k)
+        store.put(data, (inst, _store_key(k)), (seq, k, v), absent=True)
+        store.put(order, (inst, seq), k, absent=True)
     return HeldDictionary(len(d), len(d), d.key, d.value)
 
 
