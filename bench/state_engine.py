@@ -310,6 +310,7 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
         bucket_runner(plan_text, name, frozenset(), state, 0, now0, timed)(None, first)
     load_s, first_id = _load(workload, cand, held, state)
     ops.clear()
+    load_peak = _peak_mb()
     _reset_peak()
     times, cpus = [], []
     for n in range(batches):
@@ -331,7 +332,7 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
             "held_after_bucket0": (held_after if isinstance(held_after, int)
                                    else getattr(held_after, "size", None) or len(held_after)),
             "ops": ops,
-            "peak_mb": _peak_mb(), "batch_peak_mb": batch_peak}
+            "peak_mb": max(load_peak, batch_peak), "batch_peak_mb": batch_peak}
 
 
 def main() -> None:
