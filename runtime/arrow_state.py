@@ -12,10 +12,10 @@ first try read and writes the same file. The file of an element with timers star
 bucket's next deadline, which the driver reads without the states (:func:`saved_deadline`). The
 rows of the windows (and a time KEEP's times) and the groups of the aggregates of an element, and
 the dictionaries of a Flex, are not in that file but in a RocksDB store per bucket
-(runtime/state/rows.py, runtime/state/variables.py, runtime/state/store.py), so that a batch costs the rows and groups it touches, not those held,
-and a time KEEP expires the rows its store's time index says are due. Outside the project's
-query, elements with timers run on transformWithState with processing-time timers
-(runtime/processor.py :class:`ElementProcessor`).
+(runtime/state/rows.py, runtime/state/variables.py, runtime/state/store.py), so that a batch
+costs the rows, groups and entries it touches, not those held, and a time KEEP expires the rows
+its store's time index says are due. Outside the project's query, elements with timers run on
+transformWithState with processing-time timers (runtime/processor.py :class:`ElementProcessor`).
 """
 from __future__ import annotations
 
@@ -138,10 +138,11 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
     """The ``applyInArrow`` function of one batch (it travels to the executors pickled): a
     bucket's rows (the processor's input layout, runtime/topology.py processor_input) in, its output
     rows (:func:`runtime.processor.output_schema`) out. An element whose window rows and groups
-    live in the state store (runtime/state/rows.py) reads and writes only the rows and groups its
-    events touch, and commits them with the batch id after its state file is written: a batch
-    run again rolls the store back to the state before it (the undo records) and reads the state
-    file before it.
+    (or a Flex whose dictionaries) live in the state store (runtime/state/rows.py,
+    runtime/state/variables.py) reads and writes only the rows, groups or entries its events
+    touch, and commits them with the batch id after its state file is written: a batch run again
+    rolls the store back to the state before it (the undo records) and reads the state file
+    before it.
     With ``timed`` (an element with timers), rows of instance :data:`MARK` are dropped, and after
     the rows every instance of the bucket expires what is due at ``now``."""
     def run(key: Any, table: Any) -> Any:

@@ -106,7 +106,8 @@ def test_the_store_gives_the_outputs_of_the_pickled_dictionaries(tmp_path, monke
     pickled = _run_all(plan_text, str(tmp_path / "pickle"))
     assert pickled == stored
     rows = [r for r in stored[-1] if r["__kind"] == "row"]
-    assert [(r["k"], r["keys"]) for r in rows][:2] == [("b", "fresh,g,h,b,"), ("i", "fresh,g,h,b,i,")]
+    assert [(r["k"], r["keys"]) for r in rows][:2] == [("b", "fresh,g,h,b,"),
+                                                        ("i", "fresh,g,h,b,i,")]
     assert stored[2] == stored[3] and stored[5] == stored[6]  # a replay gives the same rows
 
 

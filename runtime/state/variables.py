@@ -250,7 +250,8 @@ class StoredDictionary(Dictionary):
 
     def flush(self) -> None:
         """Give the entries changed so far to the store (pending until its commit)."""
-        store, data, order, inst, cache = self._store, self._data, self._order, self.inst, self._cache
+        store, data, order, inst = self._store, self._data, self._order, self.inst
+        cache = self._cache
         for seq in self._dropped:
             store.delete(order, (inst, seq))
         for k in self._dirty:
