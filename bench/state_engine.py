@@ -1,7 +1,7 @@
 """A micro-batch through the runtime's own bucket function, before and after its state moved to the
 state store (issue 27): batch time and peak memory as the state held grows.
 
-    python bench/state_engine.py [--workload keepall|groupby|keephour] [--held 100000,1000000]
+    python bench/state_engine.py [--workload keepall|groupby|keephour|flexdict] [--held 100000,1000000]
                                  [--batch 100000] [--batches 3] [--candidates pickle,store]
 
 Workloads (``--held`` counts rows held, groups for ``groupby``):
@@ -14,7 +14,11 @@ Workloads (``--held`` counts rows held, groups for ``groupby``):
 - ``keephour``: a ``KEEP 1 HOUR`` window keyed by OrderId (an element with timers, run as the
   project's query runs it: rows at the batch's time, then expiry): the rows held are spread over
   the last hour, each batch inserts ``--batch`` new orders and the clock moves on so that about
-  as many of the oldest expire.
+  as many of the oldest expire;
+- ``flexdict``: a Flex keeping a ``dictionary(integer, integer)`` entry per OrderId (each order
+  reads its key's entry and sets it; ``--held`` entries held over the 4 instances, each batch new
+  orders): ``store`` keeps the dictionary's entries in the bucket's RocksDB
+  (runtime/state/variables.py), ``pickle`` in the state file.
 
 The project: orders into a ``KEEP ALL`` window keyed by OrderId, ``PARTITION BY o HASH(Account)
 PARTITIONS 4``. Each batch brings ``--batch`` new orders spread over the 4 instances (one bucket
@@ -60,6 +64,19 @@ create output window Totals primary key deduced partition by Orders hash(Account
   as select o.Account, count(*) n, sum(o.Qty) qty, max(o.Price) top from Orders o
   group by o.Account having count(*) > 0;
 """, "Totals"),
+    "flexdict": ("""
+create input stream Orders schema (OrderId integer, Account string, Qty integer, Price float);
+create flex Keeper in Orders out output stream Seen schema (OrderId integer, Qty integer, Prev integer)
+  partition by Orders hash(Account) partitions 4
+begin
+  declare dictionary(integer, integer) qty; end;
+  on Orders {
+    integer prev := qty[Orders.OrderId];
+    qty[Orders.OrderId] := Orders.Qty;
+    output [OrderId = Orders.OrderId; Qty = Orders.Qty; Prev = prev;];
+  };
+end;
+""", "Seen"),
     "keephour": ("""
 create input stream Orders schema (OrderId integer, Account string, Qty integer, Price float);
 create output window Held primary key (OrderId) keep 1 hour
@@ -142,7 +159,7 @@ def _load(workload: str, cand: str, held: int, state: str) -> tuple[float, int]:
     for inst in range(INSTANCES):
         states = load_states(state, inst, 1)
         st = states[inst]
-        window = st["output"]
+        window = st.get("output")
         if workload == "groupby":
             agg = st["selects"][0]["agg"]
             gs = range(INSTANCES + inst, held + INSTANCES, INSTANCES)
@@ -167,6 +184,8 @@ def _load(workload: str, cand: str, held: int, state: str) -> tuple[float, int]:
                 agg["groups"] += len(gs)
                 agg["out"] += len(gs)
                 window["rows"] += len(gs)
+        elif workload == "flexdict":
+            load_id = _load_dictionary(cand, state, st, inst, held, load_id)
         else:
             ids = range(INSTANCES + inst, held, INSTANCES)
             timed = workload == "keephour"
@@ -190,6 +209,47 @@ def _load(workload: str, cand: str, held: int, state: str) -> tuple[float, int]:
                     window["times"] += len(ids)
         save_states(state, inst, 1, states)
     return time.perf_counter() - t0, max(load_id, 2)
+
+
+def _load_dictionary(cand: str, state: str, st: dict, inst: int, held: int, load_id: int) -> int:
+    """flexdict: the entries of the dictionary ``qty`` of instance ``inst`` (keys ``OrderId``,
+    values ``Qty``) put in its state (pickle) or its bucket's store (runtime/state/variables.py's
+    namespaces: each entry its insertion number, key and value; the order by number); the next
+    batch id of the load."""
+    from runtime.arrow_state import rows_root
+    from runtime.state import BucketStore
+    from runtime.state.variables import HeldDictionary
+
+    ids = range(INSTANCES + inst, held, INSTANCES)
+    qty = st["vars"]["qty"]
+    if cand == "pickle":
+        qty.update((i, _row(i)["Qty"]) for i in ids)
+        return load_id
+    with BucketStore.open(rows_root(state), inst) as s:
+        seq = qty.next
+        for lo in range(0, len(ids), LOAD_CHUNK):
+            s.begin(load_id)
+            for i in ids[lo:lo + LOAD_CHUNK]:
+                s.put("v.qty", (inst, i), (seq, i, _row(i)["Qty"]))
+                s.put("v.qty.o", (inst, seq), i)
+                seq += 1
+            s.commit(load_id)
+            load_id += 1
+        s.compact()
+    st["vars"]["qty"] = HeldDictionary(qty.size + len(ids), seq, qty.key, qty.value)
+    return load_id
+
+
+def _reset_peak() -> None:
+    """Start this process's peak memory (VmHWM) again from its present size, so that the peak
+    reported after the batches is theirs, not the load's (Linux: /proc/self/clear_refs)."""
+    import gc
+    gc.collect()
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 def _du(path: str) -> int:
@@ -218,6 +278,7 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
 
     if cand == "pickle":
         arrow_state.uses_window_store = lambda element: False  # the layout before the store
+        arrow_state.uses_variable_store = lambda element: False
     text, name = PROJECTS[workload]
     plan_text = _plan(d, text)
     state = os.path.join(d, "state")
@@ -249,6 +310,8 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
         bucket_runner(plan_text, name, frozenset(), state, 0, now0, timed)(None, first)
     load_s, first_id = _load(workload, cand, held, state)
     ops.clear()
+    load_peak = _peak_mb()
+    _reset_peak()
     times, cpus = [], []
     for n in range(batches):
         if workload == "groupby":
@@ -259,14 +322,17 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
         wall, cpu = run_batch(first_id + n, n, tables)
         times.append(wall)
         cpus.append(cpu)
+    batch_peak = _peak_mb()  # the batches' own (_reset_peak after the load)
     final = load_states(state, 0, first_id + batches)[0]
     held_after = (final["selects"][0]["agg"]["groups"] if workload == "groupby"
+                  else final["vars"]["qty"] if workload == "flexdict"
                   else final["output"]["rows"])
     return {"workload": workload, "candidate": cand, "held": held, "batch": batch,
             "batch_s": times, "cpu_s": cpus, "load_s": load_s, "state_mb": _du(state) / 1e6,
-            "held_after_bucket0": held_after if isinstance(held_after, int) else len(held_after),
+            "held_after_bucket0": (held_after if isinstance(held_after, int)
+                                   else getattr(held_after, "size", None) or len(held_after)),
             "ops": ops,
-            "peak_mb": _peak_mb()}
+            "peak_mb": max(load_peak, batch_peak), "batch_peak_mb": batch_peak}
 
 
 def main() -> None:
@@ -304,8 +370,9 @@ def main() -> None:
             results.append(res)
             print(json.dumps(res), flush=True)
     print("\n| rows held | pickle s/batch (CPU s) | store s/batch (CPU s) | pickle peak MB "
-          "| store peak MB | pickle state MB | store state MB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+          "| store peak MB | pickle / store peak MB of the batches | pickle state MB "
+          "| store state MB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     by = {(r["candidate"], r["held"]): r for r in results}
     for held in sorted({r["held"] for r in results}):
         p, s = by.get(("pickle", held)), by.get(("store", held))
@@ -313,8 +380,14 @@ def main() -> None:
         print(f"| {held:,} | {cell(p, _times)} | {cell(s, _times)} "
               f"| {cell(p, lambda r: format(r['peak_mb'], '.0f'))} "
               f"| {cell(s, lambda r: format(r['peak_mb'], '.0f'))} "
+              f"| {cell(p, _batch_peak)} / {cell(s, _batch_peak)} "
               f"| {cell(p, lambda r: format(r['state_mb'], '.0f'))} "
               f"| {cell(s, lambda r: format(r['state_mb'], '.0f'))} |")
+
+
+def _batch_peak(r: dict) -> str:
+    peak = r.get("batch_peak_mb")
+    return "-" if peak is None else format(peak, ".0f")
 
 
 def _times(r: dict) -> str:

@@ -10,12 +10,12 @@ instances' states: batch N reads the bucket's newest file from before N and writ
 (under a hidden name, then renamed), so a batch that Spark runs again after a crash reads what the
 first try read and writes the same file. The file of an element with timers starts with the
 bucket's next deadline, which the driver reads without the states (:func:`saved_deadline`). The
-rows of the windows (and a time KEEP's times) and the groups of the aggregates of an element are
-not in that file but in a RocksDB store per bucket (runtime/state/rows.py,
-runtime/state/store.py), so that a batch costs the rows and groups it touches, not those held,
-and a time KEEP expires the rows its store's time index says are due. Outside the project's
-query, elements with timers run on transformWithState with processing-time timers
-(runtime/processor.py :class:`ElementProcessor`).
+rows of the windows (and a time KEEP's times) and the groups of the aggregates of an element, and
+the dictionaries of a Flex, are not in that file but in a RocksDB store per bucket
+(runtime/state/rows.py, runtime/state/variables.py, runtime/state/store.py), so that a batch
+costs the rows, groups and entries it touches, not those held, and a time KEEP expires the rows
+its store's time index says are due. Outside the project's query, elements with timers run on
+transformWithState with processing-time timers (runtime/processor.py :class:`ElementProcessor`).
 """
 from __future__ import annotations
 
@@ -30,14 +30,18 @@ from pyspark.sql import Column, DataFrame
 
 from .processor import INST, BucketRun, gc_paused, output_schema
 from .spark_hash import spark_hash_int
+from .state import variables
 from .state.rows import attach, detach, holds_stored_state, uses_window_store
+from .state.variables import holds_stored_variables, uses_variable_store
 from .state.store import BucketStore, create, read_layout
 
 BUCKET = "__bucket"
 GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
 _STATE_FILE = re.compile(r"^b(\d+)-(\d+)\.pkl$")
 _RUNS: dict[tuple, BucketRun] = {}  # per Python worker: engines are built once, not every batch
-_HOLDS: dict[int, bool] = {}  # id of a BucketRun in _RUNS -> whether its element holds windows
+# (id of a BucketRun in _RUNS, what) -> whether its element holds window rows and groups (what:
+# "rows") or dictionaries (a Flex, "vars") that the state store keeps
+_HOLDS: dict[tuple[int, str], bool] = {}
 # ``__inst`` of a marker row: a bucket of an element with timers whose next deadline has come is
 # sent one, so that its instances expire in a batch that brings the bucket no rows
 MARK = -1
@@ -124,8 +128,8 @@ def rows_root(state_dir: str) -> str:
 
 def prepare_rows(state_dir: str, element: dict, buckets: int) -> None:
     """On the driver, before the element's first batch: make (or check) the state root of its
-    window rows when it keeps them in the state store."""
-    if uses_window_store(element):
+    window rows (or a Flex's dictionaries) when it keeps them in the state store."""
+    if uses_window_store(element) or uses_variable_store(element):
         create(rows_root(state_dir), buckets)
 
 
@@ -134,10 +138,11 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
     """The ``applyInArrow`` function of one batch (it travels to the executors pickled): a
     bucket's rows (the processor's input layout, runtime/topology.py processor_input) in, its output
     rows (:func:`runtime.processor.output_schema`) out. An element whose window rows and groups
-    live in the state store (runtime/state/rows.py) reads and writes only the rows and groups its
-    events touch, and commits them with the batch id after its state file is written: a batch
-    run again rolls the store back to the state before it (the undo records) and reads the state
-    file before it.
+    (or a Flex whose dictionaries) live in the state store (runtime/state/rows.py,
+    runtime/state/variables.py) reads and writes only the rows, groups or entries its events
+    touch, and commits them with the batch id after its state file is written: a batch run again
+    rolls the store back to the state before it (the undo records) and reads the state file
+    before it.
     With ``timed`` (an element with timers), rows of instance :data:`MARK` are dropped, and after
     the rows every instance of the bucket expires what is due at ``now``."""
     def run(key: Any, table: Any) -> Any:
@@ -154,7 +159,8 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
             runner = _RUNS[cache_key] = BucketRun(plan_text, element_name, first_ports)
         bucket = table.column(BUCKET)[0].as_py()  # one bucket per group (key: bucket_group)
         states = load_states(state_dir, bucket, batch_id)
-        if not uses_window_store(runner.element) or not _holds_windows(runner):
+        what = _stored(runner)
+        if what is None:
             out = _processed(runner, states, table, now, timed)
             save_states(state_dir, bucket, batch_id, states,
                         (runner.next_deadline(states),) if timed else None)
@@ -164,10 +170,16 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
             create(root, bucket + 1)
         with BucketStore.open(root, bucket) as store:
             store.begin(batch_id)
-            attach(states, store)
+            if what == "rows":
+                attach(states, store)
+            else:
+                attached = variables.attach(states, store)
             out = _processed(runner, states, table, now, timed)
             deadline = (runner.next_deadline(states),) if timed else None  # (from the store)
-            detach(states, store)
+            if what == "rows":
+                detach(states, store)
+            else:
+                variables.detach(states, store, attached)
             save_states(state_dir, bucket, batch_id, states, deadline)
             store.commit(batch_id)
         return out
@@ -187,13 +199,21 @@ def _processed(runner: BucketRun, states: dict, table: Any, now: int, timed: boo
     return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
-def _holds_windows(runner: BucketRun) -> bool:
-    """Whether the element of ``runner`` keeps window rows or aggregate groups (else no store is
-    opened for it)."""
-    held = _HOLDS.get(id(runner))
+def _stored(runner: BucketRun) -> Optional[str]:
+    """What of the state of the element of ``runner`` the bucket's state store keeps: "rows"
+    (window rows and aggregate groups), "vars" (a Flex's dictionaries), or None (nothing: no
+    store is opened for it)."""
+    element = runner.element
+    if uses_window_store(element):
+        what, holds = "rows", holds_stored_state
+    elif uses_variable_store(element):
+        what, holds = "vars", holds_stored_variables
+    else:
+        return None
+    held = _HOLDS.get((id(runner), what))
     if held is None:
-        held = _HOLDS[id(runner)] = holds_stored_state(runner.engine.initial_state())
-    return held
+        held = _HOLDS[id(runner), what] = holds(runner.engine.initial_state())
+    return what if held else None
 
 
 def bucket_rows(proc_in: DataFrame, group: Column, plan_text: str, element: dict,

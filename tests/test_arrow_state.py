@@ -260,10 +260,15 @@ def test_a_run_directory_whose_windows_were_in_the_state_files_is_refused(tmp_pa
     (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": []}))
     with pytest.raises(RunError, match="kept the groups of aggregates.*in the state files.*new checkpoint"):
         layout_of(str(tmp_path))  # (window rows in the store, groups and time KEEPs pickled)
-    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "state_store": 2}))
+    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "state_store": 2,
+                                                   "numbering": "arrival"}))
+    with pytest.raises(RunError, match="kept the dictionaries of Flex elements in the state files"
+                                       ".*new checkpoint"):
+        layout_of(str(tmp_path))  # (Flex dictionaries pickled)
+    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "state_store": 3}))
     with pytest.raises(RunError, match="numbered the rows of each input by itself.*new checkpoint"):
         layout_of(str(tmp_path))
-    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "state_store": 2,
+    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "state_store": 3,
                                                    "numbering": "arrival"}))
     assert older_layout(str(tmp_path), {"version": PLAN_VERSION}) is None
     assert layout_of(str(tmp_path)).buckets == 8

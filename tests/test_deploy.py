@@ -25,6 +25,7 @@ from planned import plan_json
 from ccl.ops import deploy as deploy_mod
 from ccl.ops import workspace as ws
 from ccl.syntax.project import UsageError
+from runtime.state.rows import LAYOUT as STATE_LAYOUT
 
 ROOT = Path(__file__).resolve().parent.parent
 TRADES = ROOT / "projects" / "trades_roundrobin"
@@ -448,7 +449,7 @@ def test_deploy_refuses_a_checkpoint_it_cannot_resume(tmp_path, monkeypatch):
     before.write_text(src.read_text().replace("partitions 3", "partitions 4"))
     old, _ = plan_json(str(before))
     ws.write_json(os.path.join(pd.checkpoint, "run.json"), {"buckets": 8, "unrecorded": [], "window_store": [],
-                                                            "state_store": 2, "file_source": [],
+                                                            "state_store": STATE_LAYOUT, "file_source": [],
                                                             "numbering": "arrival"})
     ws.write_json(os.path.join(pd.checkpoint, "plan.json"), old)
     code, _, err = run("deploy", str(src), "--master", "spark://127.0.0.1:7077")

@@ -10,8 +10,10 @@
 
 - :mod:`runtime.state.rows`: the rows of the engine's windows, a time KEEP's times (in the time
   index) and the groups of its aggregates over a bucket store, for the elements run by
-  runtime/arrow_state.py (the rest of an instance's state, joins' and Flex's included, is still
-  pickled per bucket, see docs/runtime.md, "The state store").
+  runtime/arrow_state.py;
+- :mod:`runtime.state.variables`: a Flex's dictionaries of scalar keys and values, entry by entry
+  (the rest of an instance's state, joins', event caches and other Flex variables included, is
+  still pickled per bucket, see docs/runtime.md, "The state store").
 """
 from .keys import decode_key, encode_key
 from .store import (BucketStore, Layout, StateError, StoreStats, create, read_layout, rebucket)

@@ -28,9 +28,10 @@ from typing import Any, Iterator, Optional
 
 from .store import BucketStore
 
-# What a run directory's run.json says (``state_store``) of the keyed state in the store: 2 =
-# window rows, time KEEP times and aggregate groups (before, only window rows, and no entry)
-LAYOUT = 2
+# What a run directory's run.json says (``state_store``) of the keyed state in the store: 3 =
+# window rows, time KEEP times, aggregate groups and Flex dictionaries (runtime/state/variables.py);
+# 2 = the same without Flex dictionaries; before, only window rows, and no entry
+LAYOUT = 3
 _ABSENT = object()
 _MAX_LIST = 64  # lists longer than this in an instance state are data, not its structure
 # the parts of an aggregate's state kept in the store, and the namespace suffix of each

@@ -396,10 +396,14 @@ class BucketStore:
             return None
         return _Q.unpack_from(raw, 1)[0] - _SIGN
 
-    def put(self, ns: str, key: tuple, value: Any) -> None:
-        """Store ``value`` under ``key`` (out of the time index if it was timed)."""
-        self._set(b"d" + self._prefix(ns) + encode_key(key),
-                  _UNTIMED + pickle.dumps(value, protocol=5))
+    def put(self, ns: str, key: tuple, value: Any, absent: bool = False) -> None:
+        """Store ``value`` under ``key`` (out of the time index if it was timed). ``absent``: the
+        caller knows the key held nothing before the batch (a key numbered past all the keys it
+        stored), so :meth:`commit` need not read it for its undo record."""
+        dkey = b"d" + self._prefix(ns) + encode_key(key)
+        if absent and dkey not in self._prior and dkey not in self._pending:
+            self._prior[dkey] = None
+        self._set(dkey, _UNTIMED + pickle.dumps(value, protocol=5))
 
     def put_timed(self, ns: str, key: tuple, value: Any, at_millis: int) -> None:
         """Store ``value`` under ``key`` at time ``at_millis`` (ms) in the namespace's time index;

@@ -1,0 +1,342 @@
+"""A Flex's SPLASH dictionaries kept in a bucket's :class:`~runtime.state.store.BucketStore`, entry
+by entry (issue 27).
+
+A Flex instance's variables (runtime/engine/flex.py, ``state["vars"]``: name -> SPLASH value) are
+pickled with its state per bucket and batch (runtime/arrow_state.py). A ``dictionary(K, V)``
+variable of scalar key and value types can hold millions of entries, of which a batch touches
+few; for an element whose variables live in the store (:func:`uses_variable_store`) such a
+variable's place in the pickled state holds a :class:`HeldDictionary` (its size, the next
+insertion number and its types), and its entries are in the store:
+
+- namespace ``v.NAME``: key (instance, dictionary key) -> (insertion number, key, value); the key
+  is kept in the value too, so that it comes back with its Python type (a ``Long`` key is stored
+  as an int);
+- namespace ``v.NAME.o``: key (instance, insertion number) -> key: the insertion order, which
+  ``for (k in d)`` follows (docs/functions.md), walked without reading the values.
+
+:func:`attach` puts a :class:`StoredDictionary` (a :class:`~ccl.splash.values.Dictionary` the
+interpreter uses as it uses any dictionary: reads go to the store on a miss, with a cache for the
+batch) in the place of each :class:`HeldDictionary`; :func:`detach` writes the changed entries
+and puts the marks back. A dictionary the code made anew (``d := new dictionary(...)``, or an
+instance new in the batch) goes to the store whole; one that two variables share stays pickled
+(the store cannot keep two names for one dictionary), as do dictionaries of other types (records,
+vectors or dictionaries as values: code may change them in place through another variable) and
+every other variable (scalars, vectors, records, event caches: small).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+
+from ccl.splash.types import Type
+from ccl.splash.values import Dictionary
+
+from .store import BucketStore
+
+_ABSENT = object()
+_NOT_SCALAR = frozenset(("record", "dictionary", "vector", "eventcache", "any", "null"))
+
+
+def uses_variable_store(element: dict) -> bool:
+    """Whether the dictionaries of the Flex ``element`` (a plan element) live in the bucket's
+    state store when runtime/arrow_state.py runs it (the Flex elements it runs; elsewhere they run
+    on transformWithState, whose state stays pickled)."""
+    physical = element.get("physical", {})
+    return bool(element.get("flex")) and bool(physical.get("arrow") or physical.get("uses_time"))
+
+
+def storable(value: object) -> bool:
+    """Whether the variable value ``value`` is a dictionary kept in the store by entry: of
+    declared scalar key and value types."""
+    if not isinstance(value, Dictionary):
+        return False
+    key, val = getattr(value, "key", None), getattr(value, "value", None)
+    return (isinstance(key, Type) and isinstance(val, Type)
+            and key.name not in _NOT_SCALAR and val.name not in _NOT_SCALAR)
+
+
+def holds_stored_variables(state: Any) -> bool:
+    """Whether the (fresh) Flex instance state ``state`` has variables kept in the store."""
+    values = state.get("vars") if isinstance(state, dict) else None
+    return isinstance(values, dict) and any(storable(v) for v in values.values())
+
+
+@dataclass(frozen=True)
+class HeldDictionary:
+    """What the pickled state holds in the place of a dictionary kept in the store."""
+    size: int
+    next: int  # the insertion number of the next new key
+    key: Type
+    value: Type
+
+
+def _names(name: str) -> tuple[str, str]:
+    """The namespaces (entries, insertion order) of variable ``name``."""
+    tag = name if name.isascii() and name.isprintable() else "x" + name.encode().hex()
+    return f"v.{tag}", f"v.{tag}.o"
+
+
+def _store_key(key: object) -> object:
+    # -0.0 == 0.0 is one dict key, but two encodings
+    return 0.0 if type(key) is float and key == 0 else key
+
+
+def _plain(key: Type, value: Type, items: list) -> Dictionary:
+    """A plain dictionary of ``items`` (what a :class:`StoredDictionary` pickles and copies as)."""
+    return Dictionary(items, key, value)
+
+
+class StoredDictionary(Dictionary):
+    """One instance's dictionary variable over a bucket store, for one batch (see the module
+    docstring). The ``dict`` underneath stays empty: every access the interpreter makes
+    (``get``, item access, ``pop``, ``len``, iteration, ``clear``, equality) is overridden."""
+
+    def __init__(self, store: BucketStore, name: str, inst: int, held: HeldDictionary) -> None:
+        dict.__init__(self)
+        self.key, self.value = held.key, held.value
+        self.name, self.inst = name, inst
+        self._store = store
+        self._data, self._order = _names(name)
+        self._size, self._next, self._first_new = held.size, held.next, held.next
+        self._empty = held.size == 0  # nothing committed: a key not in the cache is absent
+        self._cache: dict[object, Any] = {}  # key -> [insertion number, key, value] or _ABSENT
+        self._dirty: dict[object, None] = {}
+        self._dropped: list[int] = []  # insertion numbers of the keys removed
+
+    def held(self) -> HeldDictionary:
+        """The mark the pickled state keeps (after :meth:`flush`)."""
+        return HeldDictionary(self._size, self._next, self.key, self.value)
+
+    def _entry(self, k: object) -> Any:
+        e = self._cache.get(k, None)
+        if e is None:
+            e = _ABSENT
+            if not self._empty:
+                found = self._store.get(self._data, (self.inst, _store_key(k)), None)
+                if found is not None:
+                    e = list(found)
+            self._cache[k] = e
+        return e
+
+    def get(self, k: object, default: Any = None) -> Any:  # type: ignore[override]
+        """The value under ``k`` (read from the store once per batch), or ``default``."""
+        e = self._entry(k)
+        return default if e is _ABSENT else e[2]
+
+    def __getitem__(self, k: object) -> Any:
+        e = self._entry(k)
+        if e is _ABSENT:
+            raise KeyError(k)
+        return e[2]
+
+    def __contains__(self, k: object) -> bool:
+        return self._entry(k) is not _ABSENT
+
+    def __setitem__(self, k: object, v: Any) -> None:
+        e = self._entry(k)
+        if e is _ABSENT:  # a new key goes last in the order, as in a dict
+            self._cache[k] = [self._next, k, v]
+            self._next += 1
+            self._size += 1
+        else:
+            e[2] = v  # (a dict keeps the key object it has)
+        self._dirty[k] = None
+
+    def pop(self, k: object, default: Any = _ABSENT) -> Any:  # type: ignore[override]
+        """Remove ``k`` and give its value back (``default`` when absent, else KeyError)."""
+        e = self._entry(k)
+        if e is _ABSENT:
+            if default is _ABSENT:
+                raise KeyError(k)
+            return default
+        self._cache[k] = _ABSENT
+        self._dirty[k] = None
+        self._dropped.append(e[0])
+        self._size -= 1
+        return e[2]
+
+    def __delitem__(self, k: object) -> None:
+        self.pop(k)
+
+    def setdefault(self, k: object, default: Any = None) -> Any:
+        """The value under ``k``, set to ``default`` first when absent."""
+        e = self._entry(k)
+        if e is _ABSENT:
+            self[k] = default
+            return default
+        return e[2]
+
+    def update(self, *others: Any, **kw: Any) -> None:  # type: ignore[override]
+        """Set the entries of a mapping or of (key, value) pairs."""
+        for other in others:
+            for k, v in (other.items() if hasattr(other, "items") else other):
+                self[k] = v
+        for k, v in kw.items():
+            self[k] = v
+
+    def popitem(self) -> tuple:
+        """Remove the last key inserted and give (key, value)."""
+        keys = list(self)
+        if not keys:
+            raise KeyError("popitem(): dictionary is empty")
+        return keys[-1], self.pop(keys[-1])
+
+    def clear(self) -> None:
+        """Remove every entry (a walk of the keys held, as a dict's clear frees them all)."""
+        for k in list(self):
+            self.pop(k)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[object]:
+        """The keys in insertion order, streamed from the store's order namespace."""
+        self.flush()
+        for _, k in self._store.scan(self._order, (self.inst,)):
+            yield k
+
+    def keys(self) -> list:  # type: ignore[override]
+        """The keys in insertion order."""
+        return list(self)
+
+    def items(self) -> list:  # type: ignore[override]
+        """(key, value) in insertion order."""
+        keys = list(self)
+        self._prefetch(keys)
+        return [(k, self._cache[k][2]) for k in keys]
+
+    def values(self) -> list:  # type: ignore[override]
+        """The values in insertion order."""
+        return [v for _, v in self.items()]
+
+    def _prefetch(self, keys: list) -> None:
+        unread = [k for k in keys if k not in self._cache]
+        if unread and not self._empty:
+            found = self._store.get_many(self._data, [(self.inst, _store_key(k)) for k in unread],
+                                         None)
+            for k, f in zip(unread, found):
+                self._cache[k] = _ABSENT if f is None else list(f)
+
+    def plain(self) -> Dictionary:
+        """A plain dictionary of the same entries, in the same order."""
+        return _plain(self.key, self.value, self.items())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StoredDictionary):
+            other = other.plain()
+        return isinstance(other, dict) and dict(self.items()) == other
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StoredDictionary({self.name!r}, {len(self)} entries)"
+
+    def copy(self) -> Dictionary:  # type: ignore[override]
+        """A plain copy."""
+        return self.plain()
+
+    def __reduce__(self) -> tuple:
+        return _plain, (self.key, self.value, self.items())
+
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        return self.__reduce__()
+
+    def __deepcopy__(self, memo: dict) -> Dictionary:
+        import copy
+        return copy.deepcopy(self.plain(), memo)
+
+    def flush(self) -> None:
+        """Give the entries changed so far to the store (pending until its commit)."""
+        store, data, order, inst = self._store, self._data, self._order, self.inst
+        cache = self._cache
+        for seq in self._dropped:
+            store.delete(order, (inst, seq))
+        for k in self._dirty:
+            e = cache[k]
+            if e is _ABSENT:
+                store.delete(data, (inst, _store_key(k)))
+            else:
+                store.put(data, (inst, _store_key(k)), tuple(e))
+                if e[0] >= self._first_new:
+                    store.put(order, (inst, e[0]), e[1], absent=True)
+        self._dropped.clear()
+        self._dirty.clear()
+        if self._size:
+            self._empty = False
+
+
+def attach(states: dict[int, dict], store: BucketStore) -> dict[int, dict[str, StoredDictionary]]:
+    """Put a :class:`StoredDictionary` where the pickled Flex states of a bucket hold a
+    :class:`HeldDictionary`; instance -> variable -> the dictionary put there, for
+    :func:`detach`."""
+    attached: dict[int, dict[str, StoredDictionary]] = {}
+    for inst, state in states.items():
+        values = state.get("vars")
+        if not isinstance(values, dict):
+            continue
+        for name, v in values.items():
+            if isinstance(v, HeldDictionary):
+                values[name] = attached.setdefault(inst, {})[name] = \
+                    StoredDictionary(store, name, inst, v)
+    return attached
+
+
+def _drop(store: BucketStore, name: str, inst: int) -> None:
+    """Remove every entry of variable ``name`` of instance ``inst`` from the store."""
+    for ns in _names(name):
+        for key, _ in list(store.scan(ns, (inst,))):
+            store.delete(ns, key)
+
+
+def _write(store: BucketStore, name: str, inst: int, d: Dictionary) -> HeldDictionary:
+    """Write the plain dictionary ``d`` as the entries of variable ``name`` (whose namespaces
+    hold nothing of ``inst``)."""
+    data, order = _names(name)
+    for seq, (k, v) in enumerate(d.items()):
+        store.put(data, (inst, _store_key(k)), (seq, k, v), absent=True)
+        store.put(order, (inst, seq), k, absent=True)
+    return HeldDictionary(len(d), len(d), d.key, d.value)
+
+
+def detach(states: dict[int, dict], store: BucketStore,
+           attached: dict[int, dict[str, StoredDictionary]]) -> int:
+    """Write the changed entries of the stored dictionaries of a bucket's Flex states to
+    ``store`` and leave their marks in their place, ready to be pickled; plain storable
+    dictionaries (new ones) go to the store whole. ``attached``: what :func:`attach` gave. The
+    number of entries held (for reports)."""
+    held = 0
+    for inst, state in states.items():
+        values = state.get("vars")
+        if not isinstance(values, dict):
+            continue
+        shared: dict[int, int] = {}
+        for v in values.values():
+            if isinstance(v, Dictionary):
+                shared[id(v)] = shared.get(id(v), 0) + 1
+        # dictionaries of the store a name holds other than as its own, alone: read out first
+        plain: dict[int, Dictionary] = {}
+        for name, v in values.items():
+            if isinstance(v, StoredDictionary) and (v.name != name or shared[id(v)] > 1):
+                if id(v) not in plain:
+                    plain[id(v)] = v.plain()
+                values[name] = plain[id(v)]
+        # names whose entries are in the store but that no longer hold them alone
+        lost = [name for name, d in attached.get(inst, {}).items() if values.get(name) is not d]
+        for name in lost:  # replaced or shared: its entries go
+            _drop(store, name, inst)
+        refs: dict[int, int] = {}
+        for v in values.values():
+            refs[id(v)] = refs.get(id(v), 0) + 1
+        for name, v in values.items():
+            if isinstance(v, StoredDictionary):
+                v.flush()
+                values[name] = v.held()
+            elif storable(v) and refs[id(v)] == 1:
+                values[name] = _write(store, name, inst, v)  # type: ignore[arg-type]
+            else:
+                continue
+            held += values[name].size
+    return held

@@ -1,0 +1,235 @@
+"""runtime/state/variables.py: a Flex's dictionaries in the bucket's state store, entry by entry,
+against the pickled layout (the same batches, a replayed batch included), and what a batch reads
+and writes."""
+import datetime as dt
+import json
+
+import pyarrow as pa
+import pytest
+
+from ccl.splash.types import INTEGER, LONG, STRING, Type
+from ccl.splash.values import Dictionary, Long
+from planned import plan_json
+from runtime.arrow_state import bucket_runner, load_states
+from runtime.state import BucketStore, create
+from runtime.state.variables import (HeldDictionary, StoredDictionary, attach, detach, storable,
+                                     uses_variable_store)
+
+FLEX = """
+create input stream s schema (k string, v integer);
+create flex f in s out output stream o schema (k string, n integer, total integer, keys string,
+                                               others integer)
+  partition by s roundrobin partitions 2
+begin
+  declare
+    dictionary(string, integer) counts;
+    dictionary(string, integer) other;
+    dictionary(string, typeof(s)) last;
+    integer seen := 0;
+  end;
+  on s {
+    seen := seen + 1;
+    if (s.v < 0) { remove(counts, s.k); }
+    else if (s.v = 0) { clear(counts); }
+    else if (s.v = 99) { counts := new dictionary(string, integer); counts['fresh'] := seen; }
+    else if (s.v = 98) { other := counts; }
+    else if (s.v = 97) { other := new dictionary(string, integer); other['x'] := 1; }
+    else {
+      if (isnull(counts[s.k])) { counts[s.k] := 0; }
+      counts[s.k] := counts[s.k] + s.v;
+    }
+    last[s.k] := s;
+    string keys := '';
+    for (x in counts) { keys := keys + x + ','; }
+    output [k = s.k; n = size(counts); total = counts[s.k]; keys = keys; others = size(other);];
+  };
+end;
+"""
+ROW = pa.struct([("k", pa.string()), ("v", pa.int32())])
+
+
+def _plan(tmp_path) -> str:
+    path = tmp_path / "f.ccl"
+    path.write_text(FLEX)
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    element = next(e for e in plan["elements"] if e["name"] == "o")
+    assert uses_variable_store(element)
+    return json.dumps(plan)
+
+
+def _table(rows, first_seq):
+    """Processor input of one bucket: (instance, key, value) rows on port 0."""
+    n = len(rows)
+    return pa.table({
+        "__port": pa.array([0] * n, pa.int32()),
+        "__seq": pa.array(range(first_seq, first_seq + n), pa.int64()),
+        "__sub": pa.array([0] * n, pa.int64()), "__src": pa.array([0] * n, pa.int32()),
+        "__op": pa.array(["i"] * n), "__inst": pa.array([i for i, _, _ in rows], pa.int32()),
+        "__why": pa.array([None] * n, pa.string()), "__raw": pa.array([None] * n, pa.string()),
+        "__p0": pa.array([{"k": k, "v": v} for _, k, v in rows], ROW),
+        "__bucket": pa.array([0] * n, pa.int32())})
+
+
+BATCHES = [
+    [(0, "a", 1), (0, "b", 2), (1, "a", 5), (0, "c", 3)],
+    [(0, "b", 1), (0, "a", -1), (0, "a", 4), (1, "z", 1), (1, "a", 2)],   # a removed, then last
+    [(0, "d", 1), (0, "x", 98), (0, "e", 2), (1, "q", 0), (1, "r", 1)],   # shared; cleared
+    [(0, "b", 3), (0, "y", 99), (0, "g", 1), (1, "r", 2), (1, "w", 97)],  # replaced by a new one
+    [(0, "x", 98), (0, "h", 1), (0, "y", 97), (0, "b", 1), (1, "s", 1)],  # shared, then not
+    [(0, "b", 2), (0, "i", 1), (1, "s", -1), (1, "t", 4)],
+]
+
+
+def _run_all(plan_text, state_dir):
+    outs, seq = [], 0
+    for batch_id in (0, 1, 2, 2, 3, 4, 4, 5):  # batches 2 and 4 run again (a crash before commit)
+        table = _table(BATCHES[batch_id], 100 * batch_id)
+        out = bucket_runner(plan_text, "o", frozenset(), state_dir, batch_id, 0)((None,), table)
+        outs.append(out.to_pylist())
+    return outs
+
+
+def test_the_store_gives_the_outputs_of_the_pickled_dictionaries(tmp_path, monkeypatch):
+    """The same batches through the store and through the pickled layout (updates, removes,
+    clear, a dictionary replaced, one shared by two variables, replayed batches) give the same
+    rows; the state files hold marks, not the entries."""
+    import runtime.arrow_state as arrow_state
+
+    plan_text = _plan(tmp_path)
+    stored = _run_all(plan_text, str(tmp_path / "store"))
+    states = load_states(str(tmp_path / "store"), 0, 6)
+    assert isinstance(states[1]["vars"]["counts"], HeldDictionary)
+    assert states[1]["vars"]["counts"].size == 2  # r, t (s removed)
+    assert isinstance(states[1]["vars"]["last"], Dictionary)  # record values: pickled
+    monkeypatch.setattr(arrow_state, "uses_variable_store", lambda element: False)
+    pickled = _run_all(plan_text, str(tmp_path / "pickle"))
+    assert pickled == stored
+    rows = [r for r in stored[-1] if r["__kind"] == "row"]
+    assert [(r["k"], r["keys"]) for r in rows][:2] == [("b", "fresh,g,h,b,"),
+                                                        ("i", "fresh,g,h,b,i,")]
+    assert stored[2] == stored[3] and stored[5] == stored[6]  # a replay gives the same rows
+
+
+def _dict(*items):
+    return Dictionary(items, STRING, INTEGER)
+
+
+def test_a_batch_writes_the_entries_it_changes_and_keeps_insertion_order(tmp_path):
+    """A batch that touches one key of a dictionary of many writes that key only; iteration
+    follows insertion order across batches (a removed key inserted again goes last)."""
+    root = str(tmp_path / "root")
+    create(root, 1)
+    states = {7: {"vars": {"d": _dict(*[(f"k{i:04d}", i) for i in range(1000)]), "n": 3}}}
+    with BucketStore.open(root, 0) as store:
+        store.begin(0)
+        attached = attach(states, store)
+        assert attached == {}
+        assert detach(states, store, attached) == 1000
+        store.commit(0)
+    assert states[7]["vars"]["d"] == HeldDictionary(1000, 1000, STRING, INTEGER)
+    with BucketStore.open(root, 0) as store:
+        written = []
+        put, delete = store.put, store.delete
+        store.put = lambda ns, key, value, **kw: (written.append(("put", ns, key)),
+                                                  put(ns, key, value, **kw))
+        store.delete = lambda ns, key: (written.append(("delete", ns, key)), delete(ns, key))
+        store.begin(1)
+        attached = attach(states, store)
+        d = states[7]["vars"]["d"]
+        assert isinstance(d, StoredDictionary) and len(d) == 1000
+        d["k0005"] = d["k0005"] + 100
+        assert d.get("nope") is None and "k0999" in d
+        d.pop("k0001")
+        d["k0001"] = -1
+        detach(states, store, attached)
+        store.commit(1)
+    assert sorted(written) == sorted([
+        ("put", "v.d", (7, "k0005")), ("put", "v.d", (7, "k0001")),
+        ("delete", "v.d.o", (7, 1)), ("put", "v.d.o", (7, 1000))])
+    with BucketStore.open(root, 0) as store:
+        store.begin(2)
+        attach(states, store)
+        d = states[7]["vars"]["d"]
+        keys = list(d)
+        assert len(keys) == 1000 and keys[:2] == ["k0000", "k0002"] and keys[-1] == "k0001"
+        assert d["k0005"] == 105 and d["k0001"] == -1
+        assert d == _dict(*[(k, d[k]) for k in keys])
+        d.clear()
+        assert len(d) == 0 and list(d) == []
+
+
+def test_a_replayed_batch_starts_from_the_dictionary_before_it(tmp_path):
+    """Batch 1 committed, then run again: it sees the entries as batch 0 left them."""
+    root = str(tmp_path / "root")
+    create(root, 1)
+    base = {0: {"vars": {"d": Dictionary([(Long(5), "a")], LONG, STRING)}}}
+    with BucketStore.open(root, 0) as store:
+        store.begin(0)
+        detach(base, store, attach(base, store))
+        store.commit(0)
+    held = base[0]["vars"]["d"]
+
+    def batch_one():
+        states = {0: {"vars": {"d": held}}}
+        with BucketStore.open(root, 0) as store:
+            store.begin(1)
+            attached = attach(states, store)
+            d = states[0]["vars"]["d"]
+            before = list(d.items())
+            d[Long(6)] = "b"
+            del d[Long(5)]
+            detach(states, store, attached)
+            store.commit(1)
+        return before, states[0]["vars"]["d"]
+
+    first, after = batch_one()
+    again, after_again = batch_one()
+    assert first == again == [(5, "a")] and type(first[0][0]) is Long  # the key's type kept
+    assert after == after_again == HeldDictionary(1, 2, LONG, STRING)
+
+
+def test_which_dictionaries_are_kept_by_entry():
+    assert storable(_dict())
+    assert storable(Dictionary((), Type("timestamp"), Type("money", (2,))))
+    assert not storable(Dictionary((), STRING, Type("vector", (INTEGER,))))
+    assert not storable(Dictionary((), STRING, Type("record")))
+    assert not storable(Dictionary())  # types not known
+    assert not storable({"a": 1})
+
+
+def test_a_stored_dictionary_pickles_and_copies_as_a_plain_one(tmp_path):
+    import copy
+    import pickle
+
+    root = str(tmp_path / "root")
+    create(root, 1)
+    states = {0: {"vars": {"d": _dict(("b", 2), ("a", 1))}}}
+    with BucketStore.open(root, 0) as store:
+        store.begin(0)
+        detach(states, store, attach(states, store))
+        store.commit(0)
+        store.begin(1)
+        attach(states, store)
+        d = states[0]["vars"]["d"]
+        d["c"] = 3
+        for twin in (pickle.loads(pickle.dumps(d)), copy.deepcopy(d), d.copy()):
+            assert type(twin) is Dictionary and list(twin.items()) == [("b", 2), ("a", 1), ("c", 3)]
+            assert twin.key == STRING and twin.value == INTEGER and twin == d
+        assert d != _dict(("b", 2))
+
+
+@pytest.mark.parametrize("key", [1.5, dt.datetime(2026, 1, 2, 3, 4, 5), b"\x00raw"])
+def test_keys_of_other_scalar_types(tmp_path, key):
+    root = str(tmp_path / "root")
+    create(root, 1)
+    kind = {float: "float", dt.datetime: "timestamp", bytes: "binary"}[type(key)]
+    states = {3: {"vars": {"d": Dictionary([(key, 1)], Type(kind), INTEGER)}}}
+    with BucketStore.open(root, 0) as store:
+        store.begin(0)
+        detach(states, store, attach(states, store))
+        store.commit(0)
+        store.begin(1)
+        attach(states, store)
+        d = states[3]["vars"]["d"]
+        assert d[key] == 1 and list(d) == [key]
