@@ -254,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_RESCALE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     rescale.add_argument("checkpoint", metavar="CHECKPOINT")
     rescale.add_argument("--file", metavar="FILE.ccl",
-                         help="the project (default: the file the checkpoint was made with)")
+                         help="the project (default: the file named in the checkpoint's plan, "
+                              "in the current directory or beside the checkpoint directory)")
     _add_config_options(rescale)
     rescale.set_defaults(func=cmd_rescale)
 
@@ -1035,7 +1036,7 @@ def cmd_rescale(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if old is None:
         raise UsageError(f"{args.checkpoint} is not the directory of a `ccl run --checkpoint` "
                          f"(it has no plan.json)")
-    path = args.file or str(old.get("file") or "")
+    path = args.file or _project_of(args.checkpoint, str(old.get("file") or ""))
     if not path or not os.path.isfile(path):
         raise UsageError(f"the project the checkpoint was made with ({path or 'unknown'}) is not "
                          f"there: give it with --file FILE.ccl")
@@ -1053,6 +1054,18 @@ def cmd_rescale(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_ERRORS
     code = _rescale(args.checkpoint, plan_to_json(plan), out, err)
     return EXIT_OK if code is None else code
+
+
+def _project_of(checkpoint: str, name: str) -> str:
+    """The project file a checkpoint was made with: its plan records the main file's name; it
+    is looked for in the current directory, then beside the checkpoint directory."""
+    if not name:
+        return ""
+    parent = os.path.dirname(os.path.abspath(checkpoint))
+    for path in (name, os.path.join(parent, name)):
+        if os.path.isfile(path):
+            return path
+    return name
 
 
 def _rescale(run_dir: str, new: dict, out: TextIO, err: TextIO) -> Optional[int]:

@@ -50,8 +50,8 @@ def why_not_rescaled(element: dict, plan: dict) -> Optional[str]:
         return ("it is partitioned with its module (PARTITION BY on LOAD MODULE), whose "
                 "elements' state is not moved")
     part = element.get("partition")
-    if not part:
-        return None
+    if not part or not element.get("stateful"):
+        return None  # nothing kept per instance: nothing to move
     for spec in part["specs"]:
         if spec["method"] == "roundrobin":
             return ("it is partitioned ROUNDROBIN: a row's instance follows its arrival, not a "
@@ -59,8 +59,6 @@ def why_not_rescaled(element: dict, plan: dict) -> Optional[str]:
         if spec["method"] != "hash":
             return ("it is partitioned by a custom SPLASH function: which instance a key's state "
                     "would go to under another count is not known without its rows")
-    if not element.get("stateful"):
-        return None
     if element.get("flex") is not None:
         declared = element["flex"].get("declare") or element.get("declare")
         if declared:
@@ -83,17 +81,19 @@ def why_not_rescaled(element: dict, plan: dict) -> Optional[str]:
     if source.get("keep"):
         return (f"KEEP on its source {source['alias']} holds that source's rows per instance, "
                 f"not by key")
-    moved = _hash_outputs(element, select, part["specs"][0])
+    spec = part["specs"][0]
+    if select.get("group_by") or select.get("aggregates"):
+        grouped = {_plain_column(g, {source["alias"], source["element"]})
+                   for g in select.get("group_by") or []}
+        missing = [c for c in spec["columns"] if c not in grouped]
+        if missing:
+            return (f"its GROUP BY does not include the hash column {missing[0]}: a group's "
+                    f"rows come from several instances")
+    moved = _hash_outputs(element, select, spec)
     if isinstance(moved, str):
         return moved
     outputs = [out for out, _ in moved]
     if select.get("group_by") or select.get("aggregates"):
-        grouped = {_plain_column(g, {source["alias"], source["element"]})
-                   for g in select.get("group_by") or []}
-        missing = [src for _, src in moved if src not in grouped]
-        if missing:
-            return (f"its GROUP BY does not include the hash column {missing[0]}: a group's "
-                    f"rows come from several instances")
         if element["physical"].get("native") != "aggregation":
             return ("its groups are kept by the per-instance engine (see ccl explain); only "
                     "aggregations on Spark's group-by are moved")
