@@ -215,3 +215,20 @@ def test_ccl_rescale_refuses_without_touching_the_checkpoint(tmp_path):
     assert (checkpoint / "plan.json").read_text() == before
     code, _, err = ccl("rescale", str(tmp_path / "nowhere"), "--param", "PARTS=3")
     assert code == 2 and "plan.json" in err and "Traceback" not in err
+
+
+def test_ccl_run_rescale_refuses_before_spark_starts(tmp_path):
+    """`ccl run --rescale` asks the same rule first: a refusal ends the run before Spark starts;
+    without a checkpoint there is nothing to rescale."""
+    old, _ = _plans(tmp_path, REFUSED["roundrobin"][0])
+    checkpoint = tmp_path / "ck"
+    checkpoint.mkdir()
+    (checkpoint / "plan.json").write_text(json.dumps(old, indent=1, sort_keys=True))
+    project = str(tmp_path / "p.ccl")
+    code, _, err = ccl("run", project, "--checkpoint", str(checkpoint), "--param", "PARTS=3",
+                       "--rescale", "--until-idle", "--output-dir", str(tmp_path / "out"))
+    assert code == 1
+    assert "element 'W': it is partitioned ROUNDROBIN" in err
+    code, _, err = ccl("run", project, "--rescale", "--until-idle",
+                       "--output-dir", str(tmp_path / "out"))
+    assert code == 2 and "--checkpoint" in err
