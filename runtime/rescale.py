@@ -29,17 +29,18 @@ import copy
 import glob
 import json
 import os
+import re
 import shutil
 from typing import Any, Optional
 
 from .arrow_state import load_states, newest_batches, rows_root, save_states, saved_deadline
+from .processor import INST
 from .rebucket import JOURNAL as REBUCKET_JOURNAL, last_commit
 from .run_dir import PLAN_FILE, RunDirs, why_not_resumable
 from .run_setup import RunError, atomic_json, layout_of
 from .spark_hash import spark_pmod_hash
-from .state.rows import detach, stored_parts
+from .state.rows import StoredTimes, detach, stored_parts
 from .state.store import BucketStore, create, read_layout
-from .processor import INST
 
 JOURNAL = "rescale.json"
 NEW = ".rescale"  # suffix of the directory where an element's new files are built
@@ -161,7 +162,7 @@ def _materialize(states: dict[int, dict], store: Optional[BucketStore]) -> None:
                 if held:
                     raise RunError(f"the state store of instance {inst} is missing")
                 owner[field] = {}
-            elif kind.__name__ == "StoredTimes":
+            elif kind is StoredTimes:
                 owner[field] = {key[1:]: t for t, key in store.timed(ns)}
             else:
                 owner[field] = {key[1:]: value for key, value in store.scan(ns, (inst,))}
@@ -279,7 +280,7 @@ def _build_native(state_dir: str, move: dict, batch: int) -> None:
     shutil.rmtree(target, ignore_errors=True)
     os.makedirs(target)
     snapshots = sorted(glob.glob(os.path.join(state_dir, "state-*.parquet")))
-    kept = [p for p in snapshots if int(os.path.basename(p)[6:14]) <= batch]
+    kept = [p for p in snapshots if int(re.findall(r"\d+", os.path.basename(p))[0]) <= batch]
     if kept:
         _rewritten(kept[-1], os.path.join(target, os.path.basename(kept[-1])), move,
                    [src for _, src, _ in move["hash"]])

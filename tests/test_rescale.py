@@ -13,6 +13,7 @@ import pytest
 from ccl.plan.codec import plan_to_json
 from ccl.plan.planner import plan_project
 from ccl.plan.rescale import rescale_moves, why_not_rescaled
+from runtime.spark_hash import spark_pmod_hash
 from tests.cli_runner import run as ccl
 from tests.runner_e2e import run_project, write_rows
 
@@ -57,7 +58,7 @@ def _instances(run: str, element: str) -> set[int]:
     return found
 
 
-@pytest.mark.parametrize("first,then", [(2, 3), (4, 2)])
+@pytest.mark.parametrize("first,then", [(2, 3), (4, 2), (4, 7), (7, 2)])
 def test_resumed_after_a_rescale_gives_the_outputs_of_the_new_count_from_the_start(
         spark, tmp_path, first, then):
     whole = tmp_path / "whole"
@@ -70,12 +71,15 @@ def test_resumed_after_a_rescale_gives_the_outputs_of_the_new_count_from_the_sta
                             params={"PARTS": str(first)})
     assert first_out.stats("Totals")["instances"]  # (the aggregate ran partitioned)
     run = str(split / "run")
-    assert _instances(run, "Recent") == set(range(first))
+    assert _instances(run, "Recent") == {spark_pmod_hash([f"S{k}"], ["string"], first)
+                                         for k in range(11)}
     code, out, err = ccl("rescale", run, "--param", f"PARTS={then}")
     assert code == 0, err
     assert f"Recent: {first} -> {then} instances" in out
     assert f"Totals: {first} -> {then} instances" in out
-    assert _instances(run, "Recent") == set(range(then))
+    # each symbol's rows in the instance Spark's hash gives it among the new count
+    assert _instances(run, "Recent") == {spark_pmod_hash([f"S{k}"], ["string"], then)
+                                         for k in range(11)}
     assert json.loads(open(os.path.join(run, "plan.json")).read())["parameters"]["PARTS"] == then
     assert not os.path.exists(os.path.join(run, "rescale.json"))
     _files(str(split / "in"), 3)  # a third file, run on the moved state
@@ -119,7 +123,7 @@ def test_a_rescale_cut_short_is_finished_by_the_next_run(spark, tmp_path, monkey
     assert not os.path.exists(os.path.join(run, "rescale.json"))
 
 
-# --- refusals: the rule alone, without Spark -------------------------------------------------------
+# --- refusals: the rule alone, without Spark ------------------------------------------------------
 
 HEAD = """DECLARE PARAMETER integer PARTS := 2; END;
 CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);

@@ -106,7 +106,7 @@ def why_not_rescaled(element: dict, plan: dict) -> Optional[str]:
                 f"are not keyed by it")
     keep = element.get("keep") or {}
     if keep.get("kind") in _BUCKETED:
-        return f"KEEP EVERY empties all the rows of an instance at once: it is counted per instance"
+        return "KEEP EVERY empties all the rows of an instance at once: it is counted per instance"
     if keep.get("kind") in _COUNTED:
         per = keep.get("per") or []
         if not all(c in per for c in outputs):
