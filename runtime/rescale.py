@@ -38,7 +38,7 @@ from .processor import INST
 from .rebucket import JOURNAL as REBUCKET_JOURNAL, last_commit
 from .run_dir import PLAN_FILE, RunDirs, why_not_resumable
 from .run_setup import RunError, atomic_json, layout_of
-from .spark_hash import spark_pmod_hash
+from .spark_hash import spark_pmod_hash, spark_pmod_hash_columns
 from .state.rows import StoredTimes, detach, stored_parts
 from .state.store import BucketStore, create, read_layout
 
@@ -264,12 +264,14 @@ def _rewritten(path: str, target: str, move: dict, columns: list[str]) -> None:
     if INST not in table.column_names or not all(c in table.column_names for c in columns):
         shutil.copyfile(path, target)
         return
-    values = list(zip(*[table.column(c).to_pylist() for c in columns])) if columns else []
-    old = table.column(INST).to_pylist()
-    new = [None if was is None else _instance_of(move, list(v)) for was, v in zip(old, values)]
+    import pyarrow.compute as pc
+    hashed = spark_pmod_hash_columns([table.column(c).combine_chunks() for c in columns],
+                                     [t for _, _, t in move["hash"]], int(move["to"]))
     field = table.schema.field(INST)
-    at = table.column_names.index(INST)
-    table = table.set_column(at, field, pa.array(new, field.type))
+    was = table.column(INST)
+    new = pc.if_else(pc.is_null(was), pa.scalar(None, field.type),
+                     pa.array(hashed, pa.int64()).cast(field.type))
+    table = table.set_column(table.column_names.index(INST), field, new)
     pq.write_table(table, target)
 
 
