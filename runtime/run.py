@@ -29,6 +29,7 @@ from .project_query import (BatchGuard, Deadlines, Ticker, project_batch, projec
                             ticks_dir, timed_stages)
 from .run_dir import RunDirs
 from .rebucket import finish_rebucket, rebucket_run, why_not_rebucketed
+from .rescale import finish_rescale
 from .run_setup import RunError, RunLayout, RunOptions, auto_buckets, layout_of, prepare_run_dir
 from .topology import is_input
 
@@ -209,6 +210,7 @@ def run_plan(spark: SparkSession, typed: Plan, options: RunOptions, out_dir: str
         options = replace(options, run_dir=tempfile.mkdtemp(prefix="ccl-run-"))
     wanted = options.buckets
     options = replace(options, buckets=wanted or auto_buckets(spark.sparkContext.defaultParallelism))
+    finish_rescale(options.run_dir)  # one a crash cut short, before the plan is compared
     dirs = prepare_run_dir(plan, options)
     finish_rebucket(dirs)  # one a crash cut short
     layout = layout_of(dirs.root)

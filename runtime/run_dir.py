@@ -106,7 +106,8 @@ def why_not_resumable(root: str, old: dict, new: dict) -> Optional[str]:
             count = was["physical"]["instances"]
             return (f"element '{name}' had {count} partition instance(s) in the checkpoint and "
                     f"has {now} now: its state is split by instance and cannot be carried over "
-                    f"(set PARTITIONS back to {count} to go on from it)")
+                    f"(set PARTITIONS back to {count} to go on from it, or move its state to the "
+                    f"new count with ccl rescale or ccl run --rescale)")
         if (was.get("columns"), was.get("key")) != (e.get("columns"), e.get("key")):
             return (f"element '{name}' has other columns or another key than in the checkpoint: "
                     f"its changelog and state cannot be read with the new ones")

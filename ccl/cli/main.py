@@ -93,6 +93,8 @@ examples:
   ccl run project.ccl --input trades=data/trades.csv  bind a file (or a directory) to an input element
   ccl run project.ccl --checkpoint ckpt               resumable: run again with the same directory
   ccl run project.ccl --param PARTITIONS=4 --output-dir results
+  ccl run project.ccl --checkpoint ckpt --param PARTITIONS=6 --rescale
+                                                      go on from ckpt with another instance count
 
 Without --until-idle the job runs until Ctrl-C (new files in input directories are picked up).
 The output directory gets NAME.csv per OUTPUT element, _run.json and _bad_records.jsonl.
@@ -107,6 +109,12 @@ examples:
 Per output element: equivalent, or differs with the first differing keys (windows) or rows
 (streams) side by side and the partition-safety warning (CCL3xxx) that predicted it. Exit code 0
 when every output element is equivalent, 1 otherwise. See docs/analysis.md.
+"""
+
+_RESCALE_EXAMPLES = """\
+examples:
+  ccl rescale ckpt --param PARTITIONS=6     move ckpt's state to 6 instances, then:
+  ccl run project.ccl --checkpoint ckpt --param PARTITIONS=6
 """
 
 _PARSE_EXAMPLES = """\
@@ -237,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keep state and progress in DIR to resume a stopped or killed run "
                           "(without DIR: runtime.checkpoint_root/PROJECT); without this option "
                           "a run starts from nothing and leaves no state behind")
+    run.add_argument("--rescale", action="store_true",
+                     help="with --checkpoint: where PARTITIONS changed, move the checkpoint's "
+                          "state to the new instance counts first (as ccl rescale)")
     run.add_argument("--until-idle", action="store_true",
                      help="process everything available, then stop (exit 0)")
     run.add_argument("--master", help="Spark master (default: spark.master setting, local[*])")
@@ -261,6 +272,21 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--show", type=int, default=3, metavar="N",
                         help="differing keys or rows to show per element (default: 3)")
     verify.set_defaults(func=cmd_verify)
+
+    rescale = sub.add_parser(
+        "rescale", help="move a checkpoint's state to new PARTITIONS values",
+        description="Move the per-instance state of a `ccl run --checkpoint` directory to the "
+                    "instance counts the project has with new parameter values (its .ccl and "
+                    ".ccr, as recorded in the checkpoint, plus --param), where that cannot change "
+                    "results: HASH partitioning on columns that key the state. Anything else is "
+                    "refused, naming the element and the reason; nothing is changed then.",
+        epilog=_RESCALE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    rescale.add_argument("checkpoint", metavar="CHECKPOINT")
+    rescale.add_argument("--file", metavar="FILE.ccl",
+                         help="the project (default: the file named in the checkpoint's plan, "
+                              "in the current directory or beside the checkpoint directory)")
+    _add_config_options(rescale)
+    rescale.set_defaults(func=cmd_rescale)
 
     _add_deploy_parsers(sub)
 
@@ -646,6 +672,12 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _make_directory(out_dir, "--output-dir" if args.output_dir else "runtime.output_dir")
     if run_dir:
         _make_directory(run_dir, "--checkpoint")
+    if args.rescale:
+        if not run_dir:
+            raise UsageError("--rescale moves the state of a checkpoint: give --checkpoint DIR")
+        code = _rescale(run_dir, plan_to_json(plan), out, err)
+        if code is not None:
+            return code
     scratch = tempfile.mkdtemp(prefix="ccl-run-") if run_dir is None else None
     options = RunOptions(inputs=inputs, base_dir=os.path.dirname(os.path.abspath(args.file)),
                          run_dir=run_dir or scratch, until_idle=args.until_idle,
@@ -1136,6 +1168,82 @@ def cmd_subscribe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             time.sleep(args.poll)
     except (KeyboardInterrupt, BrokenPipeError):
         return EXIT_OK
+
+
+def cmd_rescale(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl rescale`: move a checkpoint's state to the instance counts of new parameter values."""
+    from ..plan.codec import plan_to_json
+    from ..plan.planner import PlanError, build_plan
+    from runtime.run_dir import saved_plan
+
+    old = saved_plan(args.checkpoint) if os.path.isdir(args.checkpoint) else None
+    if old is None:
+        raise UsageError(f"{args.checkpoint} is not the directory of a `ccl run --checkpoint` "
+                         f"(it has no plan.json)")
+    path = args.file or _project_of(args.checkpoint, str(old.get("file") or ""))
+    if not path or not os.path.isfile(path):
+        raise UsageError(f"the project the checkpoint was made with ({path or 'unknown'}) is not "
+                         f"there: give it with --file FILE.ccl")
+    config, analysis, diags = _check(path, args)
+    _write_diagnostics(diags, config.sources, err)
+    errors = sum(d.is_error for d in diags)
+    if errors or analysis is None:
+        err.write(f"{path}: {errors} error(s); nothing moved\n")
+        return EXIT_ERRORS
+    try:
+        plan = build_plan(config.project, analysis, config.parameters,
+                          adapters_properties=config.adapters)
+    except PlanError as exc:
+        err.write(f"{exc}\n")
+        return EXIT_ERRORS
+    code = _rescale(args.checkpoint, plan_to_json(plan), out, err)
+    return EXIT_OK if code is None else code
+
+
+def _project_of(checkpoint: str, name: str) -> str:
+    """The project file a checkpoint was made with: its plan records the main file's name; it
+    is looked for in the current directory, then beside the checkpoint directory."""
+    if not name:
+        return ""
+    parent = os.path.dirname(os.path.abspath(checkpoint))
+    for path in (name, os.path.join(parent, name)):
+        if os.path.isfile(path):
+            return path
+    return name
+
+
+def _rescale(run_dir: str, new: dict, out: TextIO, err: TextIO) -> Optional[int]:
+    """Move the state of the checkpoint ``run_dir`` to the instance counts of the JSON plan
+    ``new`` (ccl/plan/rescale.py decides, runtime/rescale.py moves); the exit code when it is
+    refused, else None."""
+    from ..plan.rescale import rescale_moves
+    from runtime.rescale import rescale_run
+    from runtime.run_dir import saved_plan
+    from runtime.run_setup import RunError
+    from runtime.state.store import StateError
+
+    old = saved_plan(run_dir)
+    if old is None:
+        out.write(f"{run_dir}: no checkpoint yet; nothing to move\n")
+        return None
+    moves, refused = rescale_moves(old, new)
+    if refused:
+        err.write(f"ccl rescale: the state of {run_dir} cannot move to the new instance counts "
+                  f"without changing results; nothing was moved:\n")
+        for line in refused:
+            err.write(f"  {line}\n")
+        return EXIT_ERRORS
+    if not moves:
+        out.write(f"{run_dir}: no instance count changed; nothing to move\n")
+        return None
+    try:
+        rescale_run(run_dir, old, new, moves)
+    except (RunError, StateError) as exc:
+        err.write(f"ccl rescale: {exc}\n")
+        return EXIT_ERRORS
+    for name, move in moves.items():
+        out.write(f"{name}: {move['from']} -> {move['to']} instances\n")
+    return None
 
 
 def cmd_parse(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

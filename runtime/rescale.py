@@ -1,0 +1,303 @@
+"""A run directory moved to another number of partition instances (``ccl rescale``,
+``ccl run --checkpoint DIR --rescale``): each key's state goes to the instance its hash now
+chooses.
+
+The compiler decides what may move and how (ccl/plan/rescale.py :func:`rescale_moves`: HASH
+partitioning on columns that key the state; the refusals name the element and the reason); this
+module carries the moves out, as the state is after the last batch the project's query committed:
+
+- per-instance engine state (runtime/arrow_state.py: the pickled instance states of each bucket,
+  and the rows, times and groups of their windows in the bucket's RocksDB store,
+  runtime/state/rows.py): every instance's window rows, their times and their PER groups are split
+  by the instance the hash columns of their keys choose among the new count
+  (:func:`runtime.spark_hash.spark_pmod_hash`, Spark's ``pmod(hash(cols), n)``) and gathered into
+  the new instances' states, which are written to a new state directory (new stores included);
+- a Spark group-by aggregation (runtime/native_agg.py): each group's ``__inst`` in its latest
+  snapshot is recomputed from its group columns;
+- a window's changelog: its rows' ``__inst`` is recomputed too, so that the window's final
+  contents (runtime/outputs.py, the last change of each key per instance) see one instance per key.
+
+Crash-safe as runtime/rebucket.py: a journal (``RUN/rescale.json``, holding the moves and the new
+plan) is written first; the new directories are built beside the old ones (``NAME.rescale``);
+then each is swapped in (old renamed aside, new renamed in, old removed: a step that may be done
+again) and ``plan.json`` replaced by the new plan. A run that finds the journal finishes (or
+redoes) the move before anything else (:func:`finish_rescale`).
+"""
+from __future__ import annotations
+
+import copy
+import glob
+import json
+import os
+import re
+import shutil
+from typing import Any, Optional
+
+from .arrow_state import load_states, newest_batches, rows_root, save_states, saved_deadline
+from .processor import INST
+from .rebucket import JOURNAL as REBUCKET_JOURNAL, last_commit
+from .run_dir import PLAN_FILE, RunDirs, why_not_resumable
+from .run_setup import RunError, atomic_json, layout_of
+from .spark_hash import spark_pmod_hash, spark_pmod_hash_columns
+from .state.rows import StoredTimes, detach, stored_parts
+from .state.store import BucketStore, create, read_layout
+
+JOURNAL = "rescale.json"
+NEW = ".rescale"  # suffix of the directory where an element's new files are built
+OLD = ".rescale-old"  # suffix of the old directory while it is swapped out
+
+
+def counts_of(plan: dict, like: dict) -> dict:
+    """``plan`` with the instance (and PARTITIONS) counts of the plan ``like``, element by
+    element: what the resume check compares with the checkpoint's plan, everything but the
+    counts being the same."""
+    counts = {e["name"]: e["physical"]["instances"] for e in like.get("elements", [])}
+    out = copy.deepcopy(plan)
+    for e in out["elements"]:
+        if e["name"] in counts:
+            e["physical"]["instances"] = counts[e["name"]]
+            for p in (e.get("partition"), e.get("module_partition")):
+                if p:
+                    p["count"] = counts[e["name"]]
+    return out
+
+
+def rescale_run(root: str, old: dict, new: dict, moves: dict[str, dict]) -> None:
+    """Move the state of the run directory ``root`` (begun with the JSON plan ``old``) to the
+    instance counts of ``new``, as ``moves`` (:func:`ccl.plan.rescale.rescale_moves`, whose
+    refusals the caller has reported) says, and make ``new`` its plan. RunError when the
+    directory cannot go on with ``new`` for another reason than the counts, or holds state the
+    moves cannot place."""
+    finish_rescale(root)
+    problem = why_not_resumable(root, old, counts_of(new, old))
+    if problem:
+        raise RunError(f"the run directory {root} cannot be rescaled: {problem}")
+    if os.path.exists(os.path.join(root, REBUCKET_JOURNAL)):
+        raise RunError(f"the run directory {root} is moving its state to other buckets: run it "
+                       f"once (ccl run --checkpoint) before rescaling it")
+    dirs = RunDirs(root)
+    layout = layout_of(root)
+    for name, move in moves.items():
+        if move["store"] != "none" and name not in layout.project:
+            raise RunError(f"the run directory {root} cannot be rescaled: element '{name}' runs "
+                           f"in a query of its own, whose state is not moved")
+        if move["store"] == "engine" and name in layout.by_group:
+            raise RunError(f"the run directory {root} cannot be rescaled: element '{name}' "
+                           f"spreads each instance's groups over several buckets")
+    atomic_json(os.path.join(root, JOURNAL),
+                {"batch": last_commit(dirs), "buckets": layout.buckets, "moves": moves,
+                 "plan": new, "swapping": False})
+    finish_rescale(root)
+
+
+def finish_rescale(root: str) -> None:
+    """Carry out (or finish, after a crash) the move the journal of ``root`` describes; nothing
+    when there is none."""
+    journal = os.path.join(root, JOURNAL)
+    try:
+        with open(journal, encoding="utf-8") as f:
+            job = json.load(f)
+    except FileNotFoundError:
+        return
+    dirs = RunDirs(root)
+    moves: dict[str, dict] = job["moves"]
+    plan = job["plan"]
+    elements = {e["name"]: e for e in plan["elements"]}
+    batch = int(job["batch"])
+    if not job["swapping"]:
+        for name, move in moves.items():
+            if move["store"] == "none" or batch < 0:
+                continue
+            if move["store"] == "engine":
+                _build_engine(dirs.of("state", name), move, batch, int(job["buckets"]),
+                              elements[name])
+            else:
+                _build_native(dirs.of("native", name), move, batch)
+            if elements[name]["kind"] == "window":
+                _build_changelog(dirs.of("changelog", name), move)
+        job["swapping"] = True
+        atomic_json(journal, job)
+    for name in moves:
+        for what in ("state", "native", "changelog"):
+            swap_dir(dirs.of(what, name))
+    hidden = os.path.join(root, PLAN_FILE + ".tmp")
+    with open(hidden, "w", encoding="utf-8") as f:  # as run_setup.prepare_run_dir writes it
+        json.dump(plan, f, indent=1, sort_keys=True)
+    os.replace(hidden, os.path.join(root, PLAN_FILE))
+    os.remove(journal)
+
+
+def swap_dir(path: str) -> None:
+    """Put the directory built beside ``path`` (``path + NEW``) in its place; nothing when none
+    was built. Each step may be done again after a crash."""
+    built, old = path + NEW, path + OLD
+    if os.path.isdir(built):
+        if os.path.isdir(path):
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(path, old)
+        os.replace(built, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _instance_of(move: dict, values: list[Any]) -> int:
+    """The new instance of the hash column values ``values``."""
+    return spark_pmod_hash(values, [t for _, _, t in move["hash"]], int(move["to"]))
+
+
+def _router(move: dict, columns: list[str]) -> Any:
+    """The new instance of a key over ``columns`` (which include every hash output column)."""
+    positions = [columns.index(out) for out, _, _ in move["hash"]]
+    return lambda key: _instance_of(move, [key[p] for p in positions])
+
+
+def _materialize(states: dict[int, dict], store: Optional[BucketStore]) -> None:
+    """Replace every count a bucket's pickled states hold in place of their stored parts by a
+    plain dict of what the store holds for it."""
+    for inst, state in states.items():
+        for owner, field, ns, kind in stored_parts(state, inst):
+            held = owner[field]
+            if type(held) is not int:
+                continue
+            if store is None:
+                if held:
+                    raise RunError(f"the state store of instance {inst} is missing")
+                owner[field] = {}
+            elif kind is StoredTimes:
+                owner[field] = {key[1:]: t for t, key in store.timed(ns)}
+            else:
+                owner[field] = {key[1:]: value for key, value in store.scan(ns, (inst,))}
+
+
+def _split(name: str, inst: int, state: dict, move: dict, element: dict,
+           into: dict[int, dict]) -> None:
+    """Add the window rows, times and PER groups of old instance ``inst``'s ``state`` to the new
+    instances' states in ``into`` (made from ``state``'s skeleton as needed)."""
+    if state.get("vars"):
+        raise RunError(f"element '{name}' keeps variables per instance, which cannot be split")
+    window = state.get("output")
+    for owner, field, ns, _ in stored_parts(state, inst):
+        if owner is not window and owner[field]:
+            raise RunError(f"element '{name}' holds state ({ns}) that is not keyed by the hash "
+                           f"columns")
+    if window is not None and window.get("bucket") is not None:
+        raise RunError(f"element '{name}' keeps a KEEP EVERY bucket per instance")
+    by_key = _router(move, list(element["key"]))
+    per = list((element.get("keep") or {}).get("per") or [])
+    by_group = _router(move, per) if per else None
+
+    def target(j: int) -> dict:
+        if j not in into:
+            skeleton = {k: v for k, v in state.items() if k != "output"}
+            into[j] = copy.deepcopy(skeleton)
+            if window is not None:
+                into[j]["output"] = {**{k: copy.deepcopy(v) for k, v in window.items()
+                                        if k not in ("rows", "groups", "times")},
+                                     "rows": {}, "groups": {}, "times": {}}
+        elif state.get("seq") is not None and (into[j].get("seq") is None
+                                               or state["seq"] > into[j]["seq"]):
+            into[j]["seq"] = state["seq"]
+        return into[j]
+
+    if window is None:
+        return
+    for key, row in window["rows"].items():
+        target(by_key(key))["output"]["rows"][key] = row
+    for key, millis in window["times"].items():
+        target(by_key(key))["output"]["times"][key] = millis
+    for gkey, keys in window["groups"].items():
+        if by_group is None and not keys:
+            continue
+        j = by_group(gkey) if by_group is not None else by_key(next(iter(keys)))
+        target(j)["output"]["groups"][gkey] = keys
+
+
+def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element: dict) -> None:
+    """The new state directory of the per-instance element ``element`` (``state_dir + NEW``), as
+    the state is after ``batch``: state files and, where the old one had them, stores of
+    ``buckets`` buckets."""
+    name = element["name"]
+    target = state_dir + NEW
+    shutil.rmtree(target, ignore_errors=True)  # a build a crash cut short
+    os.makedirs(target)
+    root = rows_root(state_dir)
+    stored = os.path.isdir(root) and read_layout(root) is not None
+    into: dict[int, dict] = {}
+    due: list[int] = []
+    timed = False
+    for bucket, written in sorted(newest_batches(state_dir, batch + 1).items()):
+        has, deadline = saved_deadline(state_dir, bucket, written)
+        timed = timed or has
+        if deadline is not None:
+            due.append(deadline)
+        states = load_states(state_dir, bucket, batch + 1)
+        if stored and bucket < read_layout(root).buckets:
+            with BucketStore.open(root, bucket) as store:
+                store.begin(batch + 1)  # (the state after batch: later tries rolled back)
+                _materialize(states, store)
+        else:
+            _materialize(states, None)
+        for inst, state in sorted(states.items()):
+            _split(name, inst, state, move, element, into)
+    per_bucket: dict[int, dict[int, dict]] = {}
+    for inst, state in into.items():
+        per_bucket.setdefault(inst % buckets, {})[inst] = state
+    deadline = (min(due) if due else None,) if timed else None
+    if stored:
+        create(rows_root(target), buckets)
+    for bucket, states in sorted(per_bucket.items()):
+        if not stored:
+            save_states(target, bucket, batch, states, deadline)
+            continue
+        with BucketStore.open(rows_root(target), bucket) as store:
+            store.begin(batch)
+            detach(states, store)
+            save_states(target, bucket, batch, states, deadline)
+            store.commit(batch)
+
+
+def _rewritten(path: str, target: str, move: dict, columns: list[str]) -> None:
+    """The Parquet file ``path`` written to ``target`` with its ``__inst`` recomputed from the
+    ``columns`` of each row (one per hash column)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    table = pq.read_table(path)
+    if INST not in table.column_names or not all(c in table.column_names for c in columns):
+        shutil.copyfile(path, target)
+        return
+    import pyarrow.compute as pc
+    hashed = spark_pmod_hash_columns([table.column(c).combine_chunks() for c in columns],
+                                     [t for _, _, t in move["hash"]], int(move["to"]))
+    field = table.schema.field(INST)
+    was = table.column(INST)
+    new = pc.if_else(pc.is_null(was), pa.scalar(None, field.type),
+                     pa.array(hashed, pa.int64()).cast(field.type))
+    table = table.set_column(table.column_names.index(INST), field, new)
+    pq.write_table(table, target)
+
+
+def _build_native(state_dir: str, move: dict, batch: int) -> None:
+    """The new snapshot directory of a Spark group-by aggregation: its snapshot of ``batch``
+    (the newest up to it) with every group's ``__inst`` recomputed from its group columns."""
+    target = state_dir + NEW
+    shutil.rmtree(target, ignore_errors=True)
+    os.makedirs(target)
+    snapshots = sorted(glob.glob(os.path.join(state_dir, "state-*.parquet")))
+    kept = [p for p in snapshots if int(re.findall(r"\d+", os.path.basename(p))[0]) <= batch]
+    if kept:
+        _rewritten(kept[-1], os.path.join(target, os.path.basename(kept[-1])), move,
+                   [src for _, src, _ in move["hash"]])
+
+
+def _build_changelog(changelog_dir: str, move: dict) -> None:
+    """A window's changelog with each row's ``__inst`` the instance its key now has."""
+    if not os.path.isdir(changelog_dir):
+        return
+    target = changelog_dir + NEW
+    shutil.rmtree(target, ignore_errors=True)
+    os.makedirs(target)
+    for entry in sorted(os.scandir(changelog_dir), key=lambda e: e.name):
+        if entry.name.startswith("batch-") and entry.name.endswith(".parquet"):
+            _rewritten(entry.path, os.path.join(target, entry.name), move,
+                       [out for out, _, _ in move["hash"]])
+        elif entry.is_file() and not entry.name.startswith("."):
+            shutil.copyfile(entry.path, os.path.join(target, entry.name))

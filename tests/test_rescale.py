@@ -1,0 +1,238 @@
+"""A checkpoint moved to another number of partition instances (ccl/plan/rescale.py decides,
+runtime/rescale.py moves): resuming after the move gives the outputs of a run that had the new
+count from the start; what would change results is refused, naming the element and the reason."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+
+import pytest
+
+from ccl.plan.codec import plan_to_json
+from ccl.plan.planner import plan_project
+from ccl.plan.rescale import rescale_moves, why_not_rescaled
+from runtime.spark_hash import spark_pmod_hash
+from tests.cli_runner import run as ccl
+from tests.runner_e2e import run_project, write_rows
+
+PROJECT = """
+DECLARE PARAMETER integer PARTS := 2; END;
+CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
+CREATE OUTPUT WINDOW Recent PRIMARY KEY (Sym, TradeId) KEEP 2 ROWS PER (Sym)
+    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+AS SELECT * FROM Trades;
+CREATE OUTPUT WINDOW Totals PRIMARY KEY DEDUCED
+    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+AS SELECT t.Sym, sum(t.Qty) Qty, count(*) N FROM Trades t GROUP BY t.Sym;
+"""
+
+
+def _files(directory: str, batches: int) -> None:
+    """``batches`` files of trades over 11 symbols, one file a batch (in name order)."""
+    for b in range(batches):
+        write_rows(os.path.join(directory, f"t{b}.csv"), ["TradeId", "Sym", "Qty"],
+                   [(b * 40 + i, f"S{(b + i * 7) % 11}", i + b) for i in range(40)])
+
+
+def _outputs(out) -> dict:
+    return {"Recent": sorted((r["Sym"], r["TradeId"]) for r in out.rows("Recent")),
+            "Totals": sorted((r["Sym"], r["Qty"], r["N"]) for r in out.rows("Totals"))}
+
+
+def _plan(path: str, parts: int) -> dict:
+    plan, diags = plan_project(path, params={"PARTS": str(parts)})
+    assert plan is not None, [str(d) for d in diags]
+    return plan_to_json(plan)
+
+
+def _instances(run: str, element: str) -> set[int]:
+    """The instances whose states the element's state files hold."""
+    found: set[int] = set()
+    directory = os.path.join(run, "state", element)
+    for name in os.listdir(directory):
+        if name.endswith(".pkl"):
+            with open(os.path.join(directory, name), "rb") as f:
+                found |= set(pickle.load(f))
+    return found
+
+
+@pytest.mark.parametrize("first,then", [(2, 3), (4, 2), (4, 7), (7, 2)])
+def test_resumed_after_a_rescale_gives_the_outputs_of_the_new_count_from_the_start(
+        spark, tmp_path, first, then):
+    whole = tmp_path / "whole"
+    _files(str(whole / "in"), 3)
+    expected = _outputs(run_project(spark, whole, PROJECT, {"Trades": str(whole / "in")},
+                                    params={"PARTS": str(then)}))
+    split = tmp_path / "split"
+    _files(str(split / "in"), 2)
+    first_out = run_project(spark, split, PROJECT, {"Trades": str(split / "in")},
+                            params={"PARTS": str(first)})
+    assert first_out.stats("Totals")["instances"]  # (the aggregate ran partitioned)
+    run = str(split / "run")
+    assert _instances(run, "Recent") == {spark_pmod_hash([f"S{k}"], ["string"], first)
+                                         for k in range(11)}
+    code, out, err = ccl("rescale", run, "--param", f"PARTS={then}")
+    assert code == 0, err
+    assert f"Recent: {first} -> {then} instances" in out
+    assert f"Totals: {first} -> {then} instances" in out
+    # each symbol's rows in the instance Spark's hash gives it among the new count
+    assert _instances(run, "Recent") == {spark_pmod_hash([f"S{k}"], ["string"], then)
+                                         for k in range(11)}
+    assert json.loads(open(os.path.join(run, "plan.json")).read())["parameters"]["PARTS"] == then
+    assert not os.path.exists(os.path.join(run, "rescale.json"))
+    _files(str(split / "in"), 3)  # a third file, run on the moved state
+    got = run_project(spark, split, PROJECT, {"Trades": str(split / "in")},
+                      params={"PARTS": str(then)})
+    assert _outputs(got) == expected
+    assert got.bad_records() == []  # (a key held by two instances would be a conflict)
+
+
+def test_a_rescale_cut_short_is_finished_by_the_next_run(spark, tmp_path, monkeypatch):
+    """A crash while the directories are swapped: the journal makes the next run finish the
+    move before it compares plans."""
+    import runtime.rescale as rs
+    whole = tmp_path / "whole"
+    _files(str(whole / "in"), 2)
+    expected = _outputs(run_project(spark, whole, PROJECT, {"Trades": str(whole / "in")},
+                                    params={"PARTS": "3"}))
+    split = tmp_path / "split"
+    _files(str(split / "in"), 1)
+    run_project(spark, split, PROJECT, {"Trades": str(split / "in")}, params={"PARTS": "2"})
+    run = str(split / "run")
+    old, new = _plan(str(split / "p.ccl"), 2), _plan(str(split / "p.ccl"), 3)
+    moves, refused = rescale_moves(old, new)
+    assert refused == [] and set(moves) == {"Recent", "Totals"}
+    swapped: list[str] = []
+    real_swap = rs.swap_dir
+
+    def crash_after_three(path: str) -> None:
+        if len(swapped) == 3:  # the first element whole, the second not
+            raise KeyboardInterrupt("killed")
+        swapped.append(path)
+        real_swap(path)
+    monkeypatch.setattr(rs, "swap_dir", crash_after_three)
+    with pytest.raises(KeyboardInterrupt):
+        rs.rescale_run(run, old, new, moves)
+    assert json.loads(open(os.path.join(run, "rescale.json")).read())["swapping"] is True
+    monkeypatch.setattr(rs, "swap_dir", real_swap)
+    _files(str(split / "in"), 2)
+    got = run_project(spark, split, PROJECT, {"Trades": str(split / "in")}, params={"PARTS": "3"})
+    assert _outputs(got) == expected
+    assert not os.path.exists(os.path.join(run, "rescale.json"))
+
+
+# --- refusals: the rule alone, without Spark ------------------------------------------------------
+
+HEAD = """DECLARE PARAMETER integer PARTS := 2; END;
+CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
+CREATE INPUT WINDOW Names SCHEMA (Sym string, Name string) PRIMARY KEY (Sym);
+"""
+
+REFUSED = {
+    "roundrobin": ("""CREATE OUTPUT WINDOW W PRIMARY KEY (Sym, TradeId) PARTITION BY Trades
+        ROUNDROBIN PARTITIONS PARTS AS SELECT * FROM Trades;""", r"ROUNDROBIN"),
+    "custom": ("""CREATE OUTPUT WINDOW W PRIMARY KEY (Sym, TradeId) PARTITION BY Trades
+        { return length(Trades.Sym); } PARTITIONS PARTS AS SELECT * FROM Trades;""",
+               r"custom SPLASH function"),
+    "keep_rows": ("""CREATE OUTPUT WINDOW W PRIMARY KEY (Sym, TradeId) KEEP 3 ROWS
+        PARTITION BY Trades HASH(Sym) PARTITIONS PARTS AS SELECT * FROM Trades;""",
+                  r"KEEP 3 ROWS is counted per instance"),
+    "keep_per_other": ("""CREATE OUTPUT WINDOW W PRIMARY KEY (Sym, TradeId) KEEP 3 ROWS PER (Qty)
+        PARTITION BY Trades HASH(Sym) PARTITIONS PARTS AS SELECT * FROM Trades;""",
+                       r"KEEP 3 ROWS is counted per instance"),
+    "flex": ("""CREATE FLEX F IN Trades OUT OUTPUT STREAM Seen SCHEMA (Sym string, N integer)
+        PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+    BEGIN
+        DECLARE dictionary(string, integer) seen; END;
+        ON Trades {
+            if (isnull(seen[Trades.Sym])) { seen[Trades.Sym] := 0; }
+            seen[Trades.Sym] := seen[Trades.Sym] + 1;
+            output [Sym = Trades.Sym; N = seen[Trades.Sym];];
+        };
+    END;""", r"Flex variables are kept per instance, not keyed by the partition key"),
+    "join": ("""CREATE OUTPUT STREAM W PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+        AS SELECT t.TradeId TradeId, n.Name Name FROM Trades t INNER JOIN Names n
+        ON t.Sym = n.Sym;""", r"it joins"),
+    "group_without_hash": ("""CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED
+        PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+        AS SELECT t.Qty, count(*) N FROM Trades t GROUP BY t.Qty;""",
+                           r"GROUP BY does not include the hash column Sym"),
+    "key_without_hash": ("""CREATE OUTPUT WINDOW W PRIMARY KEY (TradeId)
+        PARTITION BY Trades HASH(Sym) PARTITIONS PARTS AS SELECT * FROM Trades;""",
+                         r"PRIMARY KEY does not include the hash column Sym"),
+    "source_keep": ("""CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED
+        PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+        AS SELECT t.Sym, max(t.Qty) M FROM Trades t KEEP 5 ROWS GROUP BY t.Sym;""",
+                    r"KEEP on its source t"),
+}
+
+
+def _plans(tmp_path, body: str) -> tuple[dict, dict]:
+    path = tmp_path / "p.ccl"
+    path.write_text(HEAD + body)
+    return _plan(str(path), 2), _plan(str(path), 3)
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_rescale_that_could_change_results_is_refused_naming_the_element_and_reason(
+        tmp_path, case):
+    body, reason = REFUSED[case]
+    old, new = _plans(tmp_path, body)
+    moves, refused = rescale_moves(old, new)
+    assert len(refused) == 1, refused
+    name = "Seen" if case == "flex" else "W"  # (a Flex's element is its output)
+    assert refused[0].startswith(f"element '{name}': ")
+    assert re.search(reason, refused[0]), refused[0]
+    assert name not in moves
+
+
+def test_hash_on_the_state_key_is_allowed_and_unchanged_counts_need_nothing(tmp_path):
+    body = """CREATE OUTPUT WINDOW W PRIMARY KEY (Sym, TradeId) KEEP 2 ROWS PER (Sym)
+        PARTITION BY Trades HASH(Sym) PARTITIONS PARTS AS SELECT * FROM Trades;
+    CREATE OUTPUT WINDOW T PRIMARY KEY (TradeId, Sym) KEEP 1 MINUTE
+        PARTITION BY Trades HASH(Sym) PARTITIONS PARTS AS SELECT * FROM Trades;
+    CREATE OUTPUT STREAM S PARTITION BY Trades ROUNDROBIN PARTITIONS 2
+        AS SELECT * FROM Trades WHERE Trades.Qty > 1;"""
+    old, new = _plans(tmp_path, body)
+    moves, refused = rescale_moves(old, new)
+    assert refused == []
+    assert set(moves) == {"W", "T"}  # S keeps its count
+    assert moves["W"]["hash"] == [["Sym", "Sym", "string"]] and moves["W"]["store"] == "engine"
+    elements = {e["name"]: e for e in new["elements"]}
+    # a stateless ROUNDROBIN filter holds nothing per instance: its count may change
+    assert not elements["S"]["stateful"] and why_not_rescaled(elements["S"], new) is None
+
+
+def test_ccl_rescale_refuses_without_touching_the_checkpoint(tmp_path):
+    """The refusal is printed per element and the checkpoint's plan stays as it was."""
+    old, _ = _plans(tmp_path, REFUSED["keep_rows"][0])
+    checkpoint = tmp_path / "ck"
+    checkpoint.mkdir()
+    (checkpoint / "plan.json").write_text(json.dumps(old, indent=1, sort_keys=True))
+    before = (checkpoint / "plan.json").read_text()
+    code, out, err = ccl("rescale", str(checkpoint), "--param", "PARTS=3")
+    assert code == 1
+    assert "element 'W': KEEP 3 ROWS is counted per instance" in err
+    assert "nothing was moved" in err
+    assert (checkpoint / "plan.json").read_text() == before
+    code, _, err = ccl("rescale", str(tmp_path / "nowhere"), "--param", "PARTS=3")
+    assert code == 2 and "plan.json" in err and "Traceback" not in err
+
+
+def test_ccl_run_rescale_refuses_before_spark_starts(tmp_path):
+    """`ccl run --rescale` asks the same rule first: a refusal ends the run before Spark starts;
+    without a checkpoint there is nothing to rescale."""
+    old, _ = _plans(tmp_path, REFUSED["roundrobin"][0])
+    checkpoint = tmp_path / "ck"
+    checkpoint.mkdir()
+    (checkpoint / "plan.json").write_text(json.dumps(old, indent=1, sort_keys=True))
+    project = str(tmp_path / "p.ccl")
+    code, _, err = ccl("run", project, "--checkpoint", str(checkpoint), "--param", "PARTS=3",
+                       "--rescale", "--until-idle", "--output-dir", str(tmp_path / "out"))
+    assert code == 1
+    assert "element 'W': it is partitioned ROUNDROBIN" in err
+    code, _, err = ccl("run", project, "--rescale", "--until-idle",
+                       "--output-dir", str(tmp_path / "out"))
+    assert code == 2 and "--checkpoint" in err
