@@ -82,7 +82,7 @@ BATCHES = [
 
 
 def _run_all(plan_text, state_dir):
-    outs, seq = [], 0
+    outs = []
     for batch_id in (0, 1, 2, 2, 3, 4, 4, 5):  # batches 2 and 4 run again (a crash before commit)
         table = _table(BATCHES[batch_id], 100 * batch_id)
         out = bucket_runner(plan_text, "o", frozenset(), state_dir, batch_id, 0)((None,), table)

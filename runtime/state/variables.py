@@ -26,7 +26,7 @@ every other variable (scalars, vectors, records, event caches: small).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 from ccl.splash.types import Type
 from ccl.splash.values import Dictionary
