@@ -94,7 +94,8 @@ examples:
   ccl run project.ccl --param PARTITIONS=4 --output-dir results
 
 Without --until-idle the job runs until Ctrl-C (new files in input directories are picked up).
-The output directory gets NAME.csv per OUTPUT element, _run.json and _bad_records.jsonl.
+The output directory gets NAME.csv per OUTPUT element, _run.json, _bad_records.jsonl and
+report.html (the run report, docs/report.md).
 """
 
 _PARSE_EXAMPLES = """\
