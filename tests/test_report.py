@@ -141,6 +141,11 @@ def test_ccl_report_command(tmp_path):
     assert 'id="CCL3002"' in target.read_text()
     code, _, err = run("report", str(tmp_path), "-o", str(target))  # no plan.json there
     assert code == 2 and "not a run directory" in err and "Traceback" not in err
+    broken = tmp_path / "broken"
+    for text in ("{not json", '{"elements": [{"kind": "stream"}]}'):
+        _write(str(broken / "plan.json"), text)
+        code, _, err = run("report", str(broken), "-o", str(target))
+        assert code == 2 and "plan.json" in err and "Traceback" not in err, err
     code, _, err = run("report", "nosuch", "--workspace", str(tmp_path / "ws"))
     assert code == 2 and "no project 'nosuch'" in err
     code, _, err = run("report", root, "--source", str(tmp_path / "missing.ccl"))

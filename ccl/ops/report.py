@@ -300,9 +300,22 @@ def collect(run_dir: str, plan: Optional[Mapping] = None, out_dir: Optional[str]
             warnings: Iterable[Warning_] = ()) -> RunReport:
     """The report of the run directory ``run_dir`` (its own ``plan.json`` unless ``plan`` is
     given); ``out_dir``: the run's output directory, once it has ended (``_run.json``)."""
-    plan = plan if plan is not None else saved_plan(run_dir)
+    if plan is None:
+        try:
+            plan = saved_plan(run_dir)
+        except (OSError, ValueError) as exc:
+            raise ReportError(f"{run_dir}: its plan.json cannot be read ({exc})") from None
     if not plan or not isinstance(plan.get("elements"), list):
         raise ReportError(f"{run_dir}: not a run directory (no plan.json)")
+    try:
+        return _collect(run_dir, plan, out_dir, warnings)
+    except (KeyError, TypeError, AttributeError) as exc:  # a plan.json edited or of another ccl
+        raise ReportError(f"{run_dir}: its plan.json is not a plan this ccl reads "
+                          f"({type(exc).__name__}: {exc})") from None
+
+
+def _collect(run_dir: str, plan: Mapping, out_dir: Optional[str],
+             warnings: Iterable[Warning_]) -> RunReport:
     dirs = RunDirs(run_dir)
     elements, rows_by_batch = element_reports(dirs, plan)
     run = _read_json(os.path.join(out_dir, "_run.json")) if out_dir else None
