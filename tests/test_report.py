@@ -155,7 +155,8 @@ def test_ccl_report_command(tmp_path):
 def _deployed(tmp_path, plan, src):
     ws = tmp_path / "ws"
     shutil.copytree(_run_dir(tmp_path, plan), ws / "demo" / "checkpoint")
-    _write(str(ws / "demo" / "project.json"), {"name": "demo", "project_file": str(src)})
+    _write(str(ws / "demo" / "project.json"), {"name": "demo", "project_file": str(src), "started": 1.0})
+    _write(str(ws / "demo" / "exit.json"), {"code": 0, "started": 1.0, "ended": 2.0})
     return ws
 
 
@@ -168,6 +169,7 @@ def test_live_page_reloads_when_a_batch_commits(tmp_path):
     status, ctype, body = respond(source, "/")
     assert status == 200 and ctype.startswith("text/html")
     page = body.decode()
+    assert page.split('class="meta">')[1].startswith("stopped")  # the deployed project's state
     assert "fetch(" in page and '"/state"' in page and 'id="CCL3002"' in page
     before = respond(source, "/state")[2].decode()
     assert before == state_token(source.run_dir) and before in page

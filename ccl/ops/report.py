@@ -25,7 +25,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping, Optional, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 from runtime.file_names import file_name
 from runtime.run_dir import RunDirs, saved_plan
@@ -135,6 +135,15 @@ class RunReport:
     graph_svg: str
     wall_seconds: Optional[float] = None
     finished: bool = False
+    state: Optional[str] = None  # a deployed project's (running, stopped, failed, ...)
+
+    @property
+    def state_text(self) -> str:
+        """What the header says of the run: finished (its outputs written), else the deployed
+        project's state, else in progress."""
+        if self.finished:
+            return "finished"
+        return self.state or "in progress (no _run.json yet)"
 
 
 # --- collecting --------------------------------------------------------------------------------
@@ -550,9 +559,14 @@ class ReportSource:
     plan: Optional[Mapping] = None
     out_dir: Optional[str] = None
     warnings: list[Warning_] = field(default_factory=list)
+    state: Optional[Callable[[], str]] = None  # a deployed project's state, asked per report
 
     def report(self) -> RunReport:
-        return collect(self.run_dir, self.plan, self._ended_out_dir(), self.warnings)
+        """The report as the files are now."""
+        report = collect(self.run_dir, self.plan, self._ended_out_dir(), self.warnings)
+        if self.state is not None:
+            report.state = self.state()
+        return report
 
     def _ended_out_dir(self) -> Optional[str]:
         """The output directory when its ``_run.json`` is of the run's last batches (a resumed
@@ -571,9 +585,10 @@ class ReportSource:
 def deployed_source(pd: object) -> ReportSource:
     """The report source of a deployed project (:class:`ccl.ops.workspace.ProjectDir`): its
     checkpoint, its compiled plan, its outputs, the warnings of its project file."""
-    from .workspace import job_plan
+    from .workspace import job_plan, project_state
 
     meta = pd.meta() or {}  # type: ignore[attr-defined]
     source = meta.get("project_file")
     warnings = source_warnings(source) if isinstance(source, str) and os.path.exists(source) else []
-    return ReportSource(pd.checkpoint, job_plan(pd), pd.out_dir, warnings)  # type: ignore[attr-defined]
+    return ReportSource(pd.checkpoint, job_plan(pd), pd.out_dir, warnings,  # type: ignore[attr-defined]
+                        state=lambda: str(project_state(pd).get("state")))
