@@ -27,15 +27,13 @@ from .job import element_query
 from .outputs import element_stats, output_adapters, write_outputs
 from .project_query import (BatchGuard, Deadlines, Ticker, project_batch, project_listing, query_dir,
                             ticks_dir, timed_stages)
-from .run_dir import RunDirs
+from .run_dir import BATCHES, PROJECT_QUERY, RunDirs
 from .rebucket import finish_rebucket, rebucket_run, why_not_rebucketed
 from .run_setup import (RunError, RunLayout, RunOptions, atomic_json, auto_buckets, layout_of,
                         prepare_run_dir)
 from .topology import is_input
 
 
-PROJECT_QUERY = "ccl:project"  # the name of the project's one query (runtime/project_query.py)
-BATCHES = "batches"  # RUN_DIR/batches/QUERY/batch-N.json: when each micro-batch of a query ran
 # per query id, the guard of the project's query (runtime.project_query.BatchGuard)
 _GUARDS: dict[str, BatchGuard] = {}
 IDLE_POLL = "100 milliseconds"  # trigger of until-idle queries that cannot use availableNow

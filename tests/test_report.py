@@ -9,8 +9,8 @@ import urllib.request
 
 import pytest
 
-from ccl.ops.report import (ReportSource, SAMPLES, Warning_, collect, instance_bars, render,
-                            state_token, warnings_of)
+from ccl.ops.report import (ReportSource, SAMPLES, collect, instance_bars, render, state_token,
+                            warnings_of)
 from ccl.ops.report_web import make_server, respond
 from ccl.plan.codec import plan_to_json
 from ccl.plan.planner import plan_project

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 from runtime.file_names import file_name
-from runtime.run_dir import RunDirs, saved_plan
+from runtime.run_dir import BATCHES, PROJECT_QUERY, RunDirs, saved_plan
 
 from ..cli.graph import build_graph, to_svg, xml_text
 from ..diagnostics import CATALOGUE
@@ -37,7 +37,6 @@ REPORT_FILE = "report.html"
 SAMPLES = 3  # sample rows shown per element and reason of bad records
 SKEWED = 2.0  # an instance holding more than this many times its share is flagged
 OPCODES = {"i": "insert", "u": "update", "d": "delete", "p": "upsert", "s": "safe delete"}
-PROJECT_QUERY = "ccl:project"  # runtime.run.PROJECT_QUERY (the project's one query)
 COLOURS = ("#2f6db5", "#d9822b", "#3c9a5f", "#a0449b", "#8a6d3b", "#c23b3b")
 
 
@@ -46,7 +45,7 @@ class ReportError(Exception):
 
 
 @dataclass
-class Warning_:
+class SafetyWarning:
     """A partition-safety warning of the project's source, and the element it flags."""
 
     code: str
@@ -131,7 +130,7 @@ class RunReport:
     elements: list[ElementReport]
     timings: list[BatchTiming]
     bad: list[BadGroup]
-    warnings: list[Warning_]
+    warnings: list[SafetyWarning]
     graph_svg: str
     wall_seconds: Optional[float] = None
     finished: bool = False
@@ -216,7 +215,7 @@ def batch_timings(dirs: RunDirs, plan: Mapping, rows_by_batch: Mapping[str, Mapp
     project = [str(n) for n in run.get("project_query") or []]
     elements = {str(e.get("name")): e for e in plan.get("elements", [])}
     timings = []
-    root = os.path.join(dirs.root, "batches")
+    root = os.path.join(dirs.root, BATCHES)
     queries = sorted(os.listdir(root)) if os.path.isdir(root) else []
     names = {file_name(q): q for q in [PROJECT_QUERY, *(f"ccl:{n}" for n in elements)]}
     for folder in queries:
@@ -225,7 +224,7 @@ def batch_timings(dirs: RunDirs, plan: Mapping, rows_by_batch: Mapping[str, Mapp
             continue
         members = project if query == PROJECT_QUERY else [query.removeprefix("ccl:")]
         counted = [m for m in members if m in elements and _is_input(elements[m])] or members
-        for path in dirs.batch_files("batches", "json", query):
+        for path in dirs.batch_files(BATCHES, "json", query):
             t, batch = _read_json(path), _batch_number(path)
             if t is None or batch is None:
                 continue
@@ -271,7 +270,7 @@ def _records(paths: Iterable[str]) -> Iterator[dict]:
             continue
 
 
-def flagged(plan: Mapping, warnings: Iterable[Warning_]) -> list[Warning_]:
+def flagged(plan: Mapping, warnings: Iterable[SafetyWarning]) -> list[SafetyWarning]:
     """``warnings`` (CCL3xxx only) with the element each belongs to: the element of the plan
     whose statement starts last at or before the warning's line, in the same file."""
     starts = sorted((_int(e.get("line")), str(e.get("name")), _path(e.get("file")))
@@ -285,7 +284,7 @@ def flagged(plan: Mapping, warnings: Iterable[Warning_]) -> list[Warning_]:
             before = [name for line, name, file in starts
                       if line <= w.line and (w.file is None or file is None or file == _path(w.file))]
             element = before[-1] if before else None
-        out.append(Warning_(w.code, w.message, w.line, element, w.file))
+        out.append(SafetyWarning(w.code, w.message, w.line, element, w.file))
     return out
 
 
@@ -293,20 +292,20 @@ def _path(file: object) -> Optional[str]:
     return os.path.abspath(file) if isinstance(file, str) and file else None
 
 
-def warnings_of(diagnostics: Iterable[object]) -> list[Warning_]:
+def warnings_of(diagnostics: Iterable[object]) -> list[SafetyWarning]:
     """The CCL3xxx warnings among ``diagnostics`` (:class:`ccl.diagnostics.Diagnostic`)."""
     found = []
     for d in diagnostics:
         code = str(getattr(d, "code", ""))
         span = getattr(d, "span", None)
         if code.startswith("CCL3"):
-            found.append(Warning_(code, str(getattr(d, "message", "")), getattr(span, "line", None),
+            found.append(SafetyWarning(code, str(getattr(d, "message", "")), getattr(span, "line", None),
                                   file=getattr(span, "file", None)))
     return found
 
 
 def collect(run_dir: str, plan: Optional[Mapping] = None, out_dir: Optional[str] = None,
-            warnings: Iterable[Warning_] = ()) -> RunReport:
+            warnings: Iterable[SafetyWarning] = ()) -> RunReport:
     """The report of the run directory ``run_dir`` (its own ``plan.json`` unless ``plan`` is
     given); ``out_dir``: the run's output directory, once it has ended (``_run.json``)."""
     if plan is None:
@@ -324,7 +323,7 @@ def collect(run_dir: str, plan: Optional[Mapping] = None, out_dir: Optional[str]
 
 
 def _collect(run_dir: str, plan: Mapping, out_dir: Optional[str],
-             warnings: Iterable[Warning_]) -> RunReport:
+             warnings: Iterable[SafetyWarning]) -> RunReport:
     dirs = RunDirs(run_dir)
     elements, rows_by_batch = element_reports(dirs, plan)
     run = _read_json(os.path.join(out_dir, "_run.json")) if out_dir else None
@@ -346,7 +345,7 @@ def _collect(run_dir: str, plan: Mapping, out_dir: Optional[str],
 
 # --- drawing -----------------------------------------------------------------------------------
 
-def graph_svg(plan: Mapping, elements: Sequence[ElementReport], warnings: Sequence[Warning_]) -> str:
+def graph_svg(plan: Mapping, elements: Sequence[ElementReport], warnings: Sequence[SafetyWarning]) -> str:
     """The ``ccl graph`` SVG with each edge labelled with the rows its source emitted (bad records
     for an error stream's edge) and its partitioning; flagged elements link to their warning."""
     graph = build_graph(plan)
@@ -508,7 +507,7 @@ def state_token(run_dir: str) -> str:
     """What changes when a micro-batch commits: the number and newest time of the batch and
     stats files (the live page reloads when it differs)."""
     count, newest = 0, 0.0
-    for what in ("batches", "stats"):
+    for what in (BATCHES, "stats"):
         root = os.path.join(run_dir, what)
         for folder in os.listdir(root) if os.path.isdir(root) else ():
             try:
@@ -523,7 +522,7 @@ def state_token(run_dir: str) -> str:
 
 
 def write_report(path: str, run_dir: str, plan: Optional[Mapping] = None,
-                 out_dir: Optional[str] = None, warnings: Iterable[Warning_] = ()) -> str:
+                 out_dir: Optional[str] = None, warnings: Iterable[SafetyWarning] = ()) -> str:
     """Write the report of ``run_dir`` to ``path`` (whole or not at all); returns ``path``."""
     html = render(collect(run_dir, plan, out_dir, warnings))
     folder = os.path.dirname(os.path.abspath(path))
@@ -534,7 +533,7 @@ def write_report(path: str, run_dir: str, plan: Optional[Mapping] = None,
     return path
 
 
-def source_warnings(path: str) -> list[Warning_]:
+def source_warnings(path: str) -> list[SafetyWarning]:
     """The CCL3xxx warnings of the project file ``path`` (checked as ``ccl check`` does, without
     its options); none when it cannot be read."""
     from ..analysis import analyze
@@ -558,7 +557,7 @@ class ReportSource:
     run_dir: str
     plan: Optional[Mapping] = None
     out_dir: Optional[str] = None
-    warnings: list[Warning_] = field(default_factory=list)
+    warnings: list[SafetyWarning] = field(default_factory=list)
     state: Optional[Callable[[], str]] = None  # a deployed project's state, asked per report
 
     def report(self) -> RunReport:
