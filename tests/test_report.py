@@ -221,6 +221,8 @@ def test_report_of_a_real_run_in_headless_chromium(tmp_path):
     assert code == 0, err
     page = out / "report.html"
     assert page.exists() and (out / "_run.json").exists()
+    batches = json.loads((out / "_run.json").read_text())["batches"]
+    assert batches["ccl_project"]["batches"] >= 1 and batches["ccl_project"]["seconds"] > 0
     dom = _chromium(["--dump-dom", page.as_uri()], tmp_path).stdout
     assert "<svg" in dom and ">priceW</text>" in dom and ">maxPriceW</text>" in dom
     assert "rows · HASH(isin)" in dom
