@@ -6,7 +6,8 @@
 - the files of output adapters (toolkit_file_csv_output, dsv_out): the element's changelog;
 - ``_bad_records.jsonl``: every bad record (element, reason, row), batch by batch;
 - ``_run.json``: per element rows in, rows out, bad records by reason and rows per instance, with
-  the Spark version and the wall time.
+  the Spark version and the wall time; per query its micro-batches' count, total and slowest
+  seconds (``batches``, from ``RUN/batches/QUERY/batch-N.json``).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from pyspark.sql import SparkSession
 from .csv_output import write_csv_tables
 from .inputs.formats import CsvFormat, adapter_properties
 from .frames import changelog_schema
-from .run_dir import RunDirs
+from .run_dir import BATCHES, RunDirs
 from .native_agg import final_contents
 from .processor import BATCH, INST, OP, SEQ, SUB
 from .run_setup import RunError
@@ -185,12 +186,31 @@ def write_outputs(spark: SparkSession, plan: dict, dirs: RunDirs, out_dir: str, 
                 log.warning("%s: %d row(s) of keys another instance held too; the later change "
                             "won (%s)", e["name"], len(replaced), "_bad_records.jsonl")
             conflicts += replaced
+    report["batches"] = batch_summary(dirs)
     for adapter, path, fmt in output_adapters(plan, base_dir):
         _write_adapter(plan, dirs, adapter, path, fmt)
     _merge_bad_records(dirs, plan, os.path.join(out_dir, "_bad_records.jsonl"), conflicts)
     with open(os.path.join(out_dir, "_run.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2, sort_keys=True)
     return report
+
+
+def batch_summary(dirs: RunDirs) -> dict[str, dict]:
+    """Per query (its run directory folder name: ``ccl_project``, ``ccl_ELEMENT``) the number of
+    micro-batches it ran, their total and their largest seconds (runtime.run.timed_batches)."""
+    summary: dict[str, dict] = {}
+    for path in dirs.batch_files(BATCHES, "json"):
+        try:
+            with open(path, encoding="utf-8") as f:
+                seconds = float(json.load(f)["seconds"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        s = summary.setdefault(os.path.basename(os.path.dirname(path)),
+                               {"batches": 0, "seconds": 0.0, "max_seconds": 0.0})
+        s["batches"] += 1
+        s["seconds"] = round(s["seconds"] + seconds, 4)
+        s["max_seconds"] = max(s["max_seconds"], seconds)
+    return summary
 
 
 def output_adapters(plan: dict, base_dir: str) -> list[tuple[dict, str, CsvFormat]]:

@@ -27,14 +27,14 @@ from .job import element_query
 from .outputs import element_stats, output_adapters, write_outputs
 from .project_query import (BatchGuard, Deadlines, Ticker, project_batch, project_listing, query_dir,
                             ticks_dir, timed_stages)
-from .run_dir import RunDirs
+from .run_dir import BATCHES, PROJECT_QUERY, RunDirs
 from .rebucket import finish_rebucket, rebucket_run, why_not_rebucketed
 from .rescale import finish_rescale
-from .run_setup import RunError, RunLayout, RunOptions, auto_buckets, layout_of, prepare_run_dir
+from .run_setup import (RunError, RunLayout, RunOptions, atomic_json, auto_buckets, layout_of,
+                        prepare_run_dir)
 from .topology import is_input
 
 
-PROJECT_QUERY = "ccl:project"  # the name of the project's one query (runtime/project_query.py)
 # per query id, the guard of the project's query (runtime.project_query.BatchGuard)
 _GUARDS: dict[str, BatchGuard] = {}
 IDLE_POLL = "100 milliseconds"  # trigger of until-idle queries that cannot use availableNow
@@ -109,8 +109,9 @@ def _start_query(spark: SparkSession, plan: dict, element: dict, options: RunOpt
         if element["name"] in layout.arrow_state:
             transform = arrow_transform(plan, element, dirs, layout.buckets)
             write = (lambda df, batch_id, write=write: write(transform(df, batch_id), batch_id))
-    return _started(spark, frame, write, dirs.of("queries", element["name"]), f"ccl:{element['name']}",
-                    options, element["physical"]["uses_time"])
+    name = f"ccl:{element['name']}"
+    return _started(spark, frame, timed_batches(write, dirs, name), dirs.of("queries", element["name"]),
+                    name, options, element["physical"]["uses_time"])
 
 
 def _start_project(spark: SparkSession, plan: dict, options: RunOptions, dirs: RunDirs,
@@ -128,7 +129,8 @@ def _start_project(spark: SparkSession, plan: dict, options: RunOptions, dirs: R
         timed = timed_stages(plan, layout)
         ticker = Ticker(ticks_dir(dirs)) if timed and not options.until_idle else None
         guard = BatchGuard(ticker)
-        query = _started(spark, listing, project_batch(plan, options, dirs, layout, guard),
+        write = timed_batches(project_batch(plan, options, dirs, layout, guard), dirs, PROJECT_QUERY)
+        query = _started(spark, listing, write,
                          query_dir(dirs), PROJECT_QUERY, options, False, options.poll_interval)
         _GUARDS[str(query.id)] = guard
         if ticker is not None:  # the timers the saved states hold
@@ -160,6 +162,19 @@ def _started(spark: SparkSession, frame: DataFrame, write: Callable[[DataFrame, 
     else:
         writer = writer.trigger(processingTime=interval or options.trigger_interval)
     return writer.start()
+
+
+def timed_batches(write: Callable[[DataFrame, int], None], dirs: RunDirs,
+                  query: str) -> Callable[[DataFrame, int], None]:
+    """``write`` that also records when each batch of ``query`` ran, once it has committed its
+    files: ``RUN_DIR/batches/QUERY/batch-N.json`` with ``start`` (epoch seconds) and ``seconds``
+    (the batch function's wall time), which the run report draws as latency and throughput."""
+    def write_timed(df: DataFrame, batch_id: int) -> None:
+        start, began = time.time(), time.monotonic()
+        write(df, batch_id)
+        atomic_json(dirs.batch_file(BATCHES, query, batch_id, "json"),
+                    {"start": round(start, 3), "seconds": round(time.monotonic() - began, 4)})
+    return write_timed
 
 
 def _checked(call: Callable, *args: object):

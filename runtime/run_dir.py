@@ -21,6 +21,8 @@ from .state.rows import LAYOUT as STATE_LAYOUT
 
 PLAN_FILE = "plan.json"
 RUN_FILE = "run.json"
+PROJECT_QUERY = "ccl:project"  # the name of the project's one query (runtime/project_query.py)
+BATCHES = "batches"  # BATCHES/QUERY/batch-N.json: when each micro-batch of a query ran (runtime.run)
 
 
 @dataclass

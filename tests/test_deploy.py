@@ -691,6 +691,8 @@ def test_real_standalone_cluster_deploy_publish_subscribe_stop(tmp_path):
         assert json.loads(out)["state"] == "stopped"
         written = _large_trades(Path(workspace) / "rr" / "out" / "LargeTrades.csv")
         assert written == expected + ["900001", "900003"]  # outputs written by the graceful stop
+        report = (Path(workspace) / "rr" / "out" / "report.html").read_text()  # by the supervisor
+        assert "LargeTrades" in report and 'class="meta">finished' in report.replace("\n", "")
         # the whole log: the cluster's shutdown may log stack traces after the driver's summary
         code, out, _ = _ccl(env, "logs", "rr", "-n", "100000")
         assert code == 0 and "LargeTrades: 303 in, 101 out" in out

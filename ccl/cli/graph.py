@@ -234,6 +234,8 @@ def layout(graph: Graph) -> tuple[dict[int, Box], float, float]:
                       len(n.lines) * LINE_H + 2 * PAD) for n in graph.nodes}
     heights = {c: sum(size[i][1] for i in col) + ROW_GAP * (len(col) - 1)
                for c, col in columns.items()}
+    # wide enough for the longest edge label (font size 10: about 6 px a character)
+    gap = max([COL_GAP] + [len(e.label) * 6.0 + 30 for e in graph.edges])
     total_h = max(heights.values(), default=0)
     boxes: dict[int, Box] = {}
     x = MARGIN
@@ -244,8 +246,8 @@ def layout(graph: Graph) -> tuple[dict[int, Box], float, float]:
             w, h = size[i]
             boxes[i] = Box(x + (col_w - w) / 2, y, w, h)
             y += h + ROW_GAP
-        x += col_w + COL_GAP
-    width = max(x - COL_GAP + MARGIN, 2 * MARGIN + len(graph.title) * CHAR_W)
+        x += col_w + gap
+    width = max(x - gap + MARGIN, 2 * MARGIN + len(graph.title) * CHAR_W)
     return boxes, width, total_h + 2 * MARGIN + LINE_H
 
 
@@ -268,7 +270,10 @@ def _f(v: float) -> str:
     return f"{v:.1f}".rstrip("0").rstrip(".")
 
 
-def to_svg(graph: Graph) -> str:
+def to_svg(graph: Graph, links: Optional[Mapping[str, str]] = None) -> str:
+    """The SVG drawing of ``graph``; ``links``: per element name a URL its box links to (the run
+    report links elements flagged by a warning to its explanation, and draws them in red)."""
+    links = links or {}
     boxes, width, height = layout(graph)
     out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{_f(width)}" height="{_f(height)}" '
             f'viewBox="0 0 {_f(width)} {_f(height)}" font-family="monospace" font-size="12">'),
@@ -301,13 +306,17 @@ def to_svg(graph: Graph) -> str:
         fill = "#ffffff" if node.external else _FILL.get(node.role, "#f4f4f4")
         dash = ' stroke-dasharray="4 3"' if node.external else ""
         rx = 8 if node.kind == "window" else 2
-        out.append(f'<g class="node"><rect x="{_f(box.x)}" y="{_f(box.y)}" width="{_f(box.w)}" '
-                   f'height="{_f(box.h)}" rx="{rx}" fill="{fill}" stroke="#555"{dash}/>')
+        link = links.get(node.name) if not node.external else None
+        stroke = ' stroke="#c62828" stroke-width="2"' if link else ' stroke="#555"'
+        if link:
+            out.append(f'<a href="{xml_text(link)}">')
+        out.append(f'<g class="node{" flagged" if link else ""}"><rect x="{_f(box.x)}" y="{_f(box.y)}" '
+                   f'width="{_f(box.w)}" height="{_f(box.h)}" rx="{rx}" fill="{fill}"{stroke}{dash}/>')
         for k, line in enumerate(node.lines):
             weight = ' font-weight="bold"' if k == 0 else ""
             out.append(f'<text x="{_f(box.x + box.w / 2)}" y="{_f(box.y + PAD + LINE_H * (k + 1) - 4)}" '
                        f'text-anchor="middle"{weight}>{xml_text(line)}</text>')
-        out.append("</g>")
+        out.append("</g></a>" if link else "</g>")
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

@@ -97,7 +97,8 @@ examples:
                                                       go on from ckpt with another instance count
 
 Without --until-idle the job runs until Ctrl-C (new files in input directories are picked up).
-The output directory gets NAME.csv per OUTPUT element, _run.json and _bad_records.jsonl.
+The output directory gets NAME.csv per OUTPUT element, _run.json, _bad_records.jsonl and
+report.html (the run report, docs/report.md).
 """
 
 _VERIFY_EXAMPLES = """\
@@ -288,6 +289,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_options(rescale)
     rescale.set_defaults(func=cmd_rescale)
 
+    report = sub.add_parser(
+        "report", help="a run's report as one self-contained HTML page",
+        description="The report of a run directory (a --checkpoint DIR of 'ccl run') or of a "
+                    "deployed project NAME: the project graph with rows per edge, rows in and out "
+                    "per element, bad records with samples, latency and throughput per "
+                    "micro-batch, rows per partition instance with their skew. 'ccl run' writes "
+                    "it as report.html beside _run.json.")
+    report.add_argument("target", metavar="RUN_DIR|NAME")
+    report.add_argument("-o", dest="output", default="report.html", metavar="FILE.html",
+                        help="where to write it (default: report.html)")
+    report.add_argument("--source", metavar="FILE.ccl",
+                        help="the project file, for its partition-safety warnings (a deployed "
+                             "project's own by default)")
+    report.add_argument("--output-dir", metavar="DIR",
+                        help="the run's output directory (_run.json), once it has ended")
+    _add_workspace_option(report)
+    report.set_defaults(func=cmd_report)
+
     _add_deploy_parsers(sub)
 
     parse = sub.add_parser(
@@ -334,6 +353,11 @@ def _add_deploy_parsers(sub) -> None:
         formatter_class=fmt)
     status.add_argument("name", nargs="?", metavar="NAME")
     status.add_argument("--format", choices=("text", "json"), default="text")
+    status.add_argument("--web", action="store_true",
+                        help="serve NAME's run report on http://127.0.0.1:PORT/, reloaded as "
+                             "micro-batches commit (until Ctrl-C)")
+    status.add_argument("--port", type=int, default=0,
+                        help="the port of --web (default: any free port)")
     _add_workspace_option(status)
     status.set_defaults(func=cmd_status)
 
@@ -710,6 +734,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 result = run_plan(spark, plan, options, out_dir, status=status_writer(err), stop=stop)
             finally:
                 stop_session(spark)
+            _write_run_report(result.run_dir, plan_to_json(plan), out_dir, diags, err)
     except Exception as exc:
         if spark_gone(exc):  # killed under us: what it left is in the checkpoint
             newline = "\n" if getattr(err, "isatty", lambda: False)() else ""  # after the status line
@@ -733,6 +758,18 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         _copy_file(os.path.join(out_dir, "_bad_records.jsonl"), str(bad_file.value))
     out.write(result.summary())
     return EXIT_OK
+
+
+def _write_run_report(run_dir: str, plan: dict, out_dir: str, diags: list, err: TextIO) -> None:
+    """``report.html`` beside ``_run.json``; a report that cannot be written is a note, not a
+    failed run (the outputs are there)."""
+    from ..ops.report import REPORT_FILE, warnings_of, write_report
+
+    try:
+        write_report(os.path.join(out_dir, REPORT_FILE), run_dir, plan, out_dir,
+                     warnings_of(diags))
+    except Exception as exc:  # the run's outputs are written; the report is extra
+        err.write(f"ccl run: note: the run report was not written: {exc}\n")
 
 
 def _require_rocksdb(settings: "Settings") -> None:
@@ -995,6 +1032,8 @@ def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                             project_state, summary_line)
 
     workspace = _workspace(args)
+    if args.web:
+        return _serve_report(args, workspace, err)
     if args.name:
         states = [project_state(deployed(workspace, args.name))]
     else:
@@ -1010,9 +1049,55 @@ def cmd_status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _serve_report(args: argparse.Namespace, workspace: str, err: TextIO) -> int:
+    """`ccl status NAME --web`: the live run report."""
+    from ..ops.report import deployed_source
+    from ..ops.report_web import serve
+    from ..ops.workspace import deployed
+
+    if not args.name:
+        raise UsageError("--web: name the deployed project (ccl status NAME --web)")
+    if not 0 <= args.port <= 65535:
+        raise UsageError("--port: expected a port number (0: any free port)")
+    source = deployed_source(deployed(workspace, args.name))
+    try:
+        serve(source, args.port, started=lambda url: err.write(
+            f"the run report of {args.name} on {url} (Ctrl-C to stop)\n") and err.flush())
+    except OSError as exc:
+        raise UsageError(f"--port {args.port}: {exc.strerror or exc}") from None
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`ccl report RUN_DIR|NAME -o FILE.html`: a run's report."""
+    from ..ops.report import ReportError, ReportSource, deployed_source, render, source_warnings
+    from ..ops.workspace import deployed
+
+    if os.path.isdir(args.target):
+        source = ReportSource(args.target, out_dir=args.output_dir)
+    else:
+        source = deployed_source(deployed(_workspace(args), args.target))
+        source.out_dir = args.output_dir or source.out_dir
+    if args.source:
+        if not os.path.isfile(args.source):
+            raise UsageError(f"--source {args.source}: no such file")
+        source.warnings = source_warnings(args.source)
+    try:
+        page = render(source.report())
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(page)
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    out.write(f"wrote {args.output}\n")
+    return EXIT_OK
+
+
 def cmd_list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl list`: the deployed projects."""
-    args.name, args.format = None, "text"
+    args.name, args.format, args.web = None, "text", False
     return cmd_status(args, out, err)
 
 

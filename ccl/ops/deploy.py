@@ -371,8 +371,26 @@ def supervise(root: str, started: float, cmd: Sequence[str]) -> int:
     if copier is not None:
         copier.join(timeout=5.0)  # ends when the last process holding the pipe does
     os.close(log)
+    _write_report(pd)
     write_json(pd.exit_file, {"code": code, "started": started, "ended": time.time()})
     return 0
+
+
+def _write_report(pd: ProjectDir) -> None:
+    """The run report beside the outputs' ``_run.json`` (as ``ccl run`` writes it), once the
+    driver has ended; a report that cannot be made is left out (the run is not failed for it)."""
+    from .report import REPORT_FILE, deployed_source, render
+
+    try:
+        source = deployed_source(pd)
+        page = render(source.report())
+        os.makedirs(pd.out_dir, exist_ok=True)
+        target = os.path.join(pd.out_dir, REPORT_FILE)
+        with open(target + ".tmp", "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(target + ".tmp", target)
+    except Exception:  # exit.json must still be written: `ccl stop` and `ccl status` wait for it
+        pass
 
 
 def _main(argv: Sequence[str]) -> int:
