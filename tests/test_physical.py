@@ -321,8 +321,10 @@ def test_explain_prints_the_plans_decisions_as_the_plan_holds_them(tmp_path):
             "(sym)); a stage of the project's query\n") in text
     k = next(e for e in typed.elements if e.name == "k")
     assert k.physical.arrow and k.physical.kernel == "keep"
-    assert "    decided: keep kernel; applyInArrow with state files; a stage of the project's query\n" in text
+    assert ("    decided: keep kernel; applyInArrow with state files; keyed state in the state store; "
+            "a stage of the project's query\n") in text
     changed = dataclasses.replace(typed, elements=tuple(
-        dataclasses.replace(e, physical=dataclasses.replace(e.physical, kernel=None, project_stage=False))
+        dataclasses.replace(e, physical=dataclasses.replace(e.physical, kernel=None, project_stage=False,
+                                                            window_store=False))
         if e.name == "k" else e for e in typed.elements))
     assert "    decided: applyInArrow with state files; a query of its own\n" in explain_physical(changed)

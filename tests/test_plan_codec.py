@@ -48,6 +48,8 @@ def _data(**changes):
 
 @pytest.mark.parametrize("data, message", [
     (_data(version=1), "plan version 1 is not supported .*run `ccl compile` again"),
+    (_data(version=3), "^plan version 3 is not supported .this ccl reads version 4.: run `ccl compile` "
+                       "again on the project$"),
     (_data(version=99), "plan version 99"),
     ({"format": "x"}, "not a compiled CCL plan"),
     ([], "not a compiled CCL plan"),
