@@ -76,6 +76,12 @@ class BucketRun:
     reading a reference) come before all others: ESP looks a reference up in its database when a
     row arrives, so its rows are data already there, not events that race with the element's other
     inputs. Output rows are tuples ``(kind, inst, seq, sub, op, info, values)``.
+
+    Whether a columnar kernel runs the bucket, and which, is the plan's decision
+    (``physical.kernel``, :func:`runtime.engine.kernels.make_kernel`), not chosen here. What is
+    still checked at run time is what the compiler cannot know: per batch and instance, whether
+    the kernel takes that instance's state and rows (the instances it hands back run through the
+    engine for that batch).
     """
 
     def __init__(self, plan_text: str, element_name: str,

@@ -41,7 +41,8 @@ def uses_window_store(element: dict) -> bool:
     """Whether the keyed state (window rows and times, aggregate groups) of the per-instance
     element ``element`` (a plan element) lives in the bucket's state store when
     runtime/arrow_state.py runs it: the plan's decision (``physical.window_store``,
-    ``ccl.plan.decisions.window_store``), read as it is."""
+    ``ccl.plan.decisions.window_store``), read as it is. (The one run-time fact kept: an element
+    whose built engine holds no windows or groups opens no store, runtime/arrow_state.py.)"""
     return bool(element["physical"]["window_store"])
 
 
