@@ -158,10 +158,11 @@ def decide(plan: dict, native_operators: bool = True) -> dict:
     for e in plan["elements"]:
         path, why = _path(e, plan, native[e["name"]])
         adapter = ph.input_adapter(plan, e["name"])
+        columnar = ph.columnar_aggregation(e, plan)
         physical = {
             "path": path, "why": why, "native": native[e["name"]], "instances": ph.instance_count(e),
-            "uses_time": e["name"] in timed, "columnar": ph.columnar_aggregation(e, plan),
-            "kernel": ph.columnar_kernel(e, plan) if native[e["name"]] is None else None,
+            "uses_time": e["name"] in timed, "columnar": columnar,
+            "kernel": ph.columnar_kernel(e, plan, columnar) if native[e["name"]] is None else None,
             "group_columns": ph.group_columns(e, plan), "arrow": e["name"] in arrow,
             "window_store": window_store(e, e["name"] in arrow, e["name"] in timed),
             "fused_consumers": fused.get(e["name"], []), "unrecorded": e["name"] in unrecorded,
