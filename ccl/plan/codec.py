@@ -1,4 +1,4 @@
-"""The one JSON form of a plan (docs/plan.md): format ``ccl-plan``, version :data:`~ccl.plan.model.PLAN_VERSION`.
+"""The one JSON form of a plan (docs/plan.md): format ``ccl-plan``, version ``PLAN_VERSION``.
 
 :func:`plan_to_json` and :func:`plan_from_json` are inverses; expressions and SPLASH code are
 decoded into syntax trees here, once. Data that is not a plan of this version raises
