@@ -76,30 +76,31 @@ class BucketRun:
     reading a reference) come before all others: ESP looks a reference up in its database when a
     row arrives, so its rows are data already there, not events that race with the element's other
     inputs. Output rows are tuples ``(kind, inst, seq, sub, op, info, values)``.
+
+    Whether a columnar kernel runs the bucket, and which, is the plan's decision
+    (``physical.kernel``, :func:`runtime.engine.kernels.make_kernel`), not chosen here. What is
+    still checked at run time is what the compiler cannot know: per batch and instance, whether
+    the kernel takes that instance's state and rows (the instances it hands back run through the
+    engine for that batch).
     """
 
     def __init__(self, plan_text: str, element_name: str,
                  first_ports: frozenset[int] = frozenset()) -> None:
-        from .engine.columnar import ColumnarAggregation
-        from .engine.element import Engine
         from .engine.flex import make_engine
-        from .engine.kernels.window_agg import WindowAggregation
+        from .engine.kernels import AGGREGATIONS, make_kernel
 
         plan = json.loads(plan_text)
         element = next(e for e in plan["elements"] if e["name"] == element_name)
         self.element = element
         self.engine = make_engine(element, plan, 0)
         self.columns = [name for name, _ in element["columns"]]
-        # an aggregation run a bucket at a time (the plan's ``columnar``): of a stream, or of a
-        # window or delta stream (runtime/engine/kernels/window_agg.py)
-        self.columnar = None
-        if (isinstance(self.engine, Engine) and self.engine.declared is None
-                and element["physical"]["columnar"]):
-            windowed = self.engine.selects[0].sources[0].kind in ("window", "delta stream")
-            self.columnar = (WindowAggregation if windowed else ColumnarAggregation)(self.engine, plan)
-        # another element a columnar kernel runs a bucket at a time (the plan's ``kernel``)
-        from .engine.kernels import make_kernel
-        self.kernel = make_kernel(element, self.engine, plan, first_ports) if self.columnar is None else None
+        # the columnar kernel the plan names (``physical.kernel``): an aggregation run a bucket at
+        # a time (of a stream, or of a window or delta stream: runtime/engine/kernels/
+        # window_agg.py), or another kernel
+        kernel = make_kernel(element, self.engine, plan, first_ports)
+        aggregation = element["physical"]["kernel"] in AGGREGATIONS
+        self.columnar = kernel if aggregation else None
+        self.kernel = None if aggregation else kernel
         # (seq, src, sub, port) order; rows of a reference's port first when there is one
         self.order = ((lambda x: (x[3] not in first_ports, *x[:4])) if first_ports
                       else (lambda x: x[:4]))

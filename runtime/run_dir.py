@@ -23,6 +23,11 @@ PLAN_FILE = "plan.json"
 RUN_FILE = "run.json"
 PROJECT_QUERY = "ccl:project"  # the name of the project's one query (runtime/project_query.py)
 BATCHES = "batches"  # BATCHES/QUERY/batch-N.json: when each micro-batch of a query ran (runtime.run)
+# The plan versions whose run directories this runtime reads: version 3 differs from 4 only in
+# decisions the compiler now records (``kernel`` of aggregations, ``window_store``), none of which
+# the run directory holds (its run.json lists the window-store elements as a version 3 run found
+# them, by the same rule).
+READABLE_VERSIONS = (3, PLAN_VERSION)
 
 
 @dataclass
@@ -65,7 +70,7 @@ def older_layout(root: str, saved: dict) -> Optional[str]:
     """Why the run directory ``root``, begun with the plan ``saved``, is of a layout this runtime
     does not read (one sentence without the remedy); None when it reads it."""
     version = saved.get("version")
-    if version != PLAN_VERSION or not os.path.exists(os.path.join(root, RUN_FILE)):
+    if version not in READABLE_VERSIONS or not os.path.exists(os.path.join(root, RUN_FILE)):
         return (f"it was written by an older ccl (plan version {version!r}), whose layout this "
                 f"ccl does not read")
     try:

@@ -209,7 +209,7 @@ def _differential_plan(tmp_path, name: str) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(DIFFERENTIAL))
-def test_the_state_store_gives_the_rows_of_the_pickled_state(tmp_path, monkeypatch, name):
+def test_the_state_store_gives_the_rows_of_the_pickled_state(tmp_path, name):
     """The same batches (inserts, updates of held keys, evictions, a batch run again) through the
     state store and through the pickled layout give the same output rows."""
     import runtime.arrow_state as arrow_state
@@ -223,7 +223,7 @@ def test_the_state_store_gives_the_rows_of_the_pickled_state(tmp_path, monkeypat
     ops = ([["i", "i", "i", "i"], ["u", "u", "i", "u"], ["i", "u", "u"], ["d", "d", "d", "i"]]
            if "from h" in DIFFERENTIAL[name] else None)
 
-    def run(state):
+    def run(state, plan_text=plan_text):
         outs, seq = [], 0
         for batch_id in (0, 1, 1, 2, 3):
             table = _orders(batches[batch_id], seq)
@@ -240,8 +240,12 @@ def test_the_state_store_gives_the_rows_of_the_pickled_state(tmp_path, monkeypat
         agg = st["selects"][0]["agg"]
         assert agg is None or all(type(agg[part]) is int for part in ("groups", "inputs", "out"))
         assert type(st["output"]["rows"]) is int
-    monkeypatch.setattr(arrow_state, "uses_window_store", lambda element: False)
-    assert run(str(tmp_path / "pickle")) == stored
+    # the plan's decision flipped (the compiler's, which the runtime reads): the pickled layout
+    plan = json.loads(plan_text)
+    next(e for e in plan["elements"] if e["name"] == "w")["physical"]["window_store"] = False
+    assert run(str(tmp_path / "pickle"), json.dumps(plan)) == stored
+    assert not os.path.exists(arrow_state.rows_root(str(tmp_path / "pickle")))
+    assert os.path.exists(arrow_state.rows_root(str(tmp_path / "store")))
     assert [r["__op"] for r in stored[1] if r["__kind"] == "row"]  # the batches changed something
 
 
@@ -309,7 +313,7 @@ def test_the_state_store_gives_the_rows_of_the_pickled_state_at_moving_times(tmp
                [(0, 8, 80), (0, 6, 61)]]
     times = [1_000, 2_000, 3_500, 6_000, 6_500]
 
-    def run(state):
+    def run(state, plan_text=plan_text):
         outs, seq = [], 0
         for batch_id in (0, 1, 2, 2, 3, 4):
             table = _orders(batches[batch_id], seq)

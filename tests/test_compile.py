@@ -260,6 +260,28 @@ def test_submit_refuses_bad_plans_and_options_before_starting_spark(tmp_path, mo
     assert submit.main(["--help"], out=out, err=err) == 0 and "--output-dir" in out.getvalue()
 
 
+def test_a_job_whose_plan_is_of_an_older_version_says_to_compile_again(tmp_path, monkeypatch, capsys):
+    """A ``.ccx`` written by an older ccl (version 3: before the kernel and state-store decisions
+    were in the plan), run by its generated job: one line saying to run `ccl compile` again, exit
+    code 2, no traceback and no Spark session."""
+    src = tmp_path / "maxp.ccl"
+    with open(os.path.join(SEEDS, "hash_maxprice.ccl"), encoding="utf-8") as f:
+        src.write_text(f.read())
+    assert run("compile", str(src))[0] == 0
+    ccx = tmp_path / "maxp.ccx"
+    old = json.loads(ccx.read_text())
+    assert old["version"] == PLAN_VERSION == 4
+    ccx.write_text(json.dumps({**old, "version": 3}))
+    monkeypatch.setattr(submit, "session", lambda *a: pytest.fail("no session for an old plan"))
+    monkeypatch.setattr(sys, "argv", [str(tmp_path / "maxp_job.py"), "--until-idle"])
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_path(str(tmp_path / "maxp_job.py"), run_name="__main__")
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err == ("ccl job: error: plan version 3 is not supported (this ccl reads version 4): "
+                   "run `ccl compile` again on the project\n")
+
+
 def test_submit_options_and_defaults(tmp_path):
     ccx = tmp_path / "x.ccx"
     ccx.write_text(json.dumps(_plan()))

@@ -74,7 +74,7 @@ def bucket_run(tmp_path, query, mode: str = "batch") -> BucketRun:
     path = tmp_path / "p.ccl"
     path.write_text(SOURCE + f"CREATE OUTPUT WINDOW W {key} AS {text};\n"
                     + (OBSERVED if mode == "rows" else ""))
-    plan, diags = plan_json(str(path))
+    plan, diags = plan_json(str(path), native_operators=False)  # (per-instance, as BucketRun runs)
     assert plan is not None, [str(d) for d in diags]
     assert columnar_aggregation(plan["elements"][1], plan) == mode
     run = BucketRun(json.dumps(plan), "W")

@@ -249,9 +249,26 @@ def test_a_failing_row_is_the_engines_bad_record(tmp_path):
     assert (inst, seq, sub, row["v"]) == (0, 12, 1, 1) and "x" in reason
 
 
-def test_a_kernel_the_runtime_cannot_use_leaves_the_element_to_the_engine(tmp_path):
-    """A plan naming the join kernel for an element it cannot run (here an aggregation), or a
-    kernel this runtime does not have: BucketRun runs the element row by row."""
+def test_the_runtime_runs_the_kernel_the_plan_names_and_chooses_none_itself(tmp_path):
+    """The kernel is the compiler's decision, read from the plan: a join plan whose ``kernel`` is
+    taken away runs row by row; a plan naming the join kernel for an element it cannot run (here
+    an aggregation) is refused with the element's name, not quietly run by the engine; and a
+    kernel this runtime does not have is refused where the plan is read (one line, no traceback
+    for the user: runtime.submit.decode_plan)."""
+    from ccl.plan.codec import PlanFormatError, plan_from_json
+    from runtime.submit import SubmitError, decode_plan
+
+    (tmp_path / "j").mkdir()
+    join = bucket_run(tmp_path / "j", "expressions", True)
+    plan, _ = plan_json(str(tmp_path / "j" / "p.ccl"))
+    next(e for e in plan["elements"] if e["name"] == "J")["physical"]["kernel"] = None
+    run = BucketRun(json.dumps(plan), "J", frozenset([1]))
+    assert run.kernel is None and run.columnar is None
+    w = [(0, (1, {"k": "a", "name": "x", "f": 2.0}), "i", None, False, 0)]
+    t = table(["W"], w + [(0, (0, {"k": "a", "p": 1.0, "v": 2, "n": 1}), "i", None, False, 0)], 10)
+    assert same(in_order(outputs(run, run.process_table({}, t, 0))),
+                in_order(outputs(join, join.process_table({}, t, 0))))
+
     path = tmp_path / "p.ccl"
     path.write_text(SOURCES + "CREATE OUTPUT WINDOW A PRIMARY KEY DEDUCED AS "
                     "SELECT s.k k, count(*) c FROM S s LEFT JOIN W w ON s.k = w.k GROUP BY s.k;\n")
@@ -259,9 +276,14 @@ def test_a_kernel_the_runtime_cannot_use_leaves_the_element_to_the_engine(tmp_pa
     assert plan is not None, [str(d) for d in diags]
     element = next(e for e in plan["elements"] if e["name"] == "A")
     assert element["physical"]["kernel"] is None
-    for name in ("join", "no such kernel"):
-        element["physical"]["kernel"] = name
-        run = BucketRun(json.dumps(plan), "A")
-        assert run.kernel is None
-        t = table(["W"], [(0, (0, {"k": "a", "p": 1.0, "v": 1, "n": 1}), "i", None, False, 0)], 5)
-        assert len(outputs(run, run.process_table({}, t, 0))) == 2   # its count, its row
+    assert BucketRun(json.dumps(plan), "A").kernel is None
+    element["physical"]["kernel"] = "join"
+    with pytest.raises(ValueError, match="the plan's join kernel cannot run A"):
+        BucketRun(json.dumps(plan), "A")
+    element["physical"]["kernel"] = "no such kernel"
+    with pytest.raises(ValueError, match="A: the plan names the kernel 'no such kernel'"):
+        BucketRun(json.dumps(plan), "A")
+    with pytest.raises(PlanFormatError, match="^not a valid plan: unknown kernel 'no such kernel'$"):
+        plan_from_json(plan)
+    with pytest.raises(SubmitError, match="unknown kernel"):
+        decode_plan(plan)

@@ -336,7 +336,7 @@ def _run_e2e(spark, tmp_path, trades_dir: str, kernel: bool, text: str):
     data = plan_to_json(plan)
     if not kernel:
         for e in data["elements"]:
-            e["physical"]["columnar"] = None
+            e["physical"]["columnar"] = e["physical"]["kernel"] = None
     options = RunOptions(inputs={"Trades": trades_dir}, base_dir=str(tmp_path),
                          run_dir=str(tmp_path / "run"), until_idle=True, buckets=2,
                          max_files_per_batch=1)

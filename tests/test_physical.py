@@ -321,8 +321,40 @@ def test_explain_prints_the_plans_decisions_as_the_plan_holds_them(tmp_path):
             "(sym)); a stage of the project's query\n") in text
     k = next(e for e in typed.elements if e.name == "k")
     assert k.physical.arrow and k.physical.kernel == "keep"
-    assert "    decided: keep kernel; applyInArrow with state files; a stage of the project's query\n" in text
+    assert ("    decided: keep kernel; applyInArrow with state files; keyed state in the state store; "
+            "a stage of the project's query\n") in text
     changed = dataclasses.replace(typed, elements=tuple(
-        dataclasses.replace(e, physical=dataclasses.replace(e.physical, kernel=None, project_stage=False))
+        dataclasses.replace(e, physical=dataclasses.replace(e.physical, kernel=None, project_stage=False,
+                                                            window_store=False))
         if e.name == "k" else e for e in typed.elements))
     assert "    decided: applyInArrow with state files; a query of its own\n" in explain_physical(changed)
+
+
+@pytest.mark.parametrize("body, name, kernel, store", [
+    # a stream aggregation the runtime runs per instance (its changes observed): the aggregation
+    # kernel; over a window the window aggregation's
+    (AGG + "create output stream b as select a.sym from a;", "a", "aggregation", True),
+    ("create output window a primary key deduced as select w.sym, count(*) n from w group by w.sym;",
+     "a", "window_aggregation", True),
+    ("create output window a primary key (sym) keep 3 rows as select s.sym, s.px from s;", "a", "keep", True),
+    # a time KEEP: timers (state in the store in the project's query), no kernel
+    ("create output window a primary key (sym) keep 1 minute as select s.sym, s.px from s;", "a", None, True),
+    # a Flex: its window iterators walk rows in insertion order, not in the store's key order
+    ("create flex f in s out output stream a schema (sym string) begin on s { output setOpcode(s, insert); }; "
+     "end;", "a", None, False),
+    ("create output stream a as select s.sym from s where s.q > 1;", "a", None, False),   # native
+])
+def test_the_kernel_and_the_state_store_are_decided_by_the_compiler(tmp_path, body, name, kernel, store):
+    """``kernel`` (aggregations included) and ``window_store`` are in the plan, so the runtime
+    (runtime/engine/kernels, runtime/state/rows.py) builds what it names and chooses nothing."""
+    from runtime.engine.kernels import AGGREGATIONS, KERNELS
+    from runtime.state.rows import uses_window_store
+
+    from ccl.plan.model import KERNELS as NAMES
+    assert sorted(NAMES) == sorted([*AGGREGATIONS, *KERNELS])  # a class for every name a plan may hold
+    e, plan = _element(tmp_path, body, name)
+    assert e["physical"]["kernel"] == kernel and e["physical"]["window_store"] is store
+    assert (e["physical"]["columnar"] is not None) == (kernel in AGGREGATIONS)
+    assert uses_window_store(e) is store
+    e["physical"]["window_store"] = not store
+    assert uses_window_store(e) is not store

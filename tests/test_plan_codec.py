@@ -48,6 +48,8 @@ def _data(**changes):
 
 @pytest.mark.parametrize("data, message", [
     (_data(version=1), "plan version 1 is not supported .*run `ccl compile` again"),
+    (_data(version=3), "^plan version 3 is not supported .this ccl reads version 4.: run `ccl compile` "
+                       "again on the project$"),
     (_data(version=99), "plan version 99"),
     ({"format": "x"}, "not a compiled CCL plan"),
     ([], "not a compiled CCL plan"),
@@ -73,3 +75,23 @@ def test_native_operators_is_a_planning_option(tmp_path):
     assert [e.physical.native for e in on.elements] == ["input", "aggregation"]
     assert [e.physical.native for e in off.elements] == ["input", None]
     assert off.elements[1].physical.path == PER_INSTANCE and off.elements[1].physical.arrow
+
+
+def test_a_run_directory_of_plan_version_3_goes_on_and_one_of_version_2_is_refused(tmp_path):
+    """Version 4 adds decisions (``kernel`` of aggregations, ``window_store``) that a run directory
+    does not hold: one begun by a version 3 plan is read as it is; version 2 (one query per
+    element) is not."""
+    from runtime.run_dir import older_layout
+    from runtime.run_setup import RunError, layout_of
+
+    run = {"buckets": 8, "unrecorded": [], "file_source": [], "project_query": [], "window_store": [],
+           "state_store": 2, "numbering": "arrival"}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    for version in (3, PLAN_VERSION):
+        (tmp_path / "plan.json").write_text(json.dumps({"format": "ccl-plan", "version": version,
+                                                        "elements": []}))
+        assert older_layout(str(tmp_path), {"version": version}) is None
+        assert layout_of(str(tmp_path)).buckets == 8
+    (tmp_path / "plan.json").write_text(json.dumps({"format": "ccl-plan", "version": 2, "elements": []}))
+    with pytest.raises(RunError, match=r"older ccl \(plan version 2\)"):
+        layout_of(str(tmp_path))

@@ -172,9 +172,11 @@ def decided(p: Physical) -> str:
                   if p.group_columns is not None else "")
         parts.append(f"columnar aggregation ({p.columnar} mode{spread})")
     if p.kernel is not None:
-        parts.append(f"{p.kernel} kernel")
+        parts.append(f"{p.kernel.replace('_', ' ')} kernel")
     if p.arrow:
         parts.append("applyInArrow with state files")
+    if p.window_store:
+        parts.append("keyed state in the state store")
     if p.uses_time:
         parts.append("timers")
     parts.append("a stage of the project's query" if p.project_stage else "a query of its own")

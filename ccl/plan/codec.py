@@ -1,4 +1,4 @@
-"""The one JSON form of a plan (docs/plan.md): format ``ccl-plan``, version 2.
+"""The one JSON form of a plan (docs/plan.md): format ``ccl-plan``, version ``PLAN_VERSION``.
 
 :func:`plan_to_json` and :func:`plan_from_json` are inverses; expressions and SPLASH code are
 decoded into syntax trees here, once. Data that is not a plan of this version raises
@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from ..syntax import nodes as n
-from .model import (PLAN_FORMAT, PLAN_VERSION, Adapter, Aggregate, Aging, Autogenerate, Column,
-                    Element, Flex, Handler, Item, Join, Keep, Matching, NativeAggregation,
+from .model import (KERNELS, PLAN_FORMAT, PLAN_VERSION, Adapter, Aggregate, Aging, Autogenerate,
+                    Column, Element, Flex, Handler, Item, Join, Keep, Matching, NativeAggregation,
                     NativeFilter, OrderItem, Partition, PartitionSpec, Physical, Plan, Query, Select,
                     Source)
 
@@ -81,6 +81,7 @@ def physical_to_json(p: Physical) -> dict:
     return {"path": p.path, "why": p.why, "native": p.native, "instances": p.instances,
             "uses_time": p.uses_time, "columnar": p.columnar, "kernel": p.kernel,
             "group_columns": _opt(p.group_columns, list), "arrow": p.arrow,
+            "window_store": p.window_store,
             "fused_consumers": list(p.fused_consumers), "unrecorded": p.unrecorded,
             "project_stage": p.project_stage,
             "aggregation": _opt(p.aggregation, lambda a: {
@@ -210,11 +211,19 @@ def physical_from_json(d: Optional[Mapping]) -> Optional[Physical]:
     if d is None:
         return None
     agg, flt = d.get("aggregation"), d.get("filter")
+    # the runtime builds what these name: a name it has no code for is refused here, once
+    if d.get("kernel") is not None and d["kernel"] not in KERNELS:
+        raise ValueError(f"unknown kernel {d['kernel']!r}")
+    if d.get("columnar") not in (None, "batch", "rows"):
+        raise ValueError(f"unknown columnar mode {d['columnar']!r}")
+    if d.get("kernel") in ("aggregation", "window_aggregation") and d.get("columnar") is None:
+        raise ValueError(f"the {d['kernel']} kernel without a columnar mode")
     return Physical(
         path=d["path"], why=d["why"], native=d.get("native"), instances=int(d.get("instances", 1)),
         uses_time=bool(d.get("uses_time")), columnar=d.get("columnar"), kernel=d.get("kernel"),
         group_columns=None if d.get("group_columns") is None else tuple(d["group_columns"]),
-        arrow=bool(d.get("arrow")), fused_consumers=tuple(d.get("fused_consumers") or ()),
+        arrow=bool(d.get("arrow")), window_store=bool(d.get("window_store")),
+        fused_consumers=tuple(d.get("fused_consumers") or ()),
         unrecorded=bool(d.get("unrecorded")), project_stage=bool(d.get("project_stage")),
         aggregation=None if agg is None else NativeAggregation(
             agg["source"], agg["alias"], tuple(tuple(g) for g in agg["groups"]),  # type: ignore[misc]

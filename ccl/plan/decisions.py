@@ -1,8 +1,9 @@
 """The physical decisions, made once by the compiler and stored in the plan (docs/plan.md
 "Physical decisions"): per element its path, native operator, instances, timers, columnar mode,
-by-group buckets, whether it runs in applyInArrow, which elements run inside its batches,
-whether its changelog is written and which input adapter's files feed it; per custom partition
-function whether it compiles to a Spark expression. The runtime reads them
+by-group buckets, columnar kernel, whether it runs in applyInArrow and keeps its state in the
+state store, which elements run inside its batches, whether its changelog is written and which
+input adapter's files feed it; per custom partition function whether it compiles to a Spark
+expression. The runtime reads them
 (:class:`ccl.plan.model.Physical`) and never recomputes them.
 
 The rules of :mod:`ccl.plan.physical` read the plan's JSON form; the graph of elements is read
@@ -19,7 +20,7 @@ from .model import Plan
 from .partition_functions import column_kinds, why_not_compilable
 
 __all__ = ["arrow_elements", "decide", "fused_consumers", "native_path", "project_stages",
-           "unrecorded_inputs"]
+           "unrecorded_inputs", "window_store"]
 
 
 def native_path(element: Mapping, plan: Mapping, native_operators: bool = True) -> Optional[str]:
@@ -110,6 +111,15 @@ def unrecorded_inputs(plan: Plan, fused: Mapping[str, Sequence[str]]) -> list[st
             and readers.get(e.name, set()) <= set(fused.get(e.name, []))]
 
 
+def window_store(element: Mapping, arrow: bool, timed: bool) -> bool:
+    """Whether the keyed state (window rows and times, aggregate groups) of ``element`` lives in
+    the bucket's state store (runtime/state/rows.py) when applyInArrow runs it: an ``arrow``
+    element, or one with timers (``timed``: in the project's query; in a query of its own it runs
+    on transformWithState, whose state stays pickled), but not a Flex, whose window iterators walk
+    rows in the order they were inserted (the store keeps key order)."""
+    return (arrow or timed) and not element.get("flex")
+
+
 def _path(element: Mapping, plan: Mapping, native: Optional[str]) -> tuple[str, str]:
     path, why = ph.path_of(element, plan)
     if path == ph.NATIVE and native is None:  # native operators turned off when planning
@@ -148,11 +158,13 @@ def decide(plan: dict, native_operators: bool = True) -> dict:
     for e in plan["elements"]:
         path, why = _path(e, plan, native[e["name"]])
         adapter = ph.input_adapter(plan, e["name"])
+        columnar = ph.columnar_aggregation(e, plan)
         physical = {
             "path": path, "why": why, "native": native[e["name"]], "instances": ph.instance_count(e),
-            "uses_time": e["name"] in timed, "columnar": ph.columnar_aggregation(e, plan),
-            "kernel": ph.columnar_kernel(e, plan) if native[e["name"]] is None else None,
+            "uses_time": e["name"] in timed, "columnar": columnar,
+            "kernel": ph.columnar_kernel(e, plan, columnar) if native[e["name"]] is None else None,
             "group_columns": ph.group_columns(e, plan), "arrow": e["name"] in arrow,
+            "window_store": window_store(e, e["name"] in arrow, e["name"] in timed),
             "fused_consumers": fused.get(e["name"], []), "unrecorded": e["name"] in unrecorded,
             "project_stage": e["name"] in staged,
             "aggregation": (ph.native_aggregation(e, plan)

@@ -13,7 +13,13 @@ from typing import Mapping, Optional
 from ..syntax import nodes as n
 
 PLAN_FORMAT = "ccl-plan"
-PLAN_VERSION = 3
+PLAN_VERSION = 4
+
+# The columnar kernels a plan may name (``Physical.kernel``; runtime/engine/kernels/__init__.py
+# KERNELS has one class per name): a stream aggregation (runtime/engine/columnar.py), an
+# aggregation of a window or delta stream (runtime/engine/kernels/window_agg.py), a stream joined
+# with windows (kernels/join.py), a window with a row-count KEEP over a stream (kernels/keep.py).
+KERNELS = ("aggregation", "window_aggregation", "join", "keep")
 
 # The kind an element has for the elements that read it: an error stream is a stream (inserts
 # only, no key); a reference, whose rows come from a file bound to it, is a window keyed by its
@@ -227,10 +233,16 @@ class Physical:
     - ``instances``: partition instances (a module PARTITION multiplies);
     - ``uses_time``: a time-based KEEP, AGES or a Flex EVERY (needs timers);
     - ``columnar``: ``"batch"``, ``"rows"`` or None (runtime/engine/columnar.py);
-    - ``kernel``: the columnar kernel that runs a per-instance element other than a stream
-      aggregation a bucket at a time (:func:`ccl.plan.physical.columnar_kernel`), or None;
+    - ``kernel``: the columnar kernel (one of :data:`KERNELS`) that runs the per-instance element
+      a bucket at a time (:func:`ccl.plan.physical.columnar_kernel`; ``aggregation`` or
+      ``window_aggregation`` exactly when ``columnar`` is set), or None: the engine runs it row by
+      row;
     - ``group_columns``: for a columnar aggregation, the source columns its buckets spread by;
     - ``arrow``: a per-instance element without timers, run in applyInArrow with state files;
+    - ``window_store``: its keyed state (window rows and times, aggregate groups) lives in the
+      bucket's state store (runtime/state/rows.py) when applyInArrow runs it: an ``arrow``
+      element or one with timers, but not a Flex (whose window iterators walk rows in insertion
+      order; the store keeps key order);
     - ``fused_consumers``: the elements that run inside this element's batches;
     - ``unrecorded``: an input whose changelog nothing reads (unless the run records inputs);
     - ``project_stage``: may run as a stage of the project's one query (runtime/project_query.py),
@@ -248,6 +260,7 @@ class Physical:
     kernel: Optional[str] = None
     group_columns: Optional[tuple[str, ...]] = None
     arrow: bool = False
+    window_store: bool = False
     fused_consumers: tuple[str, ...] = ()
     unrecorded: bool = False
     project_stage: bool = False

@@ -238,11 +238,20 @@ def columnar_aggregation(element: Mapping, plan: Mapping) -> Optional[str]:
         return None
 
 
-def columnar_kernel(element: Mapping, plan: Mapping) -> Optional[str]:
-    """The columnar kernel (runtime/engine/kernels/) that runs the per-instance ``element`` a
-    bucket of rows at a time, on the engine's own state and with the engine's very outputs, or
-    None (the engine runs it row by row). Stream aggregations have their own rule
-    (:func:`columnar_aggregation`). The first kernel that takes the element wins."""
+_UNKNOWN = object()
+
+
+def columnar_kernel(element: Mapping, plan: Mapping, columnar: object = _UNKNOWN) -> Optional[str]:
+    """The columnar kernel (one of ``ccl.plan.model.KERNELS``, runtime/engine/kernels/) that runs
+    the per-instance ``element`` a bucket of rows at a time, on the engine's own state and with
+    the engine's very outputs, or None (the engine runs it row by row): an aggregation
+    :func:`columnar_aggregation` takes gets ``aggregation`` (of a stream,
+    runtime/engine/columnar.py) or ``window_aggregation`` (of a window or delta stream,
+    runtime/engine/kernels/window_agg.py); another element the first kernel that takes it.
+    ``columnar``: the element's :func:`columnar_aggregation`, when the caller has it already."""
+    mode = columnar_aggregation(element, plan) if columnar is _UNKNOWN else columnar
+    if mode is not None:
+        return "aggregation" if _source_kind(element, plan) == "stream" else "window_aggregation"
     for name, takes in _KERNELS:
         if takes(element, plan):
             return name

@@ -41,11 +41,10 @@ _AGG_PARTS = (("groups", "g"), ("inputs", "i"), ("out", "o"))
 def uses_window_store(element: dict) -> bool:
     """Whether the keyed state (window rows and times, aggregate groups) of the per-instance
     element ``element`` (a plan element) lives in the bucket's state store when
-    runtime/arrow_state.py runs it (elements with timers: in the project's query; elsewhere they
-    run on transformWithState, whose state stays pickled): every element but a Flex, whose window
-    iterators walk rows in the order they were inserted (the store keeps key order)."""
-    physical = element.get("physical", {})
-    return bool(physical.get("arrow") or physical.get("uses_time")) and not element.get("flex")
+    runtime/arrow_state.py runs it: the plan's decision (``physical.window_store``,
+    ``ccl.plan.decisions.window_store``), read as it is. (The one run-time fact kept: an element
+    whose built engine holds no windows or groups opens no store, runtime/arrow_state.py.)"""
+    return bool(element["physical"]["window_store"])
 
 
 class StoredRows(MutableMapping):

@@ -1,7 +1,8 @@
 """Columnar kernels: per-instance elements other than stream aggregations (those are
 runtime/engine/columnar.py) run a bucket's micro-batch at a time, on the engine's own state and
-with the engine's very outputs, chosen by the plan's ``kernel`` (``ccl.plan.physical.columnar_kernel``).
-An instance a kernel cannot take is handed back to the engine for that batch.
+with the engine's very outputs, chosen by the plan's ``kernel`` (``ccl.plan.physical.columnar_kernel``,
+decided by the compiler; the runtime does not choose again). An instance a kernel cannot take is
+handed back to the engine for that batch.
 
 A kernel is made once per element as ``Kernel(engine, plan, first_ports)`` (raising ValueError
 when it cannot run the element) and runs a bucket as ``kernel.run(states, rows, ports, now)``:
@@ -14,23 +15,41 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from runtime.engine.columnar import ColumnarAggregation
 from runtime.engine.kernels.join import JoinKernel
 from runtime.engine.kernels.keep import KeepKernel
+from runtime.engine.kernels.window_agg import WindowAggregation
 
-__all__ = ["KERNELS", "make_kernel"]
+__all__ = ["AGGREGATIONS", "KERNELS", "make_kernel"]
 
 
-# kernel name (the plan's ``physical.kernel``) -> its class
+# kernel name (the plan's ``physical.kernel``, one of ``ccl.plan.model.KERNELS``) -> its class:
+# the aggregations, made as ``Kernel(engine, plan)`` and run as ``run(states, rows, now)``, ...
+AGGREGATIONS: dict[str, type] = {"aggregation": ColumnarAggregation,
+                                 "window_aggregation": WindowAggregation}
+# ... and the other kernels (see the module docstring)
 KERNELS: dict[str, type] = {"join": JoinKernel, "keep": KeepKernel}
 
 
-def make_kernel(element: dict, engine: Any, plan: dict, first_ports: frozenset[int]) -> Optional[Any]:
-    """The kernel the plan names for ``element`` over ``engine``, or None (none named, or one
-    this runtime does not have or that cannot run the element: the engine runs it row by row)."""
-    name = (element.get("physical") or {}).get("kernel")
-    if name not in KERNELS:
+def make_kernel(element: dict, engine: Any, plan: dict,
+                first_ports: frozenset[int] = frozenset()) -> Optional[Any]:
+    """The kernel the plan names for ``element`` (``physical.kernel``) over ``engine``, or None
+    when it names none (the engine runs the element row by row).
+
+    The compiler decided the kernel; this only builds it. ValueError (naming the element) when
+    the plan names a kernel this runtime does not have, or one that cannot run the element: a
+    plan that disagrees with its runtime, to compile again, not a choice made here. What the
+    compiler cannot know is checked by the kernel as it runs, per batch and instance (an instance
+    whose state or rows it cannot take goes back to the engine for that batch)."""
+    name = element["physical"]["kernel"]
+    if name is None:
         return None
+    kernel = AGGREGATIONS.get(name) or KERNELS.get(name)
+    if kernel is None:
+        raise ValueError(f"{element['name']}: the plan names the kernel {name!r}, which this "
+                         f"runtime does not have: run `ccl compile` again")
     try:
-        return KERNELS[name](engine, plan, first_ports)
-    except ValueError:
-        return None
+        return kernel(engine, plan) if name in AGGREGATIONS else kernel(engine, plan, first_ports)
+    except ValueError as exc:
+        raise ValueError(f"the plan's {name} kernel cannot run {element['name']} ({exc}): run "
+                         f"`ccl compile` again") from None
