@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,60 +21,11 @@ from runtime.adapters.output import Feed, encoder
 from runtime.adapters.status import Status
 from runtime.run import run_plan
 from runtime.run_setup import RunOptions
+from servers import MOSQUITTO, Broker, wait as _wait
 
-MOSQUITTO = "/usr/sbin/mosquitto"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.skipif(not os.path.exists(MOSQUITTO),
                                 reason="mosquitto is not installed (.ci/run installs it)")
-
-
-def _free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as s:
-        return s.getsockname()[1]
-
-
-def _wait(what, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-class Broker:
-    """A mosquitto of the test (persistent sessions kept in its directory across restarts)."""
-
-    def __init__(self, directory, port: int = 0) -> None:
-        self.dir = str(directory)
-        os.makedirs(self.dir, exist_ok=True)
-        self.port = port or _free_port()
-        self.conf = os.path.join(self.dir, "mosquitto.conf")
-        with open(self.conf, "w") as f:
-            f.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
-                    f"persistence_location {self.dir}/\nmax_queued_messages 100000\n")
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "Broker":
-        self.proc = subprocess.Popen([MOSQUITTO, "-c", self.conf], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-
-        def up() -> bool:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return True
-            except OSError:
-                return False
-        _wait(up, 30)
-        return self
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(30)
-        self.proc = None
-
-    @property
-    def uri(self) -> str:
-        return f"tcp://127.0.0.1:{self.port}"
 
 
 @pytest.fixture
@@ -478,50 +428,3 @@ def test_kill_9_during_a_qos1_feed_then_restart_gives_every_message_once(tmp_pat
             proc.wait()
     assert _json_ids(out_json) == list(range(1, 2021))  # every message once, in arrival order
     assert sum(t.count("\n") for t in _inbox(run_dir / "inbox" / "Trades")) == 2020
-
-
-def test_the_mqtt_positions_example_project(spark, tmp_path, broker):
-    """projects/mqtt_positions: trades in over MQTT, the partitioned window's changes out over
-    MQTT (its PostgreSQL output is another adapter's, not run here)."""
-    source = os.path.join(ROOT, "projects", "mqtt_positions")
-    text = open(os.path.join(source, "mqtt_positions.ccl")).read()
-    assert text.count("tcp://localhost:1883") == 2
-    (tmp_path / "mqtt_positions.ccl").write_text(text.replace("tcp://localhost:1883", broker.uri))
-    plan, diags = plan_project(str(tmp_path / "mqtt_positions.ccl"))
-    assert plan is not None, [str(d) for d in diags]
-    sub = Subscriber(broker, "positions/changes")
-    options = RunOptions(base_dir=str(tmp_path), run_dir=str(tmp_path / "run"), until_idle=False,
-                         buckets=2)
-    stop = threading.Event()
-    result: dict = {}
-    runner = threading.Thread(target=lambda: result.update(
-        r=run_plan(spark, plan, options, str(tmp_path / "out"), stop=stop)))
-    runner.start()
-    final: dict = {}
-    try:
-        _wait(lambda: os.path.exists(tmp_path / "run" / "adapters" / "TradesIn.json")
-              and _status(tmp_path, "TradesIn")["state"] == "connected")
-        lines = open(os.path.join(source, "data", "trades.jsonl"), "rb").read().splitlines()
-        pub = _publisher(broker)
-        _publish(pub, "trades/desk1", lines[:3])
-        _publish(pub, "trades/desk2", lines[3:])
-        pub.loop_stop()
-
-        def settled() -> bool:
-            for m in sub.messages[len(final.get("_seen", [])):]:
-                change = json.loads(m)
-                key = (change["book"], change["sym"])
-                final[key] = None if change["ESP_OPS"] == "d" else (change["netQty"], change["trades"])
-            final["_seen"] = list(sub.messages)
-            return {k: v for k, v in final.items() if k != "_seen"} == {
-                ("EQ1", "SAP"): (70, 2), ("EQ1", "SIE"): (50, 1), ("EQ2", "SAP"): (-40, 1),
-                ("EQ2", "BAS"): (200, 1)}
-        _wait(settled)
-    finally:
-        stop.set()
-        runner.join(300)
-        sub.close()
-    assert not runner.is_alive()
-    assert result["r"].report["elements"]["Trades"]["rows_in"] == 6
-    bad = [json.loads(x) for x in (tmp_path / "out" / "_bad_records.jsonl").read_text().splitlines()]
-    assert [b["reason"] for b in bad] == ['column qty: "many" is not an integer']

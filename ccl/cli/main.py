@@ -703,6 +703,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if code is not None:
             return code
     scratch = tempfile.mkdtemp(prefix="ccl-run-") if run_dir is None else None
+    from ..ops.deploy import write_adapter_secrets
+    write_adapter_secrets(run_dir or str(scratch), config.adapters)  # the plan leaves them out
     options = RunOptions(inputs=inputs, base_dir=os.path.dirname(os.path.abspath(args.file)),
                          run_dir=run_dir or scratch, until_idle=args.until_idle,
                          trigger_interval=str(settings["runtime.trigger_interval"]),
@@ -909,6 +911,7 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(f"cannot write the compiled project to {pd.job_dir}: {exc}") from None
     bindings = deploy.bind_inputs(plan, pd, base_dir, inputs)
     deploy.seed_inputs(bindings)
+    deploy.write_adapter_secrets(pd.checkpoint, config.adapters)
     spec = deploy.SubmitSpec(
         master=master, app_name=str(settings["spark.app_name"]), job_file=compiled.job_file,
         bundle=str(compiled.bundle_file), base_dir=base_dir,

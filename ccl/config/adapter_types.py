@@ -23,7 +23,9 @@ _JSON_IN = ("jsonColsMappingList", "jsonRootpath", "jsonSecondDateFormat", "json
 _SOCKET_IN = ("host", "port", "epFile", "retryPeriod", "retryNumber", "listenAddress", "batchMillis")
 _SOCKET_OUT = ("host", "port", "epFile", "retryPeriod", "listenAddress")
 _FILE_IN = ("dir", "file", "filePattern")
-_DB = ("service", "host", "port", "dbName", "database", "user", "username", "retryPeriod")
+# password: through the run's secrets file, never the plan (runtime/adapters/secrets.py)
+_DB = ("service", "host", "port", "dbName", "database", "user", "username", "password",
+       "retryPeriod")
 _DB_OUT = _DB + ("table", "batchSize", "keyColumns", "opcodeColumnName", "timestampColumnName",
                  "truncateTable")
 _MQTT = ("mqttServerUri", "mqttTopic", "mqttQos", "mqttClientId", "mqttUsername", "mqttPassword",
@@ -58,12 +60,9 @@ IGNORED_BY_TYPE: dict[str, dict[str, str]] = {
            "threadCount": "each batch is one transaction on one connection",
            "permutation": "the table's columns are the element's, by name",
            "dateFormat": "date-times are written as timestamps",
-           "timestampFormat": "date-times are written as timestamps",
-           "password": "the password is left out of the compiled plan: libpq reads it from the "
-                       "service file, ~/.pgpass or PGPASSWORD"}
+           "timestampFormat": "date-times are written as timestamps"}
     for kind in ("db_out", "hana_out")
 }
-IGNORED_BY_TYPE["db_in"] = {"password": IGNORED_BY_TYPE["db_out"]["password"]}
 
 _DATES_OUT = "outputs write ISO date-times, as the CSV output files do"
 # ESP properties that mean nothing here, and why (shown in the warning)

@@ -34,6 +34,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
+from ..config.property_sets import AdapterConfig
+from ..config.secret import Secret, is_secret_name
 from ..plan.physical import INBOX_INPUT_ADAPTERS, input_adapter
 from ..syntax.project import UsageError
 from .workspace import (ProjectDir, driver_pid, process_start_time, supervisor_alive,
@@ -268,6 +270,27 @@ def write_web_config(pd: ProjectDir, enabled: bool, host: str, port: int, token:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(config, f, indent=1, sort_keys=True)
     return {"host": host, "port": port, "token": bool(token)}
+
+
+def write_adapter_secrets(run_dir: str, adapters: Sequence[AdapterConfig]) -> None:
+    """Give the runtime the adapters' secret properties (password, mqttPassword, ...), which the
+    plan leaves out: ``RUN/adapters/secrets.json``, mode 0600 (runtime/adapters/secrets.py), keyed
+    by adapter name; removed when no adapter has one. Written by ``ccl run`` and ``ccl deploy``
+    before the run starts; the values are never printed."""
+    from runtime.adapters.secrets import write_secrets
+
+    secrets: dict[str, dict[str, str]] = {}
+    for a in adapters:
+        for name, p in a.properties.items():
+            if p.value is None or not (isinstance(p.value, Secret) or is_secret_name(name)):
+                continue
+            value = p.value.reveal() if isinstance(p.value, Secret) else str(p.value)
+            secrets.setdefault(a.name, {})[name.lower()] = value
+    try:
+        write_secrets(run_dir, secrets)
+    except OSError as exc:
+        raise UsageError(f"cannot write the adapters' secrets to {run_dir}: "
+                         f"{exc.strerror or exc}") from None
 
 
 def _start_web(pd: ProjectDir, log: int) -> Optional[subprocess.Popen]:

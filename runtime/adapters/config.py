@@ -3,8 +3,8 @@ and their properties (ESP's property IDs, any case) checked before a run starts.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
 
 from ..inputs.formats import CsvFormat, adapter_properties, property_flag
 
@@ -150,7 +150,7 @@ class MqttSpec:
     qos: int
     client_id: str
     username: Optional[str]
-    password: Optional[str]
+    password: Optional[str] = field(repr=False, compare=False)  # from the run's secrets file
     clean_session: bool
     keepalive: int            # seconds
     retry_period: float       # the longest wait between two connection attempts (seconds)
@@ -195,10 +195,13 @@ def _server_uri(uri: str, adapter: str) -> tuple[str, int, bool]:
     return host, port, tls
 
 
-def mqtt_spec(adapter: dict, run_dir: Optional[str] = None) -> MqttSpec:
+def mqtt_spec(adapter: dict, run_dir: Optional[str] = None,
+              secrets: Optional[Mapping[str, str]] = None) -> MqttSpec:
     """The :class:`MqttSpec` of an MQTT adapter of the plan; AdapterError when its properties
     cannot be used. Without ``mqttClientId`` the client id is fixed by the adapter's name and the
-    run directory, so that a restart finds its persistent session again."""
+    run directory, so that a restart finds its persistent session again. ``secrets``: the
+    adapter's secret properties (lower-case IDs, runtime/adapters/secrets.py; ``mqttPassword``
+    is used: the plan never holds it)."""
     props = adapter_properties(adapter.get("properties"))
     name = adapter["name"]
     kind = str(adapter["type"]).lower()
@@ -237,7 +240,7 @@ def mqtt_spec(adapter: dict, run_dir: Optional[str] = None) -> MqttSpec:
     if max_inflight < 1:
         raise AdapterError(f"adapter '{name}': mqttMaxInflight must be at least 1")
     user = props.get("mqttusername")
-    password = props.get("mqttpassword")
+    password = (secrets or {}).get("mqttpassword") or props.get("mqttpassword")
     return MqttSpec(name, adapter["element"], payload, host, port, tls, topics, qos, client_id,
                     None if user in (None, "") else str(user),
                     None if password in (None, "") else str(password), clean,

@@ -5,8 +5,9 @@ Connection: ``service`` names a connection entry of libpq's service file (``pg_s
 ``PGSERVICEFILE``: host, port, dbname, user, password), as ESP's ``service`` names an entry of its
 ``service.xml``; the properties ``host``, ``port``, ``dbName`` and ``user`` (ESP's JDBC adapters'
 IDs, from the CCL or a .ccr property set) override it. A password never passes through the plan (the
-compiler leaves secret properties out): libpq reads it from the service file, ``~/.pgpass`` or
-``PGPASSWORD``. What is shown (status, errors) names the server, never the password.
+compiler leaves secret properties out): a ``password`` property (CCL or .ccr) reaches the adapter
+through the run's secrets file (runtime/adapters/secrets.py, mode 0600); without one libpq reads it
+from the service file, ``~/.pgpass`` or ``PGPASSWORD``. What is shown (status, errors) names the server, never the password.
 
 Output (:class:`DbSink`, fed per micro-batch by :class:`~runtime.adapters.output.Feed`): one
 transaction per batch that also records the batch in our table ``ccl_progress(adapter, batch)``
@@ -33,9 +34,9 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from ..file_names import file_name
 from ..inputs.formats import CsvFormat, adapter_properties, property_flag
@@ -71,6 +72,8 @@ class DbSpec:
     timestamp_column: Optional[str]
     truncate: bool
     properties: dict[str, Any]
+    # from the run's secrets file (runtime/adapters/secrets.py), never from the plan; not shown
+    password: Optional[str] = field(default=None, repr=False, compare=False)
 
     def address(self) -> str:
         """The server as shown in status and errors (no password)."""
@@ -102,10 +105,11 @@ def names_database(adapter: dict) -> bool:
     return any(props.get(p) not in (None, "") for p in _CONNECTION)
 
 
-def db_spec(adapter: dict, element: dict) -> DbSpec:
+def db_spec(adapter: dict, element: dict, secrets: Optional[Mapping[str, str]] = None) -> DbSpec:
     """The :class:`DbSpec` of a ``db_in``, ``db_out`` or ``hana_out`` adapter of the plan;
     AdapterError when its properties cannot be used (no database named, no table, a key or
-    tracking column the element does not have, ...)."""
+    tracking column the element does not have, ...). ``secrets``: the adapter's secret properties
+    (lower-case IDs; ``password`` is used)."""
     name, kind = adapter["name"], str(adapter["type"]).lower()
     props = adapter_properties(adapter.get("properties"))
     conninfo: dict[str, str] = {}
@@ -162,14 +166,16 @@ def db_spec(adapter: dict, element: dict) -> DbSpec:
         raise AdapterError(f"adapter '{name}': {exc}") from None
     return DbSpec(name, kind, adapter["element"], conninfo, table, query, tracking, poll,
                   _number(props, "retryperiod", 5.0, name), batch, keys,
-                  column("opcodecolumnname"), column("timestampcolumnname"), truncate, props)
+                  column("opcodecolumnname"), column("timestampcolumnname"), truncate, props,
+                  (secrets or {}).get("password") or None)
 
 
 def connect(spec: DbSpec):
     """A new connection (psycopg.OperationalError when the server cannot be reached)."""
     import psycopg
+    extra = {"password": spec.password} if spec.password else {}
     return psycopg.connect(connect_timeout=5, application_name=f"ccl-{spec.name}"[:63],
-                           **spec.conninfo)
+                           **spec.conninfo, **extra)
 
 
 def _first_line(exc: BaseException) -> str:

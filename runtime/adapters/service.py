@@ -12,6 +12,7 @@ from .config import (DB_INPUTS, DB_OUTPUTS, JSON_FILE_OUTPUT, MQTT_INPUTS, MQTT_
 from .mqtt import MqttInput, MqttSink
 from .output import Feed, SocketClientSink, SocketServerSink, encoder, json_file_sink
 from .postgres import DbInput, DbSink, db_spec, names_database
+from .secrets import adapter_secrets, read_secrets
 from .socket_input import SocketInput
 from .status import Status
 
@@ -72,6 +73,7 @@ class Adapters:
         self.base_dir = base_dir
         self.inputs = inputs
         self.status_dir = os.path.join(run_dir, "adapters")
+        self.secrets = read_secrets(run_dir)  # passwords the plan leaves out (ccl run/deploy)
         self.sources: list[Any] = []  # SocketInput, MqttInput, DbInput
         self.feeds: list[Feed] = []
         self.stop_event = threading.Event()
@@ -117,8 +119,8 @@ class Adapters:
         status = Status(self.status_dir, adapter["name"], adapter["type"])
         if str(adapter["type"]).lower() in MQTT_INPUTS:
             journal = os.path.join(self.status_dir, file_name(adapter["name"]) + ".mqtt-journal")
-            self.sources.append(MqttInput(mqtt_spec(adapter, self.run_dir), inbox, status,
-                                          journal).start())
+            spec = mqtt_spec(adapter, self.run_dir, adapter_secrets(self.secrets, adapter["name"]))
+            self.sources.append(MqttInput(spec, inbox, status, journal).start())
             return
         spec = socket_spec(adapter, self.base_dir)
         try:
@@ -132,7 +134,7 @@ class Adapters:
         """A database input polls while the run goes on (``live``); an until-idle run reads what
         the database holds once, before its queries start (a server that is down is retried for
         UNTIL_IDLE_RETRY seconds, then reported)."""
-        spec = db_spec(adapter, element)
+        spec = db_spec(adapter, element, adapter_secrets(self.secrets, adapter["name"]))
         status = Status(self.status_dir, adapter["name"], adapter["type"])
         source = DbInput(spec, inbox, element["columns"], status, self.status_dir)
         if live:
@@ -148,12 +150,13 @@ class Adapters:
         status = Status(self.status_dir, adapter["name"], adapter["type"])
         sink: Any
         if kind in DB_OUTPUTS:
-            sink = DbSink(db_spec(adapter, element), element, status, self.stop_event)
+            sink = DbSink(db_spec(adapter, element, adapter_secrets(self.secrets, adapter["name"])),
+                          element, status, self.stop_event)
         elif kind == JSON_FILE_OUTPUT:
             sink = json_file_sink(adapter, element, self.base_dir)
             status.update(state="writing", path=sink.path)
         elif kind in MQTT_OUTPUTS:
-            mspec = mqtt_spec(adapter, self.run_dir)
+            mspec = mqtt_spec(adapter, self.run_dir, adapter_secrets(self.secrets, adapter["name"]))
             enc = encoder(mspec.payload, element["name"], element["columns"], mspec.properties)
             sink = MqttSink(mspec, enc, status, self.stop_event)
         else:
