@@ -13,6 +13,7 @@ and bad records of the ones it ran (:class:`RowChanges`).
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Optional
 
 from runtime.engine.columnar import ColumnarAggregation
@@ -21,6 +22,8 @@ from runtime.engine.kernels.keep import KeepKernel
 from runtime.engine.kernels.window_agg import WindowAggregation
 
 __all__ = ["AGGREGATIONS", "KERNELS", "make_kernel"]
+
+log = logging.getLogger(__name__)
 
 
 # kernel name (the plan's ``physical.kernel``, one of ``ccl.plan.model.KERNELS``) -> its class:
@@ -37,10 +40,12 @@ def make_kernel(element: dict, engine: Any, plan: dict,
     when it names none (the engine runs the element row by row).
 
     The compiler decided the kernel; this only builds it. ValueError (naming the element) when
-    the plan names a kernel this runtime does not have, or one that cannot run the element: a
-    plan that disagrees with its runtime, to compile again, not a choice made here. What the
-    compiler cannot know is checked by the kernel as it runs, per batch and instance (an instance
-    whose state or rows it cannot take goes back to the engine for that batch)."""
+    the plan names a kernel this runtime does not have: a plan from another ccl, to compile again.
+    A kernel that refuses the element it is named for (the compiler's rule and the kernel's own
+    check disagree: a bug, logged as a warning) leaves the element to the engine, whose results
+    are the same, rather than failing the run. What the compiler cannot know is checked by the
+    kernel as it runs, per batch and instance (an instance whose state or rows it cannot take goes
+    back to the engine for that batch)."""
     name = element["physical"]["kernel"]
     if name is None:
         return None
@@ -51,5 +56,6 @@ def make_kernel(element: dict, engine: Any, plan: dict,
     try:
         return kernel(engine, plan) if name in AGGREGATIONS else kernel(engine, plan, first_ports)
     except ValueError as exc:
-        raise ValueError(f"the plan's {name} kernel cannot run {element['name']} ({exc}): run "
-                         f"`ccl compile` again") from None
+        log.warning("the plan's %s kernel cannot run %s (%s): the engine runs it row by row",
+                    name, element["name"], exc)
+        return None
