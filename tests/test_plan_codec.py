@@ -82,10 +82,10 @@ def test_a_run_directory_of_plan_version_3_goes_on_and_one_of_version_2_is_refus
     does not hold: one begun by a version 3 plan is read as it is; version 2 (one query per
     element) is not."""
     from runtime.run_dir import older_layout
-    from runtime.run_setup import RunError, layout_of
+    from runtime.run_setup import STATE_LAYOUT, RunError, layout_of
 
     run = {"buckets": 8, "unrecorded": [], "file_source": [], "project_query": [], "window_store": [],
-           "state_store": 2, "numbering": "arrival"}
+           "state_store": STATE_LAYOUT, "numbering": "arrival"}
     (tmp_path / "run.json").write_text(json.dumps(run))
     for version in (3, PLAN_VERSION):
         (tmp_path / "plan.json").write_text(json.dumps({"format": "ccl-plan", "version": version,
