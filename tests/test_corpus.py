@@ -1,5 +1,7 @@
 """Every project under tests/projects/ (the seed examples and the valid corpus) checks without errors:
-parse, configuration and semantic analysis (partition-safety warnings are allowed)."""
+parse, configuration and semantic analysis (partition-safety warnings are allowed, and so are the
+CCL1307 warnings that name an ESP adapter property meaning nothing here, with the reason; not an
+adapter property the checker does not know)."""
 import io
 import json
 from pathlib import Path
@@ -23,7 +25,9 @@ def test_project_checks_without_errors(path):
     code = main(["check", "--format", "json", str(path)], out, io.StringIO())
     diagnostics = json.loads(out.getvalue())
     assert [d for d in diagnostics if d["severity"] == "error"] == []
-    assert all(d["code"].startswith("CCL3") for d in diagnostics)
+    assert all(d["code"].startswith("CCL3")
+               or d["code"] == "CCL1307" and "has no meaning on Spark" in d["message"]
+               for d in diagnostics), diagnostics
     assert code == 0
 
 

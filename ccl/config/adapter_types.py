@@ -25,7 +25,7 @@ _SOCKET_OUT = ("host", "port", "epFile", "retryPeriod", "listenAddress")
 _FILE_IN = ("dir", "file", "filePattern")
 # password: through the run's secrets file, never the plan (runtime/adapters/secrets.py)
 _DB = ("service", "host", "port", "dbName", "database", "user", "username", "password",
-       "retryPeriod")
+       "retryPeriod", "sourceSchema")
 _DB_OUT = _DB + ("table", "batchSize", "keyColumns", "opcodeColumnName", "timestampColumnName",
                  "truncateTable")
 _MQTT = ("mqttServerUri", "mqttTopic", "mqttQos", "mqttClientId", "mqttUsername", "mqttPassword",
@@ -58,6 +58,9 @@ IGNORED_BY_TYPE: dict[str, dict[str, str]] = {
            "dataWarehouseMode": "opcodeColumnName keeps every change instead",
            "bulkInsertArraySize": "each batch is written with COPY (batchSize rows a COPY)",
            "threadCount": "each batch is one transaction on one connection",
+           "maxCommitSize": "each micro-batch is one transaction",
+           "maxCommitInterval": "each micro-batch is one transaction",
+           "useUpserts": "a keyed table gets each key's last row (an upsert) already",
            "permutation": "the table's columns are the element's, by name",
            "dateFormat": "date-times are written as timestamps",
            "timestampFormat": "date-times are written as timestamps"}

@@ -134,6 +134,9 @@ def db_spec(adapter: dict, element: dict, secrets: Optional[Mapping[str, str]] =
         return value or None
 
     table = column("table")
+    schema = column("sourceschema")  # ESP's schema of the table (HANA and database adapters)
+    if table and schema and "." not in table:
+        table = f"{schema}.{table}"
     query = column("query") or column("sqlquery")
     direction = adapter["direction"]
     if direction == "output" and not table:
@@ -269,6 +272,9 @@ class DbSink:
             cols.append(sql.SQL("PRIMARY KEY ({})").format(
                 sql.SQL(", ").join(map(sql.Identifier, self.spec.keys))))
         with self.conn.transaction():
+            if "." in str(self.spec.table):
+                self.conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                    sql.Identifier(str(self.spec.table).split(".")[0])))
             self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (adapter text PRIMARY KEY, "
                                       "batch bigint NOT NULL)").format(sql.Identifier(PROGRESS_TABLE)))
             self.conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
