@@ -33,8 +33,9 @@ from typing import Any, Iterator, Optional
 from .store import BucketStore
 
 # What a run directory's run.json says (``state_store``) of the keyed state in the store: 4 =
-# window rows, time KEEP times, aggregate groups, Flex dictionaries (runtime/state/variables.py)
-# and joins' per-port rows, indexes and match counts; 3 = the same without joins; 2 = without
+# window rows, time KEEP times, aggregate groups, Flex dictionaries (runtime/state/variables.py),
+# joins' per-port rows, indexes and match counts, and Flex event caches' buckets; 3 = the same
+# without joins and event caches; 2 = without
 # Flex dictionaries either; before, only window rows, and no entry
 LAYOUT = 4
 _ABSENT = object()
