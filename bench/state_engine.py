@@ -168,7 +168,7 @@ def _load(workload: str, cand: str, held: int, state: str) -> tuple[float, int]:
     t0 = time.perf_counter()
     load_id = 1
     if workload == "join":
-        return time.perf_counter() - t0 + _load_join(cand, held, state), 2
+        return _load_join(cand, held, state)
     for inst in range(INSTANCES):
         states = load_states(state, inst, 1)
         st = states[inst]
@@ -258,14 +258,15 @@ def _account(a: int) -> dict:
     return {"Account": f"A{a}", "Name": f"N{a % 1000}", "Lim": a % 5000}
 
 
-def _load_join(cand: str, held: int, state: str) -> float:
+def _load_join(cand: str, held: int, state: str) -> tuple[float, int]:
     """join: ``held`` accounts into instance 0's state as the engine keeps a window row joined
     on its key: the window's row (the select's source mirror), the join's right-side row and its
-    index entry (equated value -> row keys); the load's time."""
+    index entry (equated value -> row keys); the load's time and the next batch id."""
     from runtime.arrow_state import load_states, rows_root, save_states
     from runtime.state import BucketStore
 
     t0 = time.perf_counter()
+    load_id = 1
     states = load_states(state, 0, 1)
     st = states[0]
     mirror, join = st["selects"][0]["sources"][1], st["selects"][0]["join"]
@@ -276,7 +277,6 @@ def _load_join(cand: str, held: int, state: str) -> float:
             join["ridx"][0][key] = {key: True}
     else:
         with BucketStore.open(rows_root(state), 0) as s:
-            load_id = 1
             for lo in range(0, held, LOAD_CHUNK):
                 s.begin(load_id)
                 for a in range(lo, min(held, lo + LOAD_CHUNK)):
@@ -291,7 +291,7 @@ def _load_join(cand: str, held: int, state: str) -> float:
         join["src"][1] += held
         join["ridx"][0] += held
     save_states(state, 0, 1, states)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, max(load_id, 2)
 
 
 def _join_table(held: int, batch: int, touched: int, b: int, seq: int):
