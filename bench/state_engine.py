@@ -1,7 +1,7 @@
 """A micro-batch through the runtime's own bucket function, before and after its state moved to the
 state store (issue 27): batch time and peak memory as the state held grows.
 
-    python bench/state_engine.py [--workload keepall|groupby|keephour|flexdict] [--held 100000,1000000]
+    python bench/state_engine.py [--workload keepall|groupby|keephour|flexdict|join] [--held 100000,1000000]
                                  [--batch 100000] [--batches 3] [--candidates pickle,store]
 
 Workloads (``--held`` counts rows held, groups for ``groupby``):
@@ -18,7 +18,12 @@ Workloads (``--held`` counts rows held, groups for ``groupby``):
 - ``flexdict``: a Flex keeping a ``dictionary(integer, integer)`` entry per OrderId (each order
   reads its key's entry and sets it; ``--held`` entries held over the 4 instances, each batch new
   orders): ``store`` keeps the dictionary's entries in the bucket's RocksDB
-  (runtime/state/variables.py), ``pickle`` in the state file.
+  (runtime/state/variables.py), ``pickle`` in the state file;
+- ``join``: the orders stream INNER JOINed with an accounts window (``ON o.Account =
+  a.Account``, the join kernel) of ``--held`` accounts, one instance (one bucket): each batch's
+  ``--batch`` orders touch ``--touched`` accounts; ``store`` keeps the window's rows and the
+  join's rows and index in the bucket's RocksDB (runtime/state/rows.py), ``pickle`` in the
+  state file.
 
 The project: orders into a ``KEEP ALL`` window keyed by OrderId, ``PARTITION BY o HASH(Account)
 PARTITIONS 4``. Each batch brings ``--batch`` new orders spread over the 4 instances (one bucket
@@ -77,6 +82,12 @@ begin
   };
 end;
 """, "Seen"),
+    "join": ("""
+create input stream Orders schema (OrderId integer, Account string, Qty integer, Price float);
+create input window Accts schema (Account string, Name string, Lim integer) primary key (Account);
+create output stream Enriched as select o.OrderId, o.Account, o.Qty, a.Name, a.Lim
+  from Orders o inner join Accts a on o.Account = a.Account;
+""", "Enriched"),
     "keephour": ("""
 create input stream Orders schema (OrderId integer, Account string, Qty integer, Price float);
 create output window Held primary key (OrderId) keep 1 hour
@@ -156,6 +167,8 @@ def _load(workload: str, cand: str, held: int, state: str) -> tuple[float, int]:
 
     t0 = time.perf_counter()
     load_id = 1
+    if workload == "join":
+        return _load_join(cand, held, state)
     for inst in range(INSTANCES):
         states = load_states(state, inst, 1)
         st = states[inst]
@@ -240,6 +253,62 @@ def _load_dictionary(cand: str, state: str, st: dict, inst: int, held: int, load
     return load_id
 
 
+def _account(a: int) -> dict:
+    """join: the row of account ``a`` in the accounts window."""
+    return {"Account": f"A{a}", "Name": f"N{a % 1000}", "Lim": a % 5000}
+
+
+def _load_join(cand: str, held: int, state: str) -> tuple[float, int]:
+    """join: ``held`` accounts into instance 0's state as the engine keeps a window row joined
+    on its key: the window's row (the select's source mirror), the join's right-side row and its
+    index entry (equated value -> row keys); the load's time and the next batch id."""
+    from runtime.arrow_state import load_states, rows_root, save_states
+    from runtime.state import BucketStore
+
+    t0 = time.perf_counter()
+    load_id = 1
+    states = load_states(state, 0, 1)
+    st = states[0]
+    mirror, join = st["selects"][0]["sources"][1], st["selects"][0]["join"]
+    if cand == "pickle":
+        for a in range(held):
+            row, key = _account(a), (f"A{a}",)
+            mirror["rows"][key] = join["src"][1][key] = row
+            join["ridx"][0][key] = {key: True}
+    else:
+        with BucketStore.open(rows_root(state), 0) as s:
+            for lo in range(0, held, LOAD_CHUNK):
+                s.begin(load_id)
+                for a in range(lo, min(held, lo + LOAD_CHUNK)):
+                    row, acct = _account(a), f"A{a}"
+                    s.put("w.selects.0.sources.1", (0, acct), row)
+                    s.put("j.selects.0.join.src1", (0, acct), row)
+                    s.put("j.selects.0.join.ridx0", (0, acct), {(acct,): True})
+                s.commit(load_id)
+                load_id += 1
+            s.compact()
+        mirror["rows"] += held
+        join["src"][1] += held
+        join["ridx"][0] += held
+    save_states(state, 0, 1, states)
+    return time.perf_counter() - t0, max(load_id, 2)
+
+
+def _join_table(held: int, batch: int, touched: int, b: int, seq: int):
+    """join: the orders of batch ``b``: ``batch`` orders over ``touched`` held accounts."""
+    accts = [((k % touched) * 7919 + b * 104729) % held for k in range(batch)]
+    rows = [{"OrderId": seq + k, "Account": f"A{a}", "Qty": k % 97 + 1, "Price": float(k % 1000) / 8}
+            for k, a in enumerate(accts)]
+    return _no_accounts(_arrow(rows, 0, seq))
+
+
+def _no_accounts(table):
+    """join: an orders table with the (empty) accounts port column the processor reads."""
+    import pyarrow as pa
+    struct = pa.struct([("Account", pa.string()), ("Name", pa.string()), ("Lim", pa.int32())])
+    return table.append_column("__p1", pa.nulls(table.num_rows, struct))
+
+
 def _reset_peak() -> None:
     """Start this process's peak memory (VmHWM) again from its present size, so that the peak
     reported after the batches is theirs, not the load's (Linux: /proc/self/clear_refs)."""
@@ -268,7 +337,7 @@ def _plan(d: str, text: str = PROJECT) -> str:
 
 
 def run_one(cand: str, held: int, batch: int, batches: int, d: str,
-            workload: str = "keepall") -> dict:
+            workload: str = "keepall", touched: int = 100) -> dict:
     """Load ``held`` rows (groups) over the 4 buckets, then time ``batches`` batches of ``batch``
     orders."""
     import runtime.arrow_state as arrow_state
@@ -292,9 +361,9 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
         now = _hour_now(held, batch, n) if timed else 0
         outs = []
         t, c = time.perf_counter(), time.process_time()
-        for inst in range(INSTANCES):
+        for table in tables:
             runner = bucket_runner(plan_text, name, frozenset(), state, batch_id, now, timed)
-            outs.append(runner(None, tables[inst]))
+            outs.append(runner(None, table))
         wall, cpu = time.perf_counter() - t, time.process_time() - c
         for out in outs:
             for op in out.column("__op").to_pylist():
@@ -304,9 +373,9 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
 
     # batch 0: one order per instance, which makes every instance's state; then the load
     now0 = T0 if timed else 0
-    for inst in range(INSTANCES):
+    for inst in range(1 if workload == "join" else INSTANCES):
         first = _group_table(INSTANCES, INSTANCES, 0, inst, 0) if workload == "groupby" else \
-            _table(0, INSTANCES, inst, 0)
+            _no_accounts(_table(0, 1, 0, 0)) if workload == "join" else _table(0, INSTANCES, inst, 0)
         bucket_runner(plan_text, name, frozenset(), state, 0, now0, timed)(None, first)
     load_s, first_id = _load(workload, cand, held, state)
     ops.clear()
@@ -316,6 +385,8 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
     for n in range(batches):
         if workload == "groupby":
             tables = [_group_table(held, batch, n + 1, inst, held + n * batch) for inst in range(INSTANCES)]
+        elif workload == "join":
+            tables = [_join_table(held, batch, touched, n + 1, held + n * batch)]
         else:
             first = held + n * batch
             tables = [_table(first, batch, inst, first) for inst in range(INSTANCES)]
@@ -324,7 +395,8 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
         cpus.append(cpu)
     batch_peak = _peak_mb()  # the batches' own (_reset_peak after the load)
     final = load_states(state, 0, first_id + batches)[0]
-    held_after = (final["selects"][0]["agg"]["groups"] if workload == "groupby"
+    held_after = (final["selects"][0]["join"]["src"][1] if workload == "join"
+                  else final["selects"][0]["agg"]["groups"] if workload == "groupby"
                   else final["vars"]["qty"] if workload == "flexdict"
                   else final["output"]["rows"])
     return {"workload": workload, "candidate": cand, "held": held, "batch": batch,
@@ -342,6 +414,7 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--candidates", default="pickle,store")
     ap.add_argument("--workload", default="keepall", choices=sorted(PROJECTS))
+    ap.add_argument("--touched", type=int, default=100, help="join: accounts a batch touches")
     ap.add_argument("--dir", default=None, help="where state is written (default: a temp dir)")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # cand:held (a child)
     args = ap.parse_args()
@@ -349,7 +422,8 @@ def main() -> None:
         cand, held = args.one.split(":")
         d = tempfile.mkdtemp(prefix=f"engine-{cand}-", dir=args.dir)
         try:
-            print(json.dumps(run_one(cand, int(held), args.batch, args.batches, d, args.workload)))
+            print(json.dumps(run_one(cand, int(held), args.batch, args.batches, d, args.workload,
+                                     args.touched)))
         finally:
             shutil.rmtree(d, ignore_errors=True)
         return
@@ -357,7 +431,8 @@ def main() -> None:
     for held in [int(h) for h in args.held.split(",")]:
         for cand in args.candidates.split(","):
             cmd = [sys.executable, __file__, "--one", f"{cand}:{held}", "--batch", str(args.batch),
-                   "--batches", str(args.batches), "--workload", args.workload] + (
+                   "--batches", str(args.batches), "--workload", args.workload,
+                   "--touched", str(args.touched)] + (
                        ["--dir", args.dir] if args.dir else [])
             p = subprocess.run(cmd, capture_output=True, text=True,
                                env={**os.environ, "PYTHONPATH": os.pathsep.join(

@@ -81,6 +81,9 @@ def older_layout(root: str, saved: dict) -> Optional[str]:
     if not isinstance(run, dict) or "window_store" not in run:
         return ("it was written by an older ccl that kept the rows of windows in the state files "
                 "of their elements, not in the state store this ccl reads")
+    if run.get("state_store") == 3:
+        return ("it was written by an older ccl that kept the rows and indexes of joins and the "
+                "buckets of Flex event caches in the state files of their elements, not in the state store this ccl reads")
     if run.get("state_store") == 2:
         return ("it was written by an older ccl that kept the dictionaries of Flex elements in "
                 "the state files of their elements, not in the state store this ccl reads")

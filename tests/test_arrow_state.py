@@ -269,10 +269,15 @@ def test_a_run_directory_whose_windows_were_in_the_state_files_is_refused(tmp_pa
     with pytest.raises(RunError, match="kept the dictionaries of Flex elements in the state files"
                                        ".*new checkpoint"):
         layout_of(str(tmp_path))  # (Flex dictionaries pickled)
-    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "state_store": 3}))
+    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "state_store": 3,
+                                                   "numbering": "arrival"}))
+    with pytest.raises(RunError, match="kept the rows and indexes of joins and the buckets of Flex "
+                                       "event caches in the state files.*new checkpoint"):
+        layout_of(str(tmp_path))  # (joins' state pickled)
+    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "state_store": 4}))
     with pytest.raises(RunError, match="numbered the rows of each input by itself.*new checkpoint"):
         layout_of(str(tmp_path))
-    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "state_store": 3,
+    (tmp_path / "run.json").write_text(json.dumps({**run, "window_store": [], "state_store": 4,
                                                    "numbering": "arrival"}))
     assert older_layout(str(tmp_path), {"version": PLAN_VERSION}) is None
     assert layout_of(str(tmp_path)).buckets == 8

@@ -21,11 +21,11 @@ AS SELECT t.TradeId TradeId, n.Name Name FROM Trades t INNER JOIN Names n ON t.S
 CREATE FLEX Moves IN Trades OUT OUTPUT STREAM Seen SCHEMA (Sym string, N integer)
     PARTITION BY Trades HASH(Sym) PARTITIONS 6
 BEGIN
-    DECLARE dictionary(string, integer) seen; END;
+    DECLARE dictionary(string, integer) seen; eventCache(Trades[Sym], 2 events) last; END;
     ON Trades {
         if (isnull(seen[Trades.Sym])) { seen[Trades.Sym] := 0; }
         seen[Trades.Sym] := seen[Trades.Sym] + 1;
-        output [Sym = Trades.Sym; N = seen[Trades.Sym];];
+        output [Sym = Trades.Sym; N = seen[Trades.Sym] * 1000 + sum(last.Qty);];
     };
 END;
 """

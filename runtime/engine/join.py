@@ -181,11 +181,15 @@ class Joiner:
 
     def initial_state(self) -> dict:
         """Empty stores: ``src[i]`` rows of source i (by key), ``acc[j]`` rows of level j's left
-        side, ``lidx``/``ridx`` the equality indexes, ``lcnt``/``rcnt`` match counts."""
+        side, ``lidx``/``ridx`` the equality indexes, ``lcnt``/``rcnt`` match counts; ``keyed``:
+        whether every level finds its matches through its indexes, never walking a side's rows
+        (such a state may live in a keyed store that does not keep insertion order:
+        runtime/state/rows.py)."""
         n = len(self.levels)
         return {"src": [{} for _ in self.aliases], "acc": [{} for _ in range(n)],
                 "lidx": [{} for _ in range(n)], "ridx": [{} for _ in range(n)],
-                "lcnt": [{} for _ in range(n)], "rcnt": [{} for _ in range(n)]}
+                "lcnt": [{} for _ in range(n)], "rcnt": [{} for _ in range(n)],
+                "keyed": all(lv.eq_left for lv in self.levels)}
 
     def apply(self, state: dict, source_index: int, change: Change) -> list[Change]:
         """The changes of joined rows caused by ``change`` of source ``source_index``."""

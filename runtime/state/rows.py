@@ -1,18 +1,22 @@
 """The keyed state of the engine kept in a bucket's :class:`~runtime.state.store.BucketStore`:
-the rows of its windows, their time KEEP's times, and the groups of its aggregates.
+the rows of its windows, their time KEEP's times, the groups of its aggregates, and a join's
+per-port state.
 
 An engine's window state (runtime/engine/store.py :meth:`Store.initial_state`) holds its rows by
 key in ``state["rows"]`` and, for a time KEEP, each row's last change time in ``state["times"]``;
 an aggregate's state (runtime/engine/aggregate.py :meth:`Aggregator.initial_state`) holds its
 groups, its input keys and its output keys in ``state["groups"]``, ``["inputs"]`` and
-``["out"]``. For an element whose state lives in the store (:func:`uses_window_store`), the
+``["out"]``; a join's state (runtime/engine/join.py :meth:`Joiner.initial_state`) holds lists
+of keyed dicts: rows by key per source and per level's left side, the equality indexes (equated
+values -> row keys) and match counts. For an element whose state lives in the store (:func:`uses_window_store`), the
 pickled per-bucket state (runtime/arrow_state.py) holds in their place the number of entries
 held, and a batch reads only the entries its events touch:
 
 - :func:`attach` replaces each such count, in every instance state of the bucket, with a mapping
   over the bucket store (namespace: where the part sits in the instance state; key: the
   instance, then the part's own key): :class:`StoredRows` for rows, input and output keys,
-  :class:`StoredGroups` for groups (which the engine changes in place), :class:`StoredTimes` for
+  :class:`StoredGroups` for groups and a join's indexes (which the engine changes in place),
+  :class:`StoredTimes` for
   times (kept in the store's time index, so that expiry finds the due rows by time);
 - the engine uses the mapping as it uses a dict; entries read are cached for the batch and writes
   kept in that cache (the engine may still change a row object it stored, as with the pickled
@@ -28,14 +32,21 @@ from typing import Any, Iterator, Optional
 
 from .store import BucketStore
 
-# What a run directory's run.json says (``state_store``) of the keyed state in the store: 3 =
-# window rows, time KEEP times, aggregate groups and Flex dictionaries (runtime/state/variables.py);
-# 2 = the same without Flex dictionaries; before, only window rows, and no entry
-LAYOUT = 3
+# What a run directory's run.json says (``state_store``) of the keyed state in the store: 4 =
+# window rows, time KEEP times, aggregate groups, Flex dictionaries (runtime/state/variables.py),
+# joins' per-port rows, indexes and match counts, and Flex event caches' buckets; 3 = the same
+# without joins and event caches; 2 = without
+# Flex dictionaries either; before, only window rows, and no entry
+LAYOUT = 4
 _ABSENT = object()
 _MAX_LIST = 64  # lists longer than this in an instance state are data, not its structure
 # the parts of an aggregate's state kept in the store, and the namespace suffix of each
 _AGG_PARTS = (("groups", "g"), ("inputs", "i"), ("out", "o"))
+# the parts of a join's state (runtime/engine/join.py :meth:`Joiner.initial_state`), each a list
+# of keyed dicts (one per source or level); the indexes' entries (dicts of row keys) are changed
+# in place
+_JOIN_PARTS = ("src", "acc", "lidx", "ridx", "lcnt", "rcnt")
+_JOIN_INDEXES = ("lidx", "ridx")
 
 
 def uses_window_store(element: dict) -> bool:
@@ -234,6 +245,13 @@ def _parts(state: Any, path: tuple = ()) -> Iterator[tuple[str, str, dict]]:
         if "groups" in state and "inputs" in state and "out" in state:
             yield "a", ".".join(path), state
             return
+        if all(part in state for part in _JOIN_PARTS):
+            # a join that walks a side's rows (a level without equalities) walks them in the
+            # order they came, which the store (in key order) does not keep: such a join's
+            # state stays pickled
+            if state.get("keyed"):
+                yield "j", ".".join(path), state
+            return
         if state and type(next(iter(state))) is not str:
             return  # keyed data (aggregate groups, join rows): no engine structure below
         for name, value in state.items():
@@ -257,15 +275,21 @@ def window_states(state: Any) -> Iterator[tuple[str, dict]]:
             yield _ns("w", path), part
 
 
-def stored_parts(state: Any, inst: int) -> Iterator[tuple[dict, str, str, type]]:
-    """(owner dict, field, namespace, mapping class) of every part of the instance state
-    ``state`` (of instance ``inst``) kept in the store."""
+def stored_parts(state: Any, inst: int) -> Iterator[tuple[Any, Any, str, type]]:
+    """(owner, field, namespace, mapping class) of every part of the instance state ``state``
+    (of instance ``inst``) kept in the store: the part is ``owner[field]`` (a dict and its key,
+    or for a join's parts a list and its index)."""
     for kind, path, part in _parts(state):
         ns = _ns(kind, path)
         if kind == "w":
             yield part, "rows", ns, StoredRows
             # per instance: the time index is ordered by time, not by instance
             yield part, "times", f"{ns}.t{inst}", StoredTimes
+        elif kind == "j":
+            for field in _JOIN_PARTS:
+                kind_of = StoredGroups if field in _JOIN_INDEXES else StoredRows
+                for i in range(len(part[field])):
+                    yield part[field], i, f"{ns}.{field}{i}", kind_of  # type: ignore[misc]
         else:
             for field, suffix in _AGG_PARTS:
                 yield part, field, f"{ns}.{suffix}", StoredGroups if field == "groups" else StoredRows

@@ -21,16 +21,25 @@ and puts the marks back. A dictionary the code made anew (``d := new dictionary(
 instance new in the batch) goes to the store whole; one that two variables share stays pickled
 (the store cannot keep two names for one dictionary), as do dictionaries of other types (records,
 vectors or dictionaries as values: code may change them in place through another variable) and
-every other variable (scalars, vectors, records, event caches: small).
+every other variable (scalars, vectors, records: small).
+
+An event cache (:class:`~ccl.splash.caches.EventCache`) keeps its buckets in the store bucket by
+bucket (namespace ``c.NAME``: key (instance, bucket key) -> the bucket's entries): the pickled
+cache holds the number of its buckets in the place of its ``buckets`` dict, and :func:`attach`
+puts there a :class:`~runtime.state.rows.StoredGroups` (the cache changes a bucket's entries in
+place, so every bucket read is written back), which :func:`detach` flushes. A cache with a time
+retention stays pickled: its sweep walks every bucket each batch.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from ccl.splash.caches import EventCache
 from ccl.splash.types import Type
 from ccl.splash.values import Dictionary
 
+from .rows import StoredGroups
 from .store import BucketStore
 
 _ABSENT = object()
@@ -55,10 +64,17 @@ def storable(value: object) -> bool:
             and key.name not in _NOT_SCALAR and val.name not in _NOT_SCALAR)
 
 
+def stored_cache(value: object) -> bool:
+    """Whether the variable value ``value`` is an event cache whose buckets are kept in the
+    store bucket by bucket: one without a time retention (whose sweep walks every bucket)."""
+    return isinstance(value, EventCache) and value.millis is None
+
+
 def holds_stored_variables(state: Any) -> bool:
     """Whether the (fresh) Flex instance state ``state`` has variables kept in the store."""
     values = state.get("vars") if isinstance(state, dict) else None
-    return isinstance(values, dict) and any(storable(v) for v in values.values())
+    return isinstance(values, dict) and any(storable(v) or stored_cache(v)
+                                            for v in values.values())
 
 
 @dataclass(frozen=True)
@@ -74,6 +90,11 @@ def _names(name: str) -> tuple[str, str]:
     """The namespaces (entries, insertion order) of variable ``name``."""
     tag = name if name.isascii() and name.isprintable() else "x" + name.encode().hex()
     return f"v.{tag}", f"v.{tag}.o"
+
+
+def _cache_ns(name: str) -> str:
+    """The namespace of the buckets of event cache variable ``name``."""
+    return "c." + _names(name)[0][2:]
 
 
 def _store_key(key: object) -> object:
@@ -268,9 +289,10 @@ class StoredDictionary(Dictionary):
             self._empty = False
 
 
-def attach(states: dict[int, dict], store: BucketStore) -> dict[int, dict[str, StoredDictionary]]:
+def attach(states: dict[int, dict], store: BucketStore) -> dict[int, dict[str, Any]]:
     """Put a :class:`StoredDictionary` where the pickled Flex states of a bucket hold a
-    :class:`HeldDictionary`; instance -> variable -> the dictionary put there, for
+    :class:`HeldDictionary`, and a mapping over the store (read bucket by bucket) where an event
+    cache holds the count of its buckets; instance -> variable -> the dictionary or cache, for
     :func:`detach`."""
     attached: dict[int, dict[str, StoredDictionary]] = {}
     for inst, state in states.items():
@@ -281,12 +303,15 @@ def attach(states: dict[int, dict], store: BucketStore) -> dict[int, dict[str, S
             if isinstance(v, HeldDictionary):
                 values[name] = attached.setdefault(inst, {})[name] = \
                     StoredDictionary(store, name, inst, v)
+            elif isinstance(v, EventCache) and type(v.buckets) is int:
+                v.buckets = StoredGroups(store, _cache_ns(name), inst, v.buckets)
+                attached.setdefault(inst, {})[name] = v  # type: ignore[assignment]
     return attached
 
 
 def _drop(store: BucketStore, name: str, inst: int) -> None:
     """Remove every entry of variable ``name`` of instance ``inst`` from the store."""
-    for ns in _names(name):
+    for ns in (*_names(name), _cache_ns(name)):
         for key, _ in list(store.scan(ns, (inst,))):
             store.delete(ns, key)
 
@@ -301,8 +326,39 @@ def _write(store: BucketStore, name: str, inst: int, d: Dictionary) -> HeldDicti
     return HeldDictionary(len(d), len(d), d.key, d.value)
 
 
+def _detach_caches(values: dict, store: BucketStore, inst: int, attached: dict[str, Any]) -> None:
+    """The event caches of one instance's ``values``: a cache held by its own name alone leaves
+    the count of its buckets (their changes written to the store, or all of them for a cache
+    new to the store); any other goes back to plain buckets (the store keeps one name per
+    cache)."""
+    refs: dict[int, int] = {}
+    for v in values.values():
+        refs[id(v)] = refs.get(id(v), 0) + 1
+    plain: dict[int, dict] = {}
+    for name, v in values.items():  # read out the buckets of caches not held alone first
+        if isinstance(v, EventCache) and isinstance(v.buckets, StoredGroups) \
+                and (attached.get(name) is not v or refs[id(v)] > 1):
+            if id(v) not in plain:
+                plain[id(v)] = {k: v.buckets[k] for k in list(v.buckets)}
+            v.buckets = plain[id(v)]
+    for name, v in attached.items():  # names whose buckets are in the store but held no more
+        if isinstance(v, EventCache) and (values.get(name) is not v or refs[id(v)] > 1):
+            _drop(store, name, inst)
+    for name, v in values.items():
+        if not isinstance(v, EventCache):
+            continue
+        if isinstance(v.buckets, StoredGroups):
+            v.buckets.flush()
+            v.buckets = len(v.buckets)  # type: ignore[assignment]
+        elif stored_cache(v) and refs[id(v)] == 1 and isinstance(v.buckets, dict):
+            ns = _cache_ns(name)
+            for key, entries in v.buckets.items():
+                store.put(ns, (inst, *key), entries)
+            v.buckets = len(v.buckets)  # type: ignore[assignment]
+
+
 def detach(states: dict[int, dict], store: BucketStore,
-           attached: dict[int, dict[str, StoredDictionary]]) -> int:
+           attached: dict[int, dict[str, Any]]) -> int:
     """Write the changed entries of the stored dictionaries of a bucket's Flex states to
     ``store`` and leave their marks in their place, ready to be pickled; plain storable
     dictionaries (new ones) go to the store whole. ``attached``: what :func:`attach` gave. The
@@ -312,6 +368,7 @@ def detach(states: dict[int, dict], store: BucketStore,
         values = state.get("vars")
         if not isinstance(values, dict):
             continue
+        _detach_caches(values, store, inst, attached.get(inst, {}))
         shared: dict[int, int] = {}
         for v in values.values():
             if isinstance(v, Dictionary):
@@ -324,7 +381,8 @@ def detach(states: dict[int, dict], store: BucketStore,
                     plain[id(v)] = v.plain()
                 values[name] = plain[id(v)]
         # names whose entries are in the store but that no longer hold them alone
-        lost = [name for name, d in attached.get(inst, {}).items() if values.get(name) is not d]
+        lost = [name for name, d in attached.get(inst, {}).items()
+                if isinstance(d, StoredDictionary) and values.get(name) is not d]
         for name in lost:  # replaced or shared: its entries go
             _drop(store, name, inst)
         refs: dict[int, int] = {}

@@ -36,6 +36,7 @@ such a transaction, is left untouched and handed back to the engine for the batc
 """
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -165,7 +166,8 @@ class JoinKernel:
             join = state["selects"][0]["join"]
             return (len(state["selects"]) == 1 and "seq" in state
                     and len(join["ridx"]) == len(self.levels) and len(join["src"]) == len(self.aliases)
-                    and all(isinstance(x, dict) for x in join["ridx"] + join["src"][1:]))
+                    and all(isinstance(x, (dict, MutableMapping))
+                            for x in join["ridx"] + join["src"][1:]))
         except (KeyError, IndexError, TypeError, AttributeError):
             return False
 
