@@ -32,6 +32,7 @@ from runtime.run_dir import BATCHES, PROJECT_QUERY, RunDirs, saved_plan
 
 from ..cli.graph import build_graph, to_svg, xml_text
 from ..diagnostics import CATALOGUE
+from .workspace import read_json
 
 REPORT_FILE = "report.html"
 SAMPLES = 3  # sample rows shown per element and reason of bad records
@@ -147,15 +148,6 @@ class RunReport:
 
 # --- collecting --------------------------------------------------------------------------------
 
-def _read_json(path: str) -> Optional[dict]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
@@ -181,7 +173,7 @@ def element_reports(dirs: RunDirs, plan: Mapping) -> tuple[list[ElementReport], 
         instances: dict[str, int] = {}
         batches: dict[int, int] = {}
         for path in dirs.batch_files("stats", "json", name):
-            s = _read_json(path)
+            s = read_json(path)
             if s is None:
                 continue
             r.batches += 1
@@ -211,7 +203,7 @@ def batch_timings(dirs: RunDirs, plan: Mapping, rows_by_batch: Mapping[str, Mapp
     """The micro-batches of every query (``batches/QUERY/batch-N.json``, runtime.run.timed_batches)
     with the input rows each read: for the project's query the rows in of the input elements it
     runs (``run.json``), for an element's own query that element's rows in."""
-    run = _read_json(os.path.join(dirs.root, "run.json")) or {}
+    run = read_json(os.path.join(dirs.root, "run.json")) or {}
     project = [str(n) for n in run.get("project_query") or []]
     elements = {str(e.get("name")): e for e in plan.get("elements", [])}
     timings = []
@@ -225,7 +217,7 @@ def batch_timings(dirs: RunDirs, plan: Mapping, rows_by_batch: Mapping[str, Mapp
         members = project if query == PROJECT_QUERY else [query.removeprefix("ccl:")]
         counted = [m for m in members if m in elements and _is_input(elements[m])] or members
         for path in dirs.batch_files(BATCHES, "json", query):
-            t, batch = _read_json(path), _batch_number(path)
+            t, batch = read_json(path), _batch_number(path)
             if t is None or batch is None:
                 continue
             rows = sum(rows_by_batch.get(m, {}).get(batch, 0) for m in counted)
@@ -326,7 +318,7 @@ def _collect(run_dir: str, plan: Mapping, out_dir: Optional[str],
              warnings: Iterable[SafetyWarning]) -> RunReport:
     dirs = RunDirs(run_dir)
     elements, rows_by_batch = element_reports(dirs, plan)
-    run = _read_json(os.path.join(out_dir, "_run.json")) if out_dir else None
+    run = read_json(os.path.join(out_dir, "_run.json")) if out_dir else None
     if run and isinstance(run.get("elements"), dict):
         for e in elements:  # the end of the run adds bad records (keys two instances held)
             bad = (run["elements"].get(e.name) or {}).get("bad_records")
