@@ -165,6 +165,21 @@ def test_a_server_that_goes_away_is_retried_and_reported(pg, service, tmp_path):
     sink.close()
 
 
+def test_a_service_no_service_file_defines_fails_at_once_without_retrying(pg, service, tmp_path):
+    """Settings no retry can mend (ESP's HANA service name, undefined here) fail the adapter at
+    once: the run's end does not wait for it, and its status says why."""
+    sink = _sink(tmp_path, "never", "no_such_service")
+    started = time.monotonic()
+    sink.give_up_at = started + 30
+    assert not sink.deliver([_ch("i", 1)], {"batch": -1, "next": 0})
+    assert not sink.deliver([_ch("i", 2)], {"batch": -1, "next": 1})
+    assert time.monotonic() - started < 5
+    status = json.load(open(sink.status.path))
+    assert status["state"] == "failed" and "no_such_service" in status["last_error"]
+    assert not status.get("retries")
+    sink.close()
+
+
 def test_a_table_that_refuses_the_batch_is_reported_and_retried(pg, service, tmp_path):
     pg.query("create table wrong (id int primary key, sym int, px numeric)")
     sink = _sink(tmp_path, "wrong", service)

@@ -186,6 +186,12 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _misconfigured(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection settings themselves are wrong (a service no service
+    file defines): retrying cannot help, unlike a server that went away."""
+    return "definition of service" in str(exc)
+
+
 def _gone(exc: BaseException) -> bool:
     """Whether ``exc`` says the server went away (retry) rather than a bad statement."""
     import psycopg
@@ -232,6 +238,7 @@ class DbSink:
         self.conn: Any = None
         self.give_up_at: Optional[float] = None  # set when the run ends: retry until then
         self.ready = False
+        self.failed = False  # settings no retry can mend: nothing is written until a restart
 
     def open(self, state: dict) -> None:
         self.first_start = state.get("batch", -1) < 0
@@ -293,7 +300,7 @@ class DbSink:
     def deliver(self, rows: list[dict], state: dict) -> bool:
         batch = int(state.get("next", state.get("batch", -1) + 1))
         wait = FIRST_RETRY
-        while True:
+        while not self.failed:
             try:
                 if self.conn is None or self.conn.closed:
                     self._ensure()
@@ -311,6 +318,10 @@ class DbSink:
                 message = f"{self.spec.address()}: {_first_line(exc)}"
                 if message != self.status.data.get("last_error"):
                     log.warning("output adapter %s: %s", self.spec.name, message)
+                if _misconfigured(exc):
+                    self.failed = True
+                    self.status.update(state="failed", last_error=message)
+                    return False
                 self.status.update(state="retrying", last_error=message)
                 self.status.add(retries=1)
                 if self.give_up_at is not None:
@@ -320,6 +331,7 @@ class DbSink:
                 elif self.stop.wait(wait):
                     return False
                 wait = min(wait * 2, max(self.spec.retry_period, FIRST_RETRY))
+        return False
 
     def _write(self, batch: int, rows: list[dict]) -> int:
         """Write ``rows`` as batch ``batch`` in one transaction; 0 when the database has it."""
