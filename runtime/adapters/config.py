@@ -64,7 +64,9 @@ def _int(props: dict, key: str, default: int, adapter: str) -> int:
         raise AdapterError(f"adapter '{adapter}': {key} {value!r} is not a whole number") from None
 
 
-def _float(props: dict, key: str, default: float, adapter: str) -> float:
+def non_negative(props: dict, key: str, default: float, adapter: str) -> float:
+    """Property ``key`` (lower-case ID) of ``props`` as a number >= 0, ``default`` when absent;
+    AdapterError naming ``adapter`` otherwise."""
     value = props.get(key, default)
     try:
         out = float(str(value).strip())
@@ -108,8 +110,8 @@ def socket_spec(adapter: dict, base_dir: str) -> SocketSpec:
     except ValueError as exc:
         raise AdapterError(f"adapter '{name}': {exc}") from None
     return SocketSpec(name, adapter["element"], payload, server, host, port, ep_file,
-                      _float(props, "retryperiod", 5.0, name), _int(props, "retrynumber", 0, name),
-                      _float(props, "batchmillis", 50.0, name) / 1000.0, props)
+                      non_negative(props, "retryperiod", 5.0, name), _int(props, "retrynumber", 0, name),
+                      non_negative(props, "batchmillis", 50.0, name) / 1000.0, props)
 
 
 def read_port(spec: SocketSpec) -> int:
@@ -245,6 +247,6 @@ def mqtt_spec(adapter: dict, run_dir: Optional[str] = None,
                     None if user in (None, "") else str(user),
                     None if password in (None, "") else str(password), clean,
                     _int(props, "mqttkeepalive", 60, name),
-                    _float(props, "retryperiod", 5.0, name),
-                    _float(props, "batchmillis", 50.0, name) / 1000.0, retain,
+                    non_negative(props, "retryperiod", 5.0, name),
+                    non_negative(props, "batchmillis", 50.0, name) / 1000.0, retain,
                     5 if version_text.startswith("5") else 4, max_inflight, props)

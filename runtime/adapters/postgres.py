@@ -40,7 +40,7 @@ from typing import Any, Mapping, Optional
 
 from ..file_names import file_name
 from ..inputs.formats import CsvFormat, adapter_properties, property_flag
-from .config import DB_INPUTS, DB_OUTPUTS, AdapterError
+from .config import DB_INPUTS, DB_OUTPUTS, AdapterError, non_negative
 from .inbox import Inbox
 from .status import Status
 
@@ -82,17 +82,6 @@ class DbSpec:
         if "host" in c or "port" in c or "dbname" in c or not parts:
             parts.append(f"{c.get('host', 'localhost')}:{c.get('port', '5432')}/{c.get('dbname', '')}")
         return " ".join(parts)
-
-
-def _number(props: dict, key: str, default: float, name: str) -> float:
-    value = props.get(key, default)
-    try:
-        out = float(str(value).strip())
-    except ValueError:
-        raise AdapterError(f"adapter '{name}': {key} {value!r} is not a number") from None
-    if out < 0:
-        raise AdapterError(f"adapter '{name}': {key} must not be negative")
-    return out
 
 
 _CONNECTION = ("service", "host", "port", "dbname", "database", "user", "username")
@@ -144,7 +133,7 @@ def db_spec(adapter: dict, element: dict, secrets: Optional[Mapping[str, str]] =
     if direction == "input" and not (table or query):
         raise AdapterError(f"adapter '{name}': a db_in adapter needs a table or a sqlQuery")
     tracking = column("trackingcolumn")
-    poll = _number(props, "pollperiod", 0.0, name)
+    poll = non_negative(props, "pollperiod", 0.0, name)
     if direction == "input" and poll > 0 and tracking is None:
         raise AdapterError(f"adapter '{name}': pollperiod needs a trackingColumn (a column whose "
                            f"values only grow), or each poll would read the rows again")
@@ -156,7 +145,7 @@ def db_spec(adapter: dict, element: dict, secrets: Optional[Mapping[str, str]] =
             raise AdapterError(f"adapter '{name}': keyColumns {missing[0]!r} is not a column of "
                                f"{element['name']}")
         keys = tuple(lower[k.lower()] for k in wanted)
-    batch = int(_number(props, "batchsize", 10_000, name)) or 10_000
+    batch = int(non_negative(props, "batchsize", 10_000, name)) or 10_000
     try:
         truncate = property_flag(props.get("truncatetable", "false"), "truncateTable")
         if direction == "input":
@@ -168,7 +157,7 @@ def db_spec(adapter: dict, element: dict, secrets: Optional[Mapping[str, str]] =
     except ValueError as exc:
         raise AdapterError(f"adapter '{name}': {exc}") from None
     return DbSpec(name, kind, adapter["element"], conninfo, table, query, tracking, poll,
-                  _number(props, "retryperiod", 5.0, name), batch, keys,
+                  non_negative(props, "retryperiod", 5.0, name), batch, keys,
                   column("opcodecolumnname"), column("timestampcolumnname"), truncate, props,
                   (secrets or {}).get("password") or None)
 
@@ -190,6 +179,15 @@ def _misconfigured(exc: BaseException) -> bool:
     """Whether ``exc`` says the connection settings themselves are wrong (a service no service
     file defines): retrying cannot help, unlike a server that went away."""
     return "definition of service" in str(exc)
+
+
+def _close_quietly(conn: Any) -> None:
+    """Close a connection that may be broken already (its error says nothing new)."""
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:
+            pass
 
 
 def _gone(exc: BaseException) -> bool:
@@ -414,11 +412,7 @@ class DbSink:
         return len(rows)
 
     def _close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:
-                pass
+        _close_quietly(self.conn)
         self.conn = None
 
     def close(self) -> None:
@@ -682,9 +676,5 @@ class DbInput:
         self.status.update(state="stopped")
 
     def _close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:
-                pass
+        _close_quietly(self.conn)
         self.conn = None
