@@ -29,43 +29,38 @@ def inbox_directory(run_dir: str, element: str, bound: Optional[str] = None) -> 
 
 
 def check_adapters(plan: dict, base_dir: str) -> None:
-    """AdapterError, before anything runs, for socket, MQTT and JSON output adapters whose
+    """AdapterError, before anything runs, for socket, MQTT, database and JSON output adapters whose
     properties cannot be used."""
     elements = {e["name"]: e for e in plan["elements"]}
     for a in plan.get("adapters", []):
         kind = str(a["type"]).lower()
         if a["element"] not in elements:
             continue
+        spec = None  # a socket or MQTT adapter's, whose output format is checked below
         if (a["direction"] == "input" and kind in SOCKET_INPUTS
                 or a["direction"] == "output" and kind in SOCKET_OUTPUTS):
             spec = socket_spec(a, base_dir)
-            if a["direction"] == "output":
-                try:
-                    encoder(spec.payload, a["element"], elements[a["element"]]["columns"],
-                            spec.properties)
-                except ValueError as exc:
-                    raise AdapterError(f"adapter '{a['name']}': {exc}") from None
         elif (a["direction"] == "input" and kind in DB_INPUTS
               or a["direction"] == "output" and kind in DB_OUTPUTS):
             if kind != "hana_out" or names_database(a):
                 db_spec(a, elements[a["element"]])
         elif kind in (MQTT_INPUTS if a["direction"] == "input" else MQTT_OUTPUTS):
             spec = mqtt_spec(a)
-            if a["direction"] == "output":
-                try:
-                    encoder(spec.payload, a["element"], elements[a["element"]]["columns"],
-                            spec.properties)
-                except ValueError as exc:
-                    raise AdapterError(f"adapter '{a['name']}': {exc}") from None
         elif a["direction"] == "output" and kind == JSON_FILE_OUTPUT:
             try:
                 json_file_sink(a, elements[a["element"]], base_dir)
             except ValueError as exc:
                 raise AdapterError(f"adapter '{a['name']}': {exc}") from None
+        if spec is not None and a["direction"] == "output":
+            try:
+                encoder(spec.payload, a["element"], elements[a["element"]]["columns"],
+                        spec.properties)
+            except ValueError as exc:
+                raise AdapterError(f"adapter '{a['name']}': {exc}") from None
 
 
 class Adapters:
-    """The socket and MQTT input adapters and the fed output adapters of one run."""
+    """The socket, MQTT and database input adapters and the fed output adapters of one run."""
 
     def __init__(self, plan: dict, run_dir: str, base_dir: str, inputs: dict[str, str]) -> None:
         self.plan = plan
