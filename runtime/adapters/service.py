@@ -29,8 +29,8 @@ def inbox_directory(run_dir: str, element: str, bound: Optional[str] = None) -> 
 
 
 def check_adapters(plan: dict, base_dir: str) -> None:
-    """AdapterError, before anything runs, for socket, MQTT, database and JSON output adapters whose
-    properties cannot be used."""
+    """AdapterError, before anything runs, for socket, MQTT, database and JSON output adapters
+    whose properties cannot be used."""
     elements = {e["name"]: e for e in plan["elements"]}
     for a in plan.get("adapters", []):
         kind = str(a["type"]).lower()
