@@ -8,6 +8,7 @@ import json
 
 import pyarrow as pa
 
+from buckets import bucket_table
 from planned import plan_json
 from runtime.arrow_state import bucket_runner, load_states
 from runtime.state import BucketStore
@@ -48,15 +49,8 @@ def _plan(tmp_path) -> str:
 
 def _table(rows, first_seq):
     """Processor input of one bucket: (instance, key, id, value) rows on port 0."""
-    n = len(rows)
-    return pa.table({
-        "__port": pa.array([0] * n, pa.int32()),
-        "__seq": pa.array(range(first_seq, first_seq + n), pa.int64()),
-        "__sub": pa.array([0] * n, pa.int64()), "__src": pa.array([0] * n, pa.int32()),
-        "__op": pa.array(["i"] * n), "__inst": pa.array([r[0] for r in rows], pa.int32()),
-        "__why": pa.array([None] * n, pa.string()), "__raw": pa.array([None] * n, pa.string()),
-        "__p0": pa.array([{"k": k, "id": i, "v": v} for _, k, i, v in rows], ROW),
-        "__bucket": pa.array([0] * n, pa.int32())})
+    return bucket_table([(inst, "i", None, {"k": k, "id": i, "v": v}, False)
+                         for inst, k, i, v in rows], first_seq, ROW)
 
 
 BATCHES = [

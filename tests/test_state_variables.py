@@ -9,6 +9,7 @@ import pytest
 
 from ccl.splash.types import INTEGER, LONG, STRING, Type
 from ccl.splash.values import Dictionary, Long
+from buckets import bucket_table
 from planned import plan_json
 from runtime.arrow_state import bucket_runner, load_states
 from runtime.state import BucketStore, create
@@ -60,15 +61,8 @@ def _plan(tmp_path) -> str:
 
 def _table(rows, first_seq):
     """Processor input of one bucket: (instance, key, value) rows on port 0."""
-    n = len(rows)
-    return pa.table({
-        "__port": pa.array([0] * n, pa.int32()),
-        "__seq": pa.array(range(first_seq, first_seq + n), pa.int64()),
-        "__sub": pa.array([0] * n, pa.int64()), "__src": pa.array([0] * n, pa.int32()),
-        "__op": pa.array(["i"] * n), "__inst": pa.array([i for i, _, _ in rows], pa.int32()),
-        "__why": pa.array([None] * n, pa.string()), "__raw": pa.array([None] * n, pa.string()),
-        "__p0": pa.array([{"k": k, "v": v} for _, k, v in rows], ROW),
-        "__bucket": pa.array([0] * n, pa.int32())})
+    return bucket_table([(inst, "i", None, {"k": k, "v": v}, False) for inst, k, v in rows],
+                        first_seq, ROW)
 
 
 BATCHES = [
