@@ -180,6 +180,18 @@ def test_a_service_no_service_file_defines_fails_at_once_without_retrying(pg, se
     sink.close()
 
 
+def test_an_input_of_a_service_no_service_file_defines_fails_at_once(pg, service, tmp_path):
+    spec = db_spec(_adapter("db_in", "input", service="no_such_service", table="src"), ELEMENT)
+    src = DbInput(spec, str(tmp_path / "inbox"), ELEMENT["columns"],
+                  Status(str(tmp_path / "st"), spec.name, "db_in"), str(tmp_path / "pos"))
+    started = time.monotonic()
+    assert not src.poll_with_retries(started + 30)
+    assert time.monotonic() - started < 5
+    status = json.load(open(src.status.path))
+    assert status["state"] == "failed" and "no_such_service" in status["last_error"]
+    assert not status.get("retries")
+
+
 def test_a_table_that_refuses_the_batch_is_reported_and_retried(pg, service, tmp_path):
     pg.query("create table wrong (id int primary key, sym int, px numeric)")
     sink = _sink(tmp_path, "wrong", service)

@@ -191,9 +191,11 @@ def _close_quietly(conn: Any) -> None:
 
 
 def _gone(exc: BaseException) -> bool:
-    """Whether ``exc`` says the server went away (retry) rather than a bad statement."""
+    """Whether ``exc`` says the server went away (retry) rather than a bad statement or settings
+    no retry can mend."""
     import psycopg
-    return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+    return (isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+            and not _misconfigured(exc))
 
 
 # --------------------------------------------------------------------------------------------------
