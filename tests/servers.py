@@ -19,11 +19,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait(what, timeout: float = 180.0, step: float = 0.05) -> None:
-    """Wait until ``what()`` is true; AssertionError after ``timeout`` seconds."""
+def wait(what, timeout: float = 180.0, step: float = 0.05, state=None) -> None:
+    """Wait until ``what()`` is true; AssertionError after ``timeout`` seconds, saying what
+    ``state()`` (when given) describes then."""
     deadline = time.monotonic() + timeout
     while not what():
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, "timed out" + (f": {state()}" if state else "")
         time.sleep(step)
 
 

@@ -386,12 +386,16 @@ def test_kill_9_during_a_qos1_feed_then_restart_gives_every_message_once(tmp_pat
     run_dir = tmp_path / "ckpt"
     out_json = tmp_path / "json" / "Seen.json"
 
+    logs = []
+
     def start():
+        # stderr to a file: a pipe nobody reads would stop the run once Spark's log fills it
+        logs.append(open(tmp_path / f"run{len(logs)}.log", "wb"))
         return subprocess.Popen(
             [sys.executable, "-m", "ccl.cli", "run", str(tmp_path / "p.ccl"), "--checkpoint",
              str(run_dir), "--output-dir", str(tmp_path / "out"),
              "--set", "spark.master=local[2]", "--set", "spark.shuffle_partitions=2"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            env=env, stdout=subprocess.DEVNULL, stderr=logs[-1], start_new_session=True)
 
     def connected() -> bool:
         path = run_dir / "adapters" / "Feed.json"
@@ -416,15 +420,25 @@ def test_kill_9_during_a_qos1_feed_then_restart_gives_every_message_once(tmp_pat
         # the broker kept the session: what the killed run had not acknowledged comes again
         assert json.loads((run_dir / "adapters" / "Feed.json").read_text())["session_present"]
         _publish(pub, "feed", [f"{i},S{i % 5}".encode() for i in range(2001, 2021)])
-        _wait(lambda: len(_json_ids(out_json)) >= 2020)
+
+        def state() -> str:  # what the test saw when it timed out
+            seen = set(_json_ids(out_json))
+            inbox = "".join(_inbox(run_dir / "inbox" / "Trades")).splitlines()
+            return (f"{len(seen)} ids out, missing {sorted(set(range(1, 2021)) - seen)[:20]}; "
+                    f"{len(inbox)} records in the inbox; run alive: {proc.poll() is None}; "
+                    f"adapter: {(run_dir / 'adapters' / 'Feed.json').read_text()}; log: "
+                    f"{(tmp_path / 'run1.log').read_text()[-2000:]}")
+        _wait(lambda: len(_json_ids(out_json)) >= 2020, state=state)
         time.sleep(2.0)  # anything redelivered twice would show up by now
         os.killpg(proc.pid, signal.SIGTERM)
-        _, err = proc.communicate(timeout=180)
-        assert proc.returncode == 0, err.decode()[-3000:]
+        proc.wait(timeout=180)
+        assert proc.returncode == 0, (tmp_path / "run1.log").read_text()[-3000:]
     finally:
         pub.loop_stop()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        for f in logs:
+            f.close()
     assert _json_ids(out_json) == list(range(1, 2021))  # every message once, in arrival order
     assert sum(t.count("\n") for t in _inbox(run_dir / "inbox" / "Trades")) == 2020
