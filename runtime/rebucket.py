@@ -7,10 +7,13 @@ an element's instances side by side; :func:`rebucket_run` moves every instance's
 bucket it maps to under the new count, as the state is after the last committed batch of the
 project's query, before that query starts again.
 
-It is refused (:func:`why_not_rebucketed`) where state is not kept per bucket by instance: an
-element whose rows go to buckets by instance and group (``by_group``: an instance's groups are
-spread over several buckets), and a per-instance element outside the project's query (its own
-query's batches, or transformWithState's state in Spark's checkpoint).
+An aggregation whose rows go to buckets by instance and group (``by_group``: an instance's groups
+are spread over several buckets by ``pmod(hash(instance, group columns...), buckets)``) has each
+group's state (its group, the input keys and output key that name it, its output row, and a
+source window's rows) moved to the bucket its instance and group values now hash to
+(:func:`group_router`; the pickled instance states of each new bucket count what it got). It is
+refused (:func:`why_not_rebucketed`) for a per-instance element outside the project's query (its
+own query's batches, or transformWithState's state in Spark's checkpoint).
 
 A crash leaves nothing half-moved: a journal (``RUN/rebucket.json``) is written first; the new state
 files are built beside the old ones (``state/ELEMENT.rebucket/``) and the stores switch
@@ -19,16 +22,19 @@ updated. A run that finds the journal finishes (or redoes) the move before anyth
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
-from typing import Optional
+from typing import Any, Callable, Optional
 
-from .arrow_state import load_states, newest_batches, save_states, saved_deadline
+from .arrow_state import load_states, newest_batches, rows_root, save_states, saved_deadline
 from .project_query import query_dir
 from .run_dir import RUN_FILE, RunDirs
 from .run_setup import RunError, RunLayout, atomic_json
-from .state.store import read_layout, rebucket
+from .spark_hash import spark_pmod_hash
+from .state.rows import stored_parts, window_states
+from .state.store import count_keys, read_layout, rebucket, rebucket_keys
 
 JOURNAL = "rebucket.json"
 NEW = ".rebucket"  # suffix of the directory where an element's new state files are built
@@ -53,9 +59,6 @@ def why_not_rebucketed(plan: dict, layout: RunLayout) -> Optional[str]:
     """Why the state of the run directory of ``layout`` (begun with ``plan``) cannot be moved to
     another number of buckets, in one sentence; None when it can."""
     for name in stateful(plan, layout):
-        if name in layout.by_group:
-            return (f"element '{name}' spreads each instance's groups over several buckets, so its "
-                    f"state is not kept by instance")
         if name not in layout.project:
             return (f"element '{name}' runs in a query of its own, whose state is not moved "
                     f"between buckets")
@@ -73,9 +76,49 @@ def rebucket_run(dirs: RunDirs, plan: dict, layout: RunLayout, buckets: int) -> 
                        f"--set runtime.buckets={layout.buckets}, or start from a new checkpoint "
                        f"directory.")
     journal = os.path.join(dirs.root, JOURNAL)
+    elements = stateful(plan, layout)
     atomic_json(journal, {"from": layout.buckets, "to": buckets, "batch": last_commit(dirs),
-                          "elements": stateful(plan, layout), "swapping": False})
+                          "elements": elements, "swapping": False,
+                          "groups": {name: group_spec(plan, name) for name in elements
+                                     if name in layout.by_group}})
     finish_rebucket(dirs)
+
+
+def group_spec(plan: dict, name: str) -> dict:
+    """How the rows of the ``by_group`` aggregation ``name`` of ``plan`` find their bucket: its
+    group columns (source columns, in GROUP BY order; ccl/plan/physical.py group_columns), their
+    types, and the output columns that hold them (the select items that are those columns)."""
+    element = next(e for e in plan["elements"] if e["name"] == name)
+    sel = element["query"]["selects"][0]
+    source = next(e for e in plan["elements"] if e["name"] == sel["sources"][0]["element"])
+    types = {c: str(t).strip().lower() for c, t in source["columns"]}
+    columns = list(element["physical"]["group_columns"])
+    items = [next(it["name"] for it in sel["items"] if it["expr"] == expr)
+             for expr in sel["group_by"]]
+    return {"columns": columns, "types": [types[c] for c in columns], "items": items}
+
+
+def group_router(spec: dict, buckets: int) -> Callable[[str, tuple, Any], int]:
+    """The bucket among ``buckets`` of a stored value of a ``by_group`` aggregation (namespace,
+    key with the instance first, value; runtime/state/rows.py), as runtime/topology.py sends its
+    rows: ``pmod(hash(instance, group values...), buckets)``. The group values are, by
+    namespace: an aggregate's group key (``a.*.g``), the group key an input key or output key
+    names (``a.*.i``, ``a.*.o``), the group items of an output row (``w.output``) and the group
+    columns of a source window's row (``w.selects.*``). Raises RunError for another part."""
+    types = ["integer"] + list(spec["types"])
+    columns, items = list(spec["columns"]), list(spec["items"])
+
+    def route(ns: str, key: tuple, value: Any) -> int:
+        if ns.startswith("a."):
+            group = key[1:] if ns.endswith(".g") else value
+        elif ns == "w.output" and isinstance(value, dict):
+            group = [value[c] for c in items]
+        elif ns.startswith("w.selects.") and isinstance(value, dict):
+            group = [value[c] for c in columns]
+        else:
+            raise RunError(f"state of kind {ns!r} is not known to be kept by group")
+        return spark_pmod_hash([key[0], *group], types, buckets)
+    return route
 
 
 def finish_rebucket(dirs: RunDirs) -> None:
@@ -88,9 +131,13 @@ def finish_rebucket(dirs: RunDirs) -> None:
     except FileNotFoundError:
         return
     old, new, batch = int(job["from"]), int(job["to"]), int(job["batch"])
+    groups = job.get("groups") or {}
     if not job["swapping"]:
         for name in job["elements"]:
-            _build(dirs.of("state", name), old, new, batch)
+            if name in groups:
+                _build_grouped(dirs.of("state", name), old, new, batch, groups[name])
+            else:
+                _build(dirs.of("state", name), old, new, batch)
         job["swapping"] = True
         atomic_json(journal, job)
     for name in job["elements"]:
@@ -124,6 +171,68 @@ def _build(state_dir: str, old: int, new: int, batch: int) -> None:
         layout = read_layout(entry.path) if entry.is_dir() else None
         if layout is not None and layout.buckets != new:  # (else moved by a try a crash cut)
             rebucket(entry.path, old, new, lambda instance: instance % new, batch + 1)
+
+
+def _build_grouped(state_dir: str, old: int, new: int, batch: int, spec: dict) -> None:
+    """:func:`_build` for a ``by_group`` aggregation: each group's values (in the store, or in
+    the pickled states where no store holds them) go to the bucket :func:`group_router` gives,
+    and each new bucket gets, per instance it holds groups of, the instance state with the
+    counts (or dicts) of what it got; the sequence number is the greatest the old buckets had."""
+    target = state_dir + NEW
+    shutil.rmtree(target, ignore_errors=True)
+    os.makedirs(target)
+    route = group_router(spec, new)
+    root = rows_root(state_dir)
+    layout = read_layout(root) if os.path.isdir(root) else None
+    counts: dict[tuple[int, str, int], int] = {}
+    if layout is not None and layout.buckets != new:
+        _, counts = rebucket_keys(root, old, new, route, batch + 1)
+    elif layout is not None:  # moved by a try a crash cut short: count what the buckets hold
+        counts = count_keys(root)
+    skeletons: dict[int, dict] = {}
+    # instance -> new bucket -> namespace -> the entries of a part pickled as a dict
+    split: dict[int, dict[int, dict[str, dict]]] = {}
+    due: list[int] = []
+    timed = False
+    for bucket, written in newest_batches(state_dir, batch + 1).items():
+        has, deadline = saved_deadline(state_dir, bucket, written)
+        timed = timed or has
+        if deadline is not None:
+            due.append(deadline)
+        for inst, state in load_states(state_dir, bucket, batch + 1).items():
+            _check_splittable(state, state_dir)
+            skeleton = skeletons.setdefault(inst, state)
+            if (state.get("seq") or 0) > (skeleton.get("seq") or 0):
+                skeleton["seq"] = state["seq"]
+            for owner, field, ns, _ in stored_parts(state, inst):
+                if isinstance(owner[field], dict):
+                    for key, value in owner[field].items():
+                        nb = route(ns, (inst, *key), value)
+                        split.setdefault(inst, {}).setdefault(nb, {}).setdefault(ns, {})[key] = value
+    placed: dict[int, dict[int, dict]] = {}
+    for inst, skeleton in skeletons.items():
+        homes = {nb for nb, _, i in counts if i == inst} | set(split.get(inst, {}))
+        for nb in homes:
+            state = copy.deepcopy(skeleton)
+            for owner, field, ns, _ in stored_parts(state, inst):
+                if type(owner[field]) is int:
+                    owner[field] = counts.get((nb, ns, inst), 0)
+                else:
+                    owner[field] = split.get(inst, {}).get(nb, {}).get(ns, {})
+            placed.setdefault(nb, {})[inst] = state
+    for nb, states in placed.items():
+        save_states(target, nb, max(batch, 0), states,
+                    (min(due) if due else None,) if timed else None)
+
+
+def _check_splittable(state: dict, state_dir: str) -> None:
+    """RunError when an instance state of a ``by_group`` element holds state kept by instance
+    alone (variables, PER groups, a KEEP EVERY bucket), which its groups cannot share out."""
+    kept = bool(state.get("vars")) or any(w.get("groups") or w.get("bucket") is not None
+                                          for _, w in window_states(state))
+    if kept:
+        raise RunError(f"the state in {state_dir} holds parts kept per instance, not per group: "
+                       f"it cannot be spread over other buckets")
 
 
 def _swap(state_dir: str) -> None:

@@ -107,16 +107,122 @@ def test_a_move_cut_short_is_finished_by_the_next_run(spark, tmp_path, monkeypat
     assert _outputs(got) == expected
 
 
-def test_state_split_by_group_is_not_moved(spark, tmp_path):
-    """An aggregation whose groups spread over buckets keeps no state by instance alone: resuming
-    with other buckets is refused, naming it, and the count it was made with is the way on."""
-    from runtime.run_setup import RunError
-    text = """create input stream s schema (k string, v integer);
-    create output window w primary key deduced keep all as select s.k, sum(s.v) v from s group by s.k;
-    """
-    write_rows(str(tmp_path / "in" / "a.csv"), ["k", "v"], [("a", 1), ("b", 2)])
-    run_project(spark, tmp_path, text, {"s": str(tmp_path / "in")}, native_operators=False, buckets=2)
-    with pytest.raises(RunError, match=r"with 4 buckets \(it has 2\): element 'w' spreads.*"
-                                       r"runtime.buckets=2"):
-        run_project(spark, tmp_path, text, {"s": str(tmp_path / "in")}, native_operators=False,
-                    buckets=4)
+GROUPED = """
+create input stream s schema (k string, j long, v integer);
+create output window w primary key deduced keep all
+    as select s.k, s.j, sum(s.v) v, count(*) n from s group by s.k, s.j;
+create input window u schema (k string, j long, v integer) primary key (k, j);
+create output window x primary key deduced keep all
+    as select u.k, max(u.v) top, sum(u.v) v, count(*) n from u group by u.k;
+"""
+
+
+def _grouped_files(root, batches: int) -> None:
+    """``batches`` files of the stream ``s`` and of the window ``u`` (whose later files update
+    and delete rows of the earlier ones: their groups' retractions need the moved state)."""
+    for b in range(batches):
+        write_rows(str(root / "s" / f"s{b}.csv"), ["k", "j", "v"],
+                   [(f"k{(b + i) % 11}", i % 3, i + 10 * b) for i in range(25)])
+        write_rows(str(root / "u" / f"u{b}.csv"), ["k", "j", "v"],
+                   [(f"k{i % 7}", i % 4 + b % 2, i * (b + 1)) for i in range(20)])
+
+
+def _grouped_outputs(out) -> dict:
+    return {"w": sorted((r["k"], r["j"], r["v"], r["n"]) for r in out.rows("w")),
+            "x": sorted((r["k"], r["top"], r["v"], r["n"]) for r in out.rows("x"))}
+
+
+def _stored_buckets(run: str, element: str) -> dict[int, set[int]]:
+    """Instance -> the buckets whose state files hold a state of it."""
+    from runtime.arrow_state import load_states, newest_batches
+    state_dir = os.path.join(run, "state", element)
+    held: dict[int, set[int]] = {}
+    for bucket in newest_batches(state_dir, 10 ** 6):
+        for inst in load_states(state_dir, bucket, 10 ** 6):
+            held.setdefault(inst, set()).add(bucket)
+    return held
+
+
+@pytest.mark.parametrize("first,then", [(2, 5), (4, 3)])
+def test_groups_spread_over_buckets_move_to_the_bucket_their_key_hashes_to(spark, tmp_path, first,
+                                                                          then):
+    """A ``by_group`` aggregation (each instance's groups spread over the buckets by a hash of the
+    instance and the group columns) resumed with another bucket count: each group's state goes to
+    its new bucket, and the outputs after more batches are those of a run that had that count from
+    the start (a window source's updates retract from groups that moved)."""
+    from runtime.run_dir import by_group
+
+    def run(root, buckets):
+        return run_project(spark, root, GROUPED, {"s": str(root / "s"), "u": str(root / "u")},
+                           buckets=buckets, native_operators=False)
+    whole = tmp_path / "whole"  # the same batches, with the new count from the start
+    _grouped_files(whole, 2)
+    run(whole, then)
+    _grouped_files(whole, 3)
+    expected = run(whole, then)
+    assert set(by_group(expected.plan)) == {"w", "x"}
+    split = tmp_path / "split"
+    _grouped_files(split, 2)
+    run(split, first)
+    run_dir = str(split / "run")
+    assert len(_stored_buckets(run_dir, "w")[0]) > 1  # one instance's groups in several buckets
+    _grouped_files(split, 3)
+    got = run(split, then)
+    assert _grouped_outputs(got) == _grouped_outputs(expected)
+    assert json.loads(open(os.path.join(run_dir, "run.json")).read())["buckets"] == then
+    assert not os.path.exists(os.path.join(run_dir, "rebucket.json"))
+    for name in ("w", "x"):
+        assert set().union(*_stored_buckets(run_dir, name).values()) <= set(range(then))
+        # the state each bucket holds is that of the run with the new count from the start
+        assert _group_state(run_dir, name) == _group_state(str(whole / "run"), name)
+
+
+def _group_state(run: str, element: str) -> dict:
+    """(bucket, instance, namespace, key) -> value of every entry of the element's state store."""
+    from runtime.arrow_state import rows_root
+    from runtime.state.store import BucketStore, read_layout
+    root = rows_root(os.path.join(run, "state", element))
+    out = {}
+    for b in range(read_layout(root).buckets):
+        with BucketStore.open(root, b) as store:
+            it = store._db.iter()
+            it.seek(b"d")
+            spaces = set()
+            while it.valid() and it.key()[:1] == b"d":
+                spaces.add(it.key()[1:it.key().index(b"\x00", 1)].decode())
+                it.next()
+            del it
+            for ns in spaces:
+                for key, value in store.scan(ns):
+                    out[(b, key[0], ns, key[1:])] = value
+    return out
+
+
+def test_a_group_move_cut_short_after_the_stores_switched_is_finished(spark, tmp_path,
+                                                                      monkeypatch):
+    """A crash after the stores of a ``by_group`` aggregation moved, before its state files were
+    written: the next run counts what the new buckets hold and finishes the move."""
+    import runtime.rebucket as rb
+
+    def run(root, buckets):
+        return run_project(spark, root, GROUPED, {"s": str(root / "s"), "u": str(root / "u")},
+                           buckets=buckets, native_operators=False)
+    whole = tmp_path / "whole"
+    _grouped_files(whole, 1)
+    run(whole, 3)
+    _grouped_files(whole, 2)
+    expected = _grouped_outputs(run(whole, 3))
+    split = tmp_path / "split"
+    _grouped_files(split, 1)
+    run(split, 2)
+    _grouped_files(split, 2)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed")
+    monkeypatch.setattr(rb, "save_states", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run(split, 3)
+    job = json.loads((split / "run" / "rebucket.json").read_text())
+    assert job["swapping"] is False and set(job["groups"]) == {"w", "x"}
+    monkeypatch.undo()
+    assert _grouped_outputs(run(split, 3)) == expected

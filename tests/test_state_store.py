@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from runtime.state import (BucketStore, StateError, create, decode_key, encode_key, read_layout,
                            rebucket)
 from runtime.state.keys import encode_items
-from runtime.state.store import KEEP_UNDO
+from runtime.state.store import KEEP_UNDO, count_keys, rebucket_keys
 
 REPO = Path(__file__).resolve().parent.parent
 _SHM = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
@@ -430,6 +430,27 @@ def test_rebucket_moves_every_key_to_its_instance_bucket(fast_path):
             s.begin(1)
     with pytest.raises(StateError, match="in 3 buckets"):
         create(root, 2)
+
+
+def test_rebucket_by_key_moves_each_value_where_its_route_says_and_counts_them(fast_path):
+    """rebucket_keys: the bucket of each value is the route's (namespace, key, value), not the
+    instance's; the counts per (bucket, namespace, instance) are those count_keys finds after."""
+    root = str(fast_path / "s")
+    create(root, 2)
+    _fill(root, 2, lambda i: i % 2, 3)
+    before = _everything(root)
+    seen = []
+
+    def route(ns, key, value):
+        seen.append((ns, key, value))
+        return (key[0] + (key[1] if ns == "w" else 0)) % 3
+    layout, counts = rebucket_keys(root, 2, 3, route, next_batch=3)
+    assert layout.buckets == 3 and len(seen) == len(before)
+    after = _everything(root)
+    assert after == {k: (v, t, route(k[0], k[1], v)) for k, (v, t, _) in before.items()}
+    assert counts == count_keys(root)
+    assert sum(counts.values()) == len(before)
+    assert counts[(route("w", (4, 2), None), "w", 4)] >= 1
 
 
 def test_a_rebucket_that_fails_midway_leaves_the_old_state_whole(fast_path):

@@ -596,6 +596,61 @@ def rebucket(root: str, old_buckets: int, new_buckets: int, bucket_of: Callable[
     one rename, so a crash leaves either the old state whole (the half-written generation is
     removed by the next :func:`create` or :func:`rebucket`) or the new one. The undo records are
     not carried over: the new stores cannot roll back before ``next_batch``."""
+    def place(dkey: bytes, raw: bytes) -> int:
+        return bucket_of(decode_instance(dkey[dkey.index(b"\x00", 1) + 1:]))
+    return _move(root, old_buckets, new_buckets, place, next_batch)
+
+
+def rebucket_keys(root: str, old_buckets: int, new_buckets: int,
+                  route: Callable[[str, tuple, Any], int],
+                  next_batch: int) -> tuple[Layout, dict[tuple[int, str, int], int]]:
+    """:func:`rebucket`, every value to the bucket ``route(namespace, key, value)`` says (``key``
+    with the instance first), not by instance alone: for an element whose instance's keys are
+    spread over buckets by more than the instance (an aggregation's groups). Also gives, per
+    (new bucket, namespace, instance), the number of values moved there: what the bucket's
+    pickled instance states count in place of each stored part (runtime/state/rows.py)."""
+    counts: dict[tuple[int, str, int], int] = {}
+
+    def place(dkey: bytes, raw: bytes) -> int:
+        cut = dkey.index(b"\x00", 1)
+        ns = dkey[1:cut].decode()
+        key = decode_key(dkey[cut + 1:])
+        nb = route(ns, key, _load(raw))
+        at = (nb, ns, key[0])
+        counts[at] = counts.get(at, 0) + 1
+        return nb
+    return _move(root, old_buckets, new_buckets, place, next_batch), counts
+
+
+def count_keys(root: str) -> dict[tuple[int, str, int], int]:
+    """Per (bucket, namespace, instance), the number of values the state root ``root`` holds as
+    its last committed batch left them (a scan of every bucket: for :func:`rebucket_keys`'s
+    counts when a crash cut the move short after the switch)."""
+    layout = read_layout(root)
+    if layout is None:
+        raise StateError(f"{root} is not a state root (no {LAYOUT})")
+    counts: dict[tuple[int, str, int], int] = {}
+    for b in range(layout.buckets):
+        with BucketStore.open(root, b) as store:
+            it = store._db.iter()
+            it.seek(b"d")
+            while it.valid():
+                dkey = it.key()
+                if dkey[:1] != b"d":
+                    break
+                cut = dkey.index(b"\x00", 1)
+                at = (b, dkey[1:cut].decode(), decode_instance(dkey[cut + 1:]))
+                counts[at] = counts.get(at, 0) + 1
+                it.next()
+            del it
+    return counts
+
+
+def _move(root: str, old_buckets: int, new_buckets: int, place: Callable[[bytes, bytes], int],
+          next_batch: int) -> Layout:
+    """Copy every value of the buckets of ``root`` (before batch ``next_batch``) to the bucket
+    ``place(data key, raw value)`` of a new generation of ``new_buckets``, then switch to it
+    (see :func:`rebucket`)."""
     layout = read_layout(root)
     if layout is None:
         raise StateError(f"{root} is not a state root (no {LAYOUT})")
@@ -622,10 +677,9 @@ def rebucket(root: str, old_buckets: int, new_buckets: int, bucket_of: Callable[
                     if dkey[:1] != b"d":
                         break
                     raw = it.value()
-                    instance = decode_instance(dkey[dkey.index(b"\x00", 1) + 1:])
-                    nb = bucket_of(instance)
+                    nb = place(dkey, raw)
                     if not 0 <= nb < new_buckets:
-                        raise StateError(f"instance {instance} maps to bucket {nb}, not one of "
+                        raise StateError(f"a value of {root} maps to bucket {nb}, not one of "
                                          f"0..{new_buckets - 1}")
                     wb = batches[nb]
                     wb.put(dkey, raw)
