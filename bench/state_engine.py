@@ -1,7 +1,8 @@
 """A micro-batch through the runtime's own bucket function, before and after its state moved to the
 state store (issue 27): batch time and peak memory as the state held grows.
 
-    python bench/state_engine.py [--workload keepall|groupby|keephour|flexdict|join] [--held 100000,1000000]
+    python bench/state_engine.py [--workload keepall|groupby|keephour|flexdict|join|cachehour]
+                                 [--held 100000,1000000]
                                  [--batch 100000] [--batches 3] [--candidates pickle,store]
 
 Workloads (``--held`` counts rows held, groups for ``groupby``):
@@ -23,7 +24,13 @@ Workloads (``--held`` counts rows held, groups for ``groupby``):
   a.Account``, the join kernel) of ``--held`` accounts, one instance (one bucket): each batch's
   ``--batch`` orders touch ``--touched`` accounts; ``store`` keeps the window's rows and the
   join's rows and index in the bucket's RocksDB (runtime/state/rows.py), ``pickle`` in the
-  state file.
+  state file;
+- ``cachehour``: a derived stream whose DECLARE block has ``eventCache(Orders[OrderId], 1 hour)``
+  (a bucket per order, partitioned by Account over 4 instances, run with expiry as ``keephour``):
+  ``--held`` buckets of one record each spread over the last hour, each batch adds ``--batch``
+  orders and the clock moves on so that about as many of the oldest expire; ``store`` keeps the
+  cache's buckets in the bucket's RocksDB with its time index (runtime/state/variables.py),
+  ``pickle`` in the state file.
 
 The project: orders into a ``KEEP ALL`` window keyed by OrderId, ``PARTITION BY o HASH(Account)
 PARTITIONS 4``. Each batch brings ``--batch`` new orders spread over the 4 instances (one bucket
@@ -94,7 +101,15 @@ create output window Held primary key (OrderId) keep 1 hour
   partition by Orders hash(Account) partitions 4
   as select * from Orders;
 """, "Held"),
+    "cachehour": ("""
+create input stream Orders schema (OrderId integer, Account string, Qty integer, Price float);
+create output stream Recent
+  declare eventCache(Orders[OrderId], 1 hour) c; end
+  partition by Orders hash(Account) partitions 4
+  as select Orders.OrderId OrderId, count(c.Qty) n from Orders;
+""", "Recent"),
 }
+TIMED = ("keephour", "cachehour")
 INSTANCES = 4
 LOAD_CHUNK = 200_000
 HOUR = 3_600_000
@@ -199,9 +214,11 @@ def _load(workload: str, cand: str, held: int, state: str) -> tuple[float, int]:
                 window["rows"] += len(gs)
         elif workload == "flexdict":
             load_id = _load_dictionary(cand, state, st, inst, held, load_id)
+        elif workload == "cachehour":
+            load_id = _load_cache(cand, state, st, inst, held, load_id)
         else:
             ids = range(INSTANCES + inst, held, INSTANCES)
-            timed = workload == "keephour"
+            timed = workload in TIMED
             if cand == "pickle":
                 window["rows"].update(((i,), _row(i)) for i in ids)
                 if timed:
@@ -250,6 +267,33 @@ def _load_dictionary(cand: str, state: str, st: dict, inst: int, held: int, load
             load_id += 1
         s.compact()
     st["vars"]["qty"] = HeldDictionary(qty.size + len(ids), seq, qty.key, qty.value)
+    return load_id
+
+
+def _load_cache(cand: str, state: str, st: dict, inst: int, held: int, load_id: int) -> int:
+    """cachehour: the buckets of the event cache ``c`` of instance ``inst`` (one record each, its
+    time spread over the hour before the first batch) put in its state (pickle) or its bucket's
+    store (runtime/state/variables.py's namespace of a time cache, in its time index at the
+    record's time); the next batch id of the load."""
+    from runtime.arrow_state import rows_root
+    from runtime.state import BucketStore
+
+    ids = range(INSTANCES + inst, held, INSTANCES)
+    cache = st["vars"]["c"]
+    cache.now_ms = T0
+    if cand == "pickle":
+        cache.buckets.update(((i,), [[_row(i), "i", _hour_time(i, held)]]) for i in ids)
+        return load_id
+    with BucketStore.open(rows_root(state), inst) as s:
+        for lo in range(0, len(ids), LOAD_CHUNK):
+            s.begin(load_id)
+            for i in ids[lo:lo + LOAD_CHUNK]:
+                t = _hour_time(i, held)
+                s.put_timed(f"c.c.t{inst}", (inst, i), [[_row(i), "i", t]], t)
+            s.commit(load_id)
+            load_id += 1
+        s.compact()
+    cache.buckets += len(ids)
     return load_id
 
 
@@ -353,7 +397,7 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
     state = os.path.join(d, "state")
     if cand == "store":
         create(rows_root(state), 8)
-    timed = workload == "keephour"
+    timed = workload in TIMED
 
     ops: dict[str, int] = {}  # output row changes of the timed batches by opcode (a check)
 
@@ -398,6 +442,7 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
     held_after = (final["selects"][0]["join"]["src"][1] if workload == "join"
                   else final["selects"][0]["agg"]["groups"] if workload == "groupby"
                   else final["vars"]["qty"] if workload == "flexdict"
+                  else final["vars"]["c"].buckets if workload == "cachehour"
                   else final["output"]["rows"])
     return {"workload": workload, "candidate": cand, "held": held, "batch": batch,
             "batch_s": times, "cpu_s": cpus, "load_s": load_s, "state_mb": _du(state) / 1e6,

@@ -40,7 +40,7 @@ GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
 _STATE_FILE = re.compile(r"^b(\d+)-(\d+)\.pkl$")
 _RUNS: dict[tuple, BucketRun] = {}  # per Python worker: engines are built once, not every batch
 # (id of a BucketRun in _RUNS, what) -> whether its element holds window rows and groups (what:
-# "rows") or dictionaries (a Flex, "vars") that the state store keeps
+# "rows") or dictionaries and event caches (a Flex's or DECLARE's, "vars") that the store keeps
 _HOLDS: dict[tuple[int, str], bool] = {}
 # ``__inst`` of a marker row: a bucket of an element with timers whose next deadline has come is
 # sent one, so that its instances expire in a batch that brings the bucket no rows
@@ -160,7 +160,7 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
         bucket = table.column(BUCKET)[0].as_py()  # one bucket per group (key: bucket_group)
         states = load_states(state_dir, bucket, batch_id)
         what = _stored(runner)
-        if what is None:
+        if not what:
             out = _processed(runner, states, table, now, timed)
             save_states(state_dir, bucket, batch_id, states,
                         (runner.next_deadline(states),) if timed else None)
@@ -170,15 +170,15 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
             create(root, bucket + 1)
         with BucketStore.open(root, bucket) as store:
             store.begin(batch_id)
-            if what == "rows":
+            if "rows" in what:
                 attach(states, store)
-            else:
+            if "vars" in what:
                 attached = variables.attach(states, store)
             out = _processed(runner, states, table, now, timed)
             deadline = (runner.next_deadline(states),) if timed else None  # (from the store)
-            if what == "rows":
+            if "rows" in what:
                 detach(states, store)
-            else:
+            if "vars" in what:
                 variables.detach(states, store, attached)
             save_states(state_dir, bucket, batch_id, states, deadline)
             store.commit(batch_id)
@@ -199,21 +199,22 @@ def _processed(runner: BucketRun, states: dict, table: Any, now: int, timed: boo
     return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
-def _stored(runner: BucketRun) -> Optional[str]:
+def _stored(runner: BucketRun) -> tuple[str, ...]:
     """What of the state of the element of ``runner`` the bucket's state store keeps: "rows"
-    (window rows and aggregate groups), "vars" (a Flex's dictionaries), or None (nothing: no
-    store is opened for it)."""
+    (window rows and aggregate groups) and "vars" (dictionaries and event caches of a Flex or of
+    DECLARE items), or nothing (no store is opened for it)."""
     element = runner.element
-    if uses_window_store(element):
-        what, holds = "rows", holds_stored_state
-    elif uses_variable_store(element):
-        what, holds = "vars", holds_stored_variables
-    else:
-        return None
-    held = _HOLDS.get((id(runner), what))
-    if held is None:
-        held = _HOLDS[id(runner), what] = holds(runner.engine.initial_state())
-    return what if held else None
+    kept = []
+    for what, uses, holds in (("rows", uses_window_store, holds_stored_state),
+                              ("vars", uses_variable_store, holds_stored_variables)):
+        if not uses(element):
+            continue
+        held = _HOLDS.get((id(runner), what))
+        if held is None:
+            held = _HOLDS[id(runner), what] = holds(runner.engine.initial_state())
+        if held:
+            kept.append(what)
+    return tuple(kept)
 
 
 def bucket_rows(proc_in: DataFrame, group: Column, plan_text: str, element: dict,

@@ -57,6 +57,8 @@ class EventCache:
         self.now_ms = 0
 
     def __repr__(self) -> str:
+        if not isinstance(self.buckets, dict):  # (kept in a state store: not read for a repr)
+            return f"EventCache({self.name}: buckets in a state store)"
         return f"EventCache({self.name}: {sum(len(b) for b in self.buckets.values())} records)"
 
     # --- buckets -----------------------------------------------------------------------------
@@ -158,7 +160,9 @@ class EventCache:
         """Drop every expired record (time retention), so idle buckets do not keep memory."""
         self.now_ms = max(self.now_ms, now_ms)
         if self.millis is not None:
-            for key in list(self.buckets):
+            # buckets kept in a state store say which may have expired records (its time index)
+            due = getattr(self.buckets, "due", None)
+            for key in due(self.now_ms - self.millis) if due is not None else list(self.buckets):
                 self._live(key)
 
     def size(self) -> int:

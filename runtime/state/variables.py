@@ -28,7 +28,13 @@ bucket (namespace ``c.NAME``: key (instance, bucket key) -> the bucket's entries
 cache holds the number of its buckets in the place of its ``buckets`` dict, and :func:`attach`
 puts there a :class:`~runtime.state.rows.StoredGroups` (the cache changes a bucket's entries in
 place, so every bucket read is written back), which :func:`detach` flushes. A cache with a time
-retention stays pickled: its sweep walks every bucket each batch.
+retention (``eventCache(S[k], 20 seconds)``) keeps its buckets in a namespace per instance
+(``c.NAME.tINSTANCE``), each in the store's time index at the time of its oldest entry
+(:class:`StoredCacheBuckets`): its sweep (the element's expiry) reads the buckets that have
+entries to drop, found by time, not every bucket.
+
+The variables of any element runtime/arrow_state.py runs are kept so, those of a derived element's
+DECLARE block (and the global DECLARE items each instance has a copy of) as a Flex's.
 """
 from __future__ import annotations
 
@@ -47,11 +53,13 @@ _NOT_SCALAR = frozenset(("record", "dictionary", "vector", "eventcache", "any", 
 
 
 def uses_variable_store(element: dict) -> bool:
-    """Whether the dictionaries of the Flex ``element`` (a plan element) live in the bucket's
-    state store when runtime/arrow_state.py runs it (the Flex elements it runs; elsewhere they run
-    on transformWithState, whose state stays pickled)."""
+    """Whether the dictionaries and event caches of ``element`` (a plan element: a Flex, or a
+    derived element with DECLARE or global DECLARE items) live in the bucket's state store when
+    runtime/arrow_state.py runs it (the elements it runs; elsewhere they run on
+    transformWithState, whose state stays pickled). Whether it has any is a fact of its built
+    engine (:func:`holds_stored_variables`)."""
     physical = element.get("physical", {})
-    return bool(element.get("flex")) and bool(physical.get("arrow") or physical.get("uses_time"))
+    return bool(physical.get("arrow") or physical.get("uses_time"))
 
 
 def storable(value: object) -> bool:
@@ -65,9 +73,9 @@ def storable(value: object) -> bool:
 
 
 def stored_cache(value: object) -> bool:
-    """Whether the variable value ``value`` is an event cache whose buckets are kept in the
-    store bucket by bucket: one without a time retention (whose sweep walks every bucket)."""
-    return isinstance(value, EventCache) and value.millis is None
+    """Whether the variable value ``value`` is an event cache, whose buckets are kept in the
+    store bucket by bucket."""
+    return isinstance(value, EventCache)
 
 
 def holds_stored_variables(state: Any) -> bool:
@@ -95,6 +103,42 @@ def _names(name: str) -> tuple[str, str]:
 def _cache_ns(name: str) -> str:
     """The namespace of the buckets of event cache variable ``name``."""
     return "c." + _names(name)[0][2:]
+
+
+def _timed_ns(name: str, inst: int) -> str:
+    """The namespace of the buckets of instance ``inst``'s event cache ``name`` with a time
+    retention (one per instance: an expiry walks a namespace's time index)."""
+    return f"{_cache_ns(name)}.t{inst}"
+
+
+class StoredCacheBuckets(StoredGroups):
+    """The buckets of an event cache with a time retention over a bucket store: as
+    :class:`~runtime.state.rows.StoredGroups` (every bucket read is written back), each bucket
+    written at the time of its oldest entry (entries are in arrival order), so that :meth:`due`
+    finds the buckets holding entries of a time by the store's time index."""
+
+    def flush(self) -> None:
+        """Give the buckets changed so far to the store, each at the time of its oldest entry."""
+        store, ns, inst = self._store, self._ns, self._inst
+        for key in list(self._changed()):
+            entries = self.get(key)
+            if entries is None:
+                store.delete(ns, (inst, *key))
+            elif entries:
+                store.put_timed(ns, (inst, *key), entries, entries[0][2])
+            else:  # (an empty bucket: nothing to expire)
+                store.put(ns, (inst, *key), entries)
+
+    def due(self, last_millis: int) -> list[tuple]:
+        """The keys of the buckets that may hold entries of time ``last_millis`` or earlier: those
+        the time index has at such a time (read into the batch's cache; written back at their new
+        oldest time, or deleted, by :meth:`flush`) and those the batch read already."""
+        if self._size:
+            cached = set(self._cache)
+            for key, entries in self._store.expire(self._ns, last_millis + 1):
+                if key[1:] not in cached:
+                    self._cache[key[1:]] = entries
+        return [k for k in list(self._cache) if self.get(k) is not None]
 
 
 def _store_key(key: object) -> object:
@@ -304,14 +348,16 @@ def attach(states: dict[int, dict], store: BucketStore) -> dict[int, dict[str, A
                 values[name] = attached.setdefault(inst, {})[name] = \
                     StoredDictionary(store, name, inst, v)
             elif isinstance(v, EventCache) and type(v.buckets) is int:
-                v.buckets = StoredGroups(store, _cache_ns(name), inst, v.buckets)
+                v.buckets = (StoredGroups(store, _cache_ns(name), inst, v.buckets)
+                             if v.millis is None else
+                             StoredCacheBuckets(store, _timed_ns(name, inst), inst, v.buckets))
                 attached.setdefault(inst, {})[name] = v  # type: ignore[assignment]
     return attached
 
 
 def _drop(store: BucketStore, name: str, inst: int) -> None:
     """Remove every entry of variable ``name`` of instance ``inst`` from the store."""
-    for ns in (*_names(name), _cache_ns(name)):
+    for ns in (*_names(name), _cache_ns(name), _timed_ns(name, inst)):
         for key, _ in list(store.scan(ns, (inst,))):
             store.delete(ns, key)
 
@@ -351,9 +397,15 @@ def _detach_caches(values: dict, store: BucketStore, inst: int, attached: dict[s
             v.buckets.flush()
             v.buckets = len(v.buckets)  # type: ignore[assignment]
         elif stored_cache(v) and refs[id(v)] == 1 and isinstance(v.buckets, dict):
-            ns = _cache_ns(name)
-            for key, entries in v.buckets.items():
-                store.put(ns, (inst, *key), entries)
+            if v.millis is None:
+                ns = _cache_ns(name)
+                for key, entries in v.buckets.items():
+                    store.put(ns, (inst, *key), entries)
+            else:
+                mapping = StoredCacheBuckets(store, _timed_ns(name, inst), inst, 0)
+                for key, entries in v.buckets.items():
+                    mapping[key] = entries
+                mapping.flush()
             v.buckets = len(v.buckets)  # type: ignore[assignment]
 
 
