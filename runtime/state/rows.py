@@ -157,6 +157,51 @@ class StoredGroups(StoredRows):
                 yield key
 
 
+def _nan(key: tuple) -> bool:
+    """Whether ``key`` holds a float NaN (a dict finds such a key with that very NaN object only:
+    a NaN is unequal to itself, and hashes by identity)."""
+    return any(type(v) is not str and isinstance(v, float) and v != v for v in key)
+
+
+def _store_key(inst: int, key: tuple) -> tuple:
+    """The store key of ``key`` of instance ``inst``: -0.0 as 0.0 (one dict key, two
+    encodings)."""
+    return (inst, *[0.0 if type(v) is float and v == 0 else v for v in key])
+
+
+class StoredIndex(StoredGroups):
+    """A join's equality index (equated values -> the keys of the rows having them), as
+    :class:`StoredGroups`, with the values matched as the engine's dict matches them: -0.0 finds
+    0.0, and values with a NaN find nothing from another batch (the engine's dict finds a NaN
+    key only with the very NaN object it was stored with, which a stream row's NaN or a state
+    file read again never is): such entries live in the batch's cache only, never in the store."""
+
+    def get(self, key: tuple, default: Any = None) -> Any:  # type: ignore[override]
+        """The row keys under ``key`` (read from the store once per batch), or ``default``."""
+        entry = self._cache.get(key, None)
+        if entry is None:
+            entry = _ABSENT if self._empty or _nan(key) else \
+                self._store.get(self._ns, _store_key(self._inst, key), _ABSENT)
+            self._cache[key] = entry
+        return default if entry is _ABSENT else entry
+
+    def prefetch(self, keys: list[tuple]) -> None:
+        """As :meth:`StoredRows.prefetch`, without the keys holding a NaN."""
+        super().prefetch([k for k in keys if not _nan(k)])
+
+    def flush(self) -> None:
+        """Give the entries changed so far to the store, those under a NaN left out."""
+        store, ns, inst, cache = self._store, self._ns, self._inst, self._cache
+        for key in list(self._changed()):
+            if _nan(key):
+                continue
+            entry = cache[key]
+            if entry is _ABSENT:
+                store.delete(ns, _store_key(inst, key))
+            else:
+                store.put(ns, _store_key(inst, key), entry)
+
+
 class StoredTimes(MutableMapping):
     """One instance's last-change times of a time KEEP window (key -> epoch ms), in the store's
     time index of a namespace of its own (``ns``): :meth:`pop_due` gives the keys whose time has
@@ -287,7 +332,7 @@ def stored_parts(state: Any, inst: int) -> Iterator[tuple[Any, Any, str, type]]:
             yield part, "times", f"{ns}.t{inst}", StoredTimes
         elif kind == "j":
             for field in _JOIN_PARTS:
-                kind_of = StoredGroups if field in _JOIN_INDEXES else StoredRows
+                kind_of = StoredIndex if field in _JOIN_INDEXES else StoredRows
                 for i in range(len(part[field])):
                     yield part[field], i, f"{ns}.{field}{i}", kind_of  # type: ignore[misc]
         else:
