@@ -95,7 +95,7 @@ def test_the_store_gives_the_outputs_of_the_pickled_dictionaries(tmp_path, monke
     states = load_states(str(tmp_path / "store"), 0, 6)
     assert isinstance(states[1]["vars"]["counts"], HeldDictionary)
     assert states[1]["vars"]["counts"].size == 2  # r, t (s removed)
-    assert isinstance(states[1]["vars"]["last"], Dictionary)  # record values: pickled
+    assert isinstance(states[1]["vars"]["last"], HeldDictionary)  # records of scalars: stored too
     monkeypatch.setattr(arrow_state, "uses_variable_store", lambda element: False)
     pickled = _run_all(plan_text, str(tmp_path / "pickle"))
     assert pickled == stored
@@ -227,3 +227,91 @@ def test_keys_of_other_scalar_types(tmp_path, key):
         attach(states, store)
         d = states[3]["vars"]["d"]
         assert d[key] == 1 and list(d) == [key]
+
+
+RECORDS = """
+create input stream s schema (k string, v integer);
+create flex g in s out output stream o schema (k string, n integer, total integer, last integer)
+  partition by s roundrobin partitions 2
+begin
+  declare
+    typeof(o) cur;
+    dictionary(string, typeof(o)) acc;
+  end;
+  on s {
+    if (s.v = 50) { cur.total := cur.total + 1000; }
+    if (isnull(acc[s.k])) { acc[s.k] := [k = s.k; n = 0; total = 0; last = 0;]; }
+    acc[s.k].n := acc[s.k].n + 1;
+    acc[s.k].total := acc[s.k].total + s.v;
+    if (s.v = 7) { cur := acc[s.k]; }
+    if (s.v < 0) { remove(acc, s.k); }
+    output [k = s.k; n = acc[s.k].n; total = acc[s.k].total; last = cur.total;];
+  };
+end;
+"""
+RECORD_BATCHES = [
+    [(0, "a", 1), (0, "b", 7), (0, "a", 2), (1, "a", 4)],
+    [(0, "c", 50), (0, "b", 1), (0, "a", 7), (1, "a", -1)],
+    [(0, "a", 3), (0, "d", 50), (0, "b", 2), (1, "a", 2)],
+    [(0, "a", 1), (0, "b", 50), (1, "z", 7)],
+]
+
+
+def test_dictionaries_of_records_in_the_store_give_the_rows_of_the_pickled_ones(tmp_path,
+                                                                              monkeypatch):
+    """A dictionary of records (of scalar fields) changed in place (``acc[k].n := ...``), read
+    into a variable and removed from: kept in the store entry by entry, it gives the rows of the
+    pickled layout, replays included."""
+    import runtime.arrow_state as arrow_state
+    path = tmp_path / "g.ccl"
+    path.write_text(RECORDS)
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    plan_text = json.dumps(plan)
+
+    def run_all(state_dir):
+        outs = []
+        for batch_id in (0, 1, 1, 2, 3, 3):
+            table = _table(RECORD_BATCHES[batch_id], 100 * batch_id)
+            out = bucket_runner(plan_text, "o", frozenset(), state_dir, batch_id, 0)((None,), table)
+            outs.append(out.to_pylist())
+        return outs
+    stored = run_all(str(tmp_path / "store"))
+    held = load_states(str(tmp_path / "store"), 0, 4)[0]["vars"]["acc"]
+    assert isinstance(held, HeldDictionary) and held.size == 4  # a, b, c, d
+    monkeypatch.setattr(arrow_state, "uses_variable_store", lambda element: False)
+    pickled = run_all(str(tmp_path / "pickle"))
+    assert pickled == stored
+    assert stored[1] == stored[2] and stored[4] == stored[5]
+    rows = [(r["k"], r["n"], r["total"]) for r in stored[-1] if r["__kind"] == "row"
+            and r["__inst"] == 0]
+    assert rows == [("a", 5, 14), ("b", 4, 60)]  # in-place changes kept across batches
+
+
+def test_a_dictionary_whose_record_another_variable_holds_stays_pickled(tmp_path):
+    """A record held both by a dictionary and by another variable (one object): the state file
+    keeps them one object, the store could not, so the dictionary stays plain while it is so,
+    and goes to the store once it is not."""
+    from ccl.splash.values import Record
+    rtype = Type("record", fields=(("x", INTEGER),))
+    rec = Record([("x", 1)], types={"x": INTEGER})
+    d = Dictionary([("a", rec), ("b", Record([("x", 2)], types={"x": INTEGER}))], STRING, rtype)
+    assert storable(d)
+    states = {0: {"vars": {"d": d, "r": rec}}}
+    root = str(tmp_path / "root")
+    create(root, 1)
+    with BucketStore.open(root, 0) as store:
+        store.begin(0)
+        detach(states, store, attach(states, store))
+        store.commit(0)
+        assert states[0]["vars"]["d"] is d  # shared with r: plain
+        states[0]["vars"]["r"] = Record([("x", 1)], types={"x": INTEGER})  # a copy now
+        store.begin(1)
+        detach(states, store, attach(states, store))
+        store.commit(1)
+        assert states[0]["vars"]["d"] == HeldDictionary(2, 2, STRING, rtype)
+        store.begin(2)
+        attached = attach(states, store)
+        assert states[0]["vars"]["d"]["a"]["x"] == 1
+        detach(states, store, attached)
+        store.commit(2)

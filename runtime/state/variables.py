@@ -19,9 +19,13 @@ interpreter uses as it uses any dictionary: reads go to the store on a miss, wit
 batch) in the place of each :class:`HeldDictionary`; :func:`detach` writes the changed entries
 and puts the marks back. A dictionary the code made anew (``d := new dictionary(...)``, or an
 instance new in the batch) goes to the store whole; one that two variables share stays pickled
-(the store cannot keep two names for one dictionary), as do dictionaries of other types (records,
-vectors or dictionaries as values: code may change them in place through another variable) and
-every other variable (scalars, vectors, records: small).
+(the store cannot keep two names for one dictionary), as do dictionaries of vectors or
+dictionaries (shared by assignment: code may change them in place through another variable) and
+every other variable (scalars, vectors, records: small). A dictionary of records of scalar fields
+is kept in the store: records are values (assignment copies them), but code may change one in
+place (``d[k].f := x``), so every entry a batch read is written back; one of whose records another
+variable or entry holds (one object: :func:`_aliased`, checked at every :func:`detach`) stays
+pickled while it does, as the state file keeps such a record one object.
 
 An event cache (:class:`~ccl.splash.caches.EventCache`) keeps its buckets in the store bucket by
 bucket (namespace ``c.NAME``: key (instance, bucket key) -> the bucket's entries): the pickled
@@ -43,7 +47,7 @@ from typing import Any, Iterator
 
 from ccl.splash.caches import EventCache
 from ccl.splash.types import Type
-from ccl.splash.values import Dictionary
+from ccl.splash.values import Dictionary, Record
 
 from .rows import StoredGroups
 from .store import BucketStore
@@ -64,12 +68,45 @@ def uses_variable_store(element: dict) -> bool:
 
 def storable(value: object) -> bool:
     """Whether the variable value ``value`` is a dictionary kept in the store by entry: of
-    declared scalar key and value types."""
+    declared scalar key type, and values of a scalar type or records of scalar fields."""
     if not isinstance(value, Dictionary):
         return False
     key, val = getattr(value, "key", None), getattr(value, "value", None)
-    return (isinstance(key, Type) and isinstance(val, Type)
-            and key.name not in _NOT_SCALAR and val.name not in _NOT_SCALAR)
+    return (isinstance(key, Type) and isinstance(val, Type) and key.name not in _NOT_SCALAR
+            and (val.name not in _NOT_SCALAR or _flat_record(val)))
+
+
+def _flat_record(t: Type) -> bool:
+    """Whether ``t`` is a record type whose fields are all of scalar types."""
+    return t.name == "record" and bool(t.fields) and all(
+        isinstance(ft, Type) and ft.name not in _NOT_SCALAR for _, ft in t.fields)
+
+
+def _record_refs(value: object, counts: dict[int, int]) -> None:
+    """Count in ``counts`` (id -> references) the records ``value`` holds, itself included:
+    records in vectors, dictionaries (of a stored one, the entries the batch read) and record
+    fields."""
+    if isinstance(value, Record):
+        counts[id(value)] = counts.get(id(value), 0) + 1
+        for v in value.values():
+            if isinstance(v, (Record, list, dict)):
+                _record_refs(v, counts)
+    elif isinstance(value, StoredDictionary):
+        for v in value.read_values():
+            _record_refs(v, counts)
+    elif isinstance(value, (list, dict)) and not isinstance(value, EventCache):
+        for v in (value.values() if isinstance(value, dict) else value):
+            if isinstance(v, (Record, list, dict)):
+                _record_refs(v, counts)
+
+
+def _aliased(d: Dictionary, counts: dict[int, int]) -> bool:
+    """Whether a record among the values of ``d`` (of a stored one, those the batch read) is
+    also held elsewhere (another variable, another entry): code changing it through one name
+    changes it under the other, which the state file keeps (it pickles the shared record once)
+    and the store's entries, each pickled alone, would not."""
+    values = d.read_values() if isinstance(d, StoredDictionary) else d.values()
+    return any(isinstance(v, Record) and counts.get(id(v), 0) > 1 for v in values)
 
 
 def stored_cache(value: object) -> bool:
@@ -167,6 +204,9 @@ class StoredDictionary(Dictionary):
         self._cache: dict[object, Any] = {}  # key -> [insertion number, key, value] or _ABSENT
         self._dirty: dict[object, None] = {}
         self._dropped: list[int] = []  # insertion numbers of the keys removed
+        # records as values: code may change one in place (``d[k].f := x``), so every entry read
+        # is written back
+        self._in_place = held.value.name == "record"
 
     def held(self) -> HeldDictionary:
         """The mark the pickled state keeps (after :meth:`flush`)."""
@@ -282,6 +322,10 @@ class StoredDictionary(Dictionary):
             for k, f in zip(unread, found):
                 self._cache[k] = _ABSENT if f is None else list(f)
 
+    def read_values(self) -> list:
+        """The values of the entries the batch read or wrote (not the others held)."""
+        return [e[2] for e in self._cache.values() if e is not _ABSENT]
+
     def plain(self) -> Dictionary:
         """A plain dictionary of the same entries, in the same order."""
         return _plain(self.key, self.value, self.items())
@@ -319,7 +363,9 @@ class StoredDictionary(Dictionary):
         cache = self._cache
         for seq in self._dropped:
             store.delete(order, (inst, seq))
-        for k in self._dirty:
+        changed = self._dirty if not self._in_place else \
+            {**self._dirty, **{k: None for k, e in cache.items() if e is not _ABSENT}}
+        for k in changed:
             e = cache[k]
             if e is _ABSENT:
                 store.delete(data, (inst, _store_key(k)))
@@ -422,15 +468,27 @@ def detach(states: dict[int, dict], store: BucketStore,
             continue
         _detach_caches(values, store, inst, attached.get(inst, {}))
         shared: dict[int, int] = {}
+        records: dict[int, int] = {}  # record id -> references (see _aliased)
+        walked: set[int] = set()
         for v in values.values():
             if isinstance(v, Dictionary):
                 shared[id(v)] = shared.get(id(v), 0) + 1
-        # dictionaries of the store a name holds other than as its own, alone: read out first
+            if id(v) not in walked or isinstance(v, Record):
+                walked.add(id(v))
+                _record_refs(v, records)
+        aliased = {id(v) for v in values.values()
+                   if isinstance(v, Dictionary) and storable(v) and v.value.name == "record"
+                   and _aliased(v, records)}
+        # dictionaries of the store a name holds other than as its own, alone (or one of whose
+        # records another name holds): read out first
         plain: dict[int, Dictionary] = {}
         for name, v in values.items():
-            if isinstance(v, StoredDictionary) and (v.name != name or shared[id(v)] > 1):
+            if isinstance(v, StoredDictionary) and (v.name != name or shared[id(v)] > 1
+                                                    or id(v) in aliased):
                 if id(v) not in plain:
                     plain[id(v)] = v.plain()
+                    if id(v) in aliased:  # (stays plain below too)
+                        aliased.add(id(plain[id(v)]))
                 values[name] = plain[id(v)]
         # names whose entries are in the store but that no longer hold them alone
         lost = [name for name, d in attached.get(inst, {}).items()
@@ -444,7 +502,7 @@ def detach(states: dict[int, dict], store: BucketStore,
             if isinstance(v, StoredDictionary):
                 v.flush()
                 values[name] = v.held()
-            elif storable(v) and refs[id(v)] == 1:
+            elif storable(v) and refs[id(v)] == 1 and id(v) not in aliased:
                 values[name] = _write(store, name, inst, v)  # type: ignore[arg-type]
             else:
                 continue
