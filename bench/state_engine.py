@@ -32,6 +32,12 @@ Workloads (``--held`` counts rows held, groups for ``groupby``):
   cache's buckets in the bucket's RocksDB with its time index (runtime/state/variables.py),
   ``pickle`` in the state file.
 
+``--rebucket N`` (``groupby``, ``store``): after the batches, the store's groups moved to ``N``
+buckets by group (runtime/rebucket.py ``group_router``, ``state.rebucket_keys``: each value
+decoded and its instance and Account hashed, as a ``by_group`` aggregation's rows go to buckets),
+then back to 8 by instance (``state.rebucket``), both timed (the store only: the pickled states'
+counts are not rewritten here).
+
 The project: orders into a ``KEEP ALL`` window keyed by OrderId, ``PARTITION BY o HASH(Account)
 PARTITIONS 4``. Each batch brings ``--batch`` new orders spread over the 4 instances (one bucket
 each, as runtime/arrow_state.py gives them with 8 buckets). Every bucket of the batch goes through
@@ -381,7 +387,7 @@ def _plan(d: str, text: str = PROJECT) -> str:
 
 
 def run_one(cand: str, held: int, batch: int, batches: int, d: str,
-            workload: str = "keepall", touched: int = 100) -> dict:
+            workload: str = "keepall", touched: int = 100, rebucket: int = 0) -> dict:
     """Load ``held`` rows (groups) over the 4 buckets, then time ``batches`` batches of ``batch``
     orders."""
     import runtime.arrow_state as arrow_state
@@ -449,7 +455,29 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
             "held_after_bucket0": (held_after if isinstance(held_after, int)
                                    else getattr(held_after, "size", None) or len(held_after)),
             "ops": ops,
-            "peak_mb": max(load_peak, batch_peak), "batch_peak_mb": batch_peak}
+            "peak_mb": max(load_peak, batch_peak), "batch_peak_mb": batch_peak,
+            **(_rebucket_times(state, first_id + batches, rebucket) if rebucket else {})}
+
+
+def _rebucket_times(state: str, next_batch: int, buckets: int) -> dict:
+    """groupby, store: the seconds to move the groups of the store to ``buckets`` buckets by
+    group, and back to 8 by instance."""
+    from runtime.arrow_state import rows_root
+    from runtime.rebucket import group_router
+    from runtime.state import rebucket
+    from runtime.state.store import rebucket_keys
+
+    root = rows_root(state)
+    route = group_router({"columns": ["Account"], "types": ["string"], "items": ["Account"]},
+                         buckets)
+    t = time.perf_counter()
+    _, counts = rebucket_keys(root, 8, buckets, route, next_batch)
+    by_group = time.perf_counter() - t
+    t = time.perf_counter()
+    rebucket(root, buckets, 8, lambda inst: inst % 8, next_batch)
+    by_instance = time.perf_counter() - t
+    return {"rebucket_values": sum(counts.values()), "rebucket_by_group_s": by_group,
+            "rebucket_by_instance_s": by_instance}
 
 
 def main() -> None:
@@ -461,6 +489,8 @@ def main() -> None:
     ap.add_argument("--workload", default="keepall", choices=sorted(PROJECTS))
     ap.add_argument("--touched", type=int, default=100, help="join: accounts a batch touches")
     ap.add_argument("--dir", default=None, help="where state is written (default: a temp dir)")
+    ap.add_argument("--rebucket", type=int, default=0,
+                    help="groupby, store: time moving the groups to this many buckets after")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # cand:held (a child)
     args = ap.parse_args()
     if args.one:
@@ -468,7 +498,8 @@ def main() -> None:
         d = tempfile.mkdtemp(prefix=f"engine-{cand}-", dir=args.dir)
         try:
             print(json.dumps(run_one(cand, int(held), args.batch, args.batches, d, args.workload,
-                                     args.touched)))
+                                     args.touched,
+                                     args.rebucket if workload_moves(args, cand) else 0)))
         finally:
             shutil.rmtree(d, ignore_errors=True)
         return
@@ -477,7 +508,7 @@ def main() -> None:
         for cand in args.candidates.split(","):
             cmd = [sys.executable, __file__, "--one", f"{cand}:{held}", "--batch", str(args.batch),
                    "--batches", str(args.batches), "--workload", args.workload,
-                   "--touched", str(args.touched)] + (
+                   "--touched", str(args.touched), "--rebucket", str(args.rebucket)] + (
                        ["--dir", args.dir] if args.dir else [])
             p = subprocess.run(cmd, capture_output=True, text=True,
                                env={**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -503,6 +534,11 @@ def main() -> None:
               f"| {cell(p, _batch_peak)} / {cell(s, _batch_peak)} "
               f"| {cell(p, lambda r: format(r['state_mb'], '.0f'))} "
               f"| {cell(s, lambda r: format(r['state_mb'], '.0f'))} |")
+
+
+def workload_moves(args: argparse.Namespace, cand: str) -> bool:
+    """Whether ``--rebucket`` applies to this run (the groupby workload's store)."""
+    return args.workload == "groupby" and cand == "store"
 
 
 def _batch_peak(r: dict) -> str:

@@ -38,6 +38,7 @@ from .state.store import count_keys, read_layout, rebucket, rebucket_keys
 
 JOURNAL = "rebucket.json"
 NEW = ".rebucket"  # suffix of the directory where an element's new state files are built
+_KNOWN = 1 << 21  # groups whose bucket group_router remembers (about 300 MB at most)
 
 
 def last_commit(dirs: RunDirs) -> int:
@@ -98,26 +99,37 @@ def group_spec(plan: dict, name: str) -> dict:
     return {"columns": columns, "types": [types[c] for c in columns], "items": items}
 
 
-def group_router(spec: dict, buckets: int) -> Callable[[str, tuple, Any], int]:
+def group_router(spec: dict, buckets: int) -> Callable[[str, tuple, Callable[[], Any]], int]:
     """The bucket among ``buckets`` of a stored value of a ``by_group`` aggregation (namespace,
-    key with the instance first, value; runtime/state/rows.py), as runtime/topology.py sends its
-    rows: ``pmod(hash(instance, group values...), buckets)``. The group values are, by
-    namespace: an aggregate's group key (``a.*.g``), the group key an input key or output key
-    names (``a.*.i``, ``a.*.o``), the group items of an output row (``w.output``) and the group
-    columns of a source window's row (``w.selects.*``). Raises RunError for another part."""
+    key with the instance first, a loader of the value; runtime/state/rows.py), as
+    runtime/topology.py sends its rows: ``pmod(hash(instance, group values...), buckets)``. The
+    group values are, by namespace: an aggregate's group key (``a.*.g``), the group key an input
+    key or output key names (``a.*.i``, ``a.*.o``), the group items of an output row
+    (``w.output``) and the group columns of a source window's row (``w.selects.*``). Raises
+    RunError for another part. A group's bucket is computed once (its group, output key and row
+    share it)."""
     types = ["integer"] + list(spec["types"])
     columns, items = list(spec["columns"]), list(spec["items"])
+    known: dict[tuple, int] = {}
 
-    def route(ns: str, key: tuple, value: Any) -> int:
+    def route(ns: str, key: tuple, load: Callable[[], Any]) -> int:
         if ns.startswith("a."):
-            group = key[1:] if ns.endswith(".g") else value
-        elif ns == "w.output" and isinstance(value, dict):
-            group = [value[c] for c in items]
-        elif ns.startswith("w.selects.") and isinstance(value, dict):
-            group = [value[c] for c in columns]
+            group = key[1:] if ns.endswith(".g") else tuple(load())
         else:
-            raise RunError(f"state of kind {ns!r} is not known to be kept by group")
-        return spark_pmod_hash([key[0], *group], types, buckets)
+            value = load()
+            if ns == "w.output" and isinstance(value, dict):
+                group = tuple(value[c] for c in items)
+            elif ns.startswith("w.selects.") and isinstance(value, dict):
+                group = tuple(value[c] for c in columns)
+            else:
+                raise RunError(f"state of kind {ns!r} is not known to be kept by group")
+        at = (key[0], *group)
+        bucket = known.get(at)
+        if bucket is None:
+            if len(known) >= _KNOWN:
+                known.clear()
+            bucket = known[at] = spark_pmod_hash(at, types, buckets)
+        return bucket
     return route
 
 
@@ -207,7 +219,7 @@ def _build_grouped(state_dir: str, old: int, new: int, batch: int, spec: dict) -
             for owner, field, ns, _ in stored_parts(state, inst):
                 if isinstance(owner[field], dict):
                     for key, value in owner[field].items():
-                        nb = route(ns, (inst, *key), value)
+                        nb = route(ns, (inst, *key), lambda v=value: v)
                         split.setdefault(inst, {}).setdefault(nb, {}).setdefault(ns, {})[key] = value
     placed: dict[int, dict[int, dict]] = {}
     for inst, skeleton in skeletons.items():

@@ -441,16 +441,17 @@ def test_rebucket_by_key_moves_each_value_where_its_route_says_and_counts_them(f
     before = _everything(root)
     seen = []
 
-    def route(ns, key, value):
-        seen.append((ns, key, value))
+    def route(ns, key, load):
+        seen.append((ns, key, load()))
         return (key[0] + (key[1] if ns == "w" else 0)) % 3
     layout, counts = rebucket_keys(root, 2, 3, route, next_batch=3)
     assert layout.buckets == 3 and len(seen) == len(before)
+    assert all(before[(ns, key)][0] == value for ns, key, value in seen)
     after = _everything(root)
-    assert after == {k: (v, t, route(k[0], k[1], v)) for k, (v, t, _) in before.items()}
+    assert after == {k: (v, t, route(k[0], k[1], lambda: v)) for k, (v, t, _) in before.items()}
     assert counts == count_keys(root)
     assert sum(counts.values()) == len(before)
-    assert counts[(route("w", (4, 2), None), "w", 4)] >= 1
+    assert counts[(route("w", (4, 2), lambda: None), "w", 4)] >= 1
 
 
 def test_a_rebucket_that_fails_midway_leaves_the_old_state_whole(fast_path):

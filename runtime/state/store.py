@@ -602,20 +602,21 @@ def rebucket(root: str, old_buckets: int, new_buckets: int, bucket_of: Callable[
 
 
 def rebucket_keys(root: str, old_buckets: int, new_buckets: int,
-                  route: Callable[[str, tuple, Any], int],
+                  route: Callable[[str, tuple, Callable[[], Any]], int],
                   next_batch: int) -> tuple[Layout, dict[tuple[int, str, int], int]]:
-    """:func:`rebucket`, every value to the bucket ``route(namespace, key, value)`` says (``key``
-    with the instance first), not by instance alone: for an element whose instance's keys are
-    spread over buckets by more than the instance (an aggregation's groups). Also gives, per
-    (new bucket, namespace, instance), the number of values moved there: what the bucket's
-    pickled instance states count in place of each stored part (runtime/state/rows.py)."""
+    """:func:`rebucket`, every value to the bucket ``route(namespace, key, load)`` says (``key``
+    with the instance first; ``load()`` gives the value, read only when the route needs it), not
+    by instance alone: for an element whose instance's keys are spread over buckets by more than
+    the instance (an aggregation's groups). Also gives, per (new bucket, namespace, instance),
+    the number of values moved there: what the bucket's pickled instance states count in place
+    of each stored part (runtime/state/rows.py)."""
     counts: dict[tuple[int, str, int], int] = {}
 
     def place(dkey: bytes, raw: bytes) -> int:
         cut = dkey.index(b"\x00", 1)
         ns = dkey[1:cut].decode()
         key = decode_key(dkey[cut + 1:])
-        nb = route(ns, key, _load(raw))
+        nb = route(ns, key, lambda: _load(raw))
         at = (nb, ns, key[0])
         counts[at] = counts.get(at, 0) + 1
         return nb
