@@ -1,7 +1,7 @@
 """A micro-batch through the runtime's own bucket function, before and after its state moved to the
 state store (issue 27): batch time and peak memory as the state held grows.
 
-    python bench/state_engine.py [--workload keepall|groupby|keephour|flexdict|join|cachehour]
+    python bench/state_engine.py [--workload keepall|groupby|keephour|flexdict|flexrecords|join|cachehour]
                                  [--held 100000,1000000]
                                  [--batch 100000] [--batches 3] [--candidates pickle,store]
 
@@ -20,6 +20,10 @@ Workloads (``--held`` counts rows held, groups for ``groupby``):
   reads its key's entry and sets it; ``--held`` entries held over the 4 instances, each batch new
   orders): ``store`` keeps the dictionary's entries in the bucket's RocksDB
   (runtime/state/variables.py), ``pickle`` in the state file;
+- ``flexrecords``: as ``flexdict``, the dictionary's values the orders themselves
+  (``dictionary(integer, typeof(Orders))``, records of four scalar fields): ``store`` keeps them
+  in the bucket's RocksDB entry by entry (each entry read written back), ``pickle`` in the state
+  file (where such a dictionary was kept before);
 - ``join``: the orders stream INNER JOINed with an accounts window (``ON o.Account =
   a.Account``, the join kernel) of ``--held`` accounts, one instance (one bucket): each batch's
   ``--batch`` orders touch ``--touched`` accounts; ``store`` keeps the window's rows and the
@@ -91,6 +95,20 @@ begin
   on Orders {
     integer prev := qty[Orders.OrderId];
     qty[Orders.OrderId] := Orders.Qty;
+    output [OrderId = Orders.OrderId; Qty = Orders.Qty; Prev = prev;];
+  };
+end;
+""", "Seen"),
+    "flexrecords": ("""
+create input stream Orders schema (OrderId integer, Account string, Qty integer, Price float);
+create flex Keeper in Orders out output stream Seen schema (OrderId integer, Qty integer, Prev integer)
+  partition by Orders hash(Account) partitions 4
+begin
+  declare dictionary(integer, typeof(Orders)) qty; end;
+  on Orders {
+    integer prev;
+    if (not isnull(qty[Orders.OrderId])) { prev := qty[Orders.OrderId].Qty; }
+    qty[Orders.OrderId] := Orders;
     output [OrderId = Orders.OrderId; Qty = Orders.Qty; Prev = prev;];
   };
 end;
@@ -218,7 +236,7 @@ def _load(workload: str, cand: str, held: int, state: str) -> tuple[float, int]:
                 agg["groups"] += len(gs)
                 agg["out"] += len(gs)
                 window["rows"] += len(gs)
-        elif workload == "flexdict":
+        elif workload in ("flexdict", "flexrecords"):
             load_id = _load_dictionary(cand, state, st, inst, held, load_id)
         elif workload == "cachehour":
             load_id = _load_cache(cand, state, st, inst, held, load_id)
@@ -256,17 +274,27 @@ def _load_dictionary(cand: str, state: str, st: dict, inst: int, held: int, load
     from runtime.state import BucketStore
     from runtime.state.variables import HeldDictionary
 
+    from ccl.splash.values import Record
+
     ids = range(INSTANCES + inst, held, INSTANCES)
     qty = st["vars"]["qty"]
+    if qty.value.name == "record":  # flexrecords: the order's row as the dictionary's value
+        types = dict(qty.value.fields)
+
+        def value(i: int) -> object:
+            return Record(_row(i).items(), types=types)
+    else:
+        def value(i: int) -> object:
+            return _row(i)["Qty"]
     if cand == "pickle":
-        qty.update((i, _row(i)["Qty"]) for i in ids)
+        qty.update((i, value(i)) for i in ids)
         return load_id
     with BucketStore.open(rows_root(state), inst) as s:
         seq = qty.next
         for lo in range(0, len(ids), LOAD_CHUNK):
             s.begin(load_id)
             for i in ids[lo:lo + LOAD_CHUNK]:
-                s.put("v.qty", (inst, i), (seq, i, _row(i)["Qty"]))
+                s.put("v.qty", (inst, i), (seq, i, value(i)))
                 s.put("v.qty.o", (inst, seq), i)
                 seq += 1
             s.commit(load_id)
@@ -447,7 +475,7 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
     final = load_states(state, 0, first_id + batches)[0]
     held_after = (final["selects"][0]["join"]["src"][1] if workload == "join"
                   else final["selects"][0]["agg"]["groups"] if workload == "groupby"
-                  else final["vars"]["qty"] if workload == "flexdict"
+                  else final["vars"]["qty"] if workload in ("flexdict", "flexrecords")
                   else final["vars"]["c"].buckets if workload == "cachehour"
                   else final["output"]["rows"])
     return {"workload": workload, "candidate": cand, "held": held, "batch": batch,
