@@ -38,7 +38,7 @@ from .state.store import count_keys, read_layout, rebucket, rebucket_keys
 
 JOURNAL = "rebucket.json"
 NEW = ".rebucket"  # suffix of the directory where an element's new state files are built
-_KNOWN = 1 << 21  # groups whose bucket group_router remembers (about 300 MB at most)
+_KNOWN = 1 << 21  # groups whose bucket group_router remembers (a few hundred MB at most)
 
 
 def last_commit(dirs: RunDirs) -> int:
