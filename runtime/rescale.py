@@ -168,37 +168,67 @@ def _materialize(states: dict[int, dict], store: Optional[BucketStore]) -> None:
                 owner[field] = {key[1:]: value for key, value in store.scan(ns, (inst,))}
 
 
+def _empty_window(window: dict) -> dict:
+    """A window state with ``window``'s settings and no rows."""
+    return {**{k: copy.deepcopy(v) for k, v in window.items()
+               if k not in ("rows", "groups", "times")},
+            "rows": {}, "groups": {}, "times": {}}
+
+
+def _skeleton(state: dict, join: Optional[dict]) -> dict:
+    """A new instance's state made from the old instance state ``state``: its fields without the
+    output window's rows and, for a join, without the select's rows (sources and join stores)."""
+    skeleton = copy.deepcopy({k: v for k, v in state.items() if k not in ("output", "selects")})
+    if join is None:
+        skeleton["selects"] = copy.deepcopy(state.get("selects"))
+    else:
+        select = state["selects"][0]
+        stores = select["join"]
+        skeleton["selects"] = [{
+            **{k: copy.deepcopy(v) for k, v in select.items() if k not in ("sources", "join")},
+            "sources": [None if m is None else _empty_window(m) for m in select["sources"]],
+            "join": {**{k: ([{} for _ in v] if isinstance(v, list) else v)
+                        for k, v in stores.items()}}}]
+    if state.get("output") is not None:
+        skeleton["output"] = _empty_window(state["output"])
+    return skeleton
+
+
 def _split(name: str, inst: int, state: dict, move: dict, element: dict,
-           into: dict[int, dict]) -> None:
+           into: dict[int, dict], counts: Optional[dict] = None) -> None:
     """Add the window rows, times and PER groups of old instance ``inst``'s ``state`` to the new
-    instances' states in ``into`` (made from ``state``'s skeleton as needed)."""
+    instances' states in ``into`` (made from ``state``'s skeleton as needed); for a join, its
+    sources' and join's rows too (:func:`_split_join`, which notes in ``counts`` what
+    :func:`_recount` needs)."""
     if state.get("vars"):
         raise RunError(f"element '{name}' keeps variables per instance, which cannot be split")
     window = state.get("output")
+    join = move.get("join")
     for owner, field, ns, _ in stored_parts(state, inst):
-        if owner is not window and owner[field]:
+        if owner is not window and owner[field] and join is None:
             raise RunError(f"element '{name}' holds state ({ns}) that is not keyed by the hash "
                            f"columns")
     if window is not None and window.get("bucket") is not None:
         raise RunError(f"element '{name}' keeps a KEEP EVERY bucket per instance")
-    by_key = _router(move, list(element["key"]))
+    by_key = _router(move, list(element["key"])) if move["hash"] else None
     per = list((element.get("keep") or {}).get("per") or [])
     by_group = _router(move, per) if per else None
 
     def target(j: int) -> dict:
         if j not in into:
-            skeleton = {k: v for k, v in state.items() if k != "output"}
-            into[j] = copy.deepcopy(skeleton)
-            if window is not None:
-                into[j]["output"] = {**{k: copy.deepcopy(v) for k, v in window.items()
-                                        if k not in ("rows", "groups", "times")},
-                                     "rows": {}, "groups": {}, "times": {}}
+            into[j] = _skeleton(state, join)
         elif state.get("seq") is not None and (into[j].get("seq") is None
                                                or state["seq"] > into[j]["seq"]):
             into[j]["seq"] = state["seq"]
         return into[j]
 
+    if join is not None:
+        _split_join(name, state, move, target, counts if counts is not None else {})
     if window is None:
+        return
+    if by_key is None:
+        if window["rows"]:
+            raise RunError(f"element '{name}' holds rows not keyed by the hash columns")
         return
     for key, row in window["rows"].items():
         target(by_key(key))["output"]["rows"][key] = row
@@ -209,6 +239,117 @@ def _split(name: str, inst: int, state: dict, move: dict, element: dict,
             continue
         j = by_group(gkey) if by_group is not None else by_key(next(iter(keys)))
         target(j)["output"]["groups"][gkey] = keys
+
+
+def _join_routes(move: dict) -> tuple[list, Any]:
+    """Per source of a join, a function giving the new instances of one of its rows (a hashed
+    port: the one its hash chooses; a broadcast port: all); and the function that gives those of
+    a joined row of sources ``0..j`` (the first hashed source present in it; all when its
+    sources are broadcast ones only)."""
+    ports = move["join"]["ports"]
+    aliases = move["join"]["aliases"]
+    count = int(move["to"])
+    everywhere = list(range(count))
+
+    def port_route(port: Optional[dict]) -> Any:
+        if port is None:
+            return lambda row: everywhere
+        cols, types = port["columns"], port["types"]
+        return lambda row: [spark_pmod_hash([row.get(c) for c in cols], types, count)]
+
+    routes = [port_route(p) for p in ports]
+
+    def joined(j: int, row: dict) -> list[int]:
+        for i in range(j + 1):
+            if ports[i] is not None and row.get(aliases[i]) is not None:
+                return routes[i](row[aliases[i]])
+        if all(ports[i] is None for i in range(j + 1)):
+            return everywhere
+        raise RunError("a joined row of broadcast rows only is kept beside hashed sources")
+    return routes, joined
+
+
+def _split_join(name: str, state: dict, move: dict, target: Any, counts: dict) -> None:
+    """Add the rows of old instance state ``state``'s join (its sources' mirrors, the Joiner's
+    per-source and per-level stores, equality indexes and match counts: runtime/engine/join.py)
+    to the new instances ``target(j)`` gives, each row where its port places it. The equated
+    values of every row (from the indexes) go to ``counts`` for :func:`_recount`."""
+    routes, joined = _join_routes(move)
+    select = state["selects"][0]
+    for i, mirror in enumerate(select["sources"]):
+        if mirror is None:
+            continue
+        if mirror.get("groups") or mirror.get("bucket") is not None:
+            raise RunError(f"element '{name}' keeps a KEEP of source {i} per instance")
+        for key, row in mirror["rows"].items():
+            for j in routes[i](row):
+                target(j)["selects"][0]["sources"][i]["rows"][key] = row
+        for key, millis in mirror["times"].items():
+            if key in mirror["rows"]:
+                for j in routes[i](mirror["rows"][key]):
+                    target(j)["selects"][0]["sources"][i]["times"][key] = millis
+    stores = select["join"]
+    lvals = counts.setdefault("lvals", [{} for _ in stores["acc"]])
+    rvals = counts.setdefault("rvals", [{} for _ in stores["acc"]])
+
+    def place(field: str, level: int, key: tuple, value: Any, where: list[int]) -> None:
+        for j in where:
+            target(j)["selects"][0]["join"][field][level][key] = value
+
+    for i, rows in enumerate(stores["src"]):
+        for key, row in rows.items():
+            place("src", i, key, row, routes[i](row))
+    for level, rows in enumerate(stores["acc"]):
+        for key, row in rows.items():
+            place("acc", level, key, row, joined(level, row))
+    for level, index in enumerate(stores["lidx"]):
+        acc = stores["acc"][level]
+        for values, keys in index.items():
+            for key in keys:
+                lvals[level][key] = values
+                if key in acc:
+                    for j in joined(level, acc[key]):
+                        target(j)["selects"][0]["join"]["lidx"][level].setdefault(
+                            values, {})[key] = True
+    for level, index in enumerate(stores["ridx"]):
+        src = stores["src"][level + 1]
+        for values, keys in index.items():
+            for key in keys:
+                rvals[level][key] = values
+                if key in src:
+                    for j in routes[level + 1](src[key]):
+                        target(j)["selects"][0]["join"]["ridx"][level].setdefault(
+                            values, {})[key] = True
+    for level, cnt in enumerate(stores["lcnt"]):
+        for key, n in cnt.items():
+            if key in stores["acc"][level]:
+                place("lcnt", level, key, n, joined(level, stores["acc"][level][key]))
+    for level, cnt in enumerate(stores["rcnt"]):
+        for key, n in cnt.items():
+            if key in stores["src"][level + 1]:
+                place("rcnt", level, key, n, routes[level + 1](stores["src"][level + 1][key]))
+
+
+def _recount(move: dict, into: dict[int, dict], counts: dict) -> None:
+    """The match counts of the broadcast rows of each level that joins them with hashed rows,
+    counted in each new instance from its equality indexes (ccl/plan/rescale.py allows such a
+    level only when its ON is column equalities alone: a row's matches are its index entry)."""
+    ports = move["join"]["ports"]
+    for state in into.values():
+        stores = state["selects"][0]["join"]
+        for level in range(len(stores["acc"])):
+            left_hashed = any(p is not None for p in ports[: level + 1])
+            right_hashed = ports[level + 1] is not None
+            if left_hashed and not right_hashed:  # broadcast right rows: matches here
+                lidx, vals = stores["lidx"][level], counts["rvals"][level]
+                stores["rcnt"][level] = {
+                    key: len(lidx[vals[key]]) for key in stores["src"][level + 1]
+                    if key in vals and lidx.get(vals[key])}
+            elif right_hashed and not left_hashed:  # broadcast left rows
+                ridx, vals = stores["ridx"][level], counts["lvals"][level]
+                stores["lcnt"][level] = {
+                    key: len(ridx[vals[key]]) for key in stores["acc"][level]
+                    if key in vals and ridx.get(vals[key])}
 
 
 def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element: dict) -> None:
@@ -222,6 +363,7 @@ def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element:
     root = rows_root(state_dir)
     stored = os.path.isdir(root) and read_layout(root) is not None
     into: dict[int, dict] = {}
+    counts: dict = {}  # (a join's) equated values of its rows, for _recount
     due: list[int] = []
     timed = False
     for bucket, written in sorted(newest_batches(state_dir, batch + 1).items()):
@@ -237,7 +379,9 @@ def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element:
         else:
             _materialize(states, None)
         for inst, state in sorted(states.items()):
-            _split(name, inst, state, move, element, into)
+            _split(name, inst, state, move, element, into, counts)
+    if move.get("join") is not None:
+        _recount(move, into, counts)
     per_bucket: dict[int, dict[int, dict]] = {}
     for inst, state in into.items():
         per_bucket.setdefault(inst % buckets, {})[inst] = state

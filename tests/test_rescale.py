@@ -152,9 +152,25 @@ REFUSED = {
             output [Sym = Trades.Sym; N = seen[Trades.Sym];];
         };
     END;""", r"Flex variables are kept per instance, not keyed by the partition key"),
-    "join": ("""CREATE OUTPUT STREAM W PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+    "join_not_on_the_hash_columns": ("""CREATE OUTPUT STREAM W
+        PARTITION BY Trades HASH(Sym), BY Names HASH(Name) PARTITIONS PARTS
         AS SELECT t.TradeId TradeId, n.Name Name FROM Trades t INNER JOIN Names n
-        ON t.Sym = n.Sym;""", r"it joins"),
+        ON t.Sym = n.Sym;""", r"ON does not equate the hash column Name of n with Sym of t"),
+    "join_keeps_broadcast_rows": ("""CREATE INPUT WINDOW Pos SCHEMA (Sym string, Qty integer)
+        PRIMARY KEY (Sym);
+        CREATE OUTPUT WINDOW W PRIMARY KEY (Sym) PARTITION BY Pos HASH(Sym) PARTITIONS PARTS
+        AS SELECT n.Sym Sym, n.Name Name, p.Qty Qty FROM Names n LEFT JOIN Pos p
+        ON n.Sym = p.Sym;""", r"LEFT JOIN keeps the unmatched rows of broadcast inputs \(n\)"),
+    "join_condition_not_only_equalities": ("""CREATE INPUT WINDOW Pos SCHEMA (Sym string,
+        Qty integer) PRIMARY KEY (Sym);
+        CREATE OUTPUT WINDOW W PRIMARY KEY (Sym) PARTITION BY Pos HASH(Sym) PARTITIONS PARTS
+        AS SELECT p.Sym Sym, n.Name Name, p.Qty Qty FROM Pos p LEFT JOIN Names n
+        ON p.Sym = n.Sym AND p.Qty > 1;""", r"ON terms besides column equalities"),
+    "join_key_without_hash": ("""CREATE INPUT WINDOW Pos SCHEMA (Sym string, Qty integer,
+        Id integer) PRIMARY KEY (Id);
+        CREATE OUTPUT WINDOW W PRIMARY KEY (Id) PARTITION BY Pos HASH(Sym) PARTITIONS PARTS
+        AS SELECT p.Id Id, p.Sym Sym, n.Name Name FROM Pos p INNER JOIN Names n
+        ON p.Sym = n.Sym;""", r"PRIMARY KEY does not include the hash column Sym"),
     "group_without_hash": ("""CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED
         PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
         AS SELECT t.Qty, count(*) N FROM Trades t GROUP BY t.Qty;""",
@@ -236,3 +252,94 @@ def test_ccl_run_rescale_refuses_before_spark_starts(tmp_path):
     code, _, err = ccl("run", project, "--rescale", "--until-idle",
                        "--output-dir", str(tmp_path / "out"))
     assert code == 2 and "--checkpoint" in err
+
+
+# --- joins ----------------------------------------------------------------------------------------
+
+JOIN_PROJECT = """
+DECLARE PARAMETER integer PARTS := 2; END;
+CREATE INPUT WINDOW Quotes SCHEMA (Sym string, Venue string, Bid float) PRIMARY KEY (Sym, Venue);
+CREATE INPUT WINDOW Limits SCHEMA (Sym string, MaxBid float) PRIMARY KEY (Sym);
+CREATE INPUT WINDOW Venues SCHEMA (Venue string, Name string) PRIMARY KEY (Venue);
+CREATE OUTPUT WINDOW Checked PRIMARY KEY (Sym, Venue)
+    PARTITION BY Quotes HASH(Sym), BY Limits HASH(Sym) PARTITIONS PARTS
+AS SELECT q.Sym Sym, q.Venue Venue, q.Bid Bid, l.MaxBid MaxBid, v.Name Name
+   FROM Quotes q INNER JOIN Limits l ON q.Sym = l.Sym LEFT JOIN Venues v ON q.Venue = v.Venue;
+"""
+
+
+def _join_files(directory: str, batches: int) -> None:
+    """``batches`` files per input (one a batch): quotes of 11 symbols at 4 venues, their limits,
+    the venues' names (a broadcast input), with updates and deletes in later files."""
+    for b in range(batches):
+        quotes = [("i" if b == 0 else "p", f"S{k}", f"V{(k + i) % 4}", k + i + b / 10)
+                  for k in range(11) for i in range(2 + b % 2)]
+        if b == 2:
+            quotes += [("d", f"S{k}", f"V{k % 4}", 0) for k in range(0, 11, 3)]
+        write_rows(os.path.join(directory, "quotes", f"q{b}.csv"),
+                   ["ESP_OPS", "Sym", "Venue", "Bid"], quotes)
+        limits = [("p", f"S{k}", 10 * k + b) for k in range(b, 11, 2)]
+        if b == 2:
+            limits += [("d", "S4", 0), ("d", "S7", 0)]
+        write_rows(os.path.join(directory, "limits", f"l{b}.csv"),
+                   ["ESP_OPS", "Sym", "MaxBid"], limits)
+        venues = {0: [("i", "V0", "Xetra"), ("i", "V1", "LSE")],
+                  1: [("i", "V2", "Euronext"), ("u", "V0", "Xetra EU")],
+                  2: [("d", "V1", ""), ("i", "V3", "SIX")]}[b % 3]
+        write_rows(os.path.join(directory, "venues", f"v{b}.csv"),
+                   ["ESP_OPS", "Venue", "Name"], venues)
+
+
+def _join_inputs(directory) -> dict:
+    return {name: str(directory / "in" / name.lower())
+            for name in ("Quotes", "Limits", "Venues")}
+
+
+@pytest.mark.parametrize("first,then", [(4, 7), (7, 2)])
+def test_a_join_resumed_after_a_rescale_gives_the_outputs_of_the_new_count(
+        spark, tmp_path, first, then):
+    """Each hashed port's rows go to the instance their hash chooses, the broadcast port's rows
+    to every instance, and the broadcast rows' match counts are counted again (the LEFT JOIN's
+    unmatched rows come and go with the venues' deletes after the move)."""
+    def outputs(out) -> list:
+        return sorted((r["Sym"], r["Venue"], r["Bid"], r["MaxBid"], r["Name"])
+                      for r in out.rows("Checked"))
+    whole = tmp_path / "whole"
+    _join_files(str(whole / "in"), 3)
+    expected = outputs(run_project(spark, whole, JOIN_PROJECT, _join_inputs(whole),
+                                   params={"PARTS": str(then)}))
+    assert any(not r[4] for r in expected) and any(r[4] for r in expected)  # (unmatched: null)
+    split = tmp_path / "split"
+    _join_files(str(split / "in"), 2)
+    run_project(spark, split, JOIN_PROJECT, _join_inputs(split), params={"PARTS": str(first)})
+    run = str(split / "run")
+    code, out, err = ccl("rescale", run, "--param", f"PARTS={then}")
+    assert code == 0, err
+    assert f"Checked: {first} -> {then} instances" in out
+    # the broadcast venues are in every new instance
+    assert _instances(run, "Checked") == set(range(then))
+    _join_files(str(split / "in"), 3)
+    got = run_project(spark, split, JOIN_PROJECT, _join_inputs(split),
+                      params={"PARTS": str(then)})
+    assert outputs(got) == expected
+    assert got.bad_records() == []
+
+
+def test_a_join_on_its_hash_columns_with_a_broadcast_input_is_allowed(tmp_path):
+    """A stream joined with a broadcast window (the stream's rows kept nowhere, the window's
+    copied to every instance) and a join of two hashed inputs on their hash columns move."""
+    body = """CREATE OUTPUT STREAM S PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+        AS SELECT t.TradeId TradeId, n.Name Name FROM Trades t INNER JOIN Names n
+        ON t.Sym = n.Sym;
+    CREATE INPUT WINDOW Pos SCHEMA (Sym string, Qty integer) PRIMARY KEY (Sym);
+    CREATE OUTPUT WINDOW W PRIMARY KEY (Sym)
+        PARTITION BY Pos HASH(Sym), BY Names HASH(Sym) PARTITIONS PARTS
+        AS SELECT n.Sym Sym, n.Name Name, p.Qty Qty FROM Pos p RIGHT JOIN Names n
+        ON p.Sym = n.Sym;"""
+    old, new = _plans(tmp_path, body)
+    moves, refused = rescale_moves(old, new)
+    assert refused == []
+    assert moves["S"]["join"]["ports"][1] is None  # Names: broadcast
+    assert moves["S"]["hash"] == []  # a stream keeps no output rows
+    assert [p["alias"] for p in moves["W"]["join"]["ports"]] == ["p", "n"]
+    assert moves["W"]["hash"] == [["Sym", "Sym", "string"]]
