@@ -12,6 +12,11 @@ module carries the moves out, as the state is after the last batch the project's
   by the instance the hash columns of their keys choose among the new count
   (:func:`runtime.spark_hash.spark_pmod_hash`, Spark's ``pmod(hash(cols), n)``) and gathered into
   the new instances' states, which are written to a new state directory (new stores included);
+- a join's rows (its sources' mirrors, the Joiner's stores, indexes and match counts): each
+  hashed port's rows go where their hash chooses, a broadcast port's rows to every new instance,
+  whose match counts are counted again there (:func:`_split_join`, :func:`_recount`);
+- a Flex's dictionaries and event cache buckets: each entry where the hash of its key chooses
+  (:func:`_split_flex`);
 - a Spark group-by aggregation (runtime/native_agg.py): each group's ``__inst`` in its latest
   snapshot is recomputed from its group columns;
 - a window's changelog: its rows' ``__inst`` is recomputed too, so that the window's final
@@ -33,13 +38,18 @@ import re
 import shutil
 from typing import Any, Optional
 
+from ccl.splash.caches import EventCache
+from ccl.splash.values import Dictionary
+
 from .arrow_state import load_states, newest_batches, rows_root, save_states, saved_deadline
 from .processor import INST
 from .rebucket import JOURNAL as REBUCKET_JOURNAL, last_commit
 from .run_dir import PLAN_FILE, RunDirs, why_not_resumable
 from .run_setup import RunError, atomic_json, layout_of
 from .spark_hash import spark_pmod_hash, spark_pmod_hash_columns
-from .state.rows import StoredTimes, detach, stored_parts
+from .state import variables
+from .state.rows import StoredTimes, detach, stored_parts, uses_window_store
+from .state.variables import StoredDictionary, uses_variable_store
 from .state.store import BucketStore, create, read_layout
 
 JOURNAL = "rescale.json"
@@ -175,12 +185,72 @@ def _empty_window(window: dict) -> dict:
             "rows": {}, "groups": {}, "times": {}}
 
 
+def _emptied(value: Any) -> Any:
+    """A Flex variable's value without its entries: an event cache without buckets, an empty
+    dictionary of the same types (flex_state moves no other kind)."""
+    if isinstance(value, EventCache):
+        cache = copy.copy(value)
+        cache.buckets, cache.current = {}, None
+        return cache
+    if isinstance(value, Dictionary):
+        return Dictionary((), value.key, value.value)
+    return copy.deepcopy(value)
+
+
+def _plain_variables(states: dict[int, dict]) -> None:
+    """The Flex variables the store holds (attached by runtime/state/variables.py) read out
+    into plain dictionaries and cache buckets."""
+    for state in states.values():
+        values = state.get("vars") or {}
+        for var, value in list(values.items()):
+            if isinstance(value, StoredDictionary):
+                values[var] = value.plain()
+            elif isinstance(value, EventCache) and not isinstance(value.buckets, dict):
+                value.buckets = {k: value.buckets[k] for k in list(value.buckets)}
+
+
+def _split_flex(name: str, state: dict, move: dict, target: Any) -> None:
+    """Add the keyed state of old Flex instance state ``state`` to the new instances
+    ``target(j)`` gives: each dictionary entry and event cache bucket where the hash of its key
+    (the hash columns) places it, each input mirror row where its port places it."""
+    flex, count = move["flex"], int(move["to"])
+    for var, value in (state.get("vars") or {}).items():
+        how = flex["vars"].get(var)
+        if how is None:
+            raise RunError(f"element '{name}' keeps variable {var} per instance")
+        if how["kind"] == "dictionary":
+            for k, v in value.items():
+                target(spark_pmod_hash([k], [how["type"]], count))["vars"][var][k] = v
+            continue
+        for key, entries in value.buckets.items():
+            j = spark_pmod_hash([key[p] for p in how["positions"]], how["types"], count)
+            cache = target(j)["vars"][var]
+            cache.buckets[key] = entries
+            cache.now_ms = max(cache.now_ms, value.now_ms)
+    ports = list(flex["ports"].values())
+    for i, mirror in enumerate(state.get("sources") or []):
+        if mirror is None:
+            continue
+        cols, types = ports[i]["columns"], ports[i]["types"]
+        for key, row in mirror["rows"].items():
+            j = spark_pmod_hash([row.get(c) for c in cols], types, count)
+            target(j)["sources"][i]["rows"][key] = row
+            if key in mirror["times"]:
+                target(j)["sources"][i]["times"][key] = mirror["times"][key]
+
+
 def _skeleton(state: dict, join: Optional[dict]) -> dict:
     """A new instance's state made from the old instance state ``state``: its fields without the
     output window's rows and, for a join, without the select's rows (sources and join stores)."""
-    skeleton = copy.deepcopy({k: v for k, v in state.items() if k not in ("output", "selects")})
+    skeleton = copy.deepcopy({k: v for k, v in state.items()
+                              if k not in ("output", "selects", "vars", "sources")})
+    if "vars" in state:  # (a Flex's: emptied, each keeps its declaration)
+        skeleton["vars"] = {var: _emptied(value) for var, value in state["vars"].items()}
+    if "sources" in state:  # (a Flex's input mirrors)
+        skeleton["sources"] = [None if m is None else _empty_window(m) for m in state["sources"]]
     if join is None:
-        skeleton["selects"] = copy.deepcopy(state.get("selects"))
+        if "selects" in state:
+            skeleton["selects"] = copy.deepcopy(state["selects"])
     else:
         select = state["selects"][0]
         stores = select["join"]
@@ -200,12 +270,12 @@ def _split(name: str, inst: int, state: dict, move: dict, element: dict,
     instances' states in ``into`` (made from ``state``'s skeleton as needed); for a join, its
     sources' and join's rows too (:func:`_split_join`, which notes in ``counts`` what
     :func:`_recount` needs)."""
-    if state.get("vars"):
+    if state.get("vars") and move.get("flex") is None:
         raise RunError(f"element '{name}' keeps variables per instance, which cannot be split")
     window = state.get("output")
     join = move.get("join")
     for owner, field, ns, _ in stored_parts(state, inst):
-        if owner is not window and owner[field] and join is None:
+        if owner is not window and owner[field] and join is None and move.get("flex") is None:
             raise RunError(f"element '{name}' holds state ({ns}) that is not keyed by the hash "
                            f"columns")
     if window is not None and window.get("bucket") is not None:
@@ -224,6 +294,8 @@ def _split(name: str, inst: int, state: dict, move: dict, element: dict,
 
     if join is not None:
         _split_join(name, state, move, target, counts if counts is not None else {})
+    if move.get("flex") is not None:
+        _split_flex(name, state, move, target)
     if window is None:
         return
     if by_key is None:
@@ -362,6 +434,8 @@ def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element:
     os.makedirs(target)
     root = rows_root(state_dir)
     stored = os.path.isdir(root) and read_layout(root) is not None
+    # a Flex whose dictionaries and caches the store keeps (runtime/arrow_state.py _stored)
+    in_vars = not uses_window_store(element) and uses_variable_store(element)
     into: dict[int, dict] = {}
     counts: dict = {}  # (a join's) equated values of its rows, for _recount
     due: list[int] = []
@@ -375,7 +449,11 @@ def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element:
         if stored and bucket < read_layout(root).buckets:
             with BucketStore.open(root, bucket) as store:
                 store.begin(batch + 1)  # (the state after batch: later tries rolled back)
-                _materialize(states, store)
+                if in_vars:
+                    variables.attach(states, store)
+                    _plain_variables(states)
+                else:
+                    _materialize(states, store)
         else:
             _materialize(states, None)
         for inst, state in sorted(states.items()):
@@ -394,7 +472,10 @@ def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element:
             continue
         with BucketStore.open(rows_root(target), bucket) as store:
             store.begin(batch)
-            detach(states, store)
+            if in_vars:
+                variables.detach(states, store, {})
+            else:
+                detach(states, store)
             save_states(target, bucket, batch, states, deadline)
             store.commit(batch)
 

@@ -130,6 +130,16 @@ CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
 CREATE INPUT WINDOW Names SCHEMA (Sym string, Name string) PRIMARY KEY (Sym);
 """
 
+def _flex(declare: str, body: str) -> str:
+    """A Flex over Trades partitioned HASH(Sym), with ``declare`` and the body of ON Trades."""
+    return f"""CREATE FLEX F IN Trades OUT OUTPUT STREAM Seen SCHEMA (Sym string, N integer)
+        PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+    BEGIN
+        {declare}
+        ON Trades {{ {body} }};
+    END;"""
+
+
 REFUSED = {
     "roundrobin": ("""CREATE OUTPUT WINDOW W PRIMARY KEY (Sym, TradeId) PARTITION BY Trades
         ROUNDROBIN PARTITIONS PARTS AS SELECT * FROM Trades;""", r"ROUNDROBIN"),
@@ -142,16 +152,20 @@ REFUSED = {
     "keep_per_other": ("""CREATE OUTPUT WINDOW W PRIMARY KEY (Sym, TradeId) KEEP 3 ROWS PER (Qty)
         PARTITION BY Trades HASH(Sym) PARTITIONS PARTS AS SELECT * FROM Trades;""",
                        r"KEEP 3 ROWS is counted per instance"),
-    "flex": ("""CREATE FLEX F IN Trades OUT OUTPUT STREAM Seen SCHEMA (Sym string, N integer)
-        PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
-    BEGIN
-        DECLARE dictionary(string, integer) seen; END;
-        ON Trades {
-            if (isnull(seen[Trades.Sym])) { seen[Trades.Sym] := 0; }
-            seen[Trades.Sym] := seen[Trades.Sym] + 1;
-            output [Sym = Trades.Sym; N = seen[Trades.Sym];];
-        };
-    END;""", r"Flex variables are kept per instance, not keyed by the partition key"),
+    "flex_counter": (_flex("DECLARE integer n := 0; END;",
+                           "n := n + 1; output [Sym = Trades.Sym; N = n;];"),
+                     r"its variable n is kept per instance \(a counter"),
+    "flex_cache_other_key": (_flex("DECLARE eventCache(Trades[Qty], 5 events) c; END;",
+                                   "output [Sym = Trades.Sym; N = count(c.Qty);];"),
+                             r"its event cache c is keyed by \(Qty\), not by the hash columns"),
+    "flex_dictionary_other_key": (_flex("DECLARE dictionary(integer, integer) byQty; END;",
+                                        "byQty[Trades.Qty] := 1; "
+                                        "output [Sym = Trades.Sym; N = byQty[Trades.Qty];];"),
+                                  r"its dictionary byQty is used by another key"),
+    "flex_keycache": (_flex("DECLARE eventCache(Trades[Sym], 5 events) c; END;",
+                            "keyCache(c, [Sym = 'S1';|]); "
+                            "output [Sym = Trades.Sym; N = count(c.Qty);];"),
+                      r"its event cache c is moved to another bucket \(keyCache\)"),
     "join_not_on_the_hash_columns": ("""CREATE OUTPUT STREAM W
         PARTITION BY Trades HASH(Sym), BY Names HASH(Name) PARTITIONS PARTS
         AS SELECT t.TradeId TradeId, n.Name Name FROM Trades t INNER JOIN Names n
@@ -198,7 +212,7 @@ def test_a_rescale_that_could_change_results_is_refused_naming_the_element_and_r
     old, new = _plans(tmp_path, body)
     moves, refused = rescale_moves(old, new)
     assert len(refused) == 1, refused
-    name = "Seen" if case == "flex" else "W"  # (a Flex's element is its output)
+    name = "Seen" if case.startswith("flex") else "W"  # (a Flex's element is its output)
     assert refused[0].startswith(f"element '{name}': ")
     assert re.search(reason, refused[0]), refused[0]
     assert name not in moves
@@ -343,3 +357,84 @@ def test_a_join_on_its_hash_columns_with_a_broadcast_input_is_allowed(tmp_path):
     assert moves["S"]["hash"] == []  # a stream keeps no output rows
     assert [p["alias"] for p in moves["W"]["join"]["ports"]] == ["p", "n"]
     assert moves["W"]["hash"] == [["Sym", "Sym", "string"]]
+
+
+# --- Flex -----------------------------------------------------------------------------------------
+
+FLEX_PROJECT = """
+DECLARE PARAMETER integer PARTS := 2; END;
+CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
+CREATE FLEX F IN Trades
+    OUT OUTPUT WINDOW Seen SCHEMA (Sym string, N integer, Total integer, Last3 float)
+    PRIMARY KEY (Sym)
+    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+BEGIN
+    DECLARE
+        dictionary(string, integer) seen;
+        dictionary(string, integer) total;
+        eventCache(Trades[Sym], 3 events) recent;
+    END;
+    ON Trades {
+        if (isnull(seen[Trades.Sym])) { seen[Trades.Sym] := 0; total[Trades.Sym] := 0; }
+        seen[Trades.Sym] := seen[Trades.Sym] + 1;
+        total[Trades.Sym] := total[Trades.Sym] + Trades.Qty;
+        if (Trades.Qty = 0) { remove(total, Trades.Sym); }
+        output setOpcode([Sym = Trades.Sym; N = seen[Trades.Sym]; Total = total[Trades.Sym];
+                          Last3 = avg(recent.Qty);], upsert);
+    };
+END;
+"""
+
+
+@pytest.mark.parametrize("first,then", [(4, 7), (7, 2)])
+def test_a_flex_resumed_after_a_rescale_gives_the_outputs_of_the_new_count(
+        spark, tmp_path, first, then):
+    """A Flex whose dictionaries are read and written by the row's hash column and whose event
+    cache is keyed by it: each entry and bucket goes to the instance its key's hash chooses."""
+    def outputs(out) -> list:
+        return sorted((r["Sym"], r["N"], r["Total"], r["Last3"]) for r in out.rows("Seen"))
+    whole = tmp_path / "whole"
+    _files(str(whole / "in"), 3)
+    expected = outputs(run_project(spark, whole, FLEX_PROJECT, {"Trades": str(whole / "in")},
+                                   params={"PARTS": str(then)}))
+    split = tmp_path / "split"
+    _files(str(split / "in"), 2)
+    run_project(spark, split, FLEX_PROJECT, {"Trades": str(split / "in")},
+                params={"PARTS": str(first)})
+    run = str(split / "run")
+    code, out, err = ccl("rescale", run, "--param", f"PARTS={then}")
+    assert code == 0, err
+    assert f"Seen: {first} -> {then} instances" in out
+    assert _instances(run, "Seen") == {spark_pmod_hash([f"S{k}"], ["string"], then)
+                                       for k in range(11)}
+    _files(str(split / "in"), 3)
+    got = run_project(spark, split, FLEX_PROJECT, {"Trades": str(split / "in")},
+                      params={"PARTS": str(then)})
+    assert outputs(got) == expected
+    assert got.bad_records() == []
+
+
+def test_flex_keyed_by_its_hash_column_is_allowed_and_example2_is_refused(tmp_path):
+    """The dictionaries and cache of FLEX_PROJECT are keyed by Trades.Sym; ESP's Example 2 moves
+    its cache to the bucket of Symbol2 (keyCache), which is refused; a window whose outputs do
+    not pass the hash column through is too."""
+    path = tmp_path / "f.ccl"
+    path.write_text(FLEX_PROJECT)
+    moves, refused = rescale_moves(_plan(str(path), 2), _plan(str(path), 3))
+    assert refused == []
+    assert moves["Seen"]["hash"] == [["Sym", "Sym", "string"]]
+    assert moves["Seen"]["flex"]["vars"] == {
+        "seen": {"kind": "dictionary", "type": "string"},
+        "total": {"kind": "dictionary", "type": "string"},
+        "recent": {"kind": "cache", "positions": [0], "types": ["string"]}}
+    seed = os.path.join(os.path.dirname(__file__), "projects", "seeds", "flex_keycache_example2.ccl")
+    text = open(seed).read().replace("PARTITIONS 3", "PARTITIONS PARTS")
+    path.write_text("DECLARE PARAMETER integer PARTS := 3; END;\n" + text)
+    moves, refused = rescale_moves(_plan(str(path), 3), _plan(str(path), 5))
+    assert refused == ["element 'Top3Trades': its event cache tradesCache is moved to another "
+                       "bucket (keyCache), which may live in another instance"]
+    path.write_text(FLEX_PROJECT.replace("PRIMARY KEY (Sym)", "PRIMARY KEY (N)")
+                    .replace("Sym = Trades.Sym;", "Sym = upper(Trades.Sym);"))
+    _, refused = rescale_moves(_plan(str(path), 2), _plan(str(path), 3))
+    assert len(refused) == 1 and "does not pass the hash column" not in refused[0]
+    assert "not every output of its window passes the hash column Sym through" in refused[0]
