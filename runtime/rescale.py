@@ -149,15 +149,24 @@ def swap_dir(path: str) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _instance_of(move: dict, values: list[Any]) -> int:
-    """The new instance of the hash column values ``values``."""
-    return spark_pmod_hash(values, [t for _, _, t in move["hash"]], int(move["to"]))
+def _hasher(types: list[str], count: int) -> Any:
+    """Spark's ``pmod(hash(values), count)`` of a tuple of values of ``types``, each distinct
+    tuple hashed once (a key's rows, index entries and counts ask for the same one)."""
+    seen: dict[tuple, int] = {}
+
+    def instance(values: tuple) -> int:
+        found = seen.get(values)
+        if found is None:
+            found = seen[values] = spark_pmod_hash(list(values), types, count)
+        return found
+    return instance
 
 
 def _router(move: dict, columns: list[str]) -> Any:
     """The new instance of a key over ``columns`` (which include every hash output column)."""
     positions = [columns.index(out) for out, _, _ in move["hash"]]
-    return lambda key: _instance_of(move, [key[p] for p in positions])
+    instance = _hasher([t for _, _, t in move["hash"]], int(move["to"]))
+    return lambda key: instance(tuple(key[p] for p in positions))
 
 
 def _materialize(states: dict[int, dict], store: Optional[BucketStore]) -> None:
@@ -219,11 +228,13 @@ def _split_flex(name: str, state: dict, move: dict, target: Any) -> None:
         if how is None:
             raise RunError(f"element '{name}' keeps variable {var} per instance")
         if how["kind"] == "dictionary":
+            instance = _hasher([how["type"]], count)
             for k, v in value.items():
-                target(spark_pmod_hash([k], [how["type"]], count))["vars"][var][k] = v
+                target(instance((k,)))["vars"][var][k] = v
             continue
+        instance = _hasher(how["types"], count)
         for key, entries in value.buckets.items():
-            j = spark_pmod_hash([key[p] for p in how["positions"]], how["types"], count)
+            j = instance(tuple(key[p] for p in how["positions"]))
             cache = target(j)["vars"][var]
             cache.buckets[key] = entries
             cache.now_ms = max(cache.now_ms, value.now_ms)
@@ -231,9 +242,9 @@ def _split_flex(name: str, state: dict, move: dict, target: Any) -> None:
     for i, mirror in enumerate(state.get("sources") or []):
         if mirror is None:
             continue
-        cols, types = ports[i]["columns"], ports[i]["types"]
+        cols, instance = ports[i]["columns"], _hasher(ports[i]["types"], count)
         for key, row in mirror["rows"].items():
-            j = spark_pmod_hash([row.get(c) for c in cols], types, count)
+            j = instance(tuple(row.get(c) for c in cols))
             target(j)["sources"][i]["rows"][key] = row
             if key in mirror["times"]:
                 target(j)["sources"][i]["times"][key] = mirror["times"][key]
@@ -326,8 +337,8 @@ def _join_routes(move: dict) -> tuple[list, Any]:
     def port_route(port: Optional[dict]) -> Any:
         if port is None:
             return lambda row: everywhere
-        cols, types = port["columns"], port["types"]
-        return lambda row: [spark_pmod_hash([row.get(c) for c in cols], types, count)]
+        cols, instance = port["columns"], _hasher(port["types"], count)
+        return lambda row: [instance(tuple(row.get(c) for c in cols))]
 
     routes = [port_route(p) for p in ports]
 
