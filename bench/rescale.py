@@ -1,11 +1,15 @@
 """Moving a checkpoint to another PARTITIONS count (runtime/rescale.py) against the alternative,
 running the project again from the start with the new count (issue 26).
 
-    python bench/rescale.py [--keys 20000] [--rows 100000] [--first 2] [--then 3] [--repeats 3]
+    python bench/rescale.py [--project window|join|flex] [--keys 20000] [--rows 100000]
+                            [--first 2] [--then 3] [--repeats 3]
 
-The project is tests/test_rescale.py's: a KEEP 2 ROWS PER (Sym) window keyed by (Sym, TradeId)
-and a GROUP BY Sym aggregation on Spark's group-by, both HASH(Sym) partitioned; its input is
-``--rows`` trades over ``--keys`` symbols in 4 files. A checkpoint is made with ``--first``
+The ``window`` project is tests/test_rescale.py's: a KEEP 2 ROWS PER (Sym) window keyed by (Sym,
+TradeId) and a GROUP BY Sym aggregation on Spark's group-by, both HASH(Sym) partitioned; ``join``:
+a window of the trades HASH(Sym) LEFT JOINed with a broadcast window of ``--keys / 10`` symbols'
+names (the join's stores, indexes and counts move, the names go to every instance); ``flex``: a
+Flex HASH(Sym) with two dictionaries and an event cache keyed by Sym. The input is ``--rows``
+trades over ``--keys`` symbols in 4 files. A checkpoint is made with ``--first``
 instances on local[2]; then, ``--repeats`` times each on a copy of it: the move to ``--then``
 (`rescale_run`: the state files and RocksDB stores of the window, the aggregation's snapshot, the
 window's changelog) and a run of all the input with ``--then`` from an empty checkpoint. Prints
@@ -43,6 +47,49 @@ CREATE OUTPUT WINDOW Totals PRIMARY KEY DEDUCED
 AS SELECT t.Sym, sum(t.Qty) Qty, count(*) N FROM Trades t GROUP BY t.Sym;
 """
 
+JOIN = """
+DECLARE PARAMETER integer PARTS := 2; END;
+CREATE INPUT WINDOW Trades SCHEMA (TradeId long, Sym string, Qty integer) PRIMARY KEY (TradeId);
+CREATE INPUT WINDOW Names SCHEMA (Sym string, Name string) PRIMARY KEY (Sym);
+CREATE OUTPUT WINDOW Named PRIMARY KEY (Sym, TradeId)
+    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+AS SELECT t.Sym Sym, t.TradeId TradeId, t.Qty Qty, n.Name Name
+   FROM Trades t LEFT JOIN Names n ON t.Sym = n.Sym;
+"""
+
+FLEX = """
+DECLARE PARAMETER integer PARTS := 2; END;
+CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
+CREATE FLEX F IN Trades
+    OUT OUTPUT WINDOW Seen SCHEMA (Sym string, N integer, Total integer, Last3 float)
+    PRIMARY KEY (Sym)
+    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+BEGIN
+    DECLARE
+        dictionary(string, integer) seen;
+        dictionary(string, integer) total;
+        eventCache(Trades[Sym], 3 events) recent;
+    END;
+    ON Trades {
+        if (isnull(seen[Trades.Sym])) { seen[Trades.Sym] := 0; total[Trades.Sym] := 0; }
+        seen[Trades.Sym] := seen[Trades.Sym] + 1;
+        total[Trades.Sym] := total[Trades.Sym] + Trades.Qty;
+        output setOpcode([Sym = Trades.Sym; N = seen[Trades.Sym]; Total = total[Trades.Sym];
+                          Last3 = avg(recent.Qty);], upsert);
+    };
+END;
+"""
+
+PROJECTS = {"window": PROJECT, "join": JOIN, "flex": FLEX}
+
+
+def _names(directory: str, keys: int) -> None:
+    os.makedirs(directory)
+    with open(os.path.join(directory, "n.csv"), "w", encoding="utf-8") as f:
+        f.write("Sym,Name\n")
+        for k in range(0, keys, 10):
+            f.write(f"S{k},Name {k}\n")
+
 
 def _inputs(directory: str, rows: int, keys: int) -> None:
     os.makedirs(directory)
@@ -55,15 +102,16 @@ def _inputs(directory: str, rows: int, keys: int) -> None:
                 f.write(f"{n},S{(n * 7919) % keys},{n % 100}\n")
 
 
-def _run(spark, path: str, parts: int, inputs: str, run_dir: str, out: str) -> None:
+def _run(spark, path: str, parts: int, inputs: dict, run_dir: str, out: str) -> None:
     plan, diags = plan_project(path, params={"PARTS": str(parts)})
     assert plan is not None, [str(d) for d in diags]
-    run_plan(spark, plan, RunOptions(inputs={"Trades": inputs}, run_dir=run_dir, buckets=2,
+    run_plan(spark, plan, RunOptions(inputs=inputs, run_dir=run_dir, buckets=2,
                                      base_dir=os.path.dirname(path)), out)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--project", choices=sorted(PROJECTS), default="window")
     ap.add_argument("--keys", type=int, default=20_000)
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--first", type=int, default=2)
@@ -74,9 +122,12 @@ def main() -> None:
     try:
         path = os.path.join(work, "p.ccl")
         with open(path, "w", encoding="utf-8") as f:
-            f.write(PROJECT)
-        inputs = os.path.join(work, "in")
-        _inputs(inputs, args.rows, args.keys)
+            f.write(PROJECTS[args.project])
+        _inputs(os.path.join(work, "in"), args.rows, args.keys)
+        inputs = {"Trades": os.path.join(work, "in")}
+        if args.project == "join":
+            _names(os.path.join(work, "names"), args.keys)
+            inputs["Names"] = os.path.join(work, "names")
         spark = get_session("local[2]", app_name="bench-rescale", shuffle_partitions=2)
         checkpoint = os.path.join(work, "ck")
         _run(spark, path, args.first, inputs, checkpoint, os.path.join(work, "out"))
@@ -97,9 +148,9 @@ def main() -> None:
             rerun.append(time.perf_counter() - began)
         spark.stop()
         m, f = statistics.median(moved), statistics.median(rerun)
-        print(f"| keys | rows | move {args.first} -> {args.then} (s) | run again from the start (s) "
-              f"| ratio |\n|---|---|---|---|---|\n"
-              f"| {args.keys} | {args.rows} | {m:.2f} | {f:.2f} | {m / f:.2f} |")
+        print(f"| project | keys | rows | move {args.first} -> {args.then} (s) | run again from "
+              f"the start (s) | ratio |\n|---|---|---|---|---|---|\n"
+              f"| {args.project} | {args.keys} | {args.rows} | {m:.2f} | {f:.2f} | {m / f:.2f} |")
         print(f"(medians of {args.repeats}; moves {[round(t, 2) for t in moved]}, runs "
               f"{[round(t, 2) for t in rerun]})")
     finally:

@@ -12,6 +12,11 @@ module carries the moves out, as the state is after the last batch the project's
   by the instance the hash columns of their keys choose among the new count
   (:func:`runtime.spark_hash.spark_pmod_hash`, Spark's ``pmod(hash(cols), n)``) and gathered into
   the new instances' states, which are written to a new state directory (new stores included);
+- a join's rows (its sources' mirrors, the Joiner's stores, indexes and match counts): each
+  hashed port's rows go where their hash chooses, a broadcast port's rows to every new instance,
+  whose match counts are counted again there (:func:`_split_join`, :func:`_recount`);
+- a Flex's dictionaries and event cache buckets: each entry where the hash of its key chooses
+  (:func:`_split_flex`);
 - a Spark group-by aggregation (runtime/native_agg.py): each group's ``__inst`` in its latest
   snapshot is recomputed from its group columns;
 - a window's changelog: its rows' ``__inst`` is recomputed too, so that the window's final
@@ -33,13 +38,18 @@ import re
 import shutil
 from typing import Any, Optional
 
+from ccl.splash.caches import EventCache
+from ccl.splash.values import Dictionary
+
 from .arrow_state import load_states, newest_batches, rows_root, save_states, saved_deadline
 from .processor import INST
 from .rebucket import JOURNAL as REBUCKET_JOURNAL, last_commit
 from .run_dir import PLAN_FILE, RunDirs, why_not_resumable
 from .run_setup import RunError, atomic_json, layout_of
 from .spark_hash import spark_pmod_hash, spark_pmod_hash_columns
-from .state.rows import StoredTimes, detach, stored_parts
+from .state import variables
+from .state.rows import StoredTimes, detach, stored_parts, uses_window_store
+from .state.variables import StoredDictionary, uses_variable_store
 from .state.store import BucketStore, create, read_layout
 
 JOURNAL = "rescale.json"
@@ -139,15 +149,24 @@ def swap_dir(path: str) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _instance_of(move: dict, values: list[Any]) -> int:
-    """The new instance of the hash column values ``values``."""
-    return spark_pmod_hash(values, [t for _, _, t in move["hash"]], int(move["to"]))
+def _hasher(types: list[str], count: int) -> Any:
+    """Spark's ``pmod(hash(values), count)`` of a tuple of values of ``types``, each distinct
+    tuple hashed once (a key's rows, index entries and counts ask for the same one)."""
+    seen: dict[tuple, int] = {}
+
+    def instance(values: tuple) -> int:
+        found = seen.get(values)
+        if found is None:
+            found = seen[values] = spark_pmod_hash(list(values), types, count)
+        return found
+    return instance
 
 
 def _router(move: dict, columns: list[str]) -> Any:
     """The new instance of a key over ``columns`` (which include every hash output column)."""
     positions = [columns.index(out) for out, _, _ in move["hash"]]
-    return lambda key: _instance_of(move, [key[p] for p in positions])
+    instance = _hasher([t for _, _, t in move["hash"]], int(move["to"]))
+    return lambda key: instance(tuple(key[p] for p in positions))
 
 
 def _materialize(states: dict[int, dict], store: Optional[BucketStore]) -> None:
@@ -168,37 +187,131 @@ def _materialize(states: dict[int, dict], store: Optional[BucketStore]) -> None:
                 owner[field] = {key[1:]: value for key, value in store.scan(ns, (inst,))}
 
 
+def _empty_window(window: dict) -> dict:
+    """A window state with ``window``'s settings and no rows."""
+    return {**{k: copy.deepcopy(v) for k, v in window.items()
+               if k not in ("rows", "groups", "times")},
+            "rows": {}, "groups": {}, "times": {}}
+
+
+def _emptied(value: Any) -> Any:
+    """A Flex variable's value without its entries: an event cache without buckets, an empty
+    dictionary of the same types (flex_state moves no other kind)."""
+    if isinstance(value, EventCache):
+        cache = copy.copy(value)
+        cache.buckets, cache.current = {}, None
+        return cache
+    if isinstance(value, Dictionary):
+        return Dictionary((), value.key, value.value)
+    return copy.deepcopy(value)
+
+
+def _plain_variables(states: dict[int, dict]) -> None:
+    """The Flex variables the store holds (attached by runtime/state/variables.py) read out
+    into plain dictionaries and cache buckets."""
+    for state in states.values():
+        values = state.get("vars") or {}
+        for var, value in list(values.items()):
+            if isinstance(value, StoredDictionary):
+                values[var] = value.plain()
+            elif isinstance(value, EventCache) and not isinstance(value.buckets, dict):
+                value.buckets = {k: value.buckets[k] for k in list(value.buckets)}
+
+
+def _split_flex(name: str, state: dict, move: dict, target: Any) -> None:
+    """Add the keyed state of old Flex instance state ``state`` to the new instances
+    ``target(j)`` gives: each dictionary entry and event cache bucket where the hash of its key
+    (the hash columns) places it, each input mirror row where its port places it."""
+    flex, count = move["flex"], int(move["to"])
+    for var, value in (state.get("vars") or {}).items():
+        how = flex["vars"].get(var)
+        if how is None:
+            raise RunError(f"element '{name}' keeps variable {var} per instance")
+        if how["kind"] == "dictionary":
+            instance = _hasher([how["type"]], count)
+            for k, v in value.items():
+                target(instance((k,)))["vars"][var][k] = v
+            continue
+        instance = _hasher(how["types"], count)
+        for key, entries in value.buckets.items():
+            j = instance(tuple(key[p] for p in how["positions"]))
+            cache = target(j)["vars"][var]
+            cache.buckets[key] = entries
+            cache.now_ms = max(cache.now_ms, value.now_ms)
+    ports = list(flex["ports"].values())
+    for i, mirror in enumerate(state.get("sources") or []):
+        if mirror is None:
+            continue
+        cols, instance = ports[i]["columns"], _hasher(ports[i]["types"], count)
+        for key, row in mirror["rows"].items():
+            j = instance(tuple(row.get(c) for c in cols))
+            target(j)["sources"][i]["rows"][key] = row
+            if key in mirror["times"]:
+                target(j)["sources"][i]["times"][key] = mirror["times"][key]
+
+
+def _skeleton(state: dict, join: Optional[dict]) -> dict:
+    """A new instance's state made from the old instance state ``state``: its fields without the
+    output window's rows and, for a join, without the select's rows (sources and join stores)."""
+    skeleton = copy.deepcopy({k: v for k, v in state.items()
+                              if k not in ("output", "selects", "vars", "sources")})
+    if "vars" in state:  # (a Flex's: emptied, each keeps its declaration)
+        skeleton["vars"] = {var: _emptied(value) for var, value in state["vars"].items()}
+    if "sources" in state:  # (a Flex's input mirrors)
+        skeleton["sources"] = [None if m is None else _empty_window(m) for m in state["sources"]]
+    if join is None:
+        if "selects" in state:
+            skeleton["selects"] = copy.deepcopy(state["selects"])
+    else:
+        select = state["selects"][0]
+        stores = select["join"]
+        skeleton["selects"] = [{
+            **{k: copy.deepcopy(v) for k, v in select.items() if k not in ("sources", "join")},
+            "sources": [None if m is None else _empty_window(m) for m in select["sources"]],
+            "join": {**{k: ([{} for _ in v] if isinstance(v, list) else v)
+                        for k, v in stores.items()}}}]
+    if state.get("output") is not None:
+        skeleton["output"] = _empty_window(state["output"])
+    return skeleton
+
+
 def _split(name: str, inst: int, state: dict, move: dict, element: dict,
-           into: dict[int, dict]) -> None:
+           into: dict[int, dict], counts: Optional[dict] = None) -> None:
     """Add the window rows, times and PER groups of old instance ``inst``'s ``state`` to the new
-    instances' states in ``into`` (made from ``state``'s skeleton as needed)."""
-    if state.get("vars"):
+    instances' states in ``into`` (made from ``state``'s skeleton as needed); for a join, its
+    sources' and join's rows too (:func:`_split_join`, which notes in ``counts`` what
+    :func:`_recount` needs)."""
+    if state.get("vars") and move.get("flex") is None:
         raise RunError(f"element '{name}' keeps variables per instance, which cannot be split")
     window = state.get("output")
+    join = move.get("join")
     for owner, field, ns, _ in stored_parts(state, inst):
-        if owner is not window and owner[field]:
+        if owner is not window and owner[field] and join is None and move.get("flex") is None:
             raise RunError(f"element '{name}' holds state ({ns}) that is not keyed by the hash "
                            f"columns")
     if window is not None and window.get("bucket") is not None:
         raise RunError(f"element '{name}' keeps a KEEP EVERY bucket per instance")
-    by_key = _router(move, list(element["key"]))
+    by_key = _router(move, list(element["key"])) if move["hash"] else None
     per = list((element.get("keep") or {}).get("per") or [])
     by_group = _router(move, per) if per else None
 
     def target(j: int) -> dict:
         if j not in into:
-            skeleton = {k: v for k, v in state.items() if k != "output"}
-            into[j] = copy.deepcopy(skeleton)
-            if window is not None:
-                into[j]["output"] = {**{k: copy.deepcopy(v) for k, v in window.items()
-                                        if k not in ("rows", "groups", "times")},
-                                     "rows": {}, "groups": {}, "times": {}}
+            into[j] = _skeleton(state, join)
         elif state.get("seq") is not None and (into[j].get("seq") is None
                                                or state["seq"] > into[j]["seq"]):
             into[j]["seq"] = state["seq"]
         return into[j]
 
+    if join is not None:
+        _split_join(name, state, move, target, counts if counts is not None else {})
+    if move.get("flex") is not None:
+        _split_flex(name, state, move, target)
     if window is None:
+        return
+    if by_key is None:
+        if window["rows"]:
+            raise RunError(f"element '{name}' holds rows not keyed by the hash columns")
         return
     for key, row in window["rows"].items():
         target(by_key(key))["output"]["rows"][key] = row
@@ -211,6 +324,117 @@ def _split(name: str, inst: int, state: dict, move: dict, element: dict,
         target(j)["output"]["groups"][gkey] = keys
 
 
+def _join_routes(move: dict) -> tuple[list, Any]:
+    """Per source of a join, a function giving the new instances of one of its rows (a hashed
+    port: the one its hash chooses; a broadcast port: all); and the function that gives those of
+    a joined row of sources ``0..j`` (the first hashed source present in it; all when its
+    sources are broadcast ones only)."""
+    ports = move["join"]["ports"]
+    aliases = move["join"]["aliases"]
+    count = int(move["to"])
+    everywhere = list(range(count))
+
+    def port_route(port: Optional[dict]) -> Any:
+        if port is None:
+            return lambda row: everywhere
+        cols, instance = port["columns"], _hasher(port["types"], count)
+        return lambda row: [instance(tuple(row.get(c) for c in cols))]
+
+    routes = [port_route(p) for p in ports]
+
+    def joined(j: int, row: dict) -> list[int]:
+        for i in range(j + 1):
+            if ports[i] is not None and row.get(aliases[i]) is not None:
+                return routes[i](row[aliases[i]])
+        if all(ports[i] is None for i in range(j + 1)):
+            return everywhere
+        raise RunError("a joined row of broadcast rows only is kept beside hashed sources")
+    return routes, joined
+
+
+def _split_join(name: str, state: dict, move: dict, target: Any, counts: dict) -> None:
+    """Add the rows of old instance state ``state``'s join (its sources' mirrors, the Joiner's
+    per-source and per-level stores, equality indexes and match counts: runtime/engine/join.py)
+    to the new instances ``target(j)`` gives, each row where its port places it. The equated
+    values of every row (from the indexes) go to ``counts`` for :func:`_recount`."""
+    routes, joined = _join_routes(move)
+    select = state["selects"][0]
+    for i, mirror in enumerate(select["sources"]):
+        if mirror is None:
+            continue
+        if mirror.get("groups") or mirror.get("bucket") is not None:
+            raise RunError(f"element '{name}' keeps a KEEP of source {i} per instance")
+        for key, row in mirror["rows"].items():
+            for j in routes[i](row):
+                target(j)["selects"][0]["sources"][i]["rows"][key] = row
+        for key, millis in mirror["times"].items():
+            if key in mirror["rows"]:
+                for j in routes[i](mirror["rows"][key]):
+                    target(j)["selects"][0]["sources"][i]["times"][key] = millis
+    stores = select["join"]
+    lvals = counts.setdefault("lvals", [{} for _ in stores["acc"]])
+    rvals = counts.setdefault("rvals", [{} for _ in stores["acc"]])
+
+    def place(field: str, level: int, key: tuple, value: Any, where: list[int]) -> None:
+        for j in where:
+            target(j)["selects"][0]["join"][field][level][key] = value
+
+    for i, rows in enumerate(stores["src"]):
+        for key, row in rows.items():
+            place("src", i, key, row, routes[i](row))
+    for level, rows in enumerate(stores["acc"]):
+        for key, row in rows.items():
+            place("acc", level, key, row, joined(level, row))
+    for level, index in enumerate(stores["lidx"]):
+        acc = stores["acc"][level]
+        for values, keys in index.items():
+            for key in keys:
+                lvals[level][key] = values
+                if key in acc:
+                    for j in joined(level, acc[key]):
+                        target(j)["selects"][0]["join"]["lidx"][level].setdefault(
+                            values, {})[key] = True
+    for level, index in enumerate(stores["ridx"]):
+        src = stores["src"][level + 1]
+        for values, keys in index.items():
+            for key in keys:
+                rvals[level][key] = values
+                if key in src:
+                    for j in routes[level + 1](src[key]):
+                        target(j)["selects"][0]["join"]["ridx"][level].setdefault(
+                            values, {})[key] = True
+    for level, cnt in enumerate(stores["lcnt"]):
+        for key, n in cnt.items():
+            if key in stores["acc"][level]:
+                place("lcnt", level, key, n, joined(level, stores["acc"][level][key]))
+    for level, cnt in enumerate(stores["rcnt"]):
+        for key, n in cnt.items():
+            if key in stores["src"][level + 1]:
+                place("rcnt", level, key, n, routes[level + 1](stores["src"][level + 1][key]))
+
+
+def _recount(move: dict, into: dict[int, dict], counts: dict) -> None:
+    """The match counts of the broadcast rows of each level that joins them with hashed rows,
+    counted in each new instance from its equality indexes (ccl/plan/rescale.py allows such a
+    level only when its ON is column equalities alone: a row's matches are its index entry)."""
+    ports = move["join"]["ports"]
+    for state in into.values():
+        stores = state["selects"][0]["join"]
+        for level in range(len(stores["acc"])):
+            left_hashed = any(p is not None for p in ports[: level + 1])
+            right_hashed = ports[level + 1] is not None
+            if left_hashed and not right_hashed:  # broadcast right rows: matches here
+                lidx, vals = stores["lidx"][level], counts["rvals"][level]
+                stores["rcnt"][level] = {
+                    key: len(lidx[vals[key]]) for key in stores["src"][level + 1]
+                    if key in vals and lidx.get(vals[key])}
+            elif right_hashed and not left_hashed:  # broadcast left rows
+                ridx, vals = stores["ridx"][level], counts["lvals"][level]
+                stores["lcnt"][level] = {
+                    key: len(ridx[vals[key]]) for key in stores["acc"][level]
+                    if key in vals and ridx.get(vals[key])}
+
+
 def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element: dict) -> None:
     """The new state directory of the per-instance element ``element`` (``state_dir + NEW``), as
     the state is after ``batch``: state files and, where the old one had them, stores of
@@ -221,7 +445,10 @@ def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element:
     os.makedirs(target)
     root = rows_root(state_dir)
     stored = os.path.isdir(root) and read_layout(root) is not None
+    # a Flex whose dictionaries and caches the store keeps (runtime/arrow_state.py _stored)
+    in_vars = not uses_window_store(element) and uses_variable_store(element)
     into: dict[int, dict] = {}
+    counts: dict = {}  # (a join's) equated values of its rows, for _recount
     due: list[int] = []
     timed = False
     for bucket, written in sorted(newest_batches(state_dir, batch + 1).items()):
@@ -233,11 +460,17 @@ def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element:
         if stored and bucket < read_layout(root).buckets:
             with BucketStore.open(root, bucket) as store:
                 store.begin(batch + 1)  # (the state after batch: later tries rolled back)
-                _materialize(states, store)
+                if in_vars:
+                    variables.attach(states, store)
+                    _plain_variables(states)
+                else:
+                    _materialize(states, store)
         else:
             _materialize(states, None)
         for inst, state in sorted(states.items()):
-            _split(name, inst, state, move, element, into)
+            _split(name, inst, state, move, element, into, counts)
+    if move.get("join") is not None:
+        _recount(move, into, counts)
     per_bucket: dict[int, dict[int, dict]] = {}
     for inst, state in into.items():
         per_bucket.setdefault(inst % buckets, {})[inst] = state
@@ -250,7 +483,10 @@ def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element:
             continue
         with BucketStore.open(rows_root(target), bucket) as store:
             store.begin(batch)
-            detach(states, store)
+            if in_vars:
+                variables.detach(states, store, {})
+            else:
+                detach(states, store)
             save_states(target, bucket, batch, states, deadline)
             store.commit(batch)
 

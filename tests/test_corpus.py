@@ -35,7 +35,7 @@ def test_seed_examples_get_the_warnings_the_guidelines_predict():
     expected = {
         "hash_maxprice.ccl": ["CCL3002"],             # HASH(isin), GROUP BY upper(left(isin, 1))
         "roundrobin_tradewindow.ccl": [],             # ROUNDROBIN rotates the window's keys
-        "eventcache_example1.ccl": ["CCL3006"],       # 10 events, no coalesce: n*k rows
+        "eventcache_example1.ccl": [],                # 10 events per bucket, keyed by the hash column
         "flex_keycache_example2.ccl": ["CCL3007"],    # keyCache on Symbol2 under HASH(Symbol)
         "hash_vwap_broadcast.ccl": [],
         "custom_maxprice.ccl": ["CCL3002"],           # reads isin, GROUP BY upper(left(isin, 1)): 'a', 'A' split

@@ -130,6 +130,16 @@ CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
 CREATE INPUT WINDOW Names SCHEMA (Sym string, Name string) PRIMARY KEY (Sym);
 """
 
+def _flex(declare: str, body: str) -> str:
+    """A Flex over Trades partitioned HASH(Sym), with ``declare`` and the body of ON Trades."""
+    return f"""CREATE FLEX F IN Trades OUT OUTPUT STREAM Seen SCHEMA (Sym string, N integer)
+        PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+    BEGIN
+        {declare}
+        ON Trades {{ {body} }};
+    END;"""
+
+
 REFUSED = {
     "roundrobin": ("""CREATE OUTPUT WINDOW W PRIMARY KEY (Sym, TradeId) PARTITION BY Trades
         ROUNDROBIN PARTITIONS PARTS AS SELECT * FROM Trades;""", r"ROUNDROBIN"),
@@ -142,19 +152,39 @@ REFUSED = {
     "keep_per_other": ("""CREATE OUTPUT WINDOW W PRIMARY KEY (Sym, TradeId) KEEP 3 ROWS PER (Qty)
         PARTITION BY Trades HASH(Sym) PARTITIONS PARTS AS SELECT * FROM Trades;""",
                        r"KEEP 3 ROWS is counted per instance"),
-    "flex": ("""CREATE FLEX F IN Trades OUT OUTPUT STREAM Seen SCHEMA (Sym string, N integer)
-        PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
-    BEGIN
-        DECLARE dictionary(string, integer) seen; END;
-        ON Trades {
-            if (isnull(seen[Trades.Sym])) { seen[Trades.Sym] := 0; }
-            seen[Trades.Sym] := seen[Trades.Sym] + 1;
-            output [Sym = Trades.Sym; N = seen[Trades.Sym];];
-        };
-    END;""", r"Flex variables are kept per instance, not keyed by the partition key"),
-    "join": ("""CREATE OUTPUT STREAM W PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+    "flex_counter": (_flex("DECLARE integer n := 0; END;",
+                           "n := n + 1; output [Sym = Trades.Sym; N = n;];"),
+                     r"its variable n is kept per instance \(a counter"),
+    "flex_cache_other_key": (_flex("DECLARE eventCache(Trades[Qty], 5 events) c; END;",
+                                   "output [Sym = Trades.Sym; N = count(c.Qty);];"),
+                             r"its event cache c is keyed by \(Qty\), not by the hash columns"),
+    "flex_dictionary_other_key": (_flex("DECLARE dictionary(integer, integer) byQty; END;",
+                                        "byQty[Trades.Qty] := 1; "
+                                        "output [Sym = Trades.Sym; N = byQty[Trades.Qty];];"),
+                                  r"its dictionary byQty is used by another key"),
+    "flex_keycache": (_flex("DECLARE eventCache(Trades[Sym], 5 events) c; END;",
+                            "keyCache(c, [Sym = 'S1';|]); "
+                            "output [Sym = Trades.Sym; N = count(c.Qty);];"),
+                      r"its event cache c is moved to another bucket \(keyCache\)"),
+    "join_not_on_the_hash_columns": ("""CREATE OUTPUT STREAM W
+        PARTITION BY Trades HASH(Sym), BY Names HASH(Name) PARTITIONS PARTS
         AS SELECT t.TradeId TradeId, n.Name Name FROM Trades t INNER JOIN Names n
-        ON t.Sym = n.Sym;""", r"it joins"),
+        ON t.Sym = n.Sym;""", r"ON does not equate the hash column Name of n with Sym of t"),
+    "join_keeps_broadcast_rows": ("""CREATE INPUT WINDOW Pos SCHEMA (Sym string, Qty integer)
+        PRIMARY KEY (Sym);
+        CREATE OUTPUT WINDOW W PRIMARY KEY (Sym) PARTITION BY Pos HASH(Sym) PARTITIONS PARTS
+        AS SELECT n.Sym Sym, n.Name Name, p.Qty Qty FROM Names n LEFT JOIN Pos p
+        ON n.Sym = p.Sym;""", r"LEFT JOIN keeps the unmatched rows of broadcast inputs \(n\)"),
+    "join_condition_not_only_equalities": ("""CREATE INPUT WINDOW Pos SCHEMA (Sym string,
+        Qty integer) PRIMARY KEY (Sym);
+        CREATE OUTPUT WINDOW W PRIMARY KEY (Sym) PARTITION BY Pos HASH(Sym) PARTITIONS PARTS
+        AS SELECT p.Sym Sym, n.Name Name, p.Qty Qty FROM Pos p LEFT JOIN Names n
+        ON p.Sym = n.Sym AND p.Qty > 1;""", r"ON terms besides column equalities"),
+    "join_key_without_hash": ("""CREATE INPUT WINDOW Pos SCHEMA (Sym string, Qty integer,
+        Id integer) PRIMARY KEY (Id);
+        CREATE OUTPUT WINDOW W PRIMARY KEY (Id) PARTITION BY Pos HASH(Sym) PARTITIONS PARTS
+        AS SELECT p.Id Id, p.Sym Sym, n.Name Name FROM Pos p INNER JOIN Names n
+        ON p.Sym = n.Sym;""", r"PRIMARY KEY does not include the hash column Sym"),
     "group_without_hash": ("""CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED
         PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
         AS SELECT t.Qty, count(*) N FROM Trades t GROUP BY t.Qty;""",
@@ -182,7 +212,7 @@ def test_a_rescale_that_could_change_results_is_refused_naming_the_element_and_r
     old, new = _plans(tmp_path, body)
     moves, refused = rescale_moves(old, new)
     assert len(refused) == 1, refused
-    name = "Seen" if case == "flex" else "W"  # (a Flex's element is its output)
+    name = "Seen" if case.startswith("flex") else "W"  # (a Flex's element is its output)
     assert refused[0].startswith(f"element '{name}': ")
     assert re.search(reason, refused[0]), refused[0]
     assert name not in moves
@@ -236,3 +266,235 @@ def test_ccl_run_rescale_refuses_before_spark_starts(tmp_path):
     code, _, err = ccl("run", project, "--rescale", "--until-idle",
                        "--output-dir", str(tmp_path / "out"))
     assert code == 2 and "--checkpoint" in err
+
+
+# --- joins ----------------------------------------------------------------------------------------
+
+JOIN_PROJECT = """
+DECLARE PARAMETER integer PARTS := 2; END;
+CREATE INPUT WINDOW Quotes SCHEMA (Sym string, Venue string, Bid float) PRIMARY KEY (Sym, Venue);
+CREATE INPUT WINDOW Limits SCHEMA (Sym string, MaxBid float) PRIMARY KEY (Sym);
+CREATE INPUT WINDOW Venues SCHEMA (Venue string, Name string) PRIMARY KEY (Venue);
+CREATE OUTPUT WINDOW Checked PRIMARY KEY (Sym, Venue)
+    PARTITION BY Quotes HASH(Sym), BY Limits HASH(Sym) PARTITIONS PARTS
+AS SELECT q.Sym Sym, q.Venue Venue, q.Bid Bid, l.MaxBid MaxBid, v.Name Name
+   FROM Quotes q INNER JOIN Limits l ON q.Sym = l.Sym LEFT JOIN Venues v ON q.Venue = v.Venue;
+"""
+
+
+def _join_files(directory: str, batches: int) -> None:
+    """``batches`` files per input (one a batch): quotes of 11 symbols at 4 venues, their limits,
+    the venues' names (a broadcast input), with updates and deletes in later files."""
+    for b in range(batches):
+        quotes = [("i" if b == 0 else "p", f"S{k}", f"V{(k + i) % 4}", k + i + b / 10)
+                  for k in range(11) for i in range(2 + b % 2)]
+        if b == 2:
+            quotes += [("d", f"S{k}", f"V{k % 4}", 0) for k in range(0, 11, 3)]
+        write_rows(os.path.join(directory, "quotes", f"q{b}.csv"),
+                   ["ESP_OPS", "Sym", "Venue", "Bid"], quotes)
+        limits = [("p", f"S{k}", 10 * k + b) for k in range(b, 11, 2)]
+        if b == 2:
+            limits += [("d", "S4", 0), ("d", "S7", 0)]
+        write_rows(os.path.join(directory, "limits", f"l{b}.csv"),
+                   ["ESP_OPS", "Sym", "MaxBid"], limits)
+        venues = {0: [("i", "V0", "Xetra"), ("i", "V1", "LSE")],
+                  1: [("i", "V2", "Euronext"), ("u", "V0", "Xetra EU")],
+                  2: [("d", "V1", ""), ("i", "V3", "SIX")]}[b % 3]
+        write_rows(os.path.join(directory, "venues", f"v{b}.csv"),
+                   ["ESP_OPS", "Venue", "Name"], venues)
+
+
+def _join_inputs(directory) -> dict:
+    return {name: str(directory / "in" / name.lower())
+            for name in ("Quotes", "Limits", "Venues")}
+
+
+@pytest.mark.parametrize("first,then", [(4, 7), (7, 2)])
+def test_a_join_resumed_after_a_rescale_gives_the_outputs_of_the_new_count(
+        spark, tmp_path, first, then):
+    """Each hashed port's rows go to the instance their hash chooses, the broadcast port's rows
+    to every instance, and the broadcast rows' match counts are counted again (the LEFT JOIN's
+    unmatched rows come and go with the venues' deletes after the move)."""
+    def outputs(out) -> list:
+        return sorted((r["Sym"], r["Venue"], r["Bid"], r["MaxBid"], r["Name"])
+                      for r in out.rows("Checked"))
+    whole = tmp_path / "whole"
+    _join_files(str(whole / "in"), 3)
+    expected = outputs(run_project(spark, whole, JOIN_PROJECT, _join_inputs(whole),
+                                   params={"PARTS": str(then)}))
+    assert any(not r[4] for r in expected) and any(r[4] for r in expected)  # (unmatched: null)
+    split = tmp_path / "split"
+    _join_files(str(split / "in"), 2)
+    run_project(spark, split, JOIN_PROJECT, _join_inputs(split), params={"PARTS": str(first)})
+    run = str(split / "run")
+    code, out, err = ccl("rescale", run, "--param", f"PARTS={then}")
+    assert code == 0, err
+    assert f"Checked: {first} -> {then} instances" in out
+    # the broadcast venues are in every new instance
+    assert _instances(run, "Checked") == set(range(then))
+    _join_files(str(split / "in"), 3)
+    got = run_project(spark, split, JOIN_PROJECT, _join_inputs(split),
+                      params={"PARTS": str(then)})
+    assert outputs(got) == expected
+    assert got.bad_records() == []
+
+
+def test_a_join_on_its_hash_columns_with_a_broadcast_input_is_allowed(tmp_path):
+    """A stream joined with a broadcast window (the stream's rows kept nowhere, the window's
+    copied to every instance) and a join of two hashed inputs on their hash columns move."""
+    body = """CREATE OUTPUT STREAM S PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+        AS SELECT t.TradeId TradeId, n.Name Name FROM Trades t INNER JOIN Names n
+        ON t.Sym = n.Sym;
+    CREATE INPUT WINDOW Pos SCHEMA (Sym string, Qty integer) PRIMARY KEY (Sym);
+    CREATE OUTPUT WINDOW W PRIMARY KEY (Sym)
+        PARTITION BY Pos HASH(Sym), BY Names HASH(Sym) PARTITIONS PARTS
+        AS SELECT n.Sym Sym, n.Name Name, p.Qty Qty FROM Pos p RIGHT JOIN Names n
+        ON p.Sym = n.Sym;"""
+    old, new = _plans(tmp_path, body)
+    moves, refused = rescale_moves(old, new)
+    assert refused == []
+    assert moves["S"]["join"]["ports"][1] is None  # Names: broadcast
+    assert moves["S"]["hash"] == []  # a stream keeps no output rows
+    assert [p["alias"] for p in moves["W"]["join"]["ports"]] == ["p", "n"]
+    assert moves["W"]["hash"] == [["Sym", "Sym", "string"]]
+
+
+# --- Flex -----------------------------------------------------------------------------------------
+
+FLEX_PROJECT = """
+DECLARE PARAMETER integer PARTS := 2; END;
+CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
+CREATE FLEX F IN Trades
+    OUT OUTPUT WINDOW Seen SCHEMA (Sym string, N integer, Total integer, Last3 float)
+    PRIMARY KEY (Sym)
+    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+BEGIN
+    DECLARE
+        dictionary(string, integer) seen;
+        dictionary(string, integer) total;
+        eventCache(Trades[Sym], 3 events) recent;
+    END;
+    ON Trades {
+        if (isnull(seen[Trades.Sym])) { seen[Trades.Sym] := 0; total[Trades.Sym] := 0; }
+        seen[Trades.Sym] := seen[Trades.Sym] + 1;
+        total[Trades.Sym] := total[Trades.Sym] + Trades.Qty;
+        if (Trades.Qty = 0) { remove(total, Trades.Sym); }
+        output setOpcode([Sym = Trades.Sym; N = seen[Trades.Sym]; Total = total[Trades.Sym];
+                          Last3 = avg(recent.Qty);], upsert);
+    };
+END;
+"""
+
+
+@pytest.mark.parametrize("first,then", [(4, 7), (7, 2)])
+def test_a_flex_resumed_after_a_rescale_gives_the_outputs_of_the_new_count(
+        spark, tmp_path, first, then):
+    """A Flex whose dictionaries are read and written by the row's hash column and whose event
+    cache is keyed by it: each entry and bucket goes to the instance its key's hash chooses."""
+    def outputs(out) -> list:
+        return sorted((r["Sym"], r["N"], r["Total"], r["Last3"]) for r in out.rows("Seen"))
+    whole = tmp_path / "whole"
+    _files(str(whole / "in"), 3)
+    expected = outputs(run_project(spark, whole, FLEX_PROJECT, {"Trades": str(whole / "in")},
+                                   params={"PARTS": str(then)}))
+    split = tmp_path / "split"
+    _files(str(split / "in"), 2)
+    run_project(spark, split, FLEX_PROJECT, {"Trades": str(split / "in")},
+                params={"PARTS": str(first)})
+    run = str(split / "run")
+    code, out, err = ccl("rescale", run, "--param", f"PARTS={then}")
+    assert code == 0, err
+    assert f"Seen: {first} -> {then} instances" in out
+    assert _instances(run, "Seen") == {spark_pmod_hash([f"S{k}"], ["string"], then)
+                                       for k in range(11)}
+    _files(str(split / "in"), 3)
+    got = run_project(spark, split, FLEX_PROJECT, {"Trades": str(split / "in")},
+                      params={"PARTS": str(then)})
+    assert outputs(got) == expected
+    assert got.bad_records() == []
+
+
+def test_flex_keyed_by_its_hash_column_is_allowed_and_example2_is_refused(tmp_path):
+    """The dictionaries and cache of FLEX_PROJECT are keyed by Trades.Sym; ESP's Example 2 moves
+    its cache to the bucket of Symbol2 (keyCache), which is refused; a window whose outputs do
+    not pass the hash column through is too."""
+    path = tmp_path / "f.ccl"
+    path.write_text(FLEX_PROJECT)
+    moves, refused = rescale_moves(_plan(str(path), 2), _plan(str(path), 3))
+    assert refused == []
+    assert moves["Seen"]["hash"] == [["Sym", "Sym", "string"]]
+    assert moves["Seen"]["flex"]["vars"] == {
+        "seen": {"kind": "dictionary", "type": "string"},
+        "total": {"kind": "dictionary", "type": "string"},
+        "recent": {"kind": "cache", "positions": [0], "types": ["string"]}}
+    seed = os.path.join(os.path.dirname(__file__), "projects", "seeds", "flex_keycache_example2.ccl")
+    text = open(seed).read().replace("PARTITIONS 3", "PARTITIONS PARTS")
+    path.write_text("DECLARE PARAMETER integer PARTS := 3; END;\n" + text)
+    moves, refused = rescale_moves(_plan(str(path), 3), _plan(str(path), 5))
+    assert refused == ["element 'Top3Trades': its event cache tradesCache is moved to another "
+                       "bucket (keyCache), which may live in another instance"]
+    path.write_text(FLEX_PROJECT.replace("PRIMARY KEY (Sym)", "PRIMARY KEY (N)")
+                    .replace("Sym = Trades.Sym;", "Sym = upper(Trades.Sym);"))
+    _, refused = rescale_moves(_plan(str(path), 2), _plan(str(path), 3))
+    assert len(refused) == 1 and "does not pass the hash column" not in refused[0]
+    assert "not every output of its window passes the hash column Sym through" in refused[0]
+
+
+FLEX_WINDOW_PROJECT = """
+DECLARE PARAMETER integer PARTS := 2; END;
+CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
+CREATE INPUT WINDOW Limits SCHEMA (Sym string, MaxQty integer) PRIMARY KEY (Sym);
+CREATE FLEX F IN Trades, Limits
+    OUT OUTPUT WINDOW Counts SCHEMA (Sym string, Kind string, V integer) PRIMARY KEY (Sym, Kind)
+    PARTITION BY Trades HASH(Sym), BY Limits HASH(Sym) PARTITIONS PARTS
+BEGIN
+    DECLARE dictionary(string, integer) changes; dictionary(string, integer) qty; END;
+    ON Limits {
+        if (isnull(changes[Limits.Sym])) { changes[Limits.Sym] := 0; }
+        changes[Limits.Sym] := changes[Limits.Sym] + 1;
+        output setOpcode([Sym = Limits.Sym; Kind = 'limit';
+                          V = changes[Limits.Sym] * 100 + Limits.MaxQty;], upsert);
+    };
+    ON Trades {
+        if (isnull(qty[Trades.Sym])) { qty[Trades.Sym] := 0; }
+        qty[Trades.Sym] := qty[Trades.Sym] + Trades.Qty;
+        output setOpcode([Sym = Trades.Sym; Kind = 'trade'; V = qty[Trades.Sym];], upsert);
+    };
+END;
+"""
+
+
+def test_a_flex_over_a_window_input_resumed_after_a_rescale(spark, tmp_path):
+    """Two hashed inputs, one a window (its rows mirrored per instance: they move with their
+    hash too), 7 -> 3 instances. (Each handler's outputs depend on its own input alone: the order
+    of the two inputs' rows differs between runs split into other batches.)"""
+    def inputs(directory) -> dict:
+        return {"Trades": str(directory / "in"), "Limits": str(directory / "limits")}
+
+    def limits(directory, batches: int) -> None:
+        for b in range(batches):
+            rows = [("p", f"S{k}", 5 + (k + b) % 7) for k in range(b, 11, 2)]
+            if b == 2:  # deletes of rows the moved mirrors hold (else: bad records)
+                rows += [("d", "S0", 0), ("d", "S1", 0)]
+            write_rows(os.path.join(str(directory / "limits"), f"l{b}.csv"),
+                       ["ESP_OPS", "Sym", "MaxQty"], rows)
+
+    def outputs(out) -> list:
+        return sorted((r["Sym"], r["Kind"], r["V"]) for r in out.rows("Counts"))
+    whole = tmp_path / "whole"
+    _files(str(whole / "in"), 3)
+    limits(whole, 3)
+    expected = outputs(run_project(spark, whole, FLEX_WINDOW_PROJECT, inputs(whole),
+                                   params={"PARTS": "3"}))
+    assert expected
+    split = tmp_path / "split"
+    _files(str(split / "in"), 2)
+    limits(split, 2)
+    run_project(spark, split, FLEX_WINDOW_PROJECT, inputs(split), params={"PARTS": "7"})
+    code, out, err = ccl("rescale", str(split / "run"), "--param", "PARTS=3")
+    assert code == 0, err
+    _files(str(split / "in"), 3)
+    limits(split, 3)
+    got = run_project(spark, split, FLEX_WINDOW_PROJECT, inputs(split), params={"PARTS": "3"})
+    assert outputs(got) == expected
+    assert got.bad_records() == []

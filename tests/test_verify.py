@@ -83,13 +83,77 @@ def test_eventcache_without_the_partition_key_differs_and_names_its_warnings(tmp
 
 
 def test_eventcache_example1_keyed_by_the_partition_key_is_equivalent(tmp_path):
-    # ESP's Example 1: a 10 events cache keyed by isin, partitioned by HASH(isin). The runtime keeps
-    # N events per bucket (ccl/splash/caches.py) and every bucket lives in one instance, so the
-    # averages are those of the unpartitioned stream: CCL3006 here warns of nothing that shows.
+    # ESP's Example 1: a 10 events cache keyed by isin, partitioned by HASH(isin). ESP limits the
+    # size of each bucket ("Managing Bucket Size"), as the runtime does (ccl/splash/caches.py), and
+    # every bucket lives in one instance, so the averages are those of the unpartitioned stream;
+    # the checker warns of nothing (docs/analysis.md, "Event caches and partitioning").
     code, out, err = run("verify", os.path.join(SEEDS, "eventcache_example1.ccl"),
                          "--input", f"priceW={_prices(tmp_path)}")
     assert code == 0, out + err
     assert "maxPriceW: equivalent (stream: rows as a multiset; 200 rows partitioned, 200 unpartitioned)" in out
+    assert "CCL3006" not in err + out
+
+
+def _venue_prices(tmp_path, rows=200) -> str:
+    rng = random.Random(5)
+    path = tmp_path / "venue_prices.csv"
+    with open(path, "w") as f:
+        f.write("ts,isin,venue,price\n")
+        for i in range(rows):
+            f.write(f"2024-01-01T10:{i // 60:02d}:{i % 60:02d},"
+                    f"{rng.choice(['DE01', 'DE02', 'US01', 'US02', 'FR01'])},"
+                    f"{rng.choice(['XETR', 'XLON', 'XPAR'])},{rng.randint(1000, 9000) / 100}\n")
+    return str(path)
+
+
+def test_eventcache_keyed_by_another_column_differs_and_names_its_warnings(tmp_path):
+    # the guidelines' case: the cache's key (venue) is not the partition key (isin), so a venue's
+    # bucket is spread over the instances and each sums its own part, 10 events in each
+    with open(os.path.join(SEEDS, "eventcache_example1.ccl")) as f:
+        text = (f.read().replace("isin string,", "isin string, venue string,", 1)
+                .replace("eventCache(priceW[isin], 10 events)", "eventCache(priceW[venue], 10 events)")
+                .replace("avg(cache.price)", "sum(cache.price)"))
+    code, out, err = run("verify", _write(tmp_path, text), "--input",
+                         f"priceW={_venue_prices(tmp_path)}")
+    assert code == 1, out + err
+    assert "maxPriceW: differs (stream: rows as a multiset" in out
+    assert "predicted by CCL3005" in out and "predicted by CCL3006" in out
+    assert "no partition-safety warning" not in out
+
+
+def _qtrades(tmp_path, rows=60) -> str:
+    rng = random.Random(3)
+    symbols = "ABCDEFG"
+    path = tmp_path / "qtrades.csv"
+    with open(path, "w") as f:
+        f.write("Id,Symbol,Symbol2,Price,Shares\n")
+        for i in range(rows):
+            f.write(f"{i},{rng.choice(symbols)},{rng.choice(symbols)},{rng.randint(1, 20)},"
+                    f"{rng.randint(1, 100)}\n")
+    return str(path)
+
+
+def test_flex_keycache_example2_reading_another_bucket_differs_and_names_ccl3007(tmp_path):
+    # ESP's Example 2 keeps its top trades in the bucket of Symbol2 (keyCache), which under
+    # HASH(Symbol) is another instance's: with the bucket's size limited to 3 (SAP's
+    # insertIntoCache replaces the lowest price of a full bucket), the instances keep other trades
+    with open(os.path.join(SEEDS, "flex_keycache_example2.ccl")) as f:
+        text = f.read().replace("manual, Price asc", "manual, 3 events, Price asc")
+    code, out, err = run("verify", _write(tmp_path, text), "--input", f"QTrades={_qtrades(tmp_path)}")
+    assert code == 1, out + err
+    assert "Top3Trades: differs (window: by key" in out
+    assert "predicted by CCL3007" in out and "no partition-safety warning" not in out
+    assert "CCL3006" not in out  # (its cache is keyed by the partition key: no bucket is spread)
+
+
+def test_flex_keycache_example2_as_written_is_equivalent(tmp_path):
+    # as the seed writes it the cache has no size limit: insertIntoCache returns the trade itself,
+    # so the output never depends on which bucket the trade went to; CCL3007 still warns of the
+    # lookup (its results would change as soon as anything read the bucket)
+    code, out, err = run("verify", os.path.join(SEEDS, "flex_keycache_example2.ccl"),
+                         "--input", f"QTrades={_qtrades(tmp_path)}")
+    assert code == 0, out + err
+    assert "Top3Trades: equivalent" in out
 
 
 def test_hash_on_another_column_than_the_group_differs_and_names_ccl3002():

@@ -337,13 +337,16 @@ def _retention(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report
         spec = f.specs_by_input[element.name]
         keys = {k.name for k in cache.keys or []}
         cols = hash_cols.get(element.name)
-        if spec.method != "hash" or not cols or not cols <= keys:  # else a bucket lives in one instance
-            report("CCL3005", cache.span, f"the cache's key ({', '.join(sorted(keys)) or 'none'}) is "
-                                          f"not the partition key of {source}: a bucket's rows are "
-                                          "spread over the instances")
+        if spec.method == "hash" and cols and cols <= keys:
+            # every bucket lives in one instance and `N events` counts per bucket (ESP's
+            # "Managing Bucket Size"): the instances keep the buckets the whole cache would
+            continue
+        report("CCL3005", cache.span, f"the cache's key ({', '.join(sorted(keys)) or 'none'}) is "
+                                      f"not the partition key of {source}: a bucket's rows are "
+                                      "spread over the instances")
         by_rows = any(o.kind == "events" for o in cache.options)
         coalesced = any(o.kind == "coalesce" for o in cache.options)
-        if by_rows and not coalesced:
+        if by_rows and not coalesced:  # a bucket spread over N instances keeps N times as many
             report("CCL3006", cache.span, "a row-based event cache without coalesce keeps its rows in "
                                           "each instance: N instances keep N times as many")
 

@@ -4,14 +4,15 @@ A checkpoint made with ``PARTITIONS n`` keeps each partitioned element's state s
 Moving it to ``m`` instances (``ccl rescale``, ``ccl run --rescale``; runtime/rescale.py carries
 the move out) gives the outputs of a run that had ``m`` from the start only where every piece of
 state belongs to one key whose rows all go to one instance, and that instance can be computed from
-the key alone: HASH partitioning on columns that key the state. Everything else is refused here,
+the key alone: HASH partitioning on columns that key the state (for a join, each port's rows; for a
+Flex, its dictionaries and event caches: :func:`flex_state`). Everything else is refused here,
 naming the reason (:func:`why_not_rescaled`), before any file is touched.
 
 Works on the plan's JSON form (what ``plan.json`` of a run directory holds), without Spark.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 # KEEP kinds whose retention is counted per instance unless PER groups it by the hash columns
 _COUNTED = ("rows", "last")
@@ -60,11 +61,8 @@ def why_not_rescaled(element: dict, plan: dict) -> Optional[str]:
             return ("it is partitioned by a custom SPLASH function: which instance a key's state "
                     "would go to under another count is not known without its rows")
     if element.get("flex") is not None:
-        declared = element["flex"].get("declare") or element.get("declare")
-        if declared:
-            return ("its Flex variables are kept per instance, not keyed by the partition key, "
-                    "so they cannot be split between instances")
-        return "a Flex keeps its state per instance, not keyed by the partition key"
+        keyed = flex_state(element, plan)
+        return keyed if isinstance(keyed, str) else None
     if element.get("declare"):
         return ("its DECLARE variables are kept per instance, not keyed by the partition key, so "
                 "they cannot be split between instances")
@@ -73,8 +71,7 @@ def why_not_rescaled(element: dict, plan: dict) -> Optional[str]:
         return "its state is not that of one SELECT keyed by the hash columns"
     select = selects[0]
     if select.get("joins") or len(select["sources"]) != 1 or len(part["specs"]) != 1:
-        return ("it joins: each side's rows are kept by the join's own keys, which this move "
-                "does not map to the hash columns")
+        return _why_not_join(element, plan, select, part)
     if select.get("matching"):
         return "it matches patterns: a pattern's partial matches are kept per instance"
     source = select["sources"][0]
@@ -115,6 +112,351 @@ def why_not_rescaled(element: dict, plan: dict) -> Optional[str]:
     return None
 
 
+def _conjuncts(expr: object) -> list:
+    """The operands of a tree of ANDs (as runtime/engine/join.py splits an ON condition)."""
+    if isinstance(expr, dict) and expr.get("node") == "Binary" and expr.get("op") == "and":
+        return _conjuncts(expr["left"]) + _conjuncts(expr["right"])
+    return [expr]
+
+
+def _equality(part: object, aliases: set[str]) -> Optional[tuple[tuple[str, str], tuple[str, str]]]:
+    """``((alias, col), (alias, col))`` when ``part`` is ``a.x = b.y`` over ``aliases``."""
+    if not (isinstance(part, dict) and part.get("node") == "Binary" and part.get("op") == "="):
+        return None
+    sides = []
+    for side in (part.get("left"), part.get("right")):
+        if not (isinstance(side, dict) and side.get("node") == "FieldAccess"):
+            return None
+        base = side.get("base") or {}
+        alias = (base.get("name") or {}).get("name") if base.get("node") == "Var" else None
+        if alias not in aliases:
+            return None
+        sides.append((alias, (side.get("field") or {}).get("name")))
+    return sides[0], sides[1]
+
+
+def join_ports(element: dict, plan: dict) -> list[Optional[dict]] | str:
+    """Per source of the element's one select, in FROM order, how its rows are placed: its HASH
+    columns and their types (``{"alias", "columns", "types"}``), or None for a broadcast input
+    (every instance holds all its rows); or why the sources cannot be placed so."""
+    select = element["query"]["selects"][0]
+    specs: dict[str, list[dict]] = {}
+    for spec in element["partition"]["specs"]:
+        specs.setdefault(spec["input"], []).append(spec)
+    broadcast = set(element["partition"].get("broadcast") or [])
+    ports: list[Optional[dict]] = []
+    for src in select["sources"]:
+        by = specs.get(src["element"]) or []
+        if len(by) > 1:
+            return (f"its input {src['element']} is partitioned twice: a row's instance is not "
+                    f"one hash")
+        if not by:
+            if src["element"] not in broadcast:
+                return f"its source {src['alias']} is neither HASH partitioned nor broadcast"
+            ports.append(None)
+            continue
+        types = _source_types(plan, src["element"])
+        ports.append({"alias": src["alias"], "columns": list(by[0]["columns"]),
+                      "types": [types.get(c, "string") for c in by[0]["columns"]]})
+    return ports
+
+
+def _why_not_join(element: dict, plan: dict, select: dict, part: dict) -> Optional[str]:
+    """Why the per-instance state of a join (the element's one select over several sources) cannot
+    move, or None: every source HASH partitioned on columns its ON conditions equate (in order,
+    of one type) or broadcast; outer joins preserve hashed rows only; where a level joins
+    broadcast rows with hashed ones its ON is equalities alone (the match counts of the broadcast
+    rows are recounted from the equality indexes)."""
+    if element["physical"].get("path") != "per-instance":
+        return "it joins outside the per-instance engine, whose state is not moved"
+    if select.get("group_by") or select.get("aggregates") or select.get("matching"):
+        return "it joins and aggregates: the groups of a join are not moved"
+    for src in select["sources"]:
+        if src.get("keep"):
+            return (f"KEEP on its source {src['alias']} holds that source's rows per instance, "
+                    f"not by key")
+    ports = join_ports(element, plan)
+    if isinstance(ports, str):
+        return f"it joins and {ports}"
+    aliases = [src["alias"] for src in select["sources"]]
+    hashed = [p for p in ports if p is not None]
+    if not hashed:
+        return "none of its join's sources is HASH partitioned"
+    # every hashed source's k-th hash column equated (through the ON equalities) with the others'
+    parent = {(a, c): (a, c) for p in hashed for a, c in [(p["alias"], col) for col in p["columns"]]}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+    levels = []
+    for j, join in enumerate(select.get("joins") or []):
+        if join.get("temporal"):
+            return "its join is temporal: which rows it keeps depends on their times per instance"
+        only_equal, equalities = True, 0
+        for conj in _conjuncts(join.get("on")):
+            pair = _equality(conj, set(aliases))
+            if pair is None:
+                if not (isinstance(conj, dict) and conj.get("node") == "Literal"
+                        and conj.get("value") is True):
+                    only_equal = False
+                continue
+            equalities += 1
+            parent[find(pair[0])] = find(pair[1])
+        # (without an equality the engine walks a side's rows instead of an index)
+        levels.append((join.get("kind", "inner"), only_equal and equalities > 0))
+    first = hashed[0]
+    for p in hashed[1:]:
+        if len(p["columns"]) != len(first["columns"]):
+            return (f"its sources {first['alias']} and {p['alias']} are hashed on different "
+                    f"numbers of columns: matching rows can be in different instances")
+        for k, col in enumerate(p["columns"]):
+            if find((p["alias"], col)) != find((first["alias"], first["columns"][k])):
+                return (f"its ON does not equate the hash column {col} of {p['alias']} with "
+                        f"{first['columns'][k]} of {first['alias']}: matching rows can be in "
+                        f"different instances")
+            if p["types"][k] != first["types"][k]:
+                return (f"the hash columns {first['alias']}.{first['columns'][k]} and "
+                        f"{p['alias']}.{col} have different types, which hash differently")
+    # which aliases every row of each level's left side holds (outer joins null-extend)
+    present = {aliases[0]}
+    for j, (kind, only_equal) in enumerate(levels):
+        left, right = aliases[: j + 1], ports[j + 1]
+        left_hashed = any(ports[i] is not None for i in range(j + 1))
+        if kind in ("left", "full") and not any(ports[aliases.index(a)] is not None
+                                                for a in present):
+            return (f"its {kind.upper()} JOIN keeps the unmatched rows of broadcast inputs "
+                    f"({', '.join(left)}): each instance emits them")
+        if kind in ("right", "full") and right is None:
+            return (f"its {kind.upper()} JOIN keeps the unmatched rows of the broadcast input "
+                    f"{aliases[j + 1]}: each instance emits them")
+        if (left_hashed != (right is not None)) and not only_equal:
+            return (f"its join of {aliases[j + 1]} has ON terms besides column equalities between "
+                    f"broadcast and hashed rows: a broadcast row's matches in each new instance "
+                    f"cannot be recounted")
+        present = {"inner": present | {aliases[j + 1]}, "left": present,
+                   "right": {aliases[j + 1]}, "full": set()}.get(kind, set())
+    moved = _join_outputs(element, select, ports)
+    if isinstance(moved, str):
+        return moved
+    if element["kind"] == "window":
+        missing = [out for out, _ in moved if out not in element["key"]]
+        if missing:
+            return (f"its PRIMARY KEY does not include the hash column {missing[0]}, so its rows "
+                    f"are not keyed by it")
+        if element.get("keep"):
+            return "its KEEP is counted per instance"
+    elif element["kind"] != "stream":
+        return "its per-instance state is not keyed by the hash columns"
+    return None
+
+
+def _join_outputs(element: dict, select: dict, ports: list[Optional[dict]]
+                  ) -> list[tuple[str, str]] | str:
+    """(output column, hash column) per hash column, each output column a hashed source's hash
+    column as it is (any hashed source: the ON equates them), or why one is not. A stream keeps
+    no rows: none is needed."""
+    hashed = [p for p in ports if p is not None]
+    out = []
+    for k, col in enumerate(hashed[0]["columns"]):
+        found = None
+        for item in select.get("items") or []:
+            for p in hashed:
+                if _plain_column(item.get("expr"), {p["alias"]}) == p["columns"][k]:
+                    found = found or item["name"]
+        if found is None:
+            if element["kind"] == "stream":
+                return []
+            return (f"the hash column {col} is not one of its columns as it is, so its state's "
+                    f"keys do not give the instance")
+        out.append((found, col))
+    return out
+
+
+def _name_of(node: object) -> Optional[str]:
+    """The name of a ``Var`` node, else None."""
+    if isinstance(node, dict) and node.get("node") == "Var":
+        return (node.get("name") or {}).get("name")
+    return None
+
+
+def _reads_column(node: object, names: set[str], column: str) -> bool:
+    """Whether ``node`` is ``Src.column`` for a name of ``names`` (the handler's input row)."""
+    return (isinstance(node, dict) and node.get("node") == "FieldAccess"
+            and _name_of(node.get("base")) in names
+            and (node.get("field") or {}).get("name") == column)
+
+
+def _uses_only(node: object, name: str, allowed: Any) -> bool:
+    """Whether every use of variable ``name`` in the SPLASH tree ``node`` is one ``allowed(n)``
+    accepts (``n``: the node that uses it, whose subtree is then not searched)."""
+    if isinstance(node, list):
+        return all(_uses_only(x, name, allowed) for x in node)
+    if not isinstance(node, dict):
+        return True
+    if node.get("node") in ("IndexAccess", "FieldAccess", "Call") and allowed(node):
+        rest = [v for k, v in node.items() if k not in ("base", "args")]
+        if node.get("node") == "Call":
+            rest += (node.get("args") or [])[1:]
+        return _uses_only(rest, name, allowed)
+    if _name_of(node) == name:
+        return False
+    return all(_uses_only(v, name, allowed) for v in node.values())
+
+
+def _output_values(node: object) -> list:
+    """The values of the ``output`` statements of a SPLASH tree (``setOpcode(v, op)``: ``v``)."""
+    found = []
+    if isinstance(node, list):
+        for x in node:
+            found += _output_values(x)
+    elif isinstance(node, dict):
+        if node.get("node") == "OutputStmt":
+            value = node.get("value")
+            while (isinstance(value, dict) and value.get("node") == "Call"
+                   and (value.get("func") or {}).get("name") == "setOpcode" and value.get("args")):
+                value = value["args"][0]
+            found.append(value)
+        for v in node.values():
+            found += _output_values(v)
+    return found
+
+
+def flex_state(element: dict, plan: dict) -> dict | str:
+    """How the state of a partitioned Flex is keyed by its hash columns, for the move: ``ports``
+    (input element -> its hash ``columns`` and ``types``), ``vars`` (variable -> ``{"kind":
+    "dictionary", "type"}`` for a dictionary whose every use is ``d[In.col]`` (or ``remove(d,
+    In.col)``) with ``col`` its row handler's one hash column, or ``{"kind": "cache",
+    "positions", "types"}`` for an event cache whose key includes its source's hash columns, used
+    in that source's handlers only and never re-keyed by ``keyCache``) and ``outputs`` (the
+    output column that every ``output`` of a window gives each hash column as it is); or why the
+    state is not so keyed."""
+    flex = element["flex"]
+    specs: dict[str, dict] = {}
+    for spec in element["partition"]["specs"]:
+        if spec["input"] in specs:
+            return f"its input {spec['input']} is partitioned twice"
+        specs[spec["input"]] = spec
+    names = dict(zip(flex.get("inputs") or [], flex.get("input_names") or []))
+    ports: dict[str, dict] = {}
+    for source in flex.get("inputs") or []:
+        if source not in specs:
+            return (f"its input {source} is broadcast: every instance runs its handler on all "
+                    f"of its rows, changing its own variables")
+        types = _source_types(plan, source)
+        ports[source] = {"columns": list(specs[source]["columns"]),
+                         "types": [types.get(c, "string") for c in specs[source]["columns"]]}
+    handlers = flex.get("handlers") or []
+    for h in handlers:
+        if h["event"] != "row":
+            what = {"every": "EVERY", "start_transaction": "ON START TRANSACTION",
+                    "end_transaction": "ON END TRANSACTION"}.get(h["event"], h["event"])
+            return f"its {what} handler runs once per instance, not per key"
+    declared = flex.get("declare") or element.get("declare") or []
+    functions = [d for d in declared if d.get("node") != "VarDecl"]
+    keyed: dict[str, dict] = {}
+    for decl in declared:
+        if decl.get("node") != "VarDecl":
+            continue
+        for declarator in decl.get("declarators") or []:
+            var = declarator["name"]["name"]
+            problem = _keyed_variable(var, decl["type"], handlers, functions, ports, names, plan)
+            if isinstance(problem, str):
+                return problem
+            keyed[var] = problem
+    outputs: list[str] = []
+    if element["kind"] == "window":
+        first = next(iter(ports.values()))
+        for k in range(len(first["columns"])):
+            found: set[Optional[str]] = set()
+            for h in handlers:
+                port = ports[h["source"]]
+                col = port["columns"][k] if k < len(port["columns"]) else None
+                own = {h["source"], names.get(h["source"], h["source"])}
+                for value in _output_values(h["body"]):
+                    if _name_of(value) in own:  # the input row itself
+                        found.add(col if col in dict(element["columns"]) else None)
+                    elif isinstance(value, dict) and value.get("node") == "RecordLit":
+                        fields = [f["name"]["name"] for f in value.get("fields") or []
+                                  if col is not None and _reads_column(f.get("value"), own, col)]
+                        found.add(fields[0] if fields else None)
+                    else:
+                        found.add(None)
+            if None in found or len(found) != 1:
+                return (f"not every output of its window passes the hash column "
+                        f"{first['columns'][k]} through as one of its columns, so its rows are "
+                        f"not keyed by it")
+            outputs.append(found.pop())
+        missing = [c for c in outputs if c not in element["key"]]
+        if missing:
+            return (f"its PRIMARY KEY does not include {missing[0]}, the hash column it outputs, "
+                    f"so its rows are not keyed by it")
+        if element.get("keep"):
+            return "its KEEP is counted per instance"
+    elif element["kind"] != "stream":
+        return "its per-instance state is not keyed by the hash columns"
+    return {"ports": ports, "vars": keyed, "outputs": outputs}
+
+
+def _keyed_variable(var: str, vtype: dict, handlers: list, functions: list, ports: dict,
+                    names: dict, plan: dict) -> dict | str:
+    """How the Flex variable ``var`` of type ``vtype`` is keyed (see :func:`flex_state`), or why
+    it is not."""
+    if not _uses_only(functions, var, lambda node: False):
+        return f"its variable {var} is used in a function, not by the key of one input row"
+    kind = vtype.get("node")
+    if kind == "EventCacheType":
+        source = (vtype.get("source") or {}).get("name")
+        source = next((s for s, n in names.items() if source in (s, n)), source)
+        if source not in ports:
+            return f"its event cache {var} is over {source}, which is not one of its inputs"
+        keys = [k["name"] for k in vtype.get("keys") or []]
+        port = ports[source]
+        if not all(c in keys for c in port["columns"]):
+            return (f"its event cache {var} is keyed by ({', '.join(keys) or 'nothing'}), not by "
+                    f"the hash columns of {source}: a bucket's rows are in several instances")
+
+        def not_key_cache(node: dict) -> bool:
+            return node.get("node") != "Call" or (node.get("func") or {}).get("name") != "keyCache"
+        for h in handlers:
+            uses = not _uses_only(h["body"], var, lambda node: False)
+            if uses and h["source"] != source:
+                return (f"its event cache {var} is read in the handler of {h['source']}, whose "
+                        f"current bucket is the last one of the instance")
+            if not _uses_only(h["body"], var,
+                              lambda node: node.get("node") == "FieldAccess"
+                              or (node.get("node") == "Call" and not_key_cache(node)
+                                  and _name_of((node.get("args") or [None])[0]) == var)):
+                return (f"its event cache {var} is moved to another bucket (keyCache), which may "
+                        f"live in another instance")
+        return {"kind": "cache", "positions": [keys.index(c) for c in port["columns"]],
+                "types": port["types"]}
+    if kind == "DictType":
+        for h in handlers:
+            port = ports[h["source"]]
+            own = {h["source"], names.get(h["source"], h["source"])}
+            col = port["columns"][0] if len(port["columns"]) == 1 else None
+
+            def by_key(node: dict) -> bool:
+                if node.get("node") == "IndexAccess":
+                    return _name_of(node.get("base")) == var and col is not None \
+                        and _reads_column(node.get("index"), own, col)
+                args = node.get("args") or []
+                return (node.get("node") == "Call" and len(args) == 2 and col is not None
+                        and (node.get("func") or {}).get("name") == "remove"
+                        and _name_of(args[0]) == var and _reads_column(args[1], own, col))
+            if not _uses_only(h["body"], var, by_key):
+                return (f"its dictionary {var} is used by another key than the hash column of "
+                        f"the row (or whole), so its entries are not kept by key")
+        types = {tuple(p["columns"]): p["types"] for p in ports.values()}
+        key_types = {t[0] for t in types.values() if len(t) == 1}
+        if len(key_types) != 1:
+            return f"its dictionary {var} is keyed by hash columns of different types"
+        return {"kind": "dictionary", "type": key_types.pop()}
+    return (f"its variable {var} is kept per instance (a counter or other value not keyed by the "
+            f"partition key), so it cannot be split between instances")
+
+
 def _hash_outputs(element: dict, select: dict, spec: dict) -> list[tuple[str, str]] | str:
     """(output column, source column) of each hash column the element passes through unchanged,
     or why one is not."""
@@ -153,9 +495,31 @@ def rescale_moves(old: dict, new: dict) -> tuple[dict[str, dict], list[str]]:
             continue
         move = {"from": was["physical"]["instances"], "to": e["physical"]["instances"],
                 "store": "none", "hash": []}
+        if e.get("stateful") and e.get("partition") and e.get("flex") is not None:
+            keyed = flex_state(e, new)
+            assert not isinstance(keyed, str)  # (why_not_rescaled said so)
+            first = next(iter(keyed["ports"].values()))
+            move["hash"] = [[out, first["columns"][k], first["types"][k]]
+                            for k, out in enumerate(keyed["outputs"])]
+            move["flex"] = keyed
+            move["store"] = "engine"
+            moves[e["name"]] = move
+            continue
         if e.get("stateful") and e.get("partition"):
-            spec = e["partition"]["specs"][0]
             select = e["query"]["selects"][0]
+            if select.get("joins") or len(select["sources"]) != 1:
+                ports = join_ports(e, new)
+                assert not isinstance(ports, str)  # (why_not_rescaled said so)
+                first = next(p for p in ports if p is not None)
+                hashed = _join_outputs(e, select, ports)
+                assert not isinstance(hashed, str)
+                move["hash"] = [[out, src, first["types"][first["columns"].index(src)]]
+                                for out, src in hashed]
+                move["join"] = {"ports": ports, "aliases": [s["alias"] for s in select["sources"]]}
+                move["store"] = "engine"
+                moves[e["name"]] = move
+                continue
+            spec = e["partition"]["specs"][0]
             types = _source_types(new, spec["input"])
             hashed = _hash_outputs(e, select, spec)
             assert not isinstance(hashed, str)  # (why_not_rescaled said so)
