@@ -393,34 +393,11 @@ class WindowAggregation:
         after changing the state as the engine does)."""
         touched = self._fold(st, change)
         out: list[Change] = []
-        groups, outs, key, seq = st["groups"], st["out"], self.agg.key, change.seq
+        groups, settle, seq = st["groups"], self.agg.settle, change.seq
         for gkey in touched:
             group = groups.get(gkey)
-            if group is None:
-                continue
-            new = self.output_row(group) if group["n"] > 0 else None
-            # Aggregator.settle (the aggregator is exactly one: see __init__), written out: the
-            # row the group shows and the change from the one it showed
-            old = group["emitted"]
-            group["emitted"] = new
-            if group["n"] == 0:
-                del groups[gkey]
-            old_key = None if old is None else tuple([old.get(k) for k in key])
-            new_key = None if new is None else tuple([new.get(k) for k in key])
-            if old_key is not None and outs.get(old_key) == gkey:
-                del outs[old_key]
-            if new_key is not None:
-                outs[new_key] = gkey
-            if old is None:
-                if new is not None:
-                    out.append(Change("i", new_key, None, new, seq))  # type: ignore[arg-type]
-            elif new is None:
-                out.append(Change("d", old_key, old, None, seq))  # type: ignore[arg-type]
-            elif old_key != new_key:
-                out += [Change("d", old_key, old, None, seq),  # type: ignore[arg-type]
-                        Change("i", new_key, None, new, seq)]  # type: ignore[arg-type]
-            elif old != new:
-                out.append(Change("u", new_key, old, new, seq))  # type: ignore[arg-type]
+            if group is not None:
+                out += settle(st, gkey, self.output_row(group) if group["n"] > 0 else None, seq)
         return out
 
     def _fold(self, st: dict, change: Change) -> list[tuple]:
@@ -563,8 +540,8 @@ class WindowAggregation:
                     accs[i] = agg.remove(acc, a, since, touched, stored)
             elif x == acc or (x != x and acc != acc):  # the extreme leaves (NaN equals NaN)
                 accs[i] = agg.remove(acc, a, since, touched, stored)  # recomputed
-        if old is not None:  # (plain_rows keeps a plain dict as it is)
-            group["row"] = {self.alias: old} if type(old) is dict else plain_rows({self.alias: old})
+        if old is not None:
+            group["row"] = plain_rows({self.alias: old})
         return since
 
     def _output_row(self, group: dict) -> dict:
