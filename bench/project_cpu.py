@@ -6,7 +6,9 @@ Runs a prefix of bench/project.py's project (``--elements``: 4 is the whole proj
 included) with ``ccl run --until-idle`` semantics (``plan_project`` + ``run_plan``) on generated
 trades, the buckets run on the driver (``RunOptions.parallel_rows`` past the batch: no worker
 pool, so one thread runs every bucket), and times with ``time.thread_time`` (the CPU of the
-thread that runs the buckets: on a shared machine it varies far less than elapsed time):
+thread that runs the buckets: on a shared machine it varies less than elapsed time, though still
+10-30% between runs as the load changes; compare code in alternating runs, and a single step
+in one process):
 
 - each element's ``BucketRun.process_table`` (the engine or kernel over its buckets, with the
   Arrow conversions in and out);
