@@ -167,10 +167,12 @@ class BucketRun:
         """Output rows (tuples of :meth:`process`) as an Arrow table of :func:`output_schema`."""
         import pyarrow as pa
 
-        meta = [[row[c] for row in out] for c in range(6)]
+        # the rows' fields as columns: one transposition (zip's, in C), not a pass per field
+        columns = list(zip(*out)) if out else [()] * 7
+        meta = columns[:6]
         schema = self._arrow_schema
         try:  # the values' dicts converted as one struct column (missing names null): one pass
-            values = pa.array([row[6] for row in out], type=pa.struct(list(schema)[6:])).flatten()
+            values = pa.array(columns[6], type=pa.struct(list(schema)[6:])).flatten()
         except (TypeError, ValueError, pa.ArrowException):  # a mapping that is no dict, and the like
             return self.table_of(meta + [[row[6].get(name) for row in out] for name in self.columns])
         return pa.Table.from_arrays([pa.array(col, type=field.type) for col, field in zip(meta, schema)]

@@ -125,6 +125,32 @@ def test_reads_see_the_batch_writes_and_scans_merge_them_in_key_order(root):
     assert stats.version == 1 and stats.disk_bytes > 0
 
 
+def test_put_all_writes_what_put_writes_and_a_replay_undoes_it(root):
+    from ccl.splash.values import Interval, Long
+    # a long key column's values are SPLASH Longs: keyed as the int they equal
+    assert encode_key((1, Long(5), Interval(-3))) == encode_key((1, 5, -3))
+    assert encode_key((1, True)) != encode_key((1, 1))
+    items = {("a", Long(2)): {"Id": Long(2)}, ("b", 1): ("two", 1), (): "empty key", ("c",): None}
+    with BucketStore.open(root, 0) as s:
+        s.begin(0)
+        s.put("w", (3, "a", 2), "before")
+        s.commit(0)
+        s.begin(1)
+        s.put_all("w", 3, items.items())
+        s.put_all("w", 4, [])
+        assert s.get("w", (3, "a", 2)) == {"Id": 2} and s.get("w", (3,)) == "empty key"
+        assert list(s.scan("w", (3,))) == sorted(((3, *k), v) for k, v in items.items())
+        s.commit(1)
+    with BucketStore.open(root, 0) as s:
+        assert dict(s.scan("w")) == {(3, *k): v for k, v in items.items()}
+        assert type(s.get("w", (3, "a", 2))["Id"]) is Long
+        s.begin(1)  # batch 1 again: put_all's writes are undone
+        assert dict(s.scan("w")) == {(3, "a", 2): "before"}
+        with pytest.raises(StateError, match="outside a batch"):
+            s.commit(1)
+            s.put_all("w", 3, items.items())
+
+
 def test_nothing_before_commit_survives_a_close(root):
     with BucketStore.open(root, 0) as s:
         s.begin(0)

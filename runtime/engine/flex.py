@@ -121,6 +121,9 @@ class FlexEngine:
         looped = {f.iterable.name.name for f in code  # for (r in W)
                   if isinstance(f, n.ForIn) and isinstance(f.iterable, n.Var)}
         self.uses_old = [f"{w}_old" in named for w in self.input_names]
+        # per port: the name of <input>_old when the code names it (else nothing can read it)
+        self.old_names: list[Optional[str]] = [f"{w}_old" if used else None
+                                               for w, used in zip(self.input_names, self.uses_old)]
         self.windows = [w for w in self.windows  # those the code names only: made per handler run
                         if any(f"{x}_stream" in named or f"{x}_iterator" in named or x in looped
                                for x in w[0])]
@@ -223,19 +226,18 @@ class FlexEngine:
         out: list[Output] = []
         name = self.input_names[port]
         interp, keys = self.interp, self.source_keys[port]
+        caches, handlers, old_name = self.port_caches[port], self.on_row[port], self.old_names[port]
         for change in changes:
-            row = (change.new if change.op != "d" else change.old) or {}
-            if self.port_caches[port]:
-                self.declared.feed(state["vars"], self.port_caches[port], self.source_kinds[port],
-                                   change.op, row, now_ms)
-            # <input>_old only when the code names it (else nothing can read it)
-            old = change.old if change.op == "u" else None
-            old_name = f"{name}_old" if self.uses_old[port] else None
-            for h in self.on_row[port]:
+            op = change.op
+            row = (change.new if op != "d" else change.old) or {}
+            if caches:
+                self.declared.feed(state["vars"], caches, self.source_kinds[port], op, row, now_ms)
+            old = change.old if op == "u" else None
+            for h in handlers:
                 # records made here once, not converted again by the interpreter (one per run:
                 # setOpcode may change the input's record); the rows are the source stage's,
                 # already cast to the input's columns
-                rec = interp.input_record(name, row, _LETTER_CODES[change.op], keys, True)
+                rec = interp.input_record(name, row, _LETTER_CODES[op], keys, True)
                 old_rec = (interp.input_record(old_name, old, None, keys, True)
                            if old is not None and old_name is not None else None)
                 out += self._run(state, h, {name: rec}, (old_name, old_rec) if old_name else None,

@@ -47,6 +47,9 @@ def encode_items(items: tuple) -> bytes:
             parts.append(_TQ.pack(_INT, v + _SIGN))
         elif t is str and "\x00" not in v:
             parts.append(b"\x02" + v.encode("utf-8") + b"\x00")
+        elif t is not bool and isinstance(v, int) and -_SIGN <= v < _SIGN:
+            # SPLASH's Long (every long key column) and Interval: keyed as their int (_encode's)
+            parts.append(_TQ.pack(_INT, int(v) + _SIGN))
         else:
             out = bytearray()
             _encode(v, out)

@@ -372,8 +372,7 @@ def detach(states: dict[int, dict], store: BucketStore) -> int:
                     for key, millis in part.items():
                         store.put_timed(ns, (inst, *key), None, millis)
                 else:
-                    for key, value in part.items():
-                        store.put(ns, (inst, *key), value)
+                    store.put_all(ns, inst, part.items())
             else:
                 continue
             owner[field] = len(part)

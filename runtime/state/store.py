@@ -31,7 +31,7 @@ import shutil
 import struct
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from .keys import decode_instance, decode_key, encode_items, encode_key
 
@@ -404,6 +404,18 @@ class BucketStore:
         if absent and dkey not in self._prior and dkey not in self._pending:
             self._prior[dkey] = None
         self._set(dkey, _UNTIMED + pickle.dumps(value, protocol=5))
+
+    def put_all(self, ns: str, inst: int, items: Iterable[tuple[tuple, Any]]) -> None:
+        """:meth:`put` of every ``(key, value)`` of ``items`` under ``(inst, *key)``: a whole part
+        of an instance's state written at once (the instance's prefix encoded once)."""
+        if self._batch is None:
+            raise StateError(f"bucket {self.bucket}: a write outside a batch (begin first)")
+        head = b"d" + self._prefix(ns) + encode_key((inst,))
+        pending, dumps = self._pending, pickle.dumps
+        for key, value in items:
+            # (a tuple's encoding is its items' concatenated: encode_key((inst, *key)))
+            pending[head + encode_items(key)] = _UNTIMED + dumps(value, protocol=5)
+        self._sorted = None
 
     def put_timed(self, ns: str, key: tuple, value: Any, at_millis: int) -> None:
         """Store ``value`` under ``key`` at time ``at_millis`` (ms) in the namespace's time index;
