@@ -261,7 +261,7 @@ def table_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout
     cols = [c for c, _ in element["columns"]]
     native = element["physical"]["native"]
     errors = error_writer(element, plan, dirs)
-    schema = to_arrow_schema(changelog_schema(element), timezone="UTC")
+    schema = to_arrow_schema(changelog_schema(element["columns"]), timezone="UTC")
 
     def write(table: Any, batch_id: int) -> Optional[Any]:
         counts = (table.group_by([KIND, INST, OP], use_threads=False)

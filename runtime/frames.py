@@ -4,7 +4,7 @@ native input stream), and a derived element's sources' changelogs."""
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -18,11 +18,11 @@ from .run_setup import RunError, RunOptions, input_files
 from .types import column, struct
 
 
-def changelog_schema(element: dict) -> T.StructType:
-    """The schema of an element's changelog files."""
+def changelog_schema(columns: Sequence[Sequence[str]]) -> T.StructType:
+    """The schema of the changelog files of an element of ``columns`` (``(name, type)`` pairs)."""
     meta = [T.StructField(BATCH, T.LongType()), T.StructField(INST, T.IntegerType()), T.StructField(SEQ, T.LongType()),
             T.StructField(SUB, T.LongType()), T.StructField(OP, T.StringType())]
-    return T.StructType(meta + struct(element["columns"]).fields)
+    return T.StructType(meta + struct(columns).fields)
 
 
 def read_changelog(spark: SparkSession, dirs: RunDirs, element: dict,
@@ -30,7 +30,7 @@ def read_changelog(spark: SparkSession, dirs: RunDirs, element: dict,
     """An element's changelog as a stream (``max_files`` batch files per micro-batch)."""
     path = dirs.of("changelog", element["name"])
     os.makedirs(path, exist_ok=True)
-    reader = spark.readStream.schema(changelog_schema(element))
+    reader = spark.readStream.schema(changelog_schema(element["columns"]))
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)
     return reader.parquet(path)

@@ -529,9 +529,9 @@ def _stage_rows(plan: dict, element: dict, frames: list[Optional[DataFrame]], ba
         if here:  # read here: a Spark read is a job
             import pyarrow.parquet as pq
             from pyspark.sql.pandas.types import to_arrow_schema
-            schema = to_arrow_schema(changelog_schema(element), timezone="UTC")
+            schema = to_arrow_schema(changelog_schema(element["columns"]), timezone="UTC")
             return pq.read_table(path).select(schema.names).cast(schema)
-        return frames[0].sparkSession.read.schema(changelog_schema(element)).parquet(path)
+        return frames[0].sparkSession.read.schema(changelog_schema(element["columns"])).parquet(path)
     if native == "input":
         return native_input(element, frames[0])
     if native == "stream":

@@ -243,7 +243,7 @@ def run_plan(spark: SparkSession, typed: Plan, options: RunOptions, out_dir: str
     began = time.monotonic()
     plan = typed
     legacy = json_side(plan)
-    output_adapters(legacy.plan, options.base_dir)  # refused now rather than when the run ends
+    output_adapters(plan, options.base_dir)  # refused now rather than when the run ends
     _checked(check_adapters, legacy.plan, options.base_dir)
     if options.run_dir is None:  # the socket adapters' inboxes are in the run directory
         options = replace(options, run_dir=tempfile.mkdtemp(prefix="ccl-run-"))
@@ -272,7 +272,7 @@ def run_plan(spark: SparkSession, typed: Plan, options: RunOptions, out_dir: str
                 _run_until_stopped(spark, plan, legacy, options, dirs, layout, status, stop)
     finally:
         adapters.stop()  # outputs get the last batches; inputs' last records wait in the inboxes
-    report = write_outputs(spark, legacy.plan, dirs, out_dir, options.base_dir, time.monotonic() - began)
+    report = write_outputs(spark, plan, dirs, out_dir, options.base_dir, time.monotonic() - began)
     return RunResult(report, dirs.root, out_dir)
 
 
@@ -352,12 +352,12 @@ def _run_until_stopped(spark: SparkSession, plan: Plan, legacy: JsonPlan, option
             q = _start(spark, legacy, element, options, dirs, layout)
             if q is not None:
                 queries[element.name] = q
-        began, before = time.monotonic(), _progress(plan, legacy, dirs)[0]  # rows of earlier runs
+        began, before = time.monotonic(), _progress(plan, dirs)[0]  # rows of earlier runs
         while not stop.wait(2.0):
             for name, q in queries.items():
                 if q.exception() is not None:
                     raise _failure(None if name == PROJECT_QUERY else name, q.exception())
-            rows, bad, batches = _progress(plan, legacy, dirs)
+            rows, bad, batches = _progress(plan, dirs)
             elapsed = max(time.monotonic() - began, 1e-9)
             status(f"batches {batches}  rows {rows}  ({(rows - before) / elapsed:,.0f} rows/s)  "
                    f"bad records {bad}")
@@ -403,10 +403,10 @@ def _quietly(call: Callable[[], object]) -> None:
         pass
 
 
-def _progress(plan: Plan, legacy: JsonPlan, dirs: RunDirs) -> tuple[int, int, int]:
+def _progress(plan: Plan, dirs: RunDirs) -> tuple[int, int, int]:
     rows = bad = batches = 0
     for e in plan.elements:
-        s = element_stats(dirs, legacy.elements[e.name])
+        s = element_stats(dirs, e)
         if e.is_input:
             rows += s["rows_in"]
         bad += sum(s["bad_records"].values())
