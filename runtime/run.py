@@ -16,7 +16,6 @@ from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from ccl.plan.codec import plan_to_json
 from ccl.plan.model import Element, Plan
 
 from .adapters.config import AdapterError
@@ -24,6 +23,7 @@ from .adapters.service import Adapters, check_adapters
 from .batch_writers import arrow_transform, batch_writer
 from .frames import input_files_stream
 from .job import element_query
+from .json_plan import JsonPlan, json_side
 from .outputs import element_stats, output_adapters, write_outputs
 from .project_query import (BatchGuard, Deadlines, Ticker, project_batch, project_listing, query_dir,
                             ticks_dir, timed_stages)
@@ -78,23 +78,6 @@ class RunResult:
         return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True)
-class JsonPlan:
-    """The plan's JSON form, for the modules behind :func:`run_plan` that still read the plan by
-    string key (runtime/job.py, batch_writers.py, frames.py, project_query.py, outputs.py,
-    adapters/service.py and rebucket.py, and through them the engine): built once by
-    :func:`json_side`, the one place the driver turns its typed plan back into JSON."""
-
-    plan: dict
-    elements: dict[str, dict]  # by name
-
-
-def json_side(plan: Plan) -> JsonPlan:
-    """The :class:`JsonPlan` of ``plan`` (``ccl.plan.codec.plan_to_json``)."""
-    data = plan_to_json(plan)
-    return JsonPlan(data, {e["name"]: e for e in data["elements"]})
-
-
 def _start(spark: SparkSession, legacy: JsonPlan, element: Element, options: RunOptions,
            dirs: RunDirs, layout: RunLayout) -> Optional[StreamingQuery]:
     """The query of ``element``; None when it has none (no input bound, or it runs inside its
@@ -136,13 +119,12 @@ def _uses_time(element: Element) -> bool:
     return element.physical is not None and element.physical.uses_time
 
 
-def _start_project(spark: SparkSession, legacy: JsonPlan, options: RunOptions, dirs: RunDirs,
-                   layout: RunLayout) -> Optional[StreamingQuery]:
+def _start_project(spark: SparkSession, plan: Plan, legacy: JsonPlan, options: RunOptions,
+                   dirs: RunDirs, layout: RunLayout) -> Optional[StreamingQuery]:
     """The project's one query (runtime/project_query.py); None when it has no stage or no input
     file bound."""
     if not layout.project:
         return None
-    plan = legacy.plan
     try:
         listing = project_listing(spark, plan, options, layout, dirs)
         if listing is None:
@@ -152,12 +134,13 @@ def _start_project(spark: SparkSession, legacy: JsonPlan, options: RunOptions, d
         timed = timed_stages(plan, layout)
         ticker = Ticker(ticks_dir(dirs)) if timed and not options.until_idle else None
         guard = BatchGuard(ticker)
-        write = timed_batches(project_batch(plan, options, dirs, layout, guard), dirs, PROJECT_QUERY)
+        write = timed_batches(project_batch(plan, legacy, options, dirs, layout, guard), dirs,
+                              PROJECT_QUERY)
         query = _started(spark, listing, write,
                          query_dir(dirs), PROJECT_QUERY, options, False, options.poll_interval)
         _GUARDS[str(query.id)] = guard
         if ticker is not None:  # the timers the saved states hold
-            ticker.start().arm(Deadlines(plan, dirs, timed).earliest(sys.maxsize))
+            ticker.start().arm(Deadlines(legacy.plan, dirs, timed).earliest(sys.maxsize))
         return query
     except (PySparkException, Py4JJavaError) as exc:
         raise RunError(f"the project's query could not start: {_first_line(exc)}") from None
@@ -232,7 +215,7 @@ def stopped_by_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def run_plan(spark: SparkSession, typed: Plan, options: RunOptions, out_dir: str,
+def run_plan(spark: SparkSession, plan: Plan, options: RunOptions, out_dir: str,
              status: Callable[[str], None] = lambda s: None,
              stop: Optional[threading.Event] = None) -> RunResult:
     """Run ``plan``; with ``options.until_idle`` process what is there and return, otherwise run
@@ -241,8 +224,7 @@ def run_plan(spark: SparkSession, typed: Plan, options: RunOptions, out_dir: str
     by the caller's signal handlers while Spark was starting (a stop asked for then is carried
     out as soon as the queries are up)."""
     began = time.monotonic()
-    plan = typed
-    legacy = json_side(plan)
+    legacy = json_side(plan)  # for the modules still reading the JSON form (runtime/json_plan.py)
     output_adapters(plan, options.base_dir)  # refused now rather than when the run ends
     _checked(check_adapters, legacy.plan, options.base_dir)
     if options.run_dir is None:  # the socket adapters' inboxes are in the run directory
@@ -282,7 +264,7 @@ def _run_until_idle(spark: SparkSession, plan: Plan, legacy: JsonPlan, options: 
     everything; on ``stop`` the query running stops between two batches and the rest do not start
     (a checkpoint resumes them)."""
     starts: list[tuple[Optional[Element], Callable[[], Optional[StreamingQuery]]]] = [
-        (None, lambda: _start_project(spark, legacy, options, dirs, layout))]
+        (None, lambda: _start_project(spark, plan, legacy, options, dirs, layout))]
     starts += [(e, lambda e=e: _start(spark, legacy, e, options, dirs, layout)) for e in plan.elements]
     for element, start in starts:
         if stop.is_set():
@@ -343,7 +325,7 @@ def _run_until_stopped(spark: SparkSession, plan: Plan, legacy: JsonPlan, option
                        status: Callable[[str], None], stop: threading.Event) -> None:
     queries: dict[str, StreamingQuery] = {}
     try:
-        project = _start_project(spark, legacy, options, dirs, layout)
+        project = _start_project(spark, plan, legacy, options, dirs, layout)
         if project is not None:
             queries[PROJECT_QUERY] = project
         for element in plan.elements:

@@ -1,0 +1,30 @@
+"""The plan's JSON form on the driver, for the modules that still read the plan by string key.
+
+``runtime.run.run_plan`` takes the typed plan (``ccl.plan.model.Plan``); run.py, run_setup.py,
+outputs.py and the project query's listing read it as data. The modules behind them that are not
+converted yet (runtime/job.py, batch_writers.py, frames.py, native_stages.py, topology.py,
+bad_records.py, the project query's batches, adapters/, rebucket.py, and through them the engine,
+which gets the plan's JSON text on the executors) take its JSON form, built here once per run by
+:func:`json_side`: the one place the driver turns its typed plan back into JSON, so that the
+boundary is visible (grep ``JsonPlan``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ccl.plan.codec import plan_to_json
+from ccl.plan.model import Plan
+
+
+@dataclass(frozen=True)
+class JsonPlan:
+    """A plan's JSON form (``ccl.plan.codec.plan_to_json``) and its elements by name."""
+
+    plan: dict
+    elements: dict[str, dict]
+
+
+def json_side(plan: Plan) -> JsonPlan:
+    """The :class:`JsonPlan` of ``plan``."""
+    data = plan_to_json(plan)
+    return JsonPlan(data, {e["name"]: e for e in data["elements"]})
