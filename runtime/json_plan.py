@@ -6,10 +6,11 @@ converted yet (runtime/job.py, batch_writers.py, frames.py, native_stages.py, to
 bad_records.py, the project query's batches, adapters/, rebucket.py, and through them the engine,
 which gets the plan's JSON text on the executors) take its JSON form, built here once per run by
 :func:`json_side`: the one place the driver turns its typed plan back into JSON, so that the
-boundary is visible (grep ``JsonPlan``).
+boundary is visible (grep ``JsonPlan``); :func:`engine_plan_text` is what the engine takes.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from ccl.plan.codec import plan_to_json
@@ -28,3 +29,12 @@ def json_side(plan: Plan) -> JsonPlan:
     """The :class:`JsonPlan` of ``plan``."""
     data = plan_to_json(plan)
     return JsonPlan(data, {e["name"]: e for e in data["elements"]})
+
+
+def engine_plan_text(data: dict) -> str:
+    """What the per-instance engine takes (``runtime.processor.ElementProcessor``, ``BucketRun``,
+    ``runtime.arrow_state.bucket_runner``): the whole plan's JSON text, from which it builds the
+    element it runs (and the schemas of the others). Shipped to the executors with each
+    per-instance element's query or batch (5-8 KB for the projects in projects/); the one place
+    it is made, so that it can become the element's own part of the plan."""
+    return json.dumps(data)

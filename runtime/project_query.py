@@ -48,12 +48,12 @@ from .batch_writers import (aggregation_writer, arrow_transform, batch_writer, e
                             hands_over_unread, table_writer)
 from .bucket_pool import cores, run_buckets
 from .frames import changelog_frame, changelog_schema, frame_layout
+from .json_plan import JsonPlan, engine_plan_text
 from .native_stages import native_frame, native_input
 from .processor import INST, KIND, BucketRun
 from .run_dir import RunDirs
 from .run_setup import (CLUSTER_COLLECT_BYTES, LOCAL_COLLECT_BYTES, RunError, RunLayout, RunOptions,
                         atomic_json, element_files, input_files)
-from .json_plan import JsonPlan
 from .topology import first_ports, is_input, ports_of, processor_input
 
 INPUT = "__input"  # the listing's column: the position of the input among the query's stages
@@ -220,7 +220,7 @@ class Deadlines:
     state files (remembered per file: a bucket whose file did not change is not read again)."""
 
     def __init__(self, plan: dict, dirs: RunDirs, names: list[str]) -> None:
-        self.plan_text = json.dumps(plan)
+        self.plan_text = engine_plan_text(plan)
         self.dirs = dirs
         self.names = names
         self._runs: dict[str, BucketRun] = {}
@@ -482,7 +482,7 @@ def _local_transform(plan: dict, element: dict, dirs: RunDirs, clock: list[int],
     rows (runtime/bucket_pool.py)."""
     import pyarrow as pa
 
-    plan_text = json.dumps(plan)
+    plan_text = engine_plan_text(plan)
     first = first_ports(plan, element)
     state_dir = dirs.of("state", element["name"])
     timed = bool(element["physical"]["uses_time"])

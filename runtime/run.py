@@ -78,36 +78,36 @@ class RunResult:
         return "\n".join(lines) + "\n"
 
 
-def _start(spark: SparkSession, legacy: JsonPlan, element: Element, options: RunOptions,
-           dirs: RunDirs, layout: RunLayout) -> Optional[StreamingQuery]:
+def _start(spark: SparkSession, plan: Plan, legacy: JsonPlan, element: Element,
+           options: RunOptions, dirs: RunDirs, layout: RunLayout) -> Optional[StreamingQuery]:
     """The query of ``element``; None when it has none (no input bound, or it runs inside its
     source's batches: ``layout.fused``, the plan's ``fused_consumers``). RunError when Spark
     refuses to start it (e.g. an input directory it cannot list)."""
     try:
-        return _start_query(spark, legacy, element, options, dirs, layout)
+        return _start_query(spark, plan, legacy, element, options, dirs, layout)
     except (PySparkException, Py4JJavaError) as exc:
         raise RunError(f"element '{element.name}' could not start: {_first_line(exc)}") from None
 
 
-def _start_query(spark: SparkSession, legacy: JsonPlan, typed: Element, options: RunOptions,
-                 dirs: RunDirs, layout: RunLayout) -> Optional[StreamingQuery]:
+def _start_query(spark: SparkSession, plan: Plan, legacy: JsonPlan, typed: Element,
+                 options: RunOptions, dirs: RunDirs, layout: RunLayout) -> Optional[StreamingQuery]:
     if (typed.name in layout.project
             or any(typed.name in consumers for consumers in layout.fused.values())):
         return None
-    plan, element = legacy.plan, legacy.elements[typed.name]
-    write = batch_writer(element, dirs, plan, layout)
+    element = legacy.elements[typed.name]  # for the writers and frames that read JSON
+    write = batch_writer(element, dirs, legacy.plan, layout)
     if typed.name in layout.file_source:
-        files = input_files_stream(spark, plan, element, options, dirs)
+        files = input_files_stream(spark, legacy.plan, element, options, dirs)
         if files is None:
             return None
         frame, rows = files
         write = (lambda df, batch_id, write=write: write(rows(df), batch_id))
     else:
-        frame = element_query(spark, plan, element, options, dirs, layout)
+        frame = element_query(spark, plan, legacy, typed, options, dirs, layout)
         if frame is None:
             return None
         if typed.name in layout.arrow_state:
-            transform = arrow_transform(plan, element, dirs, layout.buckets)
+            transform = arrow_transform(legacy.plan, element, dirs, layout.buckets)
             write = (lambda df, batch_id, write=write: write(transform(df, batch_id), batch_id))
     name = f"ccl:{typed.name}"
     return _started(spark, frame, timed_batches(write, dirs, name), dirs.of("queries", typed.name),
@@ -265,7 +265,7 @@ def _run_until_idle(spark: SparkSession, plan: Plan, legacy: JsonPlan, options: 
     (a checkpoint resumes them)."""
     starts: list[tuple[Optional[Element], Callable[[], Optional[StreamingQuery]]]] = [
         (None, lambda: _start_project(spark, plan, legacy, options, dirs, layout))]
-    starts += [(e, lambda e=e: _start(spark, legacy, e, options, dirs, layout)) for e in plan.elements]
+    starts += [(e, lambda e=e: _start(spark, plan, legacy, e, options, dirs, layout)) for e in plan.elements]
     for element, start in starts:
         if stop.is_set():
             break
@@ -331,7 +331,7 @@ def _run_until_stopped(spark: SparkSession, plan: Plan, legacy: JsonPlan, option
         for element in plan.elements:
             if stop.is_set():  # asked to stop while starting: stop what started
                 break
-            q = _start(spark, legacy, element, options, dirs, layout)
+            q = _start(spark, plan, legacy, element, options, dirs, layout)
             if q is not None:
                 queries[element.name] = q
         began, before = time.monotonic(), _progress(plan, dirs)[0]  # rows of earlier runs
