@@ -1,10 +1,11 @@
 """The plan's JSON form on the driver, for the modules that still read the plan by string key.
 
 ``runtime.run.run_plan`` takes the typed plan (``ccl.plan.model.Plan``); run.py, run_setup.py,
-outputs.py and the project query's listing read it as data. The modules behind them that are not
-converted yet (runtime/job.py, batch_writers.py, frames.py, native_stages.py, topology.py,
-bad_records.py, the project query's batches, adapters/, rebucket.py, and through them the engine,
-which gets the plan's JSON text on the executors) take its JSON form, built here once per run by
+outputs.py, the project query's listing and job.element_query's decisions read it as data. The
+modules behind them that are not converted yet (batch_writers.py, frames.py's input readers,
+native_stages.py, native_agg.py, topology.py, bad_records.py, the project query's batches,
+adapters/, rebucket.py, and through them the engine, which gets the plan's JSON text on the
+executors) take its JSON form, built here once per run by
 :func:`json_side`: the one place the driver turns its typed plan back into JSON, so that the
 boundary is visible (grep ``JsonPlan``); :func:`engine_plan_text` is what the engine takes.
 """
