@@ -6,7 +6,6 @@ fused into it (the plan's ``fused_consumers``), run on the rows it just produced
 functions that run a batch of an element run by runtime/arrow_state.py."""
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Callable, Optional
 
@@ -19,6 +18,7 @@ from .arrow_state import bucket_group, bucket_rows, prepare_rows, prune
 from .bad_records import error_writer, why_info, write_bad, write_bad_infos
 from .built_once import once
 from .frames import changelog_frame, changelog_schema
+from .json_plan import engine_plan_text
 from .native_agg import native_writer
 from .native_stages import native_frame
 from .parquet_files import write_atomically
@@ -261,7 +261,7 @@ def table_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout
     cols = [c for c, _ in element["columns"]]
     native = element["physical"]["native"]
     errors = error_writer(element, plan, dirs)
-    schema = to_arrow_schema(changelog_schema(element), timezone="UTC")
+    schema = to_arrow_schema(changelog_schema(element["columns"]), timezone="UTC")
 
     def write(table: Any, batch_id: int) -> Optional[Any]:
         counts = (table.group_by([KIND, INST, OP], use_threads=False)
@@ -314,7 +314,7 @@ def arrow_transform(plan: dict, element: dict, dirs: RunDirs, buckets: int,
     input (with ``__bucket``, of ``buckets``) to the batch's processor output rows, at ``now()``
     (epoch ms; default the time the batch runs); ``timed``: see
     :func:`runtime.arrow_state.bucket_runner`."""
-    plan_text = json.dumps(plan)
+    plan_text = engine_plan_text(plan)
     first = first_ports(plan, element)
     state_dir = dirs.of("state", element["name"])
     prepare_rows(state_dir, element, buckets)

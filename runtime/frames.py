@@ -4,33 +4,35 @@ native input stream), and a derived element's sources' changelogs."""
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from ccl.plan.model import Element
 
 from .built_once import once
 from .native_stages import native_input
 from .processor import BATCH, INST, OP, RAW, SEQ, SRC, SUB, WHY
 from .run_dir import RunDirs
 from .run_setup import RunError, RunOptions, input_files
-from .types import column, struct
+from .types import column, columns_of, struct
 
 
-def changelog_schema(element: dict) -> T.StructType:
-    """The schema of an element's changelog files."""
+def changelog_schema(columns: Sequence[Sequence[str]]) -> T.StructType:
+    """The schema of the changelog files of an element of ``columns`` (``(name, type)`` pairs)."""
     meta = [T.StructField(BATCH, T.LongType()), T.StructField(INST, T.IntegerType()), T.StructField(SEQ, T.LongType()),
             T.StructField(SUB, T.LongType()), T.StructField(OP, T.StringType())]
-    return T.StructType(meta + struct(element["columns"]).fields)
+    return T.StructType(meta + struct(columns).fields)
 
 
-def read_changelog(spark: SparkSession, dirs: RunDirs, element: dict,
+def read_changelog(spark: SparkSession, dirs: RunDirs, element: Element,
                    max_files: Optional[int] = None) -> DataFrame:
     """An element's changelog as a stream (``max_files`` batch files per micro-batch)."""
-    path = dirs.of("changelog", element["name"])
+    path = dirs.of("changelog", element.name)
     os.makedirs(path, exist_ok=True)
-    reader = spark.readStream.schema(changelog_schema(element))
+    reader = spark.readStream.schema(changelog_schema(columns_of(element)))
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)
     return reader.parquet(path)
@@ -110,8 +112,8 @@ def _changelog_columns(cols: tuple[str, ...], keep: tuple[str, ...]) -> list[Col
             *[F.col(c) for c in keep]]
 
 
-def upstream_frame(spark: SparkSession, dirs: RunDirs, source: dict,
+def upstream_frame(spark: SparkSession, dirs: RunDirs, source: Element,
                    max_files: Optional[int] = None) -> DataFrame:
     """A source element's changelog as a stream, in the processor's frame layout."""
     return changelog_frame(read_changelog(spark, dirs, source, max_files),
-                           [c for c, _ in source["columns"]])
+                           [c.name for c in source.columns])

@@ -17,53 +17,59 @@ as it started).
 """
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 from pyspark.sql import DataFrame, SparkSession
 
+from ccl.plan.model import Element, Plan
+
 from .arrow_state import GROUP, bucket_group
 from .frames import input_frame, upstream_frame
+from .json_plan import JsonPlan, engine_plan_text
 from .native_stages import native_frame, native_input
 from .processor import ElementProcessor, output_schema
 from .run_dir import RunDirs
 from .run_setup import RunLayout, RunOptions
-from .topology import first_ports, is_input, ports_of, processor_input
+from .topology import first_ports, processor_input
 
 
-def element_query(spark: SparkSession, plan: dict, element: dict, options: RunOptions,
-                  dirs: RunDirs, layout: RunLayout) -> Optional[DataFrame]:
-    """The streaming frame of processor output rows (runtime/processor.py) of ``element``, or for
-    an element run by runtime/arrow_state.py its processor input (each batch goes through
-    :func:`runtime.batch_writers.arrow_transform`); None for an input element with no input."""
-    by_name = {e["name"]: e for e in plan["elements"]}
-    if is_input(element):
-        frame = input_frame(spark, plan, element, options, dirs)
+def element_query(spark: SparkSession, plan: Plan, legacy: JsonPlan, element: Element,
+                  options: RunOptions, dirs: RunDirs, layout: RunLayout) -> Optional[DataFrame]:
+    """The streaming frame of processor output rows (runtime/processor.py) of ``element``,
+    or for an element run by runtime/arrow_state.py its processor input (each batch
+    goes through :func:`runtime.batch_writers.arrow_transform`); None for an input element with
+    no input. The plan's decisions are read from ``element``; the frames, native stages and the
+    processor below still take the plan's JSON form (``legacy``, runtime/json_plan.py)."""
+    data, as_json = legacy.plan, legacy.elements[element.name]
+    ports = element.ports()
+    if element.is_input:
+        frame = input_frame(spark, data, as_json, options, dirs)
         if frame is None:
             return None
         frames = [frame]
-    elif ports_of(element):
-        frames = [upstream_frame(spark, dirs, by_name[src], options.max_files_per_batch)
-                  for _, src in ports_of(element)]
+    elif ports:
+        frames = [upstream_frame(spark, dirs, plan.element(src), options.max_files_per_batch)
+                  for _, src in ports]
     else:
         return None
-    native = element["physical"]["native"]
+    physical = element.physical
+    native = physical.native if physical is not None else None
     if native in ("aggregation", "stream"):
-        return native_frame(element, by_name[ports_of(element)[0][1]], frames[0])
+        return native_frame(as_json, legacy.elements[ports[0][1]], frames[0])
     if native == "input":
-        return native_input(element, frames[0])
-    if element["name"] in layout.arrow_state:
-        return processor_input(plan, element, frames, layout.buckets,
-                               layout.by_group.get(element["name"], ()), narrow=True)
-    proc_in = processor_input(plan, element, frames, layout.buckets)
+        return native_input(as_json, frames[0])
+    if element.name in layout.arrow_state:
+        return processor_input(data, as_json, frames, layout.buckets,
+                               layout.by_group.get(element.name, ()), narrow=True)
+    proc_in = processor_input(data, as_json, frames, layout.buckets)
     # Time-based KEEPs need processing-time timers. The time mode is part of the checkpoint, so it
     # is the same in both kinds of run; an until-idle run registers no timers (it expires rows only
     # as batches arrive) and is stopped when idle (run.py: availableNow never ends in this mode).
-    timed = element["physical"]["uses_time"]
-    processor = ElementProcessor(json.dumps(plan), element["name"], timed and not options.until_idle,
-                                 first_ports(plan, element))
+    timed = physical is not None and physical.uses_time
+    processor = ElementProcessor(engine_plan_text(data), element.name, timed and not options.until_idle,
+                                 first_ports(data, as_json))
     # the processor ignores the key: the spread key balances buckets
     proc_in = proc_in.withColumn(GROUP, bucket_group(layout.buckets))
     return (proc_in.groupBy(GROUP)
-            .transformWithState(processor, output_schema(element), "Append",
+            .transformWithState(processor, output_schema(as_json), "Append",
                                 "ProcessingTime" if timed else "None"))

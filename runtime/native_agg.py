@@ -26,7 +26,7 @@ import functools
 import glob
 import os
 import re
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -103,12 +103,12 @@ def output_values(element: dict, spec: dict) -> list[Column]:
     return values
 
 
-def final_contents(element: dict, state_dir: str) -> Optional[Any]:
+def final_contents(names: Sequence[str], state_dir: str) -> Optional[Any]:
     """The window's rows now, from its latest snapshot, as an Arrow table of changelog rows (each
     with the batch and sequence number of its group's last change): the last change of every
     group, without reading the changelog, and without Spark (the snapshot holds the rows as the
     window has them, see :data:`OUT`). None when there is no snapshot or it predates those
-    columns."""
+    columns. ``names``: the window's columns."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -116,7 +116,6 @@ def final_contents(element: dict, state_dir: str) -> Optional[Any]:
     if not snaps:
         return None
     path = max(snaps)[1]
-    names = [c for c, _ in element["columns"]]
     wanted = [LAST_BATCH, INST, SEQ] + [OUT + c for c in names]
     if not set(wanted) <= set(pq.read_schema(path).names):
         return None

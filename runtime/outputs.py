@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
+from ccl.plan.model import Adapter, Element, Plan
 
 from .csv_output import write_csv_tables
 from .inputs.formats import CsvFormat, adapter_properties
@@ -31,17 +32,18 @@ from .run_dir import BATCHES, RunDirs
 from .native_agg import final_contents
 from .processor import BATCH, INST, OP, SEQ, SUB
 from .run_setup import RunError
+from .types import columns_of
 
 log = logging.getLogger("ccl.runtime")
 
 OUTPUT_ADAPTERS = ("toolkit_file_csv_output", "dsv_out", "toolkit_file_csv_output_adapter")
 
 
-def element_stats(dirs: RunDirs, element: dict) -> dict:
+def element_stats(dirs: RunDirs, element: Element) -> dict:
     """The counters of an element over all its batches."""
     total = {"rows_in": 0, "rows_out": 0, "rows_out_by_opcode": {}, "bad_records": {},
              "instances": {}, "batches": 0}
-    for path in sorted(glob.glob(os.path.join(dirs.of("stats", element["name"]), "batch-*.json"))):
+    for path in sorted(glob.glob(os.path.join(dirs.of("stats", element.name), "batch-*.json"))):
         with open(path, encoding="utf-8") as f:
             s = json.load(f)
         total["batches"] += 1
@@ -54,7 +56,7 @@ def element_stats(dirs: RunDirs, element: dict) -> dict:
         for inst, k in s["instances"].items():
             total["instances"][inst] = total["instances"].get(inst, 0) + k
     total["instances"] = dict(sorted(total["instances"].items(), key=lambda kv: int(kv[0])))
-    total["partition_instances"] = element["physical"]["instances"]
+    total["partition_instances"] = element.physical.instances if element.physical else 1
     return total
 
 
@@ -62,7 +64,7 @@ CHUNK_BYTES = 64 << 20  # changelog files read, sorted and written at a time (se
 _BATCH_FILE = re.compile(r"batch-(\d+)")
 
 
-def changelog_chunks(dirs: RunDirs, element: dict) -> Iterator[pa.Table]:
+def changelog_chunks(dirs: RunDirs, element: Element) -> Iterator[pa.Table]:
     """An element's changelog as Arrow tables of whole micro-batches, in batch order, each of
     about :data:`CHUNK_BYTES` of files: sorted one at a time (:func:`sorted_tables`), they give
     the whole changelog in order without holding it all in memory. The files are read here, on
@@ -71,7 +73,7 @@ def changelog_chunks(dirs: RunDirs, element: dict) -> Iterator[pa.Table]:
 
     schema = _arrow_schema(element)
     files: list[tuple[int, str]] = []
-    for path in glob.glob(os.path.join(dirs.of("changelog", element["name"]), "batch-*.parquet")):
+    for path in glob.glob(os.path.join(dirs.of("changelog", element.name), "batch-*.parquet")):
         m = _BATCH_FILE.match(os.path.basename(path))
         if m:
             files.append((int(m.group(1)), path))
@@ -90,9 +92,9 @@ def changelog_chunks(dirs: RunDirs, element: dict) -> Iterator[pa.Table]:
 ORDER = (BATCH, SEQ, INST, SUB)  # the order in which an element produced its changelog rows
 
 
-def _arrow_schema(element: dict) -> pa.Schema:
+def _arrow_schema(element: Element) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
-    return to_arrow_schema(changelog_schema(element), timezone="UTC")
+    return to_arrow_schema(changelog_schema(columns_of(element)), timezone="UTC")
 
 
 CONFLICT = "key held by another instance too: the later change wins"
@@ -107,30 +109,31 @@ class Contents:
     replaced: list[pa.Table] = field(default_factory=list)
 
 
-def final_rows(dirs: RunDirs, element: dict, plan: dict) -> Contents:
+def final_rows(dirs: RunDirs, element: Element) -> Contents:
     """What ``NAME.csv`` holds for an element (see the module docstring), as Arrow tables to sort
     one at a time: a window's final contents (a native aggregation's from its latest snapshot,
     the others' the last change of each key in the changelog), else the changelog's chunks.
 
     A window holds each key once: where two instances hold a key (possible only after a CCL3001,
     CCL3002 or CCL3011 warning), the row whose last change came later in sequence order wins."""
-    if element["kind"] != "window":
+    if element.kind != "window":
         return Contents(list(changelog_chunks(dirs, element)))
-    contents = (final_contents(element, dirs.of("native", element["name"]))
-                if element["physical"]["native"] == "aggregation" else None)
+    physical = element.physical
+    contents = (final_contents([c.name for c in element.columns], dirs.of("native", element.name))
+                if physical is not None and physical.native == "aggregation" else None)
     held = contents if contents is not None else last_changes(dirs, element)
-    if not element["key"] or element["physical"]["instances"] == 1:
+    if not element.key or physical is None or physical.instances == 1:
         return Contents([held])
-    table, positions = _last_positions(held, element["key"])
+    table, positions = _last_positions(held, list(element.key))
     kept = pc.is_in(pa.array(range(table.num_rows), pa.int64()), value_set=positions)
     return Contents([table.take(positions)], [table.filter(pc.invert(kept))])
 
 
-def last_changes(dirs: RunDirs, element: dict) -> pa.Table:
+def last_changes(dirs: RunDirs, element: Element) -> pa.Table:
     """A window's rows now in each instance, from its changelog: the last change of each key per
     instance, unless it is a delete. The changelog is read chunk by chunk, keeping the last change
     of each key."""
-    key = [INST, *element["key"]] if element["key"] else [INST, SEQ]
+    key = [INST, *element.key] if element.key else [INST, SEQ]
     latest: Optional[pa.Table] = None
     for chunk in changelog_chunks(dirs, element):
         table, positions = _last_positions(chunk if latest is None else pa.concat_tables([latest, chunk]), key)
@@ -167,24 +170,24 @@ def records(tables: Iterable[pa.Table]) -> Iterator[dict]:
         yield from table.to_pylist()
 
 
-def write_outputs(spark: SparkSession, plan: dict, dirs: RunDirs, out_dir: str, base_dir: str,
+def write_outputs(spark: SparkSession, plan: Plan, dirs: RunDirs, out_dir: str, base_dir: str,
                   wall_seconds: float, extra: Optional[dict] = None) -> dict:
     """Write the output directory (and output adapters' files); return the ``_run.json`` data."""
     os.makedirs(out_dir, exist_ok=True)
-    report = {"project": plan.get("project"), "spark_version": spark.version,
+    report = {"project": plan.project, "spark_version": spark.version,
               "wall_seconds": round(wall_seconds, 3), "elements": {}, **(extra or {})}
     conflicts: list[dict] = []
-    for e in plan["elements"]:
-        stats = report["elements"][e["name"]] = element_stats(dirs, e)
-        if e["role"] == "output":
-            contents = final_rows(dirs, e, plan)
-            write_csv_tables(os.path.join(out_dir, e["name"] + ".csv"), e["columns"],
-                             sorted_tables(contents.tables), opcodes=e["kind"] == "delta stream")
+    for e in plan.elements:
+        stats = report["elements"][e.name] = element_stats(dirs, e)
+        if e.role == "output":
+            contents = final_rows(dirs, e)
+            write_csv_tables(os.path.join(out_dir, e.name + ".csv"), columns_of(e),
+                             sorted_tables(contents.tables), opcodes=e.kind == "delta stream")
             replaced = [_conflict(e, row) for row in records(contents.replaced)]
             if replaced:
                 stats["bad_records"][CONFLICT] = len(replaced)
                 log.warning("%s: %d row(s) of keys another instance held too; the later change "
-                            "won (%s)", e["name"], len(replaced), "_bad_records.jsonl")
+                            "won (%s)", e.name, len(replaced), "_bad_records.jsonl")
             conflicts += replaced
     report["batches"] = batch_summary(dirs)
     for adapter, path, fmt in output_adapters(plan, base_dir):
@@ -213,50 +216,50 @@ def batch_summary(dirs: RunDirs) -> dict[str, dict]:
     return summary
 
 
-def output_adapters(plan: dict, base_dir: str) -> list[tuple[dict, str, CsvFormat]]:
+def output_adapters(plan: Plan, base_dir: str) -> list[tuple[Adapter, str, CsvFormat]]:
     """(adapter, file path, format) of each file output adapter; RunError, before anything runs,
     for properties the writer cannot use or two adapters writing one file (the last would win)."""
-    found: list[tuple[dict, str, CsvFormat]] = []
+    found: list[tuple[Adapter, str, CsvFormat]] = []
     by_path: dict[str, str] = {}
-    names = {e["name"] for e in plan["elements"]}
-    for a in plan.get("adapters", []):
-        if a["direction"] != "output" or a["type"].lower() not in OUTPUT_ADAPTERS or a["element"] not in names:
+    names = {e.name for e in plan.elements}
+    for a in plan.adapters:
+        if a.direction != "output" or a.type.lower() not in OUTPUT_ADAPTERS or a.element not in names:
             continue
-        props = adapter_properties(a["properties"])
+        props = adapter_properties(a.properties)
         try:
             fmt = CsvFormat.from_options(props)
         except ValueError as exc:
-            raise RunError(f"output adapter '{a['name']}': {exc}") from None
+            raise RunError(f"output adapter '{a.name}': {exc}") from None
         path = os.path.normpath(os.path.join(base_dir, str(props.get("dir", ".")),
-                                             str(props.get("file") or a["element"] + ".csv")))
+                                             str(props.get("file") or a.element + ".csv")))
         if path in by_path:
-            raise RunError(f"output adapters '{by_path[path]}' and '{a['name']}' both write {path}: "
+            raise RunError(f"output adapters '{by_path[path]}' and '{a.name}' both write {path}: "
                            f"give one of them another dir or file")
-        by_path[path] = a["name"]
+        by_path[path] = a.name
         found.append((a, path, fmt))
     return found
 
 
-def _write_adapter(plan: dict, dirs: RunDirs, adapter: dict, path: str,
+def _write_adapter(plan: Plan, dirs: RunDirs, adapter: Adapter, path: str,
                    fmt: CsvFormat) -> None:
-    element = next(e for e in plan["elements"] if e["name"] == adapter["element"])
+    element = plan.element(adapter.element)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tables = sorted_tables(changelog_chunks(dirs, element))
-    write_csv_tables(path, element["columns"], tables,
+    write_csv_tables(path, columns_of(element), tables,
                      delimiter=fmt.delimiter, opcodes=True, header=fmt.has_header is not False,
-                     stream_name=element["name"] if fmt.stream_opcode else None)
+                     stream_name=element.name if fmt.stream_opcode else None)
 
 
-def _conflict(element: dict, row: dict) -> dict:
+def _conflict(element: Element, row: dict) -> dict:
     """The bad record of a window row that a change of another instance replaced."""
-    return {"element": element["name"], "reason": CONFLICT, "batch": row[BATCH],
-            "instance": row[INST], "row": {c: row[c] for c, _ in element["columns"]}}
+    return {"element": element.name, "reason": CONFLICT, "batch": row[BATCH],
+            "instance": row[INST], "row": {c.name: row[c.name] for c in element.columns}}
 
 
-def _merge_bad_records(dirs: RunDirs, plan: dict, target: str, extra: list[dict]) -> None:
+def _merge_bad_records(dirs: RunDirs, plan: Plan, target: str, extra: list[dict]) -> None:
     with open(target + ".tmp", "w", encoding="utf-8") as out:
-        for e in plan["elements"]:
-            for path in sorted(glob.glob(os.path.join(dirs.of("bad", e["name"]), "batch-*.jsonl"))):
+        for e in plan.elements:
+            for path in sorted(glob.glob(os.path.join(dirs.of("bad", e.name), "batch-*.jsonl"))):
                 with open(path, encoding="utf-8") as f:
                     out.write(f.read())
         for record in extra:

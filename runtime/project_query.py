@@ -40,17 +40,20 @@ from typing import Any, Callable, Iterator, Optional, Union
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ccl.plan.model import Plan
+
 from . import arrow_frames
 from .arrow_state import BUCKET, MARK, load_states, newest_batches, prune, saved_deadline
 from .batch_writers import (aggregation_writer, arrow_transform, batch_writer, element_writer,
                             hands_over_unread, table_writer)
 from .bucket_pool import cores, run_buckets
 from .frames import changelog_frame, changelog_schema, frame_layout
+from .json_plan import JsonPlan, engine_plan_text
 from .native_stages import native_frame, native_input
 from .processor import INST, KIND, BucketRun
 from .run_dir import RunDirs
 from .run_setup import (CLUSTER_COLLECT_BYTES, LOCAL_COLLECT_BYTES, RunError, RunLayout, RunOptions,
-                        atomic_json, input_files)
+                        atomic_json, element_files, input_files)
 from .topology import first_ports, is_input, ports_of, processor_input
 
 INPUT = "__input"  # the listing's column: the position of the input among the query's stages
@@ -68,13 +71,13 @@ def ticks_dir(dirs: RunDirs) -> str:
     return os.path.join(dirs.root, "ticks")
 
 
-def timed_stages(plan: dict, layout: RunLayout) -> list[str]:
+def timed_stages(plan: Plan, layout: RunLayout) -> list[str]:
     """The stages of the project's query with timers (time-based KEEP, AGES, Flex EVERY)."""
-    timed = {e["name"] for e in plan["elements"] if e["physical"]["uses_time"]}
+    timed = {e.name for e in plan.elements if e.physical is not None and e.physical.uses_time}
     return [name for name in layout.project if name in timed]
 
 
-def project_listing(spark: SparkSession, plan: dict, options: RunOptions,
+def project_listing(spark: SparkSession, plan: Plan, options: RunOptions,
                     layout: RunLayout, dirs: Optional[RunDirs] = None) -> Optional[DataFrame]:
     """The stream of new input files of the project's query: ``path`` and :data:`INPUT` (the
     input's position in ``layout.project``); None when no input of the query has files bound.
@@ -83,13 +86,12 @@ def project_listing(spark: SparkSession, plan: dict, options: RunOptions,
     from .inputs.file_input import file_stream
     from .inputs.listing import FileSpec
 
-    by_name = {e["name"]: e for e in plan["elements"]}
     listings = []
     for i, name in enumerate(layout.project):
-        element = by_name[name]
-        if not is_input(element):
+        element = plan.element(name)
+        if not element.is_input:
             continue
-        files = input_files(element, plan, options)[0]
+        files = element_files(element, plan, options)[0]
         if files is None:
             continue
         try:
@@ -218,7 +220,7 @@ class Deadlines:
     state files (remembered per file: a bucket whose file did not change is not read again)."""
 
     def __init__(self, plan: dict, dirs: RunDirs, names: list[str]) -> None:
-        self.plan_text = json.dumps(plan)
+        self.plan_text = engine_plan_text(plan)
         self.dirs = dirs
         self.names = names
         self._runs: dict[str, BucketRun] = {}
@@ -247,14 +249,17 @@ class Deadlines:
         return min(deadlines) if deadlines else None
 
 
-def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLayout,
+def project_batch(typed: Plan, legacy: JsonPlan, options: RunOptions, dirs: RunDirs,
+                  layout: RunLayout,
                   guard: Optional[BatchGuard] = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of the project's query: one batch of the listing of
     :func:`project_listing` through every stage, in dependency order, under ``guard`` (whose
-    ticker, if any, is armed after each batch with the earliest deadline of the timed stages)."""
+    ticker, if any, is armed after each batch with the earliest deadline of the timed stages).
+    The stages' writers and transforms take the plan's JSON form (``legacy``)."""
     from .inputs.file_input import batch_rows, file_numbers, input_format, rows_here
     from .inputs.listing import Arrivals
 
+    plan = legacy.plan
     by_name = {e["name"]: e for e in plan["elements"]}
     stages = [by_name[name] for name in layout.project]
     own = replace(layout, fused={})  # the stages run here, not inside their sources' batches
@@ -284,7 +289,7 @@ def project_batch(plan: dict, options: RunOptions, dirs: RunDirs, layout: RunLay
                            else element_writer(e, dirs, plan, own))
                for e in stages if e["name"] not in errors}
     tables = {e["name"]: table_writer(e, dirs, plan, own) for e in stages if e["name"] not in errors}
-    timed = timed_stages(plan, layout)
+    timed = timed_stages(typed, layout)
     deadlines = Deadlines(plan, dirs, timed)
     due: dict[str, list[int]] = {}  # per timed stage, the buckets whose deadline has come
     clock = [0]  # the time of the batch running
@@ -477,7 +482,7 @@ def _local_transform(plan: dict, element: dict, dirs: RunDirs, clock: list[int],
     rows (runtime/bucket_pool.py)."""
     import pyarrow as pa
 
-    plan_text = json.dumps(plan)
+    plan_text = engine_plan_text(plan)
     first = first_ports(plan, element)
     state_dir = dirs.of("state", element["name"])
     timed = bool(element["physical"]["uses_time"])
@@ -529,9 +534,9 @@ def _stage_rows(plan: dict, element: dict, frames: list[Optional[DataFrame]], ba
         if here:  # read here: a Spark read is a job
             import pyarrow.parquet as pq
             from pyspark.sql.pandas.types import to_arrow_schema
-            schema = to_arrow_schema(changelog_schema(element), timezone="UTC")
+            schema = to_arrow_schema(changelog_schema(element["columns"]), timezone="UTC")
             return pq.read_table(path).select(schema.names).cast(schema)
-        return frames[0].sparkSession.read.schema(changelog_schema(element)).parquet(path)
+        return frames[0].sparkSession.read.schema(changelog_schema(element["columns"])).parquet(path)
     if native == "input":
         return native_input(element, frames[0])
     if native == "stream":

@@ -16,15 +16,14 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Mapping, Optional
 
 from ccl.plan.codec import plan_to_json
-from ccl.plan.model import Plan
+from ccl.plan.model import Adapter, Element, Physical, Plan
 
 from .run_dir import (PLAN_FILE, RUN_FILE, RunDirs, by_group, older_layout, saved_plan,
                       why_not_resumable)
-from .state.rows import LAYOUT as STATE_LAYOUT, uses_window_store
-from .topology import is_input, ports_of
+from .state.rows import LAYOUT as STATE_LAYOUT
 
 
 class RunError(Exception):
@@ -77,16 +76,17 @@ def auto_buckets(cores: int) -> int:
     return max(DEFAULT_BUCKETS, cores)
 
 
-def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
+def prepare_run_dir(plan: Plan, options: RunOptions) -> RunDirs:
     """Create (or reopen) the run directory. A new one keeps the plan it runs (``plan.json``,
-    with the plan's physical decisions) and what this run decided from run-time facts
-    (``run.json``); a reopened one must hold a plan the new one can go on from."""
+    the codec's JSON form, with the plan's physical decisions) and what this run decided from
+    run-time facts (``run.json``); a reopened one must hold a plan the new one can go on from."""
     root = options.run_dir or tempfile.mkdtemp(prefix="ccl-run-")
     for sub in ("queries", "changelog", "stats", "bad"):
         os.makedirs(os.path.join(root, sub), exist_ok=True)
+    data = plan_to_json(plan)
     old = saved_plan(root)
     if old is not None:
-        problem = why_not_resumable(root, old, plan)
+        problem = why_not_resumable(root, old, data)
         if problem:
             raise RunError(f"the run directory {root} cannot be resumed: {problem}. Start from a "
                            f"new checkpoint directory (or delete this one) to begin again with "
@@ -95,15 +95,16 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
     saved = os.path.join(root, PLAN_FILE)
     project = project_members(plan, options)
     unrecorded = [] if options.record_inputs else [
-        e["name"] for e in plan["elements"]
-        if e["physical"]["unrecorded"] or _unread_in_project(e, plan, project)]
+        e.name for e in plan.elements
+        if _physical(e).unrecorded or _unread_in_project(e, plan, project)]
     # with a file limit per batch the ccl_csv source stays: it takes files in name order,
     # Spark's file source the oldest first
     file_source = ([] if options.max_files_per_batch else
-                   [e["name"] for e in plan["elements"] if e["physical"]["native"] == "input"
+                   [e.name for e in plan.elements if _physical(e).native == "input"
                     and not hidden_file(e, plan, options)])
     # the per-instance elements whose window rows live in the state store, not the state files
-    window_store = [e["name"] for e in plan["elements"] if uses_window_store(e)]
+    # (the plan's decision, read as it is: runtime.state.rows.uses_window_store)
+    window_store = [e.name for e in plan.elements if _physical(e).window_store]
     atomic_json(os.path.join(root, RUN_FILE), {"buckets": options.buckets or DEFAULT_BUCKETS,
                                                "unrecorded": unrecorded,
                                                "file_source": file_source, "project_query": project,
@@ -112,12 +113,20 @@ def prepare_run_dir(plan: dict, options: RunOptions) -> RunDirs:
                                                # input files numbered across inputs as they arrived
                                                "numbering": "arrival"})
     with open(saved + ".tmp", "w", encoding="utf-8") as f:  # last: the mark of a run begun
-        json.dump(plan, f, indent=1, sort_keys=True)
+        json.dump(data, f, indent=1, sort_keys=True)
     os.replace(saved + ".tmp", saved)
     return RunDirs(root)
 
 
-def project_members(plan: dict, options: RunOptions) -> list[str]:
+def _physical(element: Element) -> Physical:
+    """The element's physical record (every planned element has one; RunError otherwise)."""
+    if element.physical is None:
+        raise RunError(f"element '{element.name}' has no physical decisions: compile the "
+                       f"project again")
+    return element.physical
+
+
+def project_members(plan: Plan, options: RunOptions) -> list[str]:
     """The elements this run runs as stages of the project's one query (runtime/project_query.py),
     in dependency order: those the plan marks ``project_stage`` (elements with timers included:
     the query's tick files wake them when they are due) whose inputs Spark's file source can list
@@ -127,31 +136,31 @@ def project_members(plan: dict, options: RunOptions) -> list[str]:
     if options.max_files_per_batch:
         return []
     members: list[str] = []
-    for e in plan["elements"]:
-        if not e["physical"]["project_stage"]:
+    for e in plan.elements:
+        if not _physical(e).project_stage:
             continue
-        if e["kind"] == "error stream":  # its rows: the bad records its elements' stages write
-            if all(src in members for src in e["error_sources"]):
-                members.append(e["name"])
+        if e.kind == "error stream":  # its rows: the bad records its elements' stages write
+            if all(src in members for src in e.error_sources or ()):
+                members.append(e.name)
             continue
-        if (not hidden_file(e, plan, options) if is_input(e)
-                else all(src in members for _, src in ports_of(e))):
-            members.append(e["name"])
+        if (not hidden_file(e, plan, options) if e.is_input
+                else all(src in members for _, src in e.ports())):
+            members.append(e.name)
     return members
 
 
-def _unread_in_project(element: dict, plan: dict, project: list[str]) -> bool:
+def _unread_in_project(element: Element, plan: Plan, project: list[str]) -> bool:
     """Whether ``element`` is a stage of the project's query whose changelog nothing reads: its
     every reader is a stage of the same query (which gets its rows in the batch), it is no output
     element (whose ``NAME.csv`` is read from it) and no native aggregation (whose readers read
     back what it wrote), and no output adapter writes it."""
-    name = element["name"]
-    if (name not in project or element["role"] == "output"
-            or element["physical"]["native"] == "aggregation"
-            or any(a["direction"] == "output" and a["element"] == name for a in plan["adapters"])):
+    name = element.name
+    if (name not in project or element.role == "output"
+            or _physical(element).native == "aggregation"
+            or any(a.direction == "output" and a.element == name for a in plan.adapters)):
         return False
-    return all(e["name"] in project for e in plan["elements"]
-               if e["name"] != name and any(src == name for _, src in ports_of(e)))
+    return all(e.name in project for e in plan.elements
+               if e.name != name and any(src == name for _, src in e.ports()))
 
 
 @dataclass(frozen=True)
@@ -202,8 +211,34 @@ def atomic_json(path: str, data: object) -> None:
 
 
 def input_files(element: dict, plan: dict, options: RunOptions):
+    """:func:`element_files` for the modules that still read the plan's JSON form (``element``
+    and ``plan`` as runtime/job.py, frames.py, project_query.py, verify.py and web/server.py
+    hold them)."""
+    adapter = next((a for a in plan["adapters"] if a["name"] == element["physical"]["input_adapter"]),
+                   None)
+    return _bound_files(element["name"], None if adapter is None else str(adapter["type"]),
+                        None if adapter is None else adapter["properties"], options)
+
+
+def element_files(element: Element, plan: Plan, options: RunOptions):
     """Where an input element's rows come from: a ``--input`` binding or a file input adapter
-    (the plan's ``input_adapter``); the adapter's properties shape the parsing."""
+    (the plan's ``input_adapter``); the adapter's properties shape the parsing. ``(FileSpec or
+    None, parsing properties)``."""
+    adapter = _input_adapter(element, plan)
+    return _bound_files(element.name, None if adapter is None else adapter.type,
+                        None if adapter is None else adapter.properties, options)
+
+
+def _input_adapter(element: Element, plan: Plan) -> Optional[Adapter]:
+    """The input adapter the plan binds to ``element`` (its ``input_adapter``), if any."""
+    name = _physical(element).input_adapter
+    return next((a for a in plan.adapters if a.name == name), None)
+
+
+def _bound_files(name: str, adapter_type: Optional[str], adapter_props: Optional[Mapping],
+                 options: RunOptions):
+    """:func:`element_files` of the element ``name`` fed by an adapter of ``adapter_type`` with
+    ``adapter_props`` (None: no adapter)."""
     from .adapters.config import INBOX_INPUTS, JSON_FILE_INPUT, MQTT_INPUTS, mqtt_payload
     from .adapters.service import inbox_directory
     from .inputs.formats import JSON, XML_LIST, adapter_properties
@@ -211,12 +246,11 @@ def input_files(element: dict, plan: dict, options: RunOptions):
 
     json_inputs = (JSON_FILE_INPUT, "toolkit_socket_json_input")
 
-    path = options.inputs.get(element["name"])
-    adapter = next((a for a in plan["adapters"] if a["name"] == element["physical"]["input_adapter"]),
-                   None)
+    path = options.inputs.get(name)
+    has_adapter = adapter_type is not None
     # ESP's aliases resolved first, so the dsv_in default below yields to a csvMatchStreamName
-    props = adapter_properties(adapter["properties"]) if adapter else {}
-    kind = str(adapter["type"]).lower() if adapter is not None else ""
+    props = adapter_properties(adapter_props) if adapter_props is not None else {}
+    kind = adapter_type.lower() if adapter_type is not None else ""
     if kind in ("dsv_in", "dsv_sockin_in", "dsv_sockout_in"):
         props.setdefault("matchstreamname", "true")  # ESP's dsv adapters discard other streams' lines
     elif kind == "toolkit_file_xmllist_input":
@@ -229,8 +263,8 @@ def input_files(element: dict, plan: dict, options: RunOptions):
         # the adapter's inbox (runtime/adapters): a bound directory, else one in the run directory
         if options.run_dir is None:
             return None, props
-        return FileSpec(inbox_directory(options.run_dir, element["name"], path), None, "*"), props
-    if path is None and adapter is not None:
+        return FileSpec(inbox_directory(options.run_dir, name, path), None, "*"), props
+    if path is None and has_adapter:
         directory = os.path.join(options.base_dir, str(props.get("dir", ".")))
         if props.get("file"):  # a path under dir is read from its own directory
             file = os.path.join(directory, str(props["file"]))
@@ -243,34 +277,32 @@ def input_files(element: dict, plan: dict, options: RunOptions):
     return FileSpec(os.path.dirname(os.path.abspath(path)), os.path.basename(path), None), props
 
 
-def inputs_without_files(typed: Plan, options: RunOptions) -> list[str]:
+def inputs_without_files(plan: Plan, options: RunOptions) -> list[str]:
     """A note per input element that is bound to files (an adapter or ``--input``) none of which
     exist yet: a misspelt directory, file or pattern reads nothing, without an error."""
     from .inputs.listing import list_new_files
 
-    plan = plan_to_json(typed)
     notes = []
-    for e in plan["elements"]:
-        spec = input_files(e, plan, options)[0] if is_input(e) else None
+    for e in plan.elements:
+        spec = element_files(e, plan, options)[0] if e.is_input else None
         if spec is None or list_new_files(spec, ()) or _socket_fed(e, plan):
             continue
         where = os.path.join(spec.dir, spec.file or spec.pattern or "*")
-        notes.append(f"input '{e['name']}' has no file yet: nothing matches {where}"
+        notes.append(f"input '{e.name}' has no file yet: nothing matches {where}"
                      + ("" if os.path.isdir(spec.dir) else " (the directory does not exist)"))
     return notes
 
 
-def _socket_fed(element: dict, plan: dict) -> bool:
+def _socket_fed(element: Element, plan: Plan) -> bool:
     """Whether a socket, MQTT or database input adapter fills ``element``'s input directory (empty at
     first)."""
     from .adapters.config import INBOX_INPUTS
-    adapter = element["physical"]["input_adapter"]
-    return any(a["name"] == adapter and str(a["type"]).lower() in INBOX_INPUTS
-               for a in plan["adapters"])
+    adapter = _input_adapter(element, plan)
+    return adapter is not None and adapter.type.lower() in INBOX_INPUTS
 
 
-def hidden_file(element: dict, plan: dict, options: RunOptions) -> bool:
+def hidden_file(element: Element, plan: Plan, options: RunOptions) -> bool:
     """Whether ``element`` reads one named file that Spark's file source never lists: a name
     starting with "_" or "." (Hadoop's hidden files). The ``ccl_csv`` source reads it."""
-    spec = input_files(element, plan, options)[0]
+    spec = element_files(element, plan, options)[0]
     return spec is not None and (spec.file or "").startswith(("_", "."))

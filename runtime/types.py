@@ -8,6 +8,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ccl.plan.model import Element
+
 _SIMPLE = {
     "integer": T.IntegerType(), "long": T.LongType(), "float": T.DoubleType(),
     "string": T.StringType(), "boolean": T.BooleanType(), "binary": T.BinaryType(),
@@ -36,6 +38,11 @@ def spark_type(ccl_type: str) -> T.DataType:
 def struct(columns: Sequence[Sequence[str]]) -> T.StructType:
     """The Spark schema of a plan's ``columns`` list (``[[name, type], ...]``)."""
     return T.StructType([T.StructField(name, spark_type(t), True) for name, t in columns])
+
+
+def columns_of(element: Element) -> list[tuple[str, str]]:
+    """An element's ``(name, CCL type)`` pairs, as :func:`struct` and the writers take them."""
+    return [(c.name, c.type) for c in element.columns]
 
 
 def column(name: str) -> Column:

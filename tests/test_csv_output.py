@@ -122,13 +122,18 @@ def test_tables_write_the_same_file_as_rows(tmp_path):
 def test_output_adapters_are_checked_before_the_run(tmp_path):
     """A property the writer cannot use, or two adapters writing one file (the last one won),
     is refused before anything runs, not when the run ends."""
+    from ccl.plan.codec import plan_from_json
+    from ccl.plan.model import PLAN_FORMAT, PLAN_VERSION
     from runtime.run_setup import RunError
     from runtime.outputs import output_adapters
 
     def plan(*adapters):
-        return {"elements": [{"name": "a"}, {"name": "b"}],
-                "adapters": [{"direction": "output", "type": "dsv_out", "name": f"o{i}", "element": e,
-                              "properties": props} for i, (e, props) in enumerate(adapters)]}
+        element = {"kind": "stream", "role": "output", "columns": [["x", "integer"]], "key": []}
+        return plan_from_json(
+            {"format": PLAN_FORMAT, "version": PLAN_VERSION,
+             "elements": [{**element, "name": "a"}, {**element, "name": "b"}],
+             "adapters": [{"direction": "output", "type": "dsv_out", "name": f"o{i}", "element": e,
+                           "properties": props} for i, (e, props) in enumerate(adapters)]})
     found = output_adapters(plan(("a", {"dir": "x"}), ("b", {"dir": "x", "file": "f.csv"})), str(tmp_path))
     assert [p for _, p, _ in found] == [str(tmp_path / "x" / "a.csv"), str(tmp_path / "x" / "f.csv")]
     with pytest.raises(RunError, match="output adapters 'o0' and 'o1' both write .*same.x.csv"):

@@ -6,11 +6,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from ccl.plan.codec import element_from_json
 from runtime import outputs
 from runtime.run_dir import RunDirs
 
-ELEMENT = {"name": "w", "kind": "window", "key": ["k", "x"],
-           "columns": [["k", "string"], ["x", "float"], ["v", "integer"]]}
+ELEMENT = element_from_json({"name": "w", "kind": "window", "role": "output", "key": ["k", "x"],
+                             "columns": [["k", "string"], ["x", "float"], ["v", "integer"]]})
 
 
 def _write(dirs: RunDirs, batch: int, rows: list[tuple]) -> None:

@@ -287,6 +287,7 @@ def test_elements_with_timers_and_their_readers_are_project_stages_decided_by_th
     """The plan's ``project_stage`` includes an element with timers (the project's query wakes it)
     and its readers; the run takes the plan's stages as they are, leaving out only what depends
     on the run (a file limit per batch)."""
+    from ccl.plan.codec import plan_from_json
     from runtime.run_setup import RunOptions, project_members
 
     _, plan = _element(tmp_path, """create output window t primary key (sym) keep 1 minute
@@ -296,8 +297,9 @@ def test_elements_with_timers_and_their_readers_are_project_stages_decided_by_th
     assert physical["t"]["uses_time"] and not physical["t"]["arrow"]
     stages = [e["name"] for e in plan["elements"] if e["physical"]["project_stage"]]
     assert stages == ["s", "w", "t", "r"]
-    assert project_members(plan, RunOptions()) == stages
-    assert project_members(plan, RunOptions(max_files_per_batch=2)) == []
+    typed = plan_from_json(plan)
+    assert project_members(typed, RunOptions()) == stages
+    assert project_members(typed, RunOptions(max_files_per_batch=2)) == []
 
 
 def test_explain_prints_the_plans_decisions_as_the_plan_holds_them(tmp_path):

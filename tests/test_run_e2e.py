@@ -543,6 +543,7 @@ def test_native_window_contents_come_from_its_snapshot(spark, tmp_path, monkeypa
     changelog; a snapshot from before the snapshot kept each group's last batch goes on without."""
     import pyarrow.parquet as pq
 
+    from ccl.plan.codec import plan_from_json
     from runtime.run_dir import RunDirs
     from runtime.native_agg import final_contents
     from runtime import outputs
@@ -557,17 +558,18 @@ def test_native_window_contents_come_from_its_snapshot(spark, tmp_path, monkeypa
         write_rows(str(tmp_path / "in" / f"p{f}.csv"), ["k", "v"], rows[f * 40:(f + 1) * 40])
     out = run_project(spark, tmp_path, text, {"s": str(tmp_path / "in")}, max_files_per_batch=1)
     dirs = RunDirs(str(tmp_path / "run"))
-    w = next(e for e in out.plan["elements"] if e["name"] == "w")
+    w = plan_from_json(out.plan).element("w")
+    names = [c.name for c in w.columns]
     state_dir = dirs.of("native", "w")
 
     def without_op(frames):
         return [{k: v for k, v in r.items() if k != "__op"} for r in records(frames)]
-    assert final_contents(w, state_dir) is not None
+    assert final_contents(names, state_dir) is not None
     assert len(last_changes(dirs, w)) == 22  # 11 keys in each of the 2 instances
-    native = final_rows(dirs, w, out.plan)
+    native = final_rows(dirs, w)
     with monkeypatch.context() as m:  # the same window's contents from its changelog
         m.setattr(outputs, "final_contents", lambda *_: None)
-        from_changelog = final_rows(dirs, w, out.plan)
+        from_changelog = final_rows(dirs, w)
     assert without_op(native.tables) == without_op(from_changelog.tables)
     assert without_op(native.replaced) == without_op(from_changelog.replaced)
     # each key once (CCL3001: the instance that changed it last wins), the other a bad record
@@ -581,7 +583,7 @@ def test_native_window_contents_come_from_its_snapshot(spark, tmp_path, monkeypa
     pq.write_table(table.drop(["__last_batch", "__seq"]), latest)
     write_rows(str(tmp_path / "in" / "p3.csv"), ["k", "v"], [("k1", 1000), ("new", 5)])
     out = run_project(spark, tmp_path, text, {"s": str(tmp_path / "in")}, max_files_per_batch=1)
-    assert final_contents(w, state_dir) is None
+    assert final_contents(names, state_dir) is None
     files = [rows[f * 40:(f + 1) * 40] for f in range(3)] + [[("k1", 1000), ("new", 5)]]
     totals: dict[tuple[int, str], int] = {}
     last: dict[str, int] = {}  # the instance of each key's last row, whose total the window keeps

@@ -122,7 +122,7 @@ def test_checkpoint_refused_when_an_aggregation_changes_path(tmp_path):
     """A native aggregation keeps Spark group totals, the per-instance path engine states: a run
     directory made with one is refused when the element now runs on the other (here because a
     Flex now reads its changes)."""
-    from planned import plan_json
+    from ccl.plan.planner import plan_project
     from runtime.run_setup import RunOptions, prepare_run_dir
     agg = """create input stream s schema (k string, v integer);
     create window w primary key deduced keep all as select s.k, sum(s.v) v from s group by s.k;
@@ -132,7 +132,7 @@ def test_checkpoint_refused_when_an_aggregation_changes_path(tmp_path):
 
     def plan(text):
         (tmp_path / "p.ccl").write_text(text)
-        planned, diags = plan_json(str(tmp_path / "p.ccl"))
+        planned, diags = plan_project(str(tmp_path / "p.ccl"))
         assert planned is not None, [str(d) for d in diags]
         return planned
     run_dir = tmp_path / "run"
@@ -152,7 +152,7 @@ def test_checkpoint_refused_when_groups_can_no_longer_be_spread(tmp_path):
     group (the plan's ``group_columns``), whether its changes are read one by one or not; once an
     item computes on an aggregate while its changes are read, it runs on the row engine with state
     split by instance alone, and the run directory is refused."""
-    from planned import plan_json
+    from ccl.plan.planner import plan_project
     from runtime.run_setup import RunOptions, prepare_run_dir
     agg = """create input stream s schema (k string, v integer);
     create output window w primary key deduced keep all as select s.k, sum(s.v) v from s group by s.k;\n"""
@@ -161,7 +161,7 @@ def test_checkpoint_refused_when_groups_can_no_longer_be_spread(tmp_path):
     computed = agg.replace("sum(s.v) v", "sum(s.v) + 1 v") + reader
     for text, refused in [(agg, False), (agg + reader, False), (computed, True)]:
         (tmp_path / "p.ccl").write_text(text)
-        plan, diags = plan_json(str(tmp_path / "p.ccl"), native_operators=False)
+        plan, diags = plan_project(str(tmp_path / "p.ccl"), native_operators=False)
         assert plan is not None, [str(d) for d in diags]
         if not refused:
             prepare_run_dir(plan, options)
@@ -177,7 +177,7 @@ def test_checkpoint_refused_when_groups_can_no_longer_be_spread(tmp_path):
 def test_checkpoint_refused_when_an_element_changes_columns(tmp_path):
     """Resuming after a column was added used to go on, reading old changelogs and state with
     nulls (or failing inside Spark)."""
-    from planned import plan_json as plan_project
+    from ccl.plan.planner import plan_project
     from runtime.run_setup import RunOptions, prepare_run_dir
     text = "create input window w schema (k string, v integer) primary key (k);\n"
     options = RunOptions(inputs={}, base_dir=str(tmp_path), run_dir=str(tmp_path / "run"))
@@ -260,7 +260,7 @@ def test_checkpoint_refused_when_rows_spread_otherwise(tmp_path):
     """A run directory whose element spread its rows with another partition method or columns
     (here: a ROUNDROBIN over a window from before it rotated the window's keys, then a HASH) is
     refused; the same partitioning goes on."""
-    from planned import plan_json as plan_project
+    from ccl.plan.planner import plan_project
     from runtime.run_setup import RunOptions, prepare_run_dir
     text = """create input window w schema (k string, v integer) primary key (k);
     create output window o primary key deduced partition by w roundrobin partitions 2
