@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -142,7 +143,7 @@ def test_a_query_spark_refuses_to_start_is_a_run_error_naming_the_element(monkey
         raise AnalysisException(message="[PATH_NOT_FOUND] no such path\n\tat org.apache.x")
     monkeypatch.setattr(run, "_start_query", refuse)
     with pytest.raises(RunError, match=r"^element 's' could not start: \[PATH_NOT_FOUND\] no such path$"):
-        run._start(None, {}, {"name": "s"}, None, None, None)
+        run._start(None, None, None, SimpleNamespace(name="s"), None, None, None)
 
 
 @pytest.mark.parametrize("directory", ["in [x]{y}*", "h#sh?q=1 %41", "back\\slash"])
