@@ -63,3 +63,53 @@ class Broker:
     @property
     def uri(self) -> str:
         return f"tcp://127.0.0.1:{self.port}"
+
+
+class SlowProxy:
+    """A TCP proxy on 127.0.0.1 to ``port`` that forwards what a client sends after its first
+    chunk (an MQTT CONNECT) ``delay`` seconds late, in order: a slow link or a loaded broker,
+    where the broker has a client's SUBSCRIBE only well after the client had its CONNACK."""
+
+    def __init__(self, port: int, delay: float) -> None:
+        import threading
+        self.target = port
+        self.delay = delay
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self._threads: list = []
+        t = threading.Thread(target=self._accept, daemon=True)
+        t.start()
+
+    def _accept(self) -> None:
+        import threading
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:  # closed
+                return
+            up = socket.create_connection(("127.0.0.1", self.target))
+            for src, dst, slow in ((conn, up, True), (up, conn, False)):
+                threading.Thread(target=self._pump, args=(src, dst, slow), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, slow: bool) -> None:
+        first = True
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if slow and not first:
+                    time.sleep(self.delay)
+                first = False
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.server.close()

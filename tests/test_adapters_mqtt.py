@@ -21,7 +21,7 @@ from runtime.adapters.output import Feed, encoder
 from runtime.adapters.status import Status
 from runtime.run import run_plan
 from runtime.run_setup import RunOptions
-from servers import MOSQUITTO, Broker, wait as _wait
+from servers import MOSQUITTO, Broker, SlowProxy, wait as _wait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.skipif(not os.path.exists(MOSQUITTO),
@@ -175,6 +175,27 @@ def test_messages_go_to_the_inbox_in_arrival_order_and_a_broken_one_stands_alone
     assert '4,"open\n' in _inbox(tmp_path / "inbox")  # its own file: it cannot swallow 5,E
     status = _status(tmp_path)
     assert (status["messages"], status["records"], status["state"]) == (4, 5, "stopped")
+
+
+@pytest.mark.parametrize("version", ["5", "3.1.1"])
+def test_connected_means_subscribed_so_a_message_published_then_is_received(tmp_path, broker,
+                                                                            version):
+    """The SUBSCRIBE reaches the broker 1 s after the CONNACK reached the adapter (a slow link
+    or a loaded broker): the adapter is "subscribing" until the broker acknowledged it, and a
+    message published once it says "connected" is its own (a new session holds nothing before)."""
+    proxy = SlowProxy(broker.port, 1.0)
+    adapter = _start_input(tmp_path, {"mqttServerUri": f"tcp://127.0.0.1:{proxy.port}",
+                                      "mqttTopic": "t", "mqttVersion": version})
+    pub = _publisher(broker)
+    try:
+        _wait(lambda: _status(tmp_path)["state"] in ("subscribing", "connected"), 30)
+        _wait(lambda: _status(tmp_path)["state"] == "connected", 30, step=0.005)
+        _publish(pub, "t", [b"1,x"])
+        _wait(lambda: _inbox(tmp_path / "inbox") == ["1,x\n"], 30)
+    finally:
+        pub.loop_stop()
+        adapter.stop()
+        proxy.close()
 
 
 def test_a_message_is_acknowledged_only_after_its_inbox_file_and_a_restart_reads_it_once(tmp_path, broker):

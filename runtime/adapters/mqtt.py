@@ -29,7 +29,9 @@ A batch published but not yet recorded when the process died is published again 
 at least once, as the socket outputs.
 
 Both reconnect on their own (waits from 0.1 s doubling up to ``retryPeriod`` seconds) and report
-their state (``connected``, ``retrying``, ``stopped``) in ``RUN/adapters/NAME.json``.
+their state (``connected``, ``retrying``, ``stopped``) in ``RUN/adapters/NAME.json``; the input
+is ``connected`` once the broker acknowledged its subscription (``subscribing`` before: a message
+published then may not be routed to it; ``failed`` when the broker refused it).
 """
 from __future__ import annotations
 
@@ -187,6 +189,7 @@ class MqttInput:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._client: Any = None
+        self._subscribe_mid: Optional[int] = None
         self.duplicates = 0
 
     def start(self) -> "MqttInput":
@@ -195,6 +198,7 @@ class MqttInput:
         client.on_connect_fail = self._on_connect_fail
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
+        client.on_subscribe = self._on_subscribe
         self._client = client
         self.status.update(state="connecting", address=f"{self.spec.host}:{self.spec.port}",
                            topics=list(self.spec.topics), qos=self.spec.qos, messages=0,
@@ -229,9 +233,24 @@ class MqttInput:
             self.status.add(retries=1)
             self.status.update(state="retrying", last_error=f"broker refused: {reason_code}")
             return
-        client.subscribe([(t, self.spec.qos) for t in self.spec.topics])
+        # "connected" waits for the SUBACK: paho sends the SUBSCRIBE only after this callback
+        # returns, and a message published before the broker has the subscription is not ours
+        # (a new session holds none), so whoever waits for "connected" to publish would lose it
+        self._subscribe_mid = client.subscribe([(t, self.spec.qos) for t in self.spec.topics])[1]
         self.status.add(connections=1)
-        self.status.update(state="connected", session_present=bool(flags.session_present))
+        self.status.update(state="subscribing", session_present=bool(flags.session_present))
+
+    def _on_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:
+        if mid != self._subscribe_mid:
+            return
+        refused = [t for t, rc in zip(self.spec.topics, reason_codes) if rc.is_failure]
+        if refused:  # the broker's ACL, say: nothing comes until a reconnect subscribes again
+            self.status.update(state="failed",
+                               last_error=f"broker refused the subscription to {', '.join(refused)}")
+            log.warning("adapter %s: broker refused the subscription to %s", self.spec.name,
+                        ", ".join(refused))
+            return
+        self.status.update(state="connected")
 
     def _on_connect_fail(self, client, userdata) -> None:
         self.status.add(retries=1)
