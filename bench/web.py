@@ -26,13 +26,15 @@ sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import aiohttp  # noqa: E402
 
 from bench.adapters import COLUMNS, events  # noqa: E402
+from ccl.plan.model import NATIVE, Column, Element, Physical, Plan  # noqa: E402
 from runtime.web.server import Server, WebService  # noqa: E402
 
 
-def plan() -> dict:
-    return {"project": "bench", "elements": [
-        {"name": "Trades", "kind": "stream", "role": "input", "query": None, "key": [],
-         "columns": COLUMNS, "physical": {"input_adapter": None}}], "adapters": []}
+def plan() -> Plan:
+    trades = Element("Trades", "stream", "input", None, None,
+                     tuple(Column(name, ccl_type) for name, ccl_type in COLUMNS), (),
+                     physical=Physical(NATIVE, "an input"))
+    return Plan("bench", "", {}, (), (trades,), ())
 
 
 async def post_all(url: str, bodies: list[bytes], kind: str) -> list[float]:

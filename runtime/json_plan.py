@@ -1,7 +1,8 @@
 """The plan's JSON form on the driver, for the modules that still read the plan by string key.
 
 ``runtime.run.run_plan`` takes the typed plan (``ccl.plan.model.Plan``); run.py, run_setup.py,
-outputs.py, the project query's listing and job.element_query's decisions read it as data. The
+outputs.py, the project query's listing, job.element_query's decisions, verify.py and web/ read
+it as data. The
 modules behind them that are not converted yet (batch_writers.py, frames.py's input readers,
 native_stages.py, native_agg.py, topology.py, bad_records.py, the project query's batches,
 adapters/, rebucket.py, and through them the engine, which gets the plan's JSON text on the

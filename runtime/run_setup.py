@@ -212,8 +212,7 @@ def atomic_json(path: str, data: object) -> None:
 
 def input_files(element: dict, plan: dict, options: RunOptions):
     """:func:`element_files` for the modules that still read the plan's JSON form (``element``
-    and ``plan`` as runtime/job.py, frames.py, project_query.py, verify.py and web/server.py
-    hold them)."""
+    and ``plan`` as runtime/frames.py and project_query.py hold them)."""
     adapter = next((a for a in plan["adapters"] if a["name"] == element["physical"]["input_adapter"]),
                    None)
     return _bound_files(element["name"], None if adapter is None else str(adapter["type"]),

@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import Callable, Mapping, Optional, Sequence
 
 from ccl.plan.codec import plan_to_json
-from ccl.plan.model import Plan
+from ccl.plan.model import Element, Plan
 
 ENGINE, SPARK = "engine", "spark"
 
@@ -95,46 +95,44 @@ class VerifyResult:
 
 # --- the engine path ------------------------------------------------------------------------------
 
-def engine_refusal(plan: dict) -> Optional[str]:
+def engine_refusal(plan: Plan) -> Optional[str]:
     """Why the engine path cannot run ``plan`` (None: it can)."""
-    from .topology import is_input
-
-    for e in plan["elements"]:
-        name = e["name"]
-        if e.get("module_partition"):
-            return f"{name} is in a partitioned module instance"
-        if e["kind"] in ("reference", "error stream"):
-            return f"{name} is a{'n' if e['kind'][0] == 'e' else ''} {e['kind']}"
-        if is_input(e):
+    for e in plan.elements:
+        if e.module_partition is not None:
+            return f"{e.name} is in a partitioned module instance"
+        if e.kind in ("reference", "error stream"):
+            return f"{e.name} is a{'n' if e.kind[0] == 'e' else ''} {e.kind}"
+        if e.is_input:
             continue
-        if e.get("query") is None and not e.get("flex"):
-            return f"{name} ({e['kind']}) has no query the engine runs"
-        for spec in (e.get("partition") or {}).get("specs", []):
-            if spec["method"] not in ("hash", "roundrobin", "custom"):
-                return f"{name}: partition method {spec['method']}"
+        if e.query is None and e.flex is None:
+            return f"{e.name} ({e.kind}) has no query the engine runs"
+        for spec in e.partition.specs if e.partition is not None else ():
+            if spec.method not in ("hash", "roundrobin", "custom"):
+                return f"{e.name}: partition method {spec.method}"
     return None
 
 
-def _input_rows(element: dict, plan: dict, inputs: Mapping[str, str], base_dir: str
+def _input_rows(element: Element, plan: Plan, inputs: Mapping[str, str], base_dir: str
                 ) -> tuple[list[tuple[int, str, dict]], int]:
     """An input element's rows ``(seq, op, values)`` from its bound files, in file then line
     order, and how many records were bad (not parsed)."""
     from .inputs.csv_text import read_file
     from .inputs.formats import CsvFormat
     from .inputs.listing import list_new_files
-    from .run_setup import RunOptions, input_files
+    from .run_setup import RunOptions, element_files
 
-    spec, props = input_files(element, plan, RunOptions(inputs=dict(inputs), base_dir=base_dir))
+    spec, props = element_files(element, plan, RunOptions(inputs=dict(inputs), base_dir=base_dir))
     if spec is None:
         return [], 0
-    fmt = CsvFormat.from_options(props, element["name"])
+    fmt = CsvFormat.from_options(props, element.name)
     if fmt.whole_files:
-        raise EngineUnsupported(f"{element['name']} reads XML or JSON files")
+        raise EngineUnsupported(f"{element.name} reads XML or JSON files")
     rows: list[tuple[int, str, dict]] = []
     bad = 0
-    names = [c[0] for c in element["columns"]]
+    columns = [(c.name, c.type) for c in element.columns]
+    names = [c.name for c in element.columns]
     for file_no, name in enumerate(list_new_files(spec, ())):
-        for rec in read_file(os.path.join(spec.dir, name), element["columns"], fmt, file_no):
+        for rec in read_file(os.path.join(spec.dir, name), columns, fmt, file_no):
             if rec[2] is not None:
                 bad += 1
                 continue
@@ -149,31 +147,30 @@ _SPLASH_KINDS = {"integer": "integer", "long": "long", "float": "float", "string
 class _Router:
     """The instance (or instances) of an element each row of one of its sources goes to."""
 
-    def __init__(self, element: dict, source: dict, source_is_input: bool) -> None:
-        partition = element.get("partition") or None
-        self.count = int(partition["count"]) if partition else 1
-        self.spec = next((s for s in partition["specs"] if s["input"] == source["name"]), None) \
-            if partition else None
+    def __init__(self, element: Element, source: Element) -> None:
+        partition = element.partition
+        self.count = partition.count if partition is not None else 1
+        self.spec = partition.spec_for(source.name) if partition is not None else None
         self.broadcast = partition is not None and self.spec is None
-        self.source_is_input = source_is_input
+        self.source_is_input = source.is_input
         self.fn = None
         if self.spec is None:
             return
-        types = dict((c[0], c[1]) for c in source["columns"])
-        self.method = self.spec["method"]
-        self.columns = list(self.spec.get("columns") or [])
+        types = {c.name: c.type for c in source.columns}
+        self.method = self.spec.method
+        self.columns = list(self.spec.columns)
         if self.method == "roundrobin" and self.columns:
             self.method = "hash"  # ROUNDROBIN over a keyed source rotates its keys (the planner's)
         self.types = [types[c] for c in self.columns]
         if self.method == "custom":
             from ccl.splash.interpreter import PartitionFunction
             from ccl.splash.types import scalar
-            from .engine.trees import tree
 
-            var = partition.get("partitions_var") or ""
-            target = var[:-len("_partitions")] if var.endswith("_partitions") else element["name"]
+            assert partition is not None and self.spec.block is not None
+            var = partition.partitions_var or ""
+            target = var[:-len("_partitions")] if var.endswith("_partitions") else element.name
             kinds = {c: scalar(_SPLASH_KINDS[t]) for c, t in types.items() if t in _SPLASH_KINDS}
-            self.fn = PartitionFunction(tree(self.spec["block"]), self.spec.get("as") or source["name"],
+            self.fn = PartitionFunction(self.spec.block, self.spec.alias or source.name,
                                         target, self.count, column_types=kinds)
 
     def instances(self, seq: int, src: int, sub: int, values: dict) -> tuple[Sequence[int], Optional[str]]:
@@ -192,22 +189,20 @@ class _Router:
         return ((instance,), None) if instance is not None else ((), reason)
 
 
-def _order(plan: dict) -> list[dict]:
+def _order(plan: Plan) -> list[Element]:
     """The elements with every element after the ones it reads."""
-    from .topology import ports_of
+    by_name = {e.name: e for e in plan.elements}
+    done: dict[str, Element] = {}
 
-    by_name = {e["name"]: e for e in plan["elements"]}
-    done: dict[str, dict] = {}
-
-    def visit(e: dict, path: tuple[str, ...]) -> None:
-        if e["name"] in done or e["name"] in path:
+    def visit(e: Element, path: tuple[str, ...]) -> None:
+        if e.name in done or e.name in path:
             return
-        for _, source in ports_of(e):
-            if source != e["name"] and source in by_name:
-                visit(by_name[source], path + (e["name"],))
-        done[e["name"]] = e
+        for _, source in e.ports():
+            if source != e.name and source in by_name:
+                visit(by_name[source], path + (e.name,))
+        done[e.name] = e
 
-    for e in plan["elements"]:
+    for e in plan.elements:
         visit(e, ())
     return list(done.values())
 
@@ -218,32 +213,32 @@ def run_on_engine(typed: Plan, inputs: Mapping[str, str], base_dir: str,
     the final contents of every output element. Raises :class:`EngineUnsupported`."""
     from .engine.changes import Bad, Emit, Event
     from .engine.flex import make_engine
-    from .topology import first_ports, is_input, ports_of
+    from .topology import first_ports
 
-    plan = plan_to_json(typed)
-    why = engine_refusal(plan)
+    why = engine_refusal(typed)
     if why is not None:
         raise EngineUnsupported(why)
+    plan = plan_to_json(typed)  # the engine's form (runtime/json_plan.py)
+    elements = {e["name"]: e for e in plan["elements"]}
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    by_name = {e["name"]: e for e in plan["elements"]}
     # element -> its changelog: (instance, seq, sub, op, values)
     emitted: dict[str, list[tuple[int, int, int, str, dict]]] = {}
     results: dict[str, ElementResult] = {}
-    for element in _order(plan):
-        name = element["name"]
-        engine = make_engine(element, plan, 0)
+    for element in _order(typed):
+        name = element.name
+        engine = make_engine(elements[name], plan, 0)
         received: dict[int, list[tuple]] = defaultdict(list)
-        if is_input(element):
-            rows, _ = _input_rows(element, plan, inputs, base_dir)
+        if element.is_input:
+            rows, _ = _input_rows(element, typed, inputs, base_dir)
             received[0] = [(seq, 0, 0, 0, op, values) for seq, op, values in rows]
         else:
-            for port, (_, source) in enumerate(ports_of(element)):
-                router = _Router(element, by_name[source], is_input(by_name[source]))
+            for port, (_, source) in enumerate(element.ports()):
+                router = _Router(element, typed.element(source))
                 for inst, seq, sub, op, values in emitted.get(source, ()):
                     targets, _reason = router.instances(seq, inst, sub, values)
                     for target in targets:
                         received[target].append((seq, inst, sub, port, op, values))
-        first = first_ports(plan, element)
+        first = first_ports(plan, elements[name])
         order = (lambda x: (x[3] not in first, *x[:4])) if first else (lambda x: x[:4])
         out: list[tuple[int, int, int, str, dict]] = []
         for inst in sorted(received):
@@ -256,17 +251,17 @@ def run_on_engine(typed: Plan, inputs: Mapping[str, str], base_dir: str,
                 elif not isinstance(o, Bad):  # pragma: no cover - the engine emits only these
                     raise EngineUnsupported(f"{name}: unexpected engine output {o!r}")
         emitted[name] = out
-        if element.get("role") == "output":
+        if element.role == "output":
             results[name] = _final(element, out)
     return results
 
 
-def _final(element: dict, changelog: list[tuple[int, int, int, str, dict]]) -> ElementResult:
+def _final(element: Element, changelog: list[tuple[int, int, int, str, dict]]) -> ElementResult:
     """An output element's final contents from its changelog (instances side by side)."""
-    columns = [c[0] for c in element["columns"]]
-    kind = element["kind"]
+    columns = [c.name for c in element.columns]
+    kind = element.kind
     if kind == "window":
-        key = list(element.get("key") or columns)
+        key = list(element.key or columns)
         held: dict[tuple, tuple] = {}  # (instance, key) -> (seq, instance, sub, row)
         for inst, seq, sub, op, values in changelog:
             k = (inst, *(canonical(values.get(c)) for c in key))
@@ -280,14 +275,14 @@ def _final(element: dict, changelog: list[tuple[int, int, int, str, dict]]) -> E
         for k, last in held.items():
             if k[1:] not in final or last[:3] > final[k[1:]][:3]:
                 final[k[1:]] = last
-        return ElementResult(element["name"], kind, columns, key, [v[3] for v in final.values()])
+        return ElementResult(element.name, kind, columns, key, [v[3] for v in final.values()])
     # as NAME.csv: in the order the element produced them (sequence, instance, sub-row)
     changelog = sorted(changelog, key=lambda c: (c[1], c[0], c[2]))
-    ordered = not element.get("partition") and not element.get("module_partition")
+    ordered = element.partition is None and element.module_partition is None
     if kind == "delta stream":
-        return ElementResult(element["name"], kind, ["ESP_OPS"] + columns, [],
+        return ElementResult(element.name, kind, ["ESP_OPS"] + columns, [],
                              [{"ESP_OPS": op, **values} for *_, op, values in changelog], ordered)
-    return ElementResult(element["name"], kind, columns, [], [values for *_, values in changelog],
+    return ElementResult(element.name, kind, columns, [], [values for *_, values in changelog],
                          ordered)
 
 
@@ -306,22 +301,21 @@ def run_on_spark(spark, typed: Plan, inputs: Mapping[str, str], base_dir: str) -
         options = RunOptions(inputs=dict(inputs), base_dir=base_dir,
                              run_dir=os.path.join(scratch, "run"), until_idle=True)
         run_plan(spark, typed, options, out_dir)
-        plan = plan_to_json(typed)
         results = {}
-        for e in plan["elements"]:
-            if e.get("role") != "output":
+        for e in typed.elements:
+            if e.role != "output":
                 continue
-            path = os.path.join(out_dir, e["name"] + ".csv")
+            path = os.path.join(out_dir, e.name + ".csv")
             rows: list[dict] = []
             if os.path.exists(path):
                 with open(path, newline="", encoding="utf-8") as f:
                     rows = [dict(r) for r in csv.DictReader(f)]
-            columns = [c[0] for c in e["columns"]]
-            if e["kind"] == "delta stream":
+            columns = [c.name for c in e.columns]
+            if e.kind == "delta stream":
                 columns = ["ESP_OPS"] + columns
-            key = list(e.get("key") or columns) if e["kind"] == "window" else []
-            ordered = not e.get("partition") and not e.get("module_partition")
-            results[e["name"]] = ElementResult(e["name"], e["kind"], columns, key, rows, ordered)
+            key = list(e.key or columns) if e.kind == "window" else []
+            ordered = e.partition is None and e.module_partition is None
+            results[e.name] = ElementResult(e.name, e.kind, columns, key, rows, ordered)
         return results
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -6,7 +6,6 @@ import random
 import pytest
 
 from ccl.cli.verify import without_partitions
-from ccl.plan.codec import plan_to_json
 from ccl.plan.planner import plan_project
 from ccl.syntax import nodes as n
 from ccl.syntax.project import load_project
@@ -263,7 +262,7 @@ CREATE ERROR STREAM errs ON o;
 """
     plan, diags = plan_project(_write(tmp_path, text))
     assert plan is not None, diags
-    assert "errs is an error stream" == engine_refusal(plan_to_json(plan))
+    assert "errs is an error stream" == engine_refusal(plan)
 
 
 def test_engine_path_bad_rows_do_not_stop_the_run(tmp_path):

@@ -28,6 +28,7 @@ from ccl.ops import workspace as ws
 from runtime.inputs.csv_text import parse_file_text
 from runtime.inputs.formats import CsvFormat
 from ccl.config.project_config import load_project_config
+from ccl.plan.codec import plan_from_json
 from runtime.web.rows import PostError, prepare_json
 from runtime.web.server import Server, WebService
 
@@ -66,7 +67,7 @@ def changelog(run_dir: Path, element: str, batch: int, changes: list) -> None:
 @pytest.fixture
 def served(tmp_path):
     """A service on a run directory and two input directories, with a token; (url, paths)."""
-    plan = json.loads(compiled(tmp_path).read_text())
+    plan = plan_from_json(json.loads(compiled(tmp_path).read_text()))
     inputs = {"Prices": tmp_path / "in" / "Prices", "Trades": tmp_path / "in" / "Trades"}
     for d in inputs.values():
         d.mkdir(parents=True)
@@ -346,24 +347,23 @@ def test_json_posted_to_csv_inputs_of_other_formats_round_trips():
     """Posted JSON written for readers with a delimiter and stream-name opcodes, or without a
     header (inserts only), reads back as the same rows; a broken array loses only its bad
     element."""
-    element = {"name": "Prices", "columns": PRICES}
     records = [{"Sym": "A;B", "Px": 1.25, "Qty": 2, "Ts": "2024-03-04 09:00:00"},
                {"ESP_OPS": "u", "Sym": "C", "Qty": None}]
     fmt = CsvFormat.from_options({"delimiter": ";", "expectStreamNameOpcode": "true"}, "Prices")
-    prepared = prepare_json(json.dumps(records), element, fmt)
+    prepared = prepare_json(json.dumps(records), "Prices", PRICES, fmt)
     assert prepared.bad == [] and prepared.ext == "csv"
     rows = list(parse_file_text(prepared.data.decode(), PRICES, fmt))
     assert [(r[1], r[2]) + r[4:7] for r in rows] == [("i", None, "A;B", 1.25, 2),
                                                      ("u", None, "C", None, None)]
     assert str(rows[0][7]).startswith("2024-03-04 09:00:00")
     headless = CsvFormat.from_options({"hasHeader": "false"})
-    prepared = prepare_json(json.dumps(records), element, headless)
+    prepared = prepare_json(json.dumps(records), "Prices", PRICES, headless)
     assert [(b["record"], b["reason"]) for b in prepared.bad] == [
         (2, "this input reads files without a header, where every row is an insert")]
     rows = list(parse_file_text(prepared.data.decode(), PRICES, headless))
     assert [r[4] for r in rows if r[2] is None] == ["A;B"] and sum(r[2] is not None for r in rows) == 1
     broken = '[{"Sym": "A", "Qty": 1},\n {"Sym": oops},\n {"Sym": "B", "Qty": 2}]\n{"Sym": "C", "Qty": 3}'
-    prepared = prepare_json(broken, element, CsvFormat())
+    prepared = prepare_json(broken, "Prices", PRICES, CsvFormat())
     assert [b["record"] for b in prepared.bad] == [2]
     rows = list(parse_file_text(prepared.data.decode(), PRICES, CsvFormat()))
     assert [(r[4], r[6]) for r in rows if r[2] is None] == [("A", 1), ("B", 2), ("C", 3)]
@@ -375,7 +375,7 @@ def test_a_json_input_takes_posted_json_as_is(tmp_path):
     (tmp_path / "j.ccl").write_text(project)
     code, _, err = run("compile", str(tmp_path / "j.ccl"), "-o", str(tmp_path / "build"))
     assert code == 0, err
-    plan = json.loads((tmp_path / "build" / "j.ccx").read_text())
+    plan = plan_from_json(json.loads((tmp_path / "build" / "j.ccx").read_text()))
     service = WebService(plan, str(tmp_path / "ck"), {}, str(tmp_path))
     body = b'{"Id": 1, "Name": "a"}\n{"Id": "x"}\n'
     answer = service.post("J", body, "application/json")

@@ -718,7 +718,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write("ccl run: note: web.enabled: the web service runs only with a run that goes on "
                   "until stopped (without --until-idle)\n")
     elif settings["web.enabled"]:
-        web = _start_web(plan_to_json(plan), options, settings, err)
+        web = _start_web(plan, options, settings, err)
         if web is None:
             if scratch:
                 shutil.rmtree(scratch, ignore_errors=True)
@@ -816,7 +816,7 @@ def _workspace(args: argparse.Namespace) -> str:
     return resolve_workspace(None, default_workspace_setting(), True)
 
 
-def _start_web(plan: dict, options, settings, err: TextIO):
+def _start_web(plan: "Plan", options, settings, err: TextIO):
     """The web service of a `ccl run` that goes on until stopped, serving in this process (a
     thread) until the run ends; every element's changes are recorded for it. None (after saying
     why) when it cannot listen."""

@@ -15,6 +15,8 @@ import sys
 import threading
 from typing import Sequence
 
+from ccl.plan.codec import plan_from_json
+
 from .server import Server, WebService
 
 
@@ -35,7 +37,7 @@ def main(argv: Sequence[str]) -> int:
         with open(argv[0], encoding="utf-8") as f:
             config = json.load(f)
         with open(config["plan"], encoding="utf-8") as f:
-            plan = json.load(f)
+            plan = plan_from_json(json.load(f))
         service = WebService(plan, config["run_dir"], dict(config.get("inputs") or {}),
                              config.get("base_dir") or ".", str(config.get("token") or ""))
     except (OSError, ValueError, KeyError, TypeError) as exc:

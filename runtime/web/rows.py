@@ -18,6 +18,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ccl.plan.model import Element
+
 from ..csv_output import format_value
 from ..inputs.csv_text import parse_file_text
 from ..inputs.formats import LINE_BITS, OPS_COLUMN, CsvFormat
@@ -63,10 +65,10 @@ def _bad(rows: list, label: str) -> list[dict]:
     return [{label: r[0] & _LINE_MASK, "reason": r[2], "raw": r[3]} for r in rows if r[2] is not None]
 
 
-def prepare_json(text: str, element: dict, fmt: CsvFormat) -> Prepared:
+def prepare_json(text: str, name: str, columns: list[tuple[str, str]], fmt: CsvFormat) -> Prepared:
     """Posted JSON (objects, arrays of objects, or one object a line; ``ESP_OPS`` the opcode) for
-    an element whose reader reads ``fmt``: the JSON itself for a JSON reader, else CSV lines."""
-    columns = element["columns"]
+    the input element ``name`` with ``columns`` (``(name, CCL type)`` pairs) whose reader reads
+    ``fmt``: the JSON itself for a JSON reader, else CSV lines."""
     if fmt.json:
         rows = list(parse_json_text(text, columns, fmt))
         if not rows:
@@ -76,7 +78,7 @@ def prepare_json(text: str, element: dict, fmt: CsvFormat) -> Prepared:
     items = json_items(text)
     if not items:
         raise PostError("no records in the request (post JSON objects, or an array of them)")
-    names = [c[0] for c in columns]
+    names = [c for c, _ in columns]
     out = io.StringIO()
     writer = csv.writer(out, delimiter=fmt.delimiter, lineterminator="\n")
     width = len(names) + 1
@@ -105,7 +107,7 @@ def prepare_json(text: str, element: dict, fmt: CsvFormat) -> Prepared:
         lower = {str(k).lower(): v for k, v in record.items()}
         values = [_field_text(record[nm] if nm in record else lower.get(nm.lower())) for nm in names]
         if fmt.stream_opcode:
-            writer.writerow([fmt.stream_name or element["name"], op] + values)
+            writer.writerow([fmt.stream_name or name, op] + values)
         elif fmt.has_header is False:
             writer.writerow(values)
         else:
@@ -181,13 +183,12 @@ def json_items(text: str) -> list[tuple[Any, Optional[str], str]]:
         pos = stop
 
 
-def prepare_csv(text: str, element: dict, fmt: CsvFormat) -> Prepared:
-    """Posted CSV text for an element whose reader reads CSV ``fmt``: the text itself, as ``ccl
-    publish`` copies a file."""
+def prepare_csv(text: str, name: str, columns: list[tuple[str, str]], fmt: CsvFormat) -> Prepared:
+    """Posted CSV text for the input element ``name`` with ``columns`` whose reader reads CSV
+    ``fmt``: the text itself, as ``ccl publish`` copies a file."""
     if fmt.json or fmt.xml_list:
-        raise PostError(f"input {element['name']} reads {'JSON' if fmt.json else 'XML'}: post JSON",
-                        415)
-    rows = list(parse_file_text(text, element["columns"], fmt))
+        raise PostError(f"input {name} reads {'JSON' if fmt.json else 'XML'}: post JSON", 415)
+    rows = list(parse_file_text(text, columns, fmt))
     if not rows:
         raise PostError("no records in the request")
     if not text.endswith("\n"):
@@ -236,12 +237,12 @@ class Contents:
     keeps its inserted rows (a delete removes an equal row) and a stream the rows of its last
     batch."""
 
-    def __init__(self, run_dir: str, element: dict) -> None:
+    def __init__(self, run_dir: str, element: Element) -> None:
         self.run_dir = run_dir
-        self.element = element
-        self.key = list(element.get("key") or [])
-        self.columns = element["columns"]
-        self.stream = element.get("kind") == "stream" and not self.key
+        self.name = element.name
+        self.key = list(element.key)
+        self.columns = [(c.name, c.type) for c in element.columns]
+        self.stream = element.kind == "stream" and not self.key
         self._lock = threading.Lock()
         self._seen: set[str] = set()
         self._keyed: dict[tuple, dict] = {}
@@ -251,7 +252,7 @@ class Contents:
     def current(self) -> dict:
         """``{"batch": last batch read, "rows": [...]}`` after reading the new changelog files."""
         with self._lock:
-            for path in changelog_files(self.run_dir, self.element["name"]):
+            for path in changelog_files(self.run_dir, self.name):
                 if path in self._seen:
                     continue
                 try:

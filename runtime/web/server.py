@@ -17,7 +17,9 @@ from aiohttp import WSMsgType, web
 
 from ..adapters.inbox import Inbox
 from ..inputs.formats import CsvFormat
-from ..run_setup import RunOptions, input_files
+from ccl.plan.model import Element, Plan
+
+from ..run_setup import RunOptions, element_files
 from .rows import (Contents, PostError, batch_number, changelog_files, prepare_csv, prepare_json,
                    read_changes)
 
@@ -43,23 +45,23 @@ class WebService:
     directories of its input elements (``inputs``: element to directory, as ``--input`` binds
     them)."""
 
-    def __init__(self, plan: dict, run_dir: str, inputs: dict[str, str], base_dir: str = ".",
+    def __init__(self, plan: Plan, run_dir: str, inputs: dict[str, str], base_dir: str = ".",
                  token: str = "") -> None:
         self.plan = plan
         self.run_dir = run_dir
         self.token = token
-        self.elements = {e["name"]: e for e in plan["elements"]}
+        self.elements = {e.name: e for e in plan.elements}
         self.targets: dict[str, InputTarget] = {}
         self.contents: dict[str, Contents] = {}
         options = RunOptions(inputs=dict(inputs), base_dir=base_dir, run_dir=run_dir)
-        for e in plan["elements"]:
-            if e.get("role") == "input" and e.get("query") is None:
-                self.targets[e["name"]] = self._target(e, options)
+        for e in plan.elements:
+            if e.is_input:
+                self.targets[e.name] = self._target(e, options)
 
-    def _target(self, element: dict, options: RunOptions) -> InputTarget:
+    def _target(self, element: Element, options: RunOptions) -> InputTarget:
         try:
-            files, props = input_files(element, self.plan, options)
-            fmt = CsvFormat.from_options(props, element["name"])
+            files, props = element_files(element, self.plan, options)
+            fmt = CsvFormat.from_options(props, element.name)
         except (ValueError, KeyError) as exc:
             return InputTarget(None, None, None, f"its adapter's properties cannot be used: {exc}")
         if files is None:
@@ -96,12 +98,12 @@ class WebService:
             text = body.decode("utf-8")
         except UnicodeDecodeError:
             raise PostError("the request is not UTF-8 text") from None
-        element = self.elements[name]
+        columns = _columns(self.elements[name])
         kind = content_type.split(";")[0].strip().lower()
         if kind in ("application/json", "application/x-ndjson", "application/jsonl"):
-            prepared = prepare_json(text, element, target.fmt)
+            prepared = prepare_json(text, name, columns, target.fmt)
         elif kind in ("text/csv", "text/plain"):
-            prepared = prepare_csv(text, element, target.fmt)
+            prepared = prepare_csv(text, name, columns, target.fmt)
         else:
             raise PostError(f"content type {kind or 'none'}: post application/json or text/csv", 415)
         if target.pattern and target.pattern != "*":
@@ -116,19 +118,26 @@ class WebService:
         return {"element": name, "file": os.path.basename(path), "records": prepared.records,
                 "accepted": prepared.records - len(prepared.bad), "bad": prepared.bad}
 
-    def element(self, name: str) -> dict:
+    def element(self, name: str) -> Element:
+        """The element ``name`` (404 when the project has none)."""
         if name not in self.elements:
             raise web.HTTPNotFound(text=json.dumps({"error": f"no element {name!r}"}),
                                    content_type="application/json")
         return self.elements[name]
 
     def current(self, name: str) -> dict:
+        """``name``'s current rows (:class:`Contents`), with its kind and key."""
         element = self.element(name)
         if name not in self.contents:
             self.contents[name] = Contents(self.run_dir, element)
         c = self.contents[name]
         now = c.current()
-        return {"element": name, "kind": element.get("kind"), "key": c.key, **now}
+        return {"element": name, "kind": element.kind, "key": c.key, **now}
+
+
+def _columns(element: Element) -> list[tuple[str, str]]:
+    """``element``'s ``(name, CCL type)`` pairs, as the parsers and the changelog reader take them."""
+    return [(c.name, c.type) for c in element.columns]
 
 
 SERVICE = web.AppKey("service", WebService)
@@ -149,12 +158,12 @@ async def _auth(request: web.Request, handler: Any) -> web.StreamResponse:
 
 async def _index(request: web.Request) -> web.Response:
     service: WebService = request.app[SERVICE]
-    return _json({"project": service.plan.get("project"),
-                  "elements": [{"name": e["name"], "kind": e.get("kind"), "role": e.get("role"),
-                                "key": e.get("key") or [], "columns": e["columns"],
-                                "post": e["name"] in service.targets
-                                and service.targets[e["name"]].problem is None}
-                               for e in service.plan["elements"]]})
+    return _json({"project": service.plan.project,
+                  "elements": [{"name": e.name, "kind": e.kind, "role": e.role,
+                                "key": list(e.key), "columns": [list(c) for c in _columns(e)],
+                                "post": e.name in service.targets
+                                and service.targets[e.name].problem is None}
+                               for e in service.plan.elements]})
 
 
 async def _post_rows(request: web.Request) -> web.Response:
@@ -198,7 +207,8 @@ async def _changes(request: web.Request) -> web.StreamResponse:
     loop = asyncio.get_running_loop()
     files = await loop.run_in_executor(None, changelog_files, service.run_dir, name)
     seen = set(files) if start == "now" else set()
-    await ws.send_json({"element": name, "columns": element["columns"], "from": start,
+    columns = _columns(element)
+    await ws.send_json({"element": name, "columns": [list(c) for c in columns], "from": start,
                         "batch": batch_number(files[-1]) if files else None})
     reader = asyncio.ensure_future(ws.receive())
     try:
@@ -207,7 +217,7 @@ async def _changes(request: web.Request) -> web.StreamResponse:
                 if path in seen:
                     continue
                 try:
-                    changes = await loop.run_in_executor(None, read_changes, path, element["columns"])
+                    changes = await loop.run_in_executor(None, read_changes, path, columns)
                 except (OSError, ValueError):
                     continue  # seen again at the next look
                 seen.add(path)
