@@ -667,7 +667,7 @@ def test_real_standalone_cluster_deploy_publish_subscribe_stop(tmp_path):
         assert code == 2  # running: refused
 
         got = _wait_for("the first LargeTrades rows",
-                        lambda: _subscribed_ids(env, "rr") or None, 100)
+                        lambda: _subscribed_ids(env, "rr") or None, 240)
         assert got == expected  # the filter over 3 ROUNDROBIN instances, in input order
 
         more = tmp_path / "more.csv"
@@ -678,7 +678,7 @@ def test_real_standalone_cluster_deploy_publish_subscribe_stop(tmp_path):
         code, out, err = _ccl(env, "publish", "rr", "Trades", str(more))
         assert code == 0, err
         got = _wait_for("the published rows",
-                        lambda: (lambda ids: ids if len(ids) > 99 else None)(_subscribed_ids(env, "rr")), 60)
+                        lambda: (lambda ids: ids if len(ids) > 99 else None)(_subscribed_ids(env, "rr")), 120)
         assert got == expected + ["900001", "900003"]
 
         code, out, _ = _ccl(env, "status", "rr", "--format", "json")
