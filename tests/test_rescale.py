@@ -189,6 +189,14 @@ REFUSED = {
         PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
         AS SELECT t.Qty, count(*) N FROM Trades t GROUP BY t.Qty;""",
                            r"GROUP BY does not include the hash column Sym"),
+    "engine_group_without_hash": ("""CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED
+        PARTITION BY Names HASH(Sym) PARTITIONS PARTS
+        AS SELECT n.Name, count(*) N FROM Names n GROUP BY n.Name;""",
+                                  r"GROUP BY does not include the hash column Sym"),
+    "join_aggregates": ("""CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED
+        PARTITION BY Trades HASH(Sym), BY Names HASH(Sym) PARTITIONS PARTS
+        AS SELECT t.Sym, count(*) N FROM Trades t INNER JOIN Names n ON t.Sym = n.Sym
+        GROUP BY t.Sym;""", r"it joins and aggregates"),
     "key_without_hash": ("""CREATE OUTPUT WINDOW W PRIMARY KEY (TradeId)
         PARTITION BY Trades HASH(Sym) PARTITIONS PARTS AS SELECT * FROM Trades;""",
                          r"PRIMARY KEY does not include the hash column Sym"),
@@ -584,3 +592,19 @@ def test_an_engine_aggregation_resumed_after_a_rescale_gives_the_outputs_of_the_
     got = run_project(spark, split, GROUP_PROJECT, inputs(split), params={"PARTS": str(then)})
     assert _group_outputs(got) == expected
     assert got.bad_records() == []
+
+
+def test_engine_aggregations_grouped_by_the_hash_columns_are_allowed(tmp_path):
+    """Each move of an aggregation the per-instance engine runs says where the hash columns sit
+    in its group key (over a stream and over a window, the hash column first or not)."""
+    path = tmp_path / "p.ccl"
+    path.write_text(GROUP_PROJECT)
+    old, new = _plan(str(path), 4), _plan(str(path), 7)
+    assert {e["name"]: e["physical"]["path"] for e in new["elements"]
+            if e["name"] in ("W", "X", "Y")} == dict.fromkeys("WXY", "per-instance")
+    moves, refused = rescale_moves(old, new)
+    assert refused == []
+    assert {n: (m["store"], m["groups"], m["hash"]) for n, m in moves.items()} == {
+        "W": ("engine", [0], [["k", "k", "string"]]),
+        "X": ("engine", [0], [["k", "k", "string"]]),
+        "Y": ("engine", [1], [["k", "k", "string"]])}
