@@ -17,6 +17,10 @@ module carries the moves out, as the state is after the last batch the project's
   whose match counts are counted again there (:func:`_split_join`, :func:`_recount`);
 - a Flex's dictionaries and event cache buckets: each entry where the hash of its key chooses
   (:func:`_split_flex`);
+- an aggregation the per-instance engine runs: each group, input and output key, output row and
+  source row where the hash of its hash column values chooses (:func:`_split_groups`), and for
+  a ``by_group`` one, within its instance, in the bucket runtime/rebucket.py's
+  :func:`~runtime.rebucket.group_router` gives it (:func:`_spread`);
 - a Spark group-by aggregation (runtime/native_agg.py): each group's ``__inst`` in its latest
   snapshot is recomputed from its group columns;
 - a window's changelog: its rows' ``__inst`` is recomputed too, so that the window's final
