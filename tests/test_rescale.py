@@ -508,7 +508,7 @@ def test_a_flex_over_a_window_input_resumed_after_a_rescale(spark, tmp_path):
     assert got.bad_records() == []
 
 
-# --- aggregations run by the per-instance engine ---------------------------------------------------
+# --- aggregations run by the per-instance engine --------------------------------------------------
 
 GROUP_PROJECT = """
 DECLARE PARAMETER integer PARTS := 2; END;
@@ -608,3 +608,37 @@ def test_engine_aggregations_grouped_by_the_hash_columns_are_allowed(tmp_path):
         "W": ("engine", [0], [["k", "k", "string"]]),
         "X": ("engine", [0], [["k", "k", "string"]]),
         "Y": ("engine", [1], [["k", "k", "string"]])}
+
+
+def test_an_engine_aggregation_rescale_cut_short_is_finished_by_the_next_run(
+        spark, tmp_path, monkeypatch):
+    """A crash when the built directories are to be swapped in: the journal (with how a
+    ``by_group`` aggregation's groups find their buckets) makes the next run finish the move."""
+    import runtime.rescale as rs
+
+    def inputs(root) -> dict:
+        return {"S": str(root / "in" / "s"), "U": str(root / "in" / "u")}
+    whole = tmp_path / "whole"
+    _group_files(str(whole / "in"), 2)
+    expected = _group_outputs(run_project(spark, whole, GROUP_PROJECT, inputs(whole),
+                                          params={"PARTS": "5"}))
+    split = tmp_path / "split"
+    _group_files(str(split / "in"), 1)
+    run_project(spark, split, GROUP_PROJECT, inputs(split), params={"PARTS": "3"})
+    run = str(split / "run")
+    old, new = _plan(str(split / "p.ccl"), 3), _plan(str(split / "p.ccl"), 5)
+    moves, refused = rescale_moves(old, new)
+    assert refused == [] and set(moves) == {"W", "X", "Y"}
+
+    def killed(path: str) -> None:
+        raise KeyboardInterrupt("killed")
+    monkeypatch.setattr(rs, "swap_dir", killed)
+    with pytest.raises(KeyboardInterrupt):
+        rs.rescale_run(run, old, new, moves)
+    job = json.loads(open(os.path.join(run, "rescale.json")).read())
+    assert job["moves"]["X"]["spread"]["columns"] == ["k"] and "spread" not in job["moves"]["Y"]
+    monkeypatch.undo()
+    _group_files(str(split / "in"), 2)
+    got = run_project(spark, split, GROUP_PROJECT, inputs(split), params={"PARTS": "5"})
+    assert _group_outputs(got) == expected
+    assert not os.path.exists(os.path.join(run, "rescale.json"))
