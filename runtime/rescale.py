@@ -304,12 +304,12 @@ def _split(name: str, inst: int, state: dict, move: dict, element: dict,
     per = list((element.get("keep") or {}).get("per") or [])
     by_group = _router(move, per) if per else None
 
+    # (an aggregation's skeleton is without its aggregates' and sources' entries too)
+    shape = _bare(state, inst) if move.get("groups") is not None else state
+
     def target(j: int) -> dict:
         if j not in into:
-            into[j] = _skeleton(state, join)
-            if move.get("groups") is not None:  # (its aggregates' and sources' entries too)
-                for owner, field, _, _ in stored_parts(into[j], j):
-                    owner[field] = {}
+            into[j] = _skeleton(shape, join)
         elif state.get("seq") is not None and (into[j].get("seq") is None
                                                or state["seq"] > into[j]["seq"]):
             into[j]["seq"] = state["seq"]
@@ -386,6 +386,20 @@ def _split_groups(name: str, inst: int, state: dict, move: dict, target: Any) ->
             there[0][there[1]][key] = value
 
 
+def _bare(state: dict, inst: int) -> dict:
+    """A copy of the instance state ``state`` (of instance ``inst``) with every stored part
+    empty (the entries are not copied)."""
+    parts = list(stored_parts(state, inst))
+    held = [owner[field] for owner, field, _, _ in parts]
+    for owner, field, _, _ in parts:
+        owner[field] = {}
+    try:
+        return copy.deepcopy(state)
+    finally:
+        for (owner, field, _, _), entries in zip(parts, held):
+            owner[field] = entries
+
+
 def _spread(into: dict[int, dict], route: Any) -> dict[int, dict[int, dict]]:
     """The new instance states ``into`` of a ``by_group`` aggregation cut into the buckets its
     groups go to (``route``: runtime/rebucket.py :func:`~runtime.rebucket.group_router`): per
@@ -394,11 +408,7 @@ def _spread(into: dict[int, dict], route: Any) -> dict[int, dict[int, dict]]:
     for inst, state in into.items():
         parts = list(stored_parts(state, inst))
         held = [owner[field] for owner, field, _, _ in parts]
-        for owner, field, _, _ in parts:
-            owner[field] = {}
-        bare = copy.deepcopy(state)
-        for (owner, field, _, _), entries in zip(parts, held):
-            owner[field] = entries
+        bare = _bare(state, inst)
         pieces: dict[int, list] = {}  # bucket -> the parts of the instance's piece there
         for p, ((_, _, ns, kind), entries) in enumerate(zip(parts, held)):
             if kind is StoredTimes:
