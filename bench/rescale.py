@@ -1,14 +1,17 @@
 """Moving a checkpoint to another PARTITIONS count (runtime/rescale.py) against the alternative,
 running the project again from the start with the new count (issue 26).
 
-    python bench/rescale.py [--project window|join|flex] [--keys 20000] [--rows 100000]
+    python bench/rescale.py [--project window|join|flex|agg] [--keys 20000] [--rows 100000]
                             [--first 2] [--then 3] [--repeats 3]
 
 The ``window`` project is tests/test_rescale.py's: a KEEP 2 ROWS PER (Sym) window keyed by (Sym,
 TradeId) and a GROUP BY Sym aggregation on Spark's group-by, both HASH(Sym) partitioned; ``join``:
 a window of the trades HASH(Sym) LEFT JOINed with a broadcast window of ``--keys / 10`` symbols'
 names (the join's stores, indexes and counts move, the names go to every instance); ``flex``: a
-Flex HASH(Sym) with two dictionaries and an event cache keyed by Sym. The input is ``--rows``
+Flex HASH(Sym) with two dictionaries and an event cache keyed by Sym; ``agg``: a GROUP BY Sym
+aggregation the per-instance engine runs (its WHERE keeps it off Spark's group-by), each
+instance's groups spread over the buckets (the groups, input and output keys, output rows move
+to their instance and bucket). The input is ``--rows``
 trades over ``--keys`` symbols in 4 files. A checkpoint is made with ``--first``
 instances on local[2]; then, ``--repeats`` times each on a copy of it: the move to ``--then``
 (`rescale_run`: the state files and RocksDB stores of the window, the aggregation's snapshot, the
@@ -80,7 +83,15 @@ BEGIN
 END;
 """
 
-PROJECTS = {"window": PROJECT, "join": JOIN, "flex": FLEX}
+AGG = """
+DECLARE PARAMETER integer PARTS := 2; END;
+CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
+CREATE OUTPUT WINDOW Totals PRIMARY KEY DEDUCED
+    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+AS SELECT t.Sym, sum(t.Qty) Qty, count(*) N FROM Trades t WHERE t.Qty >= 0 GROUP BY t.Sym;
+"""
+
+PROJECTS = {"window": PROJECT, "join": JOIN, "flex": FLEX, "agg": AGG}
 
 
 def _names(directory: str, keys: int) -> None:

@@ -17,6 +17,10 @@ module carries the moves out, as the state is after the last batch the project's
   whose match counts are counted again there (:func:`_split_join`, :func:`_recount`);
 - a Flex's dictionaries and event cache buckets: each entry where the hash of its key chooses
   (:func:`_split_flex`);
+- an aggregation the per-instance engine runs: each group, input and output key, output row and
+  source row where the hash of its hash column values chooses (:func:`_split_groups`), and for
+  a ``by_group`` one, within its instance, in the bucket runtime/rebucket.py's
+  :func:`~runtime.rebucket.group_router` gives it (:func:`_spread`);
 - a Spark group-by aggregation (runtime/native_agg.py): each group's ``__inst`` in its latest
   snapshot is recomputed from its group columns;
 - a window's changelog: its rows' ``__inst`` is recomputed too, so that the window's final
@@ -43,12 +47,12 @@ from ccl.splash.values import Dictionary
 
 from .arrow_state import load_states, newest_batches, rows_root, save_states, saved_deadline
 from .processor import INST
-from .rebucket import JOURNAL as REBUCKET_JOURNAL, last_commit
+from .rebucket import JOURNAL as REBUCKET_JOURNAL, group_router, group_spec, last_commit
 from .run_dir import PLAN_FILE, RunDirs, why_not_resumable
 from .run_setup import RunError, atomic_json, layout_of
 from .spark_hash import spark_pmod_hash, spark_pmod_hash_columns
 from .state import variables
-from .state.rows import StoredTimes, detach, stored_parts, uses_window_store
+from .state.rows import StoredTimes, detach, stored_parts, uses_window_store, window_states
 from .state.variables import StoredDictionary, uses_variable_store
 from .state.store import BucketStore, create, read_layout
 
@@ -92,8 +96,12 @@ def rescale_run(root: str, old: dict, new: dict, moves: dict[str, dict]) -> None
             raise RunError(f"the run directory {root} cannot be rescaled: element '{name}' runs "
                            f"in a query of its own, whose state is not moved")
         if move["store"] == "engine" and name in layout.by_group:
-            raise RunError(f"the run directory {root} cannot be rescaled: element '{name}' "
-                           f"spreads each instance's groups over several buckets")
+            if move.get("groups") is None:
+                raise RunError(f"the run directory {root} cannot be rescaled: element '{name}' "
+                               f"spreads each instance's groups over several buckets")
+            # (each group then goes, within its new instance, to the bucket the runtime sends
+            # its rows to)
+            move["spread"] = group_spec(new, name)
     atomic_json(os.path.join(root, JOURNAL),
                 {"batch": last_commit(dirs), "buckets": layout.buckets, "moves": moves,
                  "plan": new, "swapping": False})
@@ -286,7 +294,8 @@ def _split(name: str, inst: int, state: dict, move: dict, element: dict,
     window = state.get("output")
     join = move.get("join")
     for owner, field, ns, _ in stored_parts(state, inst):
-        if owner is not window and owner[field] and join is None and move.get("flex") is None:
+        if (owner is not window and owner[field] and join is None and move.get("flex") is None
+                and move.get("groups") is None):
             raise RunError(f"element '{name}' holds state ({ns}) that is not keyed by the hash "
                            f"columns")
     if window is not None and window.get("bucket") is not None:
@@ -295,14 +304,20 @@ def _split(name: str, inst: int, state: dict, move: dict, element: dict,
     per = list((element.get("keep") or {}).get("per") or [])
     by_group = _router(move, per) if per else None
 
+    # (an aggregation's skeleton is without its aggregates' and sources' entries too)
+    shape = _bare(state, inst) if move.get("groups") is not None else state
+
     def target(j: int) -> dict:
         if j not in into:
-            into[j] = _skeleton(state, join)
+            into[j] = _skeleton(shape, join)
         elif state.get("seq") is not None and (into[j].get("seq") is None
                                                or state["seq"] > into[j]["seq"]):
             into[j]["seq"] = state["seq"]
         return into[j]
 
+    if move.get("groups") is not None:
+        _split_groups(name, inst, state, move, target)
+        return
     if join is not None:
         _split_join(name, state, move, target, counts if counts is not None else {})
     if move.get("flex") is not None:
@@ -322,6 +337,93 @@ def _split(name: str, inst: int, state: dict, move: dict, element: dict,
             continue
         j = by_group(gkey) if by_group is not None else by_key(next(iter(keys)))
         target(j)["output"]["groups"][gkey] = keys
+
+
+def _group_route(move: dict) -> Any:
+    """The new instance of an entry ``(namespace, key, value)`` of an aggregation's state: the
+    hash of its hash column values, which an aggregate's group key holds at ``move["groups"]``
+    (an input or output key's value is its group key), an output row in the hash output
+    columns and a source row in the hash source columns."""
+    positions = list(move["groups"])
+    outs = [out for out, _, _ in move["hash"]]
+    sources = [src for _, src, _ in move["hash"]]
+    instance = _hasher([t for _, _, t in move["hash"]], int(move["to"]))
+
+    def route(ns: str, key: tuple, value: Any) -> int:
+        if ns.startswith("a."):
+            group = key if ns.endswith(".g") else value
+            return instance(tuple(group[p] for p in positions))
+        if ns == "w.output" and isinstance(value, dict):
+            return instance(tuple(value[c] for c in outs))
+        if ns.startswith("w.selects.") and isinstance(value, dict):
+            return instance(tuple(value[c] for c in sources))
+        raise RunError(f"state of kind {ns!r} is not known to be kept by group")
+    return route
+
+
+def _split_groups(name: str, inst: int, state: dict, move: dict, target: Any) -> None:
+    """Add every stored entry of the old aggregation instance state ``state`` (its aggregates'
+    groups, input and output keys, its output window's and source windows' rows and times) to
+    the new instance ``target(j)`` that :func:`_group_route` gives it, in the same part."""
+    route = _group_route(move)
+    parts = list(stored_parts(state, inst))
+    found: dict[int, list] = {}  # new instance -> its parts, as parts lists them
+    for _, window in window_states(state):
+        if window.get("groups") or window.get("bucket") is not None:
+            raise RunError(f"element '{name}' keeps a KEEP of a window per instance")
+    for p, (owner, field, ns, kind) in enumerate(parts):
+        for key, value in owner[field].items():
+            if kind is StoredTimes:  # (a row's time goes with its row)
+                row = owner["rows"].get(key)
+                if row is None:
+                    continue
+                j = route(ns.rsplit(".t", 1)[0], key, row)
+            else:
+                j = route(ns, key, value)
+            if j not in found:
+                found[j] = list(stored_parts(target(j), j))
+            there = found[j][p]
+            there[0][there[1]][key] = value
+
+
+def _bare(state: dict, inst: int) -> dict:
+    """A copy of the instance state ``state`` (of instance ``inst``) with every stored part
+    empty (the entries are not copied)."""
+    parts = list(stored_parts(state, inst))
+    held = [owner[field] for owner, field, _, _ in parts]
+    for owner, field, _, _ in parts:
+        owner[field] = {}
+    try:
+        return copy.deepcopy(state)
+    finally:
+        for (owner, field, _, _), entries in zip(parts, held):
+            owner[field] = entries
+
+
+def _spread(into: dict[int, dict], route: Any) -> dict[int, dict[int, dict]]:
+    """The new instance states ``into`` of a ``by_group`` aggregation cut into the buckets its
+    groups go to (``route``: runtime/rebucket.py :func:`~runtime.rebucket.group_router`): per
+    bucket, per instance with entries there, the instance state with those entries."""
+    per_bucket: dict[int, dict[int, dict]] = {}
+    for inst, state in into.items():
+        parts = list(stored_parts(state, inst))
+        held = [owner[field] for owner, field, _, _ in parts]
+        bare = _bare(state, inst)
+        pieces: dict[int, list] = {}  # bucket -> the parts of the instance's piece there
+        for p, ((_, _, ns, kind), entries) in enumerate(zip(parts, held)):
+            if kind is StoredTimes:
+                if entries:
+                    raise RunError("an aggregation whose groups are spread over buckets keeps "
+                                   "row times")
+                continue
+            for key, value in entries.items():
+                nb = route(ns, (inst, *key), lambda v=value: v)
+                if nb not in pieces:
+                    piece = per_bucket.setdefault(nb, {})[inst] = copy.deepcopy(bare)
+                    pieces[nb] = list(stored_parts(piece, inst))
+                there = pieces[nb][p]
+                there[0][there[1]][key] = value
+    return per_bucket
 
 
 def _join_routes(move: dict) -> tuple[list, Any]:
@@ -472,8 +574,11 @@ def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element:
     if move.get("join") is not None:
         _recount(move, into, counts)
     per_bucket: dict[int, dict[int, dict]] = {}
-    for inst, state in into.items():
-        per_bucket.setdefault(inst % buckets, {})[inst] = state
+    if move.get("spread") is not None:
+        per_bucket = _spread(into, group_router(move["spread"], buckets))
+    else:
+        for inst, state in into.items():
+            per_bucket.setdefault(inst % buckets, {})[inst] = state
     deadline = (min(due) if due else None,) if timed else None
     if stored:
         create(rows_root(target), buckets)

@@ -189,6 +189,14 @@ REFUSED = {
         PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
         AS SELECT t.Qty, count(*) N FROM Trades t GROUP BY t.Qty;""",
                            r"GROUP BY does not include the hash column Sym"),
+    "engine_group_without_hash": ("""CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED
+        PARTITION BY Names HASH(Sym) PARTITIONS PARTS
+        AS SELECT n.Name, count(*) N FROM Names n GROUP BY n.Name;""",
+                                  r"GROUP BY does not include the hash column Sym"),
+    "join_aggregates": ("""CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED
+        PARTITION BY Trades HASH(Sym), BY Names HASH(Sym) PARTITIONS PARTS
+        AS SELECT t.Sym, count(*) N FROM Trades t INNER JOIN Names n ON t.Sym = n.Sym
+        GROUP BY t.Sym;""", r"it joins and aggregates"),
     "key_without_hash": ("""CREATE OUTPUT WINDOW W PRIMARY KEY (TradeId)
         PARTITION BY Trades HASH(Sym) PARTITIONS PARTS AS SELECT * FROM Trades;""",
                          r"PRIMARY KEY does not include the hash column Sym"),
@@ -498,3 +506,139 @@ def test_a_flex_over_a_window_input_resumed_after_a_rescale(spark, tmp_path):
     got = run_project(spark, split, FLEX_WINDOW_PROJECT, inputs(split), params={"PARTS": "3"})
     assert outputs(got) == expected
     assert got.bad_records() == []
+
+
+# --- aggregations run by the per-instance engine --------------------------------------------------
+
+GROUP_PROJECT = """
+DECLARE PARAMETER integer PARTS := 2; END;
+CREATE INPUT STREAM S SCHEMA (k string, j long, v integer);
+CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED PARTITION BY S HASH(k) PARTITIONS PARTS
+    AS SELECT s.k, s.j, sum(s.v) v, count(*) n FROM S s WHERE s.v >= 0 GROUP BY s.k, s.j;
+CREATE INPUT WINDOW U SCHEMA (k string, j long, v integer) PRIMARY KEY (k, j);
+CREATE OUTPUT WINDOW X PRIMARY KEY DEDUCED PARTITION BY U HASH(k) PARTITIONS PARTS
+    AS SELECT u.k, max(u.v) top, sum(u.v) v, count(*) n FROM U u GROUP BY u.k;
+CREATE OUTPUT WINDOW Y PRIMARY KEY DEDUCED PARTITION BY U HASH(k) PARTITIONS PARTS
+    AS SELECT u.v, u.k, count(*) n FROM U u GROUP BY u.v, u.k;
+"""
+
+
+def _group_files(directory: str, batches: int) -> None:
+    """``batches`` files of the stream S and of the window U, one a batch: U's later files
+    update and delete rows of the earlier ones (their groups' retractions need the moved
+    state), and move rows between the groups of Y."""
+    for b in range(batches):
+        write_rows(os.path.join(directory, "s", f"s{b}.csv"), ["k", "j", "v"],
+                   [(f"k{(b + i) % 11}", i % 3, i + 10 * b) for i in range(30)])
+        rows = [("i" if b == 0 else "p", f"k{i % 9}", i % 4, (i * (b + 1)) % 7)
+                for i in range(24)]
+        if b == 2:
+            rows += [("d", f"k{i}", i % 4, 0) for i in range(0, 9, 2)]
+        write_rows(os.path.join(directory, "u", f"u{b}.csv"), ["ESP_OPS", "k", "j", "v"], rows)
+
+
+def _group_outputs(out) -> dict:
+    return {"W": sorted((r["k"], r["j"], r["v"], r["n"]) for r in out.rows("W")),
+            "X": sorted((r["k"], r["top"], r["v"], r["n"]) for r in out.rows("X")),
+            "Y": sorted((r["k"], r["v"], r["n"]) for r in out.rows("Y"))}
+
+
+def _group_instances(run: str, element: str) -> dict[tuple, set[tuple[int, int]]]:
+    """Group key -> the (instance, bucket) pairs whose stored aggregate state holds it."""
+    from runtime.arrow_state import load_states, newest_batches, rows_root
+    from runtime.state.store import BucketStore
+    state_dir = os.path.join(run, "state", element)
+    held: dict[tuple, set[int]] = {}
+    for bucket, _ in newest_batches(state_dir, 10 ** 6).items():
+        states = load_states(state_dir, bucket, 10 ** 6)
+        with BucketStore.open(rows_root(state_dir), bucket) as store:
+            for inst in states:
+                for key, _ in store.scan("a.selects.0.agg.g", (inst,)):
+                    held.setdefault(tuple(key[1:]), set()).add((inst, bucket))
+    return held
+
+
+@pytest.mark.parametrize("first,then", [(4, 7), (7, 2)])
+def test_an_engine_aggregation_resumed_after_a_rescale_gives_the_outputs_of_the_new_count(
+        spark, tmp_path, first, then):
+    """Aggregations the per-instance engine runs, over a stream and over a window (updates and
+    deletes after the move retract from moved groups), two of them with each instance's groups
+    spread over the buckets (``by_group``): each group goes to the instance its hash now chooses
+    and, within it, to the bucket the runtime sends its rows to."""
+    from runtime.run_dir import by_group
+
+    def inputs(root) -> dict:
+        return {"S": str(root / "in" / "s"), "U": str(root / "in" / "u")}
+    whole = tmp_path / "whole"
+    _group_files(str(whole / "in"), 3)
+    want = run_project(spark, whole, GROUP_PROJECT, inputs(whole), params={"PARTS": str(then)})
+    assert set(by_group(want.plan)) == {"W", "X"}
+    expected = _group_outputs(want)
+    split = tmp_path / "split"
+    _group_files(str(split / "in"), 2)
+    run_project(spark, split, GROUP_PROJECT, inputs(split), params={"PARTS": str(first)})
+    run = str(split / "run")
+    code, out, err = ccl("rescale", run, "--param", f"PARTS={then}")
+    assert code == 0, err
+    for name in ("W", "X", "Y"):
+        assert f"{name}: {first} -> {then} instances" in out
+    for name, types, count in (("W", ["string", "long"], 33), ("X", ["string"], 9)):
+        groups = _group_instances(run, name)
+        assert len(groups) == count
+        for key, held in groups.items():  # (the runs have 2 buckets)
+            inst = spark_pmod_hash([key[0]], ["string"], then)
+            assert held == {(inst, spark_pmod_hash([inst, *key], ["integer", *types], 2))}
+    _group_files(str(split / "in"), 3)
+    got = run_project(spark, split, GROUP_PROJECT, inputs(split), params={"PARTS": str(then)})
+    assert _group_outputs(got) == expected
+    assert got.bad_records() == []
+
+
+def test_engine_aggregations_grouped_by_the_hash_columns_are_allowed(tmp_path):
+    """Each move of an aggregation the per-instance engine runs says where the hash columns sit
+    in its group key (over a stream and over a window, the hash column first or not)."""
+    path = tmp_path / "p.ccl"
+    path.write_text(GROUP_PROJECT)
+    old, new = _plan(str(path), 4), _plan(str(path), 7)
+    assert {e["name"]: e["physical"]["path"] for e in new["elements"]
+            if e["name"] in ("W", "X", "Y")} == dict.fromkeys("WXY", "per-instance")
+    moves, refused = rescale_moves(old, new)
+    assert refused == []
+    assert {n: (m["store"], m["groups"], m["hash"]) for n, m in moves.items()} == {
+        "W": ("engine", [0], [["k", "k", "string"]]),
+        "X": ("engine", [0], [["k", "k", "string"]]),
+        "Y": ("engine", [1], [["k", "k", "string"]])}
+
+
+def test_an_engine_aggregation_rescale_cut_short_is_finished_by_the_next_run(
+        spark, tmp_path, monkeypatch):
+    """A crash when the built directories are to be swapped in: the journal (with how a
+    ``by_group`` aggregation's groups find their buckets) makes the next run finish the move."""
+    import runtime.rescale as rs
+
+    def inputs(root) -> dict:
+        return {"S": str(root / "in" / "s"), "U": str(root / "in" / "u")}
+    whole = tmp_path / "whole"
+    _group_files(str(whole / "in"), 2)
+    expected = _group_outputs(run_project(spark, whole, GROUP_PROJECT, inputs(whole),
+                                          params={"PARTS": "5"}))
+    split = tmp_path / "split"
+    _group_files(str(split / "in"), 1)
+    run_project(spark, split, GROUP_PROJECT, inputs(split), params={"PARTS": "3"})
+    run = str(split / "run")
+    old, new = _plan(str(split / "p.ccl"), 3), _plan(str(split / "p.ccl"), 5)
+    moves, refused = rescale_moves(old, new)
+    assert refused == [] and set(moves) == {"W", "X", "Y"}
+
+    def killed(path: str) -> None:
+        raise KeyboardInterrupt("killed")
+    monkeypatch.setattr(rs, "swap_dir", killed)
+    with pytest.raises(KeyboardInterrupt):
+        rs.rescale_run(run, old, new, moves)
+    job = json.loads(open(os.path.join(run, "rescale.json")).read())
+    assert job["moves"]["X"]["spread"]["columns"] == ["k"] and "spread" not in job["moves"]["Y"]
+    monkeypatch.undo()
+    _group_files(str(split / "in"), 2)
+    got = run_project(spark, split, GROUP_PROJECT, inputs(split), params={"PARTS": "5"})
+    assert _group_outputs(got) == expected
+    assert not os.path.exists(os.path.join(run, "rescale.json"))

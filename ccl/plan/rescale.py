@@ -91,10 +91,9 @@ def why_not_rescaled(element: dict, plan: dict) -> Optional[str]:
         return moved
     outputs = [out for out, _ in moved]
     if select.get("group_by") or select.get("aggregates"):
-        if element["physical"].get("native") != "aggregation":
-            return ("its groups are kept by the per-instance engine (see ccl explain); only "
-                    "aggregations on Spark's group-by are moved")
-        return None
+        if element["physical"].get("native") == "aggregation":
+            return None
+        return _why_not_engine_groups(element, outputs)
     if element["kind"] != "window":
         return "its per-instance state is not keyed by the hash columns"
     missing = [c for c in outputs if c not in element["key"]]
@@ -110,6 +109,35 @@ def why_not_rescaled(element: dict, plan: dict) -> Optional[str]:
             return (f"KEEP {keep.get('count') or 1} ROWS is counted per instance (no PER on the "
                     f"hash columns), so which rows stay depends on the instance count")
     return None
+
+
+def _why_not_engine_groups(element: dict, outputs: list[str]) -> Optional[str]:
+    """Why the groups of an aggregation the per-instance engine runs (its GROUP BY including the
+    hash columns, passed through as ``outputs``) cannot move, or None: each of its groups, input
+    keys, output rows and source rows then names its hash column values, so each goes to the
+    instance they choose (runtime/rescale.py ``_split_groups``)."""
+    if element["physical"].get("path") != "per-instance":
+        return "its groups are kept outside the per-instance engine, whose state is not moved"
+    if element["kind"] != "window":
+        return "its per-instance state is not keyed by the hash columns"
+    missing = [c for c in outputs if c not in element["key"]]
+    if missing:
+        return (f"its PRIMARY KEY does not include the hash column {missing[0]}, so its rows "
+                f"are not keyed by it")
+    if (element.get("keep") or {"kind": "all"})["kind"] != "all":
+        return "its KEEP is counted per instance"
+    return None
+
+
+def group_positions(element: dict) -> list[int]:
+    """Where each hash column of the element's (one) partition spec sits in the group key of
+    its aggregation (GROUP BY order, as runtime/engine/aggregate.py keys its groups); the
+    element is one :func:`why_not_rescaled` lets move."""
+    select = element["query"]["selects"][0]
+    source = select["sources"][0]
+    grouped = [_plain_column(g, {source["alias"], source["element"]})
+               for g in select.get("group_by") or []]
+    return [grouped.index(c) for c in element["partition"]["specs"][0]["columns"]]
 
 
 def _conjuncts(expr: object) -> list:
@@ -480,7 +508,9 @@ def rescale_moves(old: dict, new: dict) -> tuple[dict[str, dict], list[str]]:
     """The moves that take the run directory begun with the JSON plan ``old`` to the plan
     ``new`` (element name -> ``from``/``to`` instance counts, ``store`` (``native``: a Spark
     group-by snapshot, ``engine``: per-instance engine state, ``none``: nothing kept) and
-    ``hash``: per hash column its output column, source column and type), and the refusals
+    ``hash``: per hash column its output column, source column and type; for an aggregation
+    the per-instance engine runs, ``groups``: where the hash columns sit in its group key), and
+    the refusals
     (``element 'X': reason``) of the elements whose count changes but whose state cannot move."""
     before = {e["name"]: e for e in old.get("elements", [])}
     moves: dict[str, dict] = {}
@@ -525,5 +555,7 @@ def rescale_moves(old: dict, new: dict) -> tuple[dict[str, dict], list[str]]:
             assert not isinstance(hashed, str)  # (why_not_rescaled said so)
             move["hash"] = [[out, src, types.get(src, "string")] for out, src in hashed]
             move["store"] = "native" if e["physical"].get("native") == "aggregation" else "engine"
+            if move["store"] == "engine" and (select.get("group_by") or select.get("aggregates")):
+                move["groups"] = group_positions(e)
         moves[e["name"]] = move
     return moves, refused
