@@ -1,8 +1,25 @@
 """A bucket's rows in the processor's input layout (one port), as BucketRun.process_table takes
-them, for the tests of the columnar paths."""
+them, for the tests of the columnar paths; and the plan text of a project whose element ``o`` keeps
+its SPLASH variables in the state store, for the tests of that store."""
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
+
+from planned import plan_json
+from runtime.state.variables import uses_variable_store
+
+
+def variable_store_plan(tmp_path, text: str) -> str:
+    """The plan JSON text of the project ``text`` (written under ``tmp_path``), checked to keep
+    the variables of its element ``o`` in the state store."""
+    path = tmp_path / "f.ccl"
+    path.write_text(text)
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    assert uses_variable_store(next(e for e in plan["elements"] if e["name"] == "o"))
+    return json.dumps(plan)
 
 
 def bucket_table(events: list, first_seq: int, values_type: pa.DataType) -> pa.Table:

@@ -5,15 +5,13 @@ counts of buckets; a batch reads only the cache buckets it touches; a cache with
 is in the store's time index, and its sweep reads only the buckets with entries to drop."""
 from __future__ import annotations
 
-import json
 
 import pyarrow as pa
 
-from buckets import bucket_table
-from planned import plan_json
+from buckets import bucket_table, variable_store_plan
 from runtime.arrow_state import bucket_runner, load_states
 from runtime.state import BucketStore
-from runtime.state.variables import stored_cache, uses_variable_store
+from runtime.state.variables import stored_cache
 
 FLEX = """
 create input stream s schema (k string, id integer, v integer);
@@ -36,16 +34,6 @@ begin
 end;
 """
 ROW = pa.struct([("k", pa.string()), ("id", pa.int32()), ("v", pa.int32())])
-
-
-def _plan(tmp_path) -> str:
-    path = tmp_path / "f.ccl"
-    path.write_text(FLEX)
-    plan, diags = plan_json(str(path))
-    assert plan is not None, [str(d) for d in diags]
-    element = next(e for e in plan["elements"] if e["name"] == "o")
-    assert uses_variable_store(element)
-    return json.dumps(plan)
 
 
 def _table(rows, first_seq):
@@ -74,7 +62,7 @@ def _run_all(plan_text, state_dir):
 def test_the_store_gives_the_outputs_of_the_pickled_caches(tmp_path, monkeypatch):
     import runtime.arrow_state as arrow_state
 
-    plan_text = _plan(tmp_path)
+    plan_text = variable_store_plan(tmp_path, FLEX)
     stored = _run_all(plan_text, str(tmp_path / "store"))
     values = load_states(str(tmp_path / "store"), 0, 4)[0]["vars"]
     assert values["last3"].buckets == 4 and values["byid"].buckets == 4  # a, b, c, null
@@ -93,7 +81,7 @@ def test_the_store_gives_the_outputs_of_the_pickled_caches(tmp_path, monkeypatch
 
 
 def test_a_batch_reads_only_the_cache_buckets_it_touches(tmp_path, monkeypatch):
-    plan_text = _plan(tmp_path)
+    plan_text = variable_store_plan(tmp_path, FLEX)
     state_dir = str(tmp_path / "store")
     many = [(0, f"k{i}", i, 1) for i in range(1000)]
     bucket_runner(plan_text, "o", frozenset(), state_dir, 0, 1000)((None,), _table(many, 0))
@@ -150,15 +138,6 @@ create output stream o
 TIMES = [(0, 1000), (1, 7000), (1, 7000), (2, 12500), (3, 30000), (3, 30000)]
 
 
-def _plan_of(tmp_path, text: str) -> str:
-    path = tmp_path / "e.ccl"
-    path.write_text(text)
-    plan, diags = plan_json(str(path))
-    assert plan is not None, [str(d) for d in diags]
-    assert uses_variable_store(next(e for e in plan["elements"] if e["name"] == "o"))
-    return json.dumps(plan)
-
-
 def _run_timed(plan_text, state_dir, timed):
     outs = []
     for batch_id, now in TIMES:
@@ -172,7 +151,7 @@ def _run_timed(plan_text, state_dir, timed):
 def _both(tmp_path, monkeypatch, text, timed):
     """The rows of the batches of TIMES through the store and through the pickled layout."""
     import runtime.arrow_state as arrow_state
-    plan_text = _plan_of(tmp_path, text)
+    plan_text = variable_store_plan(tmp_path, text)
     stored = _run_timed(plan_text, str(tmp_path / "store"), timed)
     with monkeypatch.context() as m:
         m.setattr(arrow_state, "uses_variable_store", lambda element: False)
@@ -224,7 +203,7 @@ def test_caches_and_dictionaries_of_a_derived_elements_declare_are_in_the_store(
 def test_a_sweep_reads_only_the_buckets_with_records_to_drop(tmp_path, monkeypatch):
     """1,000 buckets held in a time cache, 10 of them newer: a sweep before the old ones are due
     reads none of them; one after reads the old ones (found by time) and leaves the new."""
-    plan_text = _plan_of(tmp_path, TIMED)
+    plan_text = variable_store_plan(tmp_path, TIMED)
     state_dir = str(tmp_path / "store")
     bucket_runner(plan_text, "o", frozenset(), state_dir, 0, 1000, True)(
         (None,), _table([(0, f"k{i}", i, 1) for i in range(1000)], 0))

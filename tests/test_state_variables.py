@@ -9,12 +9,11 @@ import pytest
 
 from ccl.splash.types import INTEGER, LONG, STRING, Type
 from ccl.splash.values import Dictionary, Long
-from buckets import bucket_table
+from buckets import bucket_table, variable_store_plan
 from planned import plan_json
 from runtime.arrow_state import bucket_runner, load_states
 from runtime.state import BucketStore, create
-from runtime.state.variables import (HeldDictionary, StoredDictionary, attach, detach, storable,
-                                     uses_variable_store)
+from runtime.state.variables import (HeldDictionary, StoredDictionary, attach, detach, storable)
 
 FLEX = """
 create input stream s schema (k string, v integer);
@@ -49,16 +48,6 @@ end;
 ROW = pa.struct([("k", pa.string()), ("v", pa.int32())])
 
 
-def _plan(tmp_path) -> str:
-    path = tmp_path / "f.ccl"
-    path.write_text(FLEX)
-    plan, diags = plan_json(str(path))
-    assert plan is not None, [str(d) for d in diags]
-    element = next(e for e in plan["elements"] if e["name"] == "o")
-    assert uses_variable_store(element)
-    return json.dumps(plan)
-
-
 def _table(rows, first_seq):
     """Processor input of one bucket: (instance, key, value) rows on port 0."""
     return bucket_table([(inst, "i", None, {"k": k, "v": v}, False) for inst, k, v in rows],
@@ -90,7 +79,7 @@ def test_the_store_gives_the_outputs_of_the_pickled_dictionaries(tmp_path, monke
     rows; the state files hold marks, not the entries."""
     import runtime.arrow_state as arrow_state
 
-    plan_text = _plan(tmp_path)
+    plan_text = variable_store_plan(tmp_path, FLEX)
     stored = _run_all(plan_text, str(tmp_path / "store"))
     states = load_states(str(tmp_path / "store"), 0, 6)
     assert isinstance(states[1]["vars"]["counts"], HeldDictionary)
