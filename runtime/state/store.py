@@ -454,6 +454,21 @@ class BucketStore:
         for dkey, raw in self._range(b"d" + self._prefix(ns), encode_items(prefix)):
             yield decode_key(dkey[dkey.index(b"\x00", 1) + 1:]), _load(raw)
 
+    def committed_data(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every committed data entry (its key, ``d`` tag included, and raw value) in key order,
+        the batch's pending writes not seen: the whole-store scans of a move or a count."""
+        it = self._db.iter()
+        try:
+            it.seek(b"d")
+            while it.valid():
+                dkey = it.key()
+                if dkey[:1] != b"d":
+                    break
+                yield dkey, it.value()
+                it.next()
+        finally:
+            del it
+
     def _range(self, head: bytes, rest: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Committed keys in the range merged with the pending ones (which win)."""
         lo = head + rest
@@ -645,17 +660,10 @@ def count_keys(root: str) -> dict[tuple[int, str, int], int]:
     counts: dict[tuple[int, str, int], int] = {}
     for b in range(layout.buckets):
         with BucketStore.open(root, b) as store:
-            it = store._db.iter()
-            it.seek(b"d")
-            while it.valid():
-                dkey = it.key()
-                if dkey[:1] != b"d":
-                    break
+            for dkey, _ in store.committed_data():
                 cut = dkey.index(b"\x00", 1)
                 at = (b, dkey[1:cut].decode(), decode_instance(dkey[cut + 1:]))
                 counts[at] = counts.get(at, 0) + 1
-                it.next()
-            del it
     return counts
 
 
@@ -683,13 +691,7 @@ def _move(root: str, old_buckets: int, new_buckets: int, place: Callable[[bytes,
         for b in range(old_buckets):
             with BucketStore.open(root, b) as store:
                 store.begin(next_batch)
-                it = store._db.iter()
-                it.seek(b"d")
-                while it.valid():
-                    dkey = it.key()
-                    if dkey[:1] != b"d":
-                        break
-                    raw = it.value()
+                for dkey, raw in store.committed_data():
                     nb = place(dkey, raw)
                     if not 0 <= nb < new_buckets:
                         raise StateError(f"a value of {root} maps to bucket {nb}, not one of "
@@ -703,8 +705,6 @@ def _move(root: str, old_buckets: int, new_buckets: int, place: Callable[[bytes,
                         targets[nb].write(wb)
                         batches[nb] = _write_batch()
                         sizes[nb] = 0
-                    it.next()
-                del it
         history = _batch(next_batch - 1) if next_batch > 0 else b""
         for db, wb in zip(targets, batches):
             wb.put(_HISTORY, history)
