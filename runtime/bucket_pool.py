@@ -7,7 +7,9 @@ Python, and one process uses one core however many the machine has, while the JV
 batch. A batch with few rows (an event at a time, the latency path) runs its buckets here, in this
 process: handing a bucket to a worker costs more than it saves.
 
-The pool is made on first use and kept for the life of the process (each worker keeps the
+The pool is made on first use, or ahead of it by :func:`warm` when a batch's files are large
+enough to need it (a worker's start, importing the runtime, costs about a second of CPU, which
+then overlaps the batch's stages before the per-instance ones), and kept for the life of the process (each worker keeps the
 engines it built, as Spark's Python workers do). Its workers ignore SIGINT, which a terminal
 sends to the whole process group: the driver stops the run and ends them. A worker that dies
 (killed, out of memory) breaks the pool; the batch then runs its buckets here, and the next batch
@@ -20,12 +22,16 @@ import multiprocessing
 import os
 import signal
 import threading
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Optional
 
 from .arrow_state import BUCKET, bucket_runner
 from .processor import output_schema
+
+# The fewest bytes of an input row (a CSV line of a few short fields): a batch of fewer bytes than
+# parallel_rows rows of it cannot need the pool.
+MIN_ROW_BYTES = 16
 
 _LOCK = threading.Lock()
 _POOL: Optional[ProcessPoolExecutor] = None
@@ -62,6 +68,21 @@ def cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def warm(workers: int) -> list[Future]:
+    """Start the pool's ``workers`` processes now, without waiting for them: each imports the
+    per-instance engine (:func:`_ready`) while the caller goes on. The warm-up tasks (none for
+    one worker: no pool)."""
+    if workers <= 1:
+        return []
+    pool = _pool(workers)
+    return [pool.submit(_ready) for _ in range(workers)]
+
+
+def _ready() -> None:
+    """What a bucket's first run would import (the engine's modules)."""
+    from .engine import element, flex, kernels  # noqa: F401
 
 
 def run_bucket(runner_args: tuple, part: Any) -> Any:

@@ -46,7 +46,7 @@ from . import arrow_frames
 from .arrow_state import BUCKET, MARK, load_states, newest_batches, prune, saved_deadline
 from .batch_writers import (aggregation_writer, arrow_transform, batch_writer, element_writer,
                             hands_over_unread, table_writer)
-from .bucket_pool import cores, run_buckets
+from .bucket_pool import MIN_ROW_BYTES, cores, run_buckets, warm
 from .frames import changelog_frame, changelog_schema, frame_layout
 from .json_plan import JsonPlan, engine_plan_text
 from .native_stages import native_frame, native_input
@@ -331,7 +331,10 @@ def project_batch(typed: Plan, legacy: JsonPlan, options: RunOptions, dirs: RunD
         if limit is None:
             local = spark.sparkContext.master.startswith("local")
             limit = LOCAL_COLLECT_BYTES if local else CLUSTER_COLLECT_BYTES
-        small = _bytes(paths, specs) <= limit
+        size = _bytes(paths, specs)
+        small = size <= limit
+        if small and here and size >= options.parallel_rows * MIN_ROW_BYTES:
+            warm(workers)  # the batch may have parallel_rows rows: start the workers now
         numbers = file_numbers(arrivals, [(e["name"], formats[e["name"]][0], paths[i])
                                           for i, e in enumerate(stages)
                                           if e["name"] in formats and paths.get(i)])
