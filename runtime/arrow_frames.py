@@ -188,9 +188,18 @@ def _instances(partition: Optional[Partition], source: Element, frame: pa.Table,
     return None
 
 
+_SCHEMAS: dict[tuple[tuple[str, str], ...], pa.Schema] = {}  # by the element's columns
+
+
 def _schema(element: Element) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-    return to_arrow_schema(output_schema(element_json(element)), timezone="UTC")
+    """The processor output schema of ``element`` as Arrow (it depends on the columns only)."""
+    key = tuple(columns_of(element))
+    schema = _SCHEMAS.get(key)
+    if schema is None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+        schema = _SCHEMAS[key] = to_arrow_schema(output_schema(element_json(element)),
+                                                 timezone="UTC")
+    return schema
 
 
 def _arrow_type(ccl_type: str) -> pa.DataType:
