@@ -30,6 +30,7 @@ import time
 # runtime package.
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from ccl.plan.model import Column, Element  # noqa: E402
 from runtime.inputs.listing import FileSpec  # noqa: E402
 from runtime.inputs.source import read_input  # noqa: E402
 from runtime.session import get_session  # noqa: E402
@@ -131,7 +132,8 @@ def main() -> None:
     os.makedirs(small)
     generate(data, args.rows, args.files)
     generate(small, 20_000, 2)
-    element = {"name": "priceW", "columns": COLUMNS}
+    element = Element("priceW", "stream", "input", None, None,
+                      tuple(Column(c, t) for c, t in COLUMNS), ())
     spark.dataSource.register(ceiling_source())
 
     def paths_for(directory: str, rows: int, files: int) -> dict:

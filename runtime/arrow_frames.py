@@ -25,11 +25,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ccl.plan.model import Element, Partition, Plan
+from ccl.syntax import nodes as n_
+
 from .engine.changes import OPS
+from .json_plan import element_json
 from .topology import is_input, ports_of
 from .processor import (INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, output_schema,
                         port_column)
 from .spark_hash import spark_hash_columns
+from .types import columns_of
 
 BUCKET = "__bucket"
 _BAD, _LINE = "__bad", "__raw"  # the input source's reason and raw-line columns
@@ -54,7 +59,7 @@ def changelog_frame(rows: pa.Table, cols: Sequence[str]) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=[SEQ, SUB, SRC, OP, *cols, WHY, RAW])
 
 
-def native_input(element: dict, frame: pa.Table) -> Optional[pa.Table]:
+def native_input(element: Element, frame: pa.Table) -> Optional[pa.Table]:
     """An input stream's processor output (runtime.native_stages.native_input's rows) when no row of
     ``frame`` is bad; None when one is (its bad record is Spark's to write)."""
     op = frame.column(OP)
@@ -72,20 +77,21 @@ def native_input(element: dict, frame: pa.Table) -> Optional[pa.Table]:
         schema=schema)
 
 
-def native_stream(element: dict, source: dict, frame: pa.Table) -> Optional[pa.Table]:
+def native_stream(element: Element, source: Element, frame: pa.Table) -> Optional[pa.Table]:
     """A native stream's processor output (runtime.native_stages.native_stream's rows, the
     instance from :func:`processor_input`'s rule) when no row of ``frame`` (rows of ``source``)
     came bad and its WHERE can be evaluated here (runtime/lowering_arrow.py); None otherwise."""
     from .lowering_arrow import condition_mask
 
-    spec = element["physical"]["filter"]
-    assigned = _instances(element.get("partition"), source, frame, is_input(source))
-    if (element.get("module_partition") or assigned is None or assigned[0] is not None
+    assert element.physical is not None and element.physical.filter is not None
+    spec = element.physical.filter
+    assigned = _instances(element.partition, source, frame, is_input(source))
+    if (element.module_partition is not None or assigned is None or assigned[0] is not None
             or frame.column(WHY).null_count != frame.num_rows):
         return None
     n = frame.num_rows
-    passes = (condition_mask(spec["where"], spec["alias"], dict(source["columns"]), frame)
-              if spec["where"] else pa.array(np.ones(n, bool)))
+    passes = (condition_mask(n_.to_json(spec.where), spec.alias, dict(columns_of(source)), frame)
+              if spec.where is not None else pa.array(np.ones(n, bool)))
     if passes is None:
         return None
     removed = pc.is_in(frame.column(OP), pa.array(["d", "s"]))
@@ -94,28 +100,27 @@ def native_stream(element: dict, source: dict, frame: pa.Table) -> Optional[pa.T
     arrays = {KIND: pc.if_else(row, "row", "skip"), INST: pa.array(assigned[1].astype(np.int32)),
               SEQ: frame.column(SEQ), SUB: pa.array(np.zeros(n, np.int64)),
               OP: pc.if_else(row, "i", pa.scalar(None, pa.string())), INFO: pa.nulls(n, pa.string())}
-    items = dict(spec["items"])
+    items = dict(spec.items)
     return pa.Table.from_arrays(
         [arrays[f.name] if f.name in arrays else frame.column(items[f.name]).cast(f.type)
          for f in schema], schema=schema)
 
 
-def processor_input(plan: dict, element: dict, frames: Sequence[Optional[pa.Table]],
+def processor_input(plan: Plan, element: Element, frames: Sequence[Optional[pa.Table]],
                     buckets: int, by_group: Sequence[str] = ()) -> Optional[pa.Table]:
     """runtime.topology.processor_input over Arrow frames (None for a port without rows), with every
     meta column; None when an assignment is not one this module computes."""
-    by_name = {e["name"]: e for e in plan["elements"]}
     ports = ports_of(element)
-    if element.get("module_partition"):
+    if element.module_partition is not None:
         return None
-    sources = [by_name[src] for _, src in ports]
-    structs = [pa.struct([frame.schema.field(c) for c, _ in src["columns"]])
+    sources = [plan.element(src) for _, src in ports]
+    structs = [pa.struct([frame.schema.field(c.name) for c in src.columns])
                if frame is not None else None for src, frame in zip(sources, frames)]
     parts = []
     for port, (source, frame) in enumerate(zip(sources, frames)):
         if frame is None:
             continue
-        instance = _instances(element.get("partition"), source, frame, is_input(source))
+        instance = _instances(element.partition, source, frame, is_input(source))
         if instance is None:
             return None
         rows, inst = instance
@@ -128,10 +133,10 @@ def processor_input(plan: dict, element: dict, frames: Sequence[Optional[pa.Tabl
         for j, (src, struct) in enumerate(zip(sources, structs)):
             if j == port:
                 value = pa.StructArray.from_arrays(
-                    [taken.column(c).combine_chunks() for c, _ in src["columns"]],
+                    [taken.column(c.name).combine_chunks() for c in src.columns],
                     fields=list(struct))
             else:
-                fields = ([pa.field(c, _arrow_type(t)) for c, t in src["columns"]]
+                fields = ([pa.field(c.name, _arrow_type(c.type)) for c in src.columns]
                           if struct is None else list(struct))
                 value = pa.nulls(n, pa.struct(fields))
             arrays.append(value)
@@ -143,9 +148,9 @@ def processor_input(plan: dict, element: dict, frames: Sequence[Optional[pa.Tabl
     inst = table.column(INST).to_numpy()
     if by_group:
         # flatten, not field: a row of another port has a null struct, whose fields count as null
-        first = dict(zip([c for c, _ in sources[0]["columns"]],
+        first = dict(zip([c.name for c in sources[0].columns],
                          table.column(port_column(0)).combine_chunks().flatten()))
-        types = dict(sources[0]["columns"])
+        types = dict(columns_of(sources[0]))
         spread = spark_hash_columns([table.column(INST).combine_chunks()]
                                     + [first[c] for c in by_group],
                                     ["integer"] + [types[c] for c in by_group])
@@ -155,22 +160,22 @@ def processor_input(plan: dict, element: dict, frames: Sequence[Optional[pa.Tabl
     return table.append_column(BUCKET, pa.array(bucket.astype(np.int32)))
 
 
-def _instances(partition: Optional[dict], source: dict, frame: pa.Table, numbered: bool
+def _instances(partition: Optional[Partition], source: Element, frame: pa.Table, numbered: bool
                ) -> Optional[tuple[Optional[np.ndarray], np.ndarray]]:
     """``(rows, instances)``: the rows of ``frame`` to take (None: all, in order; a broadcast
     repeats each row for every instance) and the instance of each; None when the partitioning
     of ``source`` is a custom function. ``numbered``: the source's rows are numbered
     consecutively (an input's lines), so ROUNDROBIN rotates by the number."""
     n = frame.num_rows
-    if not partition:
+    if partition is None:
         return None, np.zeros(n, np.int64)
-    count = int(partition["count"])
-    spec = next((s for s in partition["specs"] if s["input"] == source["name"]), None)
+    count = int(partition.count)
+    spec = partition.spec_for(source.name)
     if spec is None:  # broadcast: every row to every instance
         return np.repeat(np.arange(n), count), np.tile(np.arange(count), n)
-    method, columns = spec["method"], spec.get("columns") or []
+    method, columns = spec.method, spec.columns
     if method == "hash" or (method == "roundrobin" and columns):
-        types = dict(source["columns"])
+        types = dict(columns_of(source))
         hashed = spark_hash_columns([frame.column(c).combine_chunks() for c in columns],
                                     [types[c] for c in columns])
         return None, np.mod(hashed.astype(np.int64), count)
@@ -183,9 +188,18 @@ def _instances(partition: Optional[dict], source: dict, frame: pa.Table, numbere
     return None
 
 
-def _schema(element: dict) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-    return to_arrow_schema(output_schema(element), timezone="UTC")
+_SCHEMAS: dict[tuple[tuple[str, str], ...], pa.Schema] = {}  # by the element's columns
+
+
+def _schema(element: Element) -> pa.Schema:
+    """The processor output schema of ``element`` as Arrow (it depends on the columns only)."""
+    key = tuple(columns_of(element))
+    schema = _SCHEMAS.get(key)
+    if schema is None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+        schema = _SCHEMAS[key] = to_arrow_schema(output_schema(element_json(element)),
+                                                 timezone="UTC")
+    return schema
 
 
 def _arrow_type(ccl_type: str) -> pa.DataType:

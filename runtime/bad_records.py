@@ -20,6 +20,8 @@ from typing import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ccl.plan.model import Element, Plan
+
 from .file_names import file_name
 from .partition_fn import BAD_REASON, INSTANCE
 from .processor import BATCH, INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY
@@ -122,17 +124,17 @@ def error_code(reason: str, row: object) -> int:
     return ERROR_COMPUTATION
 
 
-def error_writer(element: dict, plan: dict, dirs: RunDirs) -> Callable[[list[dict], int], None]:
+def error_writer(element: Element, plan: Plan, dirs: RunDirs) -> Callable[[list[dict], int], None]:
     """What writes an element's bad records of one batch into the error streams ON it: per error
     stream a changelog file ``batch-N-ELEMENT.parquet`` (and its counters), one insert per bad
     record. ``errorRecord`` is the record as JSON (UTF-8 bytes), ``sourceStreamName`` the element
     itself for an input element, else its source when it has one, ``errorTime`` the time written."""
-    monitors = [e for e in plan["elements"]
-                if e["kind"] == "error stream" and element["name"] in (e.get("error_sources") or [])]
+    monitors = [e for e in plan.elements
+                if e.kind == "error stream" and element.name in (e.error_sources or ())]
     if not monitors:
         return lambda records, batch_id: None
     sources = {src for _, src in ports_of(element)}
-    source = element["name"] if is_input(element) else (sources.pop() if len(sources) == 1 else None)
+    source = element.name if is_input(element) else (sources.pop() if len(sources) == 1 else None)
 
     def write(records: list[dict], batch_id: int) -> None:
         import datetime as dt
@@ -150,16 +152,16 @@ def error_writer(element: dict, plan: dict, dirs: RunDirs) -> Callable[[list[dic
             "errorRecord": pa.array([json.dumps(r["row"], sort_keys=True).encode() for r in records],
                                     pa.binary()),
             "errorMessage": pa.array([r["reason"] for r in records], pa.string()),
-            "errorStreamName": pa.array([element["name"]] * n, pa.string()),
+            "errorStreamName": pa.array([element.name] * n, pa.string()),
             "sourceStreamName": pa.array([source] * n, pa.string()),
             "errorTime": pa.array([now] * n, pa.timestamp("us", tz="UTC"))})
         for monitor in monitors:
-            stem = f"batch-{batch_id:08d}-{file_name(element['name'])}"
-            target = os.path.join(dirs.of("changelog", monitor["name"]), stem + ".parquet")
+            stem = f"batch-{batch_id:08d}-{file_name(element.name)}"
+            target = os.path.join(dirs.of("changelog", monitor.name), stem + ".parquet")
             os.makedirs(os.path.dirname(target), exist_ok=True)
             hidden = os.path.join(os.path.dirname(target), "." + stem + ".tmp")  # unseen by readers
             pq.write_table(table, hidden)
             os.replace(hidden, target)
-            atomic_json(os.path.join(dirs.of("stats", monitor["name"]), stem + ".json"),
+            atomic_json(os.path.join(dirs.of("stats", monitor.name), stem + ".json"),
                         {"rows_in": n, "rows_out": {"i": n}, "bad": {}, "instances": {"0": n}})
     return write

@@ -14,11 +14,13 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ccl.plan.model import Element, Physical, Plan
+
 from .arrow_state import bucket_group, bucket_rows, prepare_rows, prune
 from .bad_records import error_writer, why_info, write_bad, write_bad_infos
 from .built_once import once
 from .frames import changelog_frame, changelog_schema
-from .json_plan import engine_plan_text
+from .json_plan import element_json, engine_plan_text
 from .native_agg import native_writer
 from .native_stages import native_frame
 from .parquet_files import write_atomically
@@ -26,7 +28,7 @@ from .processor import BATCH, INFO, INST, KIND, OP, SEQ, SUB
 from .run_dir import RunDirs
 from .run_setup import RunLayout, atomic_json
 from .topology import first_ports, processor_input
-from .types import column
+from .types import column, columns_of
 
 
 def single_parquets(parts: list[tuple[DataFrame, str, bool]]) -> list[dict]:
@@ -119,28 +121,27 @@ def _observed(observed: Observation, df: DataFrame, metrics: list[Column]) -> di
         return df.select(*metrics).first().asDict()
 
 
-def batch_writer(element: dict, dirs: RunDirs, plan: dict,
+def batch_writer(element: Element, dirs: RunDirs, plan: Plan,
                  layout: RunLayout) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of an element's query (its input is the processor's output, or
     for a native aggregation the source's changelog with ``__inst``). After its own files, a batch
     runs the writers of the element's fused consumers (``layout.fused``) on its output rows. An
     unrecorded element (``layout.unrecorded``) writes its counters and bad records but no
     changelog."""
-    name = element["name"]
-    cols = [c for c, _ in element["columns"]]
-    native = element["physical"]["native"]
-    by_name = {e["name"]: e for e in plan["elements"]}
-    consumers = [(by_name[c], batch_writer(by_name[c], dirs, plan, layout))
+    name = element.name
+    cols = [c.name for c in element.columns]
+    native = _physical(element).native
+    consumers = [(plan.element(c), batch_writer(plan.element(c), dirs, plan, layout))
                  for c in layout.fused.get(name, [])]
-    arrow_rows = {c["name"]: arrow_transform(plan, c, dirs, layout.buckets) for c, _ in consumers
-                  if c["name"] in layout.arrow_state}
+    arrow_rows = {c.name: arrow_transform(plan, c, dirs, layout.buckets) for c, _ in consumers
+                  if c.name in layout.arrow_state}
 
-    def consumer_frame(consumer: dict, rows: DataFrame, batch_id: int) -> DataFrame:
+    def consumer_frame(consumer: Element, rows: DataFrame, batch_id: int) -> DataFrame:
         """What the writer of a fused consumer gets from this batch's output ``rows``."""
-        if consumer["name"] in arrow_rows:
+        if consumer.name in arrow_rows:
             proc_in = processor_input(plan, consumer, [rows], layout.buckets,
-                                      layout.by_group.get(consumer["name"], ()), narrow=True)
-            return arrow_rows[consumer["name"]](proc_in, batch_id)
+                                      layout.by_group.get(consumer.name, ()), narrow=True)
+            return arrow_rows[consumer.name](proc_in, batch_id)
         return native_frame(consumer, element, rows)
     errors = error_writer(element, plan, dirs)
     if native == "aggregation":
@@ -154,7 +155,7 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
         tallies = [F.sum(F.when(code == k, 1).otherwise(0)).alias(kind) for k, kind in enumerate(kinds)]
 
         def write_through(df: DataFrame, batch_id: int) -> None:
-            if consumer["name"] in arrow_rows:
+            if consumer.name in arrow_rows:
                 observed = Observation()
                 rows = changelog_frame(df.observe(observed, *tallies).where(F.col(KIND) == "row"), cols)
                 consumer_write(consumer_frame(consumer, rows, batch_id), batch_id)
@@ -190,24 +191,31 @@ def batch_writer(element: dict, dirs: RunDirs, plan: dict,
     return write
 
 
-def hands_over_unread(element: dict, reader: dict, layout: RunLayout) -> bool:
+def hands_over_unread(element: Element, reader: Element, layout: RunLayout) -> bool:
     """Whether ``element``, with ``reader`` its one reader, hands its batch to it unread: an input
     stream read natively whose changelog nothing reads, and a reader that is a native aggregation
     or runs in applyInArrow. The reader's pass counts the input's rows too (the aggregation's own
     grouping, or Spark's observed metrics), so the batch is read once, not cached and read again
     (a second read only for bad records, when there are some)."""
-    return (element["physical"]["native"] == "input" and element["name"] in layout.unrecorded
-            and (reader["physical"]["native"] == "aggregation"
-                 or reader["name"] in layout.arrow_state))
+    return (_physical(element).native == "input" and element.name in layout.unrecorded
+            and (_physical(reader).native == "aggregation" or reader.name in layout.arrow_state))
 
 
-def aggregation_writer(element: dict, dirs: RunDirs, plan: dict) -> Callable[..., Optional[dict[int, int]]]:
+def _physical(element: Element) -> Physical:
+    """The plan's physical decisions of ``element`` (every element the runtime runs has them)."""
+    assert element.physical is not None, f"{element.name} has no physical decisions"
+    return element.physical
+
+
+def aggregation_writer(element: Element, dirs: RunDirs, plan: Plan) -> Callable[..., Optional[dict[int, int]]]:
     """The batch function of a native aggregation (:func:`runtime.native_agg.native_writer`), writing
     into the run directory ``dirs``."""
-    name = element["name"]
+    name = element.name
     errors = error_writer(element, plan, dirs)
+    spec = _physical(element).aggregation
+    assert spec is not None, f"{name} is not a native aggregation"
     return native_writer(
-        element, element["physical"]["aggregation"], dirs.of("native", name),
+        element, spec, dirs.of("native", name),
         write_stats=lambda batch_id, stats: atomic_json(
             dirs.batch_file("stats", name, batch_id, "json"), stats),
         write_bad=lambda rows, batch_id: write_bad(
@@ -216,15 +224,15 @@ def aggregation_writer(element: dict, dirs: RunDirs, plan: dict) -> Callable[...
         changelog_path=lambda batch_id: dirs.batch_file("changelog", name, batch_id, "parquet"))
 
 
-def element_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout
+def element_writer(element: Element, dirs: RunDirs, plan: Plan, layout: RunLayout
                    ) -> Callable[[DataFrame, int], tuple[DataFrame, bool]]:
     """What writes one batch of ``element``'s processor output rows (runtime/processor.py): its
     changelog (unless the element is unrecorded), its bad records (also into the error streams
     on it) and its counters. Returns the batch's rows persisted (the caller unpersists them) and
     whether it produced any changelog row."""
-    name = element["name"]
-    cols = [c for c, _ in element["columns"]]
-    native = element["physical"]["native"]
+    name = element.name
+    cols = [c.name for c in element.columns]
+    native = _physical(element).native
     errors = error_writer(element, plan, dirs)
 
     def write(df: DataFrame, batch_id: int) -> tuple[DataFrame, bool]:
@@ -247,7 +255,7 @@ def element_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout
     return write
 
 
-def table_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout
+def table_writer(element: Element, dirs: RunDirs, plan: Plan, layout: RunLayout
                  ) -> Callable[[Any, int], Optional[Any]]:
     """:func:`element_writer` for a batch's processor output rows collected on the driver (an
     Arrow table of :func:`runtime.processor.output_schema`): the same files, written here with
@@ -257,11 +265,11 @@ def table_writer(element: dict, dirs: RunDirs, plan: dict, layout: RunLayout
     import pyarrow.compute as pc
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    name = element["name"]
-    cols = [c for c, _ in element["columns"]]
-    native = element["physical"]["native"]
+    name = element.name
+    cols = [c.name for c in element.columns]
+    native = _physical(element).native
     errors = error_writer(element, plan, dirs)
-    schema = to_arrow_schema(changelog_schema(element["columns"]), timezone="UTC")
+    schema = to_arrow_schema(changelog_schema(columns_of(element)), timezone="UTC")
 
     def write(table: Any, batch_id: int) -> Optional[Any]:
         counts = (table.group_by([KIND, INST, OP], use_threads=False)
@@ -307,7 +315,7 @@ def _counters(counts: list[dict], native: Optional[str]) -> tuple[dict[str, int]
             {str(r[INST]): int(r["s"]) for r in stats if r["s"]})
 
 
-def arrow_transform(plan: dict, element: dict, dirs: RunDirs, buckets: int,
+def arrow_transform(plan: Plan, element: Element, dirs: RunDirs, buckets: int,
                     now: Optional[Callable[[], int]] = None,
                     timed: bool = False) -> Callable[[DataFrame, int], DataFrame]:
     """For an element run by runtime/arrow_state.py: the function from one batch of its processor
@@ -316,12 +324,13 @@ def arrow_transform(plan: dict, element: dict, dirs: RunDirs, buckets: int,
     :func:`runtime.arrow_state.bucket_runner`."""
     plan_text = engine_plan_text(plan)
     first = first_ports(plan, element)
-    state_dir = dirs.of("state", element["name"])
-    prepare_rows(state_dir, element, buckets)
+    state_dir = dirs.of("state", element.name)
+    as_json = element_json(element)  # (the engine's helpers take the JSON form)
+    prepare_rows(state_dir, as_json, buckets)
     group = bucket_group(buckets)
 
     def rows(proc_in: DataFrame, batch_id: int) -> DataFrame:
         at = now() if now is not None else int(time.time() * 1000)
-        return bucket_rows(proc_in, group, plan_text, element, first, state_dir, batch_id, at, timed)
+        return bucket_rows(proc_in, group, plan_text, as_json, first, state_dir, batch_id, at, timed)
     return rows
 

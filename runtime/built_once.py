@@ -8,6 +8,7 @@ with :func:`once`.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections import OrderedDict
@@ -23,11 +24,15 @@ def _key(arg: Any) -> Any:
     # process) finds its expressions too
     if isinstance(arg, (dict, list)):
         return json.dumps(arg, sort_keys=True, default=str)
+    # typed plan parts (ccl.plan.model) by content too: an Element is unhashable (its
+    # ``properties``), and its repr (which leaves out the trees' source spans) is its content
+    if dataclasses.is_dataclass(arg) and not isinstance(arg, type):
+        return repr(arg)
     return arg
 
 
 def once(fn: Callable[..., R]) -> Callable[..., R]:
-    """``fn`` (of plan dicts and lists and hashable values) computed once per arguments and Spark
+    """``fn`` (of plan dicts and lists, typed plan parts and hashable values) computed once per arguments and Spark
     context, the result reused afterwards."""
     cache: OrderedDict = OrderedDict()
 

@@ -10,13 +10,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ccl.plan.model import Element
+from ccl.plan.model import Element, Plan
 
 from .built_once import once
 from .native_stages import native_input
 from .processor import BATCH, INST, OP, RAW, SEQ, SRC, SUB, WHY
 from .run_dir import RunDirs
-from .run_setup import RunError, RunOptions, input_files
+from .run_setup import RunError, RunOptions, element_files
 from .types import column, columns_of, struct
 
 
@@ -38,23 +38,23 @@ def read_changelog(spark: SparkSession, dirs: RunDirs, element: Element,
     return reader.parquet(path)
 
 
-def input_frame(spark: SparkSession, plan: dict, element: dict, options: RunOptions,
+def input_frame(spark: SparkSession, plan: Plan, element: Element, options: RunOptions,
                 dirs: RunDirs) -> Optional[DataFrame]:
     """An input element's rows from its CSV files, in the processor's frame layout (rows that do
     not parse have ``__why`` and ``__raw``). None when no file is bound to the element."""
     from .inputs.source import read_input
 
-    files, props = input_files(element, plan, options)
+    files, props = element_files(element, plan, options)
     if files is None:
         return None
     opts = {k: str(v) for k, v in props.items()}
-    opts["manifest_dir"] = dirs.of("sources", element["name"])
+    opts["manifest_dir"] = dirs.of("sources", element.name)
     if options.max_files_per_batch:
         opts["max_files_per_batch"] = str(options.max_files_per_batch)
     try:
         df = read_input(spark, element, files, options=opts)
     except ValueError as exc:  # a delimiter or date format the reader cannot use
-        raise RunError(f"input of '{element['name']}': {exc}") from None
+        raise RunError(f"input of '{element.name}': {exc}") from None
     return frame_layout(df)
 
 
@@ -70,7 +70,7 @@ def _layout_columns(names: tuple[str, ...]) -> list[Column]:
             + [F.lit(0).alias(SRC), F.lit(0).cast("long").alias(SUB)])
 
 
-def input_files_stream(spark: SparkSession, plan: dict, element: dict, options: RunOptions,
+def input_files_stream(spark: SparkSession, plan: Plan, element: Element, options: RunOptions,
                        dirs: RunDirs) -> Optional[tuple[DataFrame, Callable[[DataFrame], DataFrame]]]:
     """For an input element read through Spark's file source (runtime/inputs/file_input.py): the stream
     of its new files and the function from one batch of it to the batch's processor output rows
@@ -78,25 +78,25 @@ def input_files_stream(spark: SparkSession, plan: dict, element: dict, options: 
     from .inputs.file_input import batch_rows, file_numbers, file_stream, input_format
     from .inputs.listing import Arrivals
 
-    files, props = input_files(element, plan, options)
+    files, props = element_files(element, plan, options)
     if files is None:
         return None
     try:
         fmt = input_format(element, {k: str(v) for k, v in props.items()})
     except ValueError as exc:  # a delimiter or date format the reader cannot use
-        raise RunError(f"input of '{element['name']}': {exc}") from None
+        raise RunError(f"input of '{element.name}': {exc}") from None
 
     arrivals = Arrivals(dirs.arrivals)
 
     def rows(batch: DataFrame) -> DataFrame:
-        name = element["name"]
+        name = element.name
         numbers = file_numbers(arrivals, [(name, files, [r[0] for r in batch.collect()])])
         parsed = batch_rows(batch.sparkSession, element, files, fmt, numbers[name])
         return native_input(element, frame_layout(parsed))
     try:
         return file_stream(spark, files, options.max_files_per_batch), rows
     except OSError as exc:  # the directory is missing and cannot be made
-        raise RunError(f"input of '{element['name']}': {exc}") from None
+        raise RunError(f"input of '{element.name}': {exc}") from None
 
 
 def changelog_frame(rows: DataFrame, cols: list[str], keep: tuple[str, ...] = ()) -> DataFrame:

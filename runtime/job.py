@@ -25,7 +25,7 @@ from ccl.plan.model import Element, Plan
 
 from .arrow_state import GROUP, bucket_group
 from .frames import input_frame, upstream_frame
-from .json_plan import JsonPlan, engine_plan_text
+from .json_plan import element_json, engine_plan_text
 from .native_stages import native_frame, native_input
 from .processor import ElementProcessor, output_schema
 from .run_dir import RunDirs
@@ -33,17 +33,15 @@ from .run_setup import RunLayout, RunOptions
 from .topology import first_ports, processor_input
 
 
-def element_query(spark: SparkSession, plan: Plan, legacy: JsonPlan, element: Element,
+def element_query(spark: SparkSession, plan: Plan, element: Element,
                   options: RunOptions, dirs: RunDirs, layout: RunLayout) -> Optional[DataFrame]:
     """The streaming frame of processor output rows (runtime/processor.py) of ``element``,
     or for an element run by runtime/arrow_state.py its processor input (each batch
     goes through :func:`runtime.batch_writers.arrow_transform`); None for an input element with
-    no input. The plan's decisions are read from ``element``; the frames, native stages and the
-    processor below still take the plan's JSON form (``legacy``, runtime/json_plan.py)."""
-    data, as_json = legacy.plan, legacy.elements[element.name]
+    no input. The processor (the engine) takes the plan's JSON text (runtime/json_plan.py)."""
     ports = element.ports()
     if element.is_input:
-        frame = input_frame(spark, data, as_json, options, dirs)
+        frame = input_frame(spark, plan, element, options, dirs)
         if frame is None:
             return None
         frames = [frame]
@@ -55,21 +53,21 @@ def element_query(spark: SparkSession, plan: Plan, legacy: JsonPlan, element: El
     physical = element.physical
     native = physical.native if physical is not None else None
     if native in ("aggregation", "stream"):
-        return native_frame(as_json, legacy.elements[ports[0][1]], frames[0])
+        return native_frame(element, plan.element(ports[0][1]), frames[0])
     if native == "input":
-        return native_input(as_json, frames[0])
+        return native_input(element, frames[0])
     if element.name in layout.arrow_state:
-        return processor_input(data, as_json, frames, layout.buckets,
+        return processor_input(plan, element, frames, layout.buckets,
                                layout.by_group.get(element.name, ()), narrow=True)
-    proc_in = processor_input(data, as_json, frames, layout.buckets)
+    proc_in = processor_input(plan, element, frames, layout.buckets)
     # Time-based KEEPs need processing-time timers. The time mode is part of the checkpoint, so it
     # is the same in both kinds of run; an until-idle run registers no timers (it expires rows only
     # as batches arrive) and is stopped when idle (run.py: availableNow never ends in this mode).
     timed = physical is not None and physical.uses_time
-    processor = ElementProcessor(engine_plan_text(data), element.name, timed and not options.until_idle,
-                                 first_ports(data, as_json))
+    processor = ElementProcessor(engine_plan_text(plan), element.name,
+                                 timed and not options.until_idle, first_ports(plan, element))
     # the processor ignores the key: the spread key balances buckets
     proc_in = proc_in.withColumn(GROUP, bucket_group(layout.buckets))
     return (proc_in.groupBy(GROUP)
-            .transformWithState(processor, output_schema(as_json), "Append",
+            .transformWithState(processor, output_schema(element_json(element)), "Append",
                                 "ProcessingTime" if timed else "None"))

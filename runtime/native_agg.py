@@ -32,6 +32,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ccl.plan.lowering.aggregation import LoweredAggregate, lower_aggregate
+from ccl.plan.model import Element, NativeAggregation
 
 from .processor import BATCH, INST, OP, SEQ, SUB, WHY
 from .types import column, spark_type
@@ -72,13 +73,13 @@ class SparkAggregation:
 _SPARK = SparkAggregation()
 
 
-def _lowered(spec: dict) -> list[LoweredAggregate[Column]]:
+def _lowered(spec: NativeAggregation) -> list[LoweredAggregate[Column]]:
     """Each aggregate of ``spec`` (the plan's ``aggregation``) lowered to Spark: the walk the
     planner accepted it with."""
-    return [lower_aggregate(i, fn, col, _SPARK) for i, (_, fn, col) in enumerate(spec["aggregates"])]
+    return [lower_aggregate(i, fn, col, _SPARK) for i, (_, fn, col) in enumerate(spec.aggregates)]
 
 
-def _partials(spec: dict) -> list[tuple[str, Column, str]]:
+def _partials(spec: NativeAggregation) -> list[tuple[str, Column, str]]:
     """(partial column, its aggregate over a batch, how two partials merge) per aggregate."""
     return [(p.name, p.fold, p.how) for agg in _lowered(spec) for p in agg.partials]
 
@@ -93,12 +94,12 @@ def _snapshots(directory: str) -> list[tuple[int, str]]:
     return found
 
 
-def output_values(element: dict, spec: dict) -> list[Column]:
+def output_values(element: Element, spec: NativeAggregation) -> list[Column]:
     """The element's group and aggregate columns from a frame of partials (a batch's merged
     groups or a snapshot)."""
-    types = dict((name, t) for name, t in element["columns"])
-    values = [column(col).cast(spark_type(types[item])).alias(item) for item, col in spec["groups"]]
-    for (item, _, _), agg in zip(spec["aggregates"], _lowered(spec)):
+    types = {c.name: c.type for c in element.columns}
+    values = [column(col).cast(spark_type(types[item])).alias(item) for item, col in spec.groups]
+    for (item, _, _), agg in zip(spec.aggregates, _lowered(spec)):
         values.append(agg.value.cast(spark_type(types[item])).alias(item))
     return values
 
@@ -131,7 +132,7 @@ ROLE = "__role"  # a row of the batch's groups (0) or a group of the earlier sna
 _CHANGE_OP = "__change_op"
 
 
-def native_writer(element: dict, spec: dict, state_dir: str,
+def native_writer(element: Element, spec: NativeAggregation, state_dir: str,
                   write_stats: Callable[[int, dict], None],
                   write_bad: Callable[[DataFrame, int], dict],
                   changelog_path: Callable[[int], str]
@@ -150,9 +151,9 @@ def native_writer(element: dict, spec: dict, state_dir: str,
     A batch is one Spark job: the batch's groups (merged with the earlier snapshot's) go to one
     task (:func:`_batch_files`) that writes the changelog and the new snapshot and counts the rows
     per instance, rather than a job that aggregates and counts and one that writes."""
-    group_cols = [INST] + sorted({c for _, c in spec["groups"]})
+    group_cols = [INST] + sorted({c for _, c in spec.groups})
     partials = _partials(spec)
-    items = [item for item, _ in spec["groups"]] + [item for item, _, _ in spec["aggregates"]]
+    items = [item for item, _ in spec.groups] + [item for item, _, _ in spec.aggregates]
     # Every expression is built here, once: building them costs py4j round trips, in every batch.
     live = F.coalesce(~F.col(OP).isin("d", "s"), F.lit(False))
     # Bad (the row got no instance), live (aggregated) and the tally are one grouping integer

@@ -7,16 +7,19 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ccl.plan.model import Element
+from ccl.syntax import nodes as n
+
 from .bad_records import info_column
 from .built_once import once
 from .lowering_spark import condition_column
 from .engine.changes import OPS
 from .processor import INFO, INST, KIND, OP, RAW, SEQ, SUB, WHY
 from .topology import with_instance
-from .types import column
+from .types import column, columns_of
 
 
-def native_input(element: dict, frame: DataFrame) -> DataFrame:
+def native_input(element: Element, frame: DataFrame) -> DataFrame:
     """An input stream's processor output computed by Spark expressions (the plan's native
     ``input`` path): what
     the engine's input stage does for a stream, row by row. Every input row gives one output row:
@@ -26,13 +29,13 @@ def native_input(element: dict, frame: DataFrame) -> DataFrame:
 
 
 @once
-def _native_input_columns(element: dict) -> list[Column]:
+def _native_input_columns(element: Element) -> list[Column]:
     op, why = F.col(OP), F.col(WHY)
     unknown = F.concat(F.lit("unknown opcode '"), op, F.lit("'"))
     reason = F.when(why.isNotNull(), why).when(~op.isin(*OPS), unknown)
     kind = (F.when(reason.isNotNull(), F.lit("bad"))
             .when(op.isin("d", "s"), F.lit("skip")).otherwise(F.lit("row")))
-    cols = [c for c, _ in element["columns"]]
+    cols = [c.name for c in element.columns]
     info = (F.when(reason.isNull(), F.lit(None))
             .when(F.col(RAW).isNotNull(), info_column(reason, F.struct(F.col(RAW).alias("line"))))
             .otherwise(info_column(reason, F.struct(*[column(c) for c in cols]))))
@@ -46,7 +49,7 @@ def _native_row_columns(kind: Column, inst: Column, info: Column, values: list[C
             F.when(kind == "row", F.lit("i")).alias(OP), info.alias(INFO), *values]
 
 
-def native_stream(element: dict, source: dict, frame: DataFrame) -> DataFrame:
+def native_stream(element: Element, source: Element, frame: DataFrame) -> DataFrame:
     """A stateless stream's processor output computed by Spark expressions (the plan's
     ``filter``): ``row`` for a row that passes the WHERE (an insert with the source row's
     sequence number), ``skip`` for one that does not (counted as received), ``bad`` for a row
@@ -55,23 +58,25 @@ def native_stream(element: dict, source: dict, frame: DataFrame) -> DataFrame:
 
 
 @once
-def _native_stream_columns(element: dict, source: dict) -> list[Column]:
-    spec = element["physical"]["filter"]
+def _native_stream_columns(element: Element, source: Element) -> list[Column]:
+    assert element.physical is not None and element.physical.filter is not None
+    spec = element.physical.filter
     why = F.col(WHY)
-    passes = (F.coalesce(condition_column(spec["where"], spec["alias"], dict(source["columns"])),
-                         F.lit(False)) if spec["where"] else F.lit(True))
+    passes = (F.coalesce(condition_column(n.to_json(spec.where), spec.alias,
+                                          dict(columns_of(source))),
+                         F.lit(False)) if spec.where is not None else F.lit(True))
     kind = (F.when(why.isNotNull(), F.lit("bad")).when(F.col(OP).isin("d", "s"), F.lit("skip"))
             .when(passes, F.lit("row")).otherwise(F.lit("skip")))
-    info = info_column(why, F.struct(*[column(c) for c, _ in source["columns"]]))
+    info = info_column(why, F.struct(*[column(c.name) for c in source.columns]))
     return _native_row_columns(kind, F.col(INST), F.when(why.isNotNull(), info),
-                               [column(src).alias(name) for name, src in spec["items"]])
+                               [column(src).alias(name) for name, src in spec.items])
 
 
-def native_frame(element: dict, source: dict, frame: DataFrame) -> DataFrame:
+def native_frame(element: Element, source: Element, frame: DataFrame) -> DataFrame:
     """What the batch writer of a native aggregation or native stream ``element`` gets from
     ``frame`` (rows of its one source, in the processor's frame layout): the rows with their
     instance, or for a stream its processor output."""
     frame = with_instance(frame, element, source)
-    if element["physical"]["native"] == "stream":
+    if element.physical is not None and element.physical.native == "stream":
         return native_stream(element, source, frame)
     return frame  # aggregated per batch by runtime/native_agg.py (see runtime.batch_writers.batch_writer)

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, Optional, Union
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ccl.plan.model import Plan
+from ccl.plan.model import Element, Physical, Plan
 
 from . import arrow_frames
 from .arrow_state import BUCKET, MARK, load_states, newest_batches, prune, saved_deadline
@@ -48,13 +48,14 @@ from .batch_writers import (aggregation_writer, arrow_transform, batch_writer, e
                             hands_over_unread, table_writer)
 from .bucket_pool import MIN_ROW_BYTES, cores, run_buckets, warm
 from .frames import changelog_frame, changelog_schema, frame_layout
-from .json_plan import JsonPlan, engine_plan_text
+from .json_plan import element_json, engine_plan_text
 from .native_stages import native_frame, native_input
 from .processor import INST, KIND, BucketRun
 from .run_dir import RunDirs
 from .run_setup import (CLUSTER_COLLECT_BYTES, LOCAL_COLLECT_BYTES, RunError, RunLayout, RunOptions,
-                        atomic_json, element_files, input_files)
+                        atomic_json, element_files)
 from .topology import first_ports, is_input, ports_of, processor_input
+from .types import columns_of
 
 INPUT = "__input"  # the listing's column: the position of the input among the query's stages
 TICKS = -1  # the listing's INPUT of the tick files (``RUN/ticks``)
@@ -219,7 +220,7 @@ class Deadlines:
     """The next deadline of each bucket of the timed stages, read from the head of their newest
     state files (remembered per file: a bucket whose file did not change is not read again)."""
 
-    def __init__(self, plan: dict, dirs: RunDirs, names: list[str]) -> None:
+    def __init__(self, plan: Plan, dirs: RunDirs, names: list[str]) -> None:
         self.plan_text = engine_plan_text(plan)
         self.dirs = dirs
         self.names = names
@@ -249,54 +250,51 @@ class Deadlines:
         return min(deadlines) if deadlines else None
 
 
-def project_batch(typed: Plan, legacy: JsonPlan, options: RunOptions, dirs: RunDirs,
+def project_batch(plan: Plan, options: RunOptions, dirs: RunDirs,
                   layout: RunLayout,
                   guard: Optional[BatchGuard] = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of the project's query: one batch of the listing of
     :func:`project_listing` through every stage, in dependency order, under ``guard`` (whose
-    ticker, if any, is armed after each batch with the earliest deadline of the timed stages).
-    The stages' writers and transforms take the plan's JSON form (``legacy``)."""
+    ticker, if any, is armed after each batch with the earliest deadline of the timed stages)."""
     from .inputs.file_input import batch_rows, file_numbers, input_format, rows_here
     from .inputs.listing import Arrivals
 
-    plan = legacy.plan
-    by_name = {e["name"]: e for e in plan["elements"]}
-    stages = [by_name[name] for name in layout.project]
+    stages = [plan.element(name) for name in layout.project]
     own = replace(layout, fused={})  # the stages run here, not inside their sources' batches
     formats = {}
     for e in stages:
         if is_input(e):
-            files, props = input_files(e, plan, options)
+            files, props = element_files(e, plan, options)
             if files is not None:
                 try:
-                    formats[e["name"]] = (files, input_format(e, {k: str(v) for k, v in props.items()}))
+                    formats[e.name] = (files, input_format(e, {k: str(v) for k, v in props.items()}))
                 except ValueError as exc:  # a delimiter or date format the reader cannot use
-                    raise RunError(f"input of '{e['name']}': {exc}") from None
-    specs = {i: formats[e["name"]][0] for i, e in enumerate(stages) if e["name"] in formats}
+                    raise RunError(f"input of '{e.name}': {exc}") from None
+    specs = {i: formats[e.name][0] for i, e in enumerate(stages) if e.name in formats}
     readers = {name: [e for e in stages if any(src == name for _, src in ports_of(e))]
                for name in layout.project}
     # An input with one reader that takes its one port from it, and that nothing else here reads,
     # hands a large batch over unread as in a query of its own (runtime.batch_writers.hands_over_unread).
     through = {}
     for e in stages:
-        ours = readers[e["name"]]
-        if (len(ours) == 1 and len(ports_of(ours[0])) == 1 and not readers[ours[0]["name"]]
+        ours = readers[e.name]
+        if (len(ours) == 1 and len(ports_of(ours[0])) == 1 and not readers[ours[0].name]
                 and hands_over_unread(e, ours[0], layout)):
-            fused = replace(layout, fused={e["name"]: [ours[0]["name"]]}, project=())
-            through[e["name"]] = (ours[0]["name"], batch_writer(e, dirs, plan, fused))
-    errors = {e["name"] for e in stages if e["kind"] == "error stream"}  # written by their elements
-    writers = {e["name"]: (aggregation_writer(e, dirs, plan) if e["physical"]["native"] == "aggregation"
-                           else element_writer(e, dirs, plan, own))
-               for e in stages if e["name"] not in errors}
-    tables = {e["name"]: table_writer(e, dirs, plan, own) for e in stages if e["name"] not in errors}
-    timed = timed_stages(typed, layout)
+            fused = replace(layout, fused={e.name: [ours[0].name]}, project=())
+            through[e.name] = (ours[0].name, batch_writer(e, dirs, plan, fused))
+    errors = {e.name for e in stages if e.kind == "error stream"}  # written by their elements
+    writers = {e.name: (aggregation_writer(e, dirs, plan) if _physical(e).native == "aggregation"
+                        else element_writer(e, dirs, plan, own))
+               for e in stages if e.name not in errors}
+    tables = {e.name: table_writer(e, dirs, plan, own) for e in stages if e.name not in errors}
+    timed = timed_stages(plan, layout)
     deadlines = Deadlines(plan, dirs, timed)
     due: dict[str, list[int]] = {}  # per timed stage, the buckets whose deadline has come
     clock = [0]  # the time of the batch running
-    transforms = {name: _transform(plan, by_name[name], dirs, layout.buckets, clock, due.get)
+    transforms = {name: _transform(plan, plan.element(name), dirs, layout.buckets, clock, due.get)
                   for name in layout.project if name in layout.arrow_state or name in timed}
     workers = options.driver_workers or cores()
-    here = {name: _local_transform(plan, by_name[name], dirs, clock, due.get, workers,
+    here = {name: _local_transform(plan, plan.element(name), dirs, clock, due.get, workers,
                                    options.parallel_rows)
             for name in transforms}
     seen_ticks: list[str] = []  # the tick files of the batch before (committed: removed)
@@ -335,15 +333,15 @@ def project_batch(typed: Plan, legacy: JsonPlan, options: RunOptions, dirs: RunD
         small = size <= limit
         if small and here and size >= options.parallel_rows * MIN_ROW_BYTES:
             warm(workers)  # the batch may have parallel_rows rows: start the workers now
-        numbers = file_numbers(arrivals, [(e["name"], formats[e["name"]][0], paths[i])
+        numbers = file_numbers(arrivals, [(e.name, formats[e.name][0], paths[i])
                                           for i, e in enumerate(stages)
-                                          if e["name"] in formats and paths.get(i)])
+                                          if e.name in formats and paths.get(i)])
         handed = set() if small else {reader for reader, _ in through.values()}
         outputs: dict[str, Any] = {}  # a stage's rows of this batch: a frame, an Arrow table when small, None: none
         held: list[DataFrame] = []
         try:
             for i, e in enumerate(stages):
-                name = e["name"]
+                name = e.name
                 if name in handed:
                     continue
                 if name in errors:
@@ -385,20 +383,20 @@ def project_batch(typed: Plan, legacy: JsonPlan, options: RunOptions, dirs: RunD
     return run
 
 
-def _expired(spark: SparkSession, element: dict, batch_id: int, transform: Optional[Callable],
+def _expired(spark: SparkSession, element: Element, batch_id: int, transform: Optional[Callable],
              due: dict[str, list[int]], write: Callable, write_table: Callable, small: bool,
              held: list[DataFrame]) -> Optional[Any]:
     """A stage's batch without rows: nothing, unless it has timers due (``due``), whose buckets
     then expire here on the driver (``transform``: :func:`_local_transform`) and are written. Its
     changelog rows for its readers as :func:`_written` gives them (None: none), as a Spark frame
     in a large batch."""
-    if element["name"] not in due or transform is None:
+    if element.name not in due or transform is None:
         return None
     rows = _written(element, transform(None, batch_id), batch_id, write, write_table, True, held)
     return rows if rows is None or small else spark.createDataFrame(rows)
 
 
-def _error_rows(spark: SparkSession, element: dict, dirs: RunDirs, batch_id: int,
+def _error_rows(spark: SparkSession, element: Element, dirs: RunDirs, batch_id: int,
                 small: bool) -> Optional[Any]:
     """The rows of error stream ``element`` in batch ``batch_id``, for its readers as
     :func:`_written` gives rows (None: none): the bad records that the stages it is ON wrote
@@ -406,11 +404,11 @@ def _error_rows(spark: SparkSession, element: dict, dirs: RunDirs, batch_id: int
     (:func:`runtime.bad_records.error_writer`)."""
     import glob
 
-    found = sorted(glob.glob(os.path.join(dirs.of("changelog", element["name"]),
+    found = sorted(glob.glob(os.path.join(dirs.of("changelog", element.name),
                                           f"batch-{batch_id:08d}-*.parquet")))
     if not found:
         return None
-    cols = [c for c, _ in element["columns"]]
+    cols = [c.name for c in element.columns]
     if not small:
         return changelog_frame(spark.read.parquet(*found), cols)
     import pyarrow as pa
@@ -456,15 +454,15 @@ def _markers(buckets: list[int], schema: Any) -> Any:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _transform(plan: dict, element: dict, dirs: RunDirs, buckets: int, clock: list[int],
+def _transform(plan: Plan, element: Element, dirs: RunDirs, buckets: int, clock: list[int],
                due: Callable[[str], Optional[list[int]]]) -> Callable[[DataFrame, int], DataFrame]:
     """:func:`runtime.batch_writers.arrow_transform` of a stage (one with timers too), at the
     batch's time (``clock[0]``); a timed stage's ``due`` buckets get a marker row each."""
-    timed = bool(element["physical"]["uses_time"])
+    timed = _physical(element).uses_time
     transform = arrow_transform(plan, element, dirs, buckets, lambda: clock[0], timed)
 
     def rows(proc_in: DataFrame, batch_id: int) -> DataFrame:
-        marked = due(element["name"]) if timed else None
+        marked = due(element.name) if timed else None
         if marked:
             spark = proc_in.sparkSession
             marks = spark.createDataFrame([(b, MARK) for b in marked], f"{BUCKET} int, {INST} int")
@@ -475,7 +473,7 @@ def _transform(plan: dict, element: dict, dirs: RunDirs, buckets: int, clock: li
     return rows
 
 
-def _local_transform(plan: dict, element: dict, dirs: RunDirs, clock: list[int],
+def _local_transform(plan: Plan, element: Element, dirs: RunDirs, clock: list[int],
                      due: Callable[[str], Optional[list[int]]], workers: int = 1,
                      parallel_rows: int = 0) -> Callable[[Any, int], Any]:
     """:func:`_transform` for a small batch, run on the driver's machine: from the batch's
@@ -487,19 +485,20 @@ def _local_transform(plan: dict, element: dict, dirs: RunDirs, clock: list[int],
 
     plan_text = engine_plan_text(plan)
     first = first_ports(plan, element)
-    state_dir = dirs.of("state", element["name"])
-    timed = bool(element["physical"]["uses_time"])
+    state_dir = dirs.of("state", element.name)
+    timed = _physical(element).uses_time
+    as_json = element_json(element)  # (runtime/bucket_pool.py takes the JSON form)
     marker_schema = pa.schema([(BUCKET, pa.int32()), (INST, pa.int32())])
 
     def rows(proc_in: Any, batch_id: int) -> Any:
-        marked = due(element["name"]) if timed else None
+        marked = due(element.name) if timed else None
         if marked:
             marks = _markers(marked, proc_in.schema if proc_in is not None else marker_schema)
             proc_in = marks if proc_in is None else pa.concat_tables([proc_in, marks])
         if proc_in is None:
             proc_in = marker_schema.empty_table()
-        runner = (plan_text, element["name"], first, state_dir, batch_id, clock[0], timed)
-        return run_buckets(runner, proc_in, element, workers, parallel_rows)
+        runner = (plan_text, element.name, first, state_dir, batch_id, clock[0], timed)
+        return run_buckets(runner, proc_in, as_json, workers, parallel_rows)
     return rows
 
 
@@ -518,7 +517,7 @@ def _bytes(paths: dict[int, list[str]], files: dict[int, Any]) -> int:
     return total
 
 
-def _stage_rows(plan: dict, element: dict, frames: list[Optional[DataFrame]], batch_id: int,
+def _stage_rows(plan: Plan, element: Element, frames: list[Optional[DataFrame]], batch_id: int,
                 dirs: RunDirs, layout: RunLayout, write: Callable, transform: Optional[Callable],
                 here: bool, rows: int = 0) -> Union[DataFrame, Any, None]:
     """``element``'s processor output rows of this batch from its ports' rows (``frames``, in the
@@ -526,44 +525,50 @@ def _stage_rows(plan: dict, element: dict, frames: list[Optional[DataFrame]], ba
     table (``transform`` is then :func:`_local_transform`, which runs it on the
     driver); for a native aggregation (which writes its batch itself, here) its changelog rows as
     written, None when no group changed."""
-    native = element["physical"]["native"]
+    native = _physical(element).native
     if native in ("aggregation", "stream"):
         source = _one_source(plan, element)
     if native == "aggregation":
         write(native_frame(element, source, frames[0]), batch_id)
-        path = dirs.batch_file("changelog", element["name"], batch_id, "parquet")
+        path = dirs.batch_file("changelog", element.name, batch_id, "parquet")
         if not os.path.exists(path):
             return None
         if here:  # read here: a Spark read is a job
             import pyarrow.parquet as pq
             from pyspark.sql.pandas.types import to_arrow_schema
-            schema = to_arrow_schema(changelog_schema(element["columns"]), timezone="UTC")
+            schema = to_arrow_schema(changelog_schema(columns_of(element)), timezone="UTC")
             return pq.read_table(path).select(schema.names).cast(schema)
-        return frames[0].sparkSession.read.schema(changelog_schema(element["columns"])).parquet(path)
+        return frames[0].sparkSession.read.schema(changelog_schema(columns_of(element))).parquet(path)
     if native == "input":
         return native_input(element, frames[0])
     if native == "stream":
         return native_frame(element, source, frames[0])
-    assert transform is not None, f"{element['name']} has no way to run"
+    assert transform is not None, f"{element.name} has no way to run"
     proc_in = processor_input(plan, element, frames, layout.buckets,
-                              layout.by_group.get(element["name"], ()), narrow=True)
+                              layout.by_group.get(element.name, ()), narrow=True)
     if here:
         return transform(_collected(proc_in, rows), batch_id)
     return transform(proc_in, batch_id)
 
 
-def _one_source(plan: dict, element: dict) -> dict:
+def _one_source(plan: Plan, element: Element) -> Element:
     """The source element of ``element``, which reads one (a native stream or aggregation)."""
-    return next(e for e in plan["elements"] if e["name"] == ports_of(element)[0][1])
+    return plan.element(ports_of(element)[0][1])
 
 
-def _stage_table(spark: SparkSession, plan: dict, element: dict, frames: list[Optional[Any]],
+def _physical(element: Element) -> Physical:
+    """The plan's physical decisions of ``element`` (every element the runtime runs has them)."""
+    assert element.physical is not None, f"{element.name} has no physical decisions"
+    return element.physical
+
+
+def _stage_table(spark: SparkSession, plan: Plan, element: Element, frames: list[Optional[Any]],
                  batch_id: int, dirs: RunDirs, layout: RunLayout, write: Callable,
                  transform: Optional[Callable]) -> Optional[Any]:
     """:func:`_stage_rows` of a small batch, whose frames are Arrow tables, as an Arrow table:
     built here by runtime/arrow_frames.py where it can, else by Spark's expressions over the
     tables."""
-    native = element["physical"]["native"]
+    native = _physical(element).native
     out = None
     if native == "input":
         out = arrow_frames.native_input(element, frames[0])
@@ -571,7 +576,7 @@ def _stage_table(spark: SparkSession, plan: dict, element: dict, frames: list[Op
         out = arrow_frames.native_stream(element, _one_source(plan, element), frames[0])
     elif transform is not None:
         proc_in = arrow_frames.processor_input(plan, element, frames, layout.buckets,
-                                               layout.by_group.get(element["name"], ()))
+                                               layout.by_group.get(element.name, ()))
         out = transform(proc_in, batch_id) if proc_in is not None else None
     if out is not None:
         return out
@@ -582,16 +587,16 @@ def _stage_table(spark: SparkSession, plan: dict, element: dict, frames: list[Op
     return _collected(out, rows) if isinstance(out, DataFrame) else out
 
 
-def _written(element: dict, out: Union[DataFrame, Any, None], batch_id: int, write: Callable,
+def _written(element: Element, out: Union[DataFrame, Any, None], batch_id: int, write: Callable,
              write_table: Callable, small: bool, held: list[DataFrame]) -> Union[DataFrame, Any, None]:
     """Write ``element``'s batch (``out``: its processor output rows) and return its changelog
     rows for its readers, in the processor's frame layout (None: none). A small batch's rows (an
     Arrow table) are written by ``write_table`` and handed on as an Arrow table; a large one's
     are persisted (into ``held``, which the caller unpersists) and written by ``write``."""
-    cols = [c for c, _ in element["columns"]]
+    cols = [c.name for c in element.columns]
     if out is None:
         return None
-    if element["physical"]["native"] == "aggregation":  # written already: ``out`` is its changelog
+    if _physical(element).native == "aggregation":  # written already: ``out`` is its changelog
         return arrow_frames.changelog_frame(out, cols) if small else changelog_frame(out, cols)
     if small:
         rows = write_table(out, batch_id)

@@ -23,7 +23,7 @@ from .adapters.service import Adapters, check_adapters
 from .batch_writers import arrow_transform, batch_writer
 from .frames import input_files_stream
 from .job import element_query
-from .json_plan import JsonPlan, json_side
+from .json_plan import plan_json
 from .outputs import element_stats, output_adapters, write_outputs
 from .project_query import (BatchGuard, Deadlines, Ticker, project_batch, project_listing, query_dir,
                             ticks_dir, timed_stages)
@@ -78,40 +78,39 @@ class RunResult:
         return "\n".join(lines) + "\n"
 
 
-def _start(spark: SparkSession, plan: Plan, legacy: JsonPlan, element: Element,
+def _start(spark: SparkSession, plan: Plan, element: Element,
            options: RunOptions, dirs: RunDirs, layout: RunLayout) -> Optional[StreamingQuery]:
     """The query of ``element``; None when it has none (no input bound, or it runs inside its
     source's batches: ``layout.fused``, the plan's ``fused_consumers``). RunError when Spark
     refuses to start it (e.g. an input directory it cannot list)."""
     try:
-        return _start_query(spark, plan, legacy, element, options, dirs, layout)
+        return _start_query(spark, plan, element, options, dirs, layout)
     except (PySparkException, Py4JJavaError) as exc:
         raise RunError(f"element '{element.name}' could not start: {_first_line(exc)}") from None
 
 
-def _start_query(spark: SparkSession, plan: Plan, legacy: JsonPlan, typed: Element,
+def _start_query(spark: SparkSession, plan: Plan, element: Element,
                  options: RunOptions, dirs: RunDirs, layout: RunLayout) -> Optional[StreamingQuery]:
-    if (typed.name in layout.project
-            or any(typed.name in consumers for consumers in layout.fused.values())):
+    if (element.name in layout.project
+            or any(element.name in consumers for consumers in layout.fused.values())):
         return None
-    element = legacy.elements[typed.name]  # for the writers and frames that read JSON
-    write = batch_writer(element, dirs, legacy.plan, layout)
-    if typed.name in layout.file_source:
-        files = input_files_stream(spark, legacy.plan, element, options, dirs)
+    write = batch_writer(element, dirs, plan, layout)
+    if element.name in layout.file_source:
+        files = input_files_stream(spark, plan, element, options, dirs)
         if files is None:
             return None
         frame, rows = files
         write = (lambda df, batch_id, write=write: write(rows(df), batch_id))
     else:
-        frame = element_query(spark, plan, legacy, typed, options, dirs, layout)
+        frame = element_query(spark, plan, element, options, dirs, layout)
         if frame is None:
             return None
-        if typed.name in layout.arrow_state:
-            transform = arrow_transform(legacy.plan, element, dirs, layout.buckets)
+        if element.name in layout.arrow_state:
+            transform = arrow_transform(plan, element, dirs, layout.buckets)
             write = (lambda df, batch_id, write=write: write(transform(df, batch_id), batch_id))
-    name = f"ccl:{typed.name}"
-    return _started(spark, frame, timed_batches(write, dirs, name), dirs.of("queries", typed.name),
-                    name, options, _uses_time(typed))
+    name = f"ccl:{element.name}"
+    return _started(spark, frame, timed_batches(write, dirs, name), dirs.of("queries", element.name),
+                    name, options, _uses_time(element))
 
 
 def _uses_time(element: Element) -> bool:
@@ -119,7 +118,7 @@ def _uses_time(element: Element) -> bool:
     return element.physical is not None and element.physical.uses_time
 
 
-def _start_project(spark: SparkSession, plan: Plan, legacy: JsonPlan, options: RunOptions,
+def _start_project(spark: SparkSession, plan: Plan, options: RunOptions,
                    dirs: RunDirs, layout: RunLayout) -> Optional[StreamingQuery]:
     """The project's one query (runtime/project_query.py); None when it has no stage or no input
     file bound."""
@@ -134,13 +133,13 @@ def _start_project(spark: SparkSession, plan: Plan, legacy: JsonPlan, options: R
         timed = timed_stages(plan, layout)
         ticker = Ticker(ticks_dir(dirs)) if timed and not options.until_idle else None
         guard = BatchGuard(ticker)
-        write = timed_batches(project_batch(plan, legacy, options, dirs, layout, guard), dirs,
+        write = timed_batches(project_batch(plan, options, dirs, layout, guard), dirs,
                               PROJECT_QUERY)
         query = _started(spark, listing, write,
                          query_dir(dirs), PROJECT_QUERY, options, False, options.poll_interval)
         _GUARDS[str(query.id)] = guard
         if ticker is not None:  # the timers the saved states hold
-            ticker.start().arm(Deadlines(legacy.plan, dirs, timed).earliest(sys.maxsize))
+            ticker.start().arm(Deadlines(plan, dirs, timed).earliest(sys.maxsize))
         return query
     except (PySparkException, Py4JJavaError) as exc:
         raise RunError(f"the project's query could not start: {_first_line(exc)}") from None
@@ -224,9 +223,9 @@ def run_plan(spark: SparkSession, plan: Plan, options: RunOptions, out_dir: str,
     by the caller's signal handlers while Spark was starting (a stop asked for then is carried
     out as soon as the queries are up)."""
     began = time.monotonic()
-    legacy = json_side(plan)  # for the modules still reading the JSON form (runtime/json_plan.py)
+    legacy = plan_json(plan)  # for adapters/ and rebucket.py, which read the JSON form
     output_adapters(plan, options.base_dir)  # refused now rather than when the run ends
-    _checked(check_adapters, legacy.plan, options.base_dir)
+    _checked(check_adapters, legacy, options.base_dir)
     if options.run_dir is None:  # the socket adapters' inboxes are in the run directory
         options = replace(options, run_dir=tempfile.mkdtemp(prefix="ccl-run-"))
     wanted = options.buckets
@@ -238,34 +237,34 @@ def run_plan(spark: SparkSession, plan: Plan, options: RunOptions, out_dir: str,
     # another count asked for is moved to; auto grows to the cores, where the state can move
     if layout.buckets != options.buckets and (
             wanted is not None or (options.buckets > layout.buckets
-                                   and why_not_rebucketed(legacy.plan, layout) is None)):
-        rebucket_run(dirs, legacy.plan, layout, options.buckets)
+                                   and why_not_rebucketed(legacy, layout) is None)):
+        rebucket_run(dirs, legacy, layout, options.buckets)
         layout = layout_of(dirs.root)
     stop = stop or threading.Event()
-    adapters = _checked(Adapters(legacy.plan, dirs.root, options.base_dir, options.inputs).start,
+    adapters = _checked(Adapters(legacy, dirs.root, options.base_dir, options.inputs).start,
                         not options.until_idle)
     # (again: SparkContext replaced the caller's SIGINT handler by its own, which raises
     # KeyboardInterrupt)
     try:
         with stopped_by_signals(stop):
             if options.until_idle:
-                _run_until_idle(spark, plan, legacy, options, dirs, layout, stop)
+                _run_until_idle(spark, plan, options, dirs, layout, stop)
             else:
-                _run_until_stopped(spark, plan, legacy, options, dirs, layout, status, stop)
+                _run_until_stopped(spark, plan, options, dirs, layout, status, stop)
     finally:
         adapters.stop()  # outputs get the last batches; inputs' last records wait in the inboxes
     report = write_outputs(spark, plan, dirs, out_dir, options.base_dir, time.monotonic() - began)
     return RunResult(report, dirs.root, out_dir)
 
 
-def _run_until_idle(spark: SparkSession, plan: Plan, legacy: JsonPlan, options: RunOptions,
+def _run_until_idle(spark: SparkSession, plan: Plan, options: RunOptions,
                     dirs: RunDirs, layout: RunLayout, stop: threading.Event) -> None:
     """The project's query, then each other element's query in turn, until it has processed
     everything; on ``stop`` the query running stops between two batches and the rest do not start
     (a checkpoint resumes them)."""
     starts: list[tuple[Optional[Element], Callable[[], Optional[StreamingQuery]]]] = [
-        (None, lambda: _start_project(spark, plan, legacy, options, dirs, layout))]
-    starts += [(e, lambda e=e: _start(spark, plan, legacy, e, options, dirs, layout)) for e in plan.elements]
+        (None, lambda: _start_project(spark, plan, options, dirs, layout))]
+    starts += [(e, lambda e=e: _start(spark, plan, e, options, dirs, layout)) for e in plan.elements]
     for element, start in starts:
         if stop.is_set():
             break
@@ -320,18 +319,18 @@ def _stop_between_batches(query: StreamingQuery, bound: float = 10.0) -> None:
     query.stop()
 
 
-def _run_until_stopped(spark: SparkSession, plan: Plan, legacy: JsonPlan, options: RunOptions,
+def _run_until_stopped(spark: SparkSession, plan: Plan, options: RunOptions,
                        dirs: RunDirs, layout: RunLayout,
                        status: Callable[[str], None], stop: threading.Event) -> None:
     queries: dict[str, StreamingQuery] = {}
     try:
-        project = _start_project(spark, plan, legacy, options, dirs, layout)
+        project = _start_project(spark, plan, options, dirs, layout)
         if project is not None:
             queries[PROJECT_QUERY] = project
         for element in plan.elements:
             if stop.is_set():  # asked to stop while starting: stop what started
                 break
-            q = _start(spark, plan, legacy, element, options, dirs, layout)
+            q = _start(spark, plan, element, options, dirs, layout)
             if q is not None:
                 queries[element.name] = q
         began, before = time.monotonic(), _progress(plan, dirs)[0]  # rows of earlier runs

@@ -238,7 +238,7 @@ def run_on_engine(typed: Plan, inputs: Mapping[str, str], base_dir: str,
                     targets, _reason = router.instances(seq, inst, sub, values)
                     for target in targets:
                         received[target].append((seq, inst, sub, port, op, values))
-        first = first_ports(plan, elements[name])
+        first = first_ports(typed, element)
         order = (lambda x: (x[3] not in first, *x[:4])) if first else (lambda x: x[:4])
         out: list[tuple[int, int, int, str, dict]] = []
         for inst in sorted(received):

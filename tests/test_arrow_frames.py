@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from ccl.plan.codec import plan_from_json
 from runtime import arrow_frames
 from runtime.frames import changelog_frame, frame_layout
 from runtime.native_stages import native_frame, native_input
@@ -112,13 +113,14 @@ def test_processor_input_equals_sparks(spark, plan, stream, window):
     spark_in["Joined"] = changelog_frame(_spark_frame(spark, changelog), ["a", "s", "v"])
     groups = by_group(plan)
     assert groups.get("Totals")  # the case of buckets by group is covered
+    typed = plan_from_json(plan)
     for name in ("Hashed", "Joined", "Rotated", "RotatedAgain", "Keyed", "Totals"):
-        element = by_name[name]
+        element = typed.element(name)
         sources = [src for _, src in ports_of(element)]
-        got = arrow_frames.processor_input(plan, element, [arrow_in[s] for s in sources], BUCKETS,
+        got = arrow_frames.processor_input(typed, element, [arrow_in[s] for s in sources], BUCKETS,
                                            groups.get(name, ()))
         assert got is not None, name
-        want = processor_input(plan, element, [spark_in[s] for s in sources], BUCKETS,
+        want = processor_input(typed, element, [spark_in[s] for s in sources], BUCKETS,
                                    groups.get(name, ())).toArrow()
         _same(got, want)
 
@@ -129,8 +131,9 @@ def test_native_input_equals_sparks(spark, plan, ops):
     element = next(e for e in plan["elements"] if e["name"] == "S")
     rows = [(i, f"s{i}", i / 3, i, i % 2 == 0) for i in range(len(ops))]
     parsed = _parsed(element, rows, ops)
-    got = arrow_frames.native_input(element, arrow_frames.input_frame(parsed))
-    want = native_input(element, frame_layout(_spark_frame(spark, parsed))).toArrow()
+    typed = plan_from_json(plan).element("S")
+    got = arrow_frames.native_input(typed, arrow_frames.input_frame(parsed))
+    want = native_input(typed, frame_layout(_spark_frame(spark, parsed))).toArrow()
     assert got is not None
     assert [(f.name, f.type) for f in got.schema] == [(f.name, f.type) for f in want.schema]
     assert got.to_pylist() == want.to_pylist()
@@ -139,7 +142,8 @@ def test_native_input_equals_sparks(spark, plan, ops):
 def test_a_bad_row_or_a_custom_function_is_left_to_spark(plan, tmp_path):
     element = next(e for e in plan["elements"] if e["name"] == "S")
     parsed = _parsed(element, [(1, "a", 1.0, 1, True)], ["x"])  # an unknown opcode
-    assert arrow_frames.native_input(element, arrow_frames.input_frame(parsed)) is None
+    assert arrow_frames.native_input(plan_from_json(plan).element("S"),
+                                     arrow_frames.input_frame(parsed)) is None
     path = os.path.join(str(tmp_path), "c.ccl")
     with open(path, "w", encoding="utf-8") as f:
         f.write("""CREATE INPUT STREAM S SCHEMA (a integer);
@@ -149,7 +153,8 @@ AS SELECT x.a a FROM S x;""")
     assert custom is not None, diags
     by_name = {e["name"]: e for e in custom["elements"]}
     frame = arrow_frames.input_frame(_parsed(by_name["S"], [(1,)], ["i"]))
-    assert arrow_frames.processor_input(custom, by_name["C"], [frame], BUCKETS) is None
+    typed = plan_from_json(custom)
+    assert arrow_frames.processor_input(typed, typed.element("C"), [frame], BUCKETS) is None
 
 
 FILTERS = """
@@ -172,12 +177,13 @@ def test_native_stream_equals_sparks(spark, tmp_path_factory, stream, ops):
     assert plan is not None, diags
     by_name = {e["name"]: e for e in plan["elements"]}
     parsed = _parsed(by_name["S"], stream, ops[:len(stream)])
+    typed = plan_from_json(plan)
     for name in ("Some", "Others"):
-        element = by_name[name]
-        assert element["physical"]["native"] == "stream"
-        got = arrow_frames.native_stream(element, by_name["S"], arrow_frames.input_frame(parsed))
+        element = typed.element(name)
+        assert element.physical.native == "stream"
+        got = arrow_frames.native_stream(element, typed.element("S"), arrow_frames.input_frame(parsed))
         assert got is not None, name
-        want = native_frame(element, by_name["S"], frame_layout(_spark_frame(spark, parsed))).toArrow()
+        want = native_frame(element, typed.element("S"), frame_layout(_spark_frame(spark, parsed))).toArrow()
         assert got.to_pylist() == want.to_pylist(), name
 
 

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 
+from ccl.plan.model import Column, Element
 from runtime.inputs.csv_text import file_slices, parse_file_text, read_file, read_slice
 from runtime.inputs.formats import LINE_BITS, CsvFormat
 from runtime.inputs.listing import FileSpec, Manifest, list_new_files
@@ -16,6 +17,11 @@ from runtime.inputs.values import column_parser, java_pattern_regex
 
 COLS = [["id", "integer"], ["price", "money(2)"], ["ts", "timestamp"], ["ok", "boolean"],
         ["x", "float"], ["s", "string"]]
+
+
+def _element(name: str, columns: list) -> Element:
+    """An input stream ``name`` of ``columns`` (``[name, ccl_type]`` pairs) as the plan has it."""
+    return Element(name, "stream", "input", None, None, tuple(Column(c, t) for c, t in columns), ())
 
 
 def parse(text: str, columns=COLS, **options):
@@ -303,7 +309,7 @@ def test_spark_directory_types_ops_and_bad_rows(spark, tmp_path):
     # Another delimiter: its first line names no column, so it is no header; both lines are bad.
     (d / "b.csv").write_text("x;id\n2.5;3\n")
     (d / "_hidden.csv").write_text("id\n9\n")
-    element = {"name": "priceW", "columns": COLS}
+    element = _element("priceW", COLS)
     df = read_input(spark, element, FileSpec(str(d), pattern="*.csv"),
                     options={"max_files_per_batch": 1, "slice_bytes": 16})
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
@@ -332,7 +338,7 @@ def test_spark_replay_is_stable_and_new_files_continue(spark, tmp_path):
     ck = tmp_path / "ck"
 
     def start():
-        df = read_input(spark, {"name": "e", "columns": cols}, FileSpec(str(d), pattern="*.csv"),
+        df = read_input(spark, _element("e", cols), FileSpec(str(d), pattern="*.csv"),
                         options={"hasHeader": "false", "max_files_per_batch": 1,
                                  "slice_bytes": 2})
         return run_available(df, ck)
@@ -361,7 +367,7 @@ def test_spark_manifest_and_stream_name_opcode(spark, tmp_path):
     d.mkdir()
     (d / "x.csv").write_text("e,i,1,a\ne,u,1,b\ne,zz,1,c\n")
     manifest = tmp_path / "manifest"
-    df = read_input(spark, {"name": "e", "columns": [["k", "integer"], ["v", "string"]]},
+    df = read_input(spark, _element("e", [["k", "integer"], ["v", "string"]]),
                     FileSpec(str(d), file="x.csv"),
                     options={"expectStreamNameOpcode": "true", "manifest_dir": str(manifest)})
     rows = [r for _, rows in run_available(df, tmp_path / "ck") for r in rows]
@@ -385,7 +391,7 @@ def test_spark_fast_path_rows_equal_the_python_path(spark, tmp_path):
     files = FileSpec(str(d), pattern="*.csv")
 
     def rows(**options):
-        df = read_input(spark, {"name": "e", "columns": cols}, files,
+        df = read_input(spark, _element("e", cols), files,
                         options={"slice_bytes": 2000, **options})
         out = [r for _, batch in run_available(df, tmp_path / f"ck{len(options)}") for r in batch]
         return sorted(out, key=lambda r: r["__seq"])
@@ -403,7 +409,7 @@ def test_spark_reads_xml_list_files(spark, tmp_path):
     (d / "a.xml").write_text('<?xml version="1.0"?>\n<S ESP_OPS="u" id="7" s="x" price="1.5"/>\n'
                              '<S id="oops"/>\n')
     (d / "b.xml").write_text('<S id="8"/>\n')
-    df = read_input(spark, {"name": "S", "columns": COLS}, FileSpec(str(d), pattern="*.xml"),
+    df = read_input(spark, _element("S", COLS), FileSpec(str(d), pattern="*.xml"),
                     options={"fileformat": "xmllist", "max_files_per_batch": 1})
     batches = run_available(df, tmp_path / "ck")
     got = [(r["__seq"], r["__op"], r["__bad"], r["id"], r["s"], r["price"])

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ccl.plan.model import Column, Element
 from runner_e2e import run_project
 from runtime.inputs.csv_text import read_file
 from runtime.inputs.file_input import batch_rows, file_numbers
@@ -32,6 +33,11 @@ PROJECTS = {
       as select s.k, sum(s.v) t, count(*) n from s group by s.k;
     """,
 }
+
+
+def _element(name: str, columns: list) -> Element:
+    """An input stream ``name`` of ``columns`` (``[name, ccl_type]`` pairs) as the plan has it."""
+    return Element(name, "stream", "input", None, None, tuple(Column(c, t) for c, t in columns), ())
 
 
 def _files(d) -> None:
@@ -101,7 +107,7 @@ def test_batch_rows_numbers_files_and_slices_them_as_the_ccl_csv_source(spark, t
     lines = "".join(f"k{i},{i}\n" for i in range(300))
     (d / "big.csv").write_text("k,v\n" + lines)
     (d / "small.csv").write_text("k,v\nx,1\n")
-    element = {"name": "s", "columns": COLUMNS}
+    element = _element("s", COLUMNS)
     spec, fmt = FileSpec(str(d), None, "*"), CsvFormat.from_options({}, "s")
     arrivals = Arrivals(str(tmp_path / "arrivals"))
 
@@ -143,7 +149,7 @@ def test_a_query_spark_refuses_to_start_is_a_run_error_naming_the_element(monkey
         raise AnalysisException(message="[PATH_NOT_FOUND] no such path\n\tat org.apache.x")
     monkeypatch.setattr(run, "_start_query", refuse)
     with pytest.raises(RunError, match=r"^element 's' could not start: \[PATH_NOT_FOUND\] no such path$"):
-        run._start(None, None, None, SimpleNamespace(name="s"), None, None, None)
+        run._start(None, None, SimpleNamespace(name="s"), None, None, None)
 
 
 @pytest.mark.parametrize("directory", ["in [x]{y}*", "h#sh?q=1 %41", "back\\slash"])

@@ -18,6 +18,8 @@ from pyspark.sql import functions as F
 
 from ccl.plan.lowering import Unsupported
 from ccl.plan.lowering.aggregation import aggregate_call, lower_aggregate
+from ccl.plan.codec import element_from_json
+from ccl.plan.model import NativeAggregation
 from ccl.plan.physical import native_aggregation
 from planned import plan_json
 from runtime.native_agg import SparkAggregation, output_values
@@ -67,7 +69,9 @@ def _batches_merged(spark, spec, element):
     merged = fold(second).join(old, "sym", "full_outer").select(
         "sym", *[backend.merge(p.how, F.col(p.name), F.col("o" + p.name)).alias(p.name) for p in parts])
     whole = fold(df)
-    values = output_values(element, spec)
+    typed = NativeAggregation(spec["source"], spec["alias"], tuple(map(tuple, spec["groups"])),
+                              tuple(map(tuple, spec["aggregates"])))
+    values = output_values(element_from_json(element), typed)
     return ({r[0]: tuple(r[1:]) for r in merged.select("sym", *values[1:]).collect()},
             {r[0]: tuple(r[1:]) for r in whole.select("sym", *values[1:]).collect()})
 

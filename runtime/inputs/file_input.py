@@ -26,6 +26,8 @@ from urllib.parse import unquote
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from ccl.plan.model import Element
+
 from .csv_text import DEFAULT_SLICE_BYTES, file_slices, output_schema
 from .formats import CsvFormat
 from .listing import Arrivals, FileSpec, wanted
@@ -43,13 +45,18 @@ _SLICES = "file_no long, path string, start long, end long, first_line long"
 _MAX_FILE_AGE = "36500d"
 
 
-def input_format(element: dict, adapter: dict) -> CsvFormat:
+def input_format(element: Element, adapter: dict) -> CsvFormat:
     """The parsing format of ``adapter`` properties for ``element``; ValueError (with the reason)
     for a delimiter or date format the reader cannot use."""
-    fmt = CsvFormat.from_options(adapter, str(element.get("name", "")) or None)
-    for _, t in element["columns"]:
-        column_parser(t, fmt)
+    fmt = CsvFormat.from_options(adapter, element.name or None)
+    for c in element.columns:
+        column_parser(c.type, fmt)
     return fmt
+
+
+def element_columns(element: Element) -> list[list[str]]:
+    """``element``'s columns as the parsers take them: ``[[name, ccl_type], ...]``."""
+    return [[c.name, c.type] for c in element.columns]
 
 
 def file_stream(spark: SparkSession, files: FileSpec, max_files: Optional[int] = None) -> DataFrame:
@@ -80,16 +87,17 @@ def local_path(path: str) -> str:
     return local if os.path.exists(local) else unquote(local)
 
 
-def batch_rows(spark: SparkSession, element: dict, files: FileSpec, fmt: CsvFormat,
+def batch_rows(spark: SparkSession, element: Element, files: FileSpec, fmt: CsvFormat,
                numbers: dict[str, int], slice_bytes: int = DEFAULT_SLICE_BYTES) -> DataFrame:
     """The parsed rows of the files ``numbers`` (by name: those of one micro-batch of
     :func:`file_stream` that the input reads, see :func:`file_numbers`) in the ``ccl_csv``
     source's schema."""
     slices = numbered_slices(files, fmt, numbers, slice_bytes)
-    schema = output_schema(element["columns"])
+    columns = element_columns(element)
+    schema = output_schema(columns)
     listing = spark.createDataFrame(spark.sparkContext.parallelize(slices, max(len(slices), 1)),
                                     _SLICES)
-    return listing.mapInArrow(_parser(json.dumps(element["columns"]), fmt, schema), schema)
+    return listing.mapInArrow(_parser(json.dumps(columns), fmt, schema), schema)
 
 
 def read_paths(files: FileSpec, paths: list[str]) -> list[str]:
@@ -123,16 +131,17 @@ def numbered_slices(files: FileSpec, fmt: CsvFormat, numbers: dict[str, int],
     return slices
 
 
-def rows_here(element: dict, files: FileSpec, fmt: CsvFormat, numbers: dict[str, int]) -> Any:
+def rows_here(element: Element, files: FileSpec, fmt: CsvFormat, numbers: dict[str, int]) -> Any:
     """:func:`batch_rows` parsed here, in this process (a small batch): an Arrow table of the
     ``ccl_csv`` source's schema."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    arrow = to_arrow_schema(output_schema(element["columns"]), timezone="UTC")
+    columns = element_columns(element)
+    arrow = to_arrow_schema(output_schema(columns), timezone="UTC")
     batches = [batch for file_no, path, start, end, first_line
                in numbered_slices(files, fmt, numbers)
-               for batch in read_partition(path, element["columns"], fmt, file_no, start, end,
+               for batch in read_partition(path, columns, fmt, file_no, start, end,
                                            first_line, arrow)]
     return pa.Table.from_batches(batches, schema=arrow)
 

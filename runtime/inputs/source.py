@@ -46,6 +46,8 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ccl.plan.model import Element
+
 from .csv_text import (ARROW_BATCH_ROWS, DEFAULT_SLICE_BYTES, Row, file_slices, output_schema,
                        parse_file_text, read_slice_bytes, rows_to_arrow)
 from .formats import CsvFormat, property_flag
@@ -227,11 +229,10 @@ def data_source_class() -> type:
     return _CLASSES[0]
 
 
-def read_input(spark: Any, element: dict, files: FileSpec, *,
+def read_input(spark: Any, element: Element, files: FileSpec, *,
                options: dict | None = None) -> Any:
-    """A streaming DataFrame of the CSV files ``files`` for the plan element ``element`` (its
-    ``columns`` are ``[[name, ccl_type], ...]``): ``__seq, __op, __bad, __raw`` then the element's
-    columns. ``options`` are the adapter properties (``delimiter``, ``hasHeader``,
+    """A streaming DataFrame of the CSV files ``files`` for the plan element ``element``:
+    ``__seq, __op, __bad, __raw`` then the element's columns. ``options`` are the adapter properties (``delimiter``, ``hasHeader``,
     ``expectStreamNameOpcode``, ``dateFormat``, ``timestampFormat``; any case) plus the runtime's
     ``max_files_per_batch`` and ``manifest_dir``. Bad rows are returned, not dropped."""
     spark.dataSource.register(data_source_class())
@@ -240,11 +241,12 @@ def read_input(spark: Any, element: dict, files: FileSpec, *,
     runtime = {k.lower(): str(v) for k, v in opts.items() if k.lower() in runtime_keys}
     adapter = {k: v for k, v in opts.items() if k.lower() not in runtime_keys}
     CsvFormat.from_options(adapter)  # fail early on a bad delimiter or date format
-    for _, t in element["columns"]:
+    columns = [[c.name, c.type] for c in element.columns]  # (the source's option, as JSON)
+    for _, t in columns:
         column_parser(t, CsvFormat.from_options(adapter))
     reader = (spark.readStream.format(SOURCE_NAME)
-              .option("columns", json.dumps(element["columns"]))
-              .option("element", str(element.get("name", "")))
+              .option("columns", json.dumps(columns))
+              .option("element", element.name)
               .option("dir", os.path.abspath(files.dir))
               .option("file", files.file or "").option("pattern", files.pattern or "")
               .option("adapter", json.dumps(adapter)))
