@@ -4,8 +4,9 @@ A checkpoint made with ``PARTITIONS n`` keeps each partitioned element's state s
 Moving it to ``m`` instances (``ccl rescale``, ``ccl run --rescale``; runtime/rescale.py carries
 the move out) gives the outputs of a run that had ``m`` from the start only where every piece of
 state belongs to one key whose rows all go to one instance, and that instance can be computed from
-the key alone: HASH partitioning on columns that key the state (for a join, each port's rows; for a
-Flex, its dictionaries and event caches: :func:`flex_state`). Everything else is refused here,
+the key alone: HASH partitioning on columns that key the state (for a join, each port's rows, and for
+a join that aggregates its groups too; for a Flex, its dictionaries and event caches:
+:func:`flex_state`). Everything else is refused here,
 naming the reason (:func:`why_not_rescaled`), before any file is touched.
 
 Works on the plan's JSON form (what ``plan.json`` of a run directory holds), without Spark.
@@ -197,8 +198,8 @@ def _why_not_join(element: dict, plan: dict, select: dict, part: dict) -> Option
     rows are recounted from the equality indexes)."""
     if element["physical"].get("path") != "per-instance":
         return "it joins outside the per-instance engine, whose state is not moved"
-    if select.get("group_by") or select.get("aggregates") or select.get("matching"):
-        return "it joins and aggregates: the groups of a join are not moved"
+    if select.get("matching"):
+        return "it joins and matches patterns: a pattern's partial matches are kept per instance"
     for src in select["sources"]:
         if src.get("keep"):
             return (f"KEEP on its source {src['alias']} holds that source's rows per instance, "
@@ -262,11 +263,17 @@ def _why_not_join(element: dict, plan: dict, select: dict, part: dict) -> Option
             return (f"its join of {aliases[j + 1]} has ON terms besides column equalities between "
                     f"broadcast and hashed rows: a broadcast row's matches in each new instance "
                     f"cannot be recounted")
-        present = {"inner": present | {aliases[j + 1]}, "left": present,
-                   "right": {aliases[j + 1]}, "full": set()}.get(kind, set())
-    moved = _join_outputs(element, select, ports)
+        present = _after_level(present, kind, aliases[j + 1])
+    aggregates = bool(select.get("group_by") or select.get("aggregates"))
+    if aggregates:
+        positions = _join_group_positions(select, ports, present)
+        if isinstance(positions, str):
+            return positions
+    moved = _join_outputs(element, select, ports, present)
     if isinstance(moved, str):
         return moved
+    if aggregates:
+        return _why_not_engine_groups(element, [out for out, _ in moved])
     if element["kind"] == "window":
         missing = [out for out, _ in moved if out not in element["key"]]
         if missing:
@@ -279,12 +286,68 @@ def _why_not_join(element: dict, plan: dict, select: dict, part: dict) -> Option
     return None
 
 
-def _join_outputs(element: dict, select: dict, ports: list[Optional[dict]]
-                  ) -> list[tuple[str, str]] | str:
-    """(output column, hash column) per hash column, each output column a hashed source's hash
-    column as it is (any hashed source: the ON equates them), or why one is not. A stream keeps
-    no rows: none is needed."""
-    hashed = [p for p in ports if p is not None]
+def _after_level(present: set[str], kind: str, right: str) -> set[str]:
+    """The aliases every joined row holds after a level of ``kind`` joins ``right`` to rows that
+    hold ``present`` (outer joins null-extend the side they do not preserve)."""
+    return {"inner": present | {right}, "left": present, "right": {right},
+            "full": set()}.get(kind, set())
+
+
+def always_present(select: dict) -> set[str]:
+    """The aliases of the select's sources that every row of its join holds."""
+    aliases = [src["alias"] for src in select["sources"]]
+    present = {aliases[0]}
+    for j, join in enumerate(select.get("joins") or []):
+        present = _after_level(present, join.get("kind", "inner"), aliases[j + 1])
+    return present
+
+
+def _present_hashed(ports: list[Optional[dict]], present: set[str]) -> list[dict]:
+    """The hashed ports among ``ports`` whose alias every joined row holds (``present``: an
+    outer join null-extends the others, whose hash columns may then be null)."""
+    return [p for p in ports if p is not None and p["alias"] in present]
+
+
+def _join_group_positions(select: dict, ports: list[Optional[dict]],
+                          present: set[str]) -> list[int] | str:
+    """Where each hash column sits in the group key of a join that aggregates (GROUP BY order,
+    as runtime/engine/aggregate.py keys its groups): the k-th hash column as a plain column of a
+    hashed source every joined row holds (the ON equates them, so any such source gives the
+    row's instance); or why a group's rows can come from several instances."""
+    hashed = _present_hashed(ports, present)
+    grouped = [_plain_column_of(g, hashed) for g in select.get("group_by") or []]
+    first = next(p for p in ports if p is not None)
+    positions = []
+    for k, col in enumerate(first["columns"]):
+        at = [i for i, found in enumerate(grouped) if found is not None and found[1] == k]
+        if not at:
+            return (f"its GROUP BY does not include the hash column {col} of a source every "
+                    f"joined row holds: a group's rows come from several instances")
+        positions.append(at[0])
+    return positions
+
+
+def _plain_column_of(expr: object, hashed: list[dict]) -> Optional[tuple[str, int]]:
+    """(alias, k) when ``expr`` reads the k-th hash column of one of the ``hashed`` ports as it
+    is, else None."""
+    for p in hashed:
+        col = _plain_column(expr if isinstance(expr, dict) else None, {p["alias"]})
+        if col is not None and col in p["columns"]:
+            return p["alias"], p["columns"].index(col)
+    return None
+
+
+def _join_outputs(element: dict, select: dict, ports: list[Optional[dict]],
+                  present: set[str]) -> list[tuple[str, str]] | str:
+    """(output column, hash column) per hash column, each output column the hash column as it
+    is of a hashed source every joined row holds (``present``; any such source: the ON equates
+    them), or why one is not. A stream keeps no rows: none is needed."""
+    hashed = _present_hashed(ports, present)
+    if not hashed:
+        if element["kind"] == "stream":
+            return []
+        return ("no HASH partitioned source is in every joined row (an outer join "
+                "null-extends them), so its rows' keys do not give the instance")
     out = []
     for k, col in enumerate(hashed[0]["columns"]):
         found = None
@@ -541,11 +604,17 @@ def rescale_moves(old: dict, new: dict) -> tuple[dict[str, dict], list[str]]:
                 ports = join_ports(e, new)
                 assert not isinstance(ports, str)  # (why_not_rescaled said so)
                 first = next(p for p in ports if p is not None)
-                hashed = _join_outputs(e, select, ports)
+                present = always_present(select)
+                hashed = _join_outputs(e, select, ports, present)
                 assert not isinstance(hashed, str)
-                move["hash"] = [[out, src, first["types"][first["columns"].index(src)]]
-                                for out, src in hashed]
+                # (the k-th hash column of every hashed port has one type: why_not_rescaled)
+                move["hash"] = [[out, src, first["types"][k]]
+                                for k, (out, src) in enumerate(hashed)]
                 move["join"] = {"ports": ports, "aliases": [s["alias"] for s in select["sources"]]}
+                if select.get("group_by") or select.get("aggregates"):
+                    groups = _join_group_positions(select, ports, present)
+                    assert not isinstance(groups, str)
+                    move["groups"] = groups
                 move["store"] = "engine"
                 moves[e["name"]] = move
                 continue
