@@ -15,18 +15,8 @@ from ccl.plan.planner import plan_project
 from ccl.plan.rescale import rescale_moves, why_not_rescaled
 from runtime.spark_hash import spark_pmod_hash
 from tests.cli_runner import run as ccl
+from tests.rescale_projects import FLEX_PROJECT, PROJECT
 from tests.runner_e2e import run_project, write_rows
-
-PROJECT = """
-DECLARE PARAMETER integer PARTS := 2; END;
-CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
-CREATE OUTPUT WINDOW Recent PRIMARY KEY (Sym, TradeId) KEEP 2 ROWS PER (Sym)
-    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
-AS SELECT * FROM Trades;
-CREATE OUTPUT WINDOW Totals PRIMARY KEY DEDUCED
-    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
-AS SELECT t.Sym, sum(t.Qty) Qty, count(*) N FROM Trades t GROUP BY t.Sym;
-"""
 
 
 def _files(directory: str, batches: int) -> None:
@@ -446,30 +436,6 @@ def test_a_join_that_aggregates_resumed_after_a_rescale_gives_the_outputs_of_the
 
 
 # --- Flex -----------------------------------------------------------------------------------------
-
-FLEX_PROJECT = """
-DECLARE PARAMETER integer PARTS := 2; END;
-CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
-CREATE FLEX F IN Trades
-    OUT OUTPUT WINDOW Seen SCHEMA (Sym string, N integer, Total integer, Last3 float)
-    PRIMARY KEY (Sym)
-    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
-BEGIN
-    DECLARE
-        dictionary(string, integer) seen;
-        dictionary(string, integer) total;
-        eventCache(Trades[Sym], 3 events) recent;
-    END;
-    ON Trades {
-        if (isnull(seen[Trades.Sym])) { seen[Trades.Sym] := 0; total[Trades.Sym] := 0; }
-        seen[Trades.Sym] := seen[Trades.Sym] + 1;
-        total[Trades.Sym] := total[Trades.Sym] + Trades.Qty;
-        if (Trades.Qty = 0) { remove(total, Trades.Sym); }
-        output setOpcode([Sym = Trades.Sym; N = seen[Trades.Sym]; Total = total[Trades.Sym];
-                          Last3 = avg(recent.Qty);], upsert);
-    };
-END;
-"""
 
 
 @pytest.mark.parametrize("first,then", [(4, 7), (7, 2)])

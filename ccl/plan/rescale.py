@@ -4,8 +4,8 @@ A checkpoint made with ``PARTITIONS n`` keeps each partitioned element's state s
 Moving it to ``m`` instances (``ccl rescale``, ``ccl run --rescale``; runtime/rescale.py carries
 the move out) gives the outputs of a run that had ``m`` from the start only where every piece of
 state belongs to one key whose rows all go to one instance, and that instance can be computed from
-the key alone: HASH partitioning on columns that key the state (for a join, each port's rows, and for
-a join that aggregates its groups too; for a Flex, its dictionaries and event caches:
+the key alone: HASH partitioning on columns that key the state (for a join, each port's rows, and
+for a join that aggregates its groups too; for a Flex, its dictionaries and event caches:
 :func:`flex_state`). Everything else is refused here,
 naming the reason (:func:`why_not_rescaled`), before any file is touched.
 
@@ -121,13 +121,7 @@ def _why_not_engine_groups(element: dict, outputs: list[str]) -> Optional[str]:
         return "its groups are kept outside the per-instance engine, whose state is not moved"
     if element["kind"] != "window":
         return "its per-instance state is not keyed by the hash columns"
-    missing = [c for c in outputs if c not in element["key"]]
-    if missing:
-        return (f"its PRIMARY KEY does not include the hash column {missing[0]}, so its rows "
-                f"are not keyed by it")
-    if (element.get("keep") or {"kind": "all"})["kind"] != "all":
-        return "its KEEP is counted per instance"
-    return None
+    return _why_not_keyed_output(element, outputs)
 
 
 def group_positions(element: dict) -> list[int]:
@@ -274,12 +268,21 @@ def _why_not_join(element: dict, plan: dict, select: dict, part: dict) -> Option
         return moved
     if aggregates:
         return _why_not_engine_groups(element, [out for out, _ in moved])
+    return _why_not_keyed_output(element, [out for out, _ in moved])
+
+
+def _why_not_keyed_output(element: dict, outputs: list[str]) -> Optional[str]:
+    """Why the output of a join, a Flex or an aggregation is not kept by its hash columns, or
+    None: a window
+    whose PRIMARY KEY lacks one of ``outputs`` (the output columns that hold the hash columns as
+    they are) or that has a KEEP (counted per instance), or another kind than a window or a
+    stream (a stream keeps no rows)."""
     if element["kind"] == "window":
-        missing = [out for out, _ in moved if out not in element["key"]]
+        missing = [c for c in outputs if c not in element["key"]]
         if missing:
             return (f"its PRIMARY KEY does not include the hash column {missing[0]}, so its rows "
                     f"are not keyed by it")
-        if element.get("keep"):
+        if (element.get("keep") or {"kind": "all"})["kind"] != "all":
             return "its KEEP is counted per instance"
     elif element["kind"] != "stream":
         return "its per-instance state is not keyed by the hash columns"
@@ -478,14 +481,9 @@ def flex_state(element: dict, plan: dict) -> dict | str:
                         f"{first['columns'][k]} through as one of its columns, so its rows are "
                         f"not keyed by it")
             outputs.append(found.pop())
-        missing = [c for c in outputs if c not in element["key"]]
-        if missing:
-            return (f"its PRIMARY KEY does not include {missing[0]}, the hash column it outputs, "
-                    f"so its rows are not keyed by it")
-        if element.get("keep"):
-            return "its KEEP is counted per instance"
-    elif element["kind"] != "stream":
-        return "its per-instance state is not keyed by the hash columns"
+    problem = _why_not_keyed_output(element, outputs)
+    if problem:
+        return problem
     return {"ports": ports, "vars": keyed, "outputs": outputs}
 
 
