@@ -133,7 +133,9 @@ def bench_seeds(repeat: int, commands: int) -> None:
             result = verify(written, plain, inputs, work)
             best = min(best, time.perf_counter() - began)
         verdict = "equivalent" if result.equivalent else "differs"
-        argv = ccl + ["verify", path] + [a for e, p in inputs.items() for a in ("--input", f"{e}={p}")]
+        argv = ccl + ["verify", path]
+        for element, data in inputs.items():
+            argv += ["--input", f"{element}={data}"]
         wall = float("inf")
         for _ in range(commands):
             began = time.perf_counter()
