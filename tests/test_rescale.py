@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from ccl.plan.codec import plan_to_json
+from ccl.plan.codec import plan_from_json, plan_to_json
 from ccl.plan.planner import plan_project
 from ccl.plan.rescale import rescale_moves, why_not_rescaled
 from runtime.spark_hash import spark_pmod_hash
@@ -238,9 +238,9 @@ def test_hash_on_the_state_key_is_allowed_and_unchanged_counts_need_nothing(tmp_
     assert refused == []
     assert set(moves) == {"W", "T"}  # S keeps its count
     assert moves["W"]["hash"] == [["Sym", "Sym", "string"]] and moves["W"]["store"] == "engine"
-    elements = {e["name"]: e for e in new["elements"]}
+    typed = plan_from_json(new)
     # a stateless ROUNDROBIN filter holds nothing per instance: its count may change
-    assert not elements["S"]["stateful"] and why_not_rescaled(elements["S"], new) is None
+    assert not typed.element("S").stateful and why_not_rescaled(typed.element("S"), typed) is None
 
 
 def test_ccl_rescale_refuses_without_touching_the_checkpoint(tmp_path):
