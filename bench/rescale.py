@@ -1,17 +1,19 @@
 """Moving a checkpoint to another PARTITIONS count (runtime/rescale.py) against the alternative,
 running the project again from the start with the new count (issue 26).
 
-    python bench/rescale.py [--project window|join|flex|agg] [--keys 20000] [--rows 100000]
-                            [--first 2] [--then 3] [--repeats 3]
+    python bench/rescale.py [--project window|join|flex|agg|joinagg] [--keys 20000]
+                            [--rows 100000] [--first 2] [--then 3] [--repeats 3]
 
-The ``window`` project is tests/test_rescale.py's: a KEEP 2 ROWS PER (Sym) window keyed by (Sym,
-TradeId) and a GROUP BY Sym aggregation on Spark's group-by, both HASH(Sym) partitioned; ``join``:
-a window of the trades HASH(Sym) LEFT JOINed with a broadcast window of ``--keys / 10`` symbols'
-names (the join's stores, indexes and counts move, the names go to every instance); ``flex``: a
-Flex HASH(Sym) with two dictionaries and an event cache keyed by Sym; ``agg``: a GROUP BY Sym
-aggregation the per-instance engine runs (its WHERE keeps it off Spark's group-by), each
-instance's groups spread over the buckets (the groups, input and output keys, output rows move
-to their instance and bucket). The input is ``--rows``
+The ``window`` project (tests/rescale_projects.py, which tests/test_rescale.py runs too): a KEEP
+2 ROWS PER (Sym) window keyed by (Sym, TradeId) and a GROUP BY Sym aggregation on Spark's
+group-by, both HASH(Sym) partitioned; ``join``: a window of the trades HASH(Sym) LEFT JOINed with
+a broadcast window of ``--keys / 10`` symbols' names (the join's stores, indexes and counts move,
+the names go to every instance); ``flex`` (tests/rescale_projects.py's too): a Flex HASH(Sym)
+with two dictionaries and an event cache keyed by Sym; ``agg``: a GROUP BY Sym aggregation the
+per-instance engine runs (its WHERE keeps it off Spark's group-by), each instance's groups spread
+over the buckets (the groups, input and output keys, output rows move to their instance and
+bucket); ``joinagg``: ``join``'s LEFT JOIN grouped by t.Sym (a join that aggregates: the join's
+stores and the aggregate's groups move). The input is ``--rows``
 trades over ``--keys`` symbols in 4 files. A checkpoint is made with ``--first``
 instances on local[2]; then, ``--repeats`` times each on a copy of it: the move to ``--then``
 (`rescale_run`: the state files and RocksDB stores of the window, the aggregation's snapshot, the
@@ -38,17 +40,8 @@ from runtime.rescale import rescale_run  # noqa: E402
 from runtime.run import run_plan  # noqa: E402
 from runtime.run_setup import RunOptions  # noqa: E402
 from runtime.session import get_session  # noqa: E402
+from tests.rescale_projects import FLEX_PROJECT as FLEX, PROJECT  # noqa: E402
 
-PROJECT = """
-DECLARE PARAMETER integer PARTS := 2; END;
-CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
-CREATE OUTPUT WINDOW Recent PRIMARY KEY (Sym, TradeId) KEEP 2 ROWS PER (Sym)
-    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
-AS SELECT * FROM Trades;
-CREATE OUTPUT WINDOW Totals PRIMARY KEY DEDUCED
-    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
-AS SELECT t.Sym, sum(t.Qty) Qty, count(*) N FROM Trades t GROUP BY t.Sym;
-"""
 
 JOIN = """
 DECLARE PARAMETER integer PARTS := 2; END;
@@ -60,28 +53,6 @@ AS SELECT t.Sym Sym, t.TradeId TradeId, t.Qty Qty, n.Name Name
    FROM Trades t LEFT JOIN Names n ON t.Sym = n.Sym;
 """
 
-FLEX = """
-DECLARE PARAMETER integer PARTS := 2; END;
-CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
-CREATE FLEX F IN Trades
-    OUT OUTPUT WINDOW Seen SCHEMA (Sym string, N integer, Total integer, Last3 float)
-    PRIMARY KEY (Sym)
-    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
-BEGIN
-    DECLARE
-        dictionary(string, integer) seen;
-        dictionary(string, integer) total;
-        eventCache(Trades[Sym], 3 events) recent;
-    END;
-    ON Trades {
-        if (isnull(seen[Trades.Sym])) { seen[Trades.Sym] := 0; total[Trades.Sym] := 0; }
-        seen[Trades.Sym] := seen[Trades.Sym] + 1;
-        total[Trades.Sym] := total[Trades.Sym] + Trades.Qty;
-        output setOpcode([Sym = Trades.Sym; N = seen[Trades.Sym]; Total = total[Trades.Sym];
-                          Last3 = avg(recent.Qty);], upsert);
-    };
-END;
-"""
 
 AGG = """
 DECLARE PARAMETER integer PARTS := 2; END;
@@ -91,7 +62,17 @@ CREATE OUTPUT WINDOW Totals PRIMARY KEY DEDUCED
 AS SELECT t.Sym, sum(t.Qty) Qty, count(*) N FROM Trades t WHERE t.Qty >= 0 GROUP BY t.Sym;
 """
 
-PROJECTS = {"window": PROJECT, "join": JOIN, "flex": FLEX, "agg": AGG}
+JOINAGG = """
+DECLARE PARAMETER integer PARTS := 2; END;
+CREATE INPUT WINDOW Trades SCHEMA (TradeId long, Sym string, Qty integer) PRIMARY KEY (TradeId);
+CREATE INPUT WINDOW Names SCHEMA (Sym string, Name string) PRIMARY KEY (Sym);
+CREATE OUTPUT WINDOW Named PRIMARY KEY DEDUCED
+    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
+AS SELECT t.Sym Sym, count(*) N, sum(t.Qty) Qty, max(n.Name) Name
+   FROM Trades t LEFT JOIN Names n ON t.Sym = n.Sym GROUP BY t.Sym;
+"""
+
+PROJECTS = {"window": PROJECT, "join": JOIN, "flex": FLEX, "agg": AGG, "joinagg": JOINAGG}
 
 
 def _names(directory: str, keys: int) -> None:
@@ -136,7 +117,7 @@ def main() -> None:
             f.write(PROJECTS[args.project])
         _inputs(os.path.join(work, "in"), args.rows, args.keys)
         inputs = {"Trades": os.path.join(work, "in")}
-        if args.project == "join":
+        if args.project in ("join", "joinagg"):
             _names(os.path.join(work, "names"), args.keys)
             inputs["Names"] = os.path.join(work, "names")
         spark = get_session("local[2]", app_name="bench-rescale", shuffle_partitions=2)

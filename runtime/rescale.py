@@ -20,7 +20,8 @@ module carries the moves out, as the state is after the last batch the project's
 - an aggregation the per-instance engine runs: each group, input and output key, output row and
   source row where the hash of its hash column values chooses (:func:`_split_groups`), and for
   a ``by_group`` one, within its instance, in the bucket runtime/rebucket.py's
-  :func:`~runtime.rebucket.group_router` gives it (:func:`_spread`);
+  :func:`~runtime.rebucket.group_router` gives it (:func:`_spread`); a join that aggregates:
+  its ports' rows as a join's, its groups as an aggregation's;
 - a Spark group-by aggregation (runtime/native_agg.py): each group's ``__inst`` in its latest
   snapshot is recomputed from its group columns;
 - a window's changelog: its rows' ``__inst`` is recomputed too, so that the window's final
@@ -96,7 +97,7 @@ def rescale_run(root: str, old: dict, new: dict, moves: dict[str, dict]) -> None
             raise RunError(f"the run directory {root} cannot be rescaled: element '{name}' runs "
                            f"in a query of its own, whose state is not moved")
         if move["store"] == "engine" and name in layout.by_group:
-            if move.get("groups") is None:
+            if move.get("groups") is None or move.get("join") is not None:
                 raise RunError(f"the run directory {root} cannot be rescaled: element '{name}' "
                                f"spreads each instance's groups over several buckets")
             # (each group then goes, within its new instance, to the bucket the runtime sends
@@ -316,7 +317,9 @@ def _split(name: str, inst: int, state: dict, move: dict, element: dict,
         return into[j]
 
     if move.get("groups") is not None:
-        _split_groups(name, inst, state, move, target)
+        if join is not None:  # (a join that aggregates: its ports' rows as a join's)
+            _split_join(name, state, move, target, counts if counts is not None else {})
+        _split_groups(name, inst, state, move, target, joined=join is not None)
         return
     if join is not None:
         _split_join(name, state, move, target, counts if counts is not None else {})
@@ -361,17 +364,29 @@ def _group_route(move: dict) -> Any:
     return route
 
 
-def _split_groups(name: str, inst: int, state: dict, move: dict, target: Any) -> None:
+def _part_id(ns: str, kind: type) -> tuple:
+    """A stored part's place in an instance state, the same in every instance."""
+    return (ns.rsplit(".t", 1)[0], "t") if kind is StoredTimes else (ns, "")
+
+
+def _split_groups(name: str, inst: int, state: dict, move: dict, target: Any,
+                  joined: bool = False) -> None:
     """Add every stored entry of the old aggregation instance state ``state`` (its aggregates'
     groups, input and output keys, its output window's and source windows' rows and times) to
-    the new instance ``target(j)`` that :func:`_group_route` gives it, in the same part."""
+    the new instance ``target(j)`` that :func:`_group_route` gives it, in the same part. For a
+    join that aggregates (``joined``) the select's sources and join stores are left to
+    :func:`_split_join`."""
     route = _group_route(move)
     parts = list(stored_parts(state, inst))
-    found: dict[int, list] = {}  # new instance -> its parts, as parts lists them
+    # new instance -> its parts by where they sit (a join's skeleton orders its select's fields
+    # otherwise; a time index's namespace names the instance)
+    found: dict[int, dict[tuple, tuple]] = {}
     for _, window in window_states(state):
         if window.get("groups") or window.get("bucket") is not None:
             raise RunError(f"element '{name}' keeps a KEEP of a window per instance")
-    for p, (owner, field, ns, kind) in enumerate(parts):
+    for owner, field, ns, kind in parts:
+        if joined and (ns.startswith("j.") or ns.startswith("w.selects.")):
+            continue
         for key, value in owner[field].items():
             if kind is StoredTimes:  # (a row's time goes with its row)
                 row = owner["rows"].get(key)
@@ -381,8 +396,9 @@ def _split_groups(name: str, inst: int, state: dict, move: dict, target: Any) ->
             else:
                 j = route(ns, key, value)
             if j not in found:
-                found[j] = list(stored_parts(target(j), j))
-            there = found[j][p]
+                found[j] = {_part_id(ns2, kind2): (owner2, field2)
+                            for owner2, field2, ns2, kind2 in stored_parts(target(j), j)}
+            there = found[j][_part_id(ns, kind)]
             there[0][there[1]][key] = value
 
 

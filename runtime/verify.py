@@ -73,10 +73,13 @@ class Comparison:
     differences: list[Difference] = field(default_factory=list)
     differing: int = 0             # keys (windows) or rows (streams) that differ
     out_of_order: Optional[int] = None  # an ordered stream's same rows: where the order differs
+    # why the result depends on an order of rows the runtime does not fix (the comparison then
+    # says nothing): the elements where rows of one sequence number met, and from which sources
+    unfixed_order: Optional[str] = None
 
     @property
     def equivalent(self) -> bool:
-        return self.differing == 0
+        return self.differing == 0 and self.unfixed_order is None
 
 
 @dataclass
@@ -112,10 +115,37 @@ def engine_refusal(plan: Plan) -> Optional[str]:
     return None
 
 
-def _input_rows(element: Element, plan: Plan, inputs: Mapping[str, str], base_dir: str
+def arrival_numbers(plan: Plan, inputs: Mapping[str, str], base_dir: str
+                    ) -> dict[str, dict[str, int]]:
+    """Per input element of ``plan``, the number of each file it reads, as a run's project query
+    numbers them (runtime/inputs/listing.py :class:`~runtime.inputs.listing.Arrivals`, on a
+    scratch manifest): the files of all inputs in one list in the order they arrived (by
+    modification time, in name order within an input, then the input's place in the project and
+    the name), so a row's ``file_no * 2**32 + line_no`` orders the rows of all inputs as a run of
+    one batch does. Both runs of :func:`verify` take the same numbers."""
+    from .inputs.listing import Arrivals, list_new_files
+    from .run_setup import RunOptions, element_files
+
+    options = RunOptions(inputs=dict(inputs), base_dir=base_dir)
+    batch = []
+    for element in plan.elements:
+        if element.is_input:
+            spec, _ = element_files(element, plan, options)
+            if spec is not None:
+                batch.append((element.name, spec.dir, list_new_files(spec, ())))
+    scratch = tempfile.mkdtemp(prefix="ccl-verify-arrivals-")
+    try:
+        return Arrivals(scratch).numbers(batch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _input_rows(element: Element, plan: Plan, inputs: Mapping[str, str], base_dir: str,
+                numbers: Optional[Mapping[str, int]] = None
                 ) -> tuple[list[tuple[int, str, dict]], int]:
     """An input element's rows ``(seq, op, values)`` from its bound files, in file then line
-    order, and how many records were bad (not parsed)."""
+    order (``numbers``: each file's number, :func:`arrival_numbers`; else its place among the
+    element's files), and how many records were bad (not parsed)."""
     from .inputs.csv_text import read_file
     from .inputs.formats import CsvFormat
     from .inputs.listing import list_new_files
@@ -131,7 +161,10 @@ def _input_rows(element: Element, plan: Plan, inputs: Mapping[str, str], base_di
     bad = 0
     columns = [(c.name, c.type) for c in element.columns]
     names = [c.name for c in element.columns]
-    for file_no, name in enumerate(list_new_files(spec, ())):
+    files = list_new_files(spec, ())
+    numbered = sorted((numbers[name] if numbers is not None else i, name)
+                      for i, name in enumerate(files))
+    for file_no, name in numbered:
         for rec in read_file(os.path.join(spec.dir, name), columns, fmt, file_no):
             if rec[2] is not None:
                 bad += 1
@@ -208,9 +241,20 @@ def _order(plan: Plan) -> list[Element]:
 
 
 def run_on_engine(typed: Plan, inputs: Mapping[str, str], base_dir: str,
-                  now_ms: Optional[int] = None) -> dict[str, ElementResult]:
+                  now_ms: Optional[int] = None, *,
+                  numbers: Optional[Mapping[str, Mapping[str, int]]] = None,
+                  ties: Optional[dict[str, set[str]]] = None,
+                  reverse_ties: bool = False) -> dict[str, ElementResult]:
     """Run ``typed`` on the per-instance engine over the bound input files as one micro-batch;
-    the final contents of every output element. Raises :class:`EngineUnsupported`."""
+    the final contents of every output element. Raises :class:`EngineUnsupported`.
+
+    ``numbers``: the input files' numbers (:func:`arrival_numbers`; computed when not given).
+    Rows that reach an instance with one sequence number from different sources or producing
+    instances (one input row's results along two paths, or from several instances of a
+    partitioned or broadcast element) are in an order the runtime fixes only by instance and
+    sub-row numbers, which differ between a partitioned and an unpartitioned run: ``ties`` gets,
+    per element where that happened, the sources involved; ``reverse_ties`` processes such rows
+    in the reverse order of their sources and instances (each source's own rows in order)."""
     from .engine.changes import Bad, Emit, Event
     from .engine.flex import make_engine
     from .topology import first_ports
@@ -218,6 +262,8 @@ def run_on_engine(typed: Plan, inputs: Mapping[str, str], base_dir: str,
     why = engine_refusal(typed)
     if why is not None:
         raise EngineUnsupported(why)
+    if numbers is None:
+        numbers = arrival_numbers(typed, inputs, base_dir)
     plan = plan_to_json(typed)  # the engine's form (runtime/json_plan.py)
     elements = {e["name"]: e for e in plan["elements"]}
     now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -228,21 +274,30 @@ def run_on_engine(typed: Plan, inputs: Mapping[str, str], base_dir: str,
         name = element.name
         engine = make_engine(elements[name], plan, 0)
         received: dict[int, list[tuple]] = defaultdict(list)
+        sources = [source for _, source in element.ports()]
         if element.is_input:
-            rows, _ = _input_rows(element, typed, inputs, base_dir)
+            rows, _ = _input_rows(element, typed, inputs, base_dir, numbers.get(name, {}))
             received[0] = [(seq, 0, 0, 0, op, values) for seq, op, values in rows]
         else:
-            for port, (_, source) in enumerate(element.ports()):
+            for port, source in enumerate(sources):
                 router = _Router(element, typed.element(source))
                 for inst, seq, sub, op, values in emitted.get(source, ()):
                     targets, _reason = router.instances(seq, inst, sub, values)
                     for target in targets:
                         received[target].append((seq, inst, sub, port, op, values))
         first = first_ports(typed, element)
+        # (the runtime's order: runtime/processor.py, sequence, producing instance, sub-row, port)
         order = (lambda x: (x[3] not in first, *x[:4])) if first else (lambda x: x[:4])
+        if reverse_ties:
+            origin = {port: -sources.index(source) for port, source in enumerate(sources)}
+            order = (lambda x: (x[3] not in first, x[0], -x[1], origin[x[3]], x[2], x[3]))
         out: list[tuple[int, int, int, str, dict]] = []
         for inst in sorted(received):
             state = engine.initial_state()
+            if ties is not None and not element.is_input:
+                tied = _tied_sources(received[inst], sources, first)
+                if tied:
+                    ties.setdefault(name, set()).update(tied)
             events = [Event(port, op, seq, values)
                       for seq, _src, _sub, port, op, values in sorted(received[inst], key=order)]
             for sub, o in enumerate(engine.process(state, events, now)):
@@ -254,6 +309,23 @@ def run_on_engine(typed: Plan, inputs: Mapping[str, str], base_dir: str,
         if element.role == "output":
             results[name] = _final(element, out)
     return results
+
+
+def _tied_sources(received: list[tuple], sources: Sequence[str], first: frozenset[int]
+                  ) -> set[str]:
+    """The sources of those of one instance's ``received`` rows that share a sequence number (and
+    class: :func:`~runtime.topology.first_ports` rows come first) with rows of another source or
+    producing instance (``NAME (several instances)`` where rows of one source came from
+    several)."""
+    by_seq: dict[tuple, set[tuple[str, int]]] = defaultdict(set)
+    for seq, src, _sub, port, _op, _values in received:
+        by_seq[(port in first, seq)].add((sources[port], src))
+    tied: set[str] = set()
+    for origins in by_seq.values():
+        if len(origins) > 1:
+            names = [source for source, _ in origins]
+            tied |= {f"{s} (several instances)" if names.count(s) > 1 else s for s in names}
+    return tied
 
 
 def _final(element: Element, changelog: list[tuple[int, int, int, str, dict]]) -> ElementResult:
@@ -396,12 +468,19 @@ def verify(partitioned: Plan, unpartitioned: Plan, inputs: Mapping[str, str], ba
     why = "" if not force_spark else "asked for Spark"
     results = []
     times = []
+    ties: list[dict[str, set[str]]] = []
+    unfixed: dict[str, str] = {}
     if not force_spark:
         try:
+            numbers = arrival_numbers(partitioned, inputs, base_dir)
             for typed in (partitioned, unpartitioned):
                 began = time.perf_counter()
-                results.append(run_on_engine(typed, inputs, base_dir))
+                ties.append({})
+                results.append(run_on_engine(typed, inputs, base_dir, numbers=numbers,
+                                             ties=ties[-1]))
                 times.append(time.perf_counter() - began)
+            unfixed = _unfixed_order(partitioned, unpartitioned, inputs, base_dir, numbers,
+                                     results, ties)
             runner = ENGINE
             why = "per-instance engine, no Spark"
         except EngineUnsupported as exc:
@@ -425,4 +504,52 @@ def verify(partitioned: Plan, unpartitioned: Plan, inputs: Mapping[str, str], ba
         runner = SPARK
     first, second = results
     comparisons = [compare(first[name], second[name], limit) for name in first if name in second]
+    if runner == ENGINE:
+        for comp in comparisons:
+            comp.unfixed_order = unfixed.get(comp.name)
     return VerifyResult(runner, why, comparisons, (times[0], times[1]))
+
+
+def _upstream(plan: Plan, name: str) -> list[str]:
+    """``name`` and every element it reads, directly or not (``name`` first)."""
+    out: list[str] = []
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        if current in out:
+            continue
+        out.append(current)
+        element = next((e for e in plan.elements if e.name == current), None)
+        if element is not None:
+            todo.extend(source for _, source in element.ports())
+    return out
+
+
+def _unfixed_order(partitioned: Plan, unpartitioned: Plan, inputs: Mapping[str, str],
+                   base_dir: str, numbers: Mapping[str, Mapping[str, int]],
+                   results: list[dict[str, ElementResult]], ties: list[dict[str, set[str]]]
+                   ) -> dict[str, str]:
+    """Per output element whose result depends on the order of rows the runtime does not fix
+    (``ties``: where rows of one sequence number met in either run, :func:`run_on_engine`), why:
+    both plans run again with those rows in the reverse order, and an output element whose
+    result changes in either run is named, with the elements upstream of it where the rows met
+    and their sources. Nothing is run again when no rows met so."""
+    if not any(ties):
+        return {}
+    changed: set[str] = set()
+    for typed, before in zip((partitioned, unpartitioned), results):
+        after = run_on_engine(typed, inputs, base_dir, numbers=numbers, reverse_ties=True)
+        changed |= {name for name, result in before.items()
+                    if name in after and not compare(result, after[name], 1).equivalent}
+    notes = {}
+    for name in sorted(changed):
+        met = []
+        for element in _upstream(partitioned, name):
+            tied = sorted(set().union(*(t.get(element, set()) for t in ties)))
+            if tied:
+                met.append(f"{element} (from {', '.join(tied)})")
+        notes[name] = (f"its result depends on the order in which rows of one input row reach "
+                       f"{'; '.join(met) or name}, which the runtime fixes only by instance and "
+                       f"sub-row numbers (partitioned instances emit them concurrently): the "
+                       f"two runs are not comparable there")
+    return notes

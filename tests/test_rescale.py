@@ -10,23 +10,13 @@ import re
 
 import pytest
 
-from ccl.plan.codec import plan_to_json
+from ccl.plan.codec import plan_from_json, plan_to_json
 from ccl.plan.planner import plan_project
 from ccl.plan.rescale import rescale_moves, why_not_rescaled
 from runtime.spark_hash import spark_pmod_hash
 from tests.cli_runner import run as ccl
+from tests.rescale_projects import FLEX_PROJECT, PROJECT
 from tests.runner_e2e import run_project, write_rows
-
-PROJECT = """
-DECLARE PARAMETER integer PARTS := 2; END;
-CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
-CREATE OUTPUT WINDOW Recent PRIMARY KEY (Sym, TradeId) KEEP 2 ROWS PER (Sym)
-    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
-AS SELECT * FROM Trades;
-CREATE OUTPUT WINDOW Totals PRIMARY KEY DEDUCED
-    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
-AS SELECT t.Sym, sum(t.Qty) Qty, count(*) N FROM Trades t GROUP BY t.Sym;
-"""
 
 
 def _files(directory: str, batches: int) -> None:
@@ -193,10 +183,20 @@ REFUSED = {
         PARTITION BY Names HASH(Sym) PARTITIONS PARTS
         AS SELECT n.Name, count(*) N FROM Names n GROUP BY n.Name;""",
                                   r"GROUP BY does not include the hash column Sym"),
-    "join_aggregates": ("""CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED
+    "join_group_without_hash": ("""CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED
+        PARTITION BY Trades HASH(Sym), BY Names HASH(Sym) PARTITIONS PARTS
+        AS SELECT n.Name, count(*) N FROM Trades t INNER JOIN Names n ON t.Sym = n.Sym
+        GROUP BY n.Name;""", r"GROUP BY does not include the hash column Sym of a source every"),
+    "join_group_by_a_null_extended_side": ("""CREATE INPUT WINDOW Pos SCHEMA (Sym string,
+        Qty integer) PRIMARY KEY (Sym);
+        CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED
+        PARTITION BY Pos HASH(Sym), BY Names HASH(Sym) PARTITIONS PARTS
+        AS SELECT p.Sym, count(*) N FROM Pos p RIGHT JOIN Names n ON p.Sym = n.Sym
+        GROUP BY p.Sym;""", r"GROUP BY does not include the hash column Sym of a source every"),
+    "join_aggregate_keep": ("""CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED KEEP 3 ROWS
         PARTITION BY Trades HASH(Sym), BY Names HASH(Sym) PARTITIONS PARTS
         AS SELECT t.Sym, count(*) N FROM Trades t INNER JOIN Names n ON t.Sym = n.Sym
-        GROUP BY t.Sym;""", r"it joins and aggregates"),
+        GROUP BY t.Sym;""", r"its KEEP is counted per instance"),
     "key_without_hash": ("""CREATE OUTPUT WINDOW W PRIMARY KEY (TradeId)
         PARTITION BY Trades HASH(Sym) PARTITIONS PARTS AS SELECT * FROM Trades;""",
                          r"PRIMARY KEY does not include the hash column Sym"),
@@ -238,9 +238,9 @@ def test_hash_on_the_state_key_is_allowed_and_unchanged_counts_need_nothing(tmp_
     assert refused == []
     assert set(moves) == {"W", "T"}  # S keeps its count
     assert moves["W"]["hash"] == [["Sym", "Sym", "string"]] and moves["W"]["store"] == "engine"
-    elements = {e["name"]: e for e in new["elements"]}
+    typed = plan_from_json(new)
     # a stateless ROUNDROBIN filter holds nothing per instance: its count may change
-    assert not elements["S"]["stateful"] and why_not_rescaled(elements["S"], new) is None
+    assert not typed.element("S").stateful and why_not_rescaled(typed.element("S"), typed) is None
 
 
 def test_ccl_rescale_refuses_without_touching_the_checkpoint(tmp_path):
@@ -367,31 +367,75 @@ def test_a_join_on_its_hash_columns_with_a_broadcast_input_is_allowed(tmp_path):
     assert moves["W"]["hash"] == [["Sym", "Sym", "string"]]
 
 
-# --- Flex -----------------------------------------------------------------------------------------
-
-FLEX_PROJECT = """
+JOIN_GROUP_PROJECT = """
 DECLARE PARAMETER integer PARTS := 2; END;
-CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Qty integer);
-CREATE FLEX F IN Trades
-    OUT OUTPUT WINDOW Seen SCHEMA (Sym string, N integer, Total integer, Last3 float)
-    PRIMARY KEY (Sym)
-    PARTITION BY Trades HASH(Sym) PARTITIONS PARTS
-BEGIN
-    DECLARE
-        dictionary(string, integer) seen;
-        dictionary(string, integer) total;
-        eventCache(Trades[Sym], 3 events) recent;
-    END;
-    ON Trades {
-        if (isnull(seen[Trades.Sym])) { seen[Trades.Sym] := 0; total[Trades.Sym] := 0; }
-        seen[Trades.Sym] := seen[Trades.Sym] + 1;
-        total[Trades.Sym] := total[Trades.Sym] + Trades.Qty;
-        if (Trades.Qty = 0) { remove(total, Trades.Sym); }
-        output setOpcode([Sym = Trades.Sym; N = seen[Trades.Sym]; Total = total[Trades.Sym];
-                          Last3 = avg(recent.Qty);], upsert);
-    };
-END;
+CREATE INPUT WINDOW Quotes SCHEMA (Sym string, Venue string, Bid float) PRIMARY KEY (Sym, Venue);
+CREATE INPUT WINDOW Limits SCHEMA (Sym string, MaxBid float) PRIMARY KEY (Sym);
+CREATE INPUT WINDOW Venues SCHEMA (Venue string, Name string) PRIMARY KEY (Venue);
+CREATE OUTPUT WINDOW Best PRIMARY KEY DEDUCED
+    PARTITION BY Quotes HASH(Sym), BY Limits HASH(Sym) PARTITIONS PARTS
+AS SELECT q.Sym Sym, max(q.Bid) Top, count(*) N, sum(l.MaxBid) Limit, count(v.Name) Named
+   FROM Quotes q INNER JOIN Limits l ON q.Sym = l.Sym LEFT JOIN Venues v ON q.Venue = v.Venue
+   GROUP BY q.Sym;
+CREATE OUTPUT WINDOW PerVenue PRIMARY KEY DEDUCED
+    PARTITION BY Quotes HASH(Sym) PARTITIONS PARTS
+AS SELECT q.Venue Venue, q.Sym Sym, max(q.Bid) Top, count(*) N, max(v.Name) Name
+   FROM Quotes q LEFT JOIN Venues v ON q.Venue = v.Venue
+   GROUP BY q.Venue, q.Sym HAVING count(*) > 0;
 """
+
+
+def test_joins_that_aggregate_by_their_hash_columns_are_allowed(tmp_path):
+    """A join that aggregates moves as a join (its ports) and as an aggregation (its groups):
+    the move says where the hash column sits in the group key."""
+    path = tmp_path / "p.ccl"
+    path.write_text(JOIN_GROUP_PROJECT)
+    moves, refused = rescale_moves(_plan(str(path), 4), _plan(str(path), 7))
+    assert refused == []
+    assert {n: (m["store"], m["groups"], m["hash"]) for n, m in moves.items()} == {
+        "Best": ("engine", [0], [["Sym", "Sym", "string"]]),
+        "PerVenue": ("engine", [1], [["Sym", "Sym", "string"]])}
+    assert moves["PerVenue"]["join"]["ports"][1] is None  # Venues: broadcast
+
+
+@pytest.mark.parametrize("first,then", [(4, 7), (7, 2)])
+def test_a_join_that_aggregates_resumed_after_a_rescale_gives_the_outputs_of_the_new_count(
+        spark, tmp_path, first, then):
+    """Each hashed port's rows, each group (with its rows, input and output keys) and each output
+    row go to the instance their hash chooses, the broadcast venues to every instance; updates
+    and deletes after the move retract from the moved groups."""
+    def outputs(out) -> dict:
+        return {"Best": sorted((r["Sym"], r["Top"], r["N"], r["Limit"], r["Named"])
+                               for r in out.rows("Best")),
+                "PerVenue": sorted((r["Venue"], r["Sym"], r["Top"], r["N"], r["Name"])
+                                   for r in out.rows("PerVenue"))}
+    whole = tmp_path / "whole"
+    _join_files(str(whole / "in"), 3)
+    expected = outputs(run_project(spark, whole, JOIN_GROUP_PROJECT, _join_inputs(whole),
+                                   params={"PARTS": str(then)}))
+    assert expected["Best"] and expected["PerVenue"]
+    split = tmp_path / "split"
+    _join_files(str(split / "in"), 2)
+    run_project(spark, split, JOIN_GROUP_PROJECT, _join_inputs(split),
+                params={"PARTS": str(first)})
+    run = str(split / "run")
+    code, out, err = ccl("rescale", run, "--param", f"PARTS={then}")
+    assert code == 0, err
+    assert f"Best: {first} -> {then} instances" in out
+    assert f"PerVenue: {first} -> {then} instances" in out
+    groups = _group_instances(run, "Best")
+    assert len(groups) == 11
+    for key, held in groups.items():  # (one bucket per instance: the runs have 2 buckets)
+        inst = spark_pmod_hash([key[0]], ["string"], then)
+        assert held == {(inst, inst % 2)}
+    _join_files(str(split / "in"), 3)
+    got = run_project(spark, split, JOIN_GROUP_PROJECT, _join_inputs(split),
+                      params={"PARTS": str(then)})
+    assert outputs(got) == expected
+    assert got.bad_records() == []
+
+
+# --- Flex -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("first,then", [(4, 7), (7, 2)])
