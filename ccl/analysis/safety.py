@@ -196,14 +196,34 @@ def _group_by(f: PartitionFacts, hash_cols: dict[str, set[str]], report: Report)
             report("CCL3002", aggregate.span, f"an aggregate without GROUP BY sees the rows of one "
                                               f"instance of '{f.target}': each emits its own partial result")
         return
+    equal = [pair for item in (f.select.sources if f.select is not None else [])
+             for pair in _always_equated(item)]
     for name, cols in hash_cols.items():
         grouped = {_column_of(g, f, name) for g in f.group_by} - {None}
+        # a hash column an inner join's ON equates with a grouped column of another input
+        grouped |= {_column_of(x, f, name) for a, b in equal for x, y in ((a, b), (b, a))
+                    if any(_same_column(y, g, f) for g in f.group_by)} - {None}
         if cols <= grouped:
             continue
         blame = next((g for g in f.group_by if _column_of(g, f, name) not in cols), f.group_by[0])
         report("CCL3002", blame.span, f"rows of one group can reach several instances of "
                                       f"'{f.target}' (partitioned by HASH({', '.join(sorted(cols))}) "
                                       f"of {name}): each emits its own partial result")
+
+
+def _always_equated(item: object) -> list[tuple[n.Node, n.Node]]:
+    """The ``a = b`` pairs of the ONs of the inner joins at the top of a FROM item (reached
+    through inner joins only): equal in every row the item gives. Under an outer join one side
+    can be null-extended, and its columns then equal nothing."""
+    if isinstance(item, n.Join) and item.kind == "inner":
+        return _equated(item.on) + _always_equated(item.left) + _always_equated(item.right)
+    return []
+
+
+def _same_column(a: n.Node, b: n.Node, f: PartitionFacts) -> bool:
+    """Whether ``a`` and ``b`` read the same column of the same input unchanged."""
+    return any(_column_of(a, f, name) is not None and _column_of(a, f, name) == _column_of(b, f, name)
+               for name in f.inputs)
 
 
 def _custom_group_by(f: PartitionFacts, report: Report) -> None:
