@@ -226,7 +226,7 @@ def run_plan(spark: SparkSession, plan: Plan, options: RunOptions, out_dir: str,
     began = time.monotonic()
     legacy = json_side(plan)  # for the modules still reading the JSON form (runtime/json_plan.py)
     output_adapters(plan, options.base_dir)  # refused now rather than when the run ends
-    _checked(check_adapters, legacy.plan, options.base_dir)
+    _checked(check_adapters, plan, options.base_dir)
     if options.run_dir is None:  # the socket adapters' inboxes are in the run directory
         options = replace(options, run_dir=tempfile.mkdtemp(prefix="ccl-run-"))
     wanted = options.buckets
@@ -242,7 +242,7 @@ def run_plan(spark: SparkSession, plan: Plan, options: RunOptions, out_dir: str,
         rebucket_run(dirs, legacy.plan, layout, options.buckets)
         layout = layout_of(dirs.root)
     stop = stop or threading.Event()
-    adapters = _checked(Adapters(legacy.plan, dirs.root, options.base_dir, options.inputs).start,
+    adapters = _checked(Adapters(plan, dirs.root, options.base_dir, options.inputs).start,
                         not options.until_idle)
     # (again: SparkContext replaced the caller's SIGINT handler by its own, which raises
     # KeyboardInterrupt)
