@@ -2,10 +2,10 @@
 
 ``runtime.run.run_plan`` takes the typed plan (``ccl.plan.model.Plan``); run.py, run_setup.py,
 outputs.py, the project query's listing, job.element_query's decisions, verify.py and web/ read
-it as data. The
+it as data, and so do adapters/ and run_dir.py. The
 modules behind them that are not converted yet (batch_writers.py, frames.py's input readers,
 native_stages.py, native_agg.py, topology.py, bad_records.py, the project query's batches,
-adapters/, rebucket.py, and through them the engine, which gets the plan's JSON text on the
+rebucket.py, and through them the engine, which gets the plan's JSON text on the
 executors) take its JSON form, built here once per run by
 :func:`json_side`: the one place the driver turns its typed plan back into JSON, so that the
 boundary is visible (grep ``JsonPlan``); :func:`engine_plan_text` is what the engine takes.
