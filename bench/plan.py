@@ -1,5 +1,6 @@
 """Planning time (``ccl.plan.planner.plan_project``, the physical decisions included) of a
-generated project, no Spark; and (``--crossings``) where the runtime calls into the compiler.
+generated project and the decoding of its JSON, no Spark; and (``--crossings``) where the runtime
+calls into the compiler.
 
     python bench/plan.py [--rounds 60] [--repeat 5]
     python bench/plan.py --crossings [--project stock_prices]
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import sys
 import tempfile
@@ -217,6 +219,16 @@ def main() -> None:
     kernels = sorted({e.physical.kernel or "-" for e in plan.elements})
     print(f"{args.rounds * 7} elements, kernels {', '.join(kernels)}: planned in {best:.3f} s "
           f"(best of {args.repeat})")
+    # what reading a run directory's plan.json costs the runtime (runtime.run_dir.saved_run_plan,
+    # once or twice per run start): JSON text to the typed plan
+    from ccl.plan.codec import plan_from_json, plan_to_json
+    text = json.dumps(plan_to_json(plan))
+    decode = float("inf")
+    for _ in range(args.repeat):
+        start = time.process_time()
+        plan_from_json(json.loads(text))
+        decode = min(decode, time.process_time() - start)
+    print(f"its JSON ({len(text):,} bytes) decoded to the typed plan in {decode:.3f} s")
 
 
 if __name__ == "__main__":
