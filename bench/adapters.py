@@ -41,6 +41,7 @@ import time
 
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+from ccl.plan.model import Adapter, Column, Element  # noqa: E402
 from runtime.adapters.config import mqtt_spec, socket_spec  # noqa: E402
 from runtime.adapters.mqtt import MqttInput  # noqa: E402
 from runtime.adapters.socket_input import SocketInput  # noqa: E402
@@ -52,6 +53,7 @@ sys.path.insert(1, os.path.join(sys.path[0], "tests"))
 
 COLUMNS = [["isin", "string"], ["price", "money(4)"], ["volume", "integer"], ["ts", "timestamp"],
            ["bid", "float"]]
+TYPED_COLUMNS = tuple(Column(name, t) for name, t in COLUMNS)  # as the adapters take them
 
 
 def events(n: int, payload: str) -> bytes:
@@ -89,10 +91,9 @@ def run_adapter(kind: str, payload: str, server: bool, data: bytes, n: int,
     else:
         listener = socket.create_server(("127.0.0.1", 0))
         props.update(host="127.0.0.1", port=listener.getsockname()[1])
-    adapter = {"name": "bench", "type": kind, "direction": "input", "element": "E",
-               "properties": props}
+    adapter = Adapter("bench", "input", kind, "E", properties=props)
     spec = socket_spec(adapter, work)
-    source = SocketInput(spec, inbox, COLUMNS, Status(os.path.join(work, "status"), "bench", kind))
+    source = SocketInput(spec, inbox, TYPED_COLUMNS, Status(os.path.join(work, "status"), "bench", kind))
     source.start()
     if server:
         conn = socket.create_connection(("127.0.0.1", source.port))
@@ -169,9 +170,9 @@ def run_mqtt(port: int, qos: int, messages: list[bytes], n: int, work: str, tag:
     """(seconds until the inbox holds ``n`` events, inbox files) for the MQTT input adapter."""
     inbox = os.path.join(work, "inbox")
     shutil.rmtree(inbox, ignore_errors=True)
-    adapter = {"name": "bench", "type": "mqtt_input", "direction": "input", "element": "E",
-               "properties": {"mqttServerUri": f"tcp://127.0.0.1:{port}", "mqttTopic": f"b/{tag}",
-                              "mqttQos": qos, "mqttCleanSession": "true", "hasHeader": "false"}}
+    adapter = Adapter("bench", "input", "mqtt_input", "E",
+                      properties={"mqttServerUri": f"tcp://127.0.0.1:{port}", "mqttTopic": f"b/{tag}",
+                                  "mqttQos": qos, "mqttCleanSession": "true", "hasHeader": "false"})
     spec = mqtt_spec(adapter, os.path.join(work, tag))
     status = Status(os.path.join(work, "status"), "bench", "mqtt_input")
     source = MqttInput(spec, inbox, status, os.path.join(work, f"{tag}.journal")).start()
@@ -306,15 +307,15 @@ def run_database(n: int, repeat: int, work: str) -> None:
             with conn.cursor().copy("copy ev (isin, price, volume, ts, bid) from stdin") as copy:
                 for r in rows:
                     copy.write_row(r)
-        element = {"name": "E", "columns": COLUMNS, "key": []}
-        spec = db_spec({"name": "bench", "type": "db_in", "direction": "input", "element": "E",
-                        "properties": {"service": "ccl_test", "table": "ev",
-                                       "trackingColumn": "id", "pollperiod": 1}}, element)
+        element = Element("E", "stream", "input", None, None, TYPED_COLUMNS, ())
+        spec = db_spec(Adapter("bench", "input", "db_in", "E",
+                               properties={"service": "ccl_test", "table": "ev",
+                                           "trackingColumn": "id", "pollperiod": 1}), element)
         print(f"{'adapter':44} {'events/s':>10} {'files':>6}")
         runs = []
         for i in range(repeat):
             inbox, prog = os.path.join(work, f"db-inbox-{i}"), os.path.join(work, f"db-prog-{i}")
-            source = DbInput(spec, inbox, COLUMNS, Status(prog, "bench", "db_in"), prog)
+            source = DbInput(spec, inbox, TYPED_COLUMNS, Status(prog, "bench", "db_in"), prog)
             t0 = time.perf_counter()
             got = source.poll()
             runs.append((time.perf_counter() - t0, len(os.listdir(inbox))))
@@ -341,9 +342,9 @@ def run_database(n: int, repeat: int, work: str) -> None:
             best = None
             for i in range(repeat):
                 table = f"out_{len(label) % 7}_{i}"
-                out_spec = db_spec({"name": f"bench{i}{label[8]}", "type": "db_out",
-                                    "direction": "output", "element": "E",
-                                    "properties": {"service": "ccl_test", "table": table, **props}}, el)
+                out_spec = db_spec(Adapter(f"bench{i}{label[8]}", "output", "db_out", "E",
+                                           properties={"service": "ccl_test", "table": table,
+                                                       **props}), el)
                 sink = DbSink(out_spec, el, Status(os.path.join(work, "st"), out_spec.name, "db_out"),
                               th.Event())
                 sink.open({"batch": -1})

@@ -4,9 +4,9 @@ for the engine, which still reads the plan by string key.
 Everything on the driver reads the typed plan, by attribute. The engine (runtime/engine/,
 runtime/state/, and runtime/processor.py, runtime/arrow_state.py, runtime/bucket_pool.py that
 drive it) takes the whole plan's JSON text on the executors (:func:`engine_plan_text`), and a few
-of its driver-side helpers an element's JSON form (:func:`element_json`). The adapters
-(runtime/adapters/) and the rebucketing (runtime/rebucket.py) still take the plan's JSON form
-too, which run.py makes once per run (:func:`plan_json`). These functions are the boundary (grep
+of its driver-side helpers an element's JSON form (:func:`element_json`). The rebucketing
+(runtime/rebucket.py) still takes the plan's JSON form too, which run.py makes once per run
+(:func:`plan_json`). These functions are the boundary (grep
 them).
 """
 from __future__ import annotations

@@ -223,9 +223,9 @@ def run_plan(spark: SparkSession, plan: Plan, options: RunOptions, out_dir: str,
     by the caller's signal handlers while Spark was starting (a stop asked for then is carried
     out as soon as the queries are up)."""
     began = time.monotonic()
-    legacy = plan_json(plan)  # for adapters/ and rebucket.py, which read the JSON form
+    legacy = plan_json(plan)  # for rebucket.py, which reads the JSON form
     output_adapters(plan, options.base_dir)  # refused now rather than when the run ends
-    _checked(check_adapters, legacy, options.base_dir)
+    _checked(check_adapters, plan, options.base_dir)
     if options.run_dir is None:  # the socket adapters' inboxes are in the run directory
         options = replace(options, run_dir=tempfile.mkdtemp(prefix="ccl-run-"))
     wanted = options.buckets
@@ -241,7 +241,7 @@ def run_plan(spark: SparkSession, plan: Plan, options: RunOptions, out_dir: str,
         rebucket_run(dirs, legacy, layout, options.buckets)
         layout = layout_of(dirs.root)
     stop = stop or threading.Event()
-    adapters = _checked(Adapters(legacy, dirs.root, options.base_dir, options.inputs).start,
+    adapters = _checked(Adapters(plan, dirs.root, options.base_dir, options.inputs).start,
                         not options.until_idle)
     # (again: SparkContext replaced the caller's SIGINT handler by its own, which raises
     # KeyboardInterrupt)

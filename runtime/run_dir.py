@@ -1,6 +1,7 @@
 """The run directory: its paths (:class:`RunDirs`), the record of what it was begun with
-(``plan.json``: the plan in its JSON form, with its physical decisions) and whether another plan
-can go on from it.
+(``plan.json``: the plan in its JSON form, with its physical decisions; :func:`saved_plan` reads
+it as it is, :func:`saved_run_plan` decodes it into the typed plan) and whether another plan can
+go on from it (:func:`why_not_continued`, compared on the typed plans).
 
 Imports nothing of Spark: the workspace reads deployed projects' run directories through it, and
 ``ccl deploy`` asks the resume question before it starts spark-submit, getting the same answer as
@@ -14,7 +15,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from ccl.plan.model import PLAN_VERSION
+from ccl.plan.codec import PlanFormatError, plan_from_json
+from ccl.plan.model import PLAN_VERSION, Element, Plan
 
 from .file_names import file_name
 from .state.rows import LAYOUT as STATE_LAYOUT
@@ -98,40 +100,58 @@ def older_layout(root: str, saved: dict) -> Optional[str]:
     return None
 
 
+def saved_run_plan(saved: dict) -> Plan:
+    """The typed plan of a run directory's ``plan.json`` (``saved``, as :func:`saved_plan` read
+    it), of any of the :data:`READABLE_VERSIONS`; ``PlanFormatError`` when it is none."""
+    return plan_from_json(saved, READABLE_VERSIONS)
+
+
 def why_not_resumable(root: str, old: dict, new: dict) -> Optional[str]:
-    """Why the plan ``new`` cannot go on from the run directory ``root`` begun with ``old`` (both in
-    their JSON form), in one sentence without the remedy; None when it can."""
+    """:func:`why_not_continued` for a new plan in its JSON form (``ccl deploy``'s ``.ccx``,
+    runtime/rescale.py's plan with the checkpoint's counts)."""
+    return why_not_continued(root, old, plan_from_json(new))
+
+
+def why_not_continued(root: str, old: dict, new: Plan) -> Optional[str]:
+    """Why the plan ``new`` cannot go on from the run directory ``root`` begun with ``old`` (its
+    ``plan.json`` as read, of whatever version), in one sentence without the remedy; None when
+    it can."""
     older = older_layout(root, old)
     if older:
         return older
-    if old.get("project") != new.get("project"):
-        return f"it holds a checkpoint of project {old.get('project')!r}, not {new.get('project')!r}"
-    before = {e["name"]: e for e in old["elements"]}
-    for e in new["elements"]:
-        was = before.get(e["name"])
+    try:
+        begun = saved_run_plan(old)
+    except PlanFormatError as exc:
+        return f"its {PLAN_FILE} is not a plan this ccl reads ({exc})"
+    if begun.project != new.project:
+        return f"it holds a checkpoint of project {begun.project!r}, not {new.project!r}"
+    before = {e.name: e for e in begun.elements}
+    grouped_before = by_group(begun)
+    for e in new.elements:
+        was = before.get(e.name)
         if was is None:
             continue
-        name, now = e["name"], e["physical"]["instances"]
-        if was["physical"]["instances"] != now:
-            count = was["physical"]["instances"]
+        name, now = e.name, _instances(e)
+        if _instances(was) != now:
+            count = _instances(was)
             return (f"element '{name}' had {count} partition instance(s) in the checkpoint and "
                     f"has {now} now: its state is split by instance and cannot be carried over "
                     f"(set PARTITIONS back to {count} to go on from it, or move its state to the "
                     f"new count with ccl rescale or ccl run --rescale)")
-        if (was.get("columns"), was.get("key")) != (e.get("columns"), e.get("key")):
+        if (was.columns, was.key) != (e.columns, e.key):
             return (f"element '{name}' has other columns or another key than in the checkpoint: "
                     f"its changelog and state cannot be read with the new ones")
         if _spread(was) != _spread(e):
             return (f"element '{name}' spreads its rows over its instances otherwise than in the "
                     f"checkpoint (another partition method or columns): its state per instance "
                     f"cannot be carried over")
-        grouped = by_group(old).get(name)
-        if grouped is not None and e["physical"]["group_columns"] != grouped:
+        grouped = grouped_before.get(name)
+        if grouped is not None and _group_columns(e) != grouped:
             return (f"element '{name}' kept its state split by the groups of "
                     f"({', '.join(grouped)}) in the checkpoint, which it cannot now (see ccl "
                     f"explain): its state cannot be carried over")
-        native_before = was["physical"]["native"] == "aggregation"
-        if native_before != (e["physical"]["native"] == "aggregation"):
+        native_before = _native(was) == "aggregation"
+        if native_before != (_native(e) == "aggregation"):
             how = {True: "Spark's group-by", False: "the per-instance engine"}
             return (f"element '{name}' ran on {how[native_before]} in the checkpoint and runs on "
                     f"{how[not native_before]} now (see ccl explain): its state cannot be carried "
@@ -139,14 +159,29 @@ def why_not_resumable(root: str, old: dict, new: dict) -> Optional[str]:
     return None
 
 
-def by_group(plan: dict) -> dict[str, list[str]]:
+def by_group(plan: Plan) -> dict[str, list[str]]:
     """Per-instance elements run in applyInArrow whose rows go to buckets by instance and group
     (the plan's ``group_columns``), not by instance alone."""
-    return {e["name"]: e["physical"]["group_columns"] for e in plan["elements"]
-            if e["physical"]["arrow"] and e["physical"]["group_columns"] is not None}
+    return {e.name: list(e.physical.group_columns) for e in plan.elements
+            if e.physical is not None and e.physical.arrow and e.physical.group_columns is not None}
 
 
-def _spread(element: dict) -> list:
+# An element without physical decisions (a plan edited by hand) compares as one instance on the
+# per-instance path without group buckets: what the checks above then report is a difference.
+def _instances(element: Element) -> int:
+    return 1 if element.physical is None else element.physical.instances
+
+
+def _native(element: Element) -> Optional[str]:
+    return None if element.physical is None else element.physical.native
+
+
+def _group_columns(element: Element) -> Optional[list[str]]:
+    p = element.physical
+    return None if p is None or p.group_columns is None else list(p.group_columns)
+
+
+def _spread(element: Element) -> list:
     """How an element's rows find their instance: per partitioned input, its method and columns."""
-    return [(p["count"], [(s["input"], s["method"], s.get("columns", [])) for s in p["specs"]])
-            for p in (element.get("partition"), element.get("module_partition")) if p]
+    return [(p.count, [(s.input, s.method, s.columns) for s in p.specs])
+            for p in (element.partition, element.module_partition) if p is not None]

@@ -18,11 +18,11 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from ccl.plan.codec import plan_to_json
+from ccl.plan.codec import PlanFormatError, plan_to_json
 from ccl.plan.model import Adapter, Element, Physical, Plan
 
 from .run_dir import (PLAN_FILE, RUN_FILE, RunDirs, by_group, older_layout, saved_plan,
-                      why_not_resumable)
+                      saved_run_plan, why_not_continued)
 from .state.rows import LAYOUT as STATE_LAYOUT
 
 
@@ -83,10 +83,9 @@ def prepare_run_dir(plan: Plan, options: RunOptions) -> RunDirs:
     root = options.run_dir or tempfile.mkdtemp(prefix="ccl-run-")
     for sub in ("queries", "changelog", "stats", "bad"):
         os.makedirs(os.path.join(root, sub), exist_ok=True)
-    data = plan_to_json(plan)
     old = saved_plan(root)
     if old is not None:
-        problem = why_not_resumable(root, old, data)
+        problem = why_not_continued(root, old, plan)
         if problem:
             raise RunError(f"the run directory {root} cannot be resumed: {problem}. Start from a "
                            f"new checkpoint directory (or delete this one) to begin again with "
@@ -113,7 +112,7 @@ def prepare_run_dir(plan: Plan, options: RunOptions) -> RunDirs:
                                                # input files numbered across inputs as they arrived
                                                "numbering": "arrival"})
     with open(saved + ".tmp", "w", encoding="utf-8") as f:  # last: the mark of a run begun
-        json.dump(data, f, indent=1, sort_keys=True)
+        json.dump(plan_to_json(plan), f, indent=1, sort_keys=True)
     os.replace(saved + ".tmp", saved)
     return RunDirs(root)
 
@@ -191,15 +190,21 @@ def layout_of(root: str) -> RunLayout:
     if problem:
         raise RunError(f"the run directory {root} cannot be read: {problem}. Start from a new "
                        f"checkpoint directory (or delete this one).")
+    try:
+        begun = saved_run_plan(saved)
+    except PlanFormatError as exc:
+        raise RunError(f"the run directory {root} cannot be read: its {PLAN_FILE} is not a plan "
+                       f"this ccl reads ({exc}). Start from a new checkpoint directory (or delete "
+                       f"this one).") from None
     with open(os.path.join(root, RUN_FILE), encoding="utf-8") as f:
         run = json.load(f)
-    physical = {e["name"]: e["physical"] for e in saved["elements"]}
+    physical = {e.name: e.physical for e in begun.elements if e.physical is not None}
     return RunLayout(int(run["buckets"]),
-                     {name: list(p["fused_consumers"]) for name, p in physical.items()
-                      if p["fused_consumers"]},
+                     {name: list(p.fused_consumers) for name, p in physical.items()
+                      if p.fused_consumers},
                      frozenset(run["unrecorded"]), frozenset(run["file_source"]),
-                     frozenset(name for name, p in physical.items() if p["arrow"]),
-                     by_group(saved), tuple(run["project_query"]))
+                     frozenset(name for name, p in physical.items() if p.arrow),
+                     by_group(begun), tuple(run["project_query"]))
 
 
 def atomic_json(path: str, data: object) -> None:

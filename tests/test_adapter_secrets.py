@@ -12,12 +12,14 @@ import sys
 import pytest
 
 import pg_server
+from ccl.plan.model import Adapter, Column, Element
 from runtime.adapters.config import mqtt_spec
 from runtime.adapters.postgres import db_spec
 from runtime.adapters.secrets import read_secrets, secrets_path, write_secrets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ELEMENT = {"name": "W", "columns": [["id", "integer"], ["sym", "string"]], "key": ["id"]}
+ELEMENT = Element("W", "window", "output", None, None,
+                  (Column("id", "integer"), Column("sym", "string")), ("id",))
 
 
 def test_the_secrets_file_is_private_and_removed_when_there_are_none(tmp_path):
@@ -35,15 +37,15 @@ def test_the_secrets_file_is_private_and_removed_when_there_are_none(tmp_path):
 
 
 def test_specs_take_the_password_from_the_secrets_and_never_show_it():
-    db = {"name": "Out", "type": "db_out", "direction": "output", "element": "W",
-          "properties": {"host": "h", "dbName": "d", "user": "u", "table": "t"}}
+    db = Adapter("Out", "output", "db_out", "W",
+                 properties={"host": "h", "dbName": "d", "user": "u", "table": "t"})
     spec = db_spec(db, ELEMENT, {"password": "db-pw-123"})
     assert spec.password == "db-pw-123"
     assert "db-pw-123" not in repr(spec) and "db-pw-123" not in spec.address()
     assert db_spec(db, ELEMENT).password is None
-    mq = {"name": "In", "type": "mqtt_input", "direction": "input", "element": "W",
-          "properties": {"mqttServerUri": "tcp://localhost:1883", "mqttTopic": "t",
-                         "mqttUsername": "u"}}
+    mq = Adapter("In", "input", "mqtt_input", "W",
+                 properties={"mqttServerUri": "tcp://localhost:1883", "mqttTopic": "t",
+                             "mqttUsername": "u"})
     mspec = mqtt_spec(mq, None, {"mqttpassword": "mq-pw-456"})
     assert mspec.password == "mq-pw-456" and "mq-pw-456" not in repr(mspec)
     assert mqtt_spec(mq).password is None

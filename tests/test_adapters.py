@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from ccl.plan.model import Adapter, Column, Element
 from ccl.plan.planner import plan_project
 from runtime.adapters.framing import CsvFramer, JsonFramer
 from runtime.adapters.inbox import Batcher, Inbox
@@ -123,7 +124,7 @@ def test_inbox_files_are_complete_and_sort_in_arrival_order(tmp_path):
 
 
 def test_json_file_sink_replaces_a_batch_cut_short(tmp_path):
-    objects = JsonObjects("E", [["id", "integer"], ["px", "money(2)"]], {})
+    objects = JsonObjects("E", (Column("id", "integer"), Column("px", "money(2)")), {})
     path = str(tmp_path / "o.json")
     for array in (False, True):
         sink = JsonFileSink(path, objects, array)
@@ -141,7 +142,7 @@ def test_json_file_sink_replaces_a_batch_cut_short(tmp_path):
 
 
 def test_csv_lines_follow_the_csv_file_output_forms():
-    cols = [["id", "integer"], ["s", "string"]]
+    cols = (Column("id", "integer"), Column("s", "string"))
     row = {"__op": "u", "id": 1, "s": "a,b"}
     plain = CsvLines("E", cols, {})
     assert plain.preamble() == b"ESP_OPS,id,s\n" and plain.encode(row) == b'u,1,"a,b"\n'
@@ -447,11 +448,11 @@ def test_socket_input_batches_fast_events_and_keeps_each_connections_header(tmp_
     from runtime.adapters.socket_input import SocketInput
     from runtime.adapters.status import Status
 
-    adapter = {"name": "In", "type": "dsv_sockin_in", "direction": "input", "element": "E",
-               "properties": {"port": 0, "batchMillis": 60000}}
+    adapter = Adapter("In", "input", "dsv_sockin_in", "E",
+                      properties={"port": 0, "batchMillis": 60000})
     spec = socket_spec(adapter, str(tmp_path))
     inbox = tmp_path / "inbox"
-    source = SocketInput(spec, str(inbox), [["id", "integer"], ["s", "string"]],
+    source = SocketInput(spec, str(inbox), (Column("id", "integer"), Column("s", "string")),
                          Status(str(tmp_path / "st"), "In", "dsv_sockin_in")).start()
     try:
         with socket.create_connection(("127.0.0.1", source.port)) as a:
@@ -490,9 +491,9 @@ def test_socket_client_output_retries_until_its_server_is_up_and_never_resends_a
     probe = socket.create_server(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()  # nothing listens there yet
-    element = {"name": "E", "columns": [["id", "integer"]]}
-    adapter = {"name": "Out", "type": "toolkit_socket_csv_output", "direction": "output",
-               "element": "E", "properties": {"host": "127.0.0.1", "port": port, "retryPeriod": 0.2}}
+    element = Element("E", "stream", "output", None, None, (Column("id", "integer"),), ())
+    adapter = Adapter("Out", "output", "toolkit_socket_csv_output", "E",
+                      properties={"host": "127.0.0.1", "port": port, "retryPeriod": 0.2})
     spec = socket_spec(adapter, str(tmp_path))
     run_dir = str(tmp_path / "run")
     _write_batch(run_dir, "E", 0, [1, 2])
@@ -500,8 +501,8 @@ def test_socket_client_output_retries_until_its_server_is_up_and_never_resends_a
     stop = threading.Event()
 
     def feed() -> Feed:
-        status = Status(os.path.join(run_dir, "adapters"), "Out", adapter["type"])
-        sink = SocketClientSink(spec, encoder("csv", "E", element["columns"], {}), status, stop)
+        status = Status(os.path.join(run_dir, "adapters"), "Out", adapter.type)
+        sink = SocketClientSink(spec, encoder("csv", "E", element.columns, {}), status, stop)
         return Feed(run_dir, element, "Out", sink, status).start()
 
     first = feed()

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from ccl.plan.model import Adapter, Column, Element
 from ccl.plan.planner import plan_project
 from runtime.adapters.config import AdapterError, mqtt_spec
 from runtime.adapters.mqtt import AckJournal, MqttInput, MqttSink
@@ -70,9 +71,8 @@ class Subscriber:
         self.client.loop_stop()
 
 
-def _adapter(props: dict, direction: str = "input", name: str = "In") -> dict:
-    return {"name": name, "element": "T", "type": f"mqtt_{direction}", "direction": direction,
-            "properties": props}
+def _adapter(props: dict, direction: str = "input", name: str = "In") -> Adapter:
+    return Adapter(name, direction, f"mqtt_{direction}", "T", properties=props)
 
 
 def _inbox(directory) -> list[str]:
@@ -288,7 +288,7 @@ def _write_batch(run_dir, element: str, batch: int, rows: list[tuple[str, int]])
     ("json", [b'{"ESP_OPS":"i","id":1}', b'{"ESP_OPS":"d","id":1}', b'{"ESP_OPS":"u","id":2}']),
 ])
 def test_the_output_publishes_each_change_with_its_opcode_once_per_batch(tmp_path, broker, fmt, expected):
-    element = {"name": "T", "columns": [["id", "integer"]]}
+    element = Element("T", "stream", "output", None, None, (Column("id", "integer"),), ())
     adapter = _adapter({"mqttServerUri": broker.uri, "mqttTopic": "out/t", "mqttMsgFormat": fmt},
                        "output", "Out")
     spec = mqtt_spec(adapter, str(tmp_path / "run"))
@@ -299,7 +299,7 @@ def test_the_output_publishes_each_change_with_its_opcode_once_per_batch(tmp_pat
 
     def feed() -> Feed:
         status = Status(os.path.join(run_dir, "adapters"), "Out", "mqtt_output")
-        sink = MqttSink(spec, encoder(fmt, "T", element["columns"], spec.properties), status, stop)
+        sink = MqttSink(spec, encoder(fmt, "T", element.columns, spec.properties), status, stop)
         return Feed(run_dir, element, "Out", sink, status).start()
 
     first = feed()

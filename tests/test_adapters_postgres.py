@@ -15,6 +15,7 @@ import time
 import pytest
 
 import pg_server
+from ccl.plan.model import Adapter, Column, Element
 from runtime.adapters.config import AdapterError
 from runtime.adapters.postgres import DbInput, DbSink, Position, db_spec
 from runtime.adapters.status import Status
@@ -23,8 +24,9 @@ from runner_e2e import run_project
 pytestmark = pytest.mark.skipif(pg_server.pg_bin() is None,
                                 reason="PostgreSQL is not installed (.ci/run installs it)")
 
-ELEMENT = {"name": "W", "columns": [["id", "integer"], ["sym", "string"], ["px", "money(2)"]],
-           "key": ["id"]}
+ELEMENT = Element("W", "window", "output", None, None,
+                  (Column("id", "integer"), Column("sym", "string"), Column("px", "money(2)")),
+                  ("id",))
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +41,8 @@ def service(pg, monkeypatch):
     return "ccl_test"
 
 
-def _adapter(kind: str, direction: str, **props) -> dict:
-    return {"name": f"A_{kind}", "type": kind, "direction": direction, "element": "W",
-            "properties": props}
+def _adapter(kind: str, direction: str, **props) -> Adapter:
+    return Adapter(f"A_{kind}", direction, kind, "W", properties=props)
 
 
 def _sink(tmp_path, table: str, service: str, **props) -> DbSink:
@@ -182,7 +183,7 @@ def test_a_service_no_service_file_defines_fails_at_once_without_retrying(pg, se
 
 def test_an_input_of_a_service_no_service_file_defines_fails_at_once(pg, service, tmp_path):
     spec = db_spec(_adapter("db_in", "input", service="no_such_service", table="src"), ELEMENT)
-    src = DbInput(spec, str(tmp_path / "inbox"), ELEMENT["columns"],
+    src = DbInput(spec, str(tmp_path / "inbox"), ELEMENT.columns,
                   Status(str(tmp_path / "st"), spec.name, "db_in"), str(tmp_path / "pos"))
     started = time.monotonic()
     assert not src.poll_with_retries(started + 30)
@@ -226,7 +227,7 @@ def test_input_reads_new_rows_once_and_its_position_matches_the_inbox(pg, servic
     inbox, progress = str(tmp_path / "inbox"), str(tmp_path / "adapters")
 
     def reader() -> DbInput:
-        return DbInput(spec, inbox, ELEMENT["columns"], Status(progress, spec.name, "db_in"), progress)
+        return DbInput(spec, inbox, ELEMENT.columns, Status(progress, spec.name, "db_in"), progress)
 
     src = reader()
     assert src.poll() == 2
@@ -255,7 +256,7 @@ def test_input_reads_new_rows_once_and_its_position_matches_the_inbox(pg, servic
     query = db_spec(_adapter("db_in", "input", service=service, trackingColumn="seq",
                              sqlQuery="select * from src where sym like '%' and id <> 'x'"), ELEMENT)
     other = str(tmp_path / "inbox2")
-    src = DbInput(query, other, ELEMENT["columns"], Status(progress, "Q", "db_in"), str(tmp_path / "q"))
+    src = DbInput(query, other, ELEMENT.columns, Status(progress, "Q", "db_in"), str(tmp_path / "q"))
     assert src.poll() == 3
     pg.query("insert into src (id, sym, px) values ('5', 'E', 5), ('x', 'F', 6)")
     assert src.poll() == 1
@@ -269,7 +270,7 @@ def test_an_input_whose_server_goes_away_retries_and_a_bad_query_fails_with_its_
     spec = db_spec(_adapter("db_in", "input", service=service, table="gone", trackingColumn="seq",
                             pollperiod=1), ELEMENT)
     inbox, progress = str(tmp_path / "inbox"), str(tmp_path / "adapters")
-    src = DbInput(spec, inbox, ELEMENT["columns"], Status(progress, spec.name, "db_in"), progress)
+    src = DbInput(spec, inbox, ELEMENT.columns, Status(progress, spec.name, "db_in"), progress)
     pg.stop()
     assert not src.poll_with_retries(time.monotonic() + 0.5)  # gave up: reported
     status = json.load(open(src.status.path))
@@ -283,7 +284,7 @@ def test_an_input_whose_server_goes_away_retries_and_a_bad_query_fails_with_its_
     assert _inbox_lines(inbox) == ["1,A,1"]
     bad = db_spec(_adapter("db_in", "input", service=service, sqlQuery="select nonsense from gone",
                            trackingColumn="seq"), ELEMENT)
-    src = DbInput(bad, str(tmp_path / "in2"), ELEMENT["columns"], Status(progress, "B", "db_in"),
+    src = DbInput(bad, str(tmp_path / "in2"), ELEMENT.columns, Status(progress, "B", "db_in"),
                   str(tmp_path / "p2"))
     assert not src.poll_with_retries(None)
     status = json.load(open(src.status.path))
@@ -296,7 +297,7 @@ def test_a_table_without_tracking_column_is_read_once(pg, service, tmp_path):
     spec = db_spec(_adapter("db_in", "input", service=service, table="once"), ELEMENT)
     inbox, progress = str(tmp_path / "inbox"), str(tmp_path / "adapters")
     for _ in range(2):
-        DbInput(spec, inbox, ELEMENT["columns"], Status(progress, spec.name, "db_in"), progress).poll()
+        DbInput(spec, inbox, ELEMENT.columns, Status(progress, spec.name, "db_in"), progress).poll()
     assert _inbox_lines(inbox) == ["1,A,1", "2,B,2"]
 
 

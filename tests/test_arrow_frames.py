@@ -111,7 +111,7 @@ def test_processor_input_equals_sparks(spark, plan, stream, window):
                           "v": pa.array([r[2] for r in joined], pa.int32())})
     arrow_in["Joined"] = arrow_frames.changelog_frame(changelog, ["a", "s", "v"])
     spark_in["Joined"] = changelog_frame(_spark_frame(spark, changelog), ["a", "s", "v"])
-    groups = by_group(plan)
+    groups = by_group(plan_from_json(plan))
     assert groups.get("Totals")  # the case of buckets by group is covered
     typed = plan_from_json(plan)
     for name in ("Hashed", "Joined", "Rotated", "RotatedAgain", "Keyed", "Totals"):

@@ -95,3 +95,54 @@ def test_a_run_directory_of_plan_version_3_goes_on_and_one_of_version_2_is_refus
     (tmp_path / "plan.json").write_text(json.dumps({"format": "ccl-plan", "version": 2, "elements": []}))
     with pytest.raises(RunError, match=r"older ccl \(plan version 2\)"):
         layout_of(str(tmp_path))
+
+
+def _run_dir(tmp_path, saved: dict) -> str:
+    """A run directory of this layout begun with the plan JSON ``saved``."""
+    from runtime.run_setup import STATE_LAYOUT
+    run = {"buckets": 8, "unrecorded": [], "file_source": [], "project_query": [], "window_store": [],
+           "state_store": STATE_LAYOUT, "numbering": "arrival"}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    (tmp_path / "plan.json").write_text(json.dumps(saved))
+    return str(tmp_path)
+
+
+def test_the_resume_check_compares_typed_plans_also_with_a_version_3_checkpoint(tmp_path):
+    """A version 3 ``plan.json`` (no ``kernel``, no ``window_store``) is decoded for the check, with
+    those decisions at their defaults; the check then tells what changed, element by element."""
+    from runtime.run_dir import saved_plan, saved_run_plan, why_not_continued, why_not_resumable
+
+    data = _data()
+    old = json.loads(json.dumps(data))
+    old["version"] = 3
+    for e in old["elements"]:
+        del e["physical"]["kernel"], e["physical"]["window_store"]
+    root = _run_dir(tmp_path, old)
+    begun = saved_run_plan(saved_plan(root))
+    assert [e.name for e in begun.elements] == [e["name"] for e in data["elements"]]
+    assert all(e.physical.kernel is None and not e.physical.window_store for e in begun.elements)
+    same = plan_from_json(data)
+    assert why_not_continued(root, old, same) is None
+    assert why_not_resumable(root, old, data) is None
+    partitioned = next(e for e in data["elements"] if e["partition"])
+    more = json.loads(json.dumps(data))
+    for e in more["elements"]:
+        if e["name"] == partitioned["name"]:
+            e["physical"]["instances"] += 1
+    assert f"element '{partitioned['name']}' had" in why_not_continued(root, old, plan_from_json(more))
+    other = json.loads(json.dumps(data))
+    other["project"] = "other"
+    assert "holds a checkpoint of project" in why_not_resumable(root, old, other)
+
+
+def test_a_plan_json_no_version_reads_is_refused_with_its_reason_not_a_traceback(tmp_path):
+    from runtime.run_dir import why_not_continued
+    from runtime.run_setup import RunError, layout_of
+
+    broken = _data(elements=[{"name": "x"}])  # no kind: not a plan
+    root = _run_dir(tmp_path, broken)
+    assert "plan.json is not a plan this ccl reads" in why_not_continued(root, broken,
+                                                                         plan_from_json(_data()))
+    with pytest.raises(RunError, match=r"cannot be read: its plan.json is not a plan this ccl reads "
+                                       r"\(not a valid plan: missing 'kind'\)"):
+        layout_of(root)

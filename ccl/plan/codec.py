@@ -261,12 +261,12 @@ def element_from_json(d: Mapping) -> Element:
         physical=physical_from_json(d.get("physical")))
 
 
-def check_header(data: object) -> None:
-    """Refuse data that is not a ``ccl-plan`` of :data:`PLAN_VERSION` (one-line message)."""
+def check_header(data: object, versions: tuple[int, ...] = (PLAN_VERSION,)) -> None:
+    """Refuse data that is not a ``ccl-plan`` of one of ``versions`` (one-line message)."""
     if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
         raise PlanFormatError(f"not a compiled CCL plan (format {PLAN_FORMAT!r} expected)")
     version = data.get("version")
-    if version != PLAN_VERSION:
+    if version not in versions:
         raise PlanFormatError(
             f"plan version {version!r} is not supported (this ccl reads version {PLAN_VERSION}): "
             f"run `ccl compile` again on the project")
@@ -274,9 +274,13 @@ def check_header(data: object) -> None:
         raise PlanFormatError("the plan has no element list")
 
 
-def plan_from_json(data: object) -> Plan:
-    """The :class:`Plan` that :func:`plan_to_json` wrote; :class:`PlanFormatError` otherwise."""
-    check_header(data)
+def plan_from_json(data: object, versions: tuple[int, ...] = (PLAN_VERSION,)) -> Plan:
+    """The :class:`Plan` that :func:`plan_to_json` wrote; :class:`PlanFormatError` otherwise.
+
+    ``versions``: the plan versions accepted. A run directory's ``plan.json`` of an older version
+    whose fields this version only adds to (runtime/run_dir.py ``READABLE_VERSIONS``) decodes
+    with the added decisions at their defaults."""
+    check_header(data, versions)
     assert isinstance(data, dict)
     try:
         return Plan(

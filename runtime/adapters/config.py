@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from ccl.plan.model import Adapter
+
 from ..inputs.formats import CsvFormat, adapter_properties, property_flag
 
 # type -> (payload format, side): side None means "client when host is given, else server"
@@ -77,13 +79,13 @@ def non_negative(props: dict, key: str, default: float, adapter: str) -> float:
     return out
 
 
-def socket_spec(adapter: dict, base_dir: str) -> SocketSpec:
+def socket_spec(adapter: Adapter, base_dir: str) -> SocketSpec:
     """The :class:`SocketSpec` of a socket adapter of the plan; AdapterError when its properties
     cannot be used (no port, a port that is no number, a bad format property)."""
-    kind = str(adapter["type"]).lower()
-    payload, side = (SOCKET_INPUTS if adapter["direction"] == "input" else SOCKET_OUTPUTS)[kind]
-    props = adapter_properties(adapter.get("properties"))
-    name = adapter["name"]
+    kind = adapter.type.lower()
+    payload, side = (SOCKET_INPUTS if adapter.direction == "input" else SOCKET_OUTPUTS)[kind]
+    props = adapter_properties(dict(adapter.properties))
+    name = adapter.name
     host = str(props.get("host") or "").strip()
     server = side == "server" or (side is None and not host)
     ep_file = props.get("epfile") or None
@@ -104,12 +106,12 @@ def socket_spec(adapter: dict, base_dir: str) -> SocketSpec:
         host = host or "localhost"
     try:
         fmt_props = dict(props, fileformat=payload)
-        CsvFormat.from_options(fmt_props, adapter["element"])
+        CsvFormat.from_options(fmt_props, adapter.element)
         if "hasheader" in props:
             property_flag(props["hasheader"], "hasHeader")
     except ValueError as exc:
         raise AdapterError(f"adapter '{name}': {exc}") from None
-    return SocketSpec(name, adapter["element"], payload, server, host, port, ep_file,
+    return SocketSpec(name, adapter.element, payload, server, host, port, ep_file,
                       non_negative(props, "retryperiod", 5.0, name), _int(props, "retrynumber", 0, name),
                       non_negative(props, "batchmillis", 50.0, name) / 1000.0, props)
 
@@ -197,16 +199,16 @@ def _server_uri(uri: str, adapter: str) -> tuple[str, int, bool]:
     return host, port, tls
 
 
-def mqtt_spec(adapter: dict, run_dir: Optional[str] = None,
+def mqtt_spec(adapter: Adapter, run_dir: Optional[str] = None,
               secrets: Optional[Mapping[str, str]] = None) -> MqttSpec:
     """The :class:`MqttSpec` of an MQTT adapter of the plan; AdapterError when its properties
     cannot be used. Without ``mqttClientId`` the client id is fixed by the adapter's name and the
     run directory, so that a restart finds its persistent session again. ``secrets``: the
     adapter's secret properties (lower-case IDs, runtime/adapters/secrets.py; ``mqttPassword``
     is used: the plan never holds it)."""
-    props = adapter_properties(adapter.get("properties"))
-    name = adapter["name"]
-    kind = str(adapter["type"]).lower()
+    props = adapter_properties(dict(adapter.properties))
+    name = adapter.name
+    kind = adapter.type.lower()
     if not str(props.get("mqttserveruri") or "").strip():
         raise AdapterError(f"adapter '{name}': a {kind} adapter needs mqttServerUri "
                            f"(tcp://host:port)")
@@ -214,7 +216,7 @@ def mqtt_spec(adapter: dict, run_dir: Optional[str] = None,
     topics = tuple(t.strip() for t in str(props.get("mqtttopic") or "").split(",") if t.strip())
     if not topics:
         raise AdapterError(f"adapter '{name}': a {kind} adapter needs mqttTopic")
-    output = adapter["direction"] == "output"
+    output = adapter.direction == "output"
     if output and (len(topics) > 1 or any(c in topics[0] for c in "+#")):
         raise AdapterError(f"adapter '{name}': mqttTopic {topics[0]!r}: an output publishes to one "
                            f"topic, without wildcards")
@@ -232,7 +234,7 @@ def mqtt_spec(adapter: dict, run_dir: Optional[str] = None,
     try:
         clean = property_flag(props.get("mqttcleansession", "false"), "mqttCleanSession")
         retain = property_flag(props.get("mqttretain", "false"), "mqttRetain")
-        CsvFormat.from_options(dict(props, fileformat=payload), adapter["element"])
+        CsvFormat.from_options(dict(props, fileformat=payload), adapter.element)
     except ValueError as exc:
         raise AdapterError(f"adapter '{name}': {exc}") from None
     version_text = str(props.get("mqttversion") or "5").strip()
@@ -243,7 +245,7 @@ def mqtt_spec(adapter: dict, run_dir: Optional[str] = None,
         raise AdapterError(f"adapter '{name}': mqttMaxInflight must be at least 1")
     user = props.get("mqttusername")
     password = (secrets or {}).get("mqttpassword") or props.get("mqttpassword")
-    return MqttSpec(name, adapter["element"], payload, host, port, tls, topics, qos, client_id,
+    return MqttSpec(name, adapter.element, payload, host, port, tls, topics, qos, client_id,
                     None if user in (None, "") else str(user),
                     None if password in (None, "") else str(password), clean,
                     _int(props, "mqttkeepalive", 60, name),

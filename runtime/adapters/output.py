@@ -27,7 +27,9 @@ import re
 import socket
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
+
+from ccl.plan.model import Adapter, Column, Element
 
 from ..csv_output import format_value, value_formatter
 from ..file_names import file_name
@@ -52,7 +54,7 @@ class CsvLines:
     ``expectStreamNameOpcode``/``prependStreamNameOpcode`` ESP's ``NAME,opcode,fields``; with
     ``hasHeader`` false the bare fields."""
 
-    def __init__(self, element: str, columns: list, props: dict) -> None:
+    def __init__(self, element: str, columns: Sequence[Column], props: dict) -> None:
         fmt = CsvFormat.from_options(props)
         self.delimiter = fmt.delimiter
         prepend = property_flag(props.get("prependstreamnameopcode",
@@ -60,8 +62,8 @@ class CsvLines:
                                 "prependStreamNameOpcode")
         self.stream = element if (fmt.stream_opcode or prepend) else None
         self.header = self.stream is None and fmt.has_header is not False
-        self.names = [c[0] for c in columns]
-        self.formatters = [value_formatter(c[1]) for c in columns]
+        self.names = [c.name for c in columns]
+        self.formatters = [value_formatter(c.type) for c in columns]
 
     def _line(self, fields: list[str]) -> str:
         out = io.StringIO()
@@ -105,8 +107,8 @@ class JsonObjects:
     """A change as one JSON object: ``ESP_OPS`` then the columns by name, or under the paths of
     ``jsonColsMappingList`` (a dotted path nests objects)."""
 
-    def __init__(self, element: str, columns: list, props: dict) -> None:
-        self.columns = [(c[0], c[1]) for c in columns]
+    def __init__(self, element: str, columns: Sequence[Column], props: dict) -> None:
+        self.columns = [(c.name, c.type) for c in columns]
         mapping = str(props.get("jsoncolsmappinglist") or "").strip()
         paths = [p.strip() for p in mapping.split(",")] if mapping not in ("", "*") else []
         self.paths: list[list] = []
@@ -132,7 +134,10 @@ class JsonObjects:
         return (json.dumps(self.obj(row), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
-def encoder(payload: str, element: str, columns: list, props: dict):
+def encoder(payload: str, element: str, columns: Sequence[Column], props: dict):
+    """The change encoder of a socket or MQTT adapter's ``payload`` (``json``: :class:`JsonObjects`,
+    else :class:`CsvLines`) for the element ``element`` and its ``columns``; ValueError for
+    unusable format properties."""
     return (JsonObjects if payload == "json" else CsvLines)(element, columns, props)
 
 
@@ -315,10 +320,10 @@ class SocketServerSink:
 class Feed:
     """Delivers an element's changelog to one sink, batch by batch (see the module docstring)."""
 
-    def __init__(self, run_dir: str, element: dict, adapter: str, sink: Any,
+    def __init__(self, run_dir: str, element: Element, adapter: str, sink: Any,
                  status: Status) -> None:
         self.run_dir = run_dir
-        self.element = element
+        self.element = element.name
         self.sink = sink
         self.status = status
         self.progress = os.path.join(run_dir, "adapters", file_name(adapter) + ".progress.json")
@@ -347,7 +352,7 @@ class Feed:
         """The element's complete batches after the last delivered one, in order: the next
         numbers while their stats files exist, and (the element may have no stats for a batch
         number) the directory listed at most once a second, not at every poll of a long run."""
-        stats = os.path.join(self.run_dir, "stats", file_name(self.element["name"]))
+        stats = os.path.join(self.run_dir, "stats", file_name(self.element))
         out = []
         batch = self.state["batch"] + 1
         while os.path.exists(os.path.join(stats, f"batch-{batch:08d}.json")):
@@ -366,7 +371,7 @@ class Feed:
         """The changelog rows of ``batch`` in the order the element produced them."""
         import pyarrow as pa
         import pyarrow.parquet as pq
-        name = file_name(self.element["name"])
+        name = file_name(self.element)
         paths = sorted(p for p in glob.glob(os.path.join(self.run_dir, "changelog", name,
                                                          f"batch-{batch:08d}*.parquet"))
                        if int(_BATCH.match(os.path.basename(p)).group(1)) == batch)  # type: ignore[union-attr]
@@ -393,7 +398,7 @@ class Feed:
     def start(self) -> "Feed":
         self.sink.open(self.state)
         self.thread = threading.Thread(target=self._loop, daemon=True,
-                                       name=f"ccl-adapter-feed-{self.element['name']}")
+                                       name=f"ccl-adapter-feed-{self.element}")
         self.thread.start()
         return self
 
@@ -403,7 +408,7 @@ class Feed:
                 self.run_once()
             except Exception as exc:  # reported, retried at the next poll
                 self.status.update(last_error=str(exc))
-                log.warning("output adapter of %s: %s", self.element["name"], exc)
+                log.warning("output adapter of %s: %s", self.element, exc)
             self.stop.wait(POLL)
 
     def finish(self, timeout: float = 10.0) -> None:
@@ -423,15 +428,15 @@ class Feed:
         self.status.update(state="stopped")
 
 
-def json_file_sink(adapter: dict, element: dict, base_dir: str) -> JsonFileSink:
+def json_file_sink(adapter: Adapter, element: Element, base_dir: str) -> JsonFileSink:
     """The sink of a ``toolkit_file_json_output`` adapter; ValueError for unusable properties."""
-    props = adapter_properties(adapter.get("properties"))
+    props = adapter_properties(dict(adapter.properties))
     path = os.path.normpath(os.path.join(base_dir, str(props.get("dir", ".")),
-                                         str(props.get("file") or element["name"] + ".json")))
+                                         str(props.get("file") or element.name + ".json")))
     form = str(props.get("jsonformat") or "lines").strip().lower()
     if form not in ("lines", "array"):
         raise ValueError(f"jsonFormat {form!r}: must be lines or array")
-    return JsonFileSink(path, JsonObjects(element["name"], element["columns"], props), form == "array")
+    return JsonFileSink(path, JsonObjects(element.name, element.columns, props), form == "array")
 
 
 SinkFactory = Callable[[], Any]

@@ -36,7 +36,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
+
+from ccl.plan.model import Adapter, Column, Element
 
 from ..file_names import file_name
 from ..inputs.formats import CsvFormat, adapter_properties, property_flag
@@ -87,20 +89,20 @@ class DbSpec:
 _CONNECTION = ("service", "host", "port", "dbname", "database", "user", "username")
 
 
-def names_database(adapter: dict) -> bool:
+def names_database(adapter: Adapter) -> bool:
     """Whether a database adapter's properties name a database to connect to (a ``hana_out``
     that names none is skipped with a note: ESP's HANA adapter has its own ODBC service)."""
-    props = adapter_properties(adapter.get("properties"))
+    props = adapter_properties(dict(adapter.properties))
     return any(props.get(p) not in (None, "") for p in _CONNECTION)
 
 
-def db_spec(adapter: dict, element: dict, secrets: Optional[Mapping[str, str]] = None) -> DbSpec:
+def db_spec(adapter: Adapter, element: Element, secrets: Optional[Mapping[str, str]] = None) -> DbSpec:
     """The :class:`DbSpec` of a ``db_in``, ``db_out`` or ``hana_out`` adapter of the plan;
     AdapterError when its properties cannot be used (no database named, no table, a key or
     tracking column the element does not have, ...). ``secrets``: the adapter's secret properties
     (lower-case IDs; ``password`` is used)."""
-    name, kind = adapter["name"], str(adapter["type"]).lower()
-    props = adapter_properties(adapter.get("properties"))
+    name, kind = adapter.name, adapter.type.lower()
+    props = adapter_properties(dict(adapter.properties))
     conninfo: dict[str, str] = {}
     for prop, keyword in zip(_CONNECTION, ("service", "host", "port", "dbname", "dbname", "user",
                                            "user")):
@@ -115,7 +117,7 @@ def db_spec(adapter: dict, element: dict, secrets: Optional[Mapping[str, str]] =
                            f"dbName)")
     if "port" in conninfo and not conninfo["port"].isdigit():
         raise AdapterError(f"adapter '{name}': port {conninfo['port']!r} is not a TCP port")
-    columns = [c[0] for c in element["columns"]]
+    columns = [c.name for c in element.columns]
     lower = {c.lower(): c for c in columns}
 
     def column(prop: str) -> Optional[str]:
@@ -127,7 +129,7 @@ def db_spec(adapter: dict, element: dict, secrets: Optional[Mapping[str, str]] =
     if table and schema and "." not in table:
         table = f"{schema}.{table}"
     query = column("query") or column("sqlquery")
-    direction = adapter["direction"]
+    direction = adapter.direction
     if direction == "output" and not table:
         raise AdapterError(f"adapter '{name}': a {kind} adapter needs a table")
     if direction == "input" and not (table or query):
@@ -137,26 +139,26 @@ def db_spec(adapter: dict, element: dict, secrets: Optional[Mapping[str, str]] =
     if direction == "input" and poll > 0 and tracking is None:
         raise AdapterError(f"adapter '{name}': pollperiod needs a trackingColumn (a column whose "
                            f"values only grow), or each poll would read the rows again")
-    keys: tuple[str, ...] = tuple(element.get("key") or ())
+    keys: tuple[str, ...] = element.key
     if column("keycolumns"):
         wanted = [k.strip() for k in str(props["keycolumns"]).split(",") if k.strip()]
         missing = [k for k in wanted if k.lower() not in lower]
         if missing:
             raise AdapterError(f"adapter '{name}': keyColumns {missing[0]!r} is not a column of "
-                               f"{element['name']}")
+                               f"{element.name}")
         keys = tuple(lower[k.lower()] for k in wanted)
     batch = int(non_negative(props, "batchsize", 10_000, name)) or 10_000
     try:
         truncate = property_flag(props.get("truncatetable", "false"), "truncateTable")
         if direction == "input":
-            fmt = CsvFormat.from_options(props, element["name"])
+            fmt = CsvFormat.from_options(props, element.name)
             if fmt.has_header is False or fmt.stream_opcode:
                 raise ValueError("the rows of a db_in adapter go to the inbox with a header of "
                                  "the column names: hasHeader false and expectStreamNameOpcode "
                                  "do not apply")
     except ValueError as exc:
         raise AdapterError(f"adapter '{name}': {exc}") from None
-    return DbSpec(name, kind, adapter["element"], conninfo, table, query, tracking, poll,
+    return DbSpec(name, kind, adapter.element, conninfo, table, query, tracking, poll,
                   non_negative(props, "retryperiod", 5.0, name), batch, keys,
                   column("opcodecolumnname"), column("timestampcolumnname"), truncate, props,
                   (secrets or {}).get("password") or None)
@@ -230,10 +232,10 @@ def _db_value(v: Any) -> Any:
 class DbSink:
     """A Feed sink writing each batch in one transaction (see the module docstring)."""
 
-    def __init__(self, spec: DbSpec, element: dict, status: Status, stop: threading.Event) -> None:
+    def __init__(self, spec: DbSpec, element: Element, status: Status, stop: threading.Event) -> None:
         self.spec, self.status, self.stop = spec, status, stop
-        self.columns = [c[0] for c in element["columns"]]
-        self.types = [c[1] for c in element["columns"]]
+        self.columns = [c.name for c in element.columns]
+        self.types = [c.type for c in element.columns]
         self.history = spec.opcode_column is not None or not spec.keys
         self.conn: Any = None
         self.give_up_at: Optional[float] = None  # set when the run ends: retry until then
@@ -538,11 +540,11 @@ def _load_as_text(conn: Any) -> None:
 class DbInput:
     """One ``db_in`` adapter: polls its table or query into the element's inbox."""
 
-    def __init__(self, spec: DbSpec, inbox_dir: str, columns: list, status: Status,
+    def __init__(self, spec: DbSpec, inbox_dir: str, columns: Sequence[Column], status: Status,
                  progress_dir: str) -> None:
         self.spec = spec
         self.inbox = Inbox(inbox_dir, spec.name, "csv")
-        self.columns = [c[0] for c in columns]
+        self.columns = [c.name for c in columns]
         self.delimiter = CsvFormat.from_options(spec.properties, spec.element).delimiter
         self.status = status
         self.position = Position(os.path.join(progress_dir, file_name(spec.name) + ".position.json"),

@@ -6,6 +6,8 @@ import os
 import threading
 from typing import Any, Optional
 
+from ccl.plan.model import Adapter, Element, Plan
+
 from ..file_names import file_name
 from .config import (DB_INPUTS, DB_OUTPUTS, JSON_FILE_OUTPUT, MQTT_INPUTS, MQTT_OUTPUTS,
                      SOCKET_INPUTS, SOCKET_OUTPUTS, AdapterError, mqtt_spec, socket_spec)
@@ -28,41 +30,41 @@ def inbox_directory(run_dir: str, element: str, bound: Optional[str] = None) -> 
     return os.path.join(run_dir, "inbox", file_name(element))
 
 
-def check_adapters(plan: dict, base_dir: str) -> None:
+def check_adapters(plan: Plan, base_dir: str) -> None:
     """AdapterError, before anything runs, for socket, MQTT, database and JSON output adapters
     whose properties cannot be used."""
-    elements = {e["name"]: e for e in plan["elements"]}
-    for a in plan.get("adapters", []):
-        kind = str(a["type"]).lower()
-        if a["element"] not in elements:
+    elements = {e.name: e for e in plan.elements}
+    for a in plan.adapters:
+        kind = a.type.lower()
+        element = elements.get(a.element)
+        if element is None:
             continue
         spec = None  # a socket or MQTT adapter's, whose output format is checked below
-        if (a["direction"] == "input" and kind in SOCKET_INPUTS
-                or a["direction"] == "output" and kind in SOCKET_OUTPUTS):
+        if (a.direction == "input" and kind in SOCKET_INPUTS
+                or a.direction == "output" and kind in SOCKET_OUTPUTS):
             spec = socket_spec(a, base_dir)
-        elif (a["direction"] == "input" and kind in DB_INPUTS
-              or a["direction"] == "output" and kind in DB_OUTPUTS):
+        elif (a.direction == "input" and kind in DB_INPUTS
+              or a.direction == "output" and kind in DB_OUTPUTS):
             if kind != "hana_out" or names_database(a):
-                db_spec(a, elements[a["element"]])
-        elif kind in (MQTT_INPUTS if a["direction"] == "input" else MQTT_OUTPUTS):
+                db_spec(a, element)
+        elif kind in (MQTT_INPUTS if a.direction == "input" else MQTT_OUTPUTS):
             spec = mqtt_spec(a)
-        elif a["direction"] == "output" and kind == JSON_FILE_OUTPUT:
+        elif a.direction == "output" and kind == JSON_FILE_OUTPUT:
             try:
-                json_file_sink(a, elements[a["element"]], base_dir)
+                json_file_sink(a, element, base_dir)
             except ValueError as exc:
-                raise AdapterError(f"adapter '{a['name']}': {exc}") from None
-        if spec is not None and a["direction"] == "output":
+                raise AdapterError(f"adapter '{a.name}': {exc}") from None
+        if spec is not None and a.direction == "output":
             try:
-                encoder(spec.payload, a["element"], elements[a["element"]]["columns"],
-                        spec.properties)
+                encoder(spec.payload, a.element, element.columns, spec.properties)
             except ValueError as exc:
-                raise AdapterError(f"adapter '{a['name']}': {exc}") from None
+                raise AdapterError(f"adapter '{a.name}': {exc}") from None
 
 
 class Adapters:
     """The socket, MQTT and database input adapters and the fed output adapters of one run."""
 
-    def __init__(self, plan: dict, run_dir: str, base_dir: str, inputs: dict[str, str]) -> None:
+    def __init__(self, plan: Plan, run_dir: str, base_dir: str, inputs: dict[str, str]) -> None:
         self.plan = plan
         self.run_dir = run_dir
         self.base_dir = base_dir
@@ -77,95 +79,95 @@ class Adapters:
         """Start the output feeds and, when the run goes on until stopped (``live``), the socket
         inputs (an until-idle run reads what is in the inboxes already). AdapterError when one
         cannot start (a port in use, say); what started is stopped again."""
-        elements = {e["name"]: e for e in self.plan["elements"]}
+        elements = {e.name: e for e in self.plan.elements}
         try:
-            for a in self.plan.get("adapters", []):
-                kind = str(a["type"]).lower()
-                element = elements.get(a["element"])
+            for a in self.plan.adapters:
+                kind = a.type.lower()
+                element = elements.get(a.element)
                 if element is None:
                     continue
-                if a["direction"] == "input" and (kind in SOCKET_INPUTS or kind in MQTT_INPUTS):
-                    bound = self.inputs.get(a["element"])
+                if a.direction == "input" and (kind in SOCKET_INPUTS or kind in MQTT_INPUTS):
+                    bound = self.inputs.get(a.element)
                     if bound is not None and not os.path.isdir(bound):
                         continue  # --input ELEMENT=FILE replaces the adapter
                     if live:
-                        self._start_input(a, element, inbox_directory(self.run_dir, a["element"], bound))
-                elif a["direction"] == "input" and kind in DB_INPUTS:
-                    bound = self.inputs.get(a["element"])
+                        self._start_input(a, element, inbox_directory(self.run_dir, a.element, bound))
+                elif a.direction == "input" and kind in DB_INPUTS:
+                    bound = self.inputs.get(a.element)
                     if bound is not None and not os.path.isdir(bound):
                         continue
-                    self._start_db_input(a, element, inbox_directory(self.run_dir, a["element"], bound),
+                    self._start_db_input(a, element, inbox_directory(self.run_dir, a.element, bound),
                                          live)
-                elif a["direction"] == "output" and kind in DB_OUTPUTS:
+                elif a.direction == "output" and kind in DB_OUTPUTS:
                     if kind == "hana_out" and not names_database(a):
                         log.warning("output adapter '%s' (hana_out) names no database (service, or "
-                                    "host/port/dbName): it writes nothing", a["name"])
+                                    "host/port/dbName): it writes nothing", a.name)
                         continue
                     self._start_output(a, element, kind)
-                elif a["direction"] == "output" and (kind in SOCKET_OUTPUTS or kind in MQTT_OUTPUTS
-                                                     or kind == JSON_FILE_OUTPUT):
+                elif a.direction == "output" and (kind in SOCKET_OUTPUTS or kind in MQTT_OUTPUTS
+                                                  or kind == JSON_FILE_OUTPUT):
                     self._start_output(a, element, kind)
         except (OSError, AdapterError) as exc:
             self.stop()
             raise AdapterError(str(exc)) from None
         return self
 
-    def _start_input(self, adapter: dict, element: dict, inbox: str) -> None:
-        status = Status(self.status_dir, adapter["name"], adapter["type"])
-        if str(adapter["type"]).lower() in MQTT_INPUTS:
-            journal = os.path.join(self.status_dir, file_name(adapter["name"]) + ".mqtt-journal")
-            spec = mqtt_spec(adapter, self.run_dir, adapter_secrets(self.secrets, adapter["name"]))
+    def _start_input(self, adapter: Adapter, element: Element, inbox: str) -> None:
+        status = Status(self.status_dir, adapter.name, adapter.type)
+        if adapter.type.lower() in MQTT_INPUTS:
+            journal = os.path.join(self.status_dir, file_name(adapter.name) + ".mqtt-journal")
+            spec = mqtt_spec(adapter, self.run_dir, adapter_secrets(self.secrets, adapter.name))
             self.sources.append(MqttInput(spec, inbox, status, journal).start())
             return
         spec = socket_spec(adapter, self.base_dir)
         try:
-            source = SocketInput(spec, inbox, element["columns"], status).start()
+            source = SocketInput(spec, inbox, element.columns, status).start()
         except OSError as exc:
-            raise AdapterError(f"adapter '{adapter['name']}' cannot listen on "
+            raise AdapterError(f"adapter '{adapter.name}' cannot listen on "
                                f"{spec.host}:{spec.port}: {exc.strerror or exc}") from None
         self.sources.append(source)
 
-    def _start_db_input(self, adapter: dict, element: dict, inbox: str, live: bool) -> None:
+    def _start_db_input(self, adapter: Adapter, element: Element, inbox: str, live: bool) -> None:
         """A database input polls while the run goes on (``live``); an until-idle run reads what
         the database holds once, before its queries start (a server that is down is retried for
         UNTIL_IDLE_RETRY seconds, then reported)."""
-        spec = db_spec(adapter, element, adapter_secrets(self.secrets, adapter["name"]))
-        status = Status(self.status_dir, adapter["name"], adapter["type"])
-        source = DbInput(spec, inbox, element["columns"], status, self.status_dir)
+        spec = db_spec(adapter, element, adapter_secrets(self.secrets, adapter.name))
+        status = Status(self.status_dir, adapter.name, adapter.type)
+        source = DbInput(spec, inbox, element.columns, status, self.status_dir)
         if live:
             self.sources.append(source.start())
             return
         import time
         if not source.poll_with_retries(time.monotonic() + UNTIL_IDLE_RETRY):
-            log.warning("adapter %s: could not read %s: %s", adapter["name"], spec.address(),
+            log.warning("adapter %s: could not read %s: %s", adapter.name, spec.address(),
                         status.data.get("last_error"))
         source.stop()
 
-    def _start_output(self, adapter: dict, element: dict, kind: str) -> None:
-        status = Status(self.status_dir, adapter["name"], adapter["type"])
+    def _start_output(self, adapter: Adapter, element: Element, kind: str) -> None:
+        status = Status(self.status_dir, adapter.name, adapter.type)
         sink: Any
         if kind in DB_OUTPUTS:
-            sink = DbSink(db_spec(adapter, element, adapter_secrets(self.secrets, adapter["name"])),
+            sink = DbSink(db_spec(adapter, element, adapter_secrets(self.secrets, adapter.name)),
                           element, status, self.stop_event)
         elif kind == JSON_FILE_OUTPUT:
             sink = json_file_sink(adapter, element, self.base_dir)
             status.update(state="writing", path=sink.path)
         elif kind in MQTT_OUTPUTS:
-            mspec = mqtt_spec(adapter, self.run_dir, adapter_secrets(self.secrets, adapter["name"]))
-            enc = encoder(mspec.payload, element["name"], element["columns"], mspec.properties)
+            mspec = mqtt_spec(adapter, self.run_dir, adapter_secrets(self.secrets, adapter.name))
+            enc = encoder(mspec.payload, element.name, element.columns, mspec.properties)
             sink = MqttSink(mspec, enc, status, self.stop_event)
         else:
             spec = socket_spec(adapter, self.base_dir)
-            enc = encoder(spec.payload, element["name"], element["columns"], spec.properties)
+            enc = encoder(spec.payload, element.name, element.columns, spec.properties)
             if spec.server:
                 try:
                     sink = SocketServerSink(spec, enc, status, self.stop_event)
                 except OSError as exc:
-                    raise AdapterError(f"adapter '{adapter['name']}' cannot listen on "
+                    raise AdapterError(f"adapter '{adapter.name}' cannot listen on "
                                        f"{spec.host}:{spec.port}: {exc.strerror or exc}") from None
             else:
                 sink = SocketClientSink(spec, enc, status, self.stop_event)
-        self.feeds.append(Feed(self.run_dir, element, adapter["name"], sink, status).start())
+        self.feeds.append(Feed(self.run_dir, element, adapter.name, sink, status).start())
 
     def stop_inputs(self) -> None:
         """Stop the socket and MQTT inputs (what they received is in the inboxes when this

@@ -16,7 +16,9 @@ import csv
 import logging
 import socket
 import threading
-from typing import Optional
+from typing import Optional, Sequence
+
+from ccl.plan.model import Column
 
 from ..inputs.csv_text import looks_like_header
 from ..inputs.formats import CsvFormat
@@ -33,10 +35,12 @@ FIRST_RETRY = 0.1
 class SocketInput:
     """One socket input adapter, run by its own threads until :meth:`stop`."""
 
-    def __init__(self, spec: SocketSpec, inbox_dir: str, columns: list, status: Status) -> None:
+    def __init__(self, spec: SocketSpec, inbox_dir: str, columns: Sequence[Column],
+                 status: Status) -> None:
         self.spec = spec
         self.inbox = Inbox(inbox_dir, spec.name, "json" if spec.payload == "json" else "csv")
-        self.columns = columns
+        # (name, type) pairs, as the CSV reader's header test takes them
+        self.columns = [(c.name, c.type) for c in columns]
         self.status = status
         self.fmt = CsvFormat.from_options(dict(spec.properties, fileformat=spec.payload), spec.element)
         self._stop = threading.Event()
