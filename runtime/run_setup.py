@@ -215,15 +215,6 @@ def atomic_json(path: str, data: object) -> None:
     os.replace(path + ".tmp", path)
 
 
-def input_files(element: dict, plan: dict, options: RunOptions):
-    """:func:`element_files` for the modules that still read the plan's JSON form (``element``
-    and ``plan`` as runtime/frames.py and project_query.py hold them)."""
-    adapter = next((a for a in plan["adapters"] if a["name"] == element["physical"]["input_adapter"]),
-                   None)
-    return _bound_files(element["name"], None if adapter is None else str(adapter["type"]),
-                        None if adapter is None else adapter["properties"], options)
-
-
 def element_files(element: Element, plan: Plan, options: RunOptions):
     """Where an input element's rows come from: a ``--input`` binding or a file input adapter
     (the plan's ``input_adapter``); the adapter's properties shape the parsing. ``(FileSpec or

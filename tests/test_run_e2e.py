@@ -493,14 +493,15 @@ def test_partitioned_module_instances_multiply(spark, tmp_path):
 def test_input_adapter_properties_resolve_esp_aliases_before_defaults(tmp_path):
     """dsv_in matches stream names unless told otherwise, also under ESP's csv-prefixed name;
     an xmllist adapter reads XML list files."""
-    from runtime.run_setup import RunOptions, input_files
-    element = {"name": "S", "role": "input", "query": None, "physical": {"input_adapter": "in"}}
+    from ccl.plan.codec import plan_from_json
+    from runtime.run_setup import RunOptions, element_files
+    from tests.test_planner import plan_text
 
     def props(kind, **given):
-        plan = {"elements": [element], "adapters": [
-            {"name": "in", "direction": "input", "element": "S", "type": kind,
-             "properties": {"dir": "d", **given}}]}
-        return input_files(element, plan, RunOptions(base_dir=str(tmp_path)))[1]
+        properties = ", ".join(["dir='d'"] + [f"{k}='{v}'" for k, v in given.items()])
+        plan = plan_from_json(plan_text(tmp_path, "CREATE INPUT STREAM S SCHEMA (a integer);\n"
+                                        f"ATTACH INPUT ADAPTER inp TYPE {kind} TO S PROPERTIES {properties};"))
+        return element_files(plan.element("S"), plan, RunOptions(base_dir=str(tmp_path)))[1]
     assert props("dsv_in")["matchstreamname"] == "true"
     assert props("dsv_in", csvMatchStreamName="false")["matchstreamname"] == "false"
     assert "matchstreamname" not in props("toolkit_file_csv_input")
