@@ -332,7 +332,8 @@ def _load_dictionary(cand: str, state: str, st: dict, inst: int, held: int, load
         for lo in range(0, len(ids), LOAD_CHUNK):
             s.begin(load_id)
             for i in ids[lo:lo + LOAD_CHUNK]:
-                s.put("v.qty", (inst, key(i)), (seq, key(i), value(i)))
+                v = value(i)  # (a vector as the store keeps it: a tuple, runtime/state/variables.py)
+                s.put("v.qty", (inst, key(i)), (seq, key(i), tuple(v) if isinstance(v, Vector) else v))
                 s.put("v.qty.o", (inst, seq), key(i))
                 seq += 1
             s.commit(load_id)

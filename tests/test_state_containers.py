@@ -195,7 +195,25 @@ def test_unshared_dictionaries_of_vectors_stay_in_the_store(tmp_path):
         local.append(70)
         detach(states, store, attached)
         store.commit(1)
-        assert written == [("v.d", (0, "k7"), (7, "k7", [7, 70]))]
+        assert written == [("v.d", (0, "k7"), (7, "k7", (7, 70)))]  # packed: no Type pickled
         store.begin(2)
         attach(states, store)
-        assert states[0]["vars"]["d"]["k7"] == [7, 70] and len(states[0]["vars"]["d"]) == 100
+        back = states[0]["vars"]["d"]["k7"]
+        assert back == [7, 70] and type(back) is Vector and back.elem == INTEGER
+        assert len(states[0]["vars"]["d"]) == 100
+
+
+def test_containers_are_packed_by_their_declared_types():
+    """Vectors and dictionaries of the declared types go to the store as tuples and come back
+    with those types; one of other types is kept as it is."""
+    from runtime.state.variables import _pack, _unpack
+    deep = Type("dictionary", (STRING, NEST))
+    inner = Dictionary([("x", Vector([1, 2], INTEGER))], STRING, VEC)
+    value = Dictionary([("a", inner)], STRING, NEST)
+    packed = _pack(value, deep)
+    assert packed == (("a", (("x", (1, 2)),)),)
+    back = _unpack(packed, deep)
+    assert back == value and type(back) is Dictionary and (back.key, back.value) == (STRING, NEST)
+    assert type(back["a"]["x"]) is Vector and back["a"]["x"].elem == INTEGER
+    odd = Vector([1.5], Type("float"))
+    assert _pack(odd, VEC) is odd and _unpack(odd, VEC) is odd

@@ -65,7 +65,7 @@ from typing import Any, Iterator, Optional
 
 from ccl.splash.caches import EventCache
 from ccl.splash.types import Type
-from ccl.splash.values import Dictionary
+from ccl.splash.values import Dictionary, Vector
 
 from .rows import StoredGroups
 from .store import BucketStore
@@ -218,6 +218,44 @@ class StoredCacheBuckets(StoredGroups):
         return [k for k in list(self._cache) if self.get(k) is not None]
 
 
+def _pack(value: Any, t: Type) -> Any:
+    """``value`` (of declared type ``t``) as the store keeps it: a vector or dictionary of the
+    declared types as a tuple of its items (of its (key, value) pairs), nested ones too, since
+    pickling the ``Type`` objects a :class:`~ccl.splash.values.Vector` or ``Dictionary`` carries
+    cost 7 times the items' (12.7 against 1.8 µs for a vector of 6 floats; loading 9.4 against
+    0.9). A tuple is no SPLASH value, so :func:`_unpack` knows a packed one; a container of other
+    types is kept as it is."""
+    tv = type(value)
+    if tv is Vector and t.name == "vector" and len(value.__dict__) == 1 \
+            and value.elem == t.args[0]:
+        elem = t.args[0]
+        if elem.name in ("vector", "dictionary"):
+            return tuple([_pack(v, elem) for v in value])
+        return tuple(value)
+    if tv is Dictionary and t.name == "dictionary" and len(value.__dict__) == 2 \
+            and value.key == t.args[0] and value.value == t.args[1]:
+        vt = t.args[1]
+        if vt.name in ("vector", "dictionary"):
+            return tuple([(k, _pack(v, vt)) for k, v in value.items()])
+        return tuple(value.items())
+    return value
+
+
+def _unpack(value: Any, t: Type) -> Any:
+    """The value :func:`_pack` gave ``value`` for (a fresh container of the declared types)."""
+    if type(value) is not tuple:
+        return value
+    if t.name == "vector":
+        elem = t.args[0]
+        if elem.name in ("vector", "dictionary"):
+            return Vector([_unpack(v, elem) for v in value], elem)
+        return Vector(value, elem)
+    vt = t.args[1]
+    if vt.name in ("vector", "dictionary"):
+        return Dictionary([(k, _unpack(v, vt)) for k, v in value], t.args[0], vt)
+    return Dictionary(value, t.args[0], vt)
+
+
 def _store_key(key: object) -> object:
     # -0.0 == 0.0 is one dict key, but two encodings
     return 0.0 if type(key) is float and key == 0 else key
@@ -250,6 +288,7 @@ class StoredDictionary(Dictionary):
         # read is written back
         self._in_place = held.value.name in ("record", "vector", "dictionary")
         self._frozen: Optional[list] = None  # every entry, once detach read them out (freeze)
+        self._packed = held.value.name in ("vector", "dictionary")  # (see _pack)
 
     def held(self) -> HeldDictionary:
         """The mark the pickled state keeps (after :meth:`flush`)."""
@@ -263,6 +302,8 @@ class StoredDictionary(Dictionary):
                 found = self._store.get(self._data, (self.inst, _store_key(k)), None)
                 if found is not None:
                     e = list(found)
+                    if self._packed:
+                        e[2] = _unpack(e[2], self.value)
             self._cache[k] = e
         return e
 
@@ -369,7 +410,12 @@ class StoredDictionary(Dictionary):
             found = self._store.get_many(self._data, [(self.inst, _store_key(k)) for k in unread],
                                          None)
             for k, f in zip(unread, found):
-                self._cache[k] = _ABSENT if f is None else list(f)
+                if f is None:
+                    self._cache[k] = _ABSENT
+                else:
+                    e = self._cache[k] = list(f)
+                    if self._packed:
+                        e[2] = _unpack(e[2], self.value)
 
     def read_values(self) -> list:
         """The values of the entries the batch read or wrote (not the others held)."""
@@ -440,7 +486,8 @@ class StoredDictionary(Dictionary):
             if e is _ABSENT:
                 store.delete(data, (inst, _store_key(k)))
             else:
-                store.put(data, (inst, _store_key(k)), tuple(e))
+                store.put(data, (inst, _store_key(k)),
+                          (e[0], e[1], _pack(e[2], self.value)) if self._packed else tuple(e))
         self._dirty.clear()
         if self._size:
             self._empty = False
@@ -480,7 +527,7 @@ def _write(store: BucketStore, name: str, inst: int, d: Dictionary) -> HeldDicti
     hold nothing of ``inst``)."""
     data, order = _names(name)
     for seq, (k, v) in enumerate(d.items()):
-        store.put(data, (inst, _store_key(k)), (seq, k, v), absent=True)
+        store.put(data, (inst, _store_key(k)), (seq, k, _pack(v, d.value)), absent=True)
         store.put(order, (inst, seq), k, absent=True)
     return HeldDictionary(len(d), len(d), d.key, d.value)
 
