@@ -1,7 +1,8 @@
 """A micro-batch through the runtime's own bucket function, before and after its state moved to the
 state store (issue 27): batch time and peak memory as the state held grows.
 
-    python bench/state_engine.py [--workload keepall|groupby|keephour|flexdict|flexrecords|join|cachehour]
+    python bench/state_engine.py [--workload keepall|groupby|keephour|flexdict|flexrecords|flexvectors|join|
+                                             cachehour]
                                  [--held 100000,1000000]
                                  [--batch 100000] [--batches 3] [--candidates pickle,store]
 
@@ -24,6 +25,12 @@ Workloads (``--held`` counts rows held, groups for ``groupby``):
   (``dictionary(integer, typeof(Orders))``, records of four scalar fields): ``store`` keeps them
   in the bucket's RocksDB entry by entry (each entry read written back), ``pickle`` in the state
   file (where such a dictionary was kept before);
+- ``flexvectors``: a Flex keeping a ``dictionary(string, vector(float))`` (key: the OrderId as a
+  string; ``--held`` keys over the 4 instances, each a vector of 4 prices): each order pushes its
+  price onto its key's vector through a local (``v := qty[k]; push_back(v, ...)``), the orders
+  of a batch ``--batch`` distinct keys held (spread by a stride); ``store`` keeps the entries in
+  the bucket's RocksDB (each entry read written back), ``pickle`` in the state file (where
+  dictionaries of vectors were kept before);
 - ``join``: the orders stream INNER JOINed with an accounts window (``ON o.Account =
   a.Account``, the join kernel) of ``--held`` accounts, one instance (one bucket): each batch's
   ``--batch`` orders touch ``--touched`` accounts; ``store`` keeps the window's rows and the
@@ -113,6 +120,21 @@ begin
   };
 end;
 """, "Seen"),
+    "flexvectors": ("""
+create input stream Orders schema (OrderId integer, Account string, Qty integer, Price float);
+create flex Keeper in Orders out output stream Seen schema (OrderId integer, Qty integer, Prev integer)
+  partition by Orders hash(Account) partitions 4
+begin
+  declare dictionary(string, vector(float)) qty; end;
+  on Orders {
+    string k := to_string(Orders.OrderId);
+    vector(float) v := qty[k];
+    if (isnull(v)) { v := new vector(float); qty[k] := v; }
+    push_back(v, Orders.Price);
+    output [OrderId = Orders.OrderId; Qty = Orders.Qty; Prev = size(v);];
+  };
+end;
+""", "Seen"),
     "join": ("""
 create input stream Orders schema (OrderId integer, Account string, Qty integer, Price float);
 create input window Accts schema (Account string, Name string, Lim integer) primary key (Account);
@@ -160,6 +182,16 @@ def _group_table(held: int, batch: int, b: int, inst: int, seq: int):
     rows = [{"OrderId": held + b * batch + k, "Account": f"G{g}", "Qty": (g + b) % 97 + 1,
              "Price": float((g * 31 + b) % 1000) / 8} for k, g in enumerate(groups)]
     return _arrow(rows, inst, seq)
+
+
+def _held_table(held: int, batch: int, b: int, inst: int, seq: int):
+    """flexvectors: the processor input of bucket ``inst`` in batch ``b``: ``batch / 4`` orders of
+    OrderIds held by the instance (``i % 4 == inst``, ``4 <= i < held``), distinct, spread by a
+    stride."""
+    span = held // INSTANCES - 1
+    ids = [INSTANCES * (1 + (k * 7919 + b * 104729) % span) + inst
+           for k in range(min(batch // INSTANCES, span))]
+    return _arrow([_row(i) for i in ids], inst, seq)
 
 
 def _arrow(rows: list, inst: int, seq: int):
@@ -236,7 +268,7 @@ def _load(workload: str, cand: str, held: int, state: str) -> tuple[float, int]:
                 agg["groups"] += len(gs)
                 agg["out"] += len(gs)
                 window["rows"] += len(gs)
-        elif workload in ("flexdict", "flexrecords"):
+        elif workload in ("flexdict", "flexrecords", "flexvectors"):
             load_id = _load_dictionary(cand, state, st, inst, held, load_id)
         elif workload == "cachehour":
             load_id = _load_cache(cand, state, st, inst, held, load_id)
@@ -274,11 +306,17 @@ def _load_dictionary(cand: str, state: str, st: dict, inst: int, held: int, load
     from runtime.state import BucketStore
     from runtime.state.variables import HeldDictionary
 
-    from ccl.splash.values import Record
+    from ccl.splash.values import Record, Vector
 
     ids = range(INSTANCES + inst, held, INSTANCES)
     qty = st["vars"]["qty"]
-    if qty.value.name == "record":  # flexrecords: the order's row as the dictionary's value
+    key = (lambda i: str(i)) if qty.key.name == "string" else (lambda i: i)
+    if qty.value.name == "vector":  # flexvectors: 4 prices a key
+        elem = qty.value.args[0]
+
+        def value(i: int) -> object:
+            return Vector([_row(i)["Price"]] * 4, elem)
+    elif qty.value.name == "record":  # flexrecords: the order's row as the dictionary's value
         types = dict(qty.value.fields)
 
         def value(i: int) -> object:
@@ -287,15 +325,16 @@ def _load_dictionary(cand: str, state: str, st: dict, inst: int, held: int, load
         def value(i: int) -> object:
             return _row(i)["Qty"]
     if cand == "pickle":
-        qty.update((i, value(i)) for i in ids)
+        qty.update((key(i), value(i)) for i in ids)
         return load_id
     with BucketStore.open(rows_root(state), inst) as s:
         seq = qty.next
         for lo in range(0, len(ids), LOAD_CHUNK):
             s.begin(load_id)
             for i in ids[lo:lo + LOAD_CHUNK]:
-                s.put("v.qty", (inst, i), (seq, i, value(i)))
-                s.put("v.qty.o", (inst, seq), i)
+                v = value(i)  # (a vector as the store keeps it: a tuple, runtime/state/variables.py)
+                s.put("v.qty", (inst, key(i)), (seq, key(i), tuple(v) if isinstance(v, Vector) else v))
+                s.put("v.qty.o", (inst, seq), key(i))
                 seq += 1
             s.commit(load_id)
             load_id += 1
@@ -465,6 +504,9 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
             tables = [_group_table(held, batch, n + 1, inst, held + n * batch) for inst in range(INSTANCES)]
         elif workload == "join":
             tables = [_join_table(held, batch, touched, n + 1, held + n * batch)]
+        elif workload == "flexvectors":  # keys held: a batch's orders, another stride each
+            tables = [_held_table(held, batch, n + 1, inst, held + n * batch)
+                      for inst in range(INSTANCES)]
         else:
             first = held + n * batch
             tables = [_table(first, batch, inst, first) for inst in range(INSTANCES)]
@@ -475,7 +517,7 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
     final = load_states(state, 0, first_id + batches)[0]
     held_after = (final["selects"][0]["join"]["src"][1] if workload == "join"
                   else final["selects"][0]["agg"]["groups"] if workload == "groupby"
-                  else final["vars"]["qty"] if workload in ("flexdict", "flexrecords")
+                  else final["vars"]["qty"] if workload.startswith("flex")
                   else final["vars"]["c"].buckets if workload == "cachehour"
                   else final["output"]["rows"])
     return {"workload": workload, "candidate": cand, "held": held, "batch": batch,

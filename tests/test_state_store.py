@@ -151,6 +151,38 @@ def test_put_all_writes_what_put_writes_and_a_replay_undoes_it(root):
             s.put_all("w", 3, items.items())
 
 
+def test_a_fresh_instance_written_whole_is_not_read_and_its_undo_is_one_value(root):
+    """put_all of an instance holding nothing committed in the namespace (new in the batch): its
+    keys are known absent (no read at commit), and their undo records are the batch mark's value
+    (one RocksDB value, not one a key); a replay removes them and restores the others."""
+    with BucketStore.open(root, 0) as s:
+        s.begin(0)
+        s.put("w", (1, "x"), 1)
+        s.put("w", (1, "y"), 1)
+        s.commit(0)
+        real, reads = s._db, []
+
+        class Spy:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def get(self, keys, *rest):
+                reads.append(keys)
+                return real.get(keys, *rest)
+        s._db = Spy()
+        s.begin(1)
+        s.put_all("w", 2, [((k,), k) for k in "abc"])  # instance 2 holds nothing in w
+        s.put_all("w", 1, [(("y",), 2)])  # instance 1 does: its key read for its undo record
+        s.commit(1)
+        s._db = real
+        assert reads == [[b"dw\x00" + encode_key((1, "y"))]]
+        mark = b"u" + (1 + (1 << 63)).to_bytes(8, "big")
+        undo = [k for k, _ in real.items() if k.startswith(mark)]
+        assert len(undo) == 2  # the mark (holding the 3 new keys) and (1, "y")'s record
+        s.begin(1)  # batch 1 again
+        assert dict(s.scan("w")) == {(1, "x"): 1, (1, "y"): 1}
+
+
 def test_nothing_before_commit_survives_a_close(root):
     with BucketStore.open(root, 0) as s:
         s.begin(0)
@@ -247,6 +279,10 @@ _OPS = st.one_of(
     st.tuples(st.just("delete"), _NS, _KEYS),
     st.tuples(st.just("expire"), _NS, st.integers(0, 55)),
     st.tuples(st.just("get"), _NS, st.lists(_KEYS, max_size=3)),
+    # an instance's part written whole (put_all: an instance new in the batch, or not)
+    st.tuples(st.just("put_all"), _NS, st.integers(0, 3),
+              st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 99),
+                              max_size=3)),
 )
 _BATCHES = st.lists(st.tuples(st.lists(_OPS, max_size=12), st.integers(1, 2),
                               st.sampled_from(["commit", "crash", "replay", "replay_two"])),
@@ -265,6 +301,8 @@ def _apply_model(state, ops):
             rows[op[2]] = (op[3], op[4])
         elif op[0] == "delete":
             rows.pop(op[2], None)
+        elif op[0] == "put_all":
+            rows.update(((op[2], k), (v, None)) for k, v in op[3].items())
         elif op[0] == "get":
             seen.append([rows[k][0] if k in rows else None for k in op[2]])
         else:
@@ -285,6 +323,8 @@ def _apply_store(store, ops):
             store.put_timed(op[1], op[2], op[3], op[4])
         elif op[0] == "delete":
             store.delete(op[1], op[2])
+        elif op[0] == "put_all":
+            store.put_all(op[1], op[2], [((k,), v) for k, v in op[3].items()])
         elif op[0] == "get":
             seen.append(store.get_many(op[1], op[2]) if len(op[2]) != 1
                            else [store.get(op[1], op[2][0])])

@@ -175,7 +175,11 @@ def test_a_replayed_batch_starts_from_the_dictionary_before_it(tmp_path):
 def test_which_dictionaries_are_kept_by_entry():
     assert storable(_dict())
     assert storable(Dictionary((), Type("timestamp"), Type("money", (2,))))
-    assert not storable(Dictionary((), STRING, Type("vector", (INTEGER,))))
+    assert storable(Dictionary((), STRING, Type("vector", (INTEGER,))))
+    assert storable(Dictionary((), LONG, Type("dictionary", (STRING, Type("vector", (INTEGER,))))))
+    assert not storable(Dictionary((), STRING, Type("vector", (Type("any"),))))
+    assert not storable(Dictionary((), STRING, Type("vector", (Type("eventcache", (INTEGER,)),))))
+    assert not storable(Dictionary((), Type("vector", (INTEGER,)), INTEGER))  # key not scalar
     assert not storable(Dictionary((), STRING, Type("record")))
     assert not storable(Dictionary())  # types not known
     assert not storable({"a": 1})
@@ -304,3 +308,81 @@ def test_a_dictionary_whose_record_another_variable_holds_stays_pickled(tmp_path
         assert states[0]["vars"]["d"]["a"]["x"] == 1
         detach(states, store, attached)
         store.commit(2)
+
+
+VECTORS = """
+create input stream s schema (k string, v integer);
+create flex f in s out output stream o schema (k string, n integer, total integer, keys string,
+                                               held integer)
+  partition by s roundrobin partitions 2
+begin
+  declare
+    dictionary(string, vector(integer)) hist;
+    dictionary(string, dictionary(string, vector(integer))) nest;
+    vector(integer) kept;
+  end;
+  on s {
+    vector(integer) v;
+    integer total := 0;
+    string keys := '';
+    if (s.v < 0) { remove(hist, s.k); }
+    else if (s.v = 0) { clear(hist); }
+    else if (s.v = 99) { kept := hist[s.k]; }
+    else if (s.v = 98) { kept := new vector(integer); push_back(kept, 1); }
+    else if (s.v = 97) { hist['shared'] := hist[s.k]; }
+    else if (s.v = 96) { push_back(kept, 96); }
+    else if (s.v = 95) { v := new vector(integer); push_back(v, 95); hist[s.k] := v; }
+    else {
+      if (isnull(hist[s.k])) { hist[s.k] := new vector(integer); }
+      v := hist[s.k];
+      push_back(v, s.v);
+    }
+    if (isnull(nest[s.k])) { nest[s.k] := new dictionary(string, vector(integer)); }
+    if (isnull(nest[s.k]['a'])) { nest[s.k]['a'] := new vector(integer); }
+    push_back(nest[s.k]['a'], s.v);
+    if (not isnull(hist[s.k])) { for (x in hist[s.k]) { total := total + x; } }
+    for (x in hist) { keys := keys + x + ':' + to_string(size(hist[x])) + ','; }
+    output [k = s.k; n = size(nest[s.k]['a']); total = total; keys = keys; held = size(kept);];
+  };
+end;
+"""
+VECTOR_BATCHES = [
+    [(0, "a", 1), (0, "b", 2), (0, "a", 3), (1, "a", 5)],
+    [(0, "a", 99), (0, "a", 4), (0, "x", 96), (1, "z", 1)],   # kept shares hist['a']
+    [(0, "a", 5), (0, "y", 96), (0, "b", 97), (0, "b", 6)],   # still; two entries share b's
+    [(0, "a", 98), (0, "a", 7), (0, "shared", 8), (0, "b", 9), (1, "a", -1)],
+    [(0, "c", 95), (0, "c", 2), (0, "a", 1), (1, "q", 0), (1, "r", 1)],
+    [(0, "b", 0), (0, "d", 3), (0, "c", 1), (1, "r", 2)],
+]
+
+
+def test_dictionaries_of_vectors_in_the_store_give_the_rows_of_the_pickled_ones(tmp_path,
+                                                                              monkeypatch):
+    """Dictionaries of vectors and of dictionaries of vectors changed in place through a local
+    (``v := d[k]; push_back(v, x)``), an entry shared by a variable and by two entries across
+    batches, removes, clear, assignment of a new vector, replays: the store gives the rows of
+    the pickled layout, and keeps the dictionaries by entry once nothing else holds them."""
+    import runtime.arrow_state as arrow_state
+    plan_text = variable_store_plan(tmp_path, VECTORS)
+
+    def run_all(state_dir):
+        outs = []
+        for batch_id in (0, 1, 1, 2, 3, 3, 4, 5, 5):
+            table = _table(VECTOR_BATCHES[batch_id], 100 * batch_id)
+            out = bucket_runner(plan_text, "o", frozenset(), state_dir, batch_id, 0)((None,), table)
+            outs.append(out.to_pylist())
+        return outs
+    stored = run_all(str(tmp_path / "store"))
+    after = [load_states(str(tmp_path / "store"), 0, b)[0]["vars"] for b in (2, 5, 6)]
+    assert not isinstance(after[0]["hist"], HeldDictionary)  # kept shares an entry: pickled
+    assert isinstance(after[0]["nest"], HeldDictionary)
+    assert after[1]["hist"]["b"] is after[1]["hist"]["shared"]  # two entries share: pickled
+    assert isinstance(after[2]["hist"], HeldDictionary)  # nothing shared any more: stored
+    monkeypatch.setattr(arrow_state, "uses_variable_store", lambda element: False)
+    pickled = run_all(str(tmp_path / "pickle"))
+    assert pickled == stored
+    assert stored[1] == stored[2] and stored[4] == stored[5] and stored[7] == stored[8]
+    fourth = {(r["__inst"], r["k"]): r for r in stored[6] if r["__kind"] == "row"}
+    assert (fourth[0, "c"]["total"], fourth[0, "c"]["n"]) == (97, 2)  # 95 assigned, 2 pushed
+    last = {(r["__inst"], r["k"]): r for r in stored[-1] if r["__kind"] == "row"}
+    assert (last[0, "c"]["total"], last[0, "c"]["n"]) == (1, 3)  # hist cleared, nest not

@@ -12,8 +12,8 @@
 - :mod:`runtime.state.rows`: the rows of the engine's windows, a time KEEP's times (in the time
   index) and the groups of its aggregates over a bucket store, for the elements run by
   runtime/arrow_state.py;
-- :mod:`runtime.state.variables`: the dictionaries (scalar keys; scalar values or records of
-  scalar fields) and event caches of a Flex's or a derived element's DECLARE variables, entry by
+- :mod:`runtime.state.variables`: the dictionaries (scalar keys; values of scalars, records,
+  vectors or dictionaries) and event caches of a Flex's or a derived element's DECLARE variables, entry by
   entry and bucket by bucket (other variables are still pickled per bucket, see docs/runtime.md,
   "The state store").
 """

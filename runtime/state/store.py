@@ -13,7 +13,9 @@ Keys inside a bucket's RocksDB (one key space, the first byte says what a key is
 - ``t NS 0x00 TIME KEY``: the time index of timed values (empty value), in time order per namespace.
 - ``u BATCH dKEY`` (or ``u BATCH mlowNS``): the undo record of a key batch ``BATCH`` changed: its
   value before the batch (empty: it was absent); ``u BATCH`` alone marks that the batch's undo
-  records are all there.
+  records are all there, its value the keys the batch added (absent before it: each its length
+  in 4 bytes, then the key), whose undo is their removal (one value, not a record a key: most
+  keys a batch writes are new).
 - ``m history``: the ids of the last committed batches (the newest is the version);
   ``m low NS 0x00``: a time no index entry of the namespace is older than, where expiry seeks to.
 
@@ -39,6 +41,7 @@ FORMAT = 1
 KEEP_UNDO = 2  # batches that can be rolled back: a replay is of the last one, rarely two
 LAYOUT = "layout.json"
 _Q = struct.Struct(">Q")
+_L = struct.Struct(">I")
 _SIGN = 1 << 63
 _UNTIMED = b"\x00"
 _HISTORY = b"mhistory"
@@ -270,8 +273,15 @@ class BucketStore:
             k = it.key()
             if k[:1] != b"u":
                 break
-            if len(k) > 9 and k[9:] not in before:
-                before[k[9:]] = it.value()
+            if len(k) > 9:
+                if k[9:] not in before:
+                    before[k[9:]] = it.value()
+            else:  # a batch's mark: the keys it added (absent before it), one after another
+                raw, at = it.value(), 0
+                while at < len(raw):
+                    size = _L.unpack_from(raw, at)[0]
+                    before.setdefault(raw[at + 4:at + 4 + size], _ABSENT)
+                    at += 4 + size
             it.next()
         del it
         wb = _write_batch()
@@ -306,20 +316,26 @@ class BucketStore:
             prior.update(zip(unread, db.get(unread)))
         undo = b"u" + _batch(batch_id)
         wb = _write_batch()
-        wb.put(undo, b"")
+        put, delete = wb.put, wb.delete
+        added: list[bytes] = []  # keys absent before the batch: their undo records in one value
         for dkey, new in self._pending.items():
             old = prior[dkey]
             if new == old:
                 continue
-            wb.put(undo + dkey, _ABSENT if old is None else old)
-            if old is not None and old[:1] != _UNTIMED:
-                wb.delete(_index_key(dkey, old))
-            if new is None:
-                wb.delete(dkey)
+            if old is None:
+                added.append(_L.pack(len(dkey)))
+                added.append(dkey)
             else:
-                wb.put(dkey, new)
+                put(undo + dkey, old)
+                if old[:1] != _UNTIMED:
+                    delete(_index_key(dkey, old))
+            if new is None:
+                delete(dkey)
+            else:
+                put(dkey, new)
                 if new[:1] != _UNTIMED:
-                    wb.put(_index_key(dkey, new), b"")
+                    put(_index_key(dkey, new), b"")
+        put(undo, b"".join(added))
         for p, low in self._low_pending.items():
             mkey = _LOW + p
             old = db.get(mkey)
@@ -412,10 +428,26 @@ class BucketStore:
             raise StateError(f"bucket {self.bucket}: a write outside a batch (begin first)")
         head = b"d" + self._prefix(ns) + encode_key((inst,))
         pending, dumps = self._pending, pickle.dumps
+        # the instance holds nothing committed in ns (an instance new in the batch): no key is
+        # read for its undo record at commit (one seek here instead)
+        fresh = not self._holds(head)
+        prior = self._prior
         for key, value in items:
             # (a tuple's encoding is its items' concatenated: encode_key((inst, *key)))
-            pending[head + encode_items(key)] = _UNTIMED + dumps(value, protocol=5)
+            dkey = head + encode_items(key)
+            pending[dkey] = _UNTIMED + dumps(value, protocol=5)
+            if fresh:
+                prior[dkey] = None
         self._sorted = None
+
+    def _holds(self, head: bytes) -> bool:
+        """Whether a committed key starts with ``head``."""
+        it = self._db.iter()
+        try:
+            it.seek(head)
+            return it.valid() and it.key().startswith(head)
+        finally:
+            del it
 
     def put_timed(self, ns: str, key: tuple, value: Any, at_millis: int) -> None:
         """Store ``value`` under ``key`` at time ``at_millis`` (ms) in the namespace's time index;

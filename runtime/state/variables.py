@@ -3,7 +3,7 @@ by entry (issue 27).
 
 A Flex instance's variables (runtime/engine/flex.py, ``state["vars"]``: name -> SPLASH value) are
 pickled with its state per bucket and batch (runtime/arrow_state.py). A ``dictionary(K, V)``
-variable of scalar key and value types can hold millions of entries, of which a batch touches
+variable of a scalar key type can hold millions of entries, of which a batch touches
 few; for an element whose variables live in the store (:func:`uses_variable_store`) such a
 variable's place in the pickled state holds a :class:`HeldDictionary` (its size, the next
 insertion number and its types), and its entries are in the store:
@@ -18,14 +18,32 @@ insertion number and its types), and its entries are in the store:
 interpreter uses as it uses any dictionary: reads go to the store on a miss, with a cache for the
 batch) in the place of each :class:`HeldDictionary`; :func:`detach` writes the changed entries
 and puts the marks back. A dictionary the code made anew (``d := new dictionary(...)``, or an
-instance new in the batch) goes to the store whole; one that two variables share stays pickled
-(the store cannot keep two names for one dictionary), as do dictionaries of vectors or
-dictionaries (shared by assignment: code may change them in place through another variable) and
-every other variable (scalars, vectors, records: small). A dictionary of records of scalar fields
-is kept in the store: records are values (assignment copies them), but code may change one in
-place (``d[k].f := x``), so every entry a batch read is written back; one of whose records another
-variable or entry holds (one object: :func:`_aliased`, checked at every :func:`detach`) stays
-pickled while it does, as the state file keeps such a record one object.
+instance new in the batch) goes to the store whole. Every other variable (scalars, vectors,
+records: small) stays pickled.
+
+Values may be scalars, records, vectors or dictionaries (nested to any depth, of such types).
+Records, vectors and dictionaries are containers code changes in place (``d[k].f := x``,
+``v := d[k]; push_back(v, x)``: a vector or dictionary is shared by assignment, a record copied
+but its containers shared), so the rule is:
+
+- **write-back of what was read**: an entry read in a batch is materialised once, as a live
+  object in the batch's cache, and every entry read (not only those set) is written back whole
+  at :func:`detach` (not a diff). Within a batch aliasing is so exact: a local, a variable or
+  another entry holding the entry's object changes the one the store gets.
+- **one object, one place**: the store pickles each entry alone, so it cannot keep a container
+  held in two places (two names, a name and an entry, two entries, two dictionaries, a level of
+  a nested one); the state file can (pickle keeps one object). At every :func:`detach` the
+  containers reachable from the instance's variables are counted (:func:`_aliased`; of a stored
+  dictionary, the entries the batch read: the others are in the store, held nowhere else), and
+  a dictionary held in two places or one of whose entries (at any depth) is held elsewhere
+  stays pickled while it is so (a stored one is read out whole, in place:
+  :meth:`StoredDictionary.freeze`), and goes back to the store at the first detach where it is
+  not.
+
+A replayed batch starts from the entries as the batch before left them (the store's undo
+records); a rebucket moves the entries with their instance as any key (runtime/rebucket.py), a
+rescale reads them out (:meth:`StoredDictionary.plain`) and writes them whole to the new
+instances (runtime/rescale.py).
 
 An event cache (:class:`~ccl.splash.caches.EventCache`) keeps its buckets in the store bucket by
 bucket (namespace ``c.NAME``: key (instance, bucket key) -> the bucket's entries): the pickled
@@ -43,11 +61,11 @@ DECLARE block (and the global DECLARE items each instance has a copy of) as a Fl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from ccl.splash.caches import EventCache
 from ccl.splash.types import Type
-from ccl.splash.values import Dictionary, Record
+from ccl.splash.values import Dictionary, Vector
 
 from .rows import StoredGroups
 from .store import BucketStore
@@ -68,45 +86,67 @@ def uses_variable_store(element: dict) -> bool:
 
 def storable(value: object) -> bool:
     """Whether the variable value ``value`` is a dictionary kept in the store by entry: of
-    declared scalar key type, and values of a scalar type or records of scalar fields."""
+    declared scalar key type, and values of a data type: scalars, records, vectors and
+    dictionaries of data types (no event caches, no values of unknown type)."""
     if not isinstance(value, Dictionary):
         return False
     key, val = getattr(value, "key", None), getattr(value, "value", None)
-    return (isinstance(key, Type) and isinstance(val, Type) and key.name not in _NOT_SCALAR
-            and (val.name not in _NOT_SCALAR or _flat_record(val)))
+    return isinstance(key, Type) and key.name not in _NOT_SCALAR and _data(val)
 
 
-def _flat_record(t: Type) -> bool:
-    """Whether ``t`` is a record type whose fields are all of scalar types."""
-    return t.name == "record" and bool(t.fields) and all(
-        isinstance(ft, Type) and ft.name not in _NOT_SCALAR for _, ft in t.fields)
+def _data(t: object) -> bool:
+    """Whether values of type ``t`` are data the store can keep pickled entry by entry: a
+    scalar type, or a record, vector or dictionary whose parts are of such types."""
+    if not isinstance(t, Type):
+        return False
+    if t.name == "record":
+        return bool(t.fields) and all(_data(ft) for _, ft in t.fields)
+    if t.name in ("vector", "dictionary"):
+        return bool(t.args) and all(_data(a) for a in t.args)
+    return t.name not in _NOT_SCALAR
 
 
-def _record_refs(value: object, counts: dict[int, int]) -> None:
-    """Count in ``counts`` (id -> references) the records ``value`` holds, itself included:
-    records in vectors, dictionaries (of a stored one, the entries the batch read) and record
-    fields."""
-    if isinstance(value, Record):
-        counts[id(value)] = counts.get(id(value), 0) + 1
-        for v in value.values():
-            if isinstance(v, (Record, list, dict)):
-                _record_refs(v, counts)
-    elif isinstance(value, StoredDictionary):
-        for v in value.read_values():
-            _record_refs(v, counts)
-    elif isinstance(value, (list, dict)) and not isinstance(value, EventCache):
-        for v in (value.values() if isinstance(value, dict) else value):
-            if isinstance(v, (Record, list, dict)):
-                _record_refs(v, counts)
+def _mutable(value: object) -> bool:
+    """Whether ``value`` is a container code can change in place (a record, a vector, a
+    dictionary; not an event cache)."""
+    return isinstance(value, (list, dict)) and not isinstance(value, EventCache)
+
+
+def _container_refs(value: object, counts: dict[int, int]) -> None:
+    """Count in ``counts`` (id -> references) the containers ``value`` holds, itself included:
+    records, vectors and dictionaries (of a stored one, the entries the batch read), nested ones
+    too. A container is walked on its first reference only (a cycle ends there)."""
+    if not _mutable(value):
+        return
+    n = counts.get(id(value), 0) + 1
+    counts[id(value)] = n
+    if n > 1:
+        return
+    items = value.read_values() if isinstance(value, StoredDictionary) else \
+        value.values() if isinstance(value, dict) else value
+    for v in items:
+        if isinstance(v, (list, dict)):
+            _container_refs(v, counts)
 
 
 def _aliased(d: Dictionary, counts: dict[int, int]) -> bool:
-    """Whether a record among the values of ``d`` (of a stored one, those the batch read) is
-    also held elsewhere (another variable, another entry): code changing it through one name
-    changes it under the other, which the state file keeps (it pickles the shared record once)
-    and the store's entries, each pickled alone, would not."""
+    """Whether a container among the values of ``d`` (of a stored one, those the batch read),
+    or nested in one, is also held elsewhere (another variable, another entry, another
+    dictionary): code changing it through one name changes it under the other, which the state
+    file keeps (it pickles the shared object once) and the store's entries, each pickled alone,
+    would not."""
     values = d.read_values() if isinstance(d, StoredDictionary) else d.values()
-    return any(isinstance(v, Record) and counts.get(id(v), 0) > 1 for v in values)
+    seen: set[int] = set()
+    todo = [v for v in values if _mutable(v)]
+    while todo:
+        v = todo.pop()
+        if counts.get(id(v), 0) > 1:
+            return True
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        todo.extend(x for x in (v.values() if isinstance(v, dict) else v) if _mutable(x))
+    return False
 
 
 def stored_cache(value: object) -> bool:
@@ -178,6 +218,44 @@ class StoredCacheBuckets(StoredGroups):
         return [k for k in list(self._cache) if self.get(k) is not None]
 
 
+def _pack(value: Any, t: Type) -> Any:
+    """``value`` (of declared type ``t``) as the store keeps it: a vector or dictionary of the
+    declared types as a tuple of its items (of its (key, value) pairs), nested ones too, since
+    pickling the ``Type`` objects a :class:`~ccl.splash.values.Vector` or ``Dictionary`` carries
+    cost 7 times the items' (12.7 against 1.8 µs for a vector of 6 floats; loading 9.4 against
+    0.9). A tuple is no SPLASH value, so :func:`_unpack` knows a packed one; a container of other
+    types is kept as it is."""
+    tv = type(value)
+    if tv is Vector and t.name == "vector" and len(value.__dict__) == 1 \
+            and value.elem == t.args[0]:
+        elem = t.args[0]
+        if elem.name in ("vector", "dictionary"):
+            return tuple([_pack(v, elem) for v in value])
+        return tuple(value)
+    if tv is Dictionary and t.name == "dictionary" and len(value.__dict__) == 2 \
+            and value.key == t.args[0] and value.value == t.args[1]:
+        vt = t.args[1]
+        if vt.name in ("vector", "dictionary"):
+            return tuple([(k, _pack(v, vt)) for k, v in value.items()])
+        return tuple(value.items())
+    return value
+
+
+def _unpack(value: Any, t: Type) -> Any:
+    """The value :func:`_pack` gave ``value`` for (a fresh container of the declared types)."""
+    if type(value) is not tuple:
+        return value
+    if t.name == "vector":
+        elem = t.args[0]
+        if elem.name in ("vector", "dictionary"):
+            return Vector([_unpack(v, elem) for v in value], elem)
+        return Vector(value, elem)
+    vt = t.args[1]
+    if vt.name in ("vector", "dictionary"):
+        return Dictionary([(k, _unpack(v, vt)) for k, v in value], t.args[0], vt)
+    return Dictionary(value, t.args[0], vt)
+
+
 def _store_key(key: object) -> object:
     # -0.0 == 0.0 is one dict key, but two encodings
     return 0.0 if type(key) is float and key == 0 else key
@@ -199,14 +277,18 @@ class StoredDictionary(Dictionary):
         self.name, self.inst = name, inst
         self._store = store
         self._data, self._order = _names(name)
-        self._size, self._next, self._first_new = held.size, held.next, held.next
+        self._size, self._next = held.size, held.next
         self._empty = held.size == 0  # nothing committed: a key not in the cache is absent
         self._cache: dict[object, Any] = {}  # key -> [insertion number, key, value] or _ABSENT
         self._dirty: dict[object, None] = {}
+        self._added: list[tuple[int, object]] = []  # (insertion number, key) of the keys added
         self._dropped: list[int] = []  # insertion numbers of the keys removed
-        # records as values: code may change one in place (``d[k].f := x``), so every entry read
-        # is written back
-        self._in_place = held.value.name == "record"
+        # records, vectors or dictionaries as values: code may change one in place
+        # (``d[k].f := x``, ``push_back(d[k], x)``, ``v := d[k]; v[j] := x``), so every entry
+        # read is written back
+        self._in_place = held.value.name in ("record", "vector", "dictionary")
+        self._frozen: Optional[list] = None  # every entry, once detach read them out (freeze)
+        self._packed = held.value.name in ("vector", "dictionary")  # (see _pack)
 
     def held(self) -> HeldDictionary:
         """The mark the pickled state keeps (after :meth:`flush`)."""
@@ -220,6 +302,8 @@ class StoredDictionary(Dictionary):
                 found = self._store.get(self._data, (self.inst, _store_key(k)), None)
                 if found is not None:
                     e = list(found)
+                    if self._packed:
+                        e[2] = _unpack(e[2], self.value)
             self._cache[k] = e
         return e
 
@@ -241,6 +325,7 @@ class StoredDictionary(Dictionary):
         e = self._entry(k)
         if e is _ABSENT:  # a new key goes last in the order, as in a dict
             self._cache[k] = [self._next, k, v]
+            self._added.append((self._next, k))
             self._next += 1
             self._size += 1
         else:
@@ -296,7 +381,10 @@ class StoredDictionary(Dictionary):
 
     def __iter__(self) -> Iterator[object]:
         """The keys in insertion order, streamed from the store's order namespace."""
-        self.flush()
+        if self._frozen is not None:
+            yield from [k for k, _ in self._frozen]
+            return
+        self._flush_order()  # (the values of the keys read or written are in the cache)
         for _, k in self._store.scan(self._order, (self.inst,)):
             yield k
 
@@ -306,6 +394,8 @@ class StoredDictionary(Dictionary):
 
     def items(self) -> list:  # type: ignore[override]
         """(key, value) in insertion order."""
+        if self._frozen is not None:
+            return list(self._frozen)
         keys = list(self)
         self._prefetch(keys)
         return [(k, self._cache[k][2]) for k in keys]
@@ -320,7 +410,12 @@ class StoredDictionary(Dictionary):
             found = self._store.get_many(self._data, [(self.inst, _store_key(k)) for k in unread],
                                          None)
             for k, f in zip(unread, found):
-                self._cache[k] = _ABSENT if f is None else list(f)
+                if f is None:
+                    self._cache[k] = _ABSENT
+                else:
+                    e = self._cache[k] = list(f)
+                    if self._packed:
+                        e[2] = _unpack(e[2], self.value)
 
     def read_values(self) -> list:
         """The values of the entries the batch read or wrote (not the others held)."""
@@ -357,12 +452,33 @@ class StoredDictionary(Dictionary):
         import copy
         return copy.deepcopy(self.plain(), memo)
 
-    def flush(self) -> None:
-        """Give the entries changed so far to the store (pending until its commit)."""
-        store, data, order, inst = self._store, self._data, self._order, self.inst
-        cache = self._cache
+    def freeze(self) -> None:
+        """Read every entry into the object, which from then on iterates, pickles and copies as a
+        plain dictionary of them (:func:`detach`, for a dictionary the store stops keeping: the
+        entries are the live objects, so what else holds one still shares it)."""
+        if self._frozen is None:
+            self._frozen = self.items()
+
+    @property
+    def frozen(self) -> bool:
+        """Whether :meth:`freeze` read the entries out."""
+        return self._frozen is not None
+
+    def _flush_order(self) -> None:
+        """Give the changes of the insertion order so far to the store."""
+        store, order, inst = self._store, self._order, self.inst
+        for seq, k in self._added:  # (numbered past every key committed: absent before)
+            store.put(order, (inst, seq), k, absent=True)
         for seq in self._dropped:
             store.delete(order, (inst, seq))
+        self._added.clear()
+        self._dropped.clear()
+
+    def flush(self) -> None:
+        """Give the entries changed so far to the store (pending until its commit)."""
+        store, data, inst = self._store, self._data, self.inst
+        cache = self._cache
+        self._flush_order()
         changed = self._dirty if not self._in_place else \
             {**self._dirty, **{k: None for k, e in cache.items() if e is not _ABSENT}}
         for k in changed:
@@ -370,10 +486,8 @@ class StoredDictionary(Dictionary):
             if e is _ABSENT:
                 store.delete(data, (inst, _store_key(k)))
             else:
-                store.put(data, (inst, _store_key(k)), tuple(e))
-                if e[0] >= self._first_new:
-                    store.put(order, (inst, e[0]), e[1], absent=True)
-        self._dropped.clear()
+                store.put(data, (inst, _store_key(k)),
+                          (e[0], e[1], _pack(e[2], self.value)) if self._packed else tuple(e))
         self._dirty.clear()
         if self._size:
             self._empty = False
@@ -413,7 +527,7 @@ def _write(store: BucketStore, name: str, inst: int, d: Dictionary) -> HeldDicti
     hold nothing of ``inst``)."""
     data, order = _names(name)
     for seq, (k, v) in enumerate(d.items()):
-        store.put(data, (inst, _store_key(k)), (seq, k, v), absent=True)
+        store.put(data, (inst, _store_key(k)), (seq, k, _pack(v, d.value)), absent=True)
         store.put(order, (inst, seq), k, absent=True)
     return HeldDictionary(len(d), len(d), d.key, d.value)
 
@@ -459,50 +573,39 @@ def detach(states: dict[int, dict], store: BucketStore,
            attached: dict[int, dict[str, Any]]) -> int:
     """Write the changed entries of the stored dictionaries of a bucket's Flex states to
     ``store`` and leave their marks in their place, ready to be pickled; plain storable
-    dictionaries (new ones) go to the store whole. ``attached``: what :func:`attach` gave. The
+    dictionaries (new ones) go to the store whole. A dictionary held in more than one place (two
+    names, a name and an entry, a name other than its own) or one of whose entries holds a
+    container held elsewhere stays plain (a stored one is read out whole, in place: see
+    :meth:`StoredDictionary.freeze`) while it is so. ``attached``: what :func:`attach` gave. The
     number of entries held (for reports)."""
     held = 0
     for inst, state in states.items():
         values = state.get("vars")
         if not isinstance(values, dict):
             continue
-        _detach_caches(values, store, inst, attached.get(inst, {}))
-        shared: dict[int, int] = {}
-        records: dict[int, int] = {}  # record id -> references (see _aliased)
-        walked: set[int] = set()
+        mine = attached.get(inst, {})
+        _detach_caches(values, store, inst, mine)
+        refs: dict[int, int] = {}  # container id -> references (see _aliased)
         for v in values.values():
-            if isinstance(v, Dictionary):
-                shared[id(v)] = shared.get(id(v), 0) + 1
-            if id(v) not in walked or isinstance(v, Record):
-                walked.add(id(v))
-                _record_refs(v, records)
-        aliased = {id(v) for v in values.values()
-                   if isinstance(v, Dictionary) and storable(v) and v.value.name == "record"
-                   and _aliased(v, records)}
-        # dictionaries of the store a name holds other than as its own, alone (or one of whose
-        # records another name holds): read out first
-        plain: dict[int, Dictionary] = {}
-        for name, v in values.items():
-            if isinstance(v, StoredDictionary) and (v.name != name or shared[id(v)] > 1
-                                                    or id(v) in aliased):
-                if id(v) not in plain:
-                    plain[id(v)] = v.plain()
-                    if id(v) in aliased:  # (stays plain below too)
-                        aliased.add(id(plain[id(v)]))
-                values[name] = plain[id(v)]
-        # names whose entries are in the store but that no longer hold them alone
-        lost = [name for name, d in attached.get(inst, {}).items()
-                if isinstance(d, StoredDictionary) and values.get(name) is not d]
-        for name in lost:  # replaced or shared: its entries go
+            _container_refs(v, refs)
+        plain = {id(v) for name, v in values.items()
+                 if storable(v) and (refs[id(v)] > 1 or getattr(v, "name", name) != name
+                                     or _aliased(v, refs))}  # type: ignore[arg-type]
+        # dictionaries of the store not held by their own name alone (or with an entry held
+        # elsewhere): read out first, then their entries go
+        lost = [name for name, d in mine.items() if isinstance(d, StoredDictionary)
+                and (values.get(name) is not d or id(d) in plain)]
+        for name in lost:
+            mine[name].freeze()
+        for name in lost:
             _drop(store, name, inst)
-        refs: dict[int, int] = {}
-        for v in values.values():
-            refs[id(v)] = refs.get(id(v), 0) + 1
         for name, v in values.items():
             if isinstance(v, StoredDictionary):
+                if v.frozen:
+                    continue
                 v.flush()
                 values[name] = v.held()
-            elif storable(v) and refs[id(v)] == 1 and id(v) not in aliased:
+            elif storable(v) and id(v) not in plain:
                 values[name] = _write(store, name, inst, v)  # type: ignore[arg-type]
             else:
                 continue
