@@ -45,7 +45,7 @@ from ccl.splash.convert import PLAIN_KINDS
 from ccl.splash.values import Long
 from runtime.engine.aggregate import Aggregator, plain_rows
 from runtime.engine.changes import OPS, Bad, Change, Output
-from runtime.engine.columnar import BucketRows, InstanceRun
+from runtime.engine.columnar import BucketRows, InstanceRun, RowChanges
 from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import SplashError, coerce_column, splash_value
 from runtime.engine.stages import RowRefused, consolidate, key_of, truth
@@ -154,6 +154,12 @@ class WindowAggregation:
         self.results = [_RESULTS.get(agg.fn) if not agg.distinct else None
                         for agg in self.agg.aggregates]
         self.deferred = not self.per_row and self._rows_cannot_fail(spec, types)
+        # rows mode on the fast path (:meth:`_fast_instance`): no output row can fail, both
+        # stores KEEP ALL (a source change is then one change of the mirror)
+        self.fast = (self.per_row and self._rows_cannot_fail(spec, types)
+                     and _keeps_all(self.source.store) and _keeps_all(engine.output.store))
+        self.names = [name for name, _ in self.agg.columns]
+        self.key_pos = [self.names.index(k) for k in self.agg.key]
         # batch mode, deferred: the output columns that may hold 0.0 or -0.0 (floats of a float
         # source), and per such column how to see, from a group, whether it may be a zero now
         self.zero_cols: list[str] = []
@@ -214,10 +220,11 @@ class WindowAggregation:
     # --- a bucket ------------------------------------------------------------------------------
 
     def run(self, states: dict[int, dict], rows: BucketRows,
-            now: int) -> tuple[list[InstanceRun], list[int], None]:
+            now: int) -> tuple[list[InstanceRun], list[int], Optional[RowChanges]]:
         """Apply a bucket's rows to the instances' ``states``: per instance (in ascending order)
         what it gave, and the instances left to the engine (those with a row without values); the
-        changes are the runs' outputs."""
+        changes are the runs' outputs, or on the fast path of rows mode (:attr:`fast`) the
+        :class:`RowChanges` of every instance."""
         order = np.lexsort((rows.port, rows.sub, rows.src, rows.seq, rows.inst))
         came_bad_mask = np.asarray(rows.why.is_valid(), dtype=bool)
         arrivals: dict[int, list[int]] = {}
@@ -234,14 +241,21 @@ class WindowAggregation:
         by_inst = {int(inst[s]): (s, e) for s, e in zip(starts, ends) if e > s}
         left = {i for i, (s, e) in by_inst.items() if any(v is None for v in values[s:e])}
         runs = []
+        changes = (RowChanges([], [], [], [], [[] for _ in self.names], [])
+                   if self.fast else None)
         for i in sorted((set(by_inst) | set(arrivals)) - left):
             state = states.get(i)
             if state is None:
                 state = states[i] = self.engine.initial_state()
             s, e = by_inst.get(i, (0, 0))
+            if changes is not None:
+                self._fast_instance(i, state, seqs[s:e], ports[s:e], ops[s:e], values[s:e], now,
+                                    changes)
+                runs.append(InstanceRun(i, [], arrivals.get(i, [])))
+                continue
             outputs = self._instance(state, seqs[s:e], ports[s:e], ops[s:e], values[s:e], now)
             runs.append(InstanceRun(i, outputs, arrivals.get(i, [])))
-        return runs, sorted(left), None
+        return runs, sorted(left), changes
 
     def _instance(self, state: dict, seqs: list[int], ports: list[int], ops: list[str],
                   values: list[dict], now: int) -> list[Output]:
@@ -307,6 +321,165 @@ class WindowAggregation:
         if deferred:
             self._settle(state, deferred, tracks, batch, len(out), now)  # type: ignore[arg-type]
         return out if batch is None else batch.outputs(out)
+
+    def _fast_instance(self, inst: int, state: dict, seqs: list[int], ports: list[int],
+                       ops: list[str], values: list[dict], now: int, out: RowChanges) -> None:
+        """Rows mode when no row can fail (:attr:`fast`): :meth:`_instance`'s state and outputs
+        (appended to ``out`` by column), without the engine's output stage per change.
+
+        The source's mirror and the groups are folded change by change as in :meth:`_instance`
+        (an emptied group dropped at once, as the engine's settle drops it), but a group's output
+        row is a tuple in column order, compared with the row the group showed (an insert, a
+        delete, an update, or nothing when equal, as the engine's settle); a transaction's changes
+        are merged per group as ``consolidate`` merges them, and delivered against the window's
+        row of the group (an insert or an update by whether the window holds it; a delete gives
+        the window's row). The groups' shown rows, the output keys and the window's rows are
+        written once per group at the end: the last row each showed and the last each delivered
+        (they differ when a row equal to the one before has the other zero, ``-0.0 == 0.0``)."""
+        engine = self.engine
+        sub = 0
+        for o in engine.expire(state, now):  # (KEEP ALL on both sides: nothing, in practice)
+            sub = self._put(out, inst, sub, o)
+        engine._bind(state)
+        sstate = state["selects"][0]
+        mirror, st = sstate["sources"][0], sstate["agg"]
+        groups = st["groups"]
+        wstore, wstate = engine.output.store, state["output"]
+        mrows, skey = mirror["rows"], self.source.key
+        names, key_pos, output_values, fold = (self.names, self.key_pos, self._output_values,
+                                               self._fold_row)
+        shown: dict[tuple, Optional[tuple]] = {}   # touched group -> the row it shows now
+        keys: dict[tuple, tuple] = {}              # touched group -> its output key
+        window: dict[tuple, Optional[tuple]] = {}  # group -> the window's row, once read or set
+        oseq, osub, oop, ocols = out.seq, out.sub, out.op, out.values
+        delivered = 0
+        n = len(seqs)
+        start = 0
+        while start < n:
+            seq, port = seqs[start], ports[start]
+            stop = start + 1
+            while stop < n and seqs[stop] == seq and ports[stop] == port:
+                stop += 1
+            # the transaction's changes per group, as consolidate merges them: [old, new] or
+            # None (an insert and a delete that cancelled out), in order of first change
+            merged: dict[tuple, Optional[list]] = {}
+            for j in range(start, stop):
+                if state["seq"] is None or seq > state["seq"]:
+                    state["seq"] = seq
+                op, row = ops[j], values[j]
+                if op not in OPS:
+                    out.bad.append((inst, seq, sub, f"unknown opcode {op!r}", dict(row)))
+                    sub += 1
+                    continue
+                if port != 0:
+                    out.bad.append((inst, seq, sub, f"no input port {port} on {engine.name}",
+                                    dict(row)))
+                    sub += 1
+                    continue
+                # the mirror (KEEP ALL: its rows by key, nothing else) and its one change
+                ikey = tuple([row.get(c) for c in skey])
+                if op == "d" or op == "s":
+                    was = mrows.pop(ikey, None)
+                    if was is None:
+                        continue
+                    mop, mnew = "d", None
+                else:
+                    was = mrows.get(ikey)
+                    mrows[ikey] = row
+                    mop, mnew = ("i" if was is None else "u"), row
+                try:
+                    touched = fold(st, ikey, was, mnew, mop, seq)
+                except SplashError as e:  # (WHERE, GROUP FILTER or an argument, before the fold)
+                    out.bad.append((inst, seq, sub, str(e), dict(row)))
+                    sub += 1
+                    continue
+                for gkey in touched:
+                    group = groups.get(gkey)
+                    if group is None:
+                        continue
+                    if gkey in shown:
+                        old = shown[gkey]
+                    else:
+                        emitted = group["emitted"]
+                        old = None if emitted is None else tuple([emitted[c] for c in names])
+                    if group["n"] > 0:
+                        new: Optional[tuple] = tuple(output_values(group))
+                    else:
+                        new = None
+                        del groups[gkey]
+                    shown[gkey] = new
+                    if new is None:
+                        if old is None:
+                            continue
+                    elif old is not None and old == new:
+                        continue
+                    if gkey not in keys:
+                        some = new if new is not None else old
+                        keys[gkey] = tuple([some[p] for p in key_pos])  # type: ignore[index]
+                    first = merged.get(gkey)
+                    if first is None:
+                        merged.pop(gkey, None)  # (cancelled out: to the end when it comes back)
+                        merged[gkey] = [old, new]
+                    elif first[0] is None and new is None:
+                        merged[gkey] = None
+                    else:
+                        first[1] = new
+            for gkey, change in merged.items():
+                if change is None:
+                    continue
+                new = change[1]
+                if gkey in window:
+                    held = window[gkey]
+                else:
+                    was = wstore.get(wstate, keys[gkey])
+                    held = None if was is None else tuple([was[c] for c in names])
+                if new is not None:
+                    op = "u" if held is not None else "i"
+                    row_out = new
+                elif held is not None:
+                    op, row_out = "d", held
+                else:
+                    continue
+                window[gkey] = new
+                oseq.append(seq)
+                osub.append(sub)
+                oop.append(op)
+                for col, v in zip(ocols, row_out):
+                    col.append(v)
+                sub += 1
+                delivered += 1
+            start = stop
+        out.inst.extend([inst] * delivered)
+        last = seqs[-1] if seqs else state["seq"]
+        outs = st["out"]
+        for gkey, row in shown.items():
+            if row is not None:
+                groups[gkey]["emitted"] = dict(zip(names, row))
+            key = keys.get(gkey)
+            if key is None:
+                continue
+            if row is not None:
+                outs[key] = gkey
+            elif outs.get(key) == gkey:
+                del outs[key]
+        for gkey, row in window.items():
+            if row is not None:
+                wstore.upsert(wstate, keys[gkey], dict(zip(names, row)), last, now)
+            else:
+                wstore.delete(wstate, keys[gkey], last)
+
+    def _put(self, out: RowChanges, inst: int, sub: int, o: Output) -> int:
+        """An engine output ``o`` (an Emit or a Bad) appended to ``out`` as ``sub``: the next sub."""
+        if isinstance(o, Bad):
+            out.bad.append((inst, o.seq, sub, o.reason, dict(o.values)))
+        else:
+            out.inst.append(inst)
+            out.seq.append(o.seq)
+            out.sub.append(sub)
+            out.op.append(o.op)  # type: ignore[attr-defined]
+            for col, name in zip(out.values, self.names):
+                col.append(o.values.get(name))  # type: ignore[attr-defined]
+        return sub + 1
 
     def _settle(self, state: dict, touched: dict[tuple, int], tracks: dict[tuple, list],
                 batch: "_Net", position: int, now: int) -> None:
@@ -402,7 +575,12 @@ class WindowAggregation:
 
     def _fold(self, st: dict, change: Change) -> list[tuple]:
         """WHERE, then :meth:`Aggregator.apply` up to its output rows: the groups it touched."""
-        old, new, op = change.old, change.new, change.op
+        return self._fold_row(st, change.key, change.old, change.new, change.op, change.seq)
+
+    def _fold_row(self, st: dict, ikey: tuple, old: Optional[dict], new: Optional[dict], op: str,
+                  seq: int) -> list[tuple]:
+        """:meth:`_fold` of the change ``op`` of the source row under ``ikey`` from ``old`` to
+        ``new`` (None for none) with sequence number ``seq``."""
         if self.where is not None:
             col = self.where_col
             old_ok = old is not None and truth(old[col] if col else self.where({self.alias: old}))
@@ -413,7 +591,6 @@ class WindowAggregation:
                 old, op = None, "i"
             elif not new_ok:
                 new, op = None, "d"
-        ikey = change.key
         entry = self._contribution(new) if op != "d" else None
         inputs = st["inputs"]
         touched: list[tuple] = []
@@ -425,7 +602,6 @@ class WindowAggregation:
             touched.append(gold)
         if entry is not None:
             gkey, args = entry
-            seq = change.seq
             self._add(st, gkey, ikey, args, since if moving else seq, seq, new)  # type: ignore[arg-type]
             if gkey not in touched:
                 touched.append(gkey)
@@ -548,16 +724,21 @@ class WindowAggregation:
         """:meth:`Aggregator.output_row` for items that are aggregates and plain columns only:
         each value as the engine's expressions read it, cast as ``coerce_row`` casts it (values
         already of their column's type as they are)."""
+        return dict(zip(self.names, self._output_values(group)))
+
+    def _output_values(self, group: dict) -> list:
+        """:meth:`_output_row`'s values, in column order."""
         acc, row = group["acc"], group["row"][self.alias]
         aggregates, results = self.agg.aggregates, self.results
-        out = {}
+        out: list = []
+        put = out.append
         for name, is_agg, ref, read, ctype, is_long, plain, as_text in self.items:  # type: ignore[union-attr]
             if is_agg:
                 result = results[ref]
                 v = result(acc[ref]) if result is not None else aggregates[ref].result(acc[ref])
                 t = type(v)
                 if t is Long and is_long:  # (a SPLASH long already, cast to itself)
-                    out[name] = v
+                    put(v)
                     continue
                 if not (t is str or t is float or t is bool or (t is int and -2**31 <= v < 2**31)):
                     v = splash_value(v)
@@ -566,14 +747,19 @@ class WindowAggregation:
                 if read is not None and v is not None:
                     v = read(v)
                     if is_long:
-                        out[name] = v
+                        put(v)
                         continue
             if v is None or (type(v) is plain and (plain is not int or -2**31 <= v < 2**31)
                              and not as_text):
-                out[name] = v
+                put(v)
             else:
-                out[name] = coerce_column([v], ctype)[0]
+                put(coerce_column([v], ctype)[0])
         return out
+
+
+def _keeps_all(store: Any) -> bool:
+    """Whether ``store`` (a :class:`Store`) keeps every row, unaged."""
+    return store is not None and store.kind == "all" and store.aging is None
 
 
 def _same(a: dict, b: dict) -> bool:
