@@ -65,6 +65,7 @@ _ROW, _EXTREME, _TOTAL = range(3)
 # Below this a total may divide into a zero (|total| / count under the smallest double, any count
 # up to 2**63); above it the average of a float total is no zero.
 _TINY = 1e-290
+_UNSET = object()  # a contribution not read yet (:meth:`WindowAggregation._fold_row`)
 # Column type -> the Python type of its values already in SPLASH form (expr.coerce_row's check).
 _PLAIN = {kind: python for python, kind in PLAIN_KINDS.items()}
 
@@ -158,6 +159,10 @@ class WindowAggregation:
         # stores KEEP ALL (a source change is then one change of the mirror)
         self.fast = (self.per_row and self._rows_cannot_fail(spec, types)
                      and _keeps_all(self.source.store) and _keeps_all(engine.output.store))
+        # ... whose contributions are read a column at a time (:meth:`_entries`)
+        self.lean = ((self.filter is None or self.filter_col is not None)
+                     and all(col is not None for col in self.group_cols)
+                     and all(cols is not None for cols in self.arg_cols))
         self.names = [name for name, _ in self.agg.columns]
         self.key_pos = [self.names.index(k) for k in self.agg.key]
         # batch mode, deferred: the output columns that may hold 0.0 or -0.0 (floats of a float
@@ -235,7 +240,10 @@ class WindowAggregation:
         seqs = rows.seq[events].tolist()
         ports = rows.port[events].tolist()
         ops = rows.op.take(events).to_pylist()
-        values = rows.values.take(events).to_pylist()
+        taken = rows.values.take(events)
+        values = taken.to_pylist()
+        # the fast path's contributions of the rows, read a column at a time
+        entries = self._entries(taken) if self.fast and self.lean else None
         ends = np.append(np.flatnonzero(inst[1:] != inst[:-1]) + 1, len(inst)).tolist()
         starts = [0] + ends[:-1]
         by_inst = {int(inst[s]): (s, e) for s, e in zip(starts, ends) if e > s}
@@ -250,12 +258,41 @@ class WindowAggregation:
             s, e = by_inst.get(i, (0, 0))
             if changes is not None:
                 self._fast_instance(i, state, seqs[s:e], ports[s:e], ops[s:e], values[s:e], now,
-                                    changes)
+                                    changes, entries[s:e] if entries is not None else None)
                 runs.append(InstanceRun(i, [], arrivals.get(i, [])))
                 continue
             outputs = self._instance(state, seqs[s:e], ports[s:e], ops[s:e], values[s:e], now)
             runs.append(InstanceRun(i, outputs, arrivals.get(i, [])))
         return runs, sorted(left), changes
+
+    def _entries(self, taken: Any) -> list[Optional[tuple[tuple, list]]]:
+        """:meth:`_contribution` of each row of ``taken`` (a struct array of source rows), read a
+        column at a time: GROUP FILTER, the GROUP BY values and the arguments are plain columns
+        (:attr:`lean`)."""
+        n = len(taken)
+        read_cols: dict[str, list] = {}
+
+        def column(name: str, read: Optional[Callable]) -> list:
+            if name not in read_cols:
+                read_cols[name] = taken.field(name).to_pylist()
+            values = read_cols[name]
+            return values if read is None else [v if v is None else read(v) for v in values]
+        gkeys = (list(zip(*[column(c, read) for c, read in self.group_cols]))  # type: ignore[misc]
+                 if self.group_cols else [()] * n)
+        per_agg = []
+        for cols in self.arg_cols:
+            if not cols:
+                per_agg.append([[] for _ in range(n)])
+            elif len(cols) == 1:
+                per_agg.append([[v] for v in column(*cols[0])])
+            else:
+                per_agg.append([list(t) for t in zip(*[column(c, read) for c, read in cols])])
+        args = [list(t) for t in zip(*per_agg)] if per_agg else [[] for _ in range(n)]
+        entries: list[Optional[tuple[tuple, list]]] = list(zip(gkeys, args))
+        if self.filter is not None:
+            passed = column(self.filter_col, None)  # type: ignore[arg-type]
+            entries = [e if p is True else None for e, p in zip(entries, passed)]
+        return entries
 
     def _instance(self, state: dict, seqs: list[int], ports: list[int], ops: list[str],
                   values: list[dict], now: int) -> list[Output]:
@@ -323,7 +360,8 @@ class WindowAggregation:
         return out if batch is None else batch.outputs(out)
 
     def _fast_instance(self, inst: int, state: dict, seqs: list[int], ports: list[int],
-                       ops: list[str], values: list[dict], now: int, out: RowChanges) -> None:
+                       ops: list[str], values: list[dict], now: int, out: RowChanges,
+                       entries: Optional[list]) -> None:
         """Rows mode when no row can fail (:attr:`fast`): :meth:`_instance`'s state and outputs
         (appended to ``out`` by column), without the engine's output stage per change.
 
@@ -388,7 +426,8 @@ class WindowAggregation:
                     mrows[ikey] = row
                     mop, mnew = ("i" if was is None else "u"), row
                 try:
-                    touched = fold(st, ikey, was, mnew, mop, seq)
+                    touched = fold(st, ikey, was, mnew, mop, seq,
+                                   entries[j] if entries is not None else _UNSET)
                 except SplashError as e:  # (WHERE, GROUP FILTER or an argument, before the fold)
                     out.bad.append((inst, seq, sub, str(e), dict(row)))
                     sub += 1
@@ -575,12 +614,13 @@ class WindowAggregation:
 
     def _fold(self, st: dict, change: Change) -> list[tuple]:
         """WHERE, then :meth:`Aggregator.apply` up to its output rows: the groups it touched."""
-        return self._fold_row(st, change.key, change.old, change.new, change.op, change.seq)
+        return self._fold_row(st, change.key, change.old, change.new, change.op, change.seq, _UNSET)
 
     def _fold_row(self, st: dict, ikey: tuple, old: Optional[dict], new: Optional[dict], op: str,
-                  seq: int) -> list[tuple]:
+                  seq: int, entry: Any = None) -> list[tuple]:
         """:meth:`_fold` of the change ``op`` of the source row under ``ikey`` from ``old`` to
-        ``new`` (None for none) with sequence number ``seq``."""
+        ``new`` (None for none) with sequence number ``seq``; ``entry``: the contribution of
+        ``new`` when already known (:meth:`_entries`), else :data:`_UNSET`."""
         if self.where is not None:
             col = self.where_col
             old_ok = old is not None and truth(old[col] if col else self.where({self.alias: old}))
@@ -591,7 +631,10 @@ class WindowAggregation:
                 old, op = None, "i"
             elif not new_ok:
                 new, op = None, "d"
-        entry = self._contribution(new) if op != "d" else None
+        if op == "d":
+            entry = None
+        elif entry is _UNSET:
+            entry = self._contribution(new)  # type: ignore[arg-type]
         inputs = st["inputs"]
         touched: list[tuple] = []
         since, moving = None, False
