@@ -65,7 +65,7 @@ _ROW, _EXTREME, _TOTAL = range(3)
 # Below this a total may divide into a zero (|total| / count under the smallest double, any count
 # up to 2**63); above it the average of a float total is no zero.
 _TINY = 1e-290
-_UNSET = object()  # a contribution not read yet (:meth:`WindowAggregation._fold_row`)
+_UNSET = object()  # a contribution not read yet (``WindowAggregation._fold_row``)
 # Column type -> the Python type of its values already in SPLASH form (expr.coerce_row's check).
 _PLAIN = {kind: python for python, kind in PLAIN_KINDS.items()}
 
@@ -307,6 +307,7 @@ class WindowAggregation:
         deferred: Optional[dict[tuple, int]] = {} if self.deferred else None  # group -> last seq
         tracks: dict[tuple, list] = {}  # deferred groups whose rows may hold a zero: see _track
         upsert, delete, key = self.source.store.upsert, self.source.store.delete, self.source.key
+        fold = self._fold_row
         n = len(seqs)
         start = 0
         while start < n:
@@ -330,7 +331,7 @@ class WindowAggregation:
                 try:
                     if deferred is not None:
                         for c in done:
-                            for gkey in self._fold(agg_state, c):
+                            for gkey in fold(agg_state, c.key, c.old, c.new, c.op, c.seq):
                                 first = deferred.pop(gkey, None) is None
                                 deferred[gkey] = seq  # (in the order of their last rows)
                                 if self.zero_cols:
@@ -603,7 +604,7 @@ class WindowAggregation:
         """The output-row changes of one change of the mirror: WHERE, then
         :meth:`Aggregator.apply` (raises :class:`SplashError` where the engine does, before or
         after changing the state as the engine does)."""
-        touched = self._fold(st, change)
+        touched = self._fold_row(st, change.key, change.old, change.new, change.op, change.seq)
         out: list[Change] = []
         groups, settle, seq = st["groups"], self.agg.settle, change.seq
         for gkey in touched:
@@ -612,15 +613,12 @@ class WindowAggregation:
                 out += settle(st, gkey, self.output_row(group) if group["n"] > 0 else None, seq)
         return out
 
-    def _fold(self, st: dict, change: Change) -> list[tuple]:
-        """WHERE, then :meth:`Aggregator.apply` up to its output rows: the groups it touched."""
-        return self._fold_row(st, change.key, change.old, change.new, change.op, change.seq, _UNSET)
-
     def _fold_row(self, st: dict, ikey: tuple, old: Optional[dict], new: Optional[dict], op: str,
-                  seq: int, entry: Any = None) -> list[tuple]:
-        """:meth:`_fold` of the change ``op`` of the source row under ``ikey`` from ``old`` to
-        ``new`` (None for none) with sequence number ``seq``; ``entry``: the contribution of
-        ``new`` when already known (:meth:`_entries`), else :data:`_UNSET`."""
+                  seq: int, entry: Any = _UNSET) -> list[tuple]:
+        """WHERE, then :meth:`Aggregator.apply` up to its output rows, for the change ``op`` of
+        the source row under ``ikey`` from ``old`` to ``new`` (None for none) with sequence
+        number ``seq``: the groups it touched. ``entry``: the contribution of ``new`` when
+        already known (:meth:`_entries`)."""
         if self.where is not None:
             col = self.where_col
             old_ok = old is not None and truth(old[col] if col else self.where({self.alias: old}))
