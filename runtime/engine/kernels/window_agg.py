@@ -25,6 +25,19 @@ engine's general machinery:
   engine's own output stage; in batch mode, when no output row in between can fail or matter
   (:meth:`WindowAggregation._rows_cannot_fail`), once per batch instead of after every row.
 
+In *rows* mode, when no output row can fail (:meth:`WindowAggregation._rows_cannot_fail`'s
+conditions) and the source's mirror and the window keep all rows, the *fast path*
+(:meth:`WindowAggregation._fast_instance`) leaves out the engine's per-change output stage: the
+mirror is its rows by key, written inline; the contributions are read a column at a time from the
+Arrow rows when GROUP FILTER, GROUP BY values and arguments are plain columns
+(:meth:`WindowAggregation._entries`); the fold is the one above, change by change (a row leaving a
+group needs the group's state as it is at that change: min and max under retraction, sums whose
+float totals are the engine's only when added in its order); each touched group's output row is a
+tuple in column order, compared with the row it showed; a transaction's changes are merged per
+group as ``consolidate`` merges them and delivered against the window's row; and the changes go
+out by column (:class:`RowChanges`, no record or dict per change), the groups' shown rows, output
+keys and window rows written once per group at the end.
+
 So the state afterwards is the engine's, and in *rows* mode the outputs are the engine's, change
 for change; in *batch* mode each window row that changed gives one change, from its row before
 the batch to its row after, with the sequence number of the last row of its group (a row that
