@@ -169,8 +169,14 @@ class WindowAggregation:
                         for agg in self.agg.aggregates]
         self.deferred = not self.per_row and self._rows_cannot_fail(spec, types)
         # rows mode on the fast path (:meth:`_fast_instance`): no output row can fail, both
-        # stores KEEP ALL (a source change is then one change of the mirror)
+        # stores KEEP ALL (a source change is then one change of the mirror), and nothing in the
+        # fold can fail either: a failing WHERE or argument leaves the mirror changed and the
+        # groups not, and a group's row may then show another group's key (the engine's delete
+        # and insert), which the fast path does not follow
         self.fast = (self.per_row and self._rows_cannot_fail(spec, types)
+                     and (self.where is None or self.where_col is not None)
+                     and (self.filter is None or self.filter_col is not None)
+                     and all(cols is not None for cols in self.arg_cols)
                      and _keeps_all(self.source.store) and _keeps_all(engine.output.store))
         # ... whose contributions are read a column at a time (:meth:`_entries`)
         self.lean = ((self.filter is None or self.filter_col is not None)
@@ -442,7 +448,7 @@ class WindowAggregation:
                 try:
                     touched = fold(st, ikey, was, mnew, mop, seq,
                                    entries[j] if entries is not None else _UNSET)
-                except SplashError as e:  # (WHERE, GROUP FILTER or an argument, before the fold)
+                except SplashError as e:  # (not with plain columns; the engine's way, still)
                     out.bad.append((inst, seq, sub, str(e), dict(row)))
                     sub += 1
                     continue
