@@ -1,14 +1,19 @@
 """Columnar kernels against the engine, one generated bucket at a time, in one process (no Spark).
 
     python bench/kernel_window_agg.py [--section "window aggregation"] [--trades 40000] [--symbols 500]
-                            [--batches 4] [--repeats 3]
+                            [--batches 4] [--repeats 3] [--base PATH]
 
 Each section builds the plan of bench/project.py's elements, generates one bucket's input rows
 as the processor receives them (an Arrow table in its input layout), and times
 ``BucketRun.process_table`` over the bucket's micro-batches twice on fresh states: with the
 element's kernel, and with the engine row by row (the kernel taken away: what the per-instance
 path did before). It checks that both leave the same states, and prints µs per input row of each
-(CPU time, the fastest of ``--repeats`` runs) and their ratio.
+(CPU time, the fastest of ``--repeats`` runs, the three alternating; Python's cycle collector
+paused as the bucket runner pauses it, ``runtime.processor.gc_paused``) and their ratio.
+``--base PATH``: also time the kernel of another checkout's window_agg.py (e.g. main's, exported
+with ``git show main:runtime/engine/kernels/window_agg.py > /tmp/base_window_agg.py``) in the same
+process, alternating with this one: a before/after that the machine's load moves less than
+separate runs.
 
 Sections:
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import json
 import os
 import random
@@ -37,7 +43,7 @@ import pyarrow as pa  # noqa: E402
 
 from ccl.plan.codec import plan_to_json  # noqa: E402
 from ccl.plan.planner import plan_project  # noqa: E402
-from runtime.processor import BucketRun  # noqa: E402
+from runtime.processor import BucketRun, gc_paused  # noqa: E402
 
 # bench/project.py's elements up to the aggregate (its join's output, as an input stream here)
 WINDOW_AGGREGATION = """
@@ -110,10 +116,23 @@ def timed(run: BucketRun, tables: list[pa.Table]) -> tuple[float, dict]:
     """CPU seconds of this process to run ``tables`` (a bucket's micro-batches) through ``run`` on
     a fresh state (CPU time: the machine may be shared)."""
     states: dict = {}
-    start = time.process_time()
-    for t in tables:
-        run.process_table(states, t, 0)
-    return time.process_time() - start, states
+    with gc_paused():
+        start = time.process_time()
+        for t in tables:
+            run.process_table(states, t, 0)
+        return time.process_time() - start, states
+
+
+def base_kernel(path: str, plan: dict, element: str) -> BucketRun:
+    """A :class:`BucketRun` of ``element`` whose columnar kernel is the ``WindowAggregation`` of
+    the window_agg.py at ``path`` (another checkout's, on this checkout's engine)."""
+    spec = importlib.util.spec_from_file_location("base_window_agg", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run = BucketRun(json.dumps(plan), element)
+    run.columnar = module.WindowAggregation(run.engine, plan)
+    return run
 
 
 def window_aggregation(args: argparse.Namespace) -> None:
@@ -124,8 +143,13 @@ def window_aggregation(args: argparse.Namespace) -> None:
     tables = [bucket_table(changes[i:i + per], RECENT) for i in range(0, len(changes), per)]
     print(f"## window aggregation: {args.trades} trades, {args.symbols} symbols, "
           f"{len(changes)} changes of Recent in {len(tables)} batches")
-    print("| mode | engine µs/row | kernel µs/row | engine / kernel |")
-    print("|---|---|---|---|")
+    if args.base:
+        print("| mode | engine µs/row | base kernel µs/row | kernel µs/row | engine / kernel "
+              "| base / kernel |")
+        print("|---|---|---|---|---|---|")
+    else:
+        print("| mode | engine µs/row | kernel µs/row | engine / kernel |")
+        print("|---|---|---|---|")
     for mode in ("batch", "rows"):
         mplan = copy.deepcopy(plan)
         stats = next(e for e in mplan["elements"] if e["name"] == "SymStats")
@@ -134,15 +158,23 @@ def window_aggregation(args: argparse.Namespace) -> None:
         assert kernel.columnar is not None
         engine = BucketRun(json.dumps(mplan), "SymStats")
         engine.columnar = None
+        runs = [("engine", engine), ("kernel", kernel)]
+        if args.base:
+            runs.append(("base", base_kernel(args.base, mplan, "SymStats")))
         best: dict[str, float] = {}
         finals: dict[str, dict] = {}
         for _ in range(args.repeats):
-            for name, run in (("engine", engine), ("kernel", kernel)):
+            for name, run in runs:
                 seconds, finals[name] = timed(run, tables)
                 best[name] = min(best.get(name, seconds), seconds)
-        assert finals["engine"] == finals["kernel"], "the kernel left another state"
+        for name, _ in runs[1:]:
+            assert finals["engine"] == finals[name], f"the {name} kernel left another state"
         e, k = (best[n] / len(changes) * 1e6 for n in ("engine", "kernel"))
-        print(f"| {mode} | {e:.1f} | {k:.1f} | {e / k:.2f} |")
+        if args.base:
+            b = best["base"] / len(changes) * 1e6
+            print(f"| {mode} | {e:.1f} | {b:.1f} | {k:.1f} | {e / k:.2f} | {b / k:.2f} |")
+        else:
+            print(f"| {mode} | {e:.1f} | {k:.1f} | {e / k:.2f} |")
 
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {
@@ -158,6 +190,8 @@ def main() -> None:
     parser.add_argument("--symbols", type=int, default=500)
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--base", metavar="PATH",
+                        help="another checkout's runtime/engine/kernels/window_agg.py to time too")
     args = parser.parse_args()
     for name in args.section or list(SECTIONS):
         SECTIONS[name](args)

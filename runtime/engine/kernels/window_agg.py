@@ -25,6 +25,19 @@ engine's general machinery:
   engine's own output stage; in batch mode, when no output row in between can fail or matter
   (:meth:`WindowAggregation._rows_cannot_fail`), once per batch instead of after every row.
 
+In *rows* mode, when no output row can fail (:meth:`WindowAggregation._rows_cannot_fail`'s
+conditions) and the source's mirror and the window keep all rows, the *fast path*
+(:meth:`WindowAggregation._fast_instance`) leaves out the engine's per-change output stage: the
+mirror is its rows by key, written inline; the contributions are read a column at a time from the
+Arrow rows when GROUP FILTER, GROUP BY values and arguments are plain columns
+(:meth:`WindowAggregation._entries`); the fold is the one above, change by change (a row leaving a
+group needs the group's state as it is at that change: min and max under retraction, sums whose
+float totals are the engine's only when added in its order); each touched group's output row is a
+tuple in column order, compared with the row it showed; a transaction's changes are merged per
+group as ``consolidate`` merges them and delivered against the window's row; and the changes go
+out by column (:class:`RowChanges`, no record or dict per change), the groups' shown rows, output
+keys and window rows written once per group at the end.
+
 So the state afterwards is the engine's, and in *rows* mode the outputs are the engine's, change
 for change; in *batch* mode each window row that changed gives one change, from its row before
 the batch to its row after, with the sequence number of the last row of its group (a row that
@@ -45,7 +58,7 @@ from ccl.splash.convert import PLAIN_KINDS
 from ccl.splash.values import Long
 from runtime.engine.aggregate import Aggregator, plain_rows
 from runtime.engine.changes import OPS, Bad, Change, Output
-from runtime.engine.columnar import BucketRows, InstanceRun
+from runtime.engine.columnar import BucketRows, InstanceRun, RowChanges
 from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import SplashError, coerce_column, splash_value
 from runtime.engine.stages import RowRefused, consolidate, key_of, truth
@@ -65,6 +78,7 @@ _ROW, _EXTREME, _TOTAL = range(3)
 # Below this a total may divide into a zero (|total| / count under the smallest double, any count
 # up to 2**63); above it the average of a float total is no zero.
 _TINY = 1e-290
+_UNSET = object()  # a contribution not read yet (``WindowAggregation._fold_row``)
 # Column type -> the Python type of its values already in SPLASH form (expr.coerce_row's check).
 _PLAIN = {kind: python for python, kind in PLAIN_KINDS.items()}
 
@@ -154,6 +168,22 @@ class WindowAggregation:
         self.results = [_RESULTS.get(agg.fn) if not agg.distinct else None
                         for agg in self.agg.aggregates]
         self.deferred = not self.per_row and self._rows_cannot_fail(spec, types)
+        # rows mode on the fast path (:meth:`_fast_instance`): no output row can fail, both
+        # stores KEEP ALL (a source change is then one change of the mirror), and nothing in the
+        # fold can fail either: a failing WHERE or argument leaves the mirror changed and the
+        # groups not, and a group's row may then show another group's key (the engine's delete
+        # and insert), which the fast path does not follow
+        self.fast = (self.per_row and self._rows_cannot_fail(spec, types)
+                     and (self.where is None or self.where_col is not None)
+                     and (self.filter is None or self.filter_col is not None)
+                     and all(cols is not None for cols in self.arg_cols)
+                     and _keeps_all(self.source.store) and _keeps_all(engine.output.store))
+        # ... whose contributions are read a column at a time (:meth:`_entries`)
+        self.lean = ((self.filter is None or self.filter_col is not None)
+                     and all(col is not None for col in self.group_cols)
+                     and all(cols is not None for cols in self.arg_cols))
+        self.names = [name for name, _ in self.agg.columns]
+        self.key_pos = [self.names.index(k) for k in self.agg.key]
         # batch mode, deferred: the output columns that may hold 0.0 or -0.0 (floats of a float
         # source), and per such column how to see, from a group, whether it may be a zero now
         self.zero_cols: list[str] = []
@@ -214,10 +244,11 @@ class WindowAggregation:
     # --- a bucket ------------------------------------------------------------------------------
 
     def run(self, states: dict[int, dict], rows: BucketRows,
-            now: int) -> tuple[list[InstanceRun], list[int], None]:
+            now: int) -> tuple[list[InstanceRun], list[int], Optional[RowChanges]]:
         """Apply a bucket's rows to the instances' ``states``: per instance (in ascending order)
         what it gave, and the instances left to the engine (those with a row without values); the
-        changes are the runs' outputs."""
+        changes are the runs' outputs, or on the fast path of rows mode (:attr:`fast`) the
+        :class:`RowChanges` of every instance."""
         order = np.lexsort((rows.port, rows.sub, rows.src, rows.seq, rows.inst))
         came_bad_mask = np.asarray(rows.why.is_valid(), dtype=bool)
         arrivals: dict[int, list[int]] = {}
@@ -228,20 +259,59 @@ class WindowAggregation:
         seqs = rows.seq[events].tolist()
         ports = rows.port[events].tolist()
         ops = rows.op.take(events).to_pylist()
-        values = rows.values.take(events).to_pylist()
+        taken = rows.values.take(events)
+        values = taken.to_pylist()
+        # the fast path's contributions of the rows, read a column at a time
+        entries = self._entries(taken) if self.fast and self.lean else None
         ends = np.append(np.flatnonzero(inst[1:] != inst[:-1]) + 1, len(inst)).tolist()
         starts = [0] + ends[:-1]
         by_inst = {int(inst[s]): (s, e) for s, e in zip(starts, ends) if e > s}
         left = {i for i, (s, e) in by_inst.items() if any(v is None for v in values[s:e])}
         runs = []
+        changes = (RowChanges([], [], [], [], [[] for _ in self.names], [])
+                   if self.fast else None)
         for i in sorted((set(by_inst) | set(arrivals)) - left):
             state = states.get(i)
             if state is None:
                 state = states[i] = self.engine.initial_state()
             s, e = by_inst.get(i, (0, 0))
+            if changes is not None:
+                self._fast_instance(i, state, seqs[s:e], ports[s:e], ops[s:e], values[s:e], now,
+                                    changes, entries[s:e] if entries is not None else None)
+                runs.append(InstanceRun(i, [], arrivals.get(i, [])))
+                continue
             outputs = self._instance(state, seqs[s:e], ports[s:e], ops[s:e], values[s:e], now)
             runs.append(InstanceRun(i, outputs, arrivals.get(i, [])))
-        return runs, sorted(left), None
+        return runs, sorted(left), changes
+
+    def _entries(self, taken: Any) -> list[Optional[tuple[tuple, list]]]:
+        """:meth:`_contribution` of each row of ``taken`` (a struct array of source rows), read a
+        column at a time: GROUP FILTER, the GROUP BY values and the arguments are plain columns
+        (:attr:`lean`)."""
+        n = len(taken)
+        read_cols: dict[str, list] = {}
+
+        def column(name: str, read: Optional[Callable]) -> list:
+            if name not in read_cols:
+                read_cols[name] = taken.field(name).to_pylist()
+            values = read_cols[name]
+            return values if read is None else [v if v is None else read(v) for v in values]
+        gkeys = (list(zip(*[column(c, read) for c, read in self.group_cols]))  # type: ignore[misc]
+                 if self.group_cols else [()] * n)
+        per_agg = []
+        for cols in self.arg_cols:
+            if not cols:
+                per_agg.append([[] for _ in range(n)])
+            elif len(cols) == 1:
+                per_agg.append([[v] for v in column(*cols[0])])
+            else:
+                per_agg.append([list(t) for t in zip(*[column(c, read) for c, read in cols])])
+        args = [list(t) for t in zip(*per_agg)] if per_agg else [[] for _ in range(n)]
+        entries: list[Optional[tuple[tuple, list]]] = list(zip(gkeys, args))
+        if self.filter is not None:
+            passed = column(self.filter_col, None)  # type: ignore[arg-type]
+            entries = [e if p is True else None for e, p in zip(entries, passed)]
+        return entries
 
     def _instance(self, state: dict, seqs: list[int], ports: list[int], ops: list[str],
                   values: list[dict], now: int) -> list[Output]:
@@ -256,6 +326,7 @@ class WindowAggregation:
         deferred: Optional[dict[tuple, int]] = {} if self.deferred else None  # group -> last seq
         tracks: dict[tuple, list] = {}  # deferred groups whose rows may hold a zero: see _track
         upsert, delete, key = self.source.store.upsert, self.source.store.delete, self.source.key
+        fold = self._fold_row
         n = len(seqs)
         start = 0
         while start < n:
@@ -279,7 +350,7 @@ class WindowAggregation:
                 try:
                     if deferred is not None:
                         for c in done:
-                            for gkey in self._fold(agg_state, c):
+                            for gkey in fold(agg_state, c.key, c.old, c.new, c.op, c.seq):
                                 first = deferred.pop(gkey, None) is None
                                 deferred[gkey] = seq  # (in the order of their last rows)
                                 if self.zero_cols:
@@ -307,6 +378,167 @@ class WindowAggregation:
         if deferred:
             self._settle(state, deferred, tracks, batch, len(out), now)  # type: ignore[arg-type]
         return out if batch is None else batch.outputs(out)
+
+    def _fast_instance(self, inst: int, state: dict, seqs: list[int], ports: list[int],
+                       ops: list[str], values: list[dict], now: int, out: RowChanges,
+                       entries: Optional[list]) -> None:
+        """Rows mode when no row can fail (:attr:`fast`): :meth:`_instance`'s state and outputs
+        (appended to ``out`` by column), without the engine's output stage per change.
+
+        The source's mirror and the groups are folded change by change as in :meth:`_instance`
+        (an emptied group dropped at once, as the engine's settle drops it), but a group's output
+        row is a tuple in column order, compared with the row the group showed (an insert, a
+        delete, an update, or nothing when equal, as the engine's settle); a transaction's changes
+        are merged per group as ``consolidate`` merges them, and delivered against the window's
+        row of the group (an insert or an update by whether the window holds it; a delete gives
+        the window's row). The groups' shown rows, the output keys and the window's rows are
+        written once per group at the end: the last row each showed and the last each delivered
+        (they differ when a row equal to the one before has the other zero, ``-0.0 == 0.0``)."""
+        engine = self.engine
+        sub = 0
+        for o in engine.expire(state, now):  # (KEEP ALL on both sides: nothing, in practice)
+            sub = self._put(out, inst, sub, o)
+        engine._bind(state)
+        sstate = state["selects"][0]
+        mirror, st = sstate["sources"][0], sstate["agg"]
+        groups = st["groups"]
+        wstore, wstate = engine.output.store, state["output"]
+        mrows, skey = mirror["rows"], self.source.key
+        names, key_pos, output_values, fold = (self.names, self.key_pos, self._output_values,
+                                               self._fold_row)
+        shown: dict[tuple, Optional[tuple]] = {}   # touched group -> the row it shows now
+        keys: dict[tuple, tuple] = {}              # touched group -> its output key
+        window: dict[tuple, Optional[tuple]] = {}  # group -> the window's row, once read or set
+        oseq, osub, oop, ocols = out.seq, out.sub, out.op, out.values
+        delivered = 0
+        n = len(seqs)
+        start = 0
+        while start < n:
+            seq, port = seqs[start], ports[start]
+            stop = start + 1
+            while stop < n and seqs[stop] == seq and ports[stop] == port:
+                stop += 1
+            # the transaction's changes per group, as consolidate merges them: [old, new] or
+            # None (an insert and a delete that cancelled out), in order of first change
+            merged: dict[tuple, Optional[list]] = {}
+            for j in range(start, stop):
+                if state["seq"] is None or seq > state["seq"]:
+                    state["seq"] = seq
+                op, row = ops[j], values[j]
+                if op not in OPS:
+                    out.bad.append((inst, seq, sub, f"unknown opcode {op!r}", dict(row)))
+                    sub += 1
+                    continue
+                if port != 0:
+                    out.bad.append((inst, seq, sub, f"no input port {port} on {engine.name}",
+                                    dict(row)))
+                    sub += 1
+                    continue
+                # the mirror (KEEP ALL: its rows by key, nothing else) and its one change
+                ikey = tuple([row.get(c) for c in skey])
+                if op == "d" or op == "s":
+                    was = mrows.pop(ikey, None)
+                    if was is None:
+                        continue
+                    mop, mnew = "d", None
+                else:
+                    was = mrows.get(ikey)
+                    mrows[ikey] = row
+                    mop, mnew = ("i" if was is None else "u"), row
+                try:
+                    touched = fold(st, ikey, was, mnew, mop, seq,
+                                   entries[j] if entries is not None else _UNSET)
+                except SplashError as e:  # (not with plain columns; the engine's way, still)
+                    out.bad.append((inst, seq, sub, str(e), dict(row)))
+                    sub += 1
+                    continue
+                for gkey in touched:
+                    group = groups.get(gkey)
+                    if group is None:
+                        continue
+                    if gkey in shown:
+                        old = shown[gkey]
+                    else:
+                        emitted = group["emitted"]
+                        old = None if emitted is None else tuple([emitted[c] for c in names])
+                    if group["n"] > 0:
+                        new: Optional[tuple] = tuple(output_values(group))
+                    else:
+                        new = None
+                        del groups[gkey]
+                    shown[gkey] = new
+                    if new is None:
+                        if old is None:
+                            continue
+                    elif old is not None and old == new:
+                        continue
+                    if gkey not in keys:
+                        some = new if new is not None else old
+                        keys[gkey] = tuple([some[p] for p in key_pos])  # type: ignore[index]
+                    first = merged.get(gkey)
+                    if first is None:
+                        merged.pop(gkey, None)  # (cancelled out: to the end when it comes back)
+                        merged[gkey] = [old, new]
+                    elif first[0] is None and new is None:
+                        merged[gkey] = None
+                    else:
+                        first[1] = new
+            for gkey, change in merged.items():
+                if change is None:
+                    continue
+                new = change[1]
+                if gkey in window:
+                    held = window[gkey]
+                else:
+                    was = wstore.get(wstate, keys[gkey])
+                    held = None if was is None else tuple([was[c] for c in names])
+                if new is not None:
+                    op = "u" if held is not None else "i"
+                    row_out = new
+                elif held is not None:
+                    op, row_out = "d", held
+                else:
+                    continue
+                window[gkey] = new
+                oseq.append(seq)
+                osub.append(sub)
+                oop.append(op)
+                for col, v in zip(ocols, row_out):
+                    col.append(v)
+                sub += 1
+                delivered += 1
+            start = stop
+        out.inst.extend([inst] * delivered)
+        last = seqs[-1] if seqs else state["seq"]
+        outs = st["out"]
+        for gkey, row in shown.items():
+            if row is not None:
+                groups[gkey]["emitted"] = dict(zip(names, row))
+            key = keys.get(gkey)
+            if key is None:
+                continue
+            if row is not None:
+                outs[key] = gkey
+            elif outs.get(key) == gkey:
+                del outs[key]
+        for gkey, row in window.items():
+            if row is not None:
+                wstore.upsert(wstate, keys[gkey], dict(zip(names, row)), last, now)
+            else:
+                wstore.delete(wstate, keys[gkey], last)
+
+    def _put(self, out: RowChanges, inst: int, sub: int, o: Output) -> int:
+        """An engine output ``o`` (an Emit or a Bad) appended to ``out`` as ``sub``: the next sub."""
+        if isinstance(o, Bad):
+            out.bad.append((inst, o.seq, sub, o.reason, dict(o.values)))
+        else:
+            out.inst.append(inst)
+            out.seq.append(o.seq)
+            out.sub.append(sub)
+            out.op.append(o.op)  # type: ignore[attr-defined]
+            for col, name in zip(out.values, self.names):
+                col.append(o.values.get(name))  # type: ignore[attr-defined]
+        return sub + 1
 
     def _settle(self, state: dict, touched: dict[tuple, int], tracks: dict[tuple, list],
                 batch: "_Net", position: int, now: int) -> None:
@@ -391,7 +623,7 @@ class WindowAggregation:
         """The output-row changes of one change of the mirror: WHERE, then
         :meth:`Aggregator.apply` (raises :class:`SplashError` where the engine does, before or
         after changing the state as the engine does)."""
-        touched = self._fold(st, change)
+        touched = self._fold_row(st, change.key, change.old, change.new, change.op, change.seq)
         out: list[Change] = []
         groups, settle, seq = st["groups"], self.agg.settle, change.seq
         for gkey in touched:
@@ -400,9 +632,12 @@ class WindowAggregation:
                 out += settle(st, gkey, self.output_row(group) if group["n"] > 0 else None, seq)
         return out
 
-    def _fold(self, st: dict, change: Change) -> list[tuple]:
-        """WHERE, then :meth:`Aggregator.apply` up to its output rows: the groups it touched."""
-        old, new, op = change.old, change.new, change.op
+    def _fold_row(self, st: dict, ikey: tuple, old: Optional[dict], new: Optional[dict], op: str,
+                  seq: int, entry: Any = _UNSET) -> list[tuple]:
+        """WHERE, then :meth:`Aggregator.apply` up to its output rows, for the change ``op`` of
+        the source row under ``ikey`` from ``old`` to ``new`` (None for none) with sequence
+        number ``seq``: the groups it touched. ``entry``: the contribution of ``new`` when
+        already known (:meth:`_entries`)."""
         if self.where is not None:
             col = self.where_col
             old_ok = old is not None and truth(old[col] if col else self.where({self.alias: old}))
@@ -413,8 +648,10 @@ class WindowAggregation:
                 old, op = None, "i"
             elif not new_ok:
                 new, op = None, "d"
-        ikey = change.key
-        entry = self._contribution(new) if op != "d" else None
+        if op == "d":
+            entry = None
+        elif entry is _UNSET:
+            entry = self._contribution(new)  # type: ignore[arg-type]
         inputs = st["inputs"]
         touched: list[tuple] = []
         since, moving = None, False
@@ -425,7 +662,6 @@ class WindowAggregation:
             touched.append(gold)
         if entry is not None:
             gkey, args = entry
-            seq = change.seq
             self._add(st, gkey, ikey, args, since if moving else seq, seq, new)  # type: ignore[arg-type]
             if gkey not in touched:
                 touched.append(gkey)
@@ -548,16 +784,21 @@ class WindowAggregation:
         """:meth:`Aggregator.output_row` for items that are aggregates and plain columns only:
         each value as the engine's expressions read it, cast as ``coerce_row`` casts it (values
         already of their column's type as they are)."""
+        return dict(zip(self.names, self._output_values(group)))
+
+    def _output_values(self, group: dict) -> list:
+        """:meth:`_output_row`'s values, in column order."""
         acc, row = group["acc"], group["row"][self.alias]
         aggregates, results = self.agg.aggregates, self.results
-        out = {}
+        out: list = []
+        put = out.append
         for name, is_agg, ref, read, ctype, is_long, plain, as_text in self.items:  # type: ignore[union-attr]
             if is_agg:
                 result = results[ref]
                 v = result(acc[ref]) if result is not None else aggregates[ref].result(acc[ref])
                 t = type(v)
                 if t is Long and is_long:  # (a SPLASH long already, cast to itself)
-                    out[name] = v
+                    put(v)
                     continue
                 if not (t is str or t is float or t is bool or (t is int and -2**31 <= v < 2**31)):
                     v = splash_value(v)
@@ -566,14 +807,19 @@ class WindowAggregation:
                 if read is not None and v is not None:
                     v = read(v)
                     if is_long:
-                        out[name] = v
+                        put(v)
                         continue
             if v is None or (type(v) is plain and (plain is not int or -2**31 <= v < 2**31)
                              and not as_text):
-                out[name] = v
+                put(v)
             else:
-                out[name] = coerce_column([v], ctype)[0]
+                put(coerce_column([v], ctype)[0])
         return out
+
+
+def _keeps_all(store: Any) -> bool:
+    """Whether ``store`` (a :class:`Store`) keeps every row, unaged."""
+    return store is not None and store.kind == "all" and store.aging is None
 
 
 def _same(a: dict, b: dict) -> bool:

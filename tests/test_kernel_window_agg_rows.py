@@ -1,0 +1,100 @@
+"""The fast path of the window aggregation's rows mode (runtime/engine/kernels/window_agg.py,
+``WindowAggregation.fast``: no per-change output stage, changes written by column) against the
+engine run row by row (BucketRun.process), on generated buckets of a window's or delta stream's
+changes (inserts, updates, deletes, upserts, safedeletes and bad opcodes of a few keys, several
+instances and batches, nulls, NaN, both zeros, rows sharing a sequence number): after every batch
+the same states, and the same changes, bad records and counts, change for change (sequence and
+sub-numbers too)."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from runtime.processor import received_rows
+from test_engine_columnar import outputs, same
+from test_kernel_window_agg import (QUERIES, SOURCES, batches, bucket_run, order, same_state, table,
+                                    with_found)
+
+FAST = {
+    **{name: QUERIES[name] for name in ("count sum avg max", "min max with retraction",
+                                        "two group columns")},
+    # rows equal to the ones before (a null argument): no change, or an update of a merged pair
+    "count of a column": "SELECT S.k, count(S.v) c FROM S GROUP BY S.k",
+    "integer and string groups": ("SELECT S.v, S.k, count(S.p) cp, avg(S.v) av, min(S.p) lo, "
+                                  "sum(S.p) sp FROM S GROUP BY S.v, S.k"),
+    # the group's last row shown: a removed row's values until another comes
+    "last row columns": "SELECT S.k, S.p p, S.v v, max(S.v) m, min(S.v) l FROM S GROUP BY S.k",
+}
+# rows mode on the engine's per-change path (the kernel's slow lane): float groups (NaN, zeros
+# of both signs as keys), the engine's other aggregates, a failing argument, WHERE and GROUP
+# FILTER expressions (one that fails leaves the mirror changed and the groups not: a group's row
+# may then show another key)
+SLOW = ("float group", "engine aggregates", "failing argument", "filters")
+
+
+def test_a_where_expression_keeps_rows_mode_on_the_per_change_path(tmp_path):
+    failing_where = ("SELECT S.k, count(*) c, sum(S.v) sv FROM S "
+                     "WHERE cast(integer, CASE WHEN S.v = 1 THEN 'x' ELSE '2' END) > 0 GROUP BY S.k")
+    assert not bucket_run(tmp_path, failing_where, "rows").columnar.fast
+
+
+@pytest.mark.parametrize("name", list(FAST))
+def test_the_fast_path_takes_these_queries(tmp_path, name):
+    assert bucket_run(tmp_path, FAST[name], "rows").columnar.fast
+
+
+@pytest.mark.parametrize("name", SLOW)
+def test_rows_mode_keeps_the_others_on_the_per_change_path(tmp_path, name):
+    assert not bucket_run(tmp_path, QUERIES[name], "rows").columnar.fast
+
+
+@pytest.mark.parametrize("source", list(SOURCES))
+@pytest.mark.parametrize("name", list(FAST))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=batches)
+@with_found
+def test_fast_rows_mode_gives_the_engine_changes_and_state(tmp_path, source, name, data):
+    run = bucket_run(tmp_path, FAST[name], "rows", source)
+    by_rows: dict = {}
+    fast: dict = {}
+    for b, events in enumerate(data):
+        t = table(events, 1000 * (b + 1))
+        expected = run.process(by_rows, received_rows(t), 0)
+        got = outputs(run, run.process_table(fast, t, 0))
+        assert same_state(fast, by_rows)
+        assert same(sorted(got, key=order), sorted(expected, key=order))
+
+
+def test_a_transaction_that_empties_and_refills_a_group(tmp_path):
+    """A group's only row deleted and another inserted under one sequence number: the engine drops
+    the emptied group and starts a new one; merged, one update of its row (even when the row comes
+    back equal); then an insert and a delete in one transaction cancel out: nothing."""
+    run = bucket_run(tmp_path, FAST["count sum avg max"], "rows")
+    row = {"k": "a", "p": 1.0, "v": 1, "n": 1}
+    events = [(0, "i", None, {**row, "id": 1}, False),
+              (0, "d", None, {**row, "id": 1}, False), (0, "i", None, {**row, "id": 1}, True),
+              (0, "i", None, {**row, "id": 2, "k": "b"}, False),
+              (0, "d", None, {**row, "id": 2, "k": "b"}, True)]
+    states: dict = {}
+    got = [o for o in outputs(run, run.process_table(states, table(events, 10), 0)) if o[0] == "row"]
+    assert [(o[2], o[3], o[4], o[6]["k"], o[6]["c"]) for o in got] == [
+        (10, 0, "i", "a", 1), (11, 1, "u", "a", 1)]
+    by_rows: dict = {}
+    run.process(by_rows, received_rows(table(events, 10)), 0)
+    assert same_state(states, by_rows)
+
+
+def test_a_group_that_cancelled_out_and_came_back_goes_last(tmp_path):
+    """In one transaction group a is inserted and emptied (cancelled out), b inserted, a inserted
+    again: as ``consolidate`` orders them, b's insert comes first, then a's."""
+    run = bucket_run(tmp_path, FAST["count sum avg max"], "rows")
+    row = {"p": 1.0, "v": 1, "n": 1}
+    events = [(0, "i", None, {**row, "id": 1, "k": "a"}, False),
+              (0, "d", None, {**row, "id": 1, "k": "a"}, True),
+              (0, "i", None, {**row, "id": 2, "k": "b"}, True),
+              (0, "i", None, {**row, "id": 3, "k": "a"}, True)]
+    states: dict = {}
+    got = [o for o in outputs(run, run.process_table(states, table(events, 10), 0)) if o[0] == "row"]
+    expected = [o for o in run.process({}, received_rows(table(events, 10)), 0) if o[0] == "row"]
+    assert [(o[2], o[3], o[4], o[6]["k"]) for o in got] == [(10, 0, "i", "b"), (10, 1, "i", "a")]
+    assert same(got, expected)
