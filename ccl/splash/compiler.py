@@ -142,8 +142,9 @@ class Compiler(ExpressionCompiler):
                 raise SplashError("output is only allowed in a Flex handler")
             if not isinstance(value, Record):
                 raise SplashError(f"output needs a record, not {a_kind(value)}")
-            # later changes to the variable do not change the output (a new record has none)
-            m.emit(value if fresh else value.copy_record())
+            # later changes to the variable do not change the output (a new record has none,
+            # and an emit that copies what it keeps needs none)
+            m.emit(value if fresh or m.emit_copies else value.copy_record())
         return run
 
     def _fresh_record(self, e: n.Node) -> bool:

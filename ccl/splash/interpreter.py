@@ -109,6 +109,9 @@ class Interpreter:
         self.budget = budget
         self.max_depth = max_depth
         self._needed_limit = 1000 + max_depth * _FRAMES_PER_CALL  # see _guard
+        # the recursion limit a run needs (a run raises a lower one for its time: a caller running
+        # many may raise it once around them)
+        self.needed_recursion_limit = self._needed_limit
         self.clock = clock or _utc_now
         self.printer = printer
         self._compiled: dict[int, tuple[n.Node, Callable]] = {}
@@ -329,10 +332,12 @@ class Session:
 
     def run(self, block: n.Block, rows: Mapping[str, Record],
             extra: Optional[Mapping[str, Cell]] = None,
-            output: Optional[Callable[[Record], None]] = None) -> Outcome:
+            output: Optional[Callable[[Record], None]] = None, copies: bool = False) -> Outcome:
         """Run ``block`` as :meth:`Interpreter.run_block` does, ``rows`` being the input rows'
-        records made by :meth:`Interpreter.input_record` (used as they are). The outcome of a
-        block that did not return is one shared object: not to be changed."""
+        records made by :meth:`Interpreter.input_record` (used as they are). ``copies``: ``output``
+        keeps nothing of a record it is given past its call (it copies what it keeps), so records
+        are passed as they are instead of as copies. The outcome of a block that did not return is
+        one shared object: not to be changed."""
         interp = self.interp
         if block is self._block:
             body = self._body
@@ -346,6 +351,7 @@ class Session:
             if name in cells:
                 cells[name] = Cell(copy.deepcopy(v), t, True)
         m.steps, m.depth, m._now, m.row_id, m.emit = 0, 0, None, interp.row_id, output
+        m.emit_copies = copies
         m.globals = {**cells, **extra} if extra else cells
         old_limit = sys.getrecursionlimit()
         needed = interp._needed_limit

@@ -60,7 +60,7 @@ class Machine:
     """The state of one call: steps used, call depth, global variables, clock and output."""
 
     __slots__ = ("steps", "limit", "depth", "max_depth", "globals", "clock", "printer", "_now", "emit",
-                 "row_id")
+                 "emit_copies", "row_id")
 
     def __init__(self, limit: int, max_depth: int, globals_: dict[str, Cell],
                  clock: Callable[[], dt.datetime], printer: Optional[Callable[[str], None]],
@@ -76,6 +76,8 @@ class Machine:
         self.row_id = row_id  # the sequence number of the input row being processed, if any
         # Where ``output rec;`` sends records (a Flex handler's run); None elsewhere.
         self.emit: Optional[Callable[[Record], None]] = None
+        # Whether ``emit`` copies what it keeps of a record (then it gets the record itself).
+        self.emit_copies = False
 
     def tick(self) -> None:
         """Count one step; raise :class:`BudgetExhausted` past the limit. (Compiled statements and

@@ -7,7 +7,8 @@ pickles) between batches. :func:`make_engine` picks the engine an element needs.
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence, Union
+import sys
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 from ccl.syntax import nodes as n
 from ccl.plan.model import READ_AS
@@ -93,6 +94,13 @@ class FlexEngine:
         self.source_kinds = [elements[p]["kind"] for p in self.inputs]
         self.source_casts = [cast_steps(s.columns) for s in self.sources]
         self.output_cast = cast_steps(self.columns)
+        # per port: the key of a window input mirrored without KEEP or AGES (kept by _events
+        # itself on inserts and updates), else None
+        self.plain_mirror: list[Optional[list[str]]] = [
+            s.key if s.kind != "stream" and s.store is not None and s.store.kind == "all"
+            and s.store.aging is None else None for s in self.sources]
+        # per port: whether it is a stream input without KEEP (not stored: see SourceStage.apply)
+        self.plain_stream = [s.kind == "stream" and s.store is None for s in self.sources]
         self.source_keys = [tuple(elements[p].get("key") or ()) for p in self.inputs]
         self.port_caches = [self.declared.caches_of([w, p])
                             for p, w in zip(self.inputs, self.input_names)]
@@ -146,21 +154,67 @@ class FlexEngine:
         if not events:
             return out
         first = events[0]
-        # one SPLASH set-up for the batch's handler runs (nothing else replaces variables meanwhile)
+        # one SPLASH set-up for the batch's handler runs (nothing else replaces variables
+        # meanwhile), and room on the Python stack raised once for the batch, not per run
         session = self.interp.session(state["vars"])
-        for h in self.on_start:
-            out += self._run(state, h, {}, None, first.seq, NO_PORT, now_ms, "ON START TRANSACTION",
-                             session=session)
+        old_limit = sys.getrecursionlimit()
+        needed = self.interp.needed_recursion_limit
+        if old_limit < needed:
+            sys.setrecursionlimit(needed)
+        try:
+            for h in self.on_start:
+                out += self._run(state, h, {}, None, first.seq, NO_PORT, now_ms,
+                                 "ON START TRANSACTION", session=session)
+            self._events(state, events, now_ms, session, out)
+            for h in self.on_end:
+                out += self._run(state, h, {}, None, state["seq"], NO_PORT, now_ms,
+                                 "ON END TRANSACTION", session=session)
+        finally:
+            if old_limit < needed:
+                sys.setrecursionlimit(old_limit)
+        return out
+
+    def _events(self, state: dict, events: Sequence[Event], now_ms: int, session: Session,
+                out: list[Output]) -> None:
+        """The events of one batch, their outputs appended to ``out``: what :meth:`_event` does
+        per event, with what does not change over the batch looked up once and a window input
+        kept without KEEP mirrored here (what SourceStage.apply and Store.upsert do for it,
+        without their Change records)."""
         last = state["seq"]
+        nports = len(self.ports)
+        casts, sources, fast = self.source_casts, self.sources, self.plain_mirror
+        streams = self.plain_stream
+        source_states = state["sources"]
         for event in events:
-            seq = event.seq
+            seq, op, port = event.seq, event.op, event.port
             if last is None or seq > last:
                 last = state["seq"] = seq
-            out += self._event(state, event, now_ms, session)
-        for h in self.on_end:
-            out += self._run(state, h, {}, None, state["seq"], NO_PORT, now_ms, "ON END TRANSACTION",
-                             session=session)
-        return out
+            if op not in OPS or not 0 <= port < nports:
+                out += self._event(state, event, now_ms, session)
+                continue
+            try:
+                row_in = _cast_row(event.values, casts[port])
+            except SplashError as e:
+                out.append(Bad(e.reason, seq, port, dict(event.values)))
+                continue
+            if streams[port]:  # an unstored stream: every row an insert, d/s dropped
+                if op != "d" and op != "s":
+                    self._change(state, port, "i", None, row_in, seq, now_ms, event.values,
+                                 session, out)
+                continue
+            key = fast[port]
+            if key is not None and (op == "i" or op == "u" or op == "p"):
+                rows = source_states[port]["rows"]
+                k = tuple([row_in.get(c) for c in key])
+                old = rows.get(k)
+                rows[k] = row_in
+                self._change(state, port, "i" if old is None else "u", old, row_in, seq, now_ms,
+                             event.values, session, out)
+                continue
+            changes = sources[port].apply(source_states[port], op, seq, row_in, now_ms)
+            for change in changes:
+                self._change(state, port, change.op, change.old, change.new, seq, now_ms,
+                             event.values, session, out)
 
     def expire(self, state: dict, now_ms: int) -> list[Output]:
         """What is due at ``now_ms``: deletes of output rows a time KEEP evicts, then each EVERY
@@ -224,25 +278,55 @@ class FlexEngine:
         """The ON handlers of ``port`` run for each change of its rows (``values``: the input row,
         for a bad record; copied only then)."""
         out: list[Output] = []
-        name = self.input_names[port]
-        interp, keys = self.interp, self.source_keys[port]
-        caches, handlers, old_name = self.port_caches[port], self.on_row[port], self.old_names[port]
         for change in changes:
-            op = change.op
-            row = (change.new if op != "d" else change.old) or {}
-            if caches:
-                self.declared.feed(state["vars"], caches, self.source_kinds[port], op, row, now_ms)
-            old = change.old if op == "u" else None
-            for h in handlers:
-                # records made here once, not converted again by the interpreter (one per run:
-                # setOpcode may change the input's record); the rows are the source stage's,
-                # already cast to the input's columns
-                rec = interp.input_record(name, row, _LETTER_CODES[op], keys, True)
-                old_rec = (interp.input_record(old_name, old, None, keys, True)
-                           if old is not None and old_name is not None else None)
-                out += self._run(state, h, {name: rec}, (old_name, old_rec) if old_name else None,
-                                 seq, port, now_ms, None, values, session)
+            self._change(state, port, change.op, change.old, change.new, seq, now_ms, values,
+                         session, out)
         return out
+
+    def _change(self, state: dict, port: int, op: str, old: Optional[Mapping],
+                new: Optional[Mapping], seq: int, now_ms: int, values: Mapping,
+                session: Optional[Session], out: list[Output]) -> None:
+        """The ON handlers of ``port`` run for one change (``op``, the row before and after) of its
+        rows, their outputs appended to ``out``."""
+        name = self.input_names[port]
+        row = (new if op != "d" else old) or {}
+        caches = self.port_caches[port]
+        if caches:
+            self.declared.feed(state["vars"], caches, self.source_kinds[port], op, row, now_ms)
+        old_name = self.old_names[port]
+        if op != "u":
+            old = None
+        keys, interp = self.source_keys[port], self.interp
+        for h in self.on_row[port]:
+            # records made here once, not converted again by the interpreter (one per run:
+            # setOpcode may change the input's record); the rows are the source stage's,
+            # already cast to the input's columns
+            rec = interp.input_record(name, row, _LETTER_CODES[op], keys, True)
+            if old_name is None:
+                if session is not None and not self.windows:  # the common case, without _run
+                    self._session_run(state, h, {name: rec}, None, seq, port, now_ms, values,
+                                      session, out)
+                    continue
+                out += self._run(state, h, {name: rec}, None, seq, port, now_ms, None, values,
+                                 session)
+                continue
+            old_rec = (interp.input_record(old_name, old, None, keys, True)
+                       if old is not None else None)
+            out += self._run(state, h, {name: rec}, (old_name, old_rec), seq, port, now_ms, None,
+                             values, session)
+
+    def _session_run(self, state: dict, h: _Handler, sources: dict, extra: Optional[dict],
+                     seq: int, port: int, now_ms: int, values: Optional[Mapping],
+                     session: Session, out: list[Output]) -> None:
+        """:meth:`_run` in a session, its outputs appended to ``out``."""
+        emitted: list[tuple] = []
+        try:
+            session.run(h.body, sources, extra, self._taker(emitted), copies=True)
+        except SplashError as e:
+            out.append(Bad(e.reason, seq, port, dict(values or {})))
+            return
+        for taken in emitted:
+            self._emit(state, taken, seq, port, now_ms, out)
 
     def _run(self, state: dict, h: _Handler, rows: Mapping[str, Mapping], old: Optional[tuple],
              seq: int, port: int, now_ms: int, what: Optional[str],
@@ -252,7 +336,8 @@ class FlexEngine:
         are dropped; variable changes it made before failing stay. ``session``: the batch's
         (:meth:`ccl.splash.Interpreter.session` of the instance's variables), else a run of its
         own."""
-        emitted: list[Record] = []
+        emitted: list[tuple] = []
+        take = self._taker(emitted)
         extra = self._window_cells(state) if self.windows else {}
         sources = rows
         if old is not None:
@@ -262,17 +347,30 @@ class FlexEngine:
                 extra[old[0]] = Cell(None)
         try:
             if session is not None:
-                session.run(h.body, sources, extra, emitted.append)
+                session.run(h.body, sources, extra, take, copies=True)
             else:
                 self.interp.bind(state["vars"])
-                self.interp.run_block(h.body, sources, extra, output=emitted.append)
+                self.interp.run_block(h.body, sources, extra, output=take)
         except SplashError as e:
             reason = f"{what}: {e.reason}" if what else e.reason
             return [Bad(reason, seq, port, dict(values or {}))]
         out: list[Output] = []
-        for rec in emitted:
-            out += self._output(state, rec, seq, port, now_ms)
+        for taken in emitted:
+            self._emit(state, taken, seq, port, now_ms, out)
         return out
+
+    def _taker(self, emitted: list[tuple]) -> Callable[[Record], None]:
+        """The ``output`` target of a handler run: each record output cast to the element's
+        columns when it is output (so the run need not copy it), as ``(opcode, row, reason)``
+        (the record's values and why, when the cast fails) into ``emitted``."""
+        steps, append = self.output_cast, emitted.append
+
+        def take(rec: Record) -> None:
+            try:
+                append((rec.opcode, _cast_row(rec, steps), None))
+            except SplashError as e:
+                append((rec.opcode, dict(rec), e.reason))
+        return take
 
     def _window_cells(self, state: dict) -> dict[str, Cell]:
         """``W_stream`` (read-only) and ``W_iterator`` of every input and of the output, over
@@ -292,32 +390,39 @@ class FlexEngine:
 
     # --- the output element ----------------------------------------------------------------------
 
-    def _output(self, state: dict, rec: Record, seq: int, port: int, now_ms: int) -> list[Output]:
-        code = rec.opcode if rec.opcode is not None else 1
-        op = OPCODE_LETTERS.get(code)
-        try:
-            row = _cast_row(rec, self.output_cast)
-        except SplashError as e:
-            return [Bad(f"output: {e.reason}", seq, port, dict(rec))]
+    def _emit(self, state: dict, taken: tuple, seq: int, port: int, now_ms: int,
+              out: list[Output]) -> None:
+        """One output record (as :meth:`_taker` took it) applied to the output element, what it
+        gives appended to ``out``."""
+        code, row, reason = taken
+        if reason is not None:
+            out.append(Bad(f"output: {reason}", seq, port, row))
+            return
+        op = OPCODE_LETTERS.get(code if code is not None else 1)
         if op is None:
-            return [Bad(f"output: unknown opcode {code}", seq, port, row)]
+            out.append(Bad(f"output: unknown opcode {code}", seq, port, row))
+            return
+        if self.kind == "stream":  # as every plain stream: updates are inserts, deletes dropped
+            if op != "d" and op != "s":
+                out.append(Emit("i", seq, row))
+            return
         try:
-            if self.kind == "stream":  # as every plain stream: updates are inserts, deletes dropped
-                return [] if op in ("d", "s") else [Emit("i", seq, row)]
             key = key_of(row, self.key)
             if None in key:  # a record without its key column (its missing columns are null)
                 missing = [c for c, v in zip(self.key, key) if v is None]
-                return [Bad(f"output: null in key column(s) {', '.join(missing)} of {self.name}",
-                            seq, port, row)]
+                out.append(Bad(f"output: null in key column(s) {', '.join(missing)} of {self.name}",
+                               seq, port, row))
+                return
             if self.kind == "delta stream":
                 letter = {"i": "i", "u": "u", "p": "u", "d": "d", "s": "d"}[op]
-                return [Emit(letter, seq, row)]
+                out.append(Emit(letter, seq, row))
+                return
             assert self.store is not None
             changes = apply_to_window(self.store, state["output"], self.strict, self.name, op, key,
                                       row, seq, now_ms)
-            return [emit_of(c) for c in changes]
+            out += [emit_of(c) for c in changes]
         except RowRefused as e:
-            return [Bad(f"output: {e}", seq, port, row)]
+            out.append(Bad(f"output: {e}", seq, port, row))
 
 
 def cast_steps(columns: Sequence[Sequence[str]]) -> list[tuple]:
