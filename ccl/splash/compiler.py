@@ -7,7 +7,7 @@ from typing import Optional
 from ..syntax import nodes as n
 from .types import ANY, Type
 from .convert import SAME_KIND, coerce
-from .expressions import ExpressionCompiler, local_names
+from .expressions import MISSING, ExpressionCompiler, field_of, local_names
 from .machine import (BREAK, CONTINUE, RETURN, Cell, ExitSignal, Expr, Frame, Function, Machine, Stmt,
                       fail, find_cell, set_element)
 from .operators import comparison, truth
@@ -348,13 +348,33 @@ class Compiler(ExpressionCompiler):
             global_base = (base.name.name if isinstance(base, n.Var) and self.locals is not None
                            and base.name.name not in self.locals else None)
 
+            # a value that is a literal or ``X.field`` of an input row or global is read here,
+            # without the call of value_ev
+            const = self.constant(s.value)
+            vname, vfield, vbase = self.outer_field(s.value)
+
             def run_field(m: Machine, f: Frame) -> None:
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
                 cell = m.globals.get(global_base) if global_base is not None else None
                 rec = cell.value if cell is not None else base_ev(m, f)
-                value = value_ev(m, f)
+                if vname is not None:  # what value_ev (ev_outer_field) does
+                    cell = m.globals.get(vname)
+                    if cell is not None:
+                        src = cell.value
+                    else:
+                        sources = f.sources
+                        src = sources.get(vname) if sources is not None else None
+                        if src is None:
+                            src = vbase(m, f)
+                    value = src.get(vfield, MISSING) if isinstance(src, Record) else MISSING
+                    if value is MISSING:
+                        value = field_of(src, vfield)
+                elif const is not MISSING:
+                    value = const
+                else:
+                    value = value_ev(m, f)
                 if not isinstance(rec, Record):
                     raise SplashError(f"cannot set field '{field}' of {a_kind(rec)}")
                 if rec.readonly:
@@ -374,6 +394,9 @@ class Compiler(ExpressionCompiler):
             global_base = (base.name.name if isinstance(base, n.Var) and self.locals is not None
                            and base.name.name not in self.locals else None)
 
+            iname, ifield, ibase = self.outer_field(target.index)
+            vname, vfield, vbase = self.outer_field(s.value)
+
             def run_index(m: Machine, f: Frame) -> None:
                 m.steps += 1
                 if m.steps > m.limit:
@@ -381,7 +404,36 @@ class Compiler(ExpressionCompiler):
                 # a global container looked up without base_ev's call
                 cell = m.globals.get(global_base) if global_base is not None else None
                 container = cell.value if cell is not None else base_ev(m, f)
-                set_element(container, index_ev(m, f), value_ev(m, f))
+                # an index or value ``X.field`` read as ev_outer_field does, without its call
+                if iname is not None:
+                    cell = m.globals.get(iname)
+                    if cell is not None:
+                        src = cell.value
+                    else:
+                        sources = f.sources
+                        src = sources.get(iname) if sources is not None else None
+                        if src is None:
+                            src = ibase(m, f)
+                    index = src.get(ifield, MISSING) if isinstance(src, Record) else MISSING
+                    if index is MISSING:
+                        index = field_of(src, ifield)
+                else:
+                    index = index_ev(m, f)
+                if vname is not None:
+                    cell = m.globals.get(vname)
+                    if cell is not None:
+                        src = cell.value
+                    else:
+                        sources = f.sources
+                        src = sources.get(vname) if sources is not None else None
+                        if src is None:
+                            src = vbase(m, f)
+                    value = src.get(vfield, MISSING) if isinstance(src, Record) else MISSING
+                    if value is MISSING:
+                        value = field_of(src, vfield)
+                else:
+                    value = value_ev(m, f)
+                set_element(container, index, value)
             return run_index
         return fail("this expression cannot be assigned to")  # type: ignore[return-value]
 

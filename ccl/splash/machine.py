@@ -16,8 +16,8 @@ from typing import Callable, Optional
 from ..syntax import nodes as n
 from .types import ANY, Type
 from .convert import SAME_KIND, coerce
-from .values import (BudgetExhausted, Dictionary, Long, Record, SplashError, a_kind, dictionary_key,
-                     is_integral)
+from .values import (BudgetExhausted, Dictionary, Long, Record, RecordKey, SplashError, a_kind,
+                     dictionary_key, is_integral)
 from .windows import WindowView
 
 BREAK, CONTINUE, RETURN = "break", "continue", "return"
@@ -168,7 +168,8 @@ def get_element(container: object, index: object) -> object:
         t = container.key
         if SAME_KIND.get(type(index)) != t.name:  # coerce's fast path, inline
             index = coerce(index, t, "a dictionary key")
-        return container.get(dictionary_key(index))
+        # dictionary_key's, without its call: a record by its key fields
+        return container.get(RecordKey(index) if isinstance(index, Record) else index)
     if isinstance(container, list):
         if not is_integral(index):
             raise SplashError(f"a vector index must be an integer, not {a_kind(index)}")
@@ -192,7 +193,7 @@ def set_element(container: object, index: object, value: object) -> None:
         t = container.value
         if value is not None and SAME_KIND.get(type(value)) != t.name:
             value = coerce(value, t, "a dictionary value")
-        container[dictionary_key(key)] = value
+        container[RecordKey(key) if isinstance(key, Record) else key] = value  # dictionary_key's
         return
     if isinstance(container, list):
         if not is_integral(index) or not 0 <= index < len(container):  # type: ignore[operator]
