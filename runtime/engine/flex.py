@@ -426,15 +426,25 @@ class FlexEngine:
 
 
 def cast_steps(columns: Sequence[Sequence[str]]) -> list[tuple]:
-    """Per column (name, CCL type text): its name, type and whether its values are carried as text
-    (a column of no known type), for :func:`_cast_row`."""
-    return [(name, t, t.name in ("any", "null"), _EXACT.get(t.name))
-            for name, t in ((c, as_type(text)) for c, text in columns)]
+    """Per column (name, CCL type text): its name, type, whether its values are carried as text (a
+    column of no known type), the one Python type whose values are kept as they are, and for an
+    integer or long column the range of plain ints taken (and the type a long's are made), for
+    :func:`_cast_row`."""
+    steps = []
+    for name, text in columns:
+        t = as_type(text)
+        lo, hi = _INT_RANGES.get(t.name, (0, 0))  # (0, 0): no int taken on the fast path
+        steps.append((name, t, t.name in ("any", "null"), _EXACT.get(t.name), lo, hi,
+                      Long if t.name == "long" else None))
+    return steps
 
 
 # Column kind -> the one Python type whose values the cast gives back as they are, whatever the
 # value (SAME_KIND's, but integer's, whose values must be in range)
 _EXACT = {kind: python for python, kind in SAME_KIND.items() if kind != "integer"}
+# Column kind -> the plain ints (lo <= v < hi) the cast gives back as they are (integer), or as
+# a Long (long)
+_INT_RANGES = {"integer": (-2**31, 2**31), "long": (-2**63, 2**63)}
 
 
 def _cast_row(values: Mapping[str, object], steps: list[tuple]) -> dict[str, object]:
@@ -443,17 +453,18 @@ def _cast_row(values: Mapping[str, object], steps: list[tuple]) -> dict[str, obj
     a value that already has its column's kind kept as it is."""
     get = values.get
     row = {}
-    for name, ctype, as_text, exact in steps:
+    for name, ctype, as_text, exact, lo, hi, make in steps:
         v = get(name)
         if v is None or type(v) is exact:
             row[name] = v
+            continue
+        if type(v) is int and lo <= v < hi:  # a plain int in an integer or long column's range
+            row[name] = v if make is None else make(v)
             continue
         k = SAME_KIND.get(type(v))
         # a value of exactly the column's kind (a long column's Long too) is given back by the cast
         if k == ctype.name and (k != "integer" or -2**31 <= v < 2**31):  # type: ignore[operator]
             row[name] = v
-        elif k == "integer" and ctype.name == "long" and -2**63 <= v < 2**63:  # type: ignore[operator]
-            row[name] = Long(v)  # a plain int for a long column (as Arrow gives them): cast's result
         elif as_text:  # a column of no known type is carried as text (runtime.types)
             row[name] = to_text(v)
         else:
