@@ -132,6 +132,10 @@ class FlexEngine:
         # per port: the name of <input>_old when the code names it (else nothing can read it)
         self.old_names: list[Optional[str]] = [f"{w}_old" if used else None
                                                for w, used in zip(self.input_names, self.uses_old)]
+        # (input port, name) -> the W_stream view of that input's rows, kept while they do not
+        # change within one process() or expire() call (dropped at their start and on every
+        # change of the port's rows): a where's index made once serves the runs between changes
+        self._views: dict[tuple[int, str], WindowView] = {}
         self.windows = [w for w in self.windows  # those the code names only: made per handler run
                         if any(f"{x}_stream" in named or f"{x}_iterator" in named or x in looped
                                for x in w[0])]
@@ -151,6 +155,7 @@ class FlexEngine:
         before the first, ON END TRANSACTION after the last); what is due by ``now_ms`` (EVERY
         timers, the output window's time KEEP) runs first."""
         out: list[Output] = list(self.expire(state, now_ms))
+        self._views.clear()
         if not events:
             return out
         first = events[0]
@@ -202,6 +207,8 @@ class FlexEngine:
                     self._change(state, port, "i", None, row_in, seq, now_ms, event.values,
                                  session, out)
                 continue
+            if self._views:
+                self._changed(port)
             key = fast[port]
             if key is not None and (op == "i" or op == "u" or op == "p"):
                 rows = source_states[port]["rows"]
@@ -220,6 +227,7 @@ class FlexEngine:
         """What is due at ``now_ms``: deletes of output rows a time KEEP evicts, then each EVERY
         handler whose time has come (once, however many periods passed); event caches drop their
         expired records."""
+        self._views.clear()  # (another instance's state, or rows changed between calls)
         self.interp.bind(state["vars"])
         self.declared.sweep(state["vars"], now_ms)
         seq = state["seq"] if state["seq"] is not None else 0
@@ -229,6 +237,7 @@ class FlexEngine:
         for port, source in enumerate(self.sources):
             evicted = source.expire(state["sources"][port], now_ms, seq)
             if evicted:
+                self._changed(port)
                 out += self._changes(state, port, evicted, seq, now_ms, {})
         timers = state["timers"]
         for i, h in enumerate(self.every):
@@ -270,6 +279,7 @@ class FlexEngine:
             row_in = _cast_row(event.values, self.source_casts[port])
         except SplashError as e:
             return [Bad(e.reason, event.seq, port, dict(event.values))]
+        self._changed(port)
         changes = source.apply(state["sources"][port], event.op, event.seq, row_in, now_ms)
         return self._changes(state, port, changes, event.seq, now_ms, event.values, session)
 
@@ -376,6 +386,7 @@ class FlexEngine:
         """``W_stream`` (read-only) and ``W_iterator`` of every input and of the output, over
         the instance's rows (a stream has none)."""
         cells: dict[str, Cell] = {}
+        views = self._views
         for names, port, key, types in self.windows:
             if port is None:
                 rows = state["output"]["rows"] if self.store is not None else None
@@ -383,10 +394,23 @@ class FlexEngine:
                 mirror = state["sources"][port]
                 rows = mirror["rows"] if mirror is not None else None
             for name in names:
-                # the rows are the engine's: cast to the columns, in column order
-                cells[f"{name}_stream"] = Cell(WindowView(name, rows, key, types, True), const=True)
+                # the rows are the engine's: cast to the columns, in column order. An input's
+                # view lasts while its rows do not change (see _views)
+                view = views.get((port, name)) if port is not None else None
+                if view is None or view.rows is not rows:
+                    view = WindowView(name, rows, key, types, True)
+                    if port is not None and rows is not None:
+                        views[(port, name)] = view.lasting()
+                cells[f"{name}_stream"] = Cell(view, const=True)
                 cells[f"{name}_iterator"] = Cell(None)
         return cells
+
+    def _changed(self, port: int) -> None:
+        """The rows of input ``port`` change: its lasting views are dropped."""
+        views = self._views
+        if views:
+            for k in [k for k in views if k[0] == port]:
+                del views[k]
 
     # --- the output element ----------------------------------------------------------------------
 
