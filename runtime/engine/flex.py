@@ -99,8 +99,6 @@ class FlexEngine:
         self.plain_mirror: list[Optional[list[str]]] = [
             s.key if s.kind != "stream" and s.store is not None and s.store.kind == "all"
             and s.store.aging is None else None for s in self.sources]
-        # per port: whether it is a stream input without KEEP (not stored: see SourceStage.apply)
-        self.plain_stream = [s.kind == "stream" and s.store is None for s in self.sources]
         self.source_keys = [tuple(elements[p].get("key") or ()) for p in self.inputs]
         self.port_caches = [self.declared.caches_of([w, p])
                             for p, w in zip(self.inputs, self.input_names)]
@@ -139,6 +137,12 @@ class FlexEngine:
         self.windows = [w for w in self.windows  # those the code names only: made per handler run
                         if any(f"{x}_stream" in named or f"{x}_iterator" in named or x in looped
                                for x in w[0])]
+        # per port: whether it is a stream input without KEEP (not stored: see SourceStage.apply)
+        self.plain_stream = [s.kind == "stream" and s.store is None for s in self.sources]
+        # per port: whether its handlers run without event caches, <input>_old or window views
+        # (_events runs them itself)
+        self.simple_ports = [not caches and old is None and not self.windows
+                             for caches, old in zip(self.port_caches, self.old_names)]
 
     # --- the Engine interface ------------------------------------------------------------------
 
@@ -188,8 +192,13 @@ class FlexEngine:
         last = state["seq"]
         nports = len(self.ports)
         casts, sources, fast = self.source_casts, self.sources, self.plain_mirror
-        streams = self.plain_stream
+        streams, simple, handlers = self.plain_stream, self.simple_ports, self.on_row
+        names, keys = self.input_names, self.source_keys
         source_states = state["sources"]
+        input_record, run = self.interp.input_record, session.run
+        emitted: list[tuple] = []  # one run's outputs (cleared before each)
+        take = self._taker(emitted)
+        to_stream = self.kind == "stream"
         for event in events:
             seq, op, port = event.seq, event.op, event.port
             if last is None or seq > last:
@@ -203,25 +212,45 @@ class FlexEngine:
                 out.append(Bad(e.reason, seq, port, dict(event.values)))
                 continue
             if streams[port]:  # an unstored stream: every row an insert, d/s dropped
-                if op != "d" and op != "s":
-                    self._change(state, port, "i", None, row_in, seq, now_ms, event.values,
-                                 session, out)
-                continue
-            if self._views:
-                self._changed(port)
-            key = fast[port]
-            if key is not None and (op == "i" or op == "u" or op == "p"):
+                if op == "d" or op == "s":
+                    continue
+                op, old = "i", None
+            else:
+                if self._views:
+                    self._changed(port)
+                key = fast[port]
+                if key is None or op == "d" or op == "s":
+                    for change in sources[port].apply(source_states[port], op, seq, row_in, now_ms):
+                        self._change(state, port, change.op, change.old, change.new, seq, now_ms,
+                                     event.values, session, out)
+                    continue
                 rows = source_states[port]["rows"]
                 k = tuple([row_in.get(c) for c in key])
                 old = rows.get(k)
                 rows[k] = row_in
-                self._change(state, port, "i" if old is None else "u", old, row_in, seq, now_ms,
-                             event.values, session, out)
+                op = "i" if old is None else "u"
+            if not simple[port]:
+                self._change(state, port, op, old, row_in, seq, now_ms, event.values, session, out)
                 continue
-            changes = sources[port].apply(source_states[port], op, seq, row_in, now_ms)
-            for change in changes:
-                self._change(state, port, change.op, change.old, change.new, seq, now_ms,
-                             event.values, session, out)
+            # what _change and _session_run do, for a port without event caches, <input>_old
+            # or window views
+            name, code = names[port], _LETTER_CODES[op]
+            for h in handlers[port]:
+                rec = input_record(name, row_in, code, keys[port], True)
+                emitted.clear()
+                try:
+                    run(h.body, {name: rec}, None, take, True)
+                except SplashError as e:
+                    out.append(Bad(e.reason, seq, port, dict(event.values)))
+                    continue
+                for taken in emitted:
+                    if to_stream and taken[2] is None:  # what _emit does for a stream output
+                        letter = OPCODE_LETTERS.get(taken[0] if taken[0] is not None else 1)
+                        if letter is not None:
+                            if letter != "d" and letter != "s":
+                                out.append(Emit("i", seq, taken[1]))
+                            continue
+                    self._emit(state, taken, seq, port, now_ms, out)
 
     def expire(self, state: dict, now_ms: int) -> list[Output]:
         """What is due at ``now_ms``: deletes of output rows a time KEEP evicts, then each EVERY
