@@ -387,6 +387,11 @@ class ExpressionCompiler:
                     m.exhausted()
                 return temporal_number(op, left(m, f), right(m, f), temporal)
             return run_temporal
+        # an operand that is ``X.field`` of an input row or global, or a literal, is read inline
+        # (as ev_outer_field does, or its constant) instead of through its closure
+        lname, lfield, lbase = self.outer_field(e.left)
+        rname, rfield, rbase = self.outer_field(e.right)
+        lconst, rconst = self.constant(e.left), self.constant(e.right)
         if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
             py_compare = PY_COMPARE[op]
 
@@ -394,7 +399,36 @@ class ExpressionCompiler:
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
-                a, b = left(m, f), right(m, f)
+                if lname is not None:
+                    cell = m.globals.get(lname)
+                    if cell is not None:
+                        a = cell.value
+                    else:
+                        sources = f.sources
+                        a = sources.get(lname) if sources is not None else None
+                        if a is None:
+                            a = lbase(m, f)
+                    x = a.get(lfield, MISSING) if isinstance(a, Record) else MISSING
+                    a = x if x is not MISSING else field_of(a, lfield)
+                elif lconst is not MISSING:
+                    a = lconst
+                else:
+                    a = left(m, f)
+                if rname is not None:
+                    cell = m.globals.get(rname)
+                    if cell is not None:
+                        b = cell.value
+                    else:
+                        sources = f.sources
+                        b = sources.get(rname) if sources is not None else None
+                        if b is None:
+                            b = rbase(m, f)
+                    x = b.get(rfield, MISSING) if isinstance(b, Record) else MISSING
+                    b = x if x is not MISSING else field_of(b, rfield)
+                elif rconst is not MISSING:
+                    b = rconst
+                else:
+                    b = right(m, f)
                 ta = type(a)
                 # comparison()'s own first case inline: two strings, integers or non-NaN floats
                 if ta is type(b) and (ta is str or ta is int or (ta is float and a == a and b == b)):
@@ -407,7 +441,36 @@ class ExpressionCompiler:
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
-                a, b = left(m, f), right(m, f)
+                if lname is not None:  # the operands read as run_compare does
+                    cell = m.globals.get(lname)
+                    if cell is not None:
+                        a = cell.value
+                    else:
+                        sources = f.sources
+                        a = sources.get(lname) if sources is not None else None
+                        if a is None:
+                            a = lbase(m, f)
+                    x = a.get(lfield, MISSING) if isinstance(a, Record) else MISSING
+                    a = x if x is not MISSING else field_of(a, lfield)
+                elif lconst is not MISSING:
+                    a = lconst
+                else:
+                    a = left(m, f)
+                if rname is not None:
+                    cell = m.globals.get(rname)
+                    if cell is not None:
+                        b = cell.value
+                    else:
+                        sources = f.sources
+                        b = sources.get(rname) if sources is not None else None
+                        if b is None:
+                            b = rbase(m, f)
+                    x = b.get(rfield, MISSING) if isinstance(b, Record) else MISSING
+                    b = x if x is not MISSING else field_of(b, rfield)
+                elif rconst is not MISSING:
+                    b = rconst
+                else:
+                    b = right(m, f)
                 ta, tb = type(a), type(b)
                 if (ta is float or ta is int) and (tb is float or tb is int):
                     if ta is int and tb is int:
