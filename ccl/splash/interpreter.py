@@ -360,7 +360,10 @@ class Session:
         # one frame for every run (nothing keeps a run's frame past it), reset: a failed run may
         # have left scopes on it
         frame = self.frame
-        frame.scopes, frame.sources, frame.ret = [], rows if type(rows) is dict else dict(rows), None
+        scopes = frame.scopes
+        if scopes:
+            scopes.clear()
+        frame.sources, frame.ret = rows if type(rows) is dict else dict(rows), None
         try:
             try:
                 signal = body(m, frame)

@@ -225,7 +225,8 @@ class FlexEngine:
                                      event.values, session, out)
                     continue
                 rows = source_states[port]["rows"]
-                k = tuple([row_in.get(c) for c in key])
+                # key_of's tuple (one key column: without the list and its comprehension)
+                k = (row_in.get(key[0]),) if len(key) == 1 else tuple([row_in.get(c) for c in key])
                 old = rows.get(k)
                 rows[k] = row_in
                 op = "i" if old is None else "u"
