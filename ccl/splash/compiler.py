@@ -180,7 +180,11 @@ class Compiler(ExpressionCompiler):
                 if name in scope:
                     raise SplashError(f"'{name}' is already declared in this scope")
                 value = init(m, f) if init is not None else None
-                scope[name] = Cell(coerce(value, t, f"variable '{name}'"), t)
+                # coerce's own first checks, without its call: null, no declared type, same kind
+                if not (value is None or SAME_KIND.get(type(value)) == t.name
+                        or t.name in ("any", "null")):
+                    value = coerce(value, t, f"variable '{name}'")
+                scope[name] = Cell(value, t)
         return run
 
     def _return(self, s: n.Return) -> Stmt:
@@ -327,7 +331,13 @@ class Compiler(ExpressionCompiler):
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
-                cell = m.globals.get(name) if outer else find_cell(m, f, name)
+                if outer:
+                    cell = m.globals.get(name)
+                else:  # find_cell's, the innermost scope first without its call
+                    scopes = f.scopes
+                    cell = scopes[-1].get(name) if scopes else None
+                    if cell is None:
+                        cell = find_cell(m, f, name)
                 if cell is None:
                     if f.sources is not None and name in f.sources:
                         raise SplashError(f"the input row '{name}' cannot be assigned")

@@ -142,10 +142,14 @@ class ExpressionCompiler:
 
         def ev(m: Machine, f: Frame) -> object:
             scopes = f.scopes
-            for i in range(len(scopes) - 1, -1, -1):
-                cell = scopes[i].get(name)
+            if scopes:  # the innermost scope first, without a range to walk them
+                cell = scopes[-1].get(name)
                 if cell is not None:
                     return cell.value
+                for i in range(len(scopes) - 2, -1, -1):
+                    cell = scopes[i].get(name)
+                    if cell is not None:
+                        return cell.value
             return ev_outer(m, f)
         return ev
 
