@@ -385,6 +385,10 @@ class Compiler(ExpressionCompiler):
                     value = const
                 else:
                     value = value_ev(m, f)
+                nonlocal last_rec, last_type
+                if rec is last_rec and type(value) is last_type:
+                    rec[field] = value  # what the checks below decided for this record and type
+                    return
                 if not isinstance(rec, Record):
                     raise SplashError(f"cannot set field '{field}' of {a_kind(rec)}")
                 if rec.readonly:
@@ -395,8 +399,13 @@ class Compiler(ExpressionCompiler):
                 # coerce's own first checks, without its call: null, no declared type, same kind
                 if value is None or SAME_KIND.get(type(value)) == t.name or t.name in ("any", "null"):
                     rec[field] = value
+                    # A record keeps its fields, types and read-only flag: the next value of this
+                    # type for the same record needs none of the checks
+                    last_rec, last_type = rec, type(value)
                 else:
                     rec[field] = coerce(value, t, f"field '{field}'")
+            last_rec: object = None  # the record and value type last stored without coercion
+            last_type: object = None
             return run_field
         if isinstance(target, n.IndexAccess):
             base_ev, index_ev = self.expr(target.base), self.expr(target.index)
