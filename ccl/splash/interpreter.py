@@ -246,9 +246,9 @@ class Interpreter:
         rec = _new_input(InputRecord)  # InputRecord(...) without __init__ (values.copy_record)
         if splash_form and type(row) is dict:
             dict.update(rec, row)
-            rec.types = types
-            rec.key_fields = key_fields if type(key_fields) is tuple else tuple(key_fields)
-            rec.readonly, rec.source = True, src
+            # the attributes set below, as one dict (cheaper than an attribute at a time)
+            rec.__dict__ = {"types": types, "key_fields": key_fields if type(key_fields) is tuple
+                            else tuple(key_fields), "readonly": True, "source": src}
             if opcode is not None:
                 rec.opcode = opcode
             return rec
