@@ -112,6 +112,9 @@ class FlexEngine:
         keep = element.get("keep")
         self.store: Optional[Store] = Store(keep) if self.kind == "window" else None
         self.strict: bool = (keep or {}).get("kind") in STRICT_KEEPS
+        # an output window without KEEP or AGES: _emit keeps its rows itself on inserts/updates
+        self.plain_output = (self.store is not None and self.store.kind == "all"
+                             and self.store.aging is None)
         # W_stream / W_iterator of each input and of the output (ccl/splash/windows.py):
         # (names, port or None for the output, key, column types)
         self.windows: list[tuple[list[str], Optional[int], list[str], dict]] = []
@@ -472,6 +475,17 @@ class FlexEngine:
                 out.append(Emit(letter, seq, row))
                 return
             assert self.store is not None
+            if self.plain_output and op != "d" and op != "s":
+                # what apply_to_window and Store.upsert do for a window without KEEP or AGES,
+                # without their Change records
+                rows = state["output"]["rows"]
+                old = rows.get(key)
+                if self.strict and (op == "i" if old is not None else op == "u"):
+                    apply_to_window(self.store, state["output"], True, self.name, op, key, row,
+                                    seq, now_ms)  # raises RowRefused, with its message
+                rows[key] = row
+                out.append(Emit("i" if old is None else "u", seq, row))
+                return
             changes = apply_to_window(self.store, state["output"], self.strict, self.name, op, key,
                                       row, seq, now_ms)
             out += [emit_of(c) for c in changes]
