@@ -17,7 +17,7 @@ from ..syntax import nodes as n
 from .types import ANY, Type
 from .convert import SAME_KIND, coerce
 from .values import (BudgetExhausted, Dictionary, Long, Record, RecordKey, SplashError, a_kind,
-                     is_integral)
+                     dictionary_key, is_integral)
 from .windows import WindowView
 
 BREAK, CONTINUE, RETURN = "break", "continue", "return"
