@@ -169,3 +169,30 @@ def test_keep_on_a_flex_input_shapes_what_it_sees_and_evictions_are_deletes(tmp_
     assert engine.next_deadline(state) == 10_000
     assert ops(engine.expire(state, 10_000)) == [("u", {"Sym": "A", "N": 1, "Total": 2.0, "Deletes": 1})]
     assert engine.next_deadline(state) == 15_000
+
+
+def test_where_rows_of_a_lasting_view_are_those_of_a_plain_one():
+    """A lasting view's index finds the rows a plain view's scan finds, in the same order: equal
+    numbers of other types, booleans apart from 1, NaN and null matching nothing, several tests."""
+    from ccl.splash.windows import window_rows
+    nan = float("nan")
+    values = [1, 1.0, True, 0, False, nan, None, "1", 2.5]
+    rows = {(i,): {"k": i, "c": v, "d": i % 3} for i, v in enumerate(values * 3)}
+    types = {"k": as_type("integer"), "c": as_type("float"), "d": as_type("integer")}
+    plain = WindowView("W", rows, ["k"], types, True)
+    lasting = WindowView("W", rows, ["k"], types, True).lasting()
+    for v in values + [nan, 7]:
+        for extra in ({}, {"d": 1}):
+            equal = {"c": v, **extra}
+            assert ([r["k"] for r in window_rows(lasting, equal)]
+                    == [r["k"] for r in window_rows(plain, equal)]), equal
+    assert [r["k"] for r in window_rows(lasting, {"c": 1})] == [0, 1, 9, 10, 18, 19]
+
+
+def test_a_where_sees_the_window_rows_changed_in_the_same_batch(tmp_path):
+    engine, _ = build(tmp_path, HEAD + BODY + TAIL, "Flags")
+    state = engine.initial_state()
+    out = ops(engine.process(state, [quarter("i", 1, "T", "2008Q1", 5.0), ev("i", 2, 0, Symbol="T", Shares=1),
+                                     quarter("i", 3, "T", "2008Q2", -1.0), ev("i", 4, 0, Symbol="T", Shares=1),
+                                     quarter("d", 5, "T", "2008Q2", None), ev("i", 6, 0, Symbol="T", Shares=1)], 0))
+    assert [(op, row["Quarters"], row["Negative"]) for op, row in out] == [("i", 1, 0), ("u", 2, 1), ("u", 1, 0)]

@@ -173,7 +173,8 @@ def _first_non_null(ctx: CallContext, *args: object) -> object:
     return next((a for a in args if a is not None), None)
 
 
-def _isnull(ctx: CallContext, v: object) -> bool:
+def is_null(ctx: CallContext, v: object) -> bool:
+    """``isnull(v)`` (compiled code tests ``v is None`` itself, without calling this)."""
     return v is None
 
 
@@ -313,7 +314,7 @@ BUILTINS: dict[str, Builtin] = _table(
     Builtin("log10", 1, 1, logarithm("log10", math.log10), spark="log10"),
     Builtin("pi", 0, 0, lambda ctx: math.pi, spark="pi"),
     Builtin("mod", 2, 2, _mod, spark="mod"),
-    Builtin("isnull", 1, 1, _isnull, strict=False, spark="isnull"),
+    Builtin("isnull", 1, 1, is_null, strict=False, spark="isnull"),
     Builtin("firstnonnull", 1, None, _first_non_null, strict=False, spark="coalesce"),
     Builtin("coalesce", 1, None, _first_non_null, strict=False, spark="coalesce"),
     Builtin("string", 1, 1, _to_string, spark="cast(x as string)"),

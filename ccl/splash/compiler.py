@@ -7,7 +7,7 @@ from typing import Optional
 from ..syntax import nodes as n
 from .types import ANY, Type
 from .convert import SAME_KIND, coerce
-from .expressions import ExpressionCompiler, local_names
+from .expressions import MISSING, ExpressionCompiler, field_of, local_names
 from .machine import (BREAK, CONTINUE, RETURN, Cell, ExitSignal, Expr, Frame, Function, Machine, Stmt,
                       fail, find_cell, set_element)
 from .operators import comparison, truth
@@ -142,8 +142,9 @@ class Compiler(ExpressionCompiler):
                 raise SplashError("output is only allowed in a Flex handler")
             if not isinstance(value, Record):
                 raise SplashError(f"output needs a record, not {a_kind(value)}")
-            # later changes to the variable do not change the output (a new record has none)
-            m.emit(value if fresh else value.copy_record())
+            # later changes to the variable do not change the output (a new record has none,
+            # and an emit that copies what it keeps needs none)
+            m.emit(value if fresh or m.emit_copies else value.copy_record())
         return run
 
     def _fresh_record(self, e: n.Node) -> bool:
@@ -179,7 +180,11 @@ class Compiler(ExpressionCompiler):
                 if name in scope:
                     raise SplashError(f"'{name}' is already declared in this scope")
                 value = init(m, f) if init is not None else None
-                scope[name] = Cell(coerce(value, t, f"variable '{name}'"), t)
+                # coerce's own first checks, without its call: null, no declared type, same kind
+                if not (value is None or SAME_KIND.get(type(value)) == t.name
+                        or t.name in ("any", "null")):
+                    value = coerce(value, t, f"variable '{name}'")
+                scope[name] = Cell(value, t)
         return run
 
     def _return(self, s: n.Return) -> Stmt:
@@ -326,7 +331,13 @@ class Compiler(ExpressionCompiler):
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
-                cell = m.globals.get(name) if outer else find_cell(m, f, name)
+                if outer:
+                    cell = m.globals.get(name)
+                else:  # find_cell's, the innermost scope first without its call
+                    scopes = f.scopes
+                    cell = scopes[-1].get(name) if scopes else None
+                    if cell is None:
+                        cell = find_cell(m, f, name)
                 if cell is None:
                     if f.sources is not None and name in f.sources:
                         raise SplashError(f"the input row '{name}' cannot be assigned")
@@ -347,13 +358,37 @@ class Compiler(ExpressionCompiler):
             global_base = (base.name.name if isinstance(base, n.Var) and self.locals is not None
                            and base.name.name not in self.locals else None)
 
+            # a value that is a literal or ``X.field`` of an input row or global is read here,
+            # without the call of value_ev
+            const = self.constant(s.value)
+            vname, vfield, vbase = self.outer_field(s.value)
+
             def run_field(m: Machine, f: Frame) -> None:
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
                 cell = m.globals.get(global_base) if global_base is not None else None
                 rec = cell.value if cell is not None else base_ev(m, f)
-                value = value_ev(m, f)
+                if vname is not None:  # what value_ev (ev_outer_field) does
+                    cell = m.globals.get(vname)
+                    if cell is not None:
+                        src = cell.value
+                    else:
+                        sources = f.sources
+                        src = sources.get(vname) if sources is not None else None
+                        if src is None:
+                            src = vbase(m, f)
+                    value = src.get(vfield, MISSING) if isinstance(src, Record) else MISSING
+                    if value is MISSING:
+                        value = field_of(src, vfield)
+                elif const is not MISSING:
+                    value = const
+                else:
+                    value = value_ev(m, f)
+                nonlocal last_rec, last_type
+                if rec is last_rec and type(value) is last_type:
+                    rec[field] = value  # what the checks below decided for this record and type
+                    return
                 if not isinstance(rec, Record):
                     raise SplashError(f"cannot set field '{field}' of {a_kind(rec)}")
                 if rec.readonly:
@@ -364,14 +399,22 @@ class Compiler(ExpressionCompiler):
                 # coerce's own first checks, without its call: null, no declared type, same kind
                 if value is None or SAME_KIND.get(type(value)) == t.name or t.name in ("any", "null"):
                     rec[field] = value
+                    # A record keeps its fields, types and read-only flag: the next value of this
+                    # type for the same record needs none of the checks
+                    last_rec, last_type = rec, type(value)
                 else:
                     rec[field] = coerce(value, t, f"field '{field}'")
+            last_rec: object = None  # the record and value type last stored without coercion
+            last_type: object = None
             return run_field
         if isinstance(target, n.IndexAccess):
             base_ev, index_ev = self.expr(target.base), self.expr(target.index)
             base = target.base
             global_base = (base.name.name if isinstance(base, n.Var) and self.locals is not None
                            and base.name.name not in self.locals else None)
+
+            iname, ifield, ibase = self.outer_field(target.index)
+            vname, vfield, vbase = self.outer_field(s.value)
 
             def run_index(m: Machine, f: Frame) -> None:
                 m.steps += 1
@@ -380,7 +423,36 @@ class Compiler(ExpressionCompiler):
                 # a global container looked up without base_ev's call
                 cell = m.globals.get(global_base) if global_base is not None else None
                 container = cell.value if cell is not None else base_ev(m, f)
-                set_element(container, index_ev(m, f), value_ev(m, f))
+                # an index or value ``X.field`` read as ev_outer_field does, without its call
+                if iname is not None:
+                    cell = m.globals.get(iname)
+                    if cell is not None:
+                        src = cell.value
+                    else:
+                        sources = f.sources
+                        src = sources.get(iname) if sources is not None else None
+                        if src is None:
+                            src = ibase(m, f)
+                    index = src.get(ifield, MISSING) if isinstance(src, Record) else MISSING
+                    if index is MISSING:
+                        index = field_of(src, ifield)
+                else:
+                    index = index_ev(m, f)
+                if vname is not None:
+                    cell = m.globals.get(vname)
+                    if cell is not None:
+                        src = cell.value
+                    else:
+                        sources = f.sources
+                        src = sources.get(vname) if sources is not None else None
+                        if src is None:
+                            src = vbase(m, f)
+                    value = src.get(vfield, MISSING) if isinstance(src, Record) else MISSING
+                    if value is MISSING:
+                        value = field_of(src, vfield)
+                else:
+                    value = value_ev(m, f)
+                set_element(container, index, value)
             return run_index
         return fail("this expression cannot be assigned to")  # type: ignore[return-value]
 

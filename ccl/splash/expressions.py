@@ -10,7 +10,7 @@ from typing import Iterable, Optional
 
 from ..syntax import nodes as n
 from .types import Type
-from .builtins import lookup
+from .builtins import is_null, lookup
 from .caches import AGGREGATES, EventCache, aggregate, cache_names, nth_value
 from .convert import cast
 from .machine import OPCODES, Cell, Expr, Frame, Function, Machine, fail, find_cell, get_element
@@ -20,7 +20,13 @@ from .values import (LONG_MAX, LONG_MIN, MONEY_PRECISION, Dictionary, Long, Reco
                      Vector, a_kind, make_dec, resolve_type)
 from .windows import WindowView
 
-_MISSING = object()
+MISSING = object()  # a field a record lacks (a value no expression gives)
+
+
+def _no_expr(m: Machine, f: Frame) -> object:
+    """The base closure of no outer field (never run)."""
+    raise AssertionError("not an outer field")
+
 # + - * of floats (or a float and an integer): arithmetic() gives what these do on the floats
 # (IEEE, no wrapping, no null); of two (32-bit) integers too when the result fits
 _PLAIN_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
@@ -48,8 +54,8 @@ def field_of(rec: object, field: str) -> object:
         return None
     if not isinstance(rec, Record):
         raise SplashError(f"{a_kind(rec)} has no field '{field}'")
-    value = rec.get(field, _MISSING)
-    if value is _MISSING:
+    value = rec.get(field, MISSING)
+    if value is MISSING:
         source = getattr(rec, "source", None)
         raise SplashError(f"'{source}' has no column '{field}'" if source
                           else f"the record has no field '{field}'")
@@ -75,6 +81,23 @@ class ExpressionCompiler:
     def function(self, name: str) -> Function:
         """The compiled user function ``name`` (the statement compiler provides it)."""
         raise NotImplementedError
+
+    def outer_field(self, e: n.Node) -> tuple[Optional[str], str, Expr]:
+        """``(name, field, base_ev)`` when ``e`` is ``X.field`` of a name ``X`` no scope of the
+        frame can hold (an input row, a global record), for closures that read it inline as
+        ``ev_outer_field`` does (one call less per value); ``(None, "", ...)`` otherwise."""
+        if (isinstance(e, n.FieldAccess) and isinstance(e.base, n.Var) and self.locals is not None
+                and e.base.name.name not in self.locals):
+            return e.base.name.name, e.field.name, self.expr(e.base)
+        return None, "", _no_expr
+
+    def constant(self, e: n.Node) -> object:
+        """The value of ``e`` when it is a literal that compiles to a constant, else ``MISSING``
+        (a closure may then use the value instead of calling the literal's)."""
+        if isinstance(e, n.Literal) and e.kind in ("string", "integer", "float", "boolean", "null"):
+            ev = self.expr(e)
+            return ev(None, None)  # type: ignore[arg-type]  # a literal's closure reads neither
+        return MISSING
 
     def expr(self, e: n.Node) -> Expr:
         """One expression."""
@@ -119,10 +142,14 @@ class ExpressionCompiler:
 
         def ev(m: Machine, f: Frame) -> object:
             scopes = f.scopes
-            for i in range(len(scopes) - 1, -1, -1):
-                cell = scopes[i].get(name)
+            if scopes:  # the innermost scope first, without a range to walk them
+                cell = scopes[-1].get(name)
                 if cell is not None:
                     return cell.value
+                for i in range(len(scopes) - 2, -1, -1):
+                    cell = scopes[i].get(name)
+                    if cell is not None:
+                        return cell.value
             return ev_outer(m, f)
         return ev
 
@@ -143,8 +170,8 @@ class ExpressionCompiler:
                     if rec is None:
                         rec = base_ev(m, f)
                 if isinstance(rec, Record):
-                    value = rec.get(field, _MISSING)
-                    if value is not _MISSING:
+                    value = rec.get(field, MISSING)
+                    if value is not MISSING:
                         return value
                 return field_of(rec, field)
             return ev_outer_field
@@ -158,9 +185,24 @@ class ExpressionCompiler:
         if isinstance(e.base, n.Var) and self.locals is not None and e.base.name.name not in self.locals:
             name = e.base.name.name
 
+            iname, ifield, ibase = self.outer_field(e.index)
+
             def ev_outer_index(m: Machine, f: Frame) -> object:
                 cell = m.globals.get(name)  # a global container, without base_ev's call
-                return get_element(cell.value if cell is not None else base_ev(m, f), index_ev(m, f))
+                container = cell.value if cell is not None else base_ev(m, f)
+                if iname is None:
+                    return get_element(container, index_ev(m, f))
+                # an index ``X.field`` read as index_ev (ev_outer_field) does, without its call
+                cell = m.globals.get(iname)
+                if cell is not None:
+                    src = cell.value
+                else:
+                    sources = f.sources
+                    src = sources.get(iname) if sources is not None else None
+                    if src is None:
+                        src = ibase(m, f)
+                index = src.get(ifield, MISSING) if isinstance(src, Record) else MISSING
+                return get_element(container, index if index is not MISSING else field_of(src, ifield))
             return ev_outer_index
 
         def ev(m: Machine, f: Frame) -> object:
@@ -222,6 +264,13 @@ class ExpressionCompiler:
 
         if len(args) == 1:  # the common arities without a list per call
             arg = args[0]
+            if fn is is_null:
+                def call_isnull(m: Machine, f: Frame) -> object:  # is_null's test, without its call
+                    m.steps += 1
+                    if m.steps > m.limit:
+                        m.exhausted()
+                    return arg(m, f) is None
+                return call_isnull
 
             def call_1(m: Machine, f: Frame) -> object:
                 m.steps += 1
@@ -349,6 +398,11 @@ class ExpressionCompiler:
                     m.exhausted()
                 return temporal_number(op, left(m, f), right(m, f), temporal)
             return run_temporal
+        # an operand that is ``X.field`` of an input row or global, or a literal, is read inline
+        # (as ev_outer_field does, or its constant) instead of through its closure
+        lname, lfield, lbase = self.outer_field(e.left)
+        rname, rfield, rbase = self.outer_field(e.right)
+        lconst, rconst = self.constant(e.left), self.constant(e.right)
         if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
             py_compare = PY_COMPARE[op]
 
@@ -356,7 +410,36 @@ class ExpressionCompiler:
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
-                a, b = left(m, f), right(m, f)
+                if lname is not None:
+                    cell = m.globals.get(lname)
+                    if cell is not None:
+                        a = cell.value
+                    else:
+                        sources = f.sources
+                        a = sources.get(lname) if sources is not None else None
+                        if a is None:
+                            a = lbase(m, f)
+                    x = a.get(lfield, MISSING) if isinstance(a, Record) else MISSING
+                    a = x if x is not MISSING else field_of(a, lfield)
+                elif lconst is not MISSING:
+                    a = lconst
+                else:
+                    a = left(m, f)
+                if rname is not None:
+                    cell = m.globals.get(rname)
+                    if cell is not None:
+                        b = cell.value
+                    else:
+                        sources = f.sources
+                        b = sources.get(rname) if sources is not None else None
+                        if b is None:
+                            b = rbase(m, f)
+                    x = b.get(rfield, MISSING) if isinstance(b, Record) else MISSING
+                    b = x if x is not MISSING else field_of(b, rfield)
+                elif rconst is not MISSING:
+                    b = rconst
+                else:
+                    b = right(m, f)
                 ta = type(a)
                 # comparison()'s own first case inline: two strings, integers or non-NaN floats
                 if ta is type(b) and (ta is str or ta is int or (ta is float and a == a and b == b)):
@@ -369,7 +452,36 @@ class ExpressionCompiler:
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
-                a, b = left(m, f), right(m, f)
+                if lname is not None:  # the operands read as run_compare does
+                    cell = m.globals.get(lname)
+                    if cell is not None:
+                        a = cell.value
+                    else:
+                        sources = f.sources
+                        a = sources.get(lname) if sources is not None else None
+                        if a is None:
+                            a = lbase(m, f)
+                    x = a.get(lfield, MISSING) if isinstance(a, Record) else MISSING
+                    a = x if x is not MISSING else field_of(a, lfield)
+                elif lconst is not MISSING:
+                    a = lconst
+                else:
+                    a = left(m, f)
+                if rname is not None:
+                    cell = m.globals.get(rname)
+                    if cell is not None:
+                        b = cell.value
+                    else:
+                        sources = f.sources
+                        b = sources.get(rname) if sources is not None else None
+                        if b is None:
+                            b = rbase(m, f)
+                    x = b.get(rfield, MISSING) if isinstance(b, Record) else MISSING
+                    b = x if x is not MISSING else field_of(b, rfield)
+                elif rconst is not MISSING:
+                    b = rconst
+                else:
+                    b = right(m, f)
                 ta, tb = type(a), type(b)
                 if (ta is float or ta is int) and (tb is float or tb is int):
                     if ta is int and tb is int:

@@ -109,6 +109,9 @@ class Interpreter:
         self.budget = budget
         self.max_depth = max_depth
         self._needed_limit = 1000 + max_depth * _FRAMES_PER_CALL  # see _guard
+        # the recursion limit a run needs (a run raises a lower one for its time: a caller running
+        # many may raise it once around them)
+        self.needed_recursion_limit = self._needed_limit
         self.clock = clock or _utc_now
         self.printer = printer
         self._compiled: dict[int, tuple[n.Node, Callable]] = {}
@@ -243,9 +246,9 @@ class Interpreter:
         rec = _new_input(InputRecord)  # InputRecord(...) without __init__ (values.copy_record)
         if splash_form and type(row) is dict:
             dict.update(rec, row)
-            rec.types = types
-            rec.key_fields = key_fields if type(key_fields) is tuple else tuple(key_fields)
-            rec.readonly, rec.source = True, src
+            # the attributes set below, as one dict (cheaper than an attribute at a time)
+            rec.__dict__ = {"types": types, "key_fields": key_fields if type(key_fields) is tuple
+                            else tuple(key_fields), "readonly": True, "source": src}
             if opcode is not None:
                 rec.opcode = opcode
             return rec
@@ -329,10 +332,12 @@ class Session:
 
     def run(self, block: n.Block, rows: Mapping[str, Record],
             extra: Optional[Mapping[str, Cell]] = None,
-            output: Optional[Callable[[Record], None]] = None) -> Outcome:
+            output: Optional[Callable[[Record], None]] = None, copies: bool = False) -> Outcome:
         """Run ``block`` as :meth:`Interpreter.run_block` does, ``rows`` being the input rows'
-        records made by :meth:`Interpreter.input_record` (used as they are). The outcome of a
-        block that did not return is one shared object: not to be changed."""
+        records made by :meth:`Interpreter.input_record` (used as they are). ``copies``: ``output``
+        keeps nothing of a record it is given past its call (it copies what it keeps), so records
+        are passed as they are instead of as copies. The outcome of a block that did not return is
+        one shared object: not to be changed."""
         interp = self.interp
         if block is self._block:
             body = self._body
@@ -346,6 +351,7 @@ class Session:
             if name in cells:
                 cells[name] = Cell(copy.deepcopy(v), t, True)
         m.steps, m.depth, m._now, m.row_id, m.emit = 0, 0, None, interp.row_id, output
+        m.emit_copies = copies
         m.globals = {**cells, **extra} if extra else cells
         old_limit = sys.getrecursionlimit()
         needed = interp._needed_limit
@@ -354,7 +360,10 @@ class Session:
         # one frame for every run (nothing keeps a run's frame past it), reset: a failed run may
         # have left scopes on it
         frame = self.frame
-        frame.scopes, frame.sources, frame.ret = [], rows if type(rows) is dict else dict(rows), None
+        scopes = frame.scopes
+        if scopes:
+            scopes.clear()
+        frame.sources, frame.ret = rows if type(rows) is dict else dict(rows), None
         try:
             try:
                 signal = body(m, frame)

@@ -16,8 +16,8 @@ from typing import Callable, Optional
 from ..syntax import nodes as n
 from .types import ANY, Type
 from .convert import SAME_KIND, coerce
-from .values import (BudgetExhausted, Dictionary, Long, Record, SplashError, a_kind, dictionary_key,
-                     is_integral)
+from .values import (BudgetExhausted, Dictionary, Long, Record, RecordKey, SplashError, a_kind,
+                     dictionary_key, is_integral)
 from .windows import WindowView
 
 BREAK, CONTINUE, RETURN = "break", "continue", "return"
@@ -60,7 +60,7 @@ class Machine:
     """The state of one call: steps used, call depth, global variables, clock and output."""
 
     __slots__ = ("steps", "limit", "depth", "max_depth", "globals", "clock", "printer", "_now", "emit",
-                 "row_id")
+                 "emit_copies", "row_id")
 
     def __init__(self, limit: int, max_depth: int, globals_: dict[str, Cell],
                  clock: Callable[[], dt.datetime], printer: Optional[Callable[[str], None]],
@@ -76,6 +76,8 @@ class Machine:
         self.row_id = row_id  # the sequence number of the input row being processed, if any
         # Where ``output rec;`` sends records (a Flex handler's run); None elsewhere.
         self.emit: Optional[Callable[[Record], None]] = None
+        # Whether ``emit`` copies what it keeps of a record (then it gets the record itself).
+        self.emit_copies = False
 
     def tick(self) -> None:
         """Count one step; raise :class:`BudgetExhausted` past the limit. (Compiled statements and
@@ -166,7 +168,8 @@ def get_element(container: object, index: object) -> object:
         t = container.key
         if SAME_KIND.get(type(index)) != t.name:  # coerce's fast path, inline
             index = coerce(index, t, "a dictionary key")
-        return container.get(dictionary_key(index))
+        # dictionary_key's, without its call: a record by its key fields
+        return container.get(RecordKey(index) if isinstance(index, Record) else index)
     if isinstance(container, list):
         if not is_integral(index):
             raise SplashError(f"a vector index must be an integer, not {a_kind(index)}")
@@ -190,7 +193,7 @@ def set_element(container: object, index: object, value: object) -> None:
         t = container.value
         if value is not None and SAME_KIND.get(type(value)) != t.name:
             value = coerce(value, t, "a dictionary value")
-        container[dictionary_key(key)] = value
+        container[RecordKey(key) if isinstance(key, Record) else key] = value  # dictionary_key's
         return
     if isinstance(container, list):
         if not is_integral(index) or not 0 <= index < len(container):  # type: ignore[operator]

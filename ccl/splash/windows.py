@@ -42,6 +42,41 @@ class WindowView:
         # the caller vouches that every row holds exactly the columns of ``types``, in that order,
         # with values in SPLASH form for their types (an engine's rows): copied as they are
         self.splash_form = splash_form
+        # column -> value -> the rows holding it (in window order), made on first use: only for a
+        # view whose rows do not change while it is used (see :meth:`lasting`)
+        self.groups: Optional[dict[str, dict]] = None
+
+    def lasting(self) -> "WindowView":
+        """This view, marked as one that the caller keeps for several handler runs over rows that
+        do not change meanwhile (it makes a new view when they do): a ``where`` over a column
+        that is not the whole key then finds its rows through an index of that column, made on
+        first use, instead of by reading every row."""
+        self.groups = {}
+        return self
+
+    def candidates(self, column: str, value: object) -> list:
+        """The rows (dicts) whose ``column`` may equal ``value``, in window order: those the index
+        of a lasting view holds under ``value`` (equal values hash alike; the caller still
+        compares), else every row."""
+        groups = self.groups
+        if groups is None:
+            return list(self.rows.values())
+        index = groups.get(column)
+        try:
+            if index is None:
+                index = {}
+                for row in self.rows.values():
+                    a = row.get(column)
+                    if a is not None:
+                        found = index.get(a)
+                        if found is None:
+                            index[a] = [row]
+                        else:
+                            found.append(row)
+                groups[column] = index
+            return index.get(value, [])
+        except TypeError:  # an unhashable value: every row, compared one by one
+            return list(self.rows.values())
 
     def __repr__(self) -> str:
         return f"{self.name}_stream"
@@ -91,12 +126,14 @@ def window_rows(view: WindowView, equal: Mapping[str, object]) -> Iterator[Recor
         raise SplashError(f"{view.name} has no column '{unknown[0]}'")
     if any(v is None for v in equal.values()):
         return
+    tests = list(equal.items())
     if view.key and set(view.key) <= set(equal):  # the key: one lookup
         row = view.rows.get(tuple(equal[k] for k in view.key))
         candidates = [row] if row is not None else []
+    elif tests:  # rows that may hold the first column's value (every row but in a lasting view)
+        candidates = view.candidates(*tests[0])
     else:
         candidates = list(view.rows.values())
-    tests = list(equal.items())
     if len(tests) == 1:  # one column (the common where): _same inline
         (c, v), = tests
         v_bool = type(v) is bool

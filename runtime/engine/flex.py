@@ -7,7 +7,8 @@ pickles) between batches. :func:`make_engine` picks the engine an element needs.
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence, Union
+import sys
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 from ccl.syntax import nodes as n
 from ccl.plan.model import READ_AS
@@ -93,6 +94,11 @@ class FlexEngine:
         self.source_kinds = [elements[p]["kind"] for p in self.inputs]
         self.source_casts = [cast_steps(s.columns) for s in self.sources]
         self.output_cast = cast_steps(self.columns)
+        # per port: the key of a window input mirrored without KEEP or AGES (kept by _events
+        # itself on inserts and updates), else None
+        self.plain_mirror: list[Optional[list[str]]] = [
+            s.key if s.kind != "stream" and s.store is not None and s.store.kind == "all"
+            and s.store.aging is None else None for s in self.sources]
         self.source_keys = [tuple(elements[p].get("key") or ()) for p in self.inputs]
         self.port_caches = [self.declared.caches_of([w, p])
                             for p, w in zip(self.inputs, self.input_names)]
@@ -106,6 +112,9 @@ class FlexEngine:
         keep = element.get("keep")
         self.store: Optional[Store] = Store(keep) if self.kind == "window" else None
         self.strict: bool = (keep or {}).get("kind") in STRICT_KEEPS
+        # an output window without KEEP or AGES: _emit keeps its rows itself on inserts/updates
+        self.plain_output = (self.store is not None and self.store.kind == "all"
+                             and self.store.aging is None)
         # W_stream / W_iterator of each input and of the output (ccl/splash/windows.py):
         # (names, port or None for the output, key, column types)
         self.windows: list[tuple[list[str], Optional[int], list[str], dict]] = []
@@ -124,9 +133,19 @@ class FlexEngine:
         # per port: the name of <input>_old when the code names it (else nothing can read it)
         self.old_names: list[Optional[str]] = [f"{w}_old" if used else None
                                                for w, used in zip(self.input_names, self.uses_old)]
+        # (input port, name) -> the W_stream view of that input's rows, kept while they do not
+        # change within one process() or expire() call (dropped at their start and on every
+        # change of the port's rows): a where's index made once serves the runs between changes
+        self._views: dict[tuple[int, str], WindowView] = {}
         self.windows = [w for w in self.windows  # those the code names only: made per handler run
                         if any(f"{x}_stream" in named or f"{x}_iterator" in named or x in looped
                                for x in w[0])]
+        # per port: whether it is a stream input without KEEP (not stored: see SourceStage.apply)
+        self.plain_stream = [s.kind == "stream" and s.store is None for s in self.sources]
+        # per port: whether its handlers run without event caches, <input>_old or window views
+        # (_events runs them itself)
+        self.simple_ports = [not caches and old is None and not self.windows
+                             for caches, old in zip(self.port_caches, self.old_names)]
 
     # --- the Engine interface ------------------------------------------------------------------
 
@@ -143,29 +162,105 @@ class FlexEngine:
         before the first, ON END TRANSACTION after the last); what is due by ``now_ms`` (EVERY
         timers, the output window's time KEEP) runs first."""
         out: list[Output] = list(self.expire(state, now_ms))
+        self._views.clear()
         if not events:
             return out
         first = events[0]
-        # one SPLASH set-up for the batch's handler runs (nothing else replaces variables meanwhile)
+        # one SPLASH set-up for the batch's handler runs (nothing else replaces variables
+        # meanwhile), and room on the Python stack raised once for the batch, not per run
         session = self.interp.session(state["vars"])
-        for h in self.on_start:
-            out += self._run(state, h, {}, None, first.seq, NO_PORT, now_ms, "ON START TRANSACTION",
-                             session=session)
+        old_limit = sys.getrecursionlimit()
+        needed = self.interp.needed_recursion_limit
+        if old_limit < needed:
+            sys.setrecursionlimit(needed)
+        try:
+            for h in self.on_start:
+                out += self._run(state, h, {}, None, first.seq, NO_PORT, now_ms,
+                                 "ON START TRANSACTION", session=session)
+            self._events(state, events, now_ms, session, out)
+            for h in self.on_end:
+                out += self._run(state, h, {}, None, state["seq"], NO_PORT, now_ms,
+                                 "ON END TRANSACTION", session=session)
+        finally:
+            if old_limit < needed:
+                sys.setrecursionlimit(old_limit)
+        return out
+
+    def _events(self, state: dict, events: Sequence[Event], now_ms: int, session: Session,
+                out: list[Output]) -> None:
+        """The events of one batch, their outputs appended to ``out``: what :meth:`_event` does
+        per event, with what does not change over the batch looked up once and a window input
+        kept without KEEP mirrored here (what SourceStage.apply and Store.upsert do for it,
+        without their Change records)."""
         last = state["seq"]
+        nports = len(self.ports)
+        casts, sources, fast = self.source_casts, self.sources, self.plain_mirror
+        streams, simple, handlers = self.plain_stream, self.simple_ports, self.on_row
+        names, keys = self.input_names, self.source_keys
+        source_states = state["sources"]
+        input_record, run = self.interp.input_record, session.run
+        emitted: list[tuple] = []  # one run's outputs (cleared before each)
+        take = self._taker(emitted)
+        to_stream = self.kind == "stream"
         for event in events:
-            seq = event.seq
+            seq, op, port = event.seq, event.op, event.port
             if last is None or seq > last:
                 last = state["seq"] = seq
-            out += self._event(state, event, now_ms, session)
-        for h in self.on_end:
-            out += self._run(state, h, {}, None, state["seq"], NO_PORT, now_ms, "ON END TRANSACTION",
-                             session=session)
-        return out
+            if op not in OPS or not 0 <= port < nports:
+                out += self._event(state, event, now_ms, session)
+                continue
+            try:
+                row_in = _cast_row(event.values, casts[port])
+            except SplashError as e:
+                out.append(Bad(e.reason, seq, port, dict(event.values)))
+                continue
+            if streams[port]:  # an unstored stream: every row an insert, d/s dropped
+                if op == "d" or op == "s":
+                    continue
+                op, old = "i", None
+            else:
+                if self._views:
+                    self._changed(port)
+                key = fast[port]
+                if key is None or op == "d" or op == "s":
+                    for change in sources[port].apply(source_states[port], op, seq, row_in, now_ms):
+                        self._change(state, port, change.op, change.old, change.new, seq, now_ms,
+                                     event.values, session, out)
+                    continue
+                rows = source_states[port]["rows"]
+                # key_of's tuple (one key column: without the list and its comprehension)
+                k = (row_in.get(key[0]),) if len(key) == 1 else tuple([row_in.get(c) for c in key])
+                old = rows.get(k)
+                rows[k] = row_in
+                op = "i" if old is None else "u"
+            if not simple[port]:
+                self._change(state, port, op, old, row_in, seq, now_ms, event.values, session, out)
+                continue
+            # what _change and _session_run do, for a port without event caches, <input>_old
+            # or window views
+            name, code = names[port], _LETTER_CODES[op]
+            for h in handlers[port]:
+                rec = input_record(name, row_in, code, keys[port], True)
+                emitted.clear()
+                try:
+                    run(h.body, {name: rec}, None, take, True)
+                except SplashError as e:
+                    out.append(Bad(e.reason, seq, port, dict(event.values)))
+                    continue
+                for taken in emitted:
+                    if to_stream and taken[2] is None:  # what _emit does for a stream output
+                        letter = OPCODE_LETTERS.get(taken[0] if taken[0] is not None else 1)
+                        if letter is not None:
+                            if letter != "d" and letter != "s":
+                                out.append(Emit("i", seq, taken[1]))
+                            continue
+                    self._emit(state, taken, seq, port, now_ms, out)
 
     def expire(self, state: dict, now_ms: int) -> list[Output]:
         """What is due at ``now_ms``: deletes of output rows a time KEEP evicts, then each EVERY
         handler whose time has come (once, however many periods passed); event caches drop their
         expired records."""
+        self._views.clear()  # (another instance's state, or rows changed between calls)
         self.interp.bind(state["vars"])
         self.declared.sweep(state["vars"], now_ms)
         seq = state["seq"] if state["seq"] is not None else 0
@@ -175,6 +270,7 @@ class FlexEngine:
         for port, source in enumerate(self.sources):
             evicted = source.expire(state["sources"][port], now_ms, seq)
             if evicted:
+                self._changed(port)
                 out += self._changes(state, port, evicted, seq, now_ms, {})
         timers = state["timers"]
         for i, h in enumerate(self.every):
@@ -216,6 +312,7 @@ class FlexEngine:
             row_in = _cast_row(event.values, self.source_casts[port])
         except SplashError as e:
             return [Bad(e.reason, event.seq, port, dict(event.values))]
+        self._changed(port)
         changes = source.apply(state["sources"][port], event.op, event.seq, row_in, now_ms)
         return self._changes(state, port, changes, event.seq, now_ms, event.values, session)
 
@@ -224,25 +321,55 @@ class FlexEngine:
         """The ON handlers of ``port`` run for each change of its rows (``values``: the input row,
         for a bad record; copied only then)."""
         out: list[Output] = []
-        name = self.input_names[port]
-        interp, keys = self.interp, self.source_keys[port]
-        caches, handlers, old_name = self.port_caches[port], self.on_row[port], self.old_names[port]
         for change in changes:
-            op = change.op
-            row = (change.new if op != "d" else change.old) or {}
-            if caches:
-                self.declared.feed(state["vars"], caches, self.source_kinds[port], op, row, now_ms)
-            old = change.old if op == "u" else None
-            for h in handlers:
-                # records made here once, not converted again by the interpreter (one per run:
-                # setOpcode may change the input's record); the rows are the source stage's,
-                # already cast to the input's columns
-                rec = interp.input_record(name, row, _LETTER_CODES[op], keys, True)
-                old_rec = (interp.input_record(old_name, old, None, keys, True)
-                           if old is not None and old_name is not None else None)
-                out += self._run(state, h, {name: rec}, (old_name, old_rec) if old_name else None,
-                                 seq, port, now_ms, None, values, session)
+            self._change(state, port, change.op, change.old, change.new, seq, now_ms, values,
+                         session, out)
         return out
+
+    def _change(self, state: dict, port: int, op: str, old: Optional[Mapping],
+                new: Optional[Mapping], seq: int, now_ms: int, values: Mapping,
+                session: Optional[Session], out: list[Output]) -> None:
+        """The ON handlers of ``port`` run for one change (``op``, the row before and after) of its
+        rows, their outputs appended to ``out``."""
+        name = self.input_names[port]
+        row = (new if op != "d" else old) or {}
+        caches = self.port_caches[port]
+        if caches:
+            self.declared.feed(state["vars"], caches, self.source_kinds[port], op, row, now_ms)
+        old_name = self.old_names[port]
+        if op != "u":
+            old = None
+        keys, interp = self.source_keys[port], self.interp
+        for h in self.on_row[port]:
+            # records made here once, not converted again by the interpreter (one per run:
+            # setOpcode may change the input's record); the rows are the source stage's,
+            # already cast to the input's columns
+            rec = interp.input_record(name, row, _LETTER_CODES[op], keys, True)
+            if old_name is None:
+                if session is not None and not self.windows:  # the common case, without _run
+                    self._session_run(state, h, {name: rec}, None, seq, port, now_ms, values,
+                                      session, out)
+                    continue
+                out += self._run(state, h, {name: rec}, None, seq, port, now_ms, None, values,
+                                 session)
+                continue
+            old_rec = (interp.input_record(old_name, old, None, keys, True)
+                       if old is not None else None)
+            out += self._run(state, h, {name: rec}, (old_name, old_rec), seq, port, now_ms, None,
+                             values, session)
+
+    def _session_run(self, state: dict, h: _Handler, sources: dict, extra: Optional[dict],
+                     seq: int, port: int, now_ms: int, values: Optional[Mapping],
+                     session: Session, out: list[Output]) -> None:
+        """:meth:`_run` in a session, its outputs appended to ``out``."""
+        emitted: list[tuple] = []
+        try:
+            session.run(h.body, sources, extra, self._taker(emitted), copies=True)
+        except SplashError as e:
+            out.append(Bad(e.reason, seq, port, dict(values or {})))
+            return
+        for taken in emitted:
+            self._emit(state, taken, seq, port, now_ms, out)
 
     def _run(self, state: dict, h: _Handler, rows: Mapping[str, Mapping], old: Optional[tuple],
              seq: int, port: int, now_ms: int, what: Optional[str],
@@ -252,7 +379,8 @@ class FlexEngine:
         are dropped; variable changes it made before failing stay. ``session``: the batch's
         (:meth:`ccl.splash.Interpreter.session` of the instance's variables), else a run of its
         own."""
-        emitted: list[Record] = []
+        emitted: list[tuple] = []
+        take = self._taker(emitted)
         extra = self._window_cells(state) if self.windows else {}
         sources = rows
         if old is not None:
@@ -262,22 +390,36 @@ class FlexEngine:
                 extra[old[0]] = Cell(None)
         try:
             if session is not None:
-                session.run(h.body, sources, extra, emitted.append)
+                session.run(h.body, sources, extra, take, copies=True)
             else:
                 self.interp.bind(state["vars"])
-                self.interp.run_block(h.body, sources, extra, output=emitted.append)
+                self.interp.run_block(h.body, sources, extra, output=take)
         except SplashError as e:
             reason = f"{what}: {e.reason}" if what else e.reason
             return [Bad(reason, seq, port, dict(values or {}))]
         out: list[Output] = []
-        for rec in emitted:
-            out += self._output(state, rec, seq, port, now_ms)
+        for taken in emitted:
+            self._emit(state, taken, seq, port, now_ms, out)
         return out
+
+    def _taker(self, emitted: list[tuple]) -> Callable[[Record], None]:
+        """The ``output`` target of a handler run: each record output cast to the element's
+        columns when it is output (so the run need not copy it), as ``(opcode, row, reason)``
+        (the record's values and why, when the cast fails) into ``emitted``."""
+        steps, append = self.output_cast, emitted.append
+
+        def take(rec: Record) -> None:
+            try:
+                append((rec.opcode, _cast_row(rec, steps), None))
+            except SplashError as e:
+                append((rec.opcode, dict(rec), e.reason))
+        return take
 
     def _window_cells(self, state: dict) -> dict[str, Cell]:
         """``W_stream`` (read-only) and ``W_iterator`` of every input and of the output, over
         the instance's rows (a stream has none)."""
         cells: dict[str, Cell] = {}
+        views = self._views
         for names, port, key, types in self.windows:
             if port is None:
                 rows = state["output"]["rows"] if self.store is not None else None
@@ -285,51 +427,92 @@ class FlexEngine:
                 mirror = state["sources"][port]
                 rows = mirror["rows"] if mirror is not None else None
             for name in names:
-                # the rows are the engine's: cast to the columns, in column order
-                cells[f"{name}_stream"] = Cell(WindowView(name, rows, key, types, True), const=True)
+                # the rows are the engine's: cast to the columns, in column order. An input's
+                # view lasts while its rows do not change (see _views)
+                view = views.get((port, name)) if port is not None else None
+                if view is None or view.rows is not rows:
+                    view = WindowView(name, rows, key, types, True)
+                    if port is not None and rows is not None:
+                        views[(port, name)] = view.lasting()
+                cells[f"{name}_stream"] = Cell(view, const=True)
                 cells[f"{name}_iterator"] = Cell(None)
         return cells
 
+    def _changed(self, port: int) -> None:
+        """The rows of input ``port`` change: its lasting views are dropped."""
+        views = self._views
+        if views:
+            for k in [k for k in views if k[0] == port]:
+                del views[k]
+
     # --- the output element ----------------------------------------------------------------------
 
-    def _output(self, state: dict, rec: Record, seq: int, port: int, now_ms: int) -> list[Output]:
-        code = rec.opcode if rec.opcode is not None else 1
-        op = OPCODE_LETTERS.get(code)
-        try:
-            row = _cast_row(rec, self.output_cast)
-        except SplashError as e:
-            return [Bad(f"output: {e.reason}", seq, port, dict(rec))]
+    def _emit(self, state: dict, taken: tuple, seq: int, port: int, now_ms: int,
+              out: list[Output]) -> None:
+        """One output record (as :meth:`_taker` took it) applied to the output element, what it
+        gives appended to ``out``."""
+        code, row, reason = taken
+        if reason is not None:
+            out.append(Bad(f"output: {reason}", seq, port, row))
+            return
+        op = OPCODE_LETTERS.get(code if code is not None else 1)
         if op is None:
-            return [Bad(f"output: unknown opcode {code}", seq, port, row)]
+            out.append(Bad(f"output: unknown opcode {code}", seq, port, row))
+            return
+        if self.kind == "stream":  # as every plain stream: updates are inserts, deletes dropped
+            if op != "d" and op != "s":
+                out.append(Emit("i", seq, row))
+            return
         try:
-            if self.kind == "stream":  # as every plain stream: updates are inserts, deletes dropped
-                return [] if op in ("d", "s") else [Emit("i", seq, row)]
             key = key_of(row, self.key)
             if None in key:  # a record without its key column (its missing columns are null)
                 missing = [c for c, v in zip(self.key, key) if v is None]
-                return [Bad(f"output: null in key column(s) {', '.join(missing)} of {self.name}",
-                            seq, port, row)]
+                out.append(Bad(f"output: null in key column(s) {', '.join(missing)} of {self.name}",
+                               seq, port, row))
+                return
             if self.kind == "delta stream":
                 letter = {"i": "i", "u": "u", "p": "u", "d": "d", "s": "d"}[op]
-                return [Emit(letter, seq, row)]
+                out.append(Emit(letter, seq, row))
+                return
             assert self.store is not None
+            if self.plain_output and op != "d" and op != "s":
+                # what apply_to_window and Store.upsert do for a window without KEEP or AGES,
+                # without their Change records
+                rows = state["output"]["rows"]
+                old = rows.get(key)
+                if self.strict and (op == "i" if old is not None else op == "u"):
+                    apply_to_window(self.store, state["output"], True, self.name, op, key, row,
+                                    seq, now_ms)  # raises RowRefused, with its message
+                rows[key] = row
+                out.append(Emit("i" if old is None else "u", seq, row))
+                return
             changes = apply_to_window(self.store, state["output"], self.strict, self.name, op, key,
                                       row, seq, now_ms)
-            return [emit_of(c) for c in changes]
+            out += [emit_of(c) for c in changes]
         except RowRefused as e:
-            return [Bad(f"output: {e}", seq, port, row)]
+            out.append(Bad(f"output: {e}", seq, port, row))
 
 
 def cast_steps(columns: Sequence[Sequence[str]]) -> list[tuple]:
-    """Per column (name, CCL type text): its name, type and whether its values are carried as text
-    (a column of no known type), for :func:`_cast_row`."""
-    return [(name, t, t.name in ("any", "null"), _EXACT.get(t.name))
-            for name, t in ((c, as_type(text)) for c, text in columns)]
+    """Per column (name, CCL type text): its name, type, whether its values are carried as text (a
+    column of no known type), the one Python type whose values are kept as they are, and for an
+    integer or long column the range of plain ints taken (and the type a long's are made), for
+    :func:`_cast_row`."""
+    steps = []
+    for name, text in columns:
+        t = as_type(text)
+        lo, hi = _INT_RANGES.get(t.name, (0, 0))  # (0, 0): no int taken on the fast path
+        steps.append((name, t, t.name in ("any", "null"), _EXACT.get(t.name), lo, hi,
+                      Long if t.name == "long" else None))
+    return steps
 
 
 # Column kind -> the one Python type whose values the cast gives back as they are, whatever the
 # value (SAME_KIND's, but integer's, whose values must be in range)
 _EXACT = {kind: python for python, kind in SAME_KIND.items() if kind != "integer"}
+# Column kind -> the plain ints (lo <= v < hi) the cast gives back as they are (integer), or as
+# a Long (long)
+_INT_RANGES = {"integer": (-2**31, 2**31), "long": (-2**63, 2**63)}
 
 
 def _cast_row(values: Mapping[str, object], steps: list[tuple]) -> dict[str, object]:
@@ -338,17 +521,18 @@ def _cast_row(values: Mapping[str, object], steps: list[tuple]) -> dict[str, obj
     a value that already has its column's kind kept as it is."""
     get = values.get
     row = {}
-    for name, ctype, as_text, exact in steps:
+    for name, ctype, as_text, exact, lo, hi, make in steps:
         v = get(name)
         if v is None or type(v) is exact:
             row[name] = v
+            continue
+        if type(v) is int and lo <= v < hi:  # a plain int in an integer or long column's range
+            row[name] = v if make is None else make(v)
             continue
         k = SAME_KIND.get(type(v))
         # a value of exactly the column's kind (a long column's Long too) is given back by the cast
         if k == ctype.name and (k != "integer" or -2**31 <= v < 2**31):  # type: ignore[operator]
             row[name] = v
-        elif k == "integer" and ctype.name == "long" and -2**63 <= v < 2**63:  # type: ignore[operator]
-            row[name] = Long(v)  # a plain int for a long column (as Arrow gives them): cast's result
         elif as_text:  # a column of no known type is carried as text (runtime.types)
             row[name] = to_text(v)
         else:
