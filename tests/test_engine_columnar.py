@@ -11,7 +11,7 @@ import math
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from buckets import bucket_table
@@ -113,6 +113,10 @@ def window(states: dict, inst: int) -> dict:
 @pytest.mark.parametrize("name", list(QUERIES))
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=batches)
+# a group's rows -0.0 then 0.0: its sum and median go from -0.0 to 0.0, an update the engine once
+# dropped as equal (so the window kept -0.0) while a batch folded at once showed 0.0
+@example(data=[[(0, "i", None, {"k": None, "p": -0.0, "v": 1, "n": None}, False),
+                (0, "i", None, {"k": None, "p": 0.0, "v": 1, "n": None}, False)]])
 def test_columnar_run_matches_the_engine(tmp_path, name, data):
     """Same states, bad records and counts; the columnar changes are the window's net changes."""
     run = bucket_run(tmp_path, QUERIES[name])

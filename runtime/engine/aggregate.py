@@ -36,7 +36,7 @@ from fractions import Fraction
 from functools import partial
 from typing import Callable, Mapping, Optional, Sequence
 
-from runtime.engine.changes import Change
+from runtime.engine.changes import Change, same_row
 from runtime.engine.expr import Compiled, Expressions, SplashError, coerce_row
 from runtime.engine.join import null_filled, referenced_columns
 
@@ -763,7 +763,7 @@ def _transition(old_key: Optional[tuple], old: Optional[dict], new_key: Optional
     if old_key != new_key:
         return [Change("d", old_key, old, None, seq),  # type: ignore[arg-type]
                 Change("i", new_key, None, new, seq)]  # type: ignore[arg-type]
-    return [] if old == new else [Change("u", new_key, old, new, seq)]  # type: ignore[arg-type]
+    return [] if same_row(old, new) else [Change("u", new_key, old, new, seq)]  # type: ignore[arg-type]
 
 
 def _maybe(exprs: Expressions, expr: object) -> Optional[Compiled]:

@@ -11,7 +11,8 @@ Opcode letters are ESP's: ``i`` insert, ``u`` update, ``d`` delete, ``p`` upsert
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional, Union
+from math import copysign
+from typing import Any, Mapping, Optional, Union
 
 Row = Mapping[str, object]          # column -> value
 # The records are plain slotted classes, never changed once made: a frozen dataclass costs three
@@ -66,3 +67,14 @@ class Bad:
 
 
 Output = Union[Emit, Bad]
+
+
+def same_row(old: Any, new: Any) -> bool:
+    """Whether output row ``new`` (a dict, or a tuple of values) shows what ``old`` showed, so
+    that it is no change: equal, and no float zero of the other sign (-0.0 where 0.0 was prints
+    differently, and every path must decide alike: the columnar kernels fold a batch at once)."""
+    if old != new:
+        return False
+    values = zip(old.values(), new.values()) if isinstance(old, dict) else zip(old, new)
+    return all(not (type(a) is float and a == 0.0 and copysign(1.0, a) != copysign(1.0, b))
+               for a, b in values)

@@ -51,7 +51,7 @@ import numpy as np
 from ccl.plan.lowering import Unsupported
 from ccl.plan.lowering.columnar import lower_columnar
 from ccl.splash.functions_data import FUNCTIONS
-from runtime.engine.changes import OPS, Bad, Output
+from runtime.engine.changes import OPS, Bad, Output, same_row
 from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import SplashError, coerce_column, coerce_row, splash_value
 from runtime.engine.stages import truth
@@ -206,7 +206,7 @@ class ColumnarAggregation:
         last, last_emit = [-1] * len(found), [-1] * len(found)  # each group's last row, last change
         for j, (g, row) in enumerate(zip(ids, rows)):
             old = shown[g]
-            if old is None or old != row:
+            if old is None or not same_row(old, row):
                 emits.append((j, "u" if old is not None else "i"))
                 last_emit[g] = j
             shown[g] = row

@@ -57,7 +57,7 @@ from ccl.splash import as_type
 from ccl.splash.convert import PLAIN_KINDS
 from ccl.splash.values import Long
 from runtime.engine.aggregate import Aggregator, plain_rows
-from runtime.engine.changes import OPS, Bad, Change, Output
+from runtime.engine.changes import OPS, Bad, Change, Output, same_row
 from runtime.engine.columnar import BucketRows, InstanceRun, RowChanges
 from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import SplashError, coerce_column, splash_value
@@ -470,7 +470,7 @@ class WindowAggregation:
                     if new is None:
                         if old is None:
                             continue
-                    elif old is not None and old == new:
+                    elif old is not None and same_row(old, new):
                         continue
                     if gkey not in keys:
                         some = new if new is not None else old
@@ -591,7 +591,7 @@ class WindowAggregation:
                 return
         row = self.output_row(group) if group["n"] > 0 else None
         old = track[0]
-        if not (old is None and row is None) and (old is None or row is None or old != row):
+        if not (old is None and row is None) and (old is None or row is None or not same_row(old, row)):
             track[1], track[2] = row, True
         track[0] = row
 
