@@ -47,7 +47,7 @@ to the engine.
 from __future__ import annotations
 
 from math import copysign
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -327,13 +327,8 @@ class WindowAggregation:
         tracks: dict[tuple, list] = {}  # deferred groups whose rows may hold a zero: see _track
         upsert, delete, key = self.source.store.upsert, self.source.store.delete, self.source.key
         fold = self._fold_row
-        n = len(seqs)
-        start = 0
-        while start < n:
+        for start, stop in _transactions(seqs, ports):
             seq, port = seqs[start], ports[start]
-            stop = start + 1
-            while stop < n and seqs[stop] == seq and ports[stop] == port:
-                stop += 1
             changes: list[Change] = []
             for j in range(start, stop):
                 if state["seq"] is None or seq > state["seq"]:
@@ -363,7 +358,6 @@ class WindowAggregation:
                 except SplashError as e:
                     out.append(Bad(str(e), seq, port, dict(row)))
             if deferred is not None:
-                start = stop
                 continue
             try:
                 delivered = engine.deliver(state, consolidate(changes), now)
@@ -374,7 +368,6 @@ class WindowAggregation:
                 out += [emit_of(c) for c in delivered]
             else:
                 batch.saw(delivered, len(out))
-            start = stop
         if deferred:
             self._settle(state, deferred, tracks, batch, len(out), now)  # type: ignore[arg-type]
         return out if batch is None else batch.outputs(out)
@@ -411,13 +404,8 @@ class WindowAggregation:
         window: dict[tuple, Optional[tuple]] = {}  # group -> the window's row, once read or set
         oseq, osub, oop, ocols = out.seq, out.sub, out.op, out.values
         delivered = 0
-        n = len(seqs)
-        start = 0
-        while start < n:
+        for start, stop in _transactions(seqs, ports):
             seq, port = seqs[start], ports[start]
-            stop = start + 1
-            while stop < n and seqs[stop] == seq and ports[stop] == port:
-                stop += 1
             # the transaction's changes per group, as consolidate merges them: [old, new] or
             # None (an insert and a delete that cancelled out), in order of first change
             merged: dict[tuple, Optional[list]] = {}
@@ -507,7 +495,6 @@ class WindowAggregation:
                     col.append(v)
                 sub += 1
                 delivered += 1
-            start = stop
         out.inst.extend([inst] * delivered)
         last = seqs[-1] if seqs else state["seq"]
         outs = st["out"]
@@ -859,3 +846,16 @@ class _Net:
         entries.sort(key=lambda e: (e[0], e[1]))
         return [o for _, _, o in entries]
 
+
+def _transactions(seqs: list[int], ports: list[int]) -> Iterator[tuple[int, int]]:
+    """The engine's transactions of an instance's rows in order: each run of rows sharing a
+    sequence number and port, as ``(start, stop)``."""
+    n = len(seqs)
+    start = 0
+    while start < n:
+        seq, port = seqs[start], ports[start]
+        stop = start + 1
+        while stop < n and seqs[stop] == seq and ports[stop] == port:
+            stop += 1
+        yield start, stop
+        start = stop
