@@ -5,8 +5,8 @@ Everything on the driver reads the typed plan, by attribute. The engine (runtime
 runtime/state/, and runtime/processor.py, runtime/arrow_state.py, runtime/bucket_pool.py that
 drive it) takes the whole plan's JSON text on the executors (:func:`engine_plan_text`), and a few
 of its driver-side helpers an element's JSON form (:func:`element_json`). The rebucketing
-(runtime/rebucket.py) still takes the plan's JSON form too, which run.py makes once per run
-(:func:`plan_json`). These functions are the boundary (grep
+(runtime/rebucket.py) still takes the plan's JSON form too, which run.py makes when a run
+directory's bucket count changes (:func:`plan_json`). These functions are the boundary (grep
 them).
 """
 from __future__ import annotations
@@ -27,8 +27,8 @@ def engine_plan_text(plan: Plan) -> str:
 
 
 def plan_json(plan: Plan) -> dict:
-    """The JSON form of ``plan`` for the modules not converted to the typed plan yet
-    (runtime/adapters/, runtime/rebucket.py), made once per run by ``runtime.run.run_plan``."""
+    """The JSON form of ``plan`` for runtime/rebucket.py, not converted to the typed plan yet,
+    made by ``runtime.run.run_plan`` when a run directory's bucket count changes."""
     return plan_to_json(plan)
 
 

@@ -223,7 +223,6 @@ def run_plan(spark: SparkSession, plan: Plan, options: RunOptions, out_dir: str,
     by the caller's signal handlers while Spark was starting (a stop asked for then is carried
     out as soon as the queries are up)."""
     began = time.monotonic()
-    legacy = plan_json(plan)  # for rebucket.py, which reads the JSON form
     output_adapters(plan, options.base_dir)  # refused now rather than when the run ends
     _checked(check_adapters, plan, options.base_dir)
     if options.run_dir is None:  # the socket adapters' inboxes are in the run directory
@@ -235,11 +234,12 @@ def run_plan(spark: SparkSession, plan: Plan, options: RunOptions, out_dir: str,
     finish_rebucket(dirs)  # one a crash cut short
     layout = layout_of(dirs.root)
     # another count asked for is moved to; auto grows to the cores, where the state can move
-    if layout.buckets != options.buckets and (
-            wanted is not None or (options.buckets > layout.buckets
-                                   and why_not_rebucketed(legacy, layout) is None)):
-        rebucket_run(dirs, legacy, layout, options.buckets)
-        layout = layout_of(dirs.root)
+    if layout.buckets != options.buckets:
+        legacy = plan_json(plan)  # rebucket.py reads the JSON form
+        if wanted is not None or (options.buckets > layout.buckets
+                                  and why_not_rebucketed(legacy, layout) is None):
+            rebucket_run(dirs, legacy, layout, options.buckets)
+            layout = layout_of(dirs.root)
     stop = stop or threading.Event()
     adapters = _checked(Adapters(plan, dirs.root, options.base_dir, options.inputs).start,
                         not options.until_idle)
