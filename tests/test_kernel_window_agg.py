@@ -196,7 +196,12 @@ def test_a_long_item_column_keeps_rows_mode_on_the_engine(tmp_path, name):
 @with_found
 def test_per_row_mode_gives_the_engine_changes(tmp_path, source, name, data):
     """Same states and the same output rows, change for change (sequence and sub-numbers too)."""
-    run = bucket_run(tmp_path, QUERIES[name], "rows", source)
+    assert_rows_mode_is_the_engine(bucket_run(tmp_path, QUERIES[name], "rows", source), data)
+
+
+def assert_rows_mode_is_the_engine(run, data: list) -> None:
+    """After each batch of ``data`` through ``run``'s kernel and through the engine row by row:
+    the same states, and the same output rows change for change."""
     by_rows: dict = {}
     columnar: dict = {}
     for b, events in enumerate(data):

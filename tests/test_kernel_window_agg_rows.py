@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 
 from runtime.processor import received_rows
 from test_engine_columnar import outputs, same
-from test_kernel_window_agg import (QUERIES, SOURCES, batches, bucket_run, order, same_state, table,
-                                    with_found)
+from test_kernel_window_agg import (QUERIES, SOURCES, assert_rows_mode_is_the_engine, batches,
+                                    bucket_run, same_state, table, with_found)
 
 FAST = {
     **{name: QUERIES[name] for name in ("count sum avg max", "min max with retraction",
@@ -54,15 +54,7 @@ def test_rows_mode_keeps_the_others_on_the_per_change_path(tmp_path, name):
 @given(data=batches)
 @with_found
 def test_fast_rows_mode_gives_the_engine_changes_and_state(tmp_path, source, name, data):
-    run = bucket_run(tmp_path, FAST[name], "rows", source)
-    by_rows: dict = {}
-    fast: dict = {}
-    for b, events in enumerate(data):
-        t = table(events, 1000 * (b + 1))
-        expected = run.process(by_rows, received_rows(t), 0)
-        got = outputs(run, run.process_table(fast, t, 0))
-        assert same_state(fast, by_rows)
-        assert same(sorted(got, key=order), sorted(expected, key=order))
+    assert_rows_mode_is_the_engine(bucket_run(tmp_path, FAST[name], "rows", source), data)
 
 
 def test_a_transaction_that_empties_and_refills_a_group(tmp_path):
