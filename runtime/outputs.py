@@ -8,6 +8,9 @@
 - ``_run.json``: per element rows in, rows out, bad records by reason and rows per instance, with
   the Spark version and the wall time; per query its micro-batches' count, total and slowest
   seconds (``batches``, from ``RUN/batches/QUERY/batch-N.json``).
+
+They hold the batches that ran to their end (:func:`last_complete`): a batch a stop cut short has
+written the files of some elements and not of others, and runs again, whole, from the checkpoint.
 """
 from __future__ import annotations
 
@@ -28,10 +31,10 @@ from ccl.plan.model import Adapter, Element, Plan
 from .csv_output import write_csv_tables
 from .inputs.formats import CsvFormat, adapter_properties
 from .frames import changelog_schema
-from .run_dir import BATCHES, RunDirs
+from .run_dir import BATCHES, PROJECT_QUERY, RunDirs
 from .native_agg import final_contents
 from .processor import BATCH, INST, OP, SEQ, SUB
-from .run_setup import RunError
+from .run_setup import RunError, RunLayout
 from .types import columns_of
 
 log = logging.getLogger("ccl.runtime")
@@ -39,11 +42,39 @@ log = logging.getLogger("ccl.runtime")
 OUTPUT_ADAPTERS = ("toolkit_file_csv_output", "dsv_out", "toolkit_file_csv_output_adapter")
 
 
-def element_stats(dirs: RunDirs, element: Element) -> dict:
-    """The counters of an element over all its batches."""
+def last_complete(dirs: RunDirs, plan: Plan, layout: RunLayout) -> dict[str, int]:
+    """Per element, the last batch of the query that runs it which ran to its end (the query's
+    ``RUN/batches/QUERY/batch-N.json``, written once the batch has written all its files:
+    runtime.run.timed_batches); elements whose query recorded no batch are left out."""
+    producer = {consumer: name for name, consumers in layout.fused.items() for consumer in consumers}
+    project = set(layout.project)
+    last: dict[str, int] = {}
+    for e in plan.elements:
+        query = PROJECT_QUERY if e.name in project else f"ccl:{producer.get(e.name, e.name)}"
+        done = [_batch_of(path) for path in dirs.batch_files(BATCHES, "json", query)]
+        if done:
+            last[e.name] = max(done)
+    return last
+
+
+def _batch_of(path: str) -> int:
+    """The batch number in the name of a run directory's ``batch-N...`` file."""
+    m = _BATCH_FILE.match(os.path.basename(path))
+    return int(m.group(1)) if m else -1
+
+
+def _batch_paths(folder: str, pattern: str, upto: Optional[int]) -> list[tuple[int, str]]:
+    """(batch, path) of the files ``pattern`` in ``folder``, in batch order; those of batches after
+    ``upto`` left out (None: none)."""
+    found = [(_batch_of(path), path) for path in glob.glob(os.path.join(folder, pattern))]
+    return sorted((b, path) for b, path in found if b >= 0 and (upto is None or b <= upto))
+
+
+def element_stats(dirs: RunDirs, element: Element, upto: Optional[int] = None) -> dict:
+    """The counters of an element over its batches (up to batch ``upto``; None: all)."""
     total = {"rows_in": 0, "rows_out": 0, "rows_out_by_opcode": {}, "bad_records": {},
              "instances": {}, "batches": 0}
-    for path in sorted(glob.glob(os.path.join(dirs.of("stats", element.name), "batch-*.json"))):
+    for _, path in _batch_paths(dirs.of("stats", element.name), "batch-*.json", upto):
         with open(path, encoding="utf-8") as f:
             s = json.load(f)
         total["batches"] += 1
@@ -64,20 +95,16 @@ CHUNK_BYTES = 64 << 20  # changelog files read, sorted and written at a time (se
 _BATCH_FILE = re.compile(r"batch-(\d+)")
 
 
-def changelog_chunks(dirs: RunDirs, element: Element) -> Iterator[pa.Table]:
-    """An element's changelog as Arrow tables of whole micro-batches, in batch order, each of
-    about :data:`CHUNK_BYTES` of files: sorted one at a time (:func:`sorted_tables`), they give
-    the whole changelog in order without holding it all in memory. The files are read here, on
-    the driver, as every path of the run directory is (a Spark job per chunk cost 0.2-0.4 s)."""
+def changelog_chunks(dirs: RunDirs, element: Element, upto: Optional[int] = None) -> Iterator[pa.Table]:
+    """An element's changelog (up to batch ``upto``; None: all) as Arrow tables of whole
+    micro-batches, in batch order, each of about :data:`CHUNK_BYTES` of files: sorted one at a
+    time (:func:`sorted_tables`), they give the whole changelog in order without holding it all
+    in memory. The files are read here, on the driver, as every path of the run directory is (a
+    Spark job per chunk cost 0.2-0.4 s)."""
     import pyarrow.dataset as ds
 
     schema = _arrow_schema(element)
-    files: list[tuple[int, str]] = []
-    for path in glob.glob(os.path.join(dirs.of("changelog", element.name), "batch-*.parquet")):
-        m = _BATCH_FILE.match(os.path.basename(path))
-        if m:
-            files.append((int(m.group(1)), path))
-    files.sort()
+    files = _batch_paths(dirs.of("changelog", element.name), "batch-*.parquet", upto)
     chunk: list[str] = []
     size = 0
     for i, (batch, path) in enumerate(files):
@@ -109,19 +136,20 @@ class Contents:
     replaced: list[pa.Table] = field(default_factory=list)
 
 
-def final_rows(dirs: RunDirs, element: Element) -> Contents:
+def final_rows(dirs: RunDirs, element: Element, upto: Optional[int] = None) -> Contents:
     """What ``NAME.csv`` holds for an element (see the module docstring), as Arrow tables to sort
     one at a time: a window's final contents (a native aggregation's from its latest snapshot,
     the others' the last change of each key in the changelog), else the changelog's chunks.
 
     A window holds each key once: where two instances hold a key (possible only after a CCL3001,
-    CCL3002 or CCL3011 warning), the row whose last change came later in sequence order wins."""
+    CCL3002 or CCL3011 warning), the row whose last change came later in sequence order wins.
+    ``upto``: the last batch counted (None: all)."""
     if element.kind != "window":
-        return Contents(list(changelog_chunks(dirs, element)))
+        return Contents(list(changelog_chunks(dirs, element, upto)))
     physical = element.physical
     contents = (final_contents([c.name for c in element.columns], dirs.of("native", element.name))
                 if physical is not None and physical.native == "aggregation" else None)
-    held = contents if contents is not None else last_changes(dirs, element)
+    held = contents if contents is not None else last_changes(dirs, element, upto)
     if not element.key or physical is None or physical.instances == 1:
         return Contents([held])
     table, positions = _last_positions(held, list(element.key))
@@ -129,13 +157,13 @@ def final_rows(dirs: RunDirs, element: Element) -> Contents:
     return Contents([table.take(positions)], [table.filter(pc.invert(kept))])
 
 
-def last_changes(dirs: RunDirs, element: Element) -> pa.Table:
-    """A window's rows now in each instance, from its changelog: the last change of each key per
-    instance, unless it is a delete. The changelog is read chunk by chunk, keeping the last change
-    of each key."""
+def last_changes(dirs: RunDirs, element: Element, upto: Optional[int] = None) -> pa.Table:
+    """A window's rows now in each instance, from its changelog (up to batch ``upto``; None: all):
+    the last change of each key per instance, unless it is a delete. The changelog is read chunk
+    by chunk, keeping the last change of each key."""
     key = [INST, *element.key] if element.key else [INST, SEQ]
     latest: Optional[pa.Table] = None
-    for chunk in changelog_chunks(dirs, element):
+    for chunk in changelog_chunks(dirs, element, upto):
         table, positions = _last_positions(chunk if latest is None else pa.concat_tables([latest, chunk]), key)
         latest = table.take(positions)
     if latest is None:
@@ -170,17 +198,19 @@ def records(tables: Iterable[pa.Table]) -> Iterator[dict]:
         yield from table.to_pylist()
 
 
-def write_outputs(spark: SparkSession, plan: Plan, dirs: RunDirs, out_dir: str, base_dir: str,
-                  wall_seconds: float, extra: Optional[dict] = None) -> dict:
-    """Write the output directory (and output adapters' files); return the ``_run.json`` data."""
+def write_outputs(spark: SparkSession, plan: Plan, dirs: RunDirs, layout: RunLayout, out_dir: str,
+                  base_dir: str, wall_seconds: float, extra: Optional[dict] = None) -> dict:
+    """Write the output directory (and output adapters' files) from the batches that ran to their
+    end; return the ``_run.json`` data."""
     os.makedirs(out_dir, exist_ok=True)
+    upto = last_complete(dirs, plan, layout)
     report = {"project": plan.project, "spark_version": spark.version,
               "wall_seconds": round(wall_seconds, 3), "elements": {}, **(extra or {})}
     conflicts: list[dict] = []
     for e in plan.elements:
-        stats = report["elements"][e.name] = element_stats(dirs, e)
+        stats = report["elements"][e.name] = element_stats(dirs, e, upto.get(e.name))
         if e.role == "output":
-            contents = final_rows(dirs, e)
+            contents = final_rows(dirs, e, upto.get(e.name))
             write_csv_tables(os.path.join(out_dir, e.name + ".csv"), columns_of(e),
                              sorted_tables(contents.tables), opcodes=e.kind == "delta stream")
             replaced = [_conflict(e, row) for row in records(contents.replaced)]
@@ -191,8 +221,8 @@ def write_outputs(spark: SparkSession, plan: Plan, dirs: RunDirs, out_dir: str, 
             conflicts += replaced
     report["batches"] = batch_summary(dirs)
     for adapter, path, fmt in output_adapters(plan, base_dir):
-        _write_adapter(plan, dirs, adapter, path, fmt)
-    _merge_bad_records(dirs, plan, os.path.join(out_dir, "_bad_records.jsonl"), conflicts)
+        _write_adapter(plan, dirs, adapter, path, fmt, upto.get(adapter.element))
+    _merge_bad_records(dirs, plan, os.path.join(out_dir, "_bad_records.jsonl"), conflicts, upto)
     with open(os.path.join(out_dir, "_run.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2, sort_keys=True)
     return report
@@ -241,10 +271,10 @@ def output_adapters(plan: Plan, base_dir: str) -> list[tuple[Adapter, str, CsvFo
 
 
 def _write_adapter(plan: Plan, dirs: RunDirs, adapter: Adapter, path: str,
-                   fmt: CsvFormat) -> None:
+                   fmt: CsvFormat, upto: Optional[int]) -> None:
     element = plan.element(adapter.element)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tables = sorted_tables(changelog_chunks(dirs, element))
+    tables = sorted_tables(changelog_chunks(dirs, element, upto))
     write_csv_tables(path, columns_of(element), tables,
                      delimiter=fmt.delimiter, opcodes=True, header=fmt.has_header is not False,
                      stream_name=element.name if fmt.stream_opcode else None)
@@ -256,10 +286,11 @@ def _conflict(element: Element, row: dict) -> dict:
             "instance": row[INST], "row": {c.name: row[c.name] for c in element.columns}}
 
 
-def _merge_bad_records(dirs: RunDirs, plan: Plan, target: str, extra: list[dict]) -> None:
+def _merge_bad_records(dirs: RunDirs, plan: Plan, target: str, extra: list[dict],
+                       upto: dict[str, int]) -> None:
     with open(target + ".tmp", "w", encoding="utf-8") as out:
         for e in plan.elements:
-            for path in sorted(glob.glob(os.path.join(dirs.of("bad", e.name), "batch-*.jsonl"))):
+            for _, path in _batch_paths(dirs.of("bad", e.name), "batch-*.jsonl", upto.get(e.name)):
                 with open(path, encoding="utf-8") as f:
                     out.write(f.read())
         for record in extra:

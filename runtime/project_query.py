@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 import time
@@ -56,6 +57,8 @@ from .run_setup import (CLUSTER_COLLECT_BYTES, LOCAL_COLLECT_BYTES, RunError, Ru
                         atomic_json, element_files)
 from .topology import first_ports, is_input, ports_of, processor_input
 from .types import columns_of
+
+log = logging.getLogger("ccl.runtime")
 
 INPUT = "__input"  # the listing's column: the position of the input among the query's stages
 TICKS = -1  # the listing's INPUT of the tick files (``RUN/ticks``)
@@ -129,7 +132,9 @@ class BatchGuard:
 
     def stop(self, query: Any, bound: float) -> None:
         """Stop ``query`` between two batches (waiting at most ``bound`` seconds for the one
-        running)."""
+        running). A batch still running then is cut short: its Python side goes on writing
+        after ``query.stop()`` returns, so this waits for it (``bound`` seconds more) before the
+        caller reads the run directory, and says in one line when it could not."""
         held = self._lock.acquire(timeout=bound)
         self._stopped = True
         try:
@@ -139,6 +144,12 @@ class BatchGuard:
         finally:
             if held:
                 self._lock.release()
+        if not held:
+            if self._lock.acquire(timeout=bound):
+                self._lock.release()
+            else:
+                log.warning("the project's batch in flight did not end within %.0f s of the stop; "
+                            "the outputs hold the batches before it", 2 * bound)
 
 
 class Ticker:
@@ -252,10 +263,11 @@ class Deadlines:
 
 def project_batch(plan: Plan, options: RunOptions, dirs: RunDirs,
                   layout: RunLayout,
-                  guard: Optional[BatchGuard] = None) -> Callable[[DataFrame, int], None]:
+                  guard: Optional[BatchGuard] = None) -> Callable[[DataFrame, int], bool]:
     """The foreachBatch function of the project's query: one batch of the listing of
     :func:`project_listing` through every stage, in dependency order, under ``guard`` (whose
-    ticker, if any, is armed after each batch with the earliest deadline of the timed stages)."""
+    ticker, if any, is armed after each batch with the earliest deadline of the timed stages).
+    It gives False for a batch the guard refused (the query is stopping): it wrote nothing."""
     from .inputs.file_input import batch_rows, file_numbers, input_format, rows_here
     from .inputs.listing import Arrivals
 
@@ -300,14 +312,16 @@ def project_batch(plan: Plan, options: RunOptions, dirs: RunDirs,
     seen_ticks: list[str] = []  # the tick files of the batch before (committed: removed)
     arrivals = Arrivals(dirs.arrivals)
 
-    def run(listing: DataFrame, batch_id: int) -> None:
+    def run(listing: DataFrame, batch_id: int) -> bool:
         if guard is None:
-            return batch(listing, batch_id)
+            batch(listing, batch_id)
+            return True
         with guard.batch() as runs:
             if runs:
                 batch(listing, batch_id)
                 if guard.ticker is not None:
                     guard.ticker.arm(_next_tick(deadlines.earliest(batch_id + 1), clock[0]))
+        return runs
 
     def batch(listing: DataFrame, batch_id: int) -> None:
         spark = listing.sparkSession

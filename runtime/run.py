@@ -169,14 +169,17 @@ def _started(spark: SparkSession, frame: DataFrame, write: Callable[[DataFrame, 
     return writer.start()
 
 
-def timed_batches(write: Callable[[DataFrame, int], None], dirs: RunDirs,
+def timed_batches(write: Callable[[DataFrame, int], Optional[bool]], dirs: RunDirs,
                   query: str) -> Callable[[DataFrame, int], None]:
-    """``write`` that also records when each batch of ``query`` ran, once it has committed its
+    """``write`` that also records when each batch of ``query`` ran, once it has written all its
     files: ``RUN_DIR/batches/QUERY/batch-N.json`` with ``start`` (epoch seconds) and ``seconds``
-    (the batch function's wall time), which the run report draws as latency and throughput."""
+    (the batch function's wall time), which the run report draws as latency and throughput, and
+    runtime/outputs.py takes as the batch being complete. Nothing for a batch ``write`` refused
+    (it gave False)."""
     def write_timed(df: DataFrame, batch_id: int) -> None:
         start, began = time.time(), time.monotonic()
-        write(df, batch_id)
+        if write(df, batch_id) is False:
+            return
         atomic_json(dirs.batch_file(BATCHES, query, batch_id, "json"),
                     {"start": round(start, 3), "seconds": round(time.monotonic() - began, 4)})
     return write_timed
@@ -253,7 +256,8 @@ def run_plan(spark: SparkSession, plan: Plan, options: RunOptions, out_dir: str,
                 _run_until_stopped(spark, plan, options, dirs, layout, status, stop)
     finally:
         adapters.stop()  # outputs get the last batches; inputs' last records wait in the inboxes
-    report = write_outputs(spark, plan, dirs, out_dir, options.base_dir, time.monotonic() - began)
+    report = write_outputs(spark, plan, dirs, layout, out_dir, options.base_dir,
+                           time.monotonic() - began)
     return RunResult(report, dirs.root, out_dir)
 
 

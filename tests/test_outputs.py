@@ -47,3 +47,45 @@ def test_last_change_of_each_key_per_instance(tmp_path, monkeypatch, chunk):
 
 def test_no_changelog_gives_no_rows(tmp_path):
     assert outputs.last_changes(RunDirs(str(tmp_path)), ELEMENT).num_rows == 0
+
+
+def test_outputs_hold_only_the_batches_that_ran_to_their_end(tmp_path):
+    """A batch a stop cut short wrote the files of some elements and not of others: the outputs
+    count each element's batches up to the last one its query finished (its batch record), so
+    an input's rows and its readers' counts agree; an element whose query recorded no batch keeps
+    every file."""
+    import json
+    import os
+
+    from ccl.plan.model import Plan
+    from runtime.run_dir import BATCHES, PROJECT_QUERY
+    from runtime.run_setup import RunLayout
+
+    dirs = RunDirs(str(tmp_path))
+    other = element_from_json({"name": "x", "kind": "stream", "role": "output",
+                               "columns": [["v", "integer"]]})
+    plan = Plan("p", "p.ccl", {}, (), (ELEMENT, other), ())
+    layout = RunLayout(buckets=1, fused={}, unrecorded=frozenset(), project=("w",))
+
+    def stats(name: str, batch: int) -> None:
+        path = dirs.batch_file("stats", name, batch, "json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump({"rows_in": 10, "rows_out": {"i": 1}, "bad": {}, "instances": {"0": 10}}, f)
+
+    for batch in range(3):  # batch 2 was cut short: no record of its end
+        _write(dirs, batch, [(0, batch, 0, "i", f"k{batch}", 1.0, batch)])
+        stats("w", batch)
+        stats("x", batch)
+    for batch in range(2):
+        path = dirs.batch_file(BATCHES, PROJECT_QUERY, batch, "json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump({"start": 0, "seconds": 0.1}, f)
+    upto = outputs.last_complete(dirs, plan, layout)
+    assert upto == {"w": 1}
+    assert outputs.element_stats(dirs, ELEMENT, upto.get("w"))["rows_in"] == 20
+    assert outputs.element_stats(dirs, other, upto.get("x"))["rows_in"] == 30
+    kept = outputs.final_rows(dirs, ELEMENT, upto["w"]).tables[0].column("k").to_pylist()
+    assert sorted(kept) == ["k0", "k1"]
+    assert outputs.element_stats(dirs, ELEMENT)["rows_in"] == 30  # live readers: every file

@@ -288,3 +288,41 @@ def test_rows_of_different_inputs_are_processed_in_the_order_their_files_arrived
     out = run_project(spark, tmp_path, ARRIVALS, {"A": adir, "B": bdir}, collect_bytes=collect_bytes)
     got = sorted((int(r["n"]), r["src"], int(r["id"])) for r in out.rows("O"))
     assert got == [(1, "A", 1), (2, "A", 2), (3, "B", 10), (4, "B", 11), (5, "B", 12), (6, "A", 3)]
+
+
+def test_a_stop_that_cuts_a_batch_short_waits_for_its_files(caplog):
+    """The guard stops the query between two batches; when the batch running outlasts the bound,
+    the query is stopped under it, and the stop then waits for the batch's Python side (which
+    goes on writing files) before the caller reads the run directory; a batch refused after the
+    stop runs nothing."""
+    import threading
+    import time
+
+    from runtime.project_query import BatchGuard
+
+    guard = BatchGuard()
+    events: list[str] = []
+    inside, stopped = threading.Event(), threading.Event()
+
+    def batch() -> None:
+        with guard.batch() as runs:
+            inside.set()
+            if runs:
+                stopped.wait(30)  # outlasts the bound: the query is stopped under it
+                time.sleep(0.05)
+                events.append("batch wrote its files")
+
+    class Query:
+        def stop(self) -> None:
+            events.append("query stopped")
+            stopped.set()
+
+    running = threading.Thread(target=batch)
+    running.start()
+    inside.wait(5)
+    guard.stop(Query(), bound=1.0)
+    events.append("stop returned")
+    running.join()
+    assert events == ["query stopped", "batch wrote its files", "stop returned"]
+    with guard.batch() as runs:
+        assert not runs
