@@ -4,10 +4,8 @@ for the engine, which still reads the plan by string key.
 Everything on the driver reads the typed plan, by attribute. The engine (runtime/engine/,
 runtime/state/, and runtime/processor.py, runtime/arrow_state.py, runtime/bucket_pool.py that
 drive it) takes the whole plan's JSON text on the executors (:func:`engine_plan_text`), and a few
-of its driver-side helpers an element's JSON form (:func:`element_json`). The rebucketing
-(runtime/rebucket.py) still takes the plan's JSON form too, which run.py makes when a run
-directory's bucket count changes (:func:`plan_json`). These functions are the boundary (grep
-them).
+of its driver-side helpers an element's JSON form (:func:`element_json`). These functions are the
+boundary (grep them).
 """
 from __future__ import annotations
 
@@ -24,12 +22,6 @@ def engine_plan_text(plan: Plan) -> str:
     per-instance element's query or batch (5-8 KB for the projects in projects/); the one place
     it is made, so that it can become the element's own part of the plan."""
     return json.dumps(plan_to_json(plan))
-
-
-def plan_json(plan: Plan) -> dict:
-    """The JSON form of ``plan`` for runtime/rebucket.py, not converted to the typed plan yet,
-    made by ``runtime.run.run_plan`` when a run directory's bucket count changes."""
-    return plan_to_json(plan)
 
 
 def element_json(element: Element) -> dict:

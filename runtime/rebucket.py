@@ -28,6 +28,8 @@ import os
 import shutil
 from typing import Any, Callable, Optional
 
+from ccl.plan.model import Plan
+
 from .arrow_state import load_states, newest_batches, rows_root, save_states, saved_deadline
 from .project_query import query_dir
 from .run_dir import RUN_FILE, RunDirs
@@ -48,15 +50,15 @@ def last_commit(dirs: RunDirs) -> int:
     return max(done, default=-1)
 
 
-def stateful(plan: dict, layout: RunLayout) -> list[str]:
+def stateful(plan: Plan, layout: RunLayout) -> list[str]:
     """The elements whose state is kept per bucket: the per-instance elements run by
     runtime/arrow_state.py, those with timers included."""
-    return [e["name"] for e in plan["elements"]
-            if e["name"] in layout.arrow_state
-            or (e["physical"]["uses_time"] and e["physical"]["native"] is None)]
+    return [e.name for e in plan.elements
+            if e.name in layout.arrow_state
+            or (e.physical is not None and e.physical.uses_time and e.physical.native is None)]
 
 
-def why_not_rebucketed(plan: dict, layout: RunLayout) -> Optional[str]:
+def why_not_rebucketed(plan: Plan, layout: RunLayout) -> Optional[str]:
     """Why the state of the run directory of ``layout`` (begun with ``plan``) cannot be moved to
     another number of buckets, in one sentence; None when it can."""
     for name in stateful(plan, layout):
@@ -66,7 +68,7 @@ def why_not_rebucketed(plan: dict, layout: RunLayout) -> Optional[str]:
     return None
 
 
-def rebucket_run(dirs: RunDirs, plan: dict, layout: RunLayout, buckets: int) -> None:
+def rebucket_run(dirs: RunDirs, plan: Plan, layout: RunLayout, buckets: int) -> None:
     """Move the per-bucket state of the run directory ``dirs`` (begun with ``plan``, laid out as
     ``layout``) to ``buckets`` buckets and record the new count in ``run.json``. RunError when it
     cannot be moved (:func:`why_not_rebucketed`)."""
@@ -85,17 +87,18 @@ def rebucket_run(dirs: RunDirs, plan: dict, layout: RunLayout, buckets: int) -> 
     finish_rebucket(dirs)
 
 
-def group_spec(plan: dict, name: str) -> dict:
+def group_spec(plan: Plan, name: str) -> dict:
     """How the rows of the ``by_group`` aggregation ``name`` of ``plan`` find their bucket: its
     group columns (source columns, in GROUP BY order; ccl/plan/physical.py group_columns), their
-    types, and the output columns that hold them (the select items that are those columns)."""
-    element = next(e for e in plan["elements"] if e["name"] == name)
-    sel = element["query"]["selects"][0]
-    source = next(e for e in plan["elements"] if e["name"] == sel["sources"][0]["element"])
-    types = {c: str(t).strip().lower() for c, t in source["columns"]}
-    columns = list(element["physical"]["group_columns"])
-    items = [next(it["name"] for it in sel["items"] if it["expr"] == expr)
-             for expr in sel["group_by"]]
+    types, and the output columns that hold them (the select items that are those columns). Data
+    (lists of names), as the journals that carry it hold it."""
+    element = plan.element(name)
+    sel = element.query.selects[0]  # type: ignore[union-attr]
+    source = plan.element(sel.sources[0].element)
+    types = {c.name: str(c.type).strip().lower() for c in source.columns}
+    columns = list(element.physical.group_columns)  # type: ignore[union-attr,arg-type]
+    # (the GROUP BY expressions are plain columns: compared as trees, as their JSON forms were)
+    items = [next(it.name for it in sel.items if it.expr == expr) for expr in sel.group_by]
     return {"columns": columns, "types": [types[c] for c in columns], "items": items}
 
 

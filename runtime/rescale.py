@@ -43,6 +43,8 @@ import re
 import shutil
 from typing import Any, Optional
 
+from ccl.plan.codec import plan_from_json
+from ccl.plan.model import Plan
 from ccl.splash.caches import EventCache
 from ccl.splash.values import Dictionary
 
@@ -92,6 +94,7 @@ def rescale_run(root: str, old: dict, new: dict, moves: dict[str, dict]) -> None
                        f"once (ccl run --checkpoint) before rescaling it")
     dirs = RunDirs(root)
     layout = layout_of(root)
+    typed: Optional[Plan] = None  # (decoded when a move needs it: the journal keeps the JSON)
     for name, move in moves.items():
         if move["store"] != "none" and name not in layout.project:
             raise RunError(f"the run directory {root} cannot be rescaled: element '{name}' runs "
@@ -102,7 +105,8 @@ def rescale_run(root: str, old: dict, new: dict, moves: dict[str, dict]) -> None
                                f"spreads each instance's groups over several buckets")
             # (each group then goes, within its new instance, to the bucket the runtime sends
             # its rows to)
-            move["spread"] = group_spec(new, name)
+            typed = typed or plan_from_json(new)
+            move["spread"] = group_spec(typed, name)
     atomic_json(os.path.join(root, JOURNAL),
                 {"batch": last_commit(dirs), "buckets": layout.buckets, "moves": moves,
                  "plan": new, "swapping": False})

@@ -23,7 +23,6 @@ from .adapters.service import Adapters, check_adapters
 from .batch_writers import arrow_transform, batch_writer
 from .frames import input_files_stream
 from .job import element_query
-from .json_plan import plan_json
 from .outputs import element_stats, output_adapters, write_outputs
 from .project_query import (BatchGuard, Deadlines, Ticker, project_batch, project_listing, query_dir,
                             ticks_dir, timed_stages)
@@ -238,10 +237,9 @@ def run_plan(spark: SparkSession, plan: Plan, options: RunOptions, out_dir: str,
     layout = layout_of(dirs.root)
     # another count asked for is moved to; auto grows to the cores, where the state can move
     if layout.buckets != options.buckets:
-        legacy = plan_json(plan)  # rebucket.py reads the JSON form
         if wanted is not None or (options.buckets > layout.buckets
-                                  and why_not_rebucketed(legacy, layout) is None):
-            rebucket_run(dirs, legacy, layout, options.buckets)
+                                  and why_not_rebucketed(plan, layout) is None):
+            rebucket_run(dirs, plan, layout, options.buckets)
             layout = layout_of(dirs.root)
     stop = stop or threading.Event()
     adapters = _checked(Adapters(plan, dirs.root, options.base_dir, options.inputs).start,

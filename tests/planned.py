@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Mapping, Optional
 
 from ccl.diagnostics import Diagnostic
-from ccl.plan.codec import plan_to_json
+from ccl.plan.codec import plan_from_json, plan_to_json
+from ccl.plan.model import Element, Plan
 from ccl.plan.planner import plan_project
 
 
@@ -13,3 +14,10 @@ def plan_json(path: str, ccr: Optional[str] = None, params: Mapping[str, str] = 
     """:func:`plan_project`, the plan in its JSON form (None when there are errors)."""
     plan, diags = plan_project(path, ccr, params, native_operators=native_operators)
     return (plan_to_json(plan) if plan is not None else None), diags
+
+
+def typed_element(plan: dict, index: int) -> tuple[Element, Plan]:
+    """Element ``index`` of a plan's JSON form and the plan, decoded: what the compiler's rules
+    (ccl/plan/physical.py) read."""
+    typed = plan_from_json(plan)
+    return typed.elements[index], typed

@@ -514,15 +514,16 @@ def test_input_bindings(tmp_path):
     feed.mkdir()
     one = tmp_path / "one.csv"
     one.write_text("a\n1\n")
-    plan = {"elements": [{"name": n, "role": "input", "query": None} for n in "abcde"]
-            + [{"name": "x", "role": "output", "query": {}}],
-            "adapters": [
-                {"direction": "input", "element": "c", "type": "toolkit_file_csv_input",
-                 "properties": {"Dir": "data", "filePattern": "*.csv"}},
-                {"direction": "input", "element": "d", "type": "dsv_in",
-                 "properties": {"dir": "data", "file": "d.csv"}},
-                # not a file adapter: e is bound to its workspace directory like an element without one
-                {"direction": "input", "element": "e", "type": "kafka_in", "properties": {"dir": "data"}}]}
+    from ccl.plan.model import Adapter, Element, Plan, Query
+
+    plan = Plan("p", "p.ccl", {}, (),
+                tuple(Element(n, "stream", "input", None, None, (), ()) for n in "abcde")
+                + (Element("x", "stream", "output", None, None, (), (), query=Query(())),),
+                (Adapter("c_in", "input", "toolkit_file_csv_input", "c",
+                         properties={"Dir": "data", "filePattern": "*.csv"}),
+                 Adapter("d_in", "input", "dsv_in", "d", properties={"dir": "data", "file": "d.csv"}),
+                 # not a file adapter: e is bound to its workspace directory like an element without one
+                 Adapter("e_in", "input", "kafka_in", "e", properties={"dir": "data"})))
     got = deploy_mod.bind_inputs(plan, pd, str(tmp_path), {"a": str(feed), "b": str(one)})
     assert (got["a"].directory, got["a"].how, got["a"].passed) == (str(feed), "--input", True)
     assert (got["b"].directory, got["b"].seeded) == (pd.input_dir("b"), str(one))

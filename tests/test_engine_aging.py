@@ -3,6 +3,7 @@ changed for an interval get their age column counted up; any change makes them y
 import datetime as dt
 
 from ccl.plan.physical import uses_time
+from ccl.plan.codec import plan_from_json
 from planned import plan_json
 from runtime.engine.flex import make_engine
 from tests.test_engine_core import ev, ops
@@ -26,7 +27,7 @@ def engines(tmp_path, times="3 TIMES"):
     by_name = {e["name"]: e for e in plan["elements"]}
     assert by_name["Orders"]["aging"] == {"millis": 10_000, "column": "Age", "times": 3 if times else 1,
                                           "start": None}
-    assert all(uses_time(e) for e in by_name.values())
+    assert all(uses_time(e) for e in plan_from_json(plan).elements)
     return {name: make_engine(e, plan) for name, e in by_name.items()}
 
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from buckets import bucket_table
-from planned import plan_json
+from planned import plan_json, typed_element
 from ccl.plan.physical import columnar_aggregation
 from runtime.processor import BucketRun, bucket_rows, received_rows
 
@@ -76,7 +76,7 @@ def bucket_run(tmp_path, query, mode: str = "batch") -> BucketRun:
                     + (OBSERVED if mode == "rows" else ""))
     plan, diags = plan_json(str(path), native_operators=False)  # (per-instance, as BucketRun runs)
     assert plan is not None, [str(d) for d in diags]
-    assert columnar_aggregation(plan["elements"][1], plan) == mode
+    assert columnar_aggregation(*typed_element(plan, 1)) == mode
     run = BucketRun(json.dumps(plan), "W")
     assert run.columnar is not None
     return run

@@ -6,7 +6,7 @@ import pytest
 
 from ccl.syntax.parser import parse_text
 from ccl.plan.physical import uses_time
-from planned import plan_json
+from planned import plan_json, typed_element
 from ccl.syntax.printer import to_ccl
 from ccl.splash import SplashError, as_type
 from ccl.splash.windows import WindowIterator, WindowView
@@ -160,9 +160,9 @@ def test_keep_on_a_flex_input_shapes_what_it_sees_and_evictions_are_deletes(tmp_
                    ("u", {"Sym": "A", "N": 2, "Total": 5.0, "Deletes": 1}),
                    ("u", {"Sym": "A", "N": 2, "Total": 5.0, "Deletes": 1})]
 
-    assert not uses_time(plan["elements"][1])
+    assert not uses_time(typed_element(plan, 1)[0])
     engine, plan = build(tmp_path, KEPT.replace("{keep}", "10 SECONDS"), "Last")
-    assert uses_time(plan["elements"][1])  # timers: the project's query wakes it
+    assert uses_time(typed_element(plan, 1)[0])  # timers: the project's query wakes it
     state = engine.initial_state()
     engine.process(state, [ev("i", 1, Sym="A", Px=1.0)], 0)
     engine.process(state, [ev("i", 2, Sym="A", Px=2.0)], 5_000)

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ccl.plan.codec import plan_from_json
 from planned import plan_json
 from ccl.plan.physical import join_kernel
 from runtime.engine.kernels.join import JoinKernel
@@ -82,7 +83,8 @@ def bucket_run(tmp_path, name: str, first: bool) -> BucketRun:
     plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
     element = next(e for e in plan["elements"] if e["name"] == "J")
-    assert join_kernel(element, plan) and element["physical"]["kernel"] == "join"
+    typed = plan_from_json(plan)
+    assert join_kernel(typed.element("J"), typed) and element["physical"]["kernel"] == "join"
     ports = frozenset(range(1, len(query[1]) + 1)) if first else frozenset()
     run = BucketRun(json.dumps(plan), "J", ports)
     assert isinstance(run.kernel, JoinKernel)

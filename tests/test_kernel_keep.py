@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from buckets import bucket_table
-from planned import plan_json
+from planned import plan_json, typed_element
 from ccl.plan.physical import columnar_kernel
 from runtime.engine.kernels.keep import KeepKernel
 from runtime.processor import BucketRun, bucket_rows, received_rows
@@ -63,7 +63,7 @@ def bucket_run(tmp_path, window: str) -> BucketRun:
     path.write_text(SOURCE + f"CREATE OUTPUT WINDOW W {window};\n")
     plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
-    assert columnar_kernel(plan["elements"][1], plan) == "keep"
+    assert columnar_kernel(*typed_element(plan, 1)) == "keep"
     assert plan["elements"][1]["physical"]["kernel"] == "keep"
     run = BucketRun(json.dumps(plan), "W")
     assert isinstance(run.kernel, KeepKernel)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from buckets import bucket_table
-from planned import plan_json
+from planned import plan_json, typed_element
 from ccl.plan.physical import columnar_aggregation, group_columns
 from runtime.engine.kernels.window_agg import WindowAggregation
 from runtime.processor import BucketRun, received_rows
@@ -121,7 +121,7 @@ def bucket_run(tmp_path, query: str, mode: str, source: str = "window") -> Bucke
                     + (OBSERVED if mode == "rows" else ""))
     plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
-    assert columnar_aggregation(plan["elements"][1], plan) == mode
+    assert columnar_aggregation(*typed_element(plan, 1)) == mode
     run = BucketRun(json.dumps(plan), "W")
     assert isinstance(run.columnar, WindowAggregation)
     return run
@@ -186,7 +186,7 @@ def test_a_long_item_column_keeps_rows_mode_on_the_engine(tmp_path, name):
                     + QUERIES[name] + ";\n" + OBSERVED)
     plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
-    assert columnar_aggregation(plan["elements"][1], plan) is None
+    assert columnar_aggregation(*typed_element(plan, 1)) is None
 
 
 @pytest.mark.parametrize("source", list(SOURCES))
@@ -299,14 +299,14 @@ def test_group_columns_over_a_window_are_source_key_columns(tmp_path):
         return plan
     keyed = plan_of("CREATE INPUT WINDOW S SCHEMA (k string, id integer, v integer) "
                     "PRIMARY KEY (k, id);\n", "SELECT S.k, sum(S.v) s FROM S GROUP BY S.k")
-    assert columnar_aggregation(keyed["elements"][1], keyed) == "batch"
-    assert group_columns(keyed["elements"][1], keyed) == ["k"]
+    assert columnar_aggregation(*typed_element(keyed, 1)) == "batch"
+    assert group_columns(*typed_element(keyed, 1)) == ["k"]
     loose = plan_of(SOURCES["window"], "SELECT S.k, sum(S.v) s FROM S GROUP BY S.k")
-    assert columnar_aggregation(loose["elements"][1], loose) == "batch"
-    assert group_columns(loose["elements"][1], loose) is None
+    assert columnar_aggregation(*typed_element(loose, 1)) == "batch"
+    assert group_columns(*typed_element(loose, 1)) is None
     stream = plan_of("CREATE INPUT STREAM S SCHEMA (k string, id integer, v integer);\n",
                      "SELECT S.k, sum(S.v) s FROM S GROUP BY S.k")
-    assert group_columns(stream["elements"][1], stream) == ["k"]
+    assert group_columns(*typed_element(stream, 1)) == ["k"]
 
 
 E2E = """

@@ -18,8 +18,7 @@ from pyspark.sql import functions as F
 
 from ccl.plan.lowering import Unsupported
 from ccl.plan.lowering.aggregation import aggregate_call, lower_aggregate
-from ccl.plan.codec import element_from_json
-from ccl.plan.model import NativeAggregation
+from ccl.plan.codec import element_from_json, plan_from_json
 from ccl.plan.physical import native_aggregation
 from planned import plan_json
 from runtime.native_agg import SparkAggregation, output_values
@@ -57,7 +56,7 @@ def _spark_builds(element) -> bool:
 def _batches_merged(spark, spec, element):
     """The element's rows per group from two batches' partials merged, and from one batch."""
     backend = SparkAggregation()
-    lowered = [lower_aggregate(i, fn, col, backend) for i, (_, fn, col) in enumerate(spec["aggregates"])]
+    lowered = [lower_aggregate(i, fn, col, backend) for i, (_, fn, col) in enumerate(spec.aggregates)]
     parts = [p for agg in lowered for p in agg.partials]
     schema = "sym string, px double, q int, l long"
     df = spark.createDataFrame(ROWS, schema)
@@ -69,9 +68,7 @@ def _batches_merged(spark, spec, element):
     merged = fold(second).join(old, "sym", "full_outer").select(
         "sym", *[backend.merge(p.how, F.col(p.name), F.col("o" + p.name)).alias(p.name) for p in parts])
     whole = fold(df)
-    typed = NativeAggregation(spec["source"], spec["alias"], tuple(map(tuple, spec["groups"])),
-                              tuple(map(tuple, spec["aggregates"])))
-    values = output_values(element_from_json(element), typed)
+    values = output_values(element_from_json(element), spec)
     return ({r[0]: tuple(r[1:]) for r in merged.select("sym", *values[1:]).collect()},
             {r[0]: tuple(r[1:]) for r in whole.select("sym", *values[1:]).collect()})
 
@@ -87,7 +84,8 @@ def _same(a, b):
 def test_the_checker_accepts_what_spark_builds_and_merged_batches_give_the_whole(spark, tmp_path_factory,
                                                                                 calls):
     element, plan = _plan(tmp_path_factory.mktemp("agg"), calls)
-    spec = native_aggregation(element, plan)
+    typed = plan_from_json(plan)
+    spec = native_aggregation(typed.element("a"), typed)
     assert (spec is not None) == _spark_builds(element), calls
     if spec is None:
         return

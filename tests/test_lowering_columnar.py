@@ -15,6 +15,7 @@ import json
 
 import pytest
 
+from ccl.plan.codec import plan_from_json
 from ccl.plan.lowering import Unsupported
 from ccl.plan.lowering import Nothing
 from ccl.plan.lowering.columnar import lower_columnar
@@ -57,8 +58,9 @@ def _plan(tmp_path, query, observed):
 @pytest.mark.parametrize("query, observed", CASES, ids=lambda x: str(x)[:40])
 def test_the_checker_takes_what_the_kernel_builds(tmp_path, query, observed):
     plan, element = _plan(tmp_path, query, observed)
-    mode = columnar_aggregation(element, plan)
-    assert (changes_observed("W", plan) is not None) == observed
+    typed = plan_from_json(plan)
+    mode = columnar_aggregation(typed.element("W"), typed)
+    assert (changes_observed("W", typed) is not None) == observed
     if mode is not None:
         assert mode == ("rows" if observed else "batch")
         run = BucketRun(json.dumps(plan), "W")
@@ -80,10 +82,11 @@ def test_a_plain_column_shown_row_by_row_must_be_read_as_arrow_gives_it(tmp_path
     not (the kernel reads plain items off Arrow; the checker used to take it and the kernel to
     refuse it when the run started)."""
     query = OTHERS["a long shown as it is"]
-    plan, element = _plan(tmp_path, query, False)
-    assert columnar_aggregation(element, plan) == "batch"
+    typed = plan_from_json(_plan(tmp_path, query, False)[0])
+    assert columnar_aggregation(typed.element("W"), typed) == "batch"
     plan, element = _plan(tmp_path, query, True)
-    assert columnar_aggregation(element, plan) is None
+    typed = plan_from_json(plan)
+    assert columnar_aggregation(typed.element("W"), typed) is None
     with pytest.raises(Unsupported, match="one by one"):
         lower_columnar(element, plan, True, FUNCTIONS, Nothing())
 

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
+from ccl.plan.codec import plan_from_json
 from ccl.plan.lowering import Unsupported
 from ccl.plan.lowering.condition import why_not_condition
 from ccl.plan.physical import condition_kind, native_filter
@@ -137,4 +138,5 @@ def test_the_corpus_conditions(spark, tmp_path, where):
     element = next(e for e in plan["elements"] if e["name"] == "a")
     expr = element["query"]["selects"][0]["where"]
     accepted = _check(spark, [expr])
-    assert bool(accepted) == (native_filter(element, plan) is not None)
+    typed = plan_from_json(plan)
+    assert bool(accepted) == (native_filter(typed.element("a"), typed) is not None)

@@ -3,7 +3,7 @@ import pytest
 
 from ccl.plan.physical import (NATIVE, PER_INSTANCE, input_adapter, native_aggregation, native_filter, path_of,
                           unread_adapters)
-from planned import plan_json
+from ccl.plan.planner import plan_project
 
 SRC = "create input stream s schema (sym string, venue string, px float, q integer);\n"
 WIN = "create input window w schema (sym string, px float) primary key (sym);\n"
@@ -12,9 +12,9 @@ WIN = "create input window w schema (sym string, px float) primary key (sym);\n"
 def _element(tmp_path, body, name="a"):
     path = tmp_path / "p.ccl"
     path.write_text(SRC + WIN + body)
-    plan, diags = plan_json(str(path))
+    plan, diags = plan_project(str(path))
     assert plan is not None, [str(d) for d in diags]
-    return next(e for e in plan["elements"] if e["name"] == name), plan
+    return plan.element(name), plan
 
 
 @pytest.mark.parametrize("partition", ["", "partition by s hash(sym) partitions 4",
@@ -28,8 +28,8 @@ def test_stream_aggregations_are_native_under_any_partitioning(tmp_path, partiti
       as select s.sym, s.venue, count(*) n, avg(s.px) m, max(s.q) top from s group by s.sym, s.venue;""")
     assert path_of(e, plan)[0] == NATIVE
     spec = native_aggregation(e, plan)
-    assert spec["groups"] == [("sym", "sym"), ("venue", "venue")]
-    assert spec["aggregates"] == [("n", "count", None), ("m", "avg", "px"), ("top", "max", "q")]
+    assert spec.groups == (("sym", "sym"), ("venue", "venue"))
+    assert spec.aggregates == (("n", "count", None), ("m", "avg", "px"), ("top", "max", "q"))
 
 
 @pytest.mark.parametrize("body", [
@@ -98,7 +98,7 @@ def test_input_elements(tmp_path):
 ])
 def test_filters_and_projections_of_a_stream_are_native(tmp_path, body):
     e, plan = _element(tmp_path, body)
-    assert path_of(e, plan)[0] == NATIVE and native_filter(e, plan)["source"] == "s"
+    assert path_of(e, plan)[0] == NATIVE and native_filter(e, plan).source == "s"
 
 
 @pytest.mark.parametrize("body", [
@@ -125,8 +125,8 @@ def test_only_delimited_file_adapters_are_read(tmp_path):
     attach input adapter c type DSV_IN to w properties dir = 'd', file = 'w.csv';
     """, "s")
     assert input_adapter(plan, "s") is None
-    assert input_adapter(plan, "w")["name"] == "c"
-    assert [a["name"] for a in unread_adapters(plan, [])] == ["x"]
+    assert input_adapter(plan, "w").name == "c"
+    assert [a.name for a in unread_adapters(plan, [])] == ["x"]
     assert unread_adapters(plan, ["s"]) == []
 
 
@@ -216,7 +216,7 @@ def test_joins_of_a_stream_with_windows_take_the_join_kernel(tmp_path, body):
     from ccl.plan.physical import columnar_kernel, join_kernel
     e, plan = _element(tmp_path, WIN2 + body)
     assert join_kernel(e, plan) and columnar_kernel(e, plan) == "join"
-    assert e["physical"]["kernel"] == "join" and path_of(e, plan)[0] == PER_INSTANCE
+    assert e.physical.kernel == "join" and path_of(e, plan)[0] == PER_INSTANCE
 
 
 @pytest.mark.parametrize("body", [
@@ -235,7 +235,7 @@ def test_joins_of_a_stream_with_windows_take_the_join_kernel(tmp_path, body):
 def test_other_shapes_do_not_take_the_join_kernel(tmp_path, body):
     from ccl.plan.physical import join_kernel
     e, plan = _element(tmp_path, WIN2 + body)
-    assert not join_kernel(e, plan) and e["physical"]["kernel"] is None
+    assert not join_kernel(e, plan) and e.physical.kernel is None
 @pytest.mark.parametrize("body", [
     "create output window a primary key (sym, q) keep 20 rows per (sym) as select * from s;",
     "create output window a primary key (q) keep 3 rows as select s.q, s.sym from s where s.px > 1.0;",
@@ -251,7 +251,7 @@ def test_keep_windows_over_a_stream_run_in_the_keep_kernel(tmp_path, body):
     from ccl.plan.physical import columnar_kernel, keep_kernel
     e, plan = _element(tmp_path, body)
     assert keep_kernel(e, plan) and columnar_kernel(e, plan) == "keep"
-    assert e["physical"]["kernel"] == "keep" and e["physical"]["path"] == PER_INSTANCE
+    assert e.physical.kernel == "keep" and e.physical.path == PER_INSTANCE
 
 
 @pytest.mark.parametrize("body", [
@@ -280,26 +280,24 @@ def test_other_elements_are_not_for_the_keep_kernel(tmp_path, body):
     from ccl.plan.physical import keep_kernel
     e, plan = _element(tmp_path, body)
     assert not keep_kernel(e, plan)
-    assert e["physical"]["kernel"] is None
+    assert e.physical.kernel is None
 
 
 def test_elements_with_timers_and_their_readers_are_project_stages_decided_by_the_compiler(tmp_path):
     """The plan's ``project_stage`` includes an element with timers (the project's query wakes it)
     and its readers; the run takes the plan's stages as they are, leaving out only what depends
     on the run (a file limit per batch)."""
-    from ccl.plan.codec import plan_from_json
     from runtime.run_setup import RunOptions, project_members
 
     _, plan = _element(tmp_path, """create output window t primary key (sym) keep 1 minute
       as select w.sym, w.px from w;
     create output stream r as select t.sym, t.px * 2 px2 from t;""", name="t")
-    physical = {e["name"]: e["physical"] for e in plan["elements"]}
-    assert physical["t"]["uses_time"] and not physical["t"]["arrow"]
-    stages = [e["name"] for e in plan["elements"] if e["physical"]["project_stage"]]
+    physical = {e.name: e.physical for e in plan.elements}
+    assert physical["t"].uses_time and not physical["t"].arrow
+    stages = [e.name for e in plan.elements if e.physical.project_stage]
     assert stages == ["s", "w", "t", "r"]
-    typed = plan_from_json(plan)
-    assert project_members(typed, RunOptions()) == stages
-    assert project_members(typed, RunOptions(max_files_per_batch=2)) == []
+    assert project_members(plan, RunOptions()) == stages
+    assert project_members(plan, RunOptions(max_files_per_batch=2)) == []
 
 
 def test_explain_prints_the_plans_decisions_as_the_plan_holds_them(tmp_path):
@@ -352,11 +350,13 @@ def test_the_kernel_and_the_state_store_are_decided_by_the_compiler(tmp_path, bo
     from runtime.engine.kernels import AGGREGATIONS, KERNELS
     from runtime.state.rows import uses_window_store
 
+    from ccl.plan.codec import element_to_json
     from ccl.plan.model import KERNELS as NAMES
     assert sorted(NAMES) == sorted([*AGGREGATIONS, *KERNELS])  # a class for every name a plan may hold
     e, plan = _element(tmp_path, body, name)
-    assert e["physical"]["kernel"] == kernel and e["physical"]["window_store"] is store
-    assert (e["physical"]["columnar"] is not None) == (kernel in AGGREGATIONS)
-    assert uses_window_store(e) is store
-    e["physical"]["window_store"] = not store
-    assert uses_window_store(e) is not store
+    assert e.physical.kernel == kernel and e.physical.window_store is store
+    assert (e.physical.columnar is not None) == (kernel in AGGREGATIONS)
+    element = element_to_json(e)  # (the runtime's state layer reads the element's JSON form)
+    assert uses_window_store(element) is store
+    element["physical"]["window_store"] = not store
+    assert uses_window_store(element) is not store

@@ -33,6 +33,9 @@ def test_plans_round_trip(path):
         assert json.loads(json.dumps(data)) == data  # plain JSON
         again = plan_from_json(json.loads(json.dumps(data)))
         assert isinstance(again, Plan) and plan_to_json(again) == data
+        # the planner builds the typed plan itself: the very plan its JSON form decodes to, down to
+        # the types of its values (tuples, Decimal money literals; repr shows them, == may not)
+        assert again == plan and repr(again) == repr(plan)
         assert data["version"] == PLAN_VERSION and again.native_operators is native_operators
         for e in again.elements:  # decided, and decoded once: trees, not JSON
             assert e.physical is not None and e.physical.path in (NATIVE, PER_INSTANCE)

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 from ..ops.compile import element_inputs
-from ..plan.physical import instance_count
 
 FORMATS = {"dot": "dot", "gv": "dot", "mmd": "mermaid", "mermaid": "mermaid", "svg": "svg"}
 
@@ -80,6 +79,17 @@ def _edge_kind(element: Mapping, source: str) -> tuple[str, str]:
     return "plain", ""
 
 
+def _instances(element: Mapping) -> int:
+    """How many partition instances an element of a plan's JSON form runs as (a module PARTITION
+    multiplies; ``ccl.plan.physical.instance_count`` of the typed element)."""
+    count = 1
+    for key in ("module_partition", "partition"):
+        part = element.get(key)
+        if part and isinstance(part.get("count"), int) and part["count"] > 0:
+            count *= part["count"]
+    return count
+
+
 def build_graph(plan: Mapping) -> Graph:
     """Nodes and edges of a plan (docs/plan.md)."""
     graph = Graph(str(plan.get("project", "")))
@@ -87,7 +97,7 @@ def build_graph(plan: Mapping) -> Graph:
     for e in plan.get("elements", []):
         index[e["name"]] = len(graph.nodes)
         graph.nodes.append(Node(len(graph.nodes), str(e["name"]), str(e.get("kind", "")),
-                                str(e.get("role", "")), instance_count(e)))
+                                str(e.get("role", "")), _instances(e)))
     for e in plan.get("elements", []):
         for source in element_inputs(e):
             if source not in index:

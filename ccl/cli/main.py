@@ -675,11 +675,11 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     unknown = sorted(set(inputs) - {e.name for e in plan.elements if e.is_input})
     if unknown:
         raise UsageError(f"--input {unknown[0]}=...: the project has no input element of that name")
-    for a in unread_adapters(plan_to_json(plan), inputs):
-        err.write(f"ccl run: note: input adapter '{a['name']}' of '{a['element']}' has type "
-                  f"{a['type']}, which this runtime does not read (it reads "
-                  f"{', '.join(READ_INPUT_ADAPTERS)}); '{a['element']}' gets rows only "
-                  f"with --input {a['element']}=FILE\n")
+    for a in unread_adapters(plan, inputs):
+        err.write(f"ccl run: note: input adapter '{a.name}' of '{a.element}' has type "
+                  f"{a.type}, which this runtime does not read (it reads "
+                  f"{', '.join(READ_INPUT_ADAPTERS)}); '{a.element}' gets rows only "
+                  f"with --input {a.element}=FILE\n")
     if args.until_idle:
         for a in plan_to_json(plan).get("adapters", []):
             if a["direction"] == "input" and str(a["type"]).lower() in SOCKET_INPUT_ADAPTERS:
@@ -885,7 +885,7 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if typed is None:
         return EXIT_ERRORS
     plan = plan_to_json(typed)
-    unknown = sorted(set(inputs) - set(deploy.input_elements(plan)))
+    unknown = sorted(set(inputs) - set(deploy.input_elements(typed)))
     if unknown:
         raise UsageError(f"--input {unknown[0]}=...: the project has no input element of that name")
     settings = config.settings
@@ -909,7 +909,7 @@ def cmd_deploy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         compiled = write_compiled(typed, project_name(args.file), pd.job_dir, bundle=True)
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot write the compiled project to {pd.job_dir}: {exc}") from None
-    bindings = deploy.bind_inputs(plan, pd, base_dir, inputs)
+    bindings = deploy.bind_inputs(typed, pd, base_dir, inputs)
     deploy.seed_inputs(bindings)
     deploy.write_adapter_secrets(pd.checkpoint, config.adapters)
     spec = deploy.SubmitSpec(

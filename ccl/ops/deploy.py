@@ -36,6 +36,7 @@ from typing import Optional, Sequence
 
 from ..config.property_sets import AdapterConfig
 from ..config.secret import Secret, is_secret_name
+from ..plan.model import Plan
 from ..plan.physical import INBOX_INPUT_ADAPTERS, input_adapter
 from ..syntax.project import UsageError
 from .workspace import (ProjectDir, driver_pid, process_start_time, supervisor_alive,
@@ -98,19 +99,19 @@ class InputBinding:
     passed: bool = True        # given to the job as --input ELEMENT=DIRECTORY
 
 
-def input_elements(plan: dict) -> list[str]:
-    return [e["name"] for e in plan.get("elements", [])
-            if e.get("role") == "input" and e.get("query") is None]
+def input_elements(plan: Plan) -> list[str]:
+    """The names of the plan's input elements (those read from files)."""
+    return [e.name for e in plan.elements if e.is_input]
 
 
-def _adapter_props(plan: dict, element: str) -> Optional[dict]:
+def _adapter_props(plan: Plan, element: str) -> Optional[dict]:
     adapter = input_adapter(plan, element)
-    if adapter is None or str(adapter.get("type", "")).lower() in INBOX_INPUT_ADAPTERS:
+    if adapter is None or str(adapter.type).lower() in INBOX_INPUT_ADAPTERS:
         return None  # a socket or database adapter writes into the element's workspace directory
-    return {str(k).lower(): v for k, v in (adapter.get("properties") or {}).items()}
+    return {str(k).lower(): v for k, v in adapter.properties.items()}
 
 
-def bind_inputs(plan: dict, pd: ProjectDir, base_dir: str, given: dict[str, str]
+def bind_inputs(plan: Plan, pd: ProjectDir, base_dir: str, given: dict[str, str]
                 ) -> dict[str, InputBinding]:
     """The input directory of every input element:
 

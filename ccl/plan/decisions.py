@@ -6,24 +6,23 @@ input adapter's files feed it; per custom partition function whether it compiles
 expression. The runtime reads them
 (:class:`ccl.plan.model.Physical`) and never recomputes them.
 
-The rules of :mod:`ccl.plan.physical` read the plan's JSON form; the graph of elements is read
-from the typed plan.
+The planner builds the typed plan (:mod:`ccl.plan.model`) and :func:`decide` stores the decisions
+in it; the rules of :mod:`ccl.plan.physical` read it by attribute.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import AbstractSet, Mapping, Optional, Sequence
 
-from ..syntax import nodes as n
 from . import physical as ph
-from .codec import plan_from_json
-from .model import Plan
+from .model import Element, Partition, Physical, Plan
 from .partition_functions import column_kinds, why_not_compilable
 
 __all__ = ["arrow_elements", "decide", "fused_consumers", "native_path", "project_stages",
            "unrecorded_inputs", "window_store"]
 
 
-def native_path(element: Mapping, plan: Mapping, native_operators: bool = True) -> Optional[str]:
+def native_path(element: Element, plan: Plan, native_operators: bool = True) -> Optional[str]:
     """How Spark runs ``element`` natively: ``"input"`` (an input stream as expressions),
     ``"aggregation"`` (runtime/native_agg.py), ``"stream"`` (a filter and projection as
     expressions), or None for the per-instance path. ``native_operators=False`` keeps derived
@@ -111,67 +110,67 @@ def unrecorded_inputs(plan: Plan, fused: Mapping[str, Sequence[str]]) -> list[st
             and readers.get(e.name, set()) <= set(fused.get(e.name, []))]
 
 
-def window_store(element: Mapping, arrow: bool, timed: bool) -> bool:
+def window_store(element: Element, arrow: bool, timed: bool) -> bool:
     """Whether the keyed state (window rows and times, aggregate groups) of ``element`` lives in
     the bucket's state store (runtime/state/rows.py) when applyInArrow runs it: an ``arrow``
     element, or one with timers (``timed``: in the project's query; in a query of its own it runs
     on transformWithState, whose state stays pickled), but not a Flex, whose window iterators walk
     rows in the order they were inserted (the store keeps key order)."""
-    return (arrow or timed) and not element.get("flex")
+    return (arrow or timed) and element.flex is None
 
 
-def _path(element: Mapping, plan: Mapping, native: Optional[str]) -> tuple[str, str]:
-    path, why = ph.path_of(element, plan)
+def _path(element: Element, plan: Plan, native: Optional[str],
+          columnar: Optional[str]) -> tuple[str, str]:
+    path, why = ph.path_of(element, plan, columnar)
     if path == ph.NATIVE and native is None:  # native operators turned off when planning
         return ph.PER_INSTANCE, "native operators off (planning option): the per-instance engine"
     return path, why
 
 
-def _compiled_specs(partition: Optional[dict], plan: Mapping) -> Optional[dict]:
+def _compiled_specs(partition: Optional[Partition], plan: Plan) -> Optional[Partition]:
     """``partition`` with each custom spec's ``compiled`` and ``why`` filled in."""
-    if not partition:
+    if partition is None:
         return partition
     specs = []
-    for spec in partition["specs"]:
-        if spec["method"] == "custom" and spec.get("block") is not None:
-            block = n.from_json(spec["block"])
-            source = next((e for e in plan["elements"] if e["name"] == spec["input"]), {})
-            why = why_not_compilable(block, spec.get("as") or spec["input"],  # type: ignore[arg-type]
-                                     column_kinds(source.get("columns") or []),
-                                     partition.get("partitions_var") or "")
-            spec = {**spec, "compiled": why is None, "why": why}
+    for spec in partition.specs:
+        if spec.method == "custom" and spec.block is not None:
+            source = next((e for e in plan.elements if e.name == spec.input), None)
+            columns = [[c.name, c.type] for c in source.columns] if source is not None else []
+            why = why_not_compilable(spec.block, spec.alias or spec.input, column_kinds(columns),
+                                     partition.partitions_var or "")
+            spec = replace(spec, compiled=why is None, why=why)
         specs.append(spec)
-    return {**partition, "specs": specs}
+    return replace(partition, specs=tuple(specs))
 
 
-def decide(plan: dict, native_operators: bool = True) -> dict:
-    """``plan`` (JSON form) with every element's ``physical`` record and every custom partition
-    spec's ``compiled``/``why``, and ``native_operators`` noted."""
-    typed = plan_from_json(plan)
-    native = {e["name"]: native_path(e, plan, native_operators) for e in plan["elements"]}
-    timed = {e["name"] for e in plan["elements"] if ph.uses_time(e)}
-    arrow = arrow_elements(typed, native, timed)
-    fused = fused_consumers(typed, native, arrow)
-    unrecorded = set(unrecorded_inputs(typed, fused))
-    staged = set(project_stages(typed, native, arrow, timed))
+def decide(plan: Plan, native_operators: bool = True) -> Plan:
+    """``plan`` with every element's ``physical`` record and every custom partition spec's
+    ``compiled``/``why``, and ``native_operators`` noted."""
+    native = {e.name: native_path(e, plan, native_operators) for e in plan.elements}
+    timed = {e.name for e in plan.elements if ph.uses_time(e)}
+    arrow = arrow_elements(plan, native, timed)
+    fused = fused_consumers(plan, native, arrow)
+    unrecorded = set(unrecorded_inputs(plan, fused))
+    staged = set(project_stages(plan, native, arrow, timed))
     elements = []
-    for e in plan["elements"]:
-        path, why = _path(e, plan, native[e["name"]])
-        adapter = ph.input_adapter(plan, e["name"])
+    for e in plan.elements:
+        name = native[e.name]
         columnar = ph.columnar_aggregation(e, plan)
-        physical = {
-            "path": path, "why": why, "native": native[e["name"]], "instances": ph.instance_count(e),
-            "uses_time": e["name"] in timed, "columnar": columnar,
-            "kernel": ph.columnar_kernel(e, plan, columnar) if native[e["name"]] is None else None,
-            "group_columns": ph.group_columns(e, plan), "arrow": e["name"] in arrow,
-            "window_store": window_store(e, e["name"] in arrow, e["name"] in timed),
-            "fused_consumers": fused.get(e["name"], []), "unrecorded": e["name"] in unrecorded,
-            "project_stage": e["name"] in staged,
-            "aggregation": (ph.native_aggregation(e, plan)
-                            if native[e["name"]] == "aggregation" else None),
-            "filter": ph.native_filter(e, plan) if native[e["name"]] == "stream" else None,
-            "input_adapter": adapter["name"] if adapter is not None else None}
-        elements.append({**e, "partition": _compiled_specs(e.get("partition"), plan),
-                         "module_partition": _compiled_specs(e.get("module_partition"), plan),
-                         "physical": physical})
-    return {**plan, "elements": elements, "native_operators": native_operators}
+        path, why = _path(e, plan, name, columnar)
+        adapter = ph.input_adapter(plan, e.name)
+        spread = ph.group_columns(e, plan, columnar)
+        physical = Physical(
+            path=path, why=why, native=name, instances=ph.instance_count(e),
+            uses_time=e.name in timed, columnar=columnar,
+            kernel=ph.columnar_kernel(e, plan, columnar) if name is None else None,
+            group_columns=tuple(spread) if spread is not None else None, arrow=e.name in arrow,
+            window_store=window_store(e, e.name in arrow, e.name in timed),
+            fused_consumers=tuple(fused.get(e.name, [])), unrecorded=e.name in unrecorded,
+            project_stage=e.name in staged,
+            aggregation=ph.native_aggregation(e, plan) if name == "aggregation" else None,
+            filter=ph.native_filter(e, plan) if name == "stream" else None,
+            input_adapter=adapter.name if adapter is not None else None)
+        elements.append(replace(e, partition=_compiled_specs(e.partition, plan),
+                                module_partition=_compiled_specs(e.module_partition, plan),
+                                physical=physical))
+    return replace(plan, elements=tuple(elements), native_operators=native_operators)

@@ -15,6 +15,7 @@ from typing import Callable, Mapping, Optional
 
 from ..syntax import nodes as n
 from ..analysis.expressions import is_aggregate_call
+from .model import Aggregate
 
 Rewrite = Callable[[n.Node], Optional[n.Node]]
 
@@ -97,11 +98,6 @@ def fold_parameters(value: object, params: Mapping[str, ParamValue]) -> object:
     return rebuild(value, rewrite)
 
 
-def splash_json(value: object, params: Mapping[str, ParamValue]) -> object:
-    """SPLASH code (a Block, DECLARE items) as plan JSON: parameters folded, references as written."""
-    return n.to_json(fold_parameters(value, params))
-
-
 @dataclass
 class PlanSource:
     """A FROM source: the alias expressions use, the name written in FROM, the plan element it
@@ -119,7 +115,8 @@ class QueryScope:
 
     sources: list[PlanSource]
     params: Mapping[str, ParamValue]
-    aggregates: list[dict] = field(default_factory=list)
+    aggregates: list[Aggregate] = field(default_factory=list)
+    _keys: list[str] = field(default_factory=list)  # each aggregate's call, as JSON text
 
     def source(self, name: str) -> Optional[PlanSource]:
         """The source a qualifier names (its alias, or else the element name written in FROM)."""
@@ -135,11 +132,11 @@ class QueryScope:
         """The source an unqualified column belongs to (the first having it)."""
         return next((s for s in self.sources if column in s.columns), None)
 
-    def expr(self, e: Optional[n.Node], aggregates: bool = False) -> Optional[dict]:
-        """The plan JSON of a query expression (aggregate calls replaced when ``aggregates``)."""
+    def expr(self, e: Optional[n.Node], aggregates: bool = False) -> Optional[n.Node]:
+        """The plan's tree of a query expression (aggregate calls replaced when ``aggregates``)."""
         if e is None:
             return None
-        return n.to_json(self.node(e, aggregates))  # type: ignore[return-value]
+        return self.node(e, aggregates)
 
     def node(self, e: n.Node, aggregates: bool = False) -> n.Node:
         """The normalised tree of a query expression."""
@@ -166,13 +163,13 @@ class QueryScope:
         return n.Var(ident(name))
 
     def _aggregate(self, call: n.Call) -> n.Node:
-        entry = {"fn": call.func.name.lower(),
-                 "args": [n.to_json(self.node(a)) for a in call.args],
-                 "distinct": call.distinct}
-        key = json.dumps(entry, sort_keys=True)
-        for agg in self.aggregates:
-            if json.dumps({k: agg[k] for k in ("fn", "args", "distinct")}, sort_keys=True) == key:
-                return n.Var(ident(agg["name"]))
+        fn, args = call.func.name.lower(), tuple(self.node(a) for a in call.args)
+        # (the JSON text tells calls apart as the plan writes them: Binary.temporal included)
+        key = json.dumps({"fn": fn, "args": n.to_json(args), "distinct": call.distinct},
+                         sort_keys=True)
+        if key in self._keys:
+            return n.Var(ident(self.aggregates[self._keys.index(key)].name))
         name = f"__agg{len(self.aggregates)}"
-        self.aggregates.append({"name": name, **entry})
+        self.aggregates.append(Aggregate(name, fn, args, call.distinct))
+        self._keys.append(key)
         return n.Var(ident(name))

@@ -1,13 +1,16 @@
 """The planner: a checked project (AST + analysis + resolved parameters) to the plan of docs/plan.md.
 
-Entry points: :func:`build_plan` and :func:`plan_project`. Anything the plan format cannot express
-raises :class:`PlanError`. Expression normalisation lives in :mod:`ccl.plan.expressions`.
+Entry points: :func:`build_plan` and :func:`plan_project`. The planner builds the typed plan
+(:mod:`ccl.plan.model`) directly and :func:`ccl.plan.decisions.decide` stores its physical
+decisions in it; its JSON form is the codec's (:mod:`ccl.plan.codec`). Anything the plan format
+cannot express raises :class:`PlanError`. Expression normalisation lives in
+:mod:`ccl.plan.expressions`.
 """
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Iterable, Mapping, Optional, Sequence
 
 from ..syntax import nodes as n
@@ -17,11 +20,12 @@ from ..analysis.symbols import Element
 from ..splash.types import Type
 from ..diagnostics import Diagnostic, sort_key
 from ..config.parameters import ResolvedParameter, constant_of, keep_count
-from .codec import plan_from_json
 from .decisions import decide
-from .model import PLAN_FORMAT, PLAN_VERSION, Plan
+from .model import (Adapter, Aging, Autogenerate, Column, Element as PlanElement, Flex, Handler, Item,
+                    Join, Keep, Matching, OrderItem, Partition, PartitionSpec, Plan, Query, Select,
+                    Source)
 from .expressions import (ParamValue, PlanError, PlanSource, QueryScope, column_ref,
-                               fold_parameters, json_value, splash_json)
+                          fold_parameters, json_value)
 from ..syntax.project import LoadedProject
 from ..config.project_config import load_project_config, project_name
 from ..config.property_sets import AdapterConfig, adapter_properties
@@ -54,7 +58,7 @@ class Scope:
     elements: Mapping[str, Element]  # analysis facts by the name written in this scope
     modules: dict[str, n.CreateModule]
     names: dict[str, str] = field(default_factory=dict)  # written name -> plan name (bindings)
-    module_partition: Optional[dict] = None
+    module_partition: Optional[Partition] = None
     bound: set[str] = field(default_factory=set)  # module inputs/references bound outside
 
     def resolve(self, written: str) -> str:
@@ -76,8 +80,8 @@ class Planner:
         self.project = project
         self.analysis = analysis
         self.parameters = parameters
-        self.elements: list[dict] = []
-        self.globals: list[object] = []
+        self.elements: list[PlanElement] = []
+        self.globals: list[n.Node] = []
         self._module_facts: dict[str, dict[str, Element]] = {}
         self._outer: Optional[Analyzer] = None
 
@@ -93,80 +97,75 @@ class Planner:
         items = [i for i in s.block.items if not isinstance(i, n.ParamDecl)]
         if scope.prefix and items:
             raise _fail(s, "module DECLARE", "only PARAMETERs are supported in a module's DECLARE")
-        self.globals.extend(splash_json(items, scope.params))  # type: ignore[arg-type]
+        self.globals.extend(_code(items, scope))
 
     def plan_CreateElement(self, s: n.CreateElement, scope: Scope) -> None:
         if s.name.name in scope.bound:
             return  # a module input bound to an outer element
         facts = scope.element(s.name.name, s)
-        out = self._base(s, scope, s.kind, s.role or ("input" if s.query is None else "output"), facts)
-        out["keep"] = keep_json(s.keep, scope)
-        out["autogenerate"] = self._autogenerate(s.autogenerate, s.name.name, facts, scope)
-        out["input_where"] = self._input_where(s, facts, scope)
-        out["declare"] = splash_json(s.declare.items, scope.params) if s.declare else []
-        if s.aging is not None:
-            a = s.aging
-            out["aging"] = {"millis": a.interval.microseconds // 1000, "column": a.column.name,
-                            "times": a.times if a.times is not None else 1,
-                            "start": a.start.name if a.start is not None else None}
+        base = self._base(s, scope, s.kind, s.role or ("input" if s.query is None else "output"), facts)
+        query: Optional[Query] = None
+        partition: Optional[Partition] = None
         if s.query is None:
-            out.update(query=None, partition=None, stateful=s.kind != "stream")
+            stateful = s.kind != "stream"
         else:
             selects = s.query.selects if isinstance(s.query, n.Union_) else [s.query]
-            names = [c for c, _ in out["columns"]]
+            names = [c.name for c in base["columns"]]
             planned = [self.select(sel, names, scope, s) for sel in selects]
-            out["query"] = {"selects": [p[0] for p in planned]}
-            out["partition"] = self.partition(s.partition, planned[0][1], s.name.name, scope, s)
-            out["stateful"] = s.kind == "window" or s.keep is not None or s.declare is not None \
+            query = Query(tuple(p[0] for p in planned))
+            partition = self.partition(s.partition, planned[0][1], s.name.name, scope, s)
+            stateful = s.kind == "window" or s.keep is not None or s.declare is not None \
                 or any(_select_stateful(sel) for sel in selects)
-        self._add(out, scope)
+        a = s.aging
+        aging = None if a is None else Aging(a.interval.microseconds // 1000, a.column.name,
+                                             a.times if a.times is not None else 1,
+                                             a.start.name if a.start is not None else None)
+        self.elements.append(PlanElement(
+            **base, keep=keep_of(s.keep, scope),
+            autogenerate=self._autogenerate(s.autogenerate, s.name.name, facts, scope),
+            input_where=self._input_where(s, facts, scope),
+            declare=tuple(_code(s.declare.items, scope)) if s.declare else (),
+            query=query, partition=partition, stateful=stateful, aging=aging))
 
     def plan_CreateFlex(self, s: n.CreateFlex, scope: Scope) -> None:
         o = s.output
         facts = scope.element(o.name.name, s)
-        out = self._base(s, scope, o.kind, o.role or "output", facts, name=o.name.name)
+        base = self._base(s, scope, o.kind, o.role or "output", facts, name=o.name.name)
         inputs = [(i.name, scope.resolve(i.name)) for i in s.inputs]
         sources = [PlanSource(w, w, plan, list(scope.element(w, s).columns)) for w, plan in inputs]
-        out.update(keep=keep_json(o.keep, scope), autogenerate=None, input_where=None,
-                   declare=splash_json(s.declare.items, scope.params) if s.declare else [],
-                   query=None,
-                   partition=self.partition(s.partition, sources, o.name.name, scope, s),
-                   stateful=True)
+        declare = tuple(_code(s.declare.items, scope)) if s.declare else ()
         keeps = list(s.input_keeps) + [None] * (len(inputs) - len(s.input_keeps))
-        out["flex"] = {"name": s.name.name, "inputs": [p for _, p in inputs],
-                       "input_names": [w for w, _ in inputs],
-                       "input_keeps": [keep_json(k, scope) for k in keeps],
-                       "declare": out["declare"],
-                       "handlers": [self._handler(h, scope) for h in s.handlers]}
-        self._add(out, scope)
+        flex = Flex(s.name.name, tuple(p for _, p in inputs), tuple(w for w, _ in inputs),
+                    tuple(keep_of(k, scope) for k in keeps), declare,
+                    tuple(self._handler(h, scope) for h in s.handlers))
+        self.elements.append(PlanElement(
+            **base, keep=keep_of(o.keep, scope), declare=declare,
+            partition=self.partition(s.partition, sources, o.name.name, scope, s),
+            stateful=True, flex=flex))
 
-    def _handler(self, h: n.Node, scope: Scope) -> dict:
+    def _handler(self, h: n.Node, scope: Scope) -> Handler:
         if isinstance(h, n.EveryHandler):
-            return {"event": "every", "source": None, "millis": h.interval.microseconds // 1000,
-                    "body": splash_json(h.body, scope.params)}
+            return Handler("every", None, h.interval.microseconds // 1000, _code(h.body, scope))
         assert isinstance(h, n.OnHandler)
-        return {"event": h.event, "source": scope.resolve(h.source.name) if h.source else None,
-                "millis": None, "body": splash_json(h.body, scope.params)}
+        return Handler(h.event, scope.resolve(h.source.name) if h.source else None, None,
+                       _code(h.body, scope))
 
     def plan_CreateReference(self, s: n.CreateReference, scope: Scope) -> None:
         if s.name.name in scope.bound:
             return
         facts = scope.element(s.name.name, s)
-        out = self._base(s, scope, "reference", s.role or "input", facts)
-        props = {p.name.name: n.to_json(fold_parameters(p.value, scope.params)) for p in s.properties
+        base = self._base(s, scope, "reference", s.role or "input", facts)
+        props = {p.name.name: _code(p.value, scope) for p in s.properties
                  if not is_secret_name(p.name.name)}
-        out.update(keep=None, autogenerate=None, input_where=None, declare=[], query=None,
-                   partition=None, stateful=False, properties=props)
-        self._add(out, scope)
+        self.elements.append(PlanElement(**base, stateful=False, properties=props))
 
     def plan_CreateErrorStream(self, s: n.CreateErrorStream, scope: Scope) -> None:
         facts = scope.element(s.name.name, s)
         # ESP: "The visibility of an error stream is, by default, LOCAL"
-        out = self._base(s, scope, "error stream", s.role or "local", facts)
-        out.update(keep=None, autogenerate=None, input_where=None, declare=[], query=None,
-                   partition=None, stateful=False,
-                   error_sources=[scope.resolve(src.name) for src in s.sources])
-        self._add(out, scope)
+        base = self._base(s, scope, "error stream", s.role or "local", facts)
+        self.elements.append(PlanElement(
+            **base, stateful=False,
+            error_sources=tuple(scope.resolve(src.name) for src in s.sources)))
 
     def plan_CreateSplitter(self, s: n.CreateSplitter, scope: Scope) -> None:
         """Each target becomes a derived stream (a delta stream with the source's key when the
@@ -180,15 +179,14 @@ class Planner:
             facts = scope.element(target, s)
             # ESP: the targets are local or output "depending on the visibility clause defined
             # for the splitter. The default is local."
-            out = self._base(s, scope, facts.kind, s.role or "local", facts, name=target)
-            select, sources = self.select(s.select, [c for c, _ in out["columns"]], scope, s)
+            base = self._base(s, scope, facts.kind, s.role or "local", facts, name=target)
+            select, sources = self.select(s.select, [c.name for c in base["columns"]], scope, s)
             qs = QueryScope(sources, scope.params)
             cond = _branch_condition(s, target, qs)
-            select["where"] = _and(select["where"], cond)
-            out.update(keep=None, autogenerate=None, input_where=None, declare=[],
-                       query={"selects": [select]}, partition=None,
-                       stateful=_select_stateful(s.select), splitter=s.name.name)
-            self._add(out, scope)
+            select = replace(select, where=_and(select.where, cond))
+            self.elements.append(PlanElement(
+                **base, query=Query((select,)), stateful=_select_stateful(s.select),
+                splitter=s.name.name))
 
     def plan_LoadModule(self, s: n.LoadModule, scope: Scope) -> None:
         module = scope.modules.get(s.module.name)
@@ -258,24 +256,22 @@ class Planner:
 
     def _base(self, s: n.Node, scope: Scope, kind: str, role: str, facts: Element,
               name: Optional[str] = None) -> dict:
+        """The fields every planned element has (its module PARTITION included)."""
         written = name or s.name.name  # type: ignore[attr-defined]
         return {"name": scope.resolve(written), "kind": kind, "role": role,
                 "file": s.span.file if s.span else None, "line": s.span.line if s.span else None,
-                "columns": [[c, type_text(t)] for c, t in facts.columns.items()],
-                "key": list(facts.key) if kind != "stream" else []}
-
-    def _add(self, out: dict, scope: Scope) -> None:
-        out["module_partition"] = scope.module_partition
-        self.elements.append(out)
+                "columns": tuple(Column(c, type_text(t)) for c, t in facts.columns.items()),
+                "key": tuple(facts.key) if kind != "stream" else (),
+                "module_partition": scope.module_partition}
 
     def _autogenerate(self, a: Optional[n.Autogenerate], own: str, facts: Element, scope: Scope
-                      ) -> Optional[dict]:
+                      ) -> Optional[Autogenerate]:
         if a is None:
             return None
         qs = QueryScope([PlanSource(own, own, scope.resolve(own), list(facts.columns))], scope.params)
-        return {"columns": [c.name for c in a.columns], "start": qs.expr(a.start)}
+        return Autogenerate(tuple(c.name for c in a.columns), qs.expr(a.start))
 
-    def _input_where(self, s: n.CreateElement, facts: Element, scope: Scope) -> Optional[dict]:
+    def _input_where(self, s: n.CreateElement, facts: Element, scope: Scope) -> Optional[n.Node]:
         if s.where is None:
             return None
         own = s.name.name
@@ -285,8 +281,8 @@ class Planner:
     # --- SELECT -------------------------------------------------------------------------------
 
     def select(self, sel: n.Select, columns: list[str], scope: Scope, at: n.Node
-               ) -> tuple[dict, list[PlanSource]]:
-        """One SELECT as plan JSON, and its sources."""
+               ) -> tuple[Select, list[PlanSource]]:
+        """One SELECT of the plan, and its sources."""
         froms: list[tuple[n.FromSource, Optional[n.Join]]] = []
         joins: list[tuple[str, Optional[n.Node]]] = []
         for item in sel.sources:
@@ -296,21 +292,20 @@ class Planner:
         items = self._items(sel, sources, qs)
         if len(items) != len(columns):
             raise _fail(at, "SELECT", f"produces {len(items)} column(s) for {len(columns)}")
-        return {
-            "sources": [{"alias": src.alias, "element": src.element,
-                         "keep": keep_json(f.keep, scope)} for src, (f, _) in zip(sources, froms)],
-            "joins": [{"kind": kind, "on": qs.expr(on) if on is not None else _TRUE}
-                      for kind, on in joins],
-            "where": qs.expr(sel.where),
-            "group_by": [qs.expr(g) for g in sel.group_by],
-            "group_filter": qs.expr(sel.group_filter),
-            "having": qs.expr(sel.having, aggregates=True),
-            "group_order_by": [{"expr": qs.expr(o.expr), "descending": bool(o.descending)}
-                               for o in sel.group_order_by],
-            "matching": self._matching(sel.matching, qs),
-            "aggregates": qs.aggregates,
-            "items": [{"name": c, "expr": e} for c, e in zip(columns, items)],
-        }, sources
+        # (in this order: aggregate calls are numbered as they are met, the items' first)
+        planned_sources = tuple(Source(src.alias, src.element, keep_of(f.keep, scope))
+                                for src, (f, _) in zip(sources, froms))
+        planned_joins = tuple(Join(kind, qs.expr(on) if on is not None else _true())  # type: ignore[arg-type]
+                              for kind, on in joins)
+        where = qs.expr(sel.where)
+        group_by = tuple(qs.expr(g) for g in sel.group_by)
+        group_filter = qs.expr(sel.group_filter)
+        having = qs.expr(sel.having, aggregates=True)
+        order = tuple(OrderItem(qs.expr(o.expr), bool(o.descending))  # type: ignore[arg-type]
+                      for o in sel.group_order_by)
+        return Select(planned_sources, planned_joins, where, group_by, group_filter,  # type: ignore[arg-type]
+                      having, order, self._matching(sel.matching, qs), tuple(qs.aggregates),
+                      tuple(Item(c, e) for c, e in zip(columns, items))), sources
 
     def _flatten(self, item: n.Node, froms: list, joins: list, at: n.Node) -> None:
         """FROM items to a left-deep list: sources and, for each after the first, its join."""
@@ -332,8 +327,8 @@ class Planner:
         return PlanSource(f.alias.name if f.alias else written, written, scope.resolve(written),
                           list(facts.columns))
 
-    def _items(self, sel: n.Select, sources: list[PlanSource], qs: QueryScope) -> list[dict]:
-        out: list[dict] = []
+    def _items(self, sel: n.Select, sources: list[PlanSource], qs: QueryScope) -> list[n.Node]:
+        out: list[n.Node] = []
         for item in sel.items:
             if isinstance(item, n.Star):
                 chosen = sources if item.qualifier is None else [qs.source(item.qualifier.name)]
@@ -342,23 +337,23 @@ class Planner:
                     for col in (src.columns if src else []):
                         if col not in seen:
                             seen.add(col)
-                            out.append(n.to_json(column_ref(src.alias, col)))
+                            out.append(column_ref(src.alias, col))
             else:
-                out.append(qs.expr(item.expr, aggregates=True))
+                out.append(qs.node(item.expr, aggregates=True))
         return out
 
     @staticmethod
-    def _matching(m: Optional[n.Matching], qs: QueryScope) -> Optional[dict]:
+    def _matching(m: Optional[n.Matching], qs: QueryScope) -> Optional[Matching]:
         if m is None:
             return None
-        return {"millis": m.interval.microseconds // 1000,
-                "pattern": n.to_json(fold_parameters(m.pattern, {})), "on": qs.expr(m.on)}
+        return Matching(m.interval.microseconds // 1000, fold_parameters(m.pattern, {}),  # type: ignore[arg-type]
+                        qs.expr(m.on))
 
     # --- PARTITION ----------------------------------------------------------------------------
 
     def partition(self, p: Optional[n.Partition], sources: list[PlanSource], target: str,
-                  scope: Scope, at: n.Node) -> Optional[dict]:
-        """A PARTITION clause as plan JSON; BY names resolve to plan elements."""
+                  scope: Scope, at: n.Node) -> Optional[Partition]:
+        """A PARTITION clause of the plan; BY names resolve to plan elements."""
         if p is None:
             return None
         by_name: dict[str, str] = {}
@@ -382,11 +377,11 @@ class Planner:
             if spec.method == "roundrobin":
                 source = scope.elements.get(written_as.get(written, written))
                 columns = source.roundrobin_key if source is not None else []
-            specs.append({"input": name, "as": written, "method": spec.method, "columns": columns,
-                          "block": splash_json(spec.body, scope.params) if spec.body else None})
-        used = {s["input"] for s in specs}
-        return {"count": self._count(p, scope, at, target), "partitions_var": f"{target}_partitions",
-                "specs": specs, "broadcast": [i for i in inputs if i not in used]}
+            specs.append(PartitionSpec(name, written or name, spec.method, tuple(columns),
+                                       _code(spec.body, scope) if spec.body else None))
+        used = {s.input for s in specs}
+        return Partition(self._count(p, scope, at, target), f"{target}_partitions", tuple(specs),
+                         tuple(i for i in inputs if i not in used))
 
     @staticmethod
     def _count(p: n.Partition, scope: Scope, at: n.Node, target: str) -> int:
@@ -398,40 +393,43 @@ class Planner:
         return param.value
 
 
-_TRUE = {"node": "Literal", "kind": "boolean", "value": True}
+def _true() -> n.Node:
+    return n.Literal("boolean", True)
 
 
-def _and(left: Optional[dict], right: Optional[dict]) -> Optional[dict]:
+def _code(value: object, scope: Scope) -> object:
+    """SPLASH code (a Block, DECLARE items, a property value) as the plan holds it: without
+    positions, parameters folded, references as written."""
+    return fold_parameters(value, scope.params)
+
+
+def _and(left: Optional[n.Node], right: Optional[n.Node]) -> Optional[n.Node]:
     if left is None or right is None:
         return left or right
-    return {"node": "Binary", "op": "and", "left": left, "right": right, "temporal": None}
+    return n.Binary("and", left, right)
 
 
-def _not(e: dict) -> dict:
-    return {"node": "Unary", "op": "not", "operand": e}
-
-
-def _branch_condition(s: n.CreateSplitter, target: str, qs: QueryScope) -> Optional[dict]:
+def _branch_condition(s: n.CreateSplitter, target: str, qs: QueryScope) -> n.Node:
     """The WHERE of one splitter target: the OR of (its branch's condition and no earlier one).
     A condition counts as true only when it is true: a null one (a null column) falls through to the
     next branch and to ELSE, as in CASE."""
-    earlier: list[dict] = []
-    alternatives: list[dict] = []
+    earlier: list[n.Node] = []
+    alternatives: list[n.Node] = []
     for b in s.branches:
-        cond = qs.expr(n.Case(None, [n.WhenThen(b.cond, n.Literal("boolean", True))],
+        cond = qs.node(n.Case(None, [n.WhenThen(b.cond, n.Literal("boolean", True))],
                               n.Literal("boolean", False), span=b.cond.span))
         if any(t.name == target for t in b.targets):
             alternatives.append(_conj(earlier + [cond]))
-        earlier.append(_not(cond))
+        earlier.append(n.Unary("not", cond))
     if any(t.name == target for t in s.otherwise):
-        alternatives.append(_conj(earlier) if earlier else _TRUE)
+        alternatives.append(_conj(earlier) if earlier else _true())
     result = alternatives[0]
     for alt in alternatives[1:]:
-        result = {"node": "Binary", "op": "or", "left": result, "right": alt, "temporal": None}
+        result = n.Binary("or", result, alt)
     return result
 
 
-def _conj(parts: list[dict]) -> dict:
+def _conj(parts: list[n.Node]) -> n.Node:
     result = parts[0]
     for p in parts[1:]:
         result = _and(result, p)  # type: ignore[assignment]
@@ -452,8 +450,8 @@ def _from_sources(items: Iterable[n.Node]) -> Iterable[n.FromSource]:
             yield item
 
 
-def keep_json(k: Optional[n.Keep], scope: Scope) -> Optional[dict]:
-    """A KEEP clause normalised: ``{"kind", "count", "millis", "per", "slack"}``."""
+def keep_of(k: Optional[n.Keep], scope: Scope) -> Optional[Keep]:
+    """A KEEP clause normalised (counts given by parameters are their values)."""
     if k is None:
         return None
     values = {name: p.value for name, p in scope.params.items()}
@@ -467,8 +465,7 @@ def keep_json(k: Optional[n.Keep], scope: Scope) -> Optional[dict]:
         if slack is None:
             raise _fail(k, "KEEP", f"the SLACK has no value: {why or 'a parameter has none'}")
     millis = k.interval.microseconds // 1000 if k.interval is not None else None
-    return {"kind": k.kind, "count": count, "millis": millis, "per": [p.name for p in k.per],
-            "slack": slack}
+    return Keep(k.kind, count, millis, tuple(p.name for p in k.per), slack)
 
 
 # --- adapters and parameters ---------------------------------------------------------------------
@@ -477,7 +474,7 @@ def _plain(value: object) -> object:
     return json_value("", value)
 
 
-def adapters_json(project: LoadedProject, configs: Sequence[AdapterConfig]) -> list[dict]:
+def plan_adapters(project: LoadedProject, configs: Sequence[AdapterConfig]) -> tuple[Adapter, ...]:
     """Every top-level ATTACH ADAPTER with its effective properties (secret ones left out)."""
     stmts = {s.name.name: s for s in project.statements if isinstance(s, n.AttachAdapter)}
     out = []
@@ -485,10 +482,10 @@ def adapters_json(project: LoadedProject, configs: Sequence[AdapterConfig]) -> l
         stmt = stmts.get(a.name)
         props = {name: _plain(p.value) for name, p in a.properties.items()
                  if not is_secret_name(name) and not isinstance(p.value, Secret)}
-        out.append({"name": a.name, "direction": a.direction, "type": a.type, "element": a.target,
-                    "group": stmt.group.name if stmt is not None and stmt.group else None,
-                    "property_set": a.property_set, "properties": props})
-    return out
+        out.append(Adapter(a.name, a.direction, a.type, a.target,
+                           stmt.group.name if stmt is not None and stmt.group else None,
+                           a.property_set, props))
+    return tuple(out)
 
 
 def _top_params(parameters: Mapping[str, ResolvedParameter]) -> dict[str, ParamValue]:
@@ -514,33 +511,37 @@ def build_plan(project: LoadedProject, analysis: Analysis,
     planner = Planner(project, analysis, parameters)
     planner.run(project.statements, Scope("", params, analysis.elements, modules))
     _give_error_records_their_schemas(planner.elements, planner.globals)
-    data = {"format": PLAN_FORMAT, "version": PLAN_VERSION, "project": project_name(project.main),
-            "file": os.path.basename(project.main),
-            "parameters": {k: json_value(v.type, v.value) for k, v in params.items()},
-            "globals": planner.globals, "elements": planner.elements,
-            "adapters": adapters_json(project, adapters_properties)}
-    return plan_from_json(decide(data, native_operators))
+    plan = Plan(project_name(project.main), os.path.basename(project.main),
+                {k: json_value(v.type, v.value) for k, v in params.items()},
+                tuple(planner.globals), tuple(planner.elements),
+                plan_adapters(project, adapters_properties))
+    return decide(plan, native_operators)
 
 
 _ERROR_RECORD_FUNCTIONS = ("recorddatatostring", "recorddatatorecord")
 
 
-def _give_error_records_their_schemas(elements: list[dict], *more: object) -> None:
+def _give_error_records_their_schemas(elements: Sequence[PlanElement], *more: object) -> None:
     """Append the plan's element schemas (JSON text) to each recordDataToString/Record call of
     the plan, in place: the row of an error record reads in its element's columns and key
     (ccl/splash/error_records.py)."""
-    schemas = json.dumps({e["name"]: {"columns": e["columns"], "key": e.get("key") or []}
-                          for e in elements if e.get("columns")}, sort_keys=True)
-    literal = n.to_json(n.Literal("string", schemas))
+    schemas = json.dumps({e.name: {"columns": [[c.name, c.type] for c in e.columns],
+                                   "key": list(e.key)}
+                          for e in elements if e.columns}, sort_keys=True)
 
     def visit(value: object) -> None:
-        if isinstance(value, list):
+        if isinstance(value, n.Node):
+            for node in value.walk():
+                if (isinstance(node, n.Call) and node.library is None and len(node.args) == 2
+                        and str(node.func.name).lower() in _ERROR_RECORD_FUNCTIONS):
+                    node.args.append(n.Literal("string", schemas))
+        elif is_dataclass(value):
+            for f in fields(value):
+                visit(getattr(value, f.name))
+        elif isinstance(value, (list, tuple)):
             for v in value:
                 visit(v)
-        elif isinstance(value, dict):
-            if (value.get("node") == "Call" and not value.get("library") and len(value["args"]) == 2
-                    and str(value["func"]["name"]).lower() in _ERROR_RECORD_FUNCTIONS):
-                value["args"].append(literal)
+        elif isinstance(value, Mapping):
             for v in value.values():
                 visit(v)
     visit([elements, *more])
