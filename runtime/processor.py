@@ -219,7 +219,18 @@ class BucketRun:
             state = states.get(i_inst)
             if state is None:
                 state = states[i_inst] = engine.initial_state()
-            for i_sub, o in enumerate(engine.process(state, events, now)):
+            outputs = engine.process(state, events, now)
+            if all(type(o) is Emit for o in outputs):  # the common case: a column at a time
+                count = len(outputs)
+                kinds += ["row"] * count
+                insts += [i_inst] * count
+                seqs += [o.seq for o in outputs]
+                subs += range(count)
+                ops += [o.op for o in outputs]
+                infos += [None] * count
+                rows += [o.values for o in outputs]
+                continue
+            for i_sub, o in enumerate(outputs):
                 if isinstance(o, Emit):
                     kinds.append("row")
                     ops.append(o.op)
