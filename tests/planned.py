@@ -1,6 +1,8 @@
 """Plans of CCL text for tests that read a plan's JSON form (what the runtime's engine reads)."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Mapping, Optional
 
 from ccl.diagnostics import Diagnostic
@@ -13,3 +15,13 @@ def plan_json(path: str, ccr: Optional[str] = None, params: Mapping[str, str] = 
     """:func:`plan_project`, the plan in its JSON form (None when there are errors)."""
     plan, diags = plan_project(path, ccr, params, native_operators=native_operators)
     return (plan_to_json(plan) if plan is not None else None), diags
+
+
+def plan_text_of(directory: Path, text: str) -> str:
+    """The plan JSON text (what BucketRun takes) of the project ``text``, written as ``p.ccl`` in
+    ``directory``; its diagnostics when it has errors."""
+    path = directory / "p.ccl"
+    path.write_text(text)
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    return json.dumps(plan)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planned import plan_json
+from planned import plan_text_of
 from runtime.processor import BucketRun, received_rows
 
 PROJECT = """
@@ -45,11 +45,7 @@ R_TYPE = pa.struct([("k", pa.string()), ("w", pa.int32())])
 
 @pytest.fixture(scope="module")
 def plan_text(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("p") / "p.ccl"
-    path.write_text(PROJECT)
-    plan, diags = plan_json(str(path))
-    assert plan is not None, [str(d) for d in diags]
-    return json.dumps(plan)
+    return plan_text_of(tmp_path_factory.mktemp("p"), PROJECT)
 
 
 keys = st.sampled_from([None, "a", "b", "c"])
