@@ -21,7 +21,9 @@ events per ``process()`` call (one micro-batch of one instance), as ``runtime/pr
   through ``runtime.processor.BucketRun.process_table``: a generated Arrow bucket in the processor's
   input layout (``batch`` rows, spread over the 4 instances) in, the output Arrow table out. Its
   line also gives the engine alone (``FlexEngine.process`` on the same rows as events) for the
-  share of the cost outside the engine.
+  share of the cost outside the engine, and the baseline ``process_table`` replaced for an element
+  without a kernel (``table(process(received_rows(...)))``), alternating with it in this process,
+  and their ratio.
 
 Prints µs/event per shape (the best of ``repeat`` runs, a fresh state each run), in CPU time of the
 process by default (``--clock wall`` for elapsed time: on a busy machine that mostly measures the
@@ -237,17 +239,19 @@ def bucket_tables(parts: list[tuple[list[dict], list[tuple]]]) -> list:
 
 
 def run_bucket(run, tables: list,  # type: ignore[no-untyped-def]
-               clock: Callable[[], float] = time.process_time) -> float:
+               clock: Callable[[], float] = time.process_time, rows_path: bool = False) -> float:
     """Seconds to put every table through ``run.process_table`` from fresh states, with the cycle
     collector paused as runtime/arrow_state.py does (output rows checked for bad records, which the
-    bench must not have)."""
-    from runtime.processor import gc_paused
+    bench must not have). ``rows_path``: through what ``process_table`` replaced for an element
+    without a kernel instead (``table(process(received_rows(...)))``, the baseline)."""
+    from runtime.processor import gc_paused, received_rows
     states: dict = {}
     now = 1_000_000
     with gc_paused():  # as runtime/arrow_state.py runs a bucket
         start = clock()
         for t in tables:
-            out = run.process_table(states, t, now)
+            out = (run.table(run.process(states, received_rows(t), now)) if rows_path
+                   else run.process_table(states, t, now))
             now += 100
         took = clock() - start
     kinds = out.column("__kind").to_pylist()
@@ -289,10 +293,16 @@ def bucket(args, clock: Callable[[], float]) -> None:  # type: ignore[no-untyped
     run = BucketRun(json.dumps(data), "Moves")
     parts = buckets(args.rows, args.batch)
     tables = bucket_tables(parts)
-    whole = min(run_bucket(run, tables, clock) for _ in range(args.repeat))
+    wholes, rows_paths = [], []
+    for _ in range(args.repeat):  # process_table and its baseline alternating in this process
+        wholes.append(run_bucket(run, tables, clock))
+        rows_paths.append(run_bucket(run, tables, clock, rows_path=True))
+    whole, rows_path = min(wholes), min(rows_paths)
     alone = min(run_bucket_engine(run.engine, parts, clock) for _ in range(args.repeat))
     print(f"bucket  {whole / args.rows * 1e6:8.2f} µs/event through BucketRun.process_table, "
-          f"{alone / args.rows * 1e6:.2f} µs/event in the engine alone ({args.rows} events in "
+          f"{alone / args.rows * 1e6:.2f} µs/event in the engine alone, "
+          f"{rows_path / args.rows * 1e6:.2f} µs/event through the rows path "
+          f"(table(process(received_rows)), ratio {whole / rows_path:.3f}) ({args.rows} events in "
           f"buckets of {args.batch}, best of {args.repeat}, {args.clock} time)", flush=True)
     if args.profile:
         profile("bucket", lambda: run_bucket(run, tables))

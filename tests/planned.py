@@ -1,6 +1,8 @@
 """Plans of CCL text for tests that read a plan's JSON form (what the runtime's engine reads)."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Mapping, Optional
 
 from ccl.diagnostics import Diagnostic
@@ -21,3 +23,13 @@ def typed_element(plan: dict, index: int) -> tuple[Element, Plan]:
     (ccl/plan/physical.py) read."""
     typed = plan_from_json(plan)
     return typed.elements[index], typed
+
+
+def plan_text_of(directory: Path, text: str) -> str:
+    """The plan JSON text (what BucketRun takes) of the project ``text``, written as ``p.ccl`` in
+    ``directory``; its diagnostics when it has errors."""
+    path = directory / "p.ccl"
+    path.write_text(text)
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    return json.dumps(plan)

@@ -3,13 +3,13 @@ schema, the values' dicts converted as one struct column; the same table as colu
 from __future__ import annotations
 
 import datetime as dt
-import json
 from decimal import Decimal
 from types import MappingProxyType
 
 import pytest
 
 from ccl.splash.values import Long
+from planned import plan_text_of
 from runtime.processor import BucketRun
 
 PROJECT = """
@@ -21,14 +21,7 @@ CREATE OUTPUT WINDOW W PRIMARY KEY (k) AS SELECT * FROM S;
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> BucketRun:
-    from ccl.plan.codec import plan_to_json
-    from ccl.plan.planner import plan_project
-
-    path = tmp_path_factory.mktemp("p") / "p.ccl"
-    path.write_text(PROJECT)
-    plan, diags = plan_project(str(path))
-    assert plan is not None, [str(d) for d in diags]
-    return BucketRun(json.dumps(plan_to_json(plan)), "W")
+    return BucketRun(plan_text_of(tmp_path_factory.mktemp("p"), PROJECT), "W")
 
 
 def _by_columns(run: BucketRun, out: list[tuple]):
