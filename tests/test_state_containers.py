@@ -191,10 +191,10 @@ def test_unshared_dictionaries_of_vectors_stay_in_the_store(tmp_path):
                                                   put(ns, key, value, **kw))
         put_all = store.put_all
 
-        def spy_put_all(ns, inst, items):
+        def spy_put_all(ns, inst, items, **kw):
             items = list(items)
             written.extend((ns, (inst, *key), value) for key, value in items)
-            put_all(ns, inst, items)
+            put_all(ns, inst, items, **kw)
         store.put_all = spy_put_all
         store.begin(1)
         attached = attach(states, store)

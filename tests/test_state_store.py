@@ -265,6 +265,40 @@ def test_a_fresh_instance_written_whole_is_not_read_and_its_undo_is_one_value(ro
         assert dict(s.scan("w")) == {(1, "x"): 1, (1, "y"): 1}
 
 
+def test_put_all_told_whether_the_instance_is_new_reads_only_the_keys_it_must(root):
+    """put_all with ``absent`` (a mapping's flush knows whether its instance held anything when
+    the batch began): True reads nothing at commit and seeks nothing; False reads each key for
+    its undo record, as put does; a replay brings both back exactly."""
+    with BucketStore.open(root, 0) as s:
+        s.begin(0)
+        s.put("w", (1, "x"), 1)
+        s.commit(0)
+        real, reads, iters = s._db, [], []
+
+        class Spy:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def get(self, keys, *rest):
+                reads.append(keys)
+                return real.get(keys, *rest)
+
+            def iter(self, *rest):
+                iters.append(rest)
+                return real.iter(*rest)
+        s._db = Spy()
+        s.begin(1)
+        s.put_all("w", 2, [(("a",), 1), (("b",), 2)], absent=True)
+        s.put_all("w", 1, [(("x",), 5), (("y",), 6)], absent=False)
+        assert iters == []
+        s.commit(1)
+        s._db = real
+        assert reads == [[b"dw\x00" + encode_key((1, "x")), b"dw\x00" + encode_key((1, "y"))]]
+        assert dict(s.scan("w")) == {(1, "x"): 5, (1, "y"): 6, (2, "a"): 1, (2, "b"): 2}
+        s.begin(1)  # batch 1 again
+        assert dict(s.scan("w")) == {(1, "x"): 1}
+
+
 def test_nothing_before_commit_survives_a_close(root):
     with BucketStore.open(root, 0) as s:
         s.begin(0)

@@ -148,8 +148,8 @@ class StoredRows(MutableMapping):
                 store.delete(ns, (inst, *key))
             else:
                 values.append((key, row))
-        if values:
-            store.put_all(ns, inst, values)
+        if values:  # (nothing committed when the batch began: the keys are new, no seek)
+            store.put_all(ns, inst, values, absent=self._empty)
 
 
 class StoredGroups(StoredRows):

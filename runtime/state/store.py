@@ -421,9 +421,13 @@ class BucketStore:
             self._prior[dkey] = None
         self._set(dkey, _UNTIMED + pickle.dumps(value, protocol=5))
 
-    def put_all(self, ns: str, inst: int, items: Iterable[tuple[tuple, Any]]) -> None:
+    def put_all(self, ns: str, inst: int, items: Iterable[tuple[tuple, Any]],
+                absent: Optional[bool] = None) -> None:
         """:meth:`put` of every ``(key, value)`` of ``items`` under ``(inst, *key)``: a whole part
-        of an instance's state written at once (the instance's prefix encoded once)."""
+        of an instance's state, or the values a batch changed in it, written at once (the
+        instance's prefix encoded once). ``absent``: whether the caller knows the instance holds
+        nothing committed in ``ns`` (True: no key is read for its undo record at commit; False:
+        it holds some); None: found out by one seek."""
         if self._batch is None:
             raise StateError(f"bucket {self.bucket}: a write outside a batch (begin first)")
         head = b"d" + self._prefix(ns) + encode_key((inst,))
@@ -436,7 +440,7 @@ class BucketStore:
         self._pending.update(zip(dkeys, [_UNTIMED + dumps(value, 5) for _, value in pairs]))
         # the instance holds nothing committed in ns (an instance new in the batch): no key is
         # read for its undo record at commit (one seek here instead)
-        if not self._holds(head):
+        if absent if absent is not None else not self._holds(head):
             self._prior.update(dict.fromkeys(dkeys))
         self._sorted = None
 

@@ -489,8 +489,8 @@ class StoredDictionary(Dictionary):
             else:
                 values.append(((_store_key(k),), (e[0], e[1], _pack(e[2], self.value))
                                if self._packed else tuple(e)))
-        if values:  # (one call for all, not one per entry)
-            store.put_all(data, inst, values)
+        if values:  # (one call for all, not one per entry; nothing committed: no seek)
+            store.put_all(data, inst, values, absent=self._empty)
         self._dirty.clear()
         if self._size:
             self._empty = False
