@@ -233,6 +233,25 @@ def test_values_pickled_before_the_long_reducer_still_read_back():
     assert _same(_load(b"\x00" + pickle.dumps(value, 5)), value)
 
 
+class _SpyDb:
+    """A store's RocksDB that records the keys of every read (``reads``) and every iterator
+    opened (``iters``)."""
+
+    def __init__(self, real):
+        self.real, self.reads, self.iters = real, [], []
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def get(self, keys, *rest):
+        self.reads.append(keys)
+        return self.real.get(keys, *rest)
+
+    def iter(self, *rest):
+        self.iters.append(rest)
+        return self.real.iter(*rest)
+
+
 def test_a_fresh_instance_written_whole_is_not_read_and_its_undo_is_one_value(root):
     """put_all of an instance holding nothing committed in the namespace (new in the batch): its
     keys are known absent (no read at commit), and their undo records are the batch mark's value
@@ -242,22 +261,14 @@ def test_a_fresh_instance_written_whole_is_not_read_and_its_undo_is_one_value(ro
         s.put("w", (1, "x"), 1)
         s.put("w", (1, "y"), 1)
         s.commit(0)
-        real, reads = s._db, []
-
-        class Spy:
-            def __getattr__(self, name):
-                return getattr(real, name)
-
-            def get(self, keys, *rest):
-                reads.append(keys)
-                return real.get(keys, *rest)
-        s._db = Spy()
+        real = s._db
+        s._db = spy = _SpyDb(real)
         s.begin(1)
         s.put_all("w", 2, [((k,), k) for k in "abc"])  # instance 2 holds nothing in w
         s.put_all("w", 1, [(("y",), 2)])  # instance 1 does: its key read for its undo record
         s.commit(1)
         s._db = real
-        assert reads == [[b"dw\x00" + encode_key((1, "y"))]]
+        assert spy.reads == [[b"dw\x00" + encode_key((1, "y"))]]
         mark = b"u" + (1 + (1 << 63)).to_bytes(8, "big")
         undo = [k for k, _ in real.items() if k.startswith(mark)]
         assert len(undo) == 2  # the mark (holding the 3 new keys) and (1, "y")'s record
@@ -273,27 +284,16 @@ def test_put_all_told_whether_the_instance_is_new_reads_only_the_keys_it_must(ro
         s.begin(0)
         s.put("w", (1, "x"), 1)
         s.commit(0)
-        real, reads, iters = s._db, [], []
-
-        class Spy:
-            def __getattr__(self, name):
-                return getattr(real, name)
-
-            def get(self, keys, *rest):
-                reads.append(keys)
-                return real.get(keys, *rest)
-
-            def iter(self, *rest):
-                iters.append(rest)
-                return real.iter(*rest)
-        s._db = Spy()
+        real = s._db
+        s._db = spy = _SpyDb(real)
         s.begin(1)
         s.put_all("w", 2, [(("a",), 1), (("b",), 2)], absent=True)
         s.put_all("w", 1, [(("x",), 5), (("y",), 6)], absent=False)
-        assert iters == []
+        assert spy.iters == []
         s.commit(1)
         s._db = real
-        assert reads == [[b"dw\x00" + encode_key((1, "x")), b"dw\x00" + encode_key((1, "y"))]]
+        assert spy.reads == [[b"dw\x00" + encode_key((1, "x")),
+                              b"dw\x00" + encode_key((1, "y"))]]
         assert dict(s.scan("w")) == {(1, "x"): 5, (1, "y"): 6, (2, "a"): 1, (2, "b"): 2}
         s.begin(1)  # batch 1 again
         assert dict(s.scan("w")) == {(1, "x"): 1}
