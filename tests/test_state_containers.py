@@ -189,6 +189,13 @@ def test_unshared_dictionaries_of_vectors_stay_in_the_store(tmp_path):
         put = store.put
         store.put = lambda ns, key, value, **kw: (written.append((ns, key, value)),
                                                   put(ns, key, value, **kw))
+        put_all = store.put_all
+
+        def spy_put_all(ns, inst, items, **kw):
+            items = list(items)
+            written.extend((ns, (inst, *key), value) for key, value in items)
+            put_all(ns, inst, items, **kw)
+        store.put_all = spy_put_all
         store.begin(1)
         attached = attach(states, store)
         local = states[0]["vars"]["d"]["k7"]

@@ -3,10 +3,12 @@ replay by undo records), rebucketing, and a store used by two processes in turn;
 runs random batches with random crashes against a plain dict model."""
 import datetime as dt
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
+import uuid
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from hypothesis import strategies as st
 from runtime.state import (BucketStore, StateError, create, decode_key, encode_key, read_layout,
                            rebucket)
 from runtime.state.keys import encode_items
-from runtime.state.store import KEEP_UNDO, count_keys, rebucket_keys
+from runtime.state.store import KEEP_UNDO, _load, count_keys, rebucket_keys
 
 REPO = Path(__file__).resolve().parent.parent
 _SHM = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
@@ -151,6 +153,105 @@ def test_put_all_writes_what_put_writes_and_a_replay_undoes_it(root):
             s.put_all("w", 3, items.items())
 
 
+def _same(a, b) -> bool:
+    """``a`` and ``b`` equal and of the same types all the way down (a NaN equals a NaN, -0.0
+    is not 0.0, a dict's keys in the same order, a subclass's attributes too)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return (a != a and b != b) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    if isinstance(a, (list, tuple)):
+        same = len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    elif isinstance(a, dict):
+        same = _same(list(a), list(b)) and all(_same(a[k], b[k]) for k in a)
+    else:
+        same = a == b
+    if isinstance(a, Decimal):  # (a Dec's precision and scale are slots)
+        same = same and str(a) == str(b) and all(getattr(a, n, None) == getattr(b, n, None)
+                                                 for n in ("precision", "scale"))
+    return same and getattr(a, "__dict__", None) == getattr(b, "__dict__", None)
+
+
+def _stored_values():
+    """Values the engine keeps in the store: rows (dicts of column values, tuples), groups and
+    indexes (nested dicts and lists), Flex entries (records, vectors), of every scalar a column
+    or SPLASH variable holds."""
+    from ccl.splash.types import FLOAT, INTEGER
+    from ccl.splash.values import Interval, Long, Record, Vector, make_dec
+    longs = st.integers(-(1 << 63), (1 << 63) - 1)
+    scalars = st.one_of(
+        st.none(), st.booleans(), st.integers(), st.integers(-(1 << 200), 1 << 200),
+        st.floats(), st.sampled_from([-0.0, 0.0, float("nan"), float("inf")]),
+        st.text(max_size=5), st.binary(max_size=5), longs.map(Long), longs.map(Interval),
+        _SCALARS["decimal"], _SCALARS["naive"], _SCALARS["aware"], _SCALARS["date"],
+        st.decimals(-10**6, 10**6, places=2).map(lambda d: make_dec(d, 10, 2)))
+    keys = st.one_of(st.text(max_size=4), st.integers(-3, 3), longs.map(Long))
+    return st.recursive(scalars, lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(keys, inner, max_size=4),
+        st.dictionaries(st.text(max_size=3), inner, max_size=3).map(
+            lambda d: Record(d.items(), {"x": INTEGER})),
+        st.lists(scalars, max_size=3).map(lambda v: Vector(v, FLOAT))), max_leaves=12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(st.lists(_stored_values(), min_size=1, max_size=6))
+def test_every_value_the_engine_stores_reads_back_equal_and_of_the_same_types(fast_path, values):
+    """Put, put whole (put_all), put timed, committed, read by another open: each value equal
+    to the one written and of the same types (a SPLASH Long stays a Long, -0.0 stays -0.0)."""
+    root = str(fast_path / f"v{uuid.uuid4().hex}")
+    create(root, 1)
+    with BucketStore.open(root, 0) as s:
+        s.begin(0)
+        for i, v in enumerate(values):
+            s.put("p", (0, i), v)
+            s.put_timed("t", (0, i), v, i)
+        s.put_all("a", 1, [((i,), v) for i, v in enumerate(values)])
+        s.commit(0)
+    with BucketStore.open(root, 0) as s:
+        for ns, inst in (("p", 0), ("t", 0), ("a", 1)):
+            got = [v for _, v in s.scan(ns, (inst,))]
+            assert len(got) == len(values) and all(_same(a, b) for a, b in zip(got, values))
+            assert all(_same(s.get(ns, (inst, i)), v) for i, v in enumerate(values))
+
+
+def test_values_pickled_before_the_long_reducer_still_read_back():
+    """A Long or Interval pickled the way the store wrote it before ccl/splash/values.py's
+    reducer (``copyreg.__newobj__``: state committed by an older runtime) loads as it was."""
+    import io
+    import pickle
+
+    from ccl.splash.values import Interval, Long
+    value = {"Id": Long(7), "Gap": Interval(-3), "rows": [Long(1 << 62)]}
+    old = io.BytesIO()
+    pickler = pickle.Pickler(old, 5)
+    pickler.dispatch_table = {}  # the default reduction, as before the reducer
+    pickler.dump(value)
+    assert old.getvalue() != pickle.dumps(value, 5)
+    assert _same(_load(b"\x00" + old.getvalue()), value)
+    assert _same(_load(b"\x00" + pickle.dumps(value, 5)), value)
+
+
+class _SpyDb:
+    """A store's RocksDB that records the keys of every read (``reads``) and every iterator
+    opened (``iters``)."""
+
+    def __init__(self, real):
+        self.real, self.reads, self.iters = real, [], []
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def get(self, keys, *rest):
+        self.reads.append(keys)
+        return self.real.get(keys, *rest)
+
+    def iter(self, *rest):
+        self.iters.append(rest)
+        return self.real.iter(*rest)
+
+
 def test_a_fresh_instance_written_whole_is_not_read_and_its_undo_is_one_value(root):
     """put_all of an instance holding nothing committed in the namespace (new in the batch): its
     keys are known absent (no read at commit), and their undo records are the batch mark's value
@@ -160,27 +261,42 @@ def test_a_fresh_instance_written_whole_is_not_read_and_its_undo_is_one_value(ro
         s.put("w", (1, "x"), 1)
         s.put("w", (1, "y"), 1)
         s.commit(0)
-        real, reads = s._db, []
-
-        class Spy:
-            def __getattr__(self, name):
-                return getattr(real, name)
-
-            def get(self, keys, *rest):
-                reads.append(keys)
-                return real.get(keys, *rest)
-        s._db = Spy()
+        real = s._db
+        s._db = spy = _SpyDb(real)
         s.begin(1)
         s.put_all("w", 2, [((k,), k) for k in "abc"])  # instance 2 holds nothing in w
         s.put_all("w", 1, [(("y",), 2)])  # instance 1 does: its key read for its undo record
         s.commit(1)
         s._db = real
-        assert reads == [[b"dw\x00" + encode_key((1, "y"))]]
+        assert spy.reads == [[b"dw\x00" + encode_key((1, "y"))]]
         mark = b"u" + (1 + (1 << 63)).to_bytes(8, "big")
         undo = [k for k, _ in real.items() if k.startswith(mark)]
         assert len(undo) == 2  # the mark (holding the 3 new keys) and (1, "y")'s record
         s.begin(1)  # batch 1 again
         assert dict(s.scan("w")) == {(1, "x"): 1, (1, "y"): 1}
+
+
+def test_put_all_told_whether_the_instance_is_new_reads_only_the_keys_it_must(root):
+    """put_all with ``absent`` (a mapping's flush knows whether its instance held anything when
+    the batch began): True reads nothing at commit and seeks nothing; False reads each key for
+    its undo record, as put does; a replay brings both back exactly."""
+    with BucketStore.open(root, 0) as s:
+        s.begin(0)
+        s.put("w", (1, "x"), 1)
+        s.commit(0)
+        real = s._db
+        s._db = spy = _SpyDb(real)
+        s.begin(1)
+        s.put_all("w", 2, [(("a",), 1), (("b",), 2)], absent=True)
+        s.put_all("w", 1, [(("x",), 5), (("y",), 6)], absent=False)
+        assert spy.iters == []
+        s.commit(1)
+        s._db = real
+        assert spy.reads == [[b"dw\x00" + encode_key((1, "x")),
+                              b"dw\x00" + encode_key((1, "y"))]]
+        assert dict(s.scan("w")) == {(1, "x"): 5, (1, "y"): 6, (2, "a"): 1, (2, "b"): 2}
+        s.begin(1)  # batch 1 again
+        assert dict(s.scan("w")) == {(1, "x"): 1}
 
 
 def test_nothing_before_commit_survives_a_close(root):

@@ -117,6 +117,13 @@ def test_a_batch_writes_the_entries_it_changes_and_keeps_insertion_order(tmp_pat
         store.put = lambda ns, key, value, **kw: (written.append(("put", ns, key)),
                                                   put(ns, key, value, **kw))
         store.delete = lambda ns, key: (written.append(("delete", ns, key)), delete(ns, key))
+        put_all = store.put_all
+
+        def spy_put_all(ns, inst, items, **kw):
+            items = list(items)
+            written.extend(("put", ns, (inst, *key)) for key, _ in items)
+            put_all(ns, inst, items, **kw)
+        store.put_all = spy_put_all
         store.begin(1)
         attached = attach(states, store)
         d = states[7]["vars"]["d"]

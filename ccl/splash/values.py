@@ -21,6 +21,7 @@ carries the difference:
 """
 from __future__ import annotations
 
+import copyreg
 import datetime as dt
 import re
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
@@ -69,6 +70,19 @@ class Interval(int):
 
     def __repr__(self) -> str:
         return f"Interval({int(self)})"
+
+
+def _reduce_int(value: int) -> tuple:
+    """How pickle writes a :class:`Long` or :class:`Interval`: its class called on its int.
+    Engine state is pickled value by value (runtime/state/store.py), and the default
+    (``object.__reduce_ex__``: ``copyreg.__newobj__``, the class's new-args and state) made a
+    pickle of an aggregate group holding 14 Longs cost 3 times the same group of ints (19 against
+    6.4 µs); with this, 14 µs. What was pickled the old way loads as before."""
+    return type(value), (int(value),)
+
+
+copyreg.pickle(Long, _reduce_int)
+copyreg.pickle(Interval, _reduce_int)
 
 
 class Dec(Decimal):

@@ -136,13 +136,20 @@ class StoredRows(MutableMapping):
 
     def flush(self) -> None:
         """Give the values changed so far to the store (pending until its commit)."""
-        store, ns, inst, cache = self._store, self._ns, self._inst, self._cache
-        for key in self._changed():
-            row = cache[key]
+        self._write((key, self._cache[key]) for key in self._changed())
+
+    def _write(self, changes: Iterator[tuple[tuple, Any]]) -> None:
+        """Give the store the (key, value) ``changes`` (``_ABSENT``: deleted): the values in one
+        :meth:`~runtime.state.store.BucketStore.put_all`, not a call per value."""
+        store, ns, inst = self._store, self._ns, self._inst
+        values = []
+        for key, row in changes:
             if row is _ABSENT:
                 store.delete(ns, (inst, *key))
             else:
-                store.put(ns, (inst, *key), row)
+                values.append((key, row))
+        if values:  # (nothing committed when the batch began: the keys are new, no seek)
+            store.put_all(ns, inst, values, absent=self._empty)
 
 
 class StoredGroups(StoredRows):
@@ -191,15 +198,9 @@ class StoredIndex(StoredGroups):
 
     def flush(self) -> None:
         """Give the entries changed so far to the store, those under a NaN left out."""
-        store, ns, inst, cache = self._store, self._ns, self._inst, self._cache
-        for key in list(self._changed()):
-            if _nan(key):
-                continue
-            entry = cache[key]
-            if entry is _ABSENT:
-                store.delete(ns, _store_key(inst, key))
-            else:
-                store.put(ns, _store_key(inst, key), entry)
+        cache, inst = self._cache, self._inst
+        self._write([(_store_key(inst, key)[1:], cache[key]) for key in self._changed()
+                     if not _nan(key)])
 
 
 class StoredTimes(MutableMapping):

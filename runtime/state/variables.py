@@ -481,13 +481,16 @@ class StoredDictionary(Dictionary):
         self._flush_order()
         changed = self._dirty if not self._in_place else \
             {**self._dirty, **{k: None for k, e in cache.items() if e is not _ABSENT}}
+        values = []
         for k in changed:
             e = cache[k]
             if e is _ABSENT:
                 store.delete(data, (inst, _store_key(k)))
             else:
-                store.put(data, (inst, _store_key(k)),
-                          (e[0], e[1], _pack(e[2], self.value)) if self._packed else tuple(e))
+                values.append(((_store_key(k),), (e[0], e[1], _pack(e[2], self.value))
+                               if self._packed else tuple(e)))
+        if values:  # (one call for all, not one per entry; nothing committed: no seek)
+            store.put_all(data, inst, values, absent=self._empty)
         self._dirty.clear()
         if self._size:
             self._empty = False
