@@ -11,6 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runtime.engine.aggregate import _Aggregate
+from runtime.engine.expr import Expressions
+from runtime.engine.kernels.window_agg import _extreme
 from runtime.processor import received_rows
 from test_engine_columnar import outputs, same
 from test_kernel_window_agg import (QUERIES, SOURCES, assert_rows_mode_is_the_engine, batches,
@@ -127,3 +130,20 @@ def test_a_group_row_that_changes_and_comes_back_in_one_transaction(tmp_path):
     assert [(o[2], o[4], o[6]["c"], o[6]["sv"], o[6]["mx"]) for o in got] == [
         (10, "i", 1, 1, 1), (11, "u", 2, 3, 2), (12, "u", 2, 3, 2), (15, "u", 2, 7, 3)]
     assert same(got, expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.one_of(st.sampled_from([None, 0.0, -0.0, 1.5, -2.25, float("inf"), 3]),
+                                 st.builds(float, st.just("nan"))),  # (each NaN its own object)
+                       max_size=8))
+def test_the_extreme_recomputed_is_the_engines(values):
+    """min and max recomputed when the extreme leaves (``_extreme``) as the engine's
+    ``_extreme_remove`` (NaN largest, the first of equal ones: 0.0 or -0.0, which NaN)."""
+    stored = {(k,): [k, k, [[], [v]]] for k, v in enumerate(values)}
+    for fn in ("min", "max"):
+        engine = _Aggregate(1, {"name": "m", "fn": fn, "args": []}, Expressions({}, {}))
+        leaving = float("nan")  # (the extreme that left: NaN equals NaN)
+        want = engine.remove(leaving, [leaving], 0, 0, stored)
+        got = _extreme(stored, 1, fn == "max")
+        assert repr(got) == repr(want) and (got is want or got == got)
+        assert [i for i, v in enumerate(values) if v is got] == [i for i, v in enumerate(values) if v is want]

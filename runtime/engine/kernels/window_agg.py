@@ -537,8 +537,8 @@ class WindowAggregation:
                 sub += 1
         if rows_out:
             out.inst.extend([inst] * len(rows_out))
-            for col, column in zip(out.values, zip(*rows_out)):
-                col.extend(column)
+            for k, col in enumerate(out.values):  # (a column at a time: no zip(*rows_out))
+                col.extend([r[k] for r in rows_out])
         last = seqs[-1] if seqs else state["seq"]
         outs = st["out"]
         for gkey, row in shown.items():
@@ -740,8 +740,7 @@ class WindowAggregation:
             group = st["groups"][gkey] = self.agg.new_group()
         group["n"] += 1
         accs, stored = group["acc"], group["rows"]
-        for i, code, agg in self.codes:
-            acc, a = accs[i], args[i]
+        for (i, code, agg), acc, a in zip(self.codes, accs, args):
             if code == _COUNT_STAR:
                 accs[i] = acc + 1
                 continue
@@ -776,14 +775,16 @@ class WindowAggregation:
     def _remove(self, st: dict, gkey: tuple, ikey: tuple, old: Optional[dict]) -> Optional[int]:
         """:meth:`Aggregator._remove`."""
         group = st["groups"].get(gkey)
-        if group is None or ikey not in group["rows"]:
+        if group is None:
             return None
         stored = group["rows"]
-        since, touched, args = stored.pop(ikey)
+        entry = stored.pop(ikey, None)
+        if entry is None:
+            return None
+        since, touched, args = entry
         group["n"] -= 1
         accs = group["acc"]
-        for i, code, agg in self.codes:
-            acc, a = accs[i], args[i]
+        for (i, code, agg), acc, a in zip(self.codes, accs, args):
             if code == _COUNT_STAR:
                 accs[i] = acc - 1
                 continue
@@ -805,9 +806,9 @@ class WindowAggregation:
                 else:
                     accs[i] = agg.remove(acc, a, since, touched, stored)
             elif x == acc or (x != x and acc != acc):  # the extreme leaves (NaN equals NaN)
-                accs[i] = agg.remove(acc, a, since, touched, stored)  # recomputed
+                accs[i] = _extreme(stored, i, code == _MAX)  # recomputed
         if old is not None:
-            group["row"] = plain_rows({self.alias: old})
+            group["row"] = {self.alias: old} if type(old) is dict else plain_rows({self.alias: old})
         return since
 
     def _output_row(self, group: dict) -> dict:
@@ -822,7 +823,7 @@ class WindowAggregation:
         its value is read (``_R_*``), the aggregate's index or the column's name, the column's
         reader, its type's text, whether it is a long, the plain Python type of its values and
         whether they are cast to text (``coerce_row``'s), and that plain type again when a value
-        of it is kept as it is whatever it holds (a string, float or boolean column; else None)."""
+        of it is kept as it is (an integer's when in range; None for a column cast to text)."""
         steps = []
         for _, is_agg, ref, read, ctype, is_long, plain, as_text in self.items or []:
             if not is_agg:
@@ -832,7 +833,7 @@ class WindowAggregation:
             else:
                 agg = self.agg.aggregates[ref]
                 how = _R_AVG if agg.fn == "avg" and not agg.distinct else _R_ENGINE
-            kept = plain if plain is not None and plain is not int and not as_text else None
+            kept = plain if not as_text else None
             steps.append((how, ref, read, ctype, is_long, plain, as_text, kept))
         return steps
 
@@ -861,7 +862,7 @@ class WindowAggregation:
                 else:
                     v = aggregates[ref].result(acc[ref])
                 t = type(v)
-                if t is kept:  # (a string, float or boolean into its own type)
+                if t is kept and (t is not int or -2**31 <= v < 2**31):  # (coerce_row's check)
                     put(v)
                     continue
                 if t is Long and is_long:  # (a SPLASH long already, cast to itself)
@@ -882,6 +883,21 @@ class WindowAggregation:
             else:
                 put(coerce_column([v], ctype)[0])
         return out
+
+
+def _extreme(stored: dict, i: int, largest: bool) -> Any:
+    """The engine's ``_extreme_remove`` recomputation: over a group's stored rows (``[since,
+    touched, args]``), the least or largest non-null value of aggregate ``i``'s argument, NaN
+    larger than every number (``nan_largest``), the first of equal ones; None when none."""
+    values = [v for v in [r[2][i][0] for r in stored.values()] if v is not None]
+    if not values:
+        return None
+    numbers = [v for v in values if not (v != v)]
+    if len(numbers) == len(values):
+        return max(numbers) if largest else min(numbers)
+    if largest or not numbers:  # the first NaN
+        return next(v for v in values if v != v)
+    return min(numbers)
 
 
 def _keeps_all(store: Any) -> bool:
