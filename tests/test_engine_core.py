@@ -451,6 +451,22 @@ def test_join_of_two_windows_then_where():
                    ("i", {"k": "a", "v": 21})]
 
 
+
+@pytest.mark.skipif(not HAS_JOIN, reason="runtime/engine/join.py not there yet")
+def test_join_output_row_from_zero_to_minus_zero_is_an_update():
+    kf = [("k", "string"), ("v", "float")]
+    left = input_window(keep("all"), name="l", columns=kf)
+    right = input_window(keep("all"), name="r", columns=kf)
+    sel = select([("a", "l"), ("b", "r")], [("k", "a.k"), ("v", "a.v * b.v")],
+                 joins=[{"kind": "inner", "on": expr("a.k = b.k")}])
+    d = element("j", "window", kf, ("k",), query={"selects": [sel]})
+    eng = Engine(d, plan(left, right, d))
+    out, _ = run(eng, [ev("i", 1, 0, k="a", v=0.0), ev("i", 2, 1, k="a", v=1.0),
+                       ev("u", 3, 0, k="a", v=-0.0), ev("u", 4, 0, k="a", v=-0.0),
+                       ev("u", 5, 1, k="a", v=-1.0)])
+    assert [(op, row["k"], repr(row["v"])) for op, row in out] == [
+        ("i", "a", "0.0"), ("u", "a", "-0.0"), ("u", "a", "0.0")]
+
 # --- more edges ---------------------------------------------------------------------------------
 
 def test_input_delta_stream_passes_opcodes_through():

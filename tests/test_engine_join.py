@@ -138,6 +138,29 @@ def test_update_keeps_match_is_update():
     assert [(c.op, c.old["b"]["y"], c.new["b"]["y"]) for c in out] == [("u", 2, 3)]
 
 
+
+def test_update_to_the_other_zero_is_an_update():
+    # -0.0 where 0.0 was shows differently: a change (same_row), as for every other engine row;
+    # the same row again is none
+    joiner, _ = make(["inner"], ["a.k = b.k"])
+    st = joiner.initial_state()
+    joiner.apply(st, 0, Change("i", (1,), None, {"k": 1, "x": 0.0}, 1))
+    joiner.apply(st, 1, Change("i", (1,), None, {"k": 1, "y": 2}, 2))
+    out = joiner.apply(st, 0, Change("u", (1,), {"k": 1, "x": 0.0}, {"k": 1, "x": -0.0}, 3))
+    assert [(c.op, c.key, repr(c.old["a"]["x"]), repr(c.new["a"]["x"])) for c in out] == \
+        [("u", ((1,), (1,)), "0.0", "-0.0")]
+    assert joiner.apply(st, 0, Change("u", (1,), {"k": 1, "x": -0.0}, {"k": 1, "x": -0.0}, 4)) == []
+    out = joiner.apply(st, 1, Change("u", (1,), {"k": 1, "y": 2}, {"k": 1, "y": 2.0}, 5))
+    assert out == []  # (equal, no zero)
+    # the missing side of an outer join stays missing: no change either
+    joiner, _ = make(["left"], ["a.x = b.y"])
+    st = joiner.initial_state()
+    joiner.apply(st, 0, Change("i", (1,), None, {"k": 1, "x": 0.0}, 1))
+    out = joiner.apply(st, 0, Change("u", (1,), {"k": 1, "x": 0.0}, {"k": 1, "x": -0.0}, 2))
+    assert [(c.op, c.key, repr(c.new["a"]["x"]), c.new["b"]) for c in out] == \
+        [("u", ((1,), None), "-0.0", None)]
+    assert joiner.apply(st, 0, Change("u", (1,), {"k": 1, "x": -0.0}, {"k": 1, "x": -0.0}, 3)) == []
+
 def test_null_keys_never_match():
     joiner, _ = make(["full"], ["a.x = b.y"])
     st = joiner.initial_state()

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from runtime.engine.aggregate import _Aggregate
+from runtime.engine.expr import Expressions
+from runtime.engine.kernels.window_agg import _extreme
 from runtime.processor import received_rows
 from test_engine_columnar import outputs, same
 from test_kernel_window_agg import (QUERIES, SOURCES, assert_rows_mode_is_the_engine, batches,
-                                    bucket_run, same_state, table, with_found)
+                                    bucket_run, narrow_row, same_state, table, with_found)
 
 FAST = {
     **{name: QUERIES[name] for name in ("count sum avg max", "min max with retraction",
@@ -90,3 +94,56 @@ def test_a_group_that_cancelled_out_and_came_back_goes_last(tmp_path):
     expected = [o for o in run.process({}, received_rows(table(events, 10)), 0) if o[0] == "row"]
     assert [(o[2], o[3], o[4], o[6]["k"]) for o in got] == [(10, 0, "i", "b"), (10, 1, "i", "a")]
     assert same(got, expected)
+
+
+# transactions of several changes (a delete and an insert into one group, as a KEEP eviction
+# gives, rows coming back as they were, groups emptied and filled again), few keys and groups
+long_transactions = st.lists(
+    st.lists(st.tuples(st.integers(0, 1), st.sampled_from(["i", "i", "u", "p", "d", "s"]),
+                       st.just(None), narrow_row, st.sampled_from([True, True, False])),
+             max_size=16),
+    min_size=1, max_size=3)
+
+
+@pytest.mark.parametrize("source", list(SOURCES))
+@pytest.mark.parametrize("name", list(FAST))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=long_transactions)
+def test_fast_rows_mode_merges_long_transactions_as_the_engine(tmp_path, source, name, data):
+    assert_rows_mode_is_the_engine(bucket_run(tmp_path, FAST[name], "rows", source), data)
+
+
+def test_a_group_row_that_changes_and_comes_back_in_one_transaction(tmp_path):
+    """One group, one transaction: a delete and an insert of the same row (the row in between
+    differs): one update of the row as it was; the same row updated to itself: nothing; a delete
+    and an insert of another row: one update to the last row."""
+    run = bucket_run(tmp_path, FAST["count sum avg max"], "rows")
+    one = {"id": 1, "k": "a", "p": 1.0, "v": 1, "n": 1}
+    two = {"id": 2, "k": "a", "p": 2.5, "v": 2, "n": 1}
+    events = [(0, "i", None, one, False), (0, "i", None, two, False),
+              (0, "d", None, two, False), (0, "i", None, two, True),
+              (0, "u", None, one, False),
+              (0, "d", None, one, False), (0, "i", None, {**one, "id": 3, "v": 5}, True)]
+    states: dict = {}
+    got = [o for o in outputs(run, run.process_table(states, table(events, 10), 0)) if o[0] == "row"]
+    expected = [o for o in run.process({}, received_rows(table(events, 10)), 0) if o[0] == "row"]
+    assert [(o[2], o[4], o[6]["c"], o[6]["sv"], o[6]["mx"]) for o in got] == [
+        (10, "i", 1, 1, 1), (11, "u", 2, 3, 2), (12, "u", 2, 3, 2), (15, "u", 2, 7, 3)]
+    assert same(got, expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.one_of(st.sampled_from([None, 0.0, -0.0, 1.5, -2.25, float("inf"), 3]),
+                                 st.builds(float, st.just("nan"))),  # (each NaN its own object)
+                       max_size=8))
+def test_the_extreme_recomputed_is_the_engines(values):
+    """min and max recomputed when the extreme leaves (``_extreme``) as the engine's
+    ``_extreme_remove`` (NaN largest, the first of equal ones: 0.0 or -0.0, which NaN)."""
+    stored = {(k,): [k, k, [[], [v]]] for k, v in enumerate(values)}
+    for fn in ("min", "max"):
+        engine = _Aggregate(1, {"name": "m", "fn": fn, "args": []}, Expressions({}, {}))
+        leaving = float("nan")  # (the extreme that left: NaN equals NaN)
+        want = engine.remove(leaving, [leaving], 0, 0, stored)
+        got = _extreme(stored, 1, fn == "max")
+        assert repr(got) == repr(want) and (got is want or got == got)
+        assert [i for i, v in enumerate(values) if v is got] == [i for i, v in enumerate(values) if v is want]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Optional, Sequence
 
-from runtime.engine.changes import Change
+from runtime.engine.changes import Change, same_row
 from runtime.engine.expr import Compiled, Expressions
 
 JoinedRow = dict  # alias -> row (column -> value) or None for the missing side of an outer join
@@ -409,11 +409,25 @@ def _store(store: dict, ch: Change) -> None:
 
 def _diff(before: Mapping[tuple, JoinedRow], after: Mapping[tuple, JoinedRow],
           seq: int) -> list[Change]:
-    """Changes taking the joined rows ``before`` to ``after`` (same key: update, if different)."""
+    """Changes taking the joined rows ``before`` to ``after`` (same key: update, unless the row
+    shows the same values, :func:`_same_joined`)."""
     out = [Change("d", k, row, None, seq) for k, row in before.items() if k not in after]
     for k, row in after.items():
         if k not in before:
             out.append(Change("i", k, None, row, seq))
-        elif before[k] != row:
+        elif not _same_joined(before[k], row):
             out.append(Change("u", k, before[k], row, seq))
     return order_changes(out)
+
+
+def _same_joined(old: JoinedRow, new: JoinedRow) -> bool:
+    """Whether joined row ``new`` shows what ``old`` showed: each source's row the same by
+    :func:`runtime.engine.changes.same_row` (a float zero of the other sign is a change, as for
+    every other row of the engine), the missing side of an outer join missing in both."""
+    if old != new:
+        return False
+    for alias, row in old.items():
+        other = new[alias]
+        if row is not other and row is not None and not same_row(row, other):
+            return False
+    return True

@@ -46,6 +46,7 @@ to the engine.
 """
 from __future__ import annotations
 
+from functools import cached_property
 from math import copysign
 from typing import Any, Callable, Iterator, Optional
 
@@ -79,6 +80,10 @@ _ROW, _EXTREME, _TOTAL = range(3)
 # up to 2**63); above it the average of a float total is no zero.
 _TINY = 1e-290
 _UNSET = object()  # a contribution not read yet (``WindowAggregation._fold_row``)
+# How an output column's value is read (:attr:`WindowAggregation._steps`): an aggregate whose
+# result is its running value (count, min, max), a sum's, an average's, another aggregate's
+# (the engine's ``result``), a plain column of the group's row.
+_R_ACC, _R_SUM, _R_AVG, _R_ENGINE, _R_COLUMN = range(5)
 # Column type -> the Python type of its values already in SPLASH form (expr.coerce_row's check).
 _PLAIN = {kind: python for python, kind in PLAIN_KINDS.items()}
 
@@ -263,6 +268,13 @@ class WindowAggregation:
         values = taken.to_pylist()
         # the fast path's contributions of the rows, read a column at a time
         entries = self._entries(taken) if self.fast and self.lean else None
+        # ... and the source keys (``key_of`` of each row: null for a column the rows lack)
+        ikeys = None
+        if self.fast:
+            n, fields = len(values), taken.type
+            ikeys = list(zip(*[taken.field(c).to_pylist() if fields.get_field_index(c) >= 0
+                               else [None] * n for c in self.source.key])) \
+                if self.source.key else [()] * n
         ends = np.append(np.flatnonzero(inst[1:] != inst[:-1]) + 1, len(inst)).tolist()
         starts = [0] + ends[:-1]
         by_inst = {int(inst[s]): (s, e) for s, e in zip(starts, ends) if e > s}
@@ -277,7 +289,8 @@ class WindowAggregation:
             s, e = by_inst.get(i, (0, 0))
             if changes is not None:
                 self._fast_instance(i, state, seqs[s:e], ports[s:e], ops[s:e], values[s:e], now,
-                                    changes, entries[s:e] if entries is not None else None)
+                                    changes, entries[s:e] if entries is not None else None,
+                                    ikeys[s:e])  # type: ignore[index]
                 runs.append(InstanceRun(i, [], arrivals.get(i, [])))
                 continue
             outputs = self._instance(state, seqs[s:e], ports[s:e], ops[s:e], values[s:e], now)
@@ -374,7 +387,7 @@ class WindowAggregation:
 
     def _fast_instance(self, inst: int, state: dict, seqs: list[int], ports: list[int],
                        ops: list[str], values: list[dict], now: int, out: RowChanges,
-                       entries: Optional[list]) -> None:
+                       entries: Optional[list], ikeys: list[tuple]) -> None:
         """Rows mode when no row can fail (:attr:`fast`): :meth:`_instance`'s state and outputs
         (appended to ``out`` by column), without the engine's output stage per change.
 
@@ -386,7 +399,8 @@ class WindowAggregation:
         row of the group (an insert or an update by whether the window holds it; a delete gives
         the window's row). The groups' shown rows, the output keys and the window's rows are
         written once per group at the end: the last row each showed and the last each delivered
-        (they differ when a row equal to the one before has the other zero, ``-0.0 == 0.0``)."""
+        (they differ when a row equal to the one before has the other zero, ``-0.0 == 0.0``).
+        ``ikeys``: the rows' source keys."""
         engine = self.engine
         sub = 0
         for o in engine.expire(state, now):  # (KEEP ALL on both sides: nothing, in practice)
@@ -396,22 +410,27 @@ class WindowAggregation:
         mirror, st = sstate["sources"][0], sstate["agg"]
         groups = st["groups"]
         wstore, wstate = engine.output.store, state["output"]
-        mrows, skey = mirror["rows"], self.source.key
-        names, key_pos, output_values, fold = (self.names, self.key_pos, self._output_values,
-                                               self._fold_row)
+        mrows = mirror["rows"]
+        names, key_pos, values_of, fold = (self.names, self.key_pos, self._values, self._fold_row)
+        alias = self.alias
         shown: dict[tuple, Optional[tuple]] = {}   # touched group -> the row it shows now
         keys: dict[tuple, tuple] = {}              # touched group -> its output key
         window: dict[tuple, Optional[tuple]] = {}  # group -> the window's row, once read or set
-        oseq, osub, oop, ocols = out.seq, out.sub, out.op, out.values
-        delivered = 0
+        oseq, osub, oop = out.seq, out.sub, out.op
+        rows_out: list[tuple] = []  # the changes' rows, made columns at the end
         for start, stop in _transactions(seqs, ports):
             seq, port = seqs[start], ports[start]
+            if state["seq"] is None or seq > state["seq"]:
+                state["seq"] = seq
             # the transaction's changes per group, as consolidate merges them: [old, new] or
             # None (an insert and a delete that cancelled out), in order of first change
             merged: dict[tuple, Optional[list]] = {}
+            # per change of a group: the group, and its accumulators and row (the inputs of its
+            # output row, computed below only where needed), None when it emptied; ``one``: the
+            # group when every change is of that one group and leaves it non-empty
+            steps: list[tuple] = []
+            one: Any = _UNSET
             for j in range(start, stop):
-                if state["seq"] is None or seq > state["seq"]:
-                    state["seq"] = seq
                 op, row = ops[j], values[j]
                 if op not in OPS:
                     out.bad.append((inst, seq, sub, f"unknown opcode {op!r}", dict(row)))
@@ -423,7 +442,7 @@ class WindowAggregation:
                     sub += 1
                     continue
                 # the mirror (KEEP ALL: its rows by key, nothing else) and its one change
-                ikey = tuple([row.get(c) for c in skey])
+                ikey = ikeys[j]
                 if op == "d" or op == "s":
                     was = mrows.pop(ikey, None)
                     if was is None:
@@ -444,33 +463,56 @@ class WindowAggregation:
                     group = groups.get(gkey)
                     if group is None:
                         continue
-                    if gkey in shown:
-                        old = shown[gkey]
-                    else:
+                    if gkey not in shown:
                         emitted = group["emitted"]
-                        old = None if emitted is None else tuple([emitted[c] for c in names])
+                        shown[gkey] = None if emitted is None else tuple([emitted[c] for c in names])
+                    if one is _UNSET:
+                        one = gkey
+                    elif one is not None and one != gkey:
+                        one = None
                     if group["n"] > 0:
-                        new: Optional[tuple] = tuple(output_values(group))
+                        # (the accumulators are replaced when they change, never changed in place)
+                        steps.append((gkey, group["acc"][:], group["row"]))
                     else:
-                        new = None
+                        steps.append((gkey, None, None))
                         del groups[gkey]
-                    shown[gkey] = new
-                    if new is None:
-                        if old is None:
-                            continue
-                    elif old is not None and same_row(old, new):
+                        one = None
+            if one is not _UNSET and one is not None:
+                # one group, never empty: its row after the transaction is the merged change's
+                # when it differs from the row shown before (or there was none), whatever the
+                # rows in between; when it is the same, they tell whether anything changed
+                old = shown[one]
+                _, acc, grow = steps[-1]
+                new = tuple(values_of(acc, grow[alias]))
+                if old is None or not (old == new and same_row(old, new)):
+                    shown[one] = new
+                    if one not in keys:
+                        keys[one] = tuple([new[p] for p in key_pos])
+                    merged[one] = [old, new]
+                    steps = []
+                elif len(steps) == 1:
+                    shown[one] = new
+                    steps = []
+            for gkey, acc, grow in steps:
+                old = shown[gkey]
+                new = None if acc is None else tuple(values_of(acc, grow[alias]))
+                shown[gkey] = new
+                if new is None:
+                    if old is None:
                         continue
-                    if gkey not in keys:
-                        some = new if new is not None else old
-                        keys[gkey] = tuple([some[p] for p in key_pos])  # type: ignore[index]
-                    first = merged.get(gkey)
-                    if first is None:
-                        merged.pop(gkey, None)  # (cancelled out: to the end when it comes back)
-                        merged[gkey] = [old, new]
-                    elif first[0] is None and new is None:
-                        merged[gkey] = None
-                    else:
-                        first[1] = new
+                elif old is not None and old == new and same_row(old, new):
+                    continue
+                if gkey not in keys:
+                    some = new if new is not None else old
+                    keys[gkey] = tuple([some[p] for p in key_pos])  # type: ignore[index]
+                first = merged.get(gkey)
+                if first is None:
+                    merged.pop(gkey, None)  # (cancelled out: to the end when it comes back)
+                    merged[gkey] = [old, new]
+                elif first[0] is None and new is None:
+                    merged[gkey] = None
+                else:
+                    first[1] = new
             for gkey, change in merged.items():
                 if change is None:
                     continue
@@ -491,11 +533,12 @@ class WindowAggregation:
                 oseq.append(seq)
                 osub.append(sub)
                 oop.append(op)
-                for col, v in zip(ocols, row_out):
-                    col.append(v)
+                rows_out.append(row_out)
                 sub += 1
-                delivered += 1
-        out.inst.extend([inst] * delivered)
+        if rows_out:
+            out.inst.extend([inst] * len(rows_out))
+            for k, col in enumerate(out.values):  # (a column at a time: no zip(*rows_out))
+                col.extend([r[k] for r in rows_out])
         last = seqs[-1] if seqs else state["seq"]
         outs = st["out"]
         for gkey, row in shown.items():
@@ -697,8 +740,7 @@ class WindowAggregation:
             group = st["groups"][gkey] = self.agg.new_group()
         group["n"] += 1
         accs, stored = group["acc"], group["rows"]
-        for i, code, agg in self.codes:
-            acc, a = accs[i], args[i]
+        for (i, code, agg), acc, a in zip(self.codes, accs, args):
             if code == _COUNT_STAR:
                 accs[i] = acc + 1
                 continue
@@ -733,14 +775,16 @@ class WindowAggregation:
     def _remove(self, st: dict, gkey: tuple, ikey: tuple, old: Optional[dict]) -> Optional[int]:
         """:meth:`Aggregator._remove`."""
         group = st["groups"].get(gkey)
-        if group is None or ikey not in group["rows"]:
+        if group is None:
             return None
         stored = group["rows"]
-        since, touched, args = stored.pop(ikey)
+        entry = stored.pop(ikey, None)
+        if entry is None:
+            return None
+        since, touched, args = entry
         group["n"] -= 1
         accs = group["acc"]
-        for i, code, agg in self.codes:
-            acc, a = accs[i], args[i]
+        for (i, code, agg), acc, a in zip(self.codes, accs, args):
             if code == _COUNT_STAR:
                 accs[i] = acc - 1
                 continue
@@ -762,9 +806,9 @@ class WindowAggregation:
                 else:
                     accs[i] = agg.remove(acc, a, since, touched, stored)
             elif x == acc or (x != x and acc != acc):  # the extreme leaves (NaN equals NaN)
-                accs[i] = agg.remove(acc, a, since, touched, stored)  # recomputed
+                accs[i] = _extreme(stored, i, code == _MAX)  # recomputed
         if old is not None:
-            group["row"] = plain_rows({self.alias: old})
+            group["row"] = {self.alias: old} if type(old) is dict else plain_rows({self.alias: old})
         return since
 
     def _output_row(self, group: dict) -> dict:
@@ -773,17 +817,54 @@ class WindowAggregation:
         already of their column's type as they are)."""
         return dict(zip(self.names, self._output_values(group)))
 
+    @cached_property
+    def _steps(self) -> list[tuple]:
+        """:attr:`items` as :meth:`_output_values` reads them, per output column in order: how
+        its value is read (``_R_*``), the aggregate's index or the column's name, the column's
+        reader, its type's text, whether it is a long, the plain Python type of its values and
+        whether they are cast to text (``coerce_row``'s), and that plain type again when a value
+        of it is kept as it is (an integer's when in range; None for a column cast to text)."""
+        steps = []
+        for _, is_agg, ref, read, ctype, is_long, plain, as_text in self.items or []:
+            if not is_agg:
+                how = _R_COLUMN
+            elif self.results[ref] is not None:
+                how = _R_SUM if self.agg.aggregates[ref].fn == "sum" else _R_ACC
+            else:
+                agg = self.agg.aggregates[ref]
+                how = _R_AVG if agg.fn == "avg" and not agg.distinct else _R_ENGINE
+            kept = plain if not as_text else None
+            steps.append((how, ref, read, ctype, is_long, plain, as_text, kept))
+        return steps
+
     def _output_values(self, group: dict) -> list:
         """:meth:`_output_row`'s values, in column order."""
-        acc, row = group["acc"], group["row"][self.alias]
-        aggregates, results = self.agg.aggregates, self.results
+        return self._values(group["acc"], group["row"][self.alias])
+
+    def _values(self, acc: list, row: dict) -> list:
+        """:meth:`_output_values` of a group whose accumulators are ``acc`` and last row ``row``."""
+        aggregates = self.agg.aggregates
         out: list = []
         put = out.append
-        for name, is_agg, ref, read, ctype, is_long, plain, as_text in self.items:  # type: ignore[union-attr]
-            if is_agg:
-                result = results[ref]
-                v = result(acc[ref]) if result is not None else aggregates[ref].result(acc[ref])
+        for how, ref, read, ctype, is_long, plain, as_text, kept in self._steps:
+            if how != _R_COLUMN:
+                if how == _R_ACC:
+                    v = acc[ref]
+                elif how == _R_SUM:
+                    a = acc[ref]
+                    v = a[0] if a[1] else None
+                elif how == _R_AVG:  # (the engine's _div but for a Decimal)
+                    total, count = acc[ref]
+                    tt = type(total)
+                    v = (None if not count else float(total) / float(count)
+                         if (tt is float or tt is int) and type(count) is int
+                         else aggregates[ref].result(acc[ref]))
+                else:
+                    v = aggregates[ref].result(acc[ref])
                 t = type(v)
+                if t is kept and (t is not int or -2**31 <= v < 2**31):  # (coerce_row's check)
+                    put(v)
+                    continue
                 if t is Long and is_long:  # (a SPLASH long already, cast to itself)
                     put(v)
                     continue
@@ -802,6 +883,21 @@ class WindowAggregation:
             else:
                 put(coerce_column([v], ctype)[0])
         return out
+
+
+def _extreme(stored: dict, i: int, largest: bool) -> Any:
+    """The engine's ``_extreme_remove`` recomputation: over a group's stored rows (``[since,
+    touched, args]``), the least or largest non-null value of aggregate ``i``'s argument, NaN
+    larger than every number (``nan_largest``), the first of equal ones; None when none."""
+    values = [v for v in [r[2][i][0] for r in stored.values()] if v is not None]
+    if not values:
+        return None
+    numbers = [v for v in values if not (v != v)]
+    if len(numbers) == len(values):
+        return max(numbers) if largest else min(numbers)
+    if largest or not numbers:  # the first NaN
+        return next(v for v in values if v != v)
+    return min(numbers)
 
 
 def _keeps_all(store: Any) -> bool:
