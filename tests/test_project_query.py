@@ -326,3 +326,26 @@ def test_a_stop_that_cuts_a_batch_short_waits_for_its_files(caplog):
     assert events == ["query stopped", "batch wrote its files", "stop returned"]
     with guard.batch() as runs:
         assert not runs
+
+
+def test_writes_behind_run_in_order_and_wait_raises_the_first_failure():
+    from runtime.project_query import WriteBehind
+
+    behind = WriteBehind()
+    done: list[int] = []
+
+    def fail(k: int) -> None:
+        done.append(k)
+        raise OSError(f"disk full {k}")
+    for k in range(5):
+        behind.submit(lambda k=k: done.append(k))
+    behind.submit(lambda: fail(5))
+    behind.submit(lambda: fail(6))
+    behind.submit(lambda: done.append(7))  # a later write still runs
+    with pytest.raises(OSError, match="disk full 5"):
+        behind.wait()
+    assert done == list(range(8))
+    behind.wait()  # nothing pending: nothing raised again
+    behind.submit(lambda: fail(8))
+    behind.wait(quietly=True)
+    assert done[-1] == 8
