@@ -360,6 +360,7 @@ def test_outputs_written_in_the_pool_are_those_written_here(spark, tmp_path, mon
     from ccl.plan.codec import plan_from_json
     from runtime import bucket_pool, outputs
     from runtime.run_dir import RunDirs
+    from runtime.run_setup import layout_of
 
     pooled = []
 
@@ -381,7 +382,8 @@ def test_outputs_written_in_the_pool_are_those_written_here(spark, tmp_path, mon
             if how == "pool":
                 wait(bucket_pool.warm(2), timeout=120)
             target = os.path.join(str(tmp_path), how)
-            reports[how] = outputs.write_outputs(session, plan, dirs, target, str(tmp_path), 1.0)
+            reports[how] = outputs.write_outputs(session, plan, dirs, layout_of(dirs.root), target,
+                                                 str(tmp_path), 1.0)
             files[how] = {name: open(os.path.join(target, name), "rb").read()
                           for name in sorted(os.listdir(target))}
     finally:
