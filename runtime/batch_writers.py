@@ -255,12 +255,16 @@ def element_writer(element: Element, dirs: RunDirs, plan: Plan, layout: RunLayou
     return write
 
 
-def table_writer(element: Element, dirs: RunDirs, plan: Plan, layout: RunLayout
+def table_writer(element: Element, dirs: RunDirs, plan: Plan, layout: RunLayout,
+                 later: Optional[Callable[[Callable[[], None]], None]] = None
                  ) -> Callable[[Any, int], Optional[Any]]:
     """:func:`element_writer` for a batch's processor output rows collected on the driver (an
     Arrow table of :func:`runtime.processor.output_schema`): the same files, written here with
     pyarrow instead of by Spark jobs. Returns the changelog rows (an Arrow table of
-    :func:`runtime.frames.changelog_schema`), None when there are none."""
+    :func:`runtime.frames.changelog_schema`), None when there are none. ``later``, when given,
+    is handed the function that writes the files (changelog, bad records, counters) instead of
+    its being called at once: the caller runs it, and waits for it before anything reads the
+    files (runtime/project_query.py writes them while the next stage runs)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -272,25 +276,31 @@ def table_writer(element: Element, dirs: RunDirs, plan: Plan, layout: RunLayout
     schema = to_arrow_schema(changelog_schema(columns_of(element)), timezone="UTC")
 
     def write(table: Any, batch_id: int) -> Optional[Any]:
+        kept = table.filter(pc.equal(table.column(KIND), "row"))
+        rows = None
+        if kept.num_rows:
+            batch = pa.array([batch_id] * kept.num_rows, pa.int64())
+            rows = pa.Table.from_arrays([batch] + [kept.column(c) for c in (INST, SEQ, SUB, OP, *cols)],
+                                        schema=schema)
+        if later is None:
+            write_files(table, rows, batch_id)
+        else:
+            later(lambda: write_files(table, rows, batch_id))
+        return rows
+
+    def write_files(table: Any, rows: Optional[Any], batch_id: int) -> None:
         counts = (table.group_by([KIND, INST, OP], use_threads=False)
                   .aggregate([([], "count_all"), (SEQ, "sum"), (SUB, "sum")])
                   .rename_columns([KIND, INST, OP, "n", "s", "u"]).to_pylist())
         rows_out, rows_in, instances = _counters(counts, native)
-        rows = None
-        if rows_out:
-            kept = table.filter(pc.equal(table.column(KIND), "row"))
-            batch = pa.array([batch_id] * kept.num_rows, pa.int64())
-            rows = pa.Table.from_arrays([batch] + [kept.column(c) for c in (INST, SEQ, SUB, OP, *cols)],
-                                        schema=schema)
-            if name not in layout.unrecorded:
-                write_atomically(dirs.batch_file("changelog", name, batch_id, "parquet"), rows)
+        if rows is not None and name not in layout.unrecorded:
+            write_atomically(dirs.batch_file("changelog", name, batch_id, "parquet"), rows)
         infos = (table.filter(pc.equal(table.column(KIND), "bad")).column(INFO).to_pylist()
                  if any(r[KIND] == "bad" for r in counts) else [])
         bad = write_bad_infos(infos, name, dirs.batch_file("bad", name, batch_id, "jsonl"), errors,
                               batch_id)
         atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
                     {"rows_in": rows_in, "rows_out": rows_out, "bad": bad, "instances": instances})
-        return rows
     return write
 
 

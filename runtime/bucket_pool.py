@@ -24,7 +24,7 @@ import signal
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .arrow_state import BUCKET, bucket_runner
 from .processor import output_schema
@@ -91,12 +91,33 @@ def run_bucket(runner_args: tuple, part: Any) -> Any:
     return bucket_runner(*runner_args)(None, part)
 
 
+def map_if_running(fn: Callable[..., Any], *items: list) -> Optional[list]:
+    """``fn`` over ``items`` (as ``map``) in the pool when it is running (a large batch started
+    it), its results in order; None when there is no pool, or it broke (the caller runs them).
+    ``fn`` is a module's function, each item picklable."""
+    with _LOCK:
+        pool = _POOL
+    return None if pool is None else _mapped(pool, fn, *items)
+
+
 def _in_pool(runner_args: tuple, parts: list, workers: int) -> Optional[list]:
-    """The buckets' outputs from the pool, None when the pool broke (the caller runs them)."""
+    """The buckets' outputs from the pool, in the order of ``parts``; None when the pool broke
+    (the caller runs them). The largest buckets are handed out first, so that a large one
+    started last does not keep one worker busy while the others wait for the next stage."""
+    order = sorted(range(len(parts)), key=lambda i: -parts[i].num_rows)
+    outs = _mapped(_pool(workers), run_bucket, [runner_args] * len(parts), [parts[i] for i in order])
+    if outs is None:
+        return None
+    placed: list = [None] * len(parts)
+    for i, out in zip(order, outs):
+        placed[i] = out
+    return placed
+
+
+def _mapped(pool: ProcessPoolExecutor, fn: Callable[..., Any], *items: list) -> Optional[list]:
     global _POOL
-    pool = _pool(workers)
     try:
-        return list(pool.map(run_bucket, [runner_args] * len(parts), parts))
+        return list(pool.map(fn, *items))
     except BrokenProcessPool:
         with _LOCK:
             if _POOL is pool:

@@ -28,6 +28,7 @@ from pyspark.sql import SparkSession
 
 from ccl.plan.model import Adapter, Element, Plan
 
+from .bucket_pool import map_if_running
 from .csv_output import write_csv_tables
 from .inputs.formats import CsvFormat, adapter_properties
 from .frames import changelog_schema
@@ -207,13 +208,17 @@ def write_outputs(spark: SparkSession, plan: Plan, dirs: RunDirs, layout: RunLay
     report = {"project": plan.project, "spark_version": spark.version,
               "wall_seconds": round(wall_seconds, 3), "elements": {}, **(extra or {})}
     conflicts: list[dict] = []
+    outputs = [e for e in plan.elements if e.role == "output"]
+    args = [[dirs] * len(outputs), outputs, [out_dir] * len(outputs),
+            [upto.get(e.name) for e in outputs]]
+    written = map_if_running(write_output, *args) if len(outputs) > 1 else None
+    if written is None:
+        written = list(map(write_output, *args))
+    replaced_of = {e.name: tables for e, tables in zip(outputs, written)}
     for e in plan.elements:
         stats = report["elements"][e.name] = element_stats(dirs, e, upto.get(e.name))
         if e.role == "output":
-            contents = final_rows(dirs, e, upto.get(e.name))
-            write_csv_tables(os.path.join(out_dir, e.name + ".csv"), columns_of(e),
-                             sorted_tables(contents.tables), opcodes=e.kind == "delta stream")
-            replaced = [_conflict(e, row) for row in records(contents.replaced)]
+            replaced = [_conflict(e, row) for row in records(replaced_of[e.name])]
             if replaced:
                 stats["bad_records"][CONFLICT] = len(replaced)
                 log.warning("%s: %d row(s) of keys another instance held too; the later change "
@@ -226,6 +231,18 @@ def write_outputs(spark: SparkSession, plan: Plan, dirs: RunDirs, layout: RunLay
     with open(os.path.join(out_dir, "_run.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2, sort_keys=True)
     return report
+
+
+def write_output(dirs: RunDirs, element: Element, out_dir: str,
+                 upto: Optional[int] = None) -> list[pa.Table]:
+    """Write ``NAME.csv`` of output element ``element`` from its batches up to ``upto`` (None:
+    all); the rows of keys another instance held too (:attr:`Contents.replaced`). The output
+    elements' files are independent: with the bucket pool running (a large batch started it),
+    :func:`write_outputs` writes them side by side in its processes."""
+    contents = final_rows(dirs, element, upto)
+    write_csv_tables(os.path.join(out_dir, element.name + ".csv"), columns_of(element),
+                     sorted_tables(contents.tables), opcodes=element.kind == "delta stream")
+    return contents.replaced
 
 
 def batch_summary(dirs: RunDirs) -> dict[str, dict]:

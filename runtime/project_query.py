@@ -35,6 +35,7 @@ import os
 import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Callable, Iterator, Optional, Union
 
@@ -298,7 +299,9 @@ def project_batch(plan: Plan, options: RunOptions, dirs: RunDirs,
     writers = {e.name: (aggregation_writer(e, dirs, plan) if _physical(e).native == "aggregation"
                         else element_writer(e, dirs, plan, own))
                for e in stages if e.name not in errors}
-    tables = {e.name: table_writer(e, dirs, plan, own) for e in stages if e.name not in errors}
+    behind = WriteBehind()  # a small batch's stage files, written while the next stage runs
+    tables = {e.name: table_writer(e, dirs, plan, own, behind.submit)
+              for e in stages if e.name not in errors}
     timed = timed_stages(plan, layout)
     deadlines = Deadlines(plan, dirs, timed)
     due: dict[str, list[int]] = {}  # per timed stage, the buckets whose deadline has come
@@ -359,6 +362,7 @@ def project_batch(plan: Plan, options: RunOptions, dirs: RunDirs,
                 if name in handed:
                     continue
                 if name in errors:
+                    behind.wait()  # the bad records it reads
                     outputs[name] = _error_rows(spark, e, dirs, batch_id, small)
                     continue
                 if is_input(e):
@@ -389,12 +393,42 @@ def project_batch(plan: Plan, options: RunOptions, dirs: RunDirs,
                                       transforms.get(name), False)
                 outputs[name] = _written(e, out, batch_id, writers[name], tables[name], small,
                                          held)
+            behind.wait()  # every file written before the batch commits
         finally:
+            behind.wait(quietly=True)
             for df in held:
                 df.unpersist()
         for name in transforms:
             prune(dirs.of("state", name), batch_id)
     return run
+
+
+class WriteBehind:
+    """Writes handed over by a batch's stages (their changelog, bad records and counters), run one
+    after another on a thread of their own while the batch goes on: the files of a stage are
+    written while the next one runs. :meth:`wait` before anything reads them and before the
+    batch ends (Spark commits the batch when its function returns); the thread ends there."""
+
+    def __init__(self) -> None:
+        self._pool: Optional[ThreadPoolExecutor] = None
+        self._pending: list[Future] = []
+
+    def submit(self, write: Callable[[], None]) -> None:
+        """Run ``write`` after the writes handed over before it."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="ccl-writes")
+        self._pending.append(self._pool.submit(write))
+
+    def wait(self, quietly: bool = False) -> None:
+        """Wait for every write handed over; raise the first one's error unless ``quietly``."""
+        pending, self._pending = self._pending, []
+        errors = [f.exception() for f in pending]
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        failed = next((e for e in errors if e is not None), None)
+        if failed is not None and not quietly:
+            raise failed
 
 
 def _expired(spark: SparkSession, element: Element, batch_id: int, transform: Optional[Callable],

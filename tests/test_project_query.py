@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from concurrent.futures import wait
 
 import pytest
 
@@ -326,3 +327,70 @@ def test_a_stop_that_cuts_a_batch_short_waits_for_its_files(caplog):
     assert events == ["query stopped", "batch wrote its files", "stop returned"]
     with guard.batch() as runs:
         assert not runs
+
+
+def test_writes_behind_run_in_order_and_wait_raises_the_first_failure():
+    from runtime.project_query import WriteBehind
+
+    behind = WriteBehind()
+    done: list[int] = []
+
+    def fail(k: int) -> None:
+        done.append(k)
+        raise OSError(f"disk full {k}")
+    for k in range(5):
+        behind.submit(lambda k=k: done.append(k))
+    behind.submit(lambda: fail(5))
+    behind.submit(lambda: fail(6))
+    behind.submit(lambda: done.append(7))  # a later write still runs
+    with pytest.raises(OSError, match="disk full 5"):
+        behind.wait()
+    assert done == list(range(8))
+    behind.wait()  # nothing pending: nothing raised again
+    behind.submit(lambda: fail(8))
+    behind.wait(quietly=True)
+    assert done[-1] == 8
+
+
+def test_outputs_written_in_the_pool_are_those_written_here(spark, tmp_path, monkeypatch):
+    """With the bucket pool running, the output elements' files are written in its processes:
+    byte for byte the files written one after another here, with the same report."""
+    from types import SimpleNamespace
+
+    from ccl.plan.codec import plan_from_json
+    from runtime import bucket_pool, outputs
+    from runtime.run_dir import RunDirs
+    from runtime.run_setup import layout_of
+
+    pooled = []
+
+    def mapped(fn, *items):
+        got = bucket_pool.map_if_running(fn, *items)
+        pooled.append(got is not None)
+        return got
+
+    inputs, _ = _inputs(tmp_path / "in")
+    out = run_project(spark, tmp_path / "p", PROJECT, inputs)
+    monkeypatch.setattr(outputs, "map_if_running", mapped)
+    plan, dirs = plan_from_json(out.plan), RunDirs(os.path.join(str(tmp_path), "p", "run"))
+    session = SimpleNamespace(version=spark.version)
+    bucket_pool._shut_down()  # noqa: SLF001 - a pool another test made: none, then one
+    bucket_pool._POOL = None  # noqa: SLF001
+    reports, files = {}, {}
+    try:
+        for how in ("here", "pool"):
+            if how == "pool":
+                wait(bucket_pool.warm(2), timeout=120)
+            target = os.path.join(str(tmp_path), how)
+            reports[how] = outputs.write_outputs(session, plan, dirs, layout_of(dirs.root), target,
+                                                 str(tmp_path), 1.0)
+            files[how] = {name: open(os.path.join(target, name), "rb").read()
+                          for name in sorted(os.listdir(target))}
+    finally:
+        bucket_pool._shut_down()  # noqa: SLF001
+        bucket_pool._POOL = None  # noqa: SLF001
+    assert pooled == [False, True]
+    assert reports["here"] == reports["pool"]
+    assert files["here"] == files["pool"]
+    assert {"SymStats.csv", "Big.csv", "_run.json"} <= set(files["pool"])
+    assert files["pool"]["Big.csv"].count(b"\n") > 1
