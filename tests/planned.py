@@ -1,10 +1,12 @@
-"""Plans of CCL text for tests that read a plan's JSON form (what the runtime's engine reads)."""
+"""Plans of CCL text for tests that read a plan's JSON form, and that form (one a test wrote by
+hand too) as the typed plan the runtime's engine takes."""
 from __future__ import annotations
 
 from typing import Mapping, Optional
 
 from ccl.diagnostics import Diagnostic
-from ccl.plan.codec import plan_to_json
+from ccl.plan.codec import element_from_json, plan_from_json, plan_to_json
+from ccl.plan.model import PLAN_FORMAT, PLAN_VERSION, Element, Plan, Select
 from ccl.plan.planner import plan_project
 
 
@@ -13,3 +15,24 @@ def plan_json(path: str, ccr: Optional[str] = None, params: Mapping[str, str] = 
     """:func:`plan_project`, the plan in its JSON form (None when there are errors)."""
     plan, diags = plan_project(path, ccr, params, native_operators=native_operators)
     return (plan_to_json(plan) if plan is not None else None), diags
+
+
+def typed(plan: dict) -> Plan:
+    """The typed plan of ``plan``, a plan's JSON form (a hand-written one, of any version or
+    with no header, is read as this version's)."""
+    return plan_from_json({**plan, "format": PLAN_FORMAT, "version": PLAN_VERSION})
+
+
+def typed_parts(element: dict, plan: dict) -> tuple[Element, Plan]:
+    """``element`` (one of ``plan``'s elements, in JSON form) and ``plan`` typed, as
+    ``runtime.engine.flex.make_engine`` and the engines take them."""
+    built = typed(plan)
+    return built.element(element["name"]), built
+
+
+def typed_select(select: dict) -> Select:
+    """``select``, a plan Select's JSON form (the parts a test leaves out empty), typed."""
+    query = {"selects": [{"sources": [], "items": [], **select}]}
+    element = element_from_json({"name": "t", "kind": "window", "role": "output", "columns": [],
+                                 "query": query})
+    return element.query.selects[0]  # type: ignore[union-attr]

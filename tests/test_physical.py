@@ -3,7 +3,7 @@ import pytest
 
 from ccl.plan.physical import (NATIVE, PER_INSTANCE, input_adapter, native_aggregation, native_filter, path_of,
                           unread_adapters)
-from planned import plan_json
+from planned import plan_json, typed
 
 SRC = "create input stream s schema (sym string, venue string, px float, q integer);\n"
 WIN = "create input window w schema (sym string, px float) primary key (sym);\n"
@@ -357,6 +357,6 @@ def test_the_kernel_and_the_state_store_are_decided_by_the_compiler(tmp_path, bo
     e, plan = _element(tmp_path, body, name)
     assert e["physical"]["kernel"] == kernel and e["physical"]["window_store"] is store
     assert (e["physical"]["columnar"] is not None) == (kernel in AGGREGATIONS)
-    assert uses_window_store(e) is store
+    assert uses_window_store(typed(plan).element(name)) is store
     e["physical"]["window_store"] = not store
-    assert uses_window_store(e) is not store
+    assert uses_window_store(typed(plan).element(name)) is not store
