@@ -44,7 +44,7 @@ from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ccl.plan.codec import plan_to_json  # noqa: E402
+from ccl.plan.codec import plan_from_json, plan_to_json  # noqa: E402
 from ccl.plan.planner import plan_project  # noqa: E402
 from runtime.engine.changes import Event  # noqa: E402
 from runtime.engine.flex import make_engine  # noqa: E402
@@ -158,9 +158,8 @@ def plan_data(text: str) -> dict:
 
 def build(text: str, name: str):  # type: ignore[no-untyped-def]
     """The engine of output element ``name`` of the CCL project ``text``."""
-    data = plan_data(text)
-    element = next(e for e in data["elements"] if e["name"] == name)
-    return make_engine(element, data)
+    plan = plan_from_json(plan_data(text))
+    return make_engine(plan.element(name), plan)
 
 
 def trades(rows: int, seed: int = 1) -> list[dict]:

@@ -57,7 +57,7 @@ def _timed(name_of: Callable[..., str], fn: Callable[..., Any]) -> Callable[...,
 
 
 def _install() -> None:
-    BucketRun.process_table = _timed(lambda run, *_: run.element["name"],  # type: ignore[method-assign]
+    BucketRun.process_table = _timed(lambda run, *_: run.element.name,  # type: ignore[method-assign]
                                      BucketRun.process_table)
     arrow_state.detach = _timed(lambda *_: "~detach", arrow_state.detach)
     BucketStore.commit = _timed(lambda *_: "~commit", BucketStore.commit)  # type: ignore[method-assign]

@@ -29,7 +29,6 @@ from ccl.plan.model import Element, Partition, Plan
 from ccl.syntax import nodes as n_
 
 from .engine.changes import OPS
-from .json_plan import element_json
 from .topology import is_input, ports_of
 from .processor import (INFO, INST, KIND, OP, PORT, RAW, SEQ, SRC, SUB, WHY, output_schema,
                         port_column)
@@ -197,7 +196,7 @@ def _schema(element: Element) -> pa.Schema:
     schema = _SCHEMAS.get(key)
     if schema is None:
         from pyspark.sql.pandas.types import to_arrow_schema
-        schema = _SCHEMAS[key] = to_arrow_schema(output_schema(element_json(element)),
+        schema = _SCHEMAS[key] = to_arrow_schema(output_schema(element),
                                                  timezone="UTC")
     return schema
 

@@ -28,6 +28,8 @@ from typing import Any, Callable, Optional
 
 from pyspark.sql import Column, DataFrame
 
+from ccl.plan.model import Element
+
 from .processor import INST, BucketRun, gc_paused, output_schema
 from .spark_hash import spark_hash_int
 from .state import variables
@@ -126,7 +128,7 @@ def rows_root(state_dir: str) -> str:
     return os.path.join(state_dir, "rows")
 
 
-def prepare_rows(state_dir: str, element: dict, buckets: int) -> None:
+def prepare_rows(state_dir: str, element: Element, buckets: int) -> None:
     """On the driver, before the element's first batch: make (or check) the state root of its
     window rows (or a Flex's dictionaries) when it keeps them in the state store."""
     if uses_window_store(element) or uses_variable_store(element):
@@ -217,12 +219,12 @@ def _stored(runner: BucketRun) -> tuple[str, ...]:
     return tuple(kept)
 
 
-def bucket_rows(proc_in: DataFrame, group: Column, plan_text: str, element: dict,
+def bucket_rows(proc_in: DataFrame, group: Column, plan_text: str, element: Element,
                 first_ports: frozenset[int], state_dir: str, batch_id: int, now: int,
                 timed: bool = False) -> DataFrame:
     """The processor output rows of one batch of ``proc_in`` (with ``__bucket``), its buckets
     grouped by ``group`` (:func:`bucket_group`)."""
-    runner = bucket_runner(plan_text, element["name"], first_ports, state_dir, batch_id, now, timed)
+    runner = bucket_runner(plan_text, element.name, first_ports, state_dir, batch_id, now, timed)
     return proc_in.groupBy(group.alias(GROUP)).applyInArrow(runner, output_schema(element))
 
 

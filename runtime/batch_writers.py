@@ -20,7 +20,7 @@ from .arrow_state import bucket_group, bucket_rows, prepare_rows, prune
 from .bad_records import error_writer, why_info, write_bad, write_bad_infos
 from .built_once import once
 from .frames import changelog_frame, changelog_schema
-from .json_plan import element_json, engine_plan_text
+from .json_plan import engine_plan_text
 from .native_agg import native_writer
 from .native_stages import native_frame
 from .parquet_files import write_atomically
@@ -335,12 +335,11 @@ def arrow_transform(plan: Plan, element: Element, dirs: RunDirs, buckets: int,
     plan_text = engine_plan_text(plan)
     first = first_ports(plan, element)
     state_dir = dirs.of("state", element.name)
-    as_json = element_json(element)  # (the engine's helpers take the JSON form)
-    prepare_rows(state_dir, as_json, buckets)
+    prepare_rows(state_dir, element, buckets)
     group = bucket_group(buckets)
 
     def rows(proc_in: DataFrame, batch_id: int) -> DataFrame:
         at = now() if now is not None else int(time.time() * 1000)
-        return bucket_rows(proc_in, group, plan_text, as_json, first, state_dir, batch_id, at, timed)
+        return bucket_rows(proc_in, group, plan_text, element, first, state_dir, batch_id, at, timed)
     return rows
 

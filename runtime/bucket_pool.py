@@ -26,6 +26,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Optional
 
+from ccl.plan.model import Element
+
 from .arrow_state import BUCKET, bucket_runner
 from .processor import output_schema
 
@@ -38,7 +40,7 @@ _POOL: Optional[ProcessPoolExecutor] = None
 _WORKERS = 0
 
 
-def run_buckets(runner_args: tuple, proc_in: Any, element: dict, workers: int,
+def run_buckets(runner_args: tuple, proc_in: Any, element: Element, workers: int,
                 parallel_rows: int) -> Any:
     """The processor output rows (one Arrow table) of a batch held here (``proc_in``: an Arrow
     table of the processor's input layout with ``__bucket``): each bucket's rows through

@@ -25,7 +25,7 @@ from ccl.plan.model import Element, Plan
 
 from .arrow_state import GROUP, bucket_group
 from .frames import input_frame, upstream_frame
-from .json_plan import element_json, engine_plan_text
+from .json_plan import engine_plan_text
 from .native_stages import native_frame, native_input
 from .processor import ElementProcessor, output_schema
 from .run_dir import RunDirs
@@ -69,5 +69,5 @@ def element_query(spark: SparkSession, plan: Plan, element: Element,
     # the processor ignores the key: the spread key balances buckets
     proc_in = proc_in.withColumn(GROUP, bucket_group(layout.buckets))
     return (proc_in.groupBy(GROUP)
-            .transformWithState(processor, output_schema(element_json(element)), "Append",
+            .transformWithState(processor, output_schema(element), "Append",
                                 "ProcessingTime" if timed else "None"))

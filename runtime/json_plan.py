@@ -1,31 +1,33 @@
-"""Where the driver turns its typed plan (``ccl.plan.model.Plan``) back into the plan's JSON form,
-for the engine, which still reads the plan by string key.
+"""What crosses from the driver to the executors and worker processes of the per-instance engine:
+the typed plan (``ccl.plan.model.Plan``) as the codec's JSON text, decoded once per process.
 
-Everything on the driver reads the typed plan, by attribute. The engine (runtime/engine/,
+Everything reads the typed plan, by attribute: the driver, and the engine (runtime/engine/,
 runtime/state/, and runtime/processor.py, runtime/arrow_state.py, runtime/bucket_pool.py that
-drive it) takes the whole plan's JSON text on the executors (:func:`engine_plan_text`), and a few
-of its driver-side helpers an element's JSON form (:func:`element_json`). These functions are the
-boundary (grep them).
+drive it). Spark ships a per-instance element's query or batch function to the Python workers
+pickled; what it carries of the plan is the text :func:`engine_plan_text` makes, and the worker
+gets the plan back with :func:`engine_plan`, which decodes a text once per process (a cache by
+the text), never per batch. These functions are the boundary (grep them).
 """
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
-from ccl.plan.codec import element_to_json, plan_to_json
-from ccl.plan.model import Element, Plan
+from ccl.plan.codec import plan_from_json, plan_to_json
+from ccl.plan.model import Plan
 
 
 def engine_plan_text(plan: Plan) -> str:
-    """What the per-instance engine takes (``runtime.processor.ElementProcessor``, ``BucketRun``,
-    ``runtime.arrow_state.bucket_runner``): the whole plan's JSON text, from which it builds the
-    element it runs (and the schemas of the others). Shipped to the executors with each
-    per-instance element's query or batch (5-8 KB for the projects in projects/); the one place
-    it is made, so that it can become the element's own part of the plan."""
+    """What the per-instance engine is shipped (``runtime.processor.ElementProcessor``,
+    ``BucketRun``, ``runtime.arrow_state.bucket_runner``): the whole plan's JSON text (5-8 KB
+    for the projects in projects/), from which it builds the element it runs (and the schemas
+    of the others); :func:`engine_plan` decodes it."""
     return json.dumps(plan_to_json(plan))
 
 
-def element_json(element: Element) -> dict:
-    """``element``'s JSON form, for the engine's driver-side helpers that take a plan element
-    (``runtime.processor.output_schema``, ``runtime.arrow_state.prepare_rows`` and
-    ``bucket_rows``, ``runtime.bucket_pool.run_buckets``)."""
-    return element_to_json(element)
+@lru_cache(maxsize=32)
+def engine_plan(text: str) -> Plan:
+    """The plan of :func:`engine_plan_text`'s ``text``, decoded once per process and text (the
+    same :class:`Plan` object, its syntax trees shared, for every engine built from it)."""
+    return plan_from_json(json.loads(text))
+

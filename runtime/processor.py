@@ -25,8 +25,11 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import (ExpiredTimerInfo, StatefulProcessor,
                                                       StatefulProcessorHandle, TimerValues)
 
+from ccl.plan.model import Element
+
 from .engine.changes import Bad, Emit, Event
-from .types import struct
+from .json_plan import engine_plan
+from .types import columns_of, struct
 
 # Columns of every element's processor output and changelog, before the element's own columns.
 KIND, INST, SEQ, SUB, OP, INFO = "__kind", "__inst", "__seq", "__sub", "__op", "__info"
@@ -44,9 +47,10 @@ PORT, SRC, WHY, RAW = "__port", "__src", "__why", "__raw"
 META_DEFAULTS = {PORT: 0, SRC: 0, SUB: 0, OP: "i", WHY: None, RAW: None}
 
 
-def output_schema(element: dict) -> T.StructType:
+def output_schema(element: Element) -> T.StructType:
     """The processor output schema of ``element``: META columns then the element's columns."""
-    return T.StructType([T.StructField(n, t, True) for n, t in META] + struct(element["columns"]).fields)
+    return T.StructType([T.StructField(n, t, True) for n, t in META]
+                        + struct(columns_of(element)).fields)
 
 
 def port_column(port: int) -> str:
@@ -89,16 +93,16 @@ class BucketRun:
         from .engine.flex import make_engine
         from .engine.kernels import AGGREGATIONS, make_kernel
 
-        plan = json.loads(plan_text)
-        element = next(e for e in plan["elements"] if e["name"] == element_name)
+        plan = engine_plan(plan_text)
+        element = plan.element(element_name)
         self.element = element
         self.engine = make_engine(element, plan, 0)
-        self.columns = [name for name, _ in element["columns"]]
+        self.columns = [c.name for c in element.columns]
         # the columnar kernel the plan names (``physical.kernel``): an aggregation run a bucket at
         # a time (of a stream, or of a window or delta stream: runtime/engine/kernels/
         # window_agg.py), or another kernel
         kernel = make_kernel(element, self.engine, plan, first_ports)
-        aggregation = element["physical"]["kernel"] in AGGREGATIONS
+        aggregation = element.physical is not None and element.physical.kernel in AGGREGATIONS
         self.columnar = kernel if aggregation else None
         self.kernel = None if aggregation else kernel
         # (seq, src, sub, port) order; rows of a reference's port first when there is one

@@ -50,7 +50,7 @@ from .batch_writers import (aggregation_writer, arrow_transform, batch_writer, e
                             hands_over_unread, table_writer)
 from .bucket_pool import MIN_ROW_BYTES, cores, run_buckets, warm
 from .frames import changelog_frame, changelog_schema, frame_layout
-from .json_plan import element_json, engine_plan_text
+from .json_plan import engine_plan_text
 from .native_stages import native_frame, native_input
 from .processor import INST, KIND, BucketRun
 from .run_dir import RunDirs
@@ -535,7 +535,6 @@ def _local_transform(plan: Plan, element: Element, dirs: RunDirs, clock: list[in
     first = first_ports(plan, element)
     state_dir = dirs.of("state", element.name)
     timed = _physical(element).uses_time
-    as_json = element_json(element)  # (runtime/bucket_pool.py takes the JSON form)
     marker_schema = pa.schema([(BUCKET, pa.int32()), (INST, pa.int32())])
 
     def rows(proc_in: Any, batch_id: int) -> Any:
@@ -546,7 +545,7 @@ def _local_transform(plan: Plan, element: Element, dirs: RunDirs, clock: list[in
         if proc_in is None:
             proc_in = marker_schema.empty_table()
         runner = (plan_text, element.name, first, state_dir, batch_id, clock[0], timed)
-        return run_buckets(runner, proc_in, as_json, workers, parallel_rows)
+        return run_buckets(runner, proc_in, element, workers, parallel_rows)
     return rows
 
 

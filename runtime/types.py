@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ccl.plan.model import Element
+from runtime.engine.parts import column_pairs
 
 _SIMPLE = {
     "integer": T.IntegerType(), "long": T.LongType(), "float": T.DoubleType(),
@@ -42,7 +43,7 @@ def struct(columns: Sequence[Sequence[str]]) -> T.StructType:
 
 def columns_of(element: Element) -> list[tuple[str, str]]:
     """An element's ``(name, CCL type)`` pairs, as :func:`struct` and the writers take them."""
-    return [(c.name, c.type) for c in element.columns]
+    return column_pairs(element.columns)
 
 
 def column(name: str) -> Column:

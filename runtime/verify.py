@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Callable, Mapping, Optional, Sequence
 
-from ccl.plan.codec import plan_to_json
 from ccl.plan.model import Element, Plan
 
 ENGINE, SPARK = "engine", "spark"
@@ -264,15 +263,13 @@ def run_on_engine(typed: Plan, inputs: Mapping[str, str], base_dir: str,
         raise EngineUnsupported(why)
     if numbers is None:
         numbers = arrival_numbers(typed, inputs, base_dir)
-    plan = plan_to_json(typed)  # the engine's form (runtime/json_plan.py)
-    elements = {e["name"]: e for e in plan["elements"]}
     now = int(time.time() * 1000) if now_ms is None else now_ms
     # element -> its changelog: (instance, seq, sub, op, values)
     emitted: dict[str, list[tuple[int, int, int, str, dict]]] = {}
     results: dict[str, ElementResult] = {}
     for element in _order(typed):
         name = element.name
-        engine = make_engine(elements[name], plan, 0)
+        engine = make_engine(element, typed, 0)
         received: dict[int, list[tuple]] = defaultdict(list)
         sources = [source for _, source in element.ports()]
         if element.is_input:

@@ -7,7 +7,7 @@ import json
 
 import pyarrow as pa
 
-from planned import plan_json
+from planned import plan_json, typed
 from runtime.state.variables import uses_variable_store
 
 
@@ -18,7 +18,7 @@ def variable_store_plan(tmp_path, text: str) -> str:
     path.write_text(text)
     plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
-    assert uses_variable_store(next(e for e in plan["elements"] if e["name"] == "o"))
+    assert uses_variable_store(typed(plan).element("o"))
     return json.dumps(plan)
 
 

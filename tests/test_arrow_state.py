@@ -6,7 +6,7 @@ import os
 import pyarrow as pa
 import pytest
 
-from planned import plan_json
+from planned import plan_json, typed
 from runtime.arrow_state import bucket_runner, load_states, prune, state_path
 
 PROJECT = """
@@ -203,8 +203,7 @@ def _differential_plan(tmp_path, name: str) -> str:
     path.write_text(DIFFERENTIAL[name])
     plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
-    element = next(e for e in plan["elements"] if e["name"] == "w")
-    assert arrow_state.uses_window_store(element)
+    assert arrow_state.uses_window_store(typed(plan).element("w"))
     return json.dumps(plan)
 
 

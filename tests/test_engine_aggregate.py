@@ -19,6 +19,7 @@ from runtime.engine.aggregate import SUPPORTED, Aggregator
 from runtime.engine.changes import Change
 from runtime.engine.element import Engine
 from runtime.engine.expr import Expressions
+from planned import typed_parts, typed_select
 from tests.test_engine_core import element, ev, plan, run
 
 TYPES = {"p": [["isin", "string"], ["price", "float"], ["vol", "integer"], ["m", "money(2)"],
@@ -67,7 +68,7 @@ def plan_select(sql):
 
 
 def make(sql, columns, key=("isin",), retracting=True):
-    agg = Aggregator(plan_select(sql), Expressions({}, TYPES), [list(c) for c in columns],
+    agg = Aggregator(typed_select(plan_select(sql)), Expressions({}, TYPES), [list(c) for c in columns],
                      list(key), retracting=retracting)
     return agg, agg.initial_state()
 
@@ -545,7 +546,7 @@ def test_unimplemented_aggregate_makes_bad_records_in_the_element():
     sel = _rename_columns(sel, {"isin": "g", "price": "v"})
     d = element("d", "window", [("isin", "string"), ("x", "float"), ("t", "float")], ("isin",),
                 query={"selects": [sel]})
-    eng = Engine(d, plan(s, d))  # building the engine does not fail
+    eng = Engine(*typed_parts(d, plan(s, d)))  # building the engine does not fail
     out, state = run(eng, [ev("i", 1, g="a", v=1.0), ev("i", 2, g="b", v=2.0)])
     assert out == [("bad", "aggregate function recent() is not supported by the engine")] * 2
     assert state["selects"][0]["agg"]["groups"] == {}

@@ -4,7 +4,7 @@ import datetime as dt
 
 from ccl.plan.physical import uses_time
 from ccl.plan.codec import plan_from_json
-from planned import plan_json
+from planned import plan_json, typed_parts
 from runtime.engine.flex import make_engine
 from tests.test_engine_core import ev, ops
 
@@ -28,7 +28,7 @@ def engines(tmp_path, times="3 TIMES"):
     assert by_name["Orders"]["aging"] == {"millis": 10_000, "column": "Age", "times": 3 if times else 1,
                                           "start": None}
     assert all(uses_time(e) for e in plan_from_json(plan).elements)
-    return {name: make_engine(e, plan) for name, e in by_name.items()}
+    return {name: make_engine(*typed_parts(e, plan)) for name, e in by_name.items()}
 
 
 def test_rows_age_once_per_period_up_to_the_limit_and_a_change_makes_them_young(tmp_path):
@@ -76,7 +76,7 @@ def test_keep_rows_with_slack_purges_slack_rows_at_once(tmp_path):
                     "CREATE INPUT WINDOW W SCHEMA (k integer) PRIMARY KEY (k) KEEP depth ROWS SLACK depth - 1;\n")
     plan, diags = plan_json(str(path))
     assert plan is not None and plan["elements"][0]["keep"]["slack"] == 2, [str(d) for d in diags]
-    engine = make_engine(plan["elements"][0], plan)
+    engine = make_engine(*typed_parts(plan["elements"][0], plan))
     state = engine.initial_state()
     out = ops(engine.process(state, [ev("i", k, k=k) for k in range(1, 8)], 0))
     # up to 3 + 2 - 1 = 4 rows; the 5th and the 7th purge the 2 oldest

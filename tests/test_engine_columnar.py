@@ -131,7 +131,7 @@ def test_columnar_run_matches_the_engine(tmp_path, name, data):
         assert sorted(o for o in got if o[0] == "stat") == sorted(o for o in expected if o[0] == "stat")
         bad = sorted((o[1], o[2], o[5]) for o in expected if o[0] == "bad")
         assert sorted((o[1], o[2], o[5]) for o in got if o[0] == "bad") == bad
-        key = run.element["key"]
+        key = list(run.element.key)
         for inst in range(4):
             after = window(columnar, inst)
             changes = [o for o in got if o[0] == "row" and o[1] == inst]

@@ -6,6 +6,8 @@ import pytest
 
 from ccl.syntax import nodes as n
 from ccl.syntax.parser import parse_text
+from ccl.plan.codec import keep_from_json
+from planned import typed_parts
 from runtime.engine.changes import Bad, Change, Emit, Event
 from runtime.engine.element import Engine
 from runtime.engine.stages import consolidate
@@ -84,7 +86,7 @@ def run(engine, events, now=0, state=None):
 
 def test_strict_keys_without_keep():
     w = input_window()
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     out, _ = run(eng, [ev("i", 1, k="a", v=1), ev("i", 2, k="a", v=2), ev("u", 3, k="b", v=1),
                        ev("d", 4, k="b"), ev("u", 5, k="a", v=3), ev("d", 6, k="a", v=3)])
     assert out == [("i", {"k": "a", "v": 1}), ("bad", "duplicate key ('a') in w"),
@@ -94,7 +96,7 @@ def test_strict_keys_without_keep():
 
 def test_bad_record_keeps_seq_port_and_values():
     w = input_window()
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     state = eng.initial_state()
     out = eng.process(state, [ev("i", 1, k="a", v=1), ev("i", 7, k="a", v=2)], 0)
     assert out[1] == Bad("duplicate key ('a') in w", 7, 0, {"k": "a", "v": 2})
@@ -102,7 +104,7 @@ def test_bad_record_keeps_seq_port_and_values():
 
 def test_strict_keys_with_keep_all_and_upsert_safedelete():
     w = input_window(keep("all"))
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     out, _ = run(eng, [ev("p", 1, k="a", v=1), ev("p", 2, k="a", v=2), ev("s", 3, k="b"),
                        ev("s", 4, k="a"), ev("i", 5, k="a", v=5)])
     assert out == [("i", {"k": "a", "v": 1}), ("u", {"k": "a", "v": 2}),
@@ -111,7 +113,7 @@ def test_strict_keys_with_keep_all_and_upsert_safedelete():
 
 def test_lax_keys_with_other_keep():
     w = input_window(keep("rows", count=10))
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     out, _ = run(eng, [ev("i", 1, k="a", v=1), ev("i", 2, k="a", v=2), ev("u", 3, k="b", v=1),
                        ev("d", 4, k="c")])
     assert out == [("i", {"k": "a", "v": 1}), ("u", {"k": "a", "v": 2}),
@@ -120,7 +122,7 @@ def test_lax_keys_with_other_keep():
 
 def test_values_are_cast_to_column_types_and_cast_failure_is_bad():
     w = input_window()
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     out, _ = run(eng, [ev("i", 1, k="a", v="12"), ev("i", 2, k="b", v="x"),
                        ev("x", 3, k="c", v=1)])
     assert out == [("i", {"k": "a", "v": 12}), ("bad", "cannot convert 'x' to integer"),
@@ -131,7 +133,7 @@ def test_values_are_cast_to_column_types_and_cast_failure_is_bad():
 
 def test_keep_rows_evicts_the_least_recently_inserted_or_updated():
     w = input_window(keep("rows", count=2))
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     out, _ = run(eng, [ev("i", 1, k="a", v=1), ev("i", 2, k="b", v=1), ev("u", 3, k="a", v=2),
                        ev("i", 4, k="c", v=1), ev("p", 5, k="c", v=2), ev("i", 6, k="d", v=1)])
     assert out[3:] == [("d", {"k": "b", "v": 1}), ("i", {"k": "c", "v": 1}),
@@ -142,7 +144,7 @@ def test_keep_rows_evicts_the_least_recently_inserted_or_updated():
 
 def test_keep_rows_per_group():
     w = input_window(keep("rows", count=1, per=["g"]), columns=KV + [("g", "string")])
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     out, _ = run(eng, [ev("i", 1, k="a", v=1, g="x"), ev("i", 2, k="b", v=1, g="y"),
                        ev("i", 3, k="c", v=1, g="x")])
     assert out == [("i", {"k": "a", "v": 1, "g": "x"}), ("i", {"k": "b", "v": 1, "g": "y"}),
@@ -151,7 +153,7 @@ def test_keep_rows_per_group():
 
 def test_keep_last_per():
     w = input_window(keep("last", per=["g"]), columns=KV + [("g", "string")])
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     out, _ = run(eng, [ev("i", 1, k="a", v=1, g="x"), ev("i", 2, k="b", v=2, g="x"),
                        ev("i", 3, k="c", v=3, g="y")])
     assert [o[0] for o in out] == ["i", "d", "i", "i"]
@@ -160,7 +162,7 @@ def test_keep_last_per():
 
 def test_keep_every_rows_jumps():
     w = input_window(keep("every_rows", count=2))
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     out, _ = run(eng, [ev("i", 1, k="a", v=1), ev("i", 2, k="b", v=1), ev("i", 3, k="c", v=1)])
     assert out == [("i", {"k": "a", "v": 1}), ("i", {"k": "b", "v": 1}),
                    ("d", {"k": "a", "v": 1}), ("d", {"k": "b", "v": 1}),
@@ -169,7 +171,7 @@ def test_keep_every_rows_jumps():
 
 def test_keep_time_expires_after_last_change():
     w = input_window(keep("time", millis=100))
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     state = eng.initial_state()
     eng.process(state, [ev("i", 1, k="a", v=1), ev("i", 2, k="b", v=1)], 1000)
     eng.process(state, [ev("u", 3, k="a", v=2)], 1050)
@@ -184,7 +186,7 @@ def test_keep_time_expires_after_last_change():
 
 def test_keep_every_time_clears_at_period_boundaries():
     w = input_window(keep("every_time", millis=1000))
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     state = eng.initial_state()
     eng.process(state, [ev("i", 1, k="a", v=1)], 1500)
     eng.process(state, [ev("i", 2, k="b", v=1)], 1900)
@@ -197,7 +199,7 @@ def test_keep_every_time_clears_at_period_boundaries():
 
 
 def test_store_directly():
-    store = Store(keep("rows", count=2))
+    store = Store(keep_from_json(keep("rows", count=2)))
     st = store.initial_state()
     store.upsert(st, ("a",), {"k": "a"}, 1, 0)
     store.upsert(st, ("b",), {"k": "b"}, 2, 0)
@@ -213,7 +215,7 @@ def test_input_stream_autogenerate_and_where():
     s = element("s", "stream", [("id", "long"), ("v", "integer")],
                 autogenerate={"columns": ["id"], "start": expr("10 + 5")},
                 input_where=expr("s.v > 0"))
-    eng = Engine(s, plan(s))
+    eng = Engine(*typed_parts(s, plan(s)))
     out, state = run(eng, [ev("i", 1, v=1), ev("i", 2, v=-1), ev("u", 3, v=2), ev("d", 4, v=3)])
     assert out == [("i", {"id": 15, "v": 1}), ("i", {"id": 16, "v": 2})]
     assert state["input"]["auto"] == {"id": 17}
@@ -222,7 +224,7 @@ def test_input_stream_autogenerate_and_where():
 def test_input_window_autogenerate_from_zero_on_inserts_only():
     w = input_window(columns=[("id", "long"), ("v", "integer")], key=("id",),
                      autogenerate={"columns": ["id"], "start": None})
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     out, _ = run(eng, [ev("i", 1, v=1), ev("i", 2, v=2), ev("u", 3, id=0, v=5)])
     assert out == [("i", {"id": 0, "v": 1}), ("i", {"id": 1, "v": 2}), ("u", {"id": 0, "v": 5})]
 
@@ -240,7 +242,7 @@ def derived(kind, items=(("k", "a.k"), ("v", "a.v")), where=None, key=("k",), ke
 
 def test_derived_stream_from_window_emits_inserts_only():
     d = derived("stream", where="a.v > 0")
-    eng = Engine(d, plan(SRC, d))
+    eng = Engine(*typed_parts(d, plan(SRC, d)))
     out, _ = run(eng, [ev("i", 1, k="a", v=1), ev("u", 2, k="a", v=2), ev("p", 3, k="b", v=3),
                        ev("d", 4, k="a", v=2)])
     assert out == [("i", {"k": "a", "v": 1}), ("i", {"k": "a", "v": 2}), ("i", {"k": "b", "v": 3})]
@@ -248,7 +250,7 @@ def test_derived_stream_from_window_emits_inserts_only():
 
 def test_where_transitions_on_a_window():
     d = derived("window", where="a.v > 0")
-    eng = Engine(d, plan(SRC, d))
+    eng = Engine(*typed_parts(d, plan(SRC, d)))
     out, _ = run(eng, [ev("i", 1, k="a", v=-1),   # neither: nothing
                        ev("u", 2, k="a", v=1),    # only new passes: insert
                        ev("u", 3, k="a", v=2),    # both: update
@@ -260,7 +262,7 @@ def test_where_transitions_on_a_window():
 
 def test_source_mirror_gives_old_rows_and_resolves_upsert_safedelete():
     d = derived("window", items=(("k", "a.k"), ("v", "a.v * 10")))
-    eng = Engine(d, plan(SRC, d))
+    eng = Engine(*typed_parts(d, plan(SRC, d)))
     out, state = run(eng, [ev("p", 1, k="a", v=1), ev("p", 2, k="a", v=2), ev("s", 3, k="z"),
                            ev("d", 4, k="a")])   # the delete carries only the key
     assert out == [("i", {"k": "a", "v": 10}), ("u", {"k": "a", "v": 20}),
@@ -270,7 +272,7 @@ def test_source_mirror_gives_old_rows_and_resolves_upsert_safedelete():
 
 def test_delta_stream_passes_changes_and_filtered_update_becomes_delete():
     d = derived("delta stream", where="a.v > 0")
-    eng = Engine(d, plan(SRC, d))
+    eng = Engine(*typed_parts(d, plan(SRC, d)))
     out, state = run(eng, [ev("i", 1, k="a", v=1), ev("u", 2, k="a", v=2), ev("u", 3, k="a", v=-1),
                            ev("u", 4, k="a", v=5), ev("d", 5, k="a", v=5)])
     assert out == [("i", {"k": "a", "v": 1}), ("u", {"k": "a", "v": 2}),
@@ -283,7 +285,7 @@ def test_derived_window_key_rules_are_lenient():
     # Two source keys map to the same output key: the second insert updates, a delete of a
     # key no longer there is nothing.
     d = derived("window", items=(("k", "left(a.k, 1)"), ("v", "a.v")))
-    eng = Engine(d, plan(SRC, d))
+    eng = Engine(*typed_parts(d, plan(SRC, d)))
     out, _ = run(eng, [ev("i", 1, k="ax", v=1), ev("i", 2, k="ay", v=2), ev("d", 3, k="ax"),
                        ev("d", 4, k="ay")])
     assert out == [("i", {"k": "a", "v": 1}), ("u", {"k": "a", "v": 2}),
@@ -292,7 +294,7 @@ def test_derived_window_key_rules_are_lenient():
 
 def test_derived_window_update_changing_key_deletes_old_key():
     d = derived("window", items=(("k", "a.k + string(a.v)"), ("v", "a.v")))
-    eng = Engine(d, plan(SRC, d))
+    eng = Engine(*typed_parts(d, plan(SRC, d)))
     out, _ = run(eng, [ev("i", 1, k="a", v=1), ev("u", 2, k="a", v=2)])
     assert out == [("i", {"k": "a1", "v": 1}), ("d", {"k": "a1", "v": 1}),
                    ("i", {"k": "a2", "v": 2})]
@@ -300,7 +302,7 @@ def test_derived_window_update_changing_key_deletes_old_key():
 
 def test_derived_window_keep_rows():
     d = derived("window", keep_=keep("rows", count=1))
-    eng = Engine(d, plan(SRC, d))
+    eng = Engine(*typed_parts(d, plan(SRC, d)))
     out, _ = run(eng, [ev("i", 1, k="a", v=1), ev("i", 2, k="b", v=2), ev("u", 3, k="a", v=3)])
     assert out == [("i", {"k": "a", "v": 1}), ("d", {"k": "a", "v": 1}),
                    ("i", {"k": "b", "v": 2}), ("d", {"k": "b", "v": 2}),
@@ -312,7 +314,7 @@ def test_union_feeds_one_store_and_ports_number_select_sources():
     q = {"selects": [select([("a", "src")], [("k", "a.k"), ("v", "a.v")]),
                      select([("b", "other")], [("k", "b.k"), ("v", "b.v + 100")])]}
     d = element("u", "window", KV, ("k",), query=q)
-    eng = Engine(d, plan(SRC, other, d))
+    eng = Engine(*typed_parts(d, plan(SRC, other, d)))
     assert eng.ports == [(0, 0), (1, 0)]
     out, _ = run(eng, [ev("i", 1, 0, k="a", v=1), ev("i", 2, 1, k="a", v=2),
                        ev("i", 3, 1, k="b", v=3), ev("i", 4, 7, k="b", v=3)])
@@ -323,7 +325,7 @@ def test_union_feeds_one_store_and_ports_number_select_sources():
 def test_from_keep_makes_a_stream_source_a_window():
     s = element("s", "stream", KV)
     d = derived("window", sources=(("a", "s", keep("rows", count=2)),))
-    eng = Engine(d, plan(s, d))
+    eng = Engine(*typed_parts(d, plan(s, d)))
     out, _ = run(eng, [ev("i", 1, k="a", v=1), ev("i", 2, k="b", v=2), ev("i", 3, k="c", v=3)])
     assert out == [("i", {"k": "a", "v": 1}), ("i", {"k": "b", "v": 2}),
                    ("d", {"k": "a", "v": 1}), ("i", {"k": "c", "v": 3})]
@@ -331,7 +333,7 @@ def test_from_keep_makes_a_stream_source_a_window():
 
 def test_from_keep_time_on_a_source_expires_downstream():
     d = derived("window", sources=(("a", "src", keep("time", millis=10)),))
-    eng = Engine(d, plan(SRC, d))
+    eng = Engine(*typed_parts(d, plan(SRC, d)))
     state = eng.initial_state()
     eng.process(state, [ev("i", 1, k="a", v=1)], 100)
     assert eng.next_deadline(state) == 110
@@ -341,14 +343,14 @@ def test_from_keep_time_on_a_source_expires_downstream():
 
 def test_failing_expression_makes_a_bad_record_and_continues():
     d = derived("stream", items=(("k", "a.k"), ("v", "to_integer(a.k)")))
-    eng = Engine(d, plan(SRC, d))
+    eng = Engine(*typed_parts(d, plan(SRC, d)))
     out, _ = run(eng, [ev("i", 1, k="x", v=1), ev("i", 2, k="7", v=1)])
     assert out == [("bad", "cannot convert 'x' to integer"), ("i", {"k": "7", "v": 7})]
 
 
 def test_partitions_variable_is_bound():
     d = derived("stream", items=(("k", "a.k"), ("v", "d_partitions")), partitions=4)
-    eng = Engine(d, plan(SRC, d))
+    eng = Engine(*typed_parts(d, plan(SRC, d)))
     out, _ = run(eng, [ev("i", 1, k="x", v=1)])
     assert out == [("i", {"k": "x", "v": 4})]
 
@@ -357,7 +359,7 @@ def test_partitions_variable_is_bound():
 
 def test_pickled_state_continues_the_same():
     d = derived("window", keep_=keep("rows", count=2), sources=(("a", "src", keep("time", millis=50)),))
-    eng = Engine(d, plan(SRC, d))
+    eng = Engine(*typed_parts(d, plan(SRC, d)))
     events = [ev("i", 1, k="a", v=1), ev("i", 2, k="b", v=2), ev("u", 3, k="a", v=3),
               ev("i", 4, k="c", v=4), ev("d", 5, k="b")]
     whole, _ = run(eng, events)
@@ -371,7 +373,7 @@ def test_pickled_state_continues_the_same():
 
 def test_one_engine_serves_many_instances():
     w = input_window(keep("rows", count=1))
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     s1, s2 = eng.initial_state(), eng.initial_state()
     assert ops(eng.process(s1, [ev("i", 1, k="a", v=1)], 0)) == [("i", {"k": "a", "v": 1})]
     assert ops(eng.process(s2, [ev("i", 1, k="b", v=1)], 0)) == [("i", {"k": "b", "v": 1})]
@@ -396,7 +398,7 @@ def test_avg_over_from_keep_rows_retracts_evicted_rows():
                      [("__agg0", "avg", ["a.v"])], ["a.g"])
     d = element("d", "window", [("g", "string"), ("m", "float")], ("g",),
                 query={"selects": [sel]})
-    eng = Engine(d, plan(s, d))
+    eng = Engine(*typed_parts(d, plan(s, d)))
     out, _ = run(eng, [ev("i", 1, g="x", v=1.0), ev("i", 2, g="x", v=3.0),
                        ev("i", 3, g="x", v=5.0)])
     # row 3 evicts row 1 and joins the group: one update (avg of 3 and 5), not two
@@ -413,7 +415,7 @@ def test_changes_of_one_upstream_row_are_one_transaction_downstream():
                      [("__agg0", "avg", ["a.v"]), ("__agg1", "count", [])], ["a.g"])
     d = element("d", "window", [("g", "string"), ("m", "float"), ("n", "integer")], ("g",),
                 query={"selects": [sel]})
-    eng = Engine(d, plan(w, d))
+    eng = Engine(*typed_parts(d, plan(w, d)))
     out, _ = run(eng, [ev("i", 1, id=1, g="x", v=1.0), ev("i", 2, id=2, g="x", v=3.0),
                        ev("d", 3, id=1, g="x", v=1.0), ev("i", 3, id=3, g="x", v=8.0),
                        ev("d", 4, id=2, g="x", v=3.0), ev("u", 5, id=3, g="x", v=9.0)])
@@ -429,7 +431,7 @@ def test_keep_time_on_aggregate_window_drops_the_group():
                      [("__agg0", "max", ["a.v"])], ["a.g"])
     d = element("d", "window", [("g", "string"), ("m", "integer")], ("g",),
                 keep=keep("time", millis=100), query={"selects": [sel]})
-    eng = Engine(d, plan(s, d))
+    eng = Engine(*typed_parts(d, plan(s, d)))
     state = eng.initial_state()
     eng.process(state, [ev("i", 1, g="x", v=9)], 0)
     assert ops(eng.expire(state, 100)) == [("d", {"g": "x", "m": 9})]
@@ -444,7 +446,7 @@ def test_join_of_two_windows_then_where():
     sel = select([("a", "l"), ("b", "r")], [("k", "a.k"), ("v", "a.v + b.v")],
                  where="b.v > 0", joins=[{"kind": "inner", "on": expr("a.k = b.k")}])
     d = element("j", "window", KV, ("k",), query={"selects": [sel]})
-    eng = Engine(d, plan(left, right, d))
+    eng = Engine(*typed_parts(d, plan(left, right, d)))
     out, _ = run(eng, [ev("i", 1, 0, k="a", v=1), ev("i", 2, 1, k="a", v=10),
                        ev("u", 3, 1, k="a", v=-1), ev("u", 4, 1, k="a", v=20)])
     assert out == [("i", {"k": "a", "v": 11}), ("d", {"k": "a", "v": 11}),
@@ -471,7 +473,7 @@ def test_join_output_row_from_zero_to_minus_zero_is_an_update():
 
 def test_input_delta_stream_passes_opcodes_through():
     d = element("ds", "delta stream", KV, ("k",), autogenerate={"columns": ["v"], "start": None})
-    eng = Engine(d, plan(d))
+    eng = Engine(*typed_parts(d, plan(d)))
     out, state = run(eng, [ev("i", 1, k="a"), ev("p", 2, k="a", v=5), ev("s", 3, k="a", v=5)])
     assert out == [("i", {"k": "a", "v": 0}), ("u", {"k": "a", "v": 5}), ("d", {"k": "a", "v": 5})]
     assert state["input"]["store"] is None
@@ -480,13 +482,13 @@ def test_input_delta_stream_passes_opcodes_through():
 def test_upsert_of_a_new_key_autogenerates():
     w = input_window(columns=[("k", "string"), ("n", "long")],
                      autogenerate={"columns": ["n"], "start": None})
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     out, _ = run(eng, [ev("p", 1, k="a"), ev("p", 2, k="a", n=9), ev("p", 3, k="b")])
     assert out == [("i", {"k": "a", "n": 0}), ("u", {"k": "a", "n": 9}), ("i", {"k": "b", "n": 1})]
 
 
 def test_update_moving_a_row_to_another_per_group():
-    store = Store(keep("rows", count=1, per=["g"]))
+    store = Store(keep_from_json(keep("rows", count=1, per=["g"])))
     st = store.initial_state()
     store.upsert(st, ("a",), {"g": 1}, 1, 0)
     store.upsert(st, ("b",), {"g": 2}, 2, 0)
@@ -497,13 +499,13 @@ def test_update_moving_a_row_to_another_per_group():
 
 def test_unknown_opcode_on_a_derived_element_is_bad():
     d = derived("window")
-    eng = Engine(d, plan(SRC, d))
+    eng = Engine(*typed_parts(d, plan(SRC, d)))
     assert run(eng, [ev("z", 1, k="a", v=1)])[0] == [("bad", "unknown opcode 'z'")]
 
 
 def test_failing_where_is_bad_and_the_mirror_still_follows_the_source():
     d = derived("window", where="to_integer(a.k) > 0")
-    eng = Engine(d, plan(SRC, d))
+    eng = Engine(*typed_parts(d, plan(SRC, d)))
     out, state = run(eng, [ev("i", 1, k="x", v=1), ev("i", 2, k="5", v=1)])
     assert out == [("bad", "cannot convert 'x' to integer"), ("i", {"k": "5", "v": 1})]
     assert set(state["selects"][0]["sources"][0]["rows"]) == {("x",), ("5",)}
@@ -511,7 +513,7 @@ def test_failing_where_is_bad_and_the_mirror_still_follows_the_source():
 
 def test_many_rows_stay_fast():
     w = input_window(keep("rows", count=500))
-    eng = Engine(w, plan(w))
+    eng = Engine(*typed_parts(w, plan(w)))
     state = eng.initial_state()
     out = eng.process(state, [ev("i", i, k=str(i), v=i) for i in range(5000)], 0)
     assert len(out) == 5000 + 4500
@@ -539,7 +541,7 @@ def test_plan_from_the_planner(tmp_path):
     built, diags = plan_json(str(src))
     assert built is not None, [str(d) for d in diags]
     last = next(e for e in built["elements"] if e["name"] == "lastW")
-    eng = Engine(last, built)
+    eng = Engine(*typed_parts(last, built))
     out, _ = run(eng, [ev("i", i, isin=c, price=i) for i, c in enumerate("abcd")])
     assert [(op, v["isin"]) for op, v in out] == [("i", "c"), ("i", "d")]
     out, _ = run(eng, [ev("i", i, isin=c, price=5) for i, c in enumerate("abc")])
@@ -556,7 +558,7 @@ def test_outer_join_reads_nulls_from_the_missing_side(tmp_path):
         "  select o.id, c.country from o left join c on o.cust = c.cust;\n")
     built, diags = plan_json(str(src))
     assert built is not None, [str(d) for d in diags]
-    eng = Engine(next(e for e in built["elements"] if e["name"] == "j"), built)
+    eng = Engine(*typed_parts(next(e for e in built["elements"] if e["name"] == "j"), built))
     state = eng.initial_state()
     out = eng.process(state, [Event(0, "i", 1, {"id": 1, "cust": "a"}),
                               Event(1, "i", 2, {"cust": "a", "country": "FR"}),
@@ -575,7 +577,7 @@ def test_aggregation_over_a_stream_keeps_no_input_rows():
                          [("__agg0", "max", ["a.v"]), ("__agg1", "sum", ["a.v"])], ["a.g"])
         d = element("d", "window", [("g", "string"), ("m", "integer"), ("t", "integer")], ("g",),
                     query={"selects": [sel]})
-        eng = Engine(d, plan(s, d))
+        eng = Engine(*typed_parts(d, plan(s, d)))
         out, state = run(eng, [ev("i", 1, g="x", v=4), ev("u", 2, g="x", v=9), ev("d", 3, g="x", v=1),
                                ev("i", 4, g="y", v=2)])
         assert out == [("i", {"g": "x", "m": 4, "t": 4}), ("u", {"g": "x", "m": 9, "t": 13}),
@@ -592,7 +594,7 @@ def test_getrowid_and_nextval_in_a_select():
     o = element("o", "stream", [("k", "string"), ("rid", "long"), ("n", "long")],
                 query={"selects": [select([("s", "s")], [("k", "s.k"), ("rid", "getrowid(s)"),
                                                           ("n", "nextval()")])]})
-    eng = Engine(o, plan(s, o))
+    eng = Engine(*typed_parts(o, plan(s, o)))
     out, state = run(eng, [ev("i", 10, k="a", v=1), ev("i", 4294967297, k="b", v=2)])
     assert out == [("i", {"k": "a", "rid": 10, "n": 1}), ("i", {"k": "b", "rid": 4294967297, "n": 2})]
     out, _ = run(eng, [ev("i", 11, k="c", v=3)], state=pickle.loads(pickle.dumps(state)))

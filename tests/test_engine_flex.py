@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from planned import plan_json
+from planned import plan_json, typed, typed_parts
 from ccl.splash import Dictionary
 from runtime.engine.changes import Bad, Emit, Event
 from runtime.engine.element import Engine
@@ -21,7 +21,7 @@ def build(tmp_path, text, name):
     plan, diags = plan_json(str(src))
     assert plan is not None, [str(d) for d in diags]
     element = next(e for e in plan["elements"] if e["name"] == name)
-    return make_engine(element, plan), plan
+    return make_engine(*typed_parts(element, plan)), plan
 
 
 def ev(op, seq, port=0, **values):
@@ -230,7 +230,7 @@ def test_stream_output_turns_updates_into_inserts_and_drops_deletes(tmp_path):
 
 def test_failing_handler_makes_the_row_bad_and_processing_goes_on(tmp_path):
     eng, _ = build(tmp_path, RULES, "W")
-    eng_small = FlexEngine(eng.element, _plan_of(tmp_path), budget=500)
+    eng_small = FlexEngine(eng.element, typed(_plan_of(tmp_path)), budget=500)
     state = eng_small.initial_state()
     out = eng_small.process(state, [ev("i", 1, k="a", v=1, what="fail"),
                                     ev("i", 2, k="b", v=2, what="loop"),
@@ -378,7 +378,7 @@ def test_row_retention_without_coalesce_keeps_insert_update_delete_apart(tmp_pat
     AS SELECT P.isin isin, count(c.price) n, sum(c.price) total FROM P;
     """
     plain, plan = build(tmp_path, text, "plain")
-    merged = Engine(next(e for e in plan["elements"] if e["name"] == "merged"), plan)
+    merged = Engine(*typed_parts({"name": "merged"}, plan))
     events = [ev("i", 1, id=1, isin="A", price=1.0), ev("u", 2, id=1, isin="A", price=2.0),
               ev("i", 3, id=2, isin="A", price=5.0), ev("d", 4, id=1, isin="A", price=2.0)]
     got_plain = [(o.values["n"], o.values["total"]) for o in plain.process(plain.initial_state(), events, 0)]
@@ -485,7 +485,7 @@ def test_users_own_insert_into_cache_function_wins(tmp_path):
 
 def test_make_engine_and_state_is_plain_enough_to_pickle(tmp_path):
     eng, plan = build(tmp_path, GRID, "Balance")
-    assert isinstance(make_engine(plan["elements"][0], plan), Engine)
+    assert isinstance(make_engine(*typed_parts(plan["elements"][0], plan)), Engine)
     state = eng.initial_state()
     eng.process(state, [ev("i", 1, port=1, Sid="s1", Cap=10.0), ev("i", 2, Sid="s1", Mw=1.0)], 0)
     again = roundtrip(state)

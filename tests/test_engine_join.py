@@ -9,7 +9,8 @@ from ccl.syntax import nodes as n
 from ccl.syntax.parser import parse_text
 from runtime.engine.changes import Change
 from runtime.engine.expr import Expressions
-from runtime.engine.join import Joiner
+from runtime.engine.join import Joiner, JoinSource
+from planned import typed_select
 
 COLS = {"a": [["k", "integer"], ["x", "integer"]],
         "b": [["k", "integer"], ["y", "integer"]],
@@ -29,11 +30,9 @@ def make(kinds, ons, source_kinds=None):
     source_kinds = source_kinds or ["window"] * len(aliases)
     select = {"sources": [{"alias": al, "element": al.upper(), "keep": None} for al in aliases],
               "joins": [{"kind": k, "on": expr(on)} for k, on in zip(kinds, ons)]}
-    sources = [{"alias": al, "element": al.upper(), "kind": sk,
-                "key": ["k"] if sk != "stream" else [], "columns": COLS[al]}
-               for al, sk in zip(aliases, source_kinds)]
+    sources = [JoinSource(al, sk, [c for c, _ in COLS[al]]) for al, sk in zip(aliases, source_kinds)]
     exprs = Expressions({}, {al: COLS[al] for al in aliases})
-    return Joiner(select, exprs, sources), select
+    return Joiner(typed_select(select), exprs, sources), select
 
 
 def reference(select, tables):
@@ -205,9 +204,9 @@ def test_lax_input_and_single_source():
     joiner.apply(st, 1, Change("i", (1,), None, {"k": 1, "y": 1}, 3))
     out = joiner.apply(st, 0, Change("i", (1,), None, {"k": 1, "x": 2}, 4))  # insert = update
     assert [c.op for c in out] == ["u"]
-    single = Joiner({"sources": [{"alias": "a", "keep": None}], "joins": []},
-                    Expressions({}, COLS), [{"alias": "a", "kind": "window", "key": ["k"],
-                                             "columns": COLS["a"]}])
+    single = Joiner(typed_select({"sources": [{"alias": "a", "element": "A", "keep": None}],
+                                  "joins": []}),
+                    Expressions({}, COLS), [JoinSource("a", "window", ["k", "x"])])
     st = single.initial_state()
     out = single.apply(st, 0, Change("i", (1,), None, {"k": 1, "x": 1}, 1))
     assert out == [Change("i", ((1,),), None, {"a": {"k": 1, "x": 1}}, 1)]

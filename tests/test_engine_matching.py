@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 
-from planned import plan_json
+from planned import plan_json, typed_parts
 from runtime.engine.changes import Bad, Emit, Event
 from runtime.engine.element import Engine
 
@@ -16,7 +16,7 @@ def engine(tmp_path, query: str, name: str = "o") -> Engine:
     (tmp_path / "p.ccl").write_text(SRC + query)
     plan, diags = plan_json(str(tmp_path / "p.ccl"))
     assert plan is not None, [str(d) for d in diags]
-    return Engine(next(e for e in plan["elements"] if e["name"] == name), plan)
+    return Engine(*typed_parts({"name": name}, plan))
 
 
 def feed(eng: Engine, state: dict, events: list[tuple], now: int) -> list:

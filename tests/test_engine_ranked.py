@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from planned import plan_json
+from planned import plan_json, typed_parts
 from runtime.engine.changes import Emit, Event
 from runtime.engine.flex import make_engine
 
@@ -19,7 +19,7 @@ def engine_of(tmp_path, query: str, source: str = SOURCE):
     plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
     element = next(e for e in plan["elements"] if e["name"] == "B")
-    return make_engine(element, plan, 0)
+    return make_engine(*typed_parts(element, plan), 0)
 
 
 def apply_emits(window: dict, outputs: list) -> None:

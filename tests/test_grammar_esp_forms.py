@@ -288,7 +288,7 @@ def test_a_stream_with_a_primary_key_is_a_keyed_stream_run_as_a_delta_stream(tmp
     assert (plain.kind, plain.keyed) == ("stream", False)
     assert analyze(load_text(KEYED), {}).diagnostics == []
 
-    from planned import plan_json
+    from planned import plan_json, typed_parts
     from runtime.engine.changes import Event
     from runtime.engine.flex import make_engine
     path = tmp_path / "k.ccl"
@@ -299,10 +299,10 @@ def test_a_stream_with_a_primary_key_is_a_keyed_stream_run_as_a_delta_stream(tmp
     assert by_name["KS2"]["key"] == ["Id"]
     events = [Event(0, "i", 1, {"Id": 1, "V": 1.5}), Event(0, "i", 2, {"Id": 2, "V": -1.0}),
               Event(0, "u", 3, {"Id": 1, "V": 3.0}), Event(0, "d", 4, {"Id": 2, "V": -1.0})]
-    source = make_engine(by_name["KS"], plan)  # opcodes pass, nothing is stored
+    source = make_engine(*typed_parts(by_name["KS"], plan))  # opcodes pass, nothing is stored
     assert [(o.op, o.values["Id"]) for o in source.process(source.initial_state(), events, 0)] == \
         [("i", 1), ("i", 2), ("u", 1), ("d", 2)]
-    derived = make_engine(by_name["KS2"], plan)  # WHERE on a keyed stream: the update rule
+    derived = make_engine(*typed_parts(by_name["KS2"], plan))  # WHERE on a keyed stream: the update rule
     assert [(o.op, o.values) for o in derived.process(derived.initial_state(), events, 0)] == \
         [("i", {"Id": 1, "V2": 3.0}), ("u", {"Id": 1, "V2": 6.0})]
 

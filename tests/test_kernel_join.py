@@ -11,6 +11,7 @@ import logging
 import math
 import pickle
 import random
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -18,8 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ccl.plan.codec import plan_from_json
-from planned import plan_json
+from planned import plan_json, typed_parts
 from ccl.plan.physical import join_kernel
+from runtime.engine.flex import make_engine
+from runtime.engine.kernels import make_kernel
 from runtime.engine.kernels.join import JoinKernel
 from runtime.processor import BucketRun, bucket_rows, received_rows
 
@@ -284,8 +287,14 @@ def test_the_runtime_runs_the_kernel_the_plan_names_and_chooses_none_itself(tmp_
     with caplog.at_level(logging.WARNING, logger="runtime.engine.kernels"):
         assert BucketRun(json.dumps(plan), "A").kernel is None
     assert "the plan's join kernel cannot run A" in caplog.text
-    element["physical"]["kernel"] = "no such kernel"
+    # a typed plan made in code that names a kernel this runtime does not have
+    a, built = typed_parts(element, plan)
+    unknown = replace(a, physical=replace(a.physical, kernel="no such kernel"))
     with pytest.raises(ValueError, match="A: the plan names the kernel 'no such kernel'"):
+        make_kernel(unknown, make_engine(unknown, built), built)
+    # ... and one the engine is shipped: its text is refused as it is decoded
+    element["physical"]["kernel"] = "no such kernel"
+    with pytest.raises(PlanFormatError, match="unknown kernel 'no such kernel'"):
         BucketRun(json.dumps(plan), "A")
     with pytest.raises(PlanFormatError, match="^not a valid plan: unknown kernel 'no such kernel'$"):
         plan_from_json(plan)

@@ -223,7 +223,7 @@ def test_batch_mode_gives_the_net_changes(tmp_path, name, data):
     run = bucket_run(tmp_path, BATCH_QUERIES[name], "batch")
     by_rows: dict = {}
     columnar: dict = {}
-    key = run.element["key"]
+    key = list(run.element.key)
     for b, events in enumerate(data):
         t = table(events, 1000 * (b + 1))
         before = {inst: window(columnar, inst) for inst in range(3)}

@@ -21,7 +21,7 @@ from ccl.plan.lowering import Nothing
 from ccl.plan.lowering.columnar import lower_columnar
 from ccl.plan.physical import changes_observed, columnar_aggregation
 from ccl.splash.functions_data import FUNCTIONS
-from planned import plan_json
+from planned import plan_json, typed_parts
 from runtime.engine.columnar import ColumnarAggregation
 from runtime.engine.element import Engine
 from runtime.engine.flex import make_engine
@@ -68,11 +68,12 @@ def test_the_checker_takes_what_the_kernel_builds(tmp_path, query, observed):
         return
     # the kernel, built for this element in the mode the checker would have given, refuses it
     element["physical"]["columnar"] = "rows" if observed else "batch"
-    engine = make_engine(element, plan, 0)
+    built = typed_parts(element, plan)
+    engine = make_engine(*built, 0)
     if not isinstance(engine, Engine) or engine.declared is not None:
         return  # (the processor builds no kernel for it either)
     with pytest.raises(ValueError, match="not a stream aggregation the columnar path runs"):
-        ColumnarAggregation(engine, plan)
+        ColumnarAggregation(engine, built[1])
     with pytest.raises(Unsupported):
         lower_columnar(element, plan, observed, FUNCTIONS, Nothing())
 

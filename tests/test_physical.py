@@ -348,15 +348,15 @@ def test_the_kernel_and_the_state_store_are_decided_by_the_compiler(tmp_path, bo
     """``kernel`` (aggregations included) and ``window_store`` are in the plan, so the runtime
     (runtime/engine/kernels, runtime/state/rows.py) builds what it names and chooses nothing."""
     from runtime.engine.kernels import AGGREGATIONS, KERNELS
+    from dataclasses import replace
+
     from runtime.state.rows import uses_window_store
 
-    from ccl.plan.codec import element_to_json
     from ccl.plan.model import KERNELS as NAMES
     assert sorted(NAMES) == sorted([*AGGREGATIONS, *KERNELS])  # a class for every name a plan may hold
     e, plan = _element(tmp_path, body, name)
     assert e.physical.kernel == kernel and e.physical.window_store is store
     assert (e.physical.columnar is not None) == (kernel in AGGREGATIONS)
-    element = element_to_json(e)  # (the runtime's state layer reads the element's JSON form)
-    assert uses_window_store(element) is store
-    element["physical"]["window_store"] = not store
-    assert uses_window_store(element) is not store
+    assert uses_window_store(e) is store
+    flipped = replace(e, physical=replace(e.physical, window_store=not store))
+    assert uses_window_store(flipped) is not store

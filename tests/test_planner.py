@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ccl.plan.planner import PlanError
-from planned import plan_json
+from planned import plan_json, typed_parts
 
 ROOT = Path(__file__).parent
 CORPUS = sorted(glob.glob(str(ROOT / "projects" / "seeds" / "*.ccl"))
@@ -319,7 +319,7 @@ def test_a_splitter_row_whose_condition_is_null_falls_through_to_else(tmp_path):
     events = [Event(0, "i", i, row) for i, row in enumerate(rows)]
     got = {}
     for target in ("Big", "Mid", "Small"):
-        engine = make_engine(element(plan, target), plan)
+        engine = make_engine(*typed_parts(element(plan, target), plan))
         got[target] = [o.values["id"] for o in engine.process(engine.initial_state(), events, 0)]
     assert got == {"Big": [1], "Mid": [2], "Small": [3, 4]}
 

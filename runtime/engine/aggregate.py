@@ -36,6 +36,8 @@ from fractions import Fraction
 from functools import partial
 from typing import Callable, Mapping, Optional, Sequence
 
+from ccl.plan.model import Aggregate as PlanAggregate, Select
+from ccl.syntax.nodes import Star
 from runtime.engine.changes import Change, same_row
 from runtime.engine.expr import Compiled, Expressions, SplashError, coerce_row
 from runtime.engine.join import null_filled, referenced_columns
@@ -307,14 +309,14 @@ def _check_weighted(fn: str, args: list) -> list:
 class _Aggregate:
     """One aggregate call: how to compute its arguments and keep its running value ``acc``."""
 
-    def __init__(self, index: int, spec: Mapping[str, object], exprs: Expressions) -> None:
+    def __init__(self, index: int, spec: PlanAggregate, exprs: Expressions) -> None:
         self.index = index
-        self.name = str(spec["name"])
-        self.fn = str(spec["fn"]).lower()
-        args = [a for a in spec.get("args") or [] if not _is_star(a)]
+        self.name = str(spec.name)
+        self.fn = str(spec.fn).lower()
+        args = [a for a in spec.args if not isinstance(a, Star)]
         self.star = not args
         self.args: list[Compiled] = [exprs.compile(a) for a in args]
-        self.distinct = bool(spec.get("distinct")) and self.fn in _DISTINCT
+        self.distinct = bool(spec.distinct) and self.fn in _DISTINCT
         self.check = _CHECKS.get(self.fn)
         if self.fn not in _INIT:  # accepted by the checker, not implemented: refuse its rows
             self.values = self._refuse  # type: ignore[method-assign]
@@ -521,10 +523,6 @@ def nan_largest(value: object) -> tuple:
     return (True, 0) if value != value else (False, value)
 
 
-def _is_star(expr: object) -> bool:
-    return isinstance(expr, dict) and expr.get("node") == "Star"
-
-
 def _median(values: list) -> object:
     n = len(values)
     if n == 0:
@@ -608,22 +606,20 @@ SUPPORTED: frozenset[str] = frozenset(_INIT)
 class Aggregator:
     """Groups input rows and keeps one output row per group (see the module docstring)."""
 
-    def __init__(self, select: dict, exprs: Expressions, columns: list[list[str]],
+    def __init__(self, select: Select, exprs: Expressions, columns: Sequence[Sequence[str]],
                  key: list[str], retracting: bool = True) -> None:
         """``select`` is a plan Select with aggregates; ``columns``/``key`` are the element's
         output columns and key columns; ``retracting`` says whether inputs may update/delete."""
         self.columns = columns
         self.key = list(key)
         self.retracting = retracting
-        self.aggregates = [_Aggregate(i, spec, exprs)
-                           for i, spec in enumerate(select.get("aggregates") or [])]
-        self.group_by = [exprs.compile(e) for e in select.get("group_by") or []]
-        self.group_filter = _maybe(exprs, select.get("group_filter"))
-        self.having = _maybe(exprs, select.get("having"))
-        self.items = [(it["name"], exprs.compile(it["expr"])) for it in select.get("items") or []]
-        every = [select.get("group_filter"), select.get("having"), select.get("group_by"),
-                 [it["expr"] for it in select.get("items") or []],
-                 [s.get("args") for s in select.get("aggregates") or []]]
+        self.aggregates = [_Aggregate(i, spec, exprs) for i, spec in enumerate(select.aggregates)]
+        self.group_by = [exprs.compile(e) for e in select.group_by]
+        self.group_filter = _maybe(exprs, select.group_filter)
+        self.having = _maybe(exprs, select.having)
+        self.items = [(it.name, exprs.compile(it.expr)) for it in select.items]
+        every = [select.group_filter, select.having, select.group_by,
+                 [it.expr for it in select.items], [s.args for s in select.aggregates]]
         self.null_columns = referenced_columns(every)
 
     def initial_state(self) -> dict:

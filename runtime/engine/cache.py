@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Iterable, Mapping, Optional, Sequence
 
+from ccl.plan.model import Element
 from ccl.syntax import nodes as n
 from ccl.splash.types import INTEGER
 from ccl.splash import Declarations, as_type
@@ -25,11 +26,11 @@ from runtime.engine.trees import tree
 __all__ = ["Declared", "EventCache", "build_cache", "cache_op"]
 
 
-def build_cache(name: str, spec: n.EventCacheType, source: Mapping) -> EventCache:
+def build_cache(name: str, spec: n.EventCacheType, source: Element) -> EventCache:
     """An empty event cache for the declaration ``spec`` over the plan element ``source``."""
-    row_key = list(source.get("key") or []) if source["kind"] != "stream" else []
+    row_key = list(source.key) if source.kind != "stream" else []
     keys = [k.name for k in spec.keys] if spec.keys is not None else row_key
-    columns = [(c, as_type(t)) for c, t in source["columns"]]
+    columns = [(c.name, as_type(c.type)) for c in source.columns]
     known = {c for c, _ in columns}
     for k in keys:
         if k not in known:
@@ -69,8 +70,8 @@ class Declared:
     """
 
     def __init__(self, plan_globals: Sequence[object], local: Sequence[object],
-                 sources: Mapping[str, Mapping], constants: Mapping[str, int] = {}) -> None:
-        types = {name: {c: t for c, t in el["columns"]} for name, el in sources.items()}
+                 sources: Mapping[str, Element], constants: Mapping[str, int] = {}) -> None:
+        types = {name: {c.name: c.type for c in el.columns} for name, el in sources.items()}
         base = Declarations()
         for name, value in constants.items():
             base.values[name], base.types[name] = value, INTEGER
@@ -78,7 +79,7 @@ class Declared:
         glob, global_caches = declare_state(as_nodes(plan_globals), base, source_types=types)
         self.decl, caches = declare_state(as_nodes(local), glob, source_types=types)
         self.sources = dict(sources)
-        self.caches: dict[str, tuple[n.EventCacheType, Mapping]] = {}
+        self.caches: dict[str, tuple[n.EventCacheType, Element]] = {}
         for name, spec in global_caches + caches:
             source = self.sources.get(spec.source.name)
             if source is None and (name, spec) in global_caches:

@@ -48,8 +48,10 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ccl.plan.codec import element_to_json, plan_to_json
 from ccl.plan.lowering import Unsupported
 from ccl.plan.lowering.columnar import lower_columnar
+from ccl.plan.model import Plan
 from ccl.splash.functions_data import FUNCTIONS
 from runtime.engine.changes import OPS, Bad, Output, same_row
 from runtime.engine.element import Engine, emit_of
@@ -108,7 +110,7 @@ class ColumnarAggregation:
     """The aggregation of ``engine`` (an :class:`Engine` of an element that
     ``ccl.plan.physical.columnar_aggregation`` takes) over whole buckets; see the module docstring."""
 
-    def __init__(self, engine: Engine, plan: dict) -> None:
+    def __init__(self, engine: Engine, plan: Plan) -> None:
         sel = engine.selects[0]
         if engine.declared is not None or sel.aggregator is None or len(sel.sources) != 1:
             raise ValueError(f"{engine.name} is not a stream aggregation the columnar path runs")
@@ -119,8 +121,10 @@ class ColumnarAggregation:
         # the walk the planner decided with, in the mode it recorded, building the operands from
         # the engine's compiled expressions
         try:
-            per_row = engine.element["physical"]["columnar"] == "rows"
-            lowered = lower_columnar(engine.element, plan, per_row, FUNCTIONS,
+            per_row = engine.element.physical.columnar == "rows"
+            # (the compiler's walk reads the plan's JSON form: made once, for it alone)
+            lowered = lower_columnar(element_to_json(engine.element), plan_to_json(plan), per_row,
+                                     FUNCTIONS,
                                      _EngineOperands(sel.where, self.agg, self.alias))
         except Unsupported as exc:
             raise ValueError(f"{engine.name}: not a stream aggregation the columnar path runs: "
@@ -132,7 +136,7 @@ class ColumnarAggregation:
         # output row is then read off directly, as the engine's expressions would give it
         self.items: Optional[list[tuple[str, bool, Any]]] = lowered.items
         # each key column a plain group column of its own type: no two groups can share a key
-        self.exact_keys = engine.element["physical"]["group_columns"] is not None
+        self.exact_keys = engine.element.physical.group_columns is not None
         # one change per input row (the window's changes are read one by one) or per group
         self.per_row = lowered.mode == "rows"
         self.args: list[list[_Getter]] = lowered.arguments
@@ -683,15 +687,6 @@ def _add_counts(accs: list, counts: np.ndarray) -> None:
 
 def _kept(values: list, keep: np.ndarray) -> list:
     return [v for v, k in zip(values, keep.tolist()) if k]
-
-
-def _plain_column(expr: Optional[dict], alias: str) -> Optional[str]:
-    """The column name when ``expr`` (plan JSON) is ``alias.column``."""
-    if (isinstance(expr, dict) and expr.get("node") == "FieldAccess"
-            and (expr.get("base") or {}).get("node") == "Var"
-            and expr["base"]["name"]["name"] == alias):
-        return expr["field"]["name"]
-    return None
 
 
 def _largest(inst: np.ndarray, seqs: np.ndarray) -> dict[int, int]:

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from typing import Iterator, Mapping, Optional, Sequence
 
+from ccl.plan.model import Aggregate, Element, Plan, Select
 from ccl.syntax import nodes as n
 
 from runtime.engine.aggregate import Aggregator
 from runtime.engine.cache import Declared
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.expr import Expressions, SplashError
-from runtime.engine.join import null_filled
+from runtime.engine.join import JoinSource, null_filled
+from runtime.engine.parts import column_pairs, partitions_variable
 from runtime.engine.ranked import RankedAggregator, is_ranked
-from runtime.engine.trees import tree
 from runtime.engine.stages import (
     InputStage,
     OutputStage,
@@ -38,69 +39,65 @@ __all__ = ["Engine"]
 class _Select:
     """The compiled parts of one select (no state)."""
 
-    def __init__(self, select: Mapping, elements: Mapping[str, Mapping], element: Mapping,
+    def __init__(self, select: Select, elements: Mapping[str, Element], element: Element,
                  variables: Mapping[str, object], declared: Optional[Declared] = None) -> None:
         self.sources: list[SourceStage] = []
         self.aliases: list[str] = []
-        infos: list[dict] = []
+        infos: list[JoinSource] = []
         types: dict[str, Sequence] = {}
-        for src in select["sources"]:
-            source = elements[src["element"]]
-            stage = SourceStage(source, src.get("keep"))
+        for src in select.sources:
+            stage = SourceStage(elements[src.element], src.keep)
             self.sources.append(stage)
-            self.aliases.append(src["alias"])
-            types[src["alias"]] = source["columns"]
-            infos.append({"alias": src["alias"], "element": src["element"],
-                          "kind": stage.effective_kind, "key": list(stage.key),
-                          "columns": source["columns"]})
+            self.aliases.append(src.alias)
+            types[src.alias] = stage.columns
+            infos.append(JoinSource(src.alias, stage.effective_kind, [c for c, _ in stage.columns]))
         exprs = Expressions(variables, types, declared.decl if declared is not None else None)
         self.exprs = exprs
-        self.columns = element["columns"]
+        self.columns = column_pairs(element.columns)
         self.joiner = None
         self.matcher = None
-        if select.get("matching"):
+        if select.matching:
             from runtime.engine.matching import Matcher
-            self.matcher = Matcher(select["matching"], exprs, self.aliases,
-                                   [src["element"] for src in select["sources"]],
+            self.matcher = Matcher(select.matching, exprs, self.aliases,
+                                   [src.element for src in select.sources],
                                    {a: [c for c, _ in types[a]] for a in self.aliases})
         elif len(self.sources) > 1:
             from runtime.engine.join import Joiner
             self.joiner = Joiner(select, exprs, infos)
-        self.where = exprs.compile(select["where"]) if select.get("where") else None
+        self.where = exprs.compile(select.where) if select.where else None
         self.aggregator = None
         self.projection: Optional[Projection] = None
-        key = list(element.get("key") or [])
+        key = list(element.key)
         cache_aggs = _cache_aggregates(select, declared)
         # Rows of a select that mixes aggregates over an event cache with other aggregates are
         # refused (bad records): the engine computes one kind or the other.
         self.refused: Optional[str] = None
-        if cache_aggs and len(cache_aggs) != len(select["aggregates"]):
-            self.refused = (f"{element['name']}: aggregates over an event cache cannot be mixed "
+        if cache_aggs and len(cache_aggs) != len(select.aggregates):
+            self.refused = (f"{element.name}: aggregates over an event cache cannot be mixed "
                             "with other aggregates")
         # With GROUP BY (ESP's own example groups by the cache's key), each change recomputes the
         # output row of its group from the cache bucket: an upsert of that row.
-        self.grouped_cache = bool(cache_aggs) and bool(select.get("group_by"))
+        self.grouped_cache = bool(cache_aggs) and bool(select.group_by)
         if cache_aggs:
             # avg(cache.price) and the like: evaluated over the cache's current bucket for each row
             # (runtime/engine/cache.py), bound as __aggN for the select items.
-            aggs = [(a["name"], exprs.compile({"node": "Call", "func": {"node": "Ident", "name": a["fn"]},
-                                               "args": a["args"], "distinct": False}))
+            aggs = [(a.name, exprs.compile(n.Call(n.Ident(a.fn), list(a.args), False)))
                     for a in cache_aggs]
-            self.projection = Projection(select, exprs, element["columns"], key,
-                                         keyed=element["kind"] != "stream",
+            self.projection = Projection(select, exprs, self.columns, key,
+                                         keyed=element.kind != "stream",
                                          extra=lambda rows: {name: f(rows) for name, f in aggs})
-        elif select.get("aggregates") or select.get("group_by"):
+        elif select.aggregates or select.group_by:
             # one stream source without a FROM KEEP gives inserts only: nothing to retract, so
             # groups keep running values and no input rows (state stays one entry per group)
             insert_only = len(self.sources) == 1 and self.sources[0].store is None
             if is_ranked(select):
-                self.aggregator = RankedAggregator(select, exprs, element["columns"], key, insert_only)
+                self.aggregator = RankedAggregator(select, exprs, self.columns, key, insert_only)
             else:
-                self.aggregator = Aggregator(select, exprs, element["columns"], key,
+                self.aggregator = Aggregator(select, exprs, self.columns, key,
                                              retracting=not insert_only)
         else:
-            self.projection = Projection(select, exprs, element["columns"], key,
-                                         keyed=element["kind"] != "stream")
+            self.projection = Projection(select, exprs, self.columns, key,
+                                         keyed=element.kind != "stream")
 
     def initial_state(self) -> dict:
         """This select's part of an instance's state."""
@@ -143,14 +140,13 @@ class _Select:
         return [c for r in rows for c in self.aggregator.apply(state["agg"], r)]
 
 
-def _cache_aggregates(select: Mapping, declared: Optional[Declared]) -> list[Mapping]:
+def _cache_aggregates(select: Select, declared: Optional[Declared]) -> list[Aggregate]:
     """The select's aggregates whose arguments name an event cache of the element's DECLARE."""
     if declared is None or not declared.caches:
         return []
     out = []
-    for agg in select.get("aggregates") or []:
-        names = {node.name.name for a in agg["args"] for node in tree(a).walk()
-                 if isinstance(node, n.Var)}
+    for agg in select.aggregates:
+        names = {node.name.name for a in agg.args for node in a.walk() if isinstance(node, n.Var)}
         if names & set(declared.caches):
             out.append(agg)
     return out
@@ -159,31 +155,28 @@ def _cache_aggregates(select: Mapping, declared: Optional[Declared]) -> list[Map
 class Engine:
     """Runs one element of a compiled plan for any number of partition instances.
 
-    ``element`` is one entry of ``plan["elements"]``; ``plan`` the whole plan (source elements are
-    looked up in it by name). ``instance`` is informational: the state carries everything else.
+    ``element`` is one of ``plan.elements``; ``plan`` the whole plan (source elements are looked
+    up in it by name). ``instance`` is informational: the state carries everything else.
     """
 
-    def __init__(self, element: Mapping, plan: Mapping, instance: int = 0) -> None:
+    def __init__(self, element: Element, plan: Plan, instance: int = 0) -> None:
         self.element = element
-        self.name: str = element["name"]
-        self.kind: str = element["kind"]
-        self.columns = element["columns"]
+        self.name: str = element.name
+        self.kind: str = element.kind
+        self.columns = column_pairs(element.columns)
         self.instance = instance
-        partition = element.get("partition") or {}
-        var = partition.get("partitions_var") or f"{self.name.split('.')[-1]}_partitions"
-        self.variables = {var: int(partition.get("count") or 1)}
-        query = element.get("query")
+        self.variables = partitions_variable(element)
+        query = element.query
         self.input: Optional[InputStage] = None
         self.selects: list[_Select] = []
-        elements = {e["name"]: e for e in plan["elements"]}
+        elements = {e.name: e for e in plan.elements}
         sources = {self.name: element} if query is None else {}
-        for sel in (query or {}).get("selects", []):
-            for src in sel["sources"]:
-                sources.setdefault(src["alias"], elements[src["element"]])
-                sources.setdefault(src["element"], elements[src["element"]])
+        for sel in query.selects if query is not None else ():
+            for src in sel.sources:
+                sources.setdefault(src.alias, elements[src.element])
+                sources.setdefault(src.element, elements[src.element])
         # Plan globals and the local DECLARE: variables kept per instance in state["vars"].
-        declared: Optional[Declared] = Declared(plan.get("globals") or [],
-                                                element.get("declare") or [], sources,
+        declared: Optional[Declared] = Declared(plan.globals, element.declare, sources,
                                                 constants=self.variables)
         if not declared.used:  # type: ignore[union-attr]
             declared = None
@@ -199,19 +192,19 @@ class Engine:
             self.ports: list[tuple[int, int]] = [(0, 0)]
         else:
             self.selects = [_Select(s, elements, element, self.variables, declared)
-                            for s in query["selects"]]
+                            for s in query.selects]
             self._exprs += [sel.exprs for sel in self.selects]
             self.ports = [(si, i) for si, sel in enumerate(self.selects)
                           for i in range(len(sel.sources))]
             if declared is not None and declared.caches:
                 fed: set[str] = set()
                 for port, (si, i) in enumerate(self.ports):
-                    src = query["selects"][si]["sources"][i]
-                    names = [c for c in declared.caches_of([src["alias"], src["element"]])
+                    src = query.selects[si].sources[i]
+                    names = [c for c in declared.caches_of([src.alias, src.element])
                              if c not in fed]
                     fed.update(names)
                     if names:
-                        self.cache_ports[port] = (elements[src["element"]]["kind"], names)
+                        self.cache_ports[port] = (elements[src.element].kind, names)
         self.output = OutputStage(element)
 
     def initial_state(self) -> dict:

@@ -1,6 +1,6 @@
 """Plan expressions evaluated in Python, by the SPLASH interpreter (no eval/exec).
 
-A plan carries each expression as a SPLASH tree in JSON form (docs/plan.md). Rows are mappings of
+The typed plan carries each expression as a SPLASH tree (docs/plan.md). Rows are mappings of
 column to value, passed per source alias; aggregate results and other names the runtime binds are
 passed as variables.
 """
@@ -59,7 +59,8 @@ class Expressions:
         self._interp.row_id = seq
 
     def compile(self, expr: object) -> Compiled:
-        """A function ``f(rows, variables={})`` giving the value of ``expr`` (its JSON form).
+        """A function ``f(rows, variables={})`` giving the value of ``expr`` (a tree, or its JSON
+        form).
 
         It raises :class:`SplashError` when the expression fails (the caller makes the row a bad
         record)."""

@@ -8,22 +8,23 @@ pickles) between batches. :func:`make_engine` picks the engine an element needs.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import Callable, Mapping, Optional, Sequence, Union
 
 from ccl.syntax import nodes as n
-from ccl.plan.model import READ_AS
+from ccl.plan.model import READ_AS, Element, Handler, Keep, Plan
 from ccl.splash import Interpreter, Long, Record, SplashError, as_type
 from ccl.splash.convert import SAME_KIND, cast, to_text
 from ccl.splash.interpreter import Session
 from ccl.splash.machine import Cell
 from ccl.splash.windows import WindowView
-from runtime.engine.cache import Declared, as_nodes
+from runtime.engine.cache import Declared
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import ENGINE_LIMITS
+from runtime.engine.parts import column_pairs, partitions_variable
 from runtime.engine.stages import STRICT_KEEPS, RowRefused, SourceStage, apply_to_window, key_of
 from runtime.engine.store import Store
-from runtime.engine.trees import tree
 
 __all__ = ["FlexEngine", "make_engine"]
 
@@ -32,66 +33,64 @@ _LETTER_CODES = {"i": 1, "u": 3, "d": 5}
 NO_PORT = -1  # the port of a bad record from a timer or transaction handler
 
 
-def make_engine(element: Mapping, plan: Mapping, instance: int = 0) -> Union["FlexEngine", Engine]:
+def make_engine(element: Element, plan: Plan, instance: int = 0) -> Union["FlexEngine", Engine]:
     """The engine of a stateful element: :class:`FlexEngine` for a Flex, else :class:`Engine`.
     Elements are seen with the kind they have for their readers (ccl.plan.model.READ_AS)."""
-    if any(e["kind"] in READ_AS for e in plan["elements"]):
-        plan = {**plan, "elements": [{**e, "kind": READ_AS.get(e["kind"], e["kind"])}
-                                     for e in plan["elements"]]}
-        element = next(e for e in plan["elements"] if e["name"] == element["name"])
-    if element.get("flex"):
+    if any(e.kind in READ_AS for e in plan.elements):
+        plan = replace(plan, elements=tuple(replace(e, kind=e.read_as) if e.kind in READ_AS else e
+                                            for e in plan.elements))
+        element = plan.element(element.name)
+    if element.flex is not None:
         return FlexEngine(element, plan, instance)
     return Engine(element, plan, instance)
 
 
 class _Handler:
-    def __init__(self, spec: Mapping) -> None:
-        self.event: str = spec["event"]
-        self.source: Optional[str] = spec.get("source")
-        self.millis: Optional[int] = spec.get("millis")
-        self.body: n.Block = tree(spec["body"])  # type: ignore[assignment]
+    def __init__(self, spec: Handler) -> None:
+        self.event: str = spec.event
+        self.source: Optional[str] = spec.source
+        self.millis: Optional[int] = spec.millis
+        self.body: n.Block = spec.body  # type: ignore[assignment]
 
 
 class FlexEngine:
     """Runs one CREATE FLEX for any number of partition instances.
 
-    Port ``i`` carries the changelog of ``element["flex"]["inputs"][i]``. ``budget`` is the SPLASH
+    Port ``i`` carries the changelog of ``element.flex.inputs[i]``. ``budget`` is the SPLASH
     step budget of one handler run.
     """
 
-    def __init__(self, element: Mapping, plan: Mapping, instance: int = 0, *,
+    def __init__(self, element: Element, plan: Plan, instance: int = 0, *,
                  budget: Optional[int] = None) -> None:
-        flex = element["flex"]
+        flex = element.flex
+        assert flex is not None, element.name
         self.element = element
-        self.name: str = element["name"]
-        self.kind: str = element["kind"]
-        self.columns = element["columns"]
-        self.key: list[str] = list(element.get("key") or [])
+        self.name: str = element.name
+        self.kind: str = element.kind
+        self.columns = column_pairs(element.columns)
+        self.key: list[str] = list(element.key)
         self.instance = instance
-        elements = {e["name"]: e for e in plan["elements"]}
-        self.inputs: list[str] = list(flex["inputs"])
-        self.input_names: list[str] = list(flex.get("input_names") or flex["inputs"])
+        elements = {e.name: e for e in plan.elements}
+        self.inputs: list[str] = list(flex.inputs)
+        self.input_names: list[str] = list(flex.input_names or flex.inputs)
         self.ports: list[str] = list(self.inputs)
-        sources: dict[str, Mapping] = {}
+        sources: dict[str, Element] = {}
         for plan_name, written in zip(self.inputs, self.input_names):
             sources[written] = elements[plan_name]
             sources.setdefault(plan_name, elements[plan_name])
         sources.setdefault(self.name, element)                    # typeof(<output>)
-        sources.setdefault(element["name"].split(".")[-1], element)
-        partition = element.get("partition") or {}
-        count = int(partition.get("count") or 1)
-        self.declared = Declared(plan.get("globals") or [], flex.get("declare") or [], sources,
-                                 constants={partition.get("partitions_var")
-                                            or f"{self.name.split('.')[-1]}_partitions": count})
+        sources.setdefault(element.name.split(".")[-1], element)
+        self.declared = Declared(plan.globals, flex.declare, sources,
+                                 constants=partitions_variable(element))
         options = {**ENGINE_LIMITS, **({"budget": budget} if budget is not None else {})}
         self.interp = Interpreter(self.declared.decl, source_types=self.declared.source_types,
                                   **options)  # type: ignore[arg-type]
         # `IN w KEEP ...`: the Flex sees its input through that KEEP (a stream's rows kept, as a
         # FROM KEEP does); rows it evicts reach the handlers as deletes
-        keeps = list(flex.get("input_keeps") or [])
+        keeps: list[Optional[Keep]] = list(flex.input_keeps)
         keeps += [None] * (len(self.inputs) - len(keeps))
         self.sources = [SourceStage(elements[p], k) for p, k in zip(self.inputs, keeps)]
-        self.source_kinds = [elements[p]["kind"] for p in self.inputs]
+        self.source_kinds = [elements[p].kind for p in self.inputs]
         self.source_casts = [cast_steps(s.columns) for s in self.sources]
         self.output_cast = cast_steps(self.columns)
         # per port: the key of a window input mirrored without KEEP or AGES (kept by _events
@@ -99,19 +98,19 @@ class FlexEngine:
         self.plain_mirror: list[Optional[list[str]]] = [
             s.key if s.kind != "stream" and s.store is not None and s.store.kind == "all"
             and s.store.aging is None else None for s in self.sources]
-        self.source_keys = [tuple(elements[p].get("key") or ()) for p in self.inputs]
+        self.source_keys = [tuple(elements[p].key) for p in self.inputs]
         self.port_caches = [self.declared.caches_of([w, p])
                             for p, w in zip(self.inputs, self.input_names)]
-        handlers = [_Handler(h) for h in flex.get("handlers") or []]
+        handlers = [_Handler(h) for h in flex.handlers]
         self.on_row: list[list[_Handler]] = [[h for h in handlers if h.event == "row"
                                               and h.source in (p, w)]
                                              for p, w in zip(self.inputs, self.input_names)]
         self.on_start = [h for h in handlers if h.event == "start_transaction"]
         self.on_end = [h for h in handlers if h.event == "end_transaction"]
         self.every = [h for h in handlers if h.event == "every" and (h.millis or 0) > 0]
-        keep = element.get("keep")
+        keep = element.keep
         self.store: Optional[Store] = Store(keep) if self.kind == "window" else None
-        self.strict: bool = (keep or {}).get("kind") in STRICT_KEEPS
+        self.strict: bool = (keep.kind if keep is not None else None) in STRICT_KEEPS
         # an output window without KEEP or AGES: _emit keeps its rows itself on inserts/updates
         self.plain_output = (self.store is not None and self.store.kind == "all"
                              and self.store.aging is None)
@@ -120,12 +119,11 @@ class FlexEngine:
         self.windows: list[tuple[list[str], Optional[int], list[str], dict]] = []
         for port, (plan_name, written) in enumerate(zip(self.inputs, self.input_names)):
             source = elements[plan_name]
-            self.windows.append((_names(written, plan_name), port, list(source.get("key") or []),
-                                 _types(source["columns"])))
-        self.windows.append((_names(element["name"], flex.get("name") or element["name"]), None,
+            self.windows.append((_names(written, plan_name), port, list(source.key),
+                                 _types(column_pairs(source.columns))))
+        self.windows.append((_names(element.name, flex.name or element.name), None,
                              self.key, _types(self.columns)))
-        code = [x for c in [h.body for h in handlers] + as_nodes(flex.get("declare") or [])
-                for x in c.walk()]
+        code = [x for c in [h.body for h in handlers] + list(flex.declare) for x in c.walk()]
         named = {v.name.name for v in code if isinstance(v, n.Var)}
         looped = {f.iterable.name.name for f in code  # for (r in W)
                   if isinstance(f, n.ForIn) and isinstance(f.iterable, n.Var)}

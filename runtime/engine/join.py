@@ -14,44 +14,29 @@ expressions, so one Joiner serves every partition instance.
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
 
+from ccl.plan.model import Join, Select
+from ccl.syntax import nodes as n
 from runtime.engine.changes import Change, same_row
 from runtime.engine.expr import Compiled, Expressions
+from runtime.engine.parts import conjuncts, field_ref
 
 JoinedRow = dict  # alias -> row (column -> value) or None for the missing side of an outer join
 
-__all__ = ["Joiner", "referenced_columns", "null_filled", "order_changes"]
+__all__ = ["JoinSource", "Joiner", "referenced_columns", "null_filled", "order_changes"]
 
 _OP_ORDER = {"d": 0, "u": 1, "i": 2}
 
 
 # --- expression helpers (shared with aggregate.py) ---------------------------------------------
 
-def _name(value: object) -> str:
-    """The text of an Ident (JSON node or plain string)."""
-    return value["name"] if isinstance(value, dict) else str(value)
-
-
-def _field(expr: object) -> Optional[tuple[str, str]]:
-    """``(alias, column)`` when ``expr`` is ``FieldAccess(Var(alias), column)``, else None."""
-    if not isinstance(expr, dict) or expr.get("node") != "FieldAccess":
-        return None
-    base = expr.get("base")
-    if not isinstance(base, dict) or base.get("node") != "Var":
-        return None
-    return _name(base["name"]), _name(expr["field"])
-
-
-def _walk(expr: object) -> Iterable[dict]:
-    """Every node of an Expr JSON tree."""
-    if isinstance(expr, dict):
-        if "node" in expr:
-            yield expr
-        for value in expr.values():
-            yield from _walk(value)
-    elif isinstance(expr, list):
-        for value in expr:
+def _walk(exprs: object) -> Iterator[n.Node]:
+    """Every node of the expressions in ``exprs`` (a tree, None, or lists of them, nested)."""
+    if isinstance(exprs, n.Node):
+        yield from exprs.walk()
+    elif isinstance(exprs, (list, tuple)):
+        for value in exprs:
             yield from _walk(value)
 
 
@@ -60,7 +45,7 @@ def referenced_columns(exprs: Iterable[object]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for expr in exprs:
         for node in _walk(expr):
-            ref = _field(node)
+            ref = field_ref(node)
             if ref is not None and ref[1] not in found.setdefault(ref[0], []):
                 found[ref[0]].append(ref[1])
     return found
@@ -82,15 +67,8 @@ def order_changes(changes: list[Change]) -> list[Change]:
     return sorted(changes, key=lambda c: _OP_ORDER[c.op])
 
 
-def _conjuncts(expr: object) -> list[object]:
-    """The operands of a tree of ANDs."""
-    if isinstance(expr, dict) and expr.get("node") == "Binary" and expr.get("op") == "and":
-        return _conjuncts(expr["left"]) + _conjuncts(expr["right"])
-    return [expr]
-
-
-def _is_true(expr: object) -> bool:
-    return isinstance(expr, dict) and expr.get("node") == "Literal" and expr.get("value") is True
+def _is_true(expr: n.Node) -> bool:
+    return isinstance(expr, n.Literal) and expr.value is True
 
 
 # --- one level of the left-deep join -----------------------------------------------------------
@@ -99,10 +77,9 @@ class _Level:
     """What is fixed about level ``j``: its kind, aliases, the equated columns and the rest of the
     ON condition (compiled)."""
 
-    def __init__(self, j: int, join: Mapping[str, object], aliases: Sequence[str],
-                 exprs: Expressions) -> None:
+    def __init__(self, j: int, join: Join, aliases: Sequence[str], exprs: Expressions) -> None:
         self.j = j
-        self.kind = str(join.get("kind", "inner"))
+        self.kind = str(join.kind or "inner")
         self.left_aliases = list(aliases[: j + 1])
         self.right_alias = aliases[j + 1]
         self.left_keeps = self.kind in ("left", "full")
@@ -110,17 +87,17 @@ class _Level:
         self.eq_left: list[tuple[str, str]] = []   # (alias, column) on the left side
         self.eq_right: list[str] = []              # matching column of the right source
         residual = []
-        for part in _conjuncts(join.get("on")):
+        for part in conjuncts(join.on):
             if not self._equality(part):
-                if part is not None and not _is_true(part):
+                if not _is_true(part):
                     residual.append(part)
         self.residual: list[Compiled] = [exprs.compile(p) for p in residual]
 
     def _equality(self, part: object) -> bool:
         """Record ``part`` as an equated column pair when it is one; say whether it was."""
-        if not (isinstance(part, dict) and part.get("node") == "Binary" and part.get("op") == "="):
+        if not (isinstance(part, n.Binary) and part.op == "="):
             return False
-        a, b = _field(part["left"]), _field(part["right"])
+        a, b = field_ref(part.left), field_ref(part.right)
         if a is None or b is None:
             return False
         if a[0] == self.right_alias and b[0] in self.left_aliases:
@@ -163,19 +140,26 @@ def _index_remove(index: dict, values: Optional[tuple], key: tuple) -> None:
             del index[values]
 
 
+class JoinSource(NamedTuple):
+    """One source of a join: its alias, its kind as the select reads it (a stream under a FROM
+    KEEP is a window) and its column names."""
+
+    alias: str
+    kind: str
+    columns: Sequence[str]
+
+
 class Joiner:
     """Joins the sources of one Select incrementally (see the module docstring)."""
 
-    def __init__(self, select: dict, exprs: Expressions, sources: list[dict]) -> None:
-        """``select`` is a plan Select; ``sources[i]`` describes its i-th source (alias, element,
-        kind, key, columns)."""
-        keeps = [s.get("keep") for s in select.get("sources", [])] + [None] * len(sources)
-        self.aliases = [s["alias"] for s in sources]
-        self.stored = [s.get("kind") != "stream" or keeps[i] is not None
+    def __init__(self, select: Select, exprs: Expressions, sources: Sequence[JoinSource]) -> None:
+        """``select`` is a plan Select; ``sources[i]`` describes its i-th source."""
+        keeps = [s.keep for s in select.sources] + [None] * len(sources)
+        self.aliases = [s.alias for s in sources]
+        self.stored = [s.kind != "stream" or keeps[i] is not None
                        for i, s in enumerate(sources)]
-        self.columns = {s["alias"]: [c[0] for c in s.get("columns", [])] for s in sources}
-        self.levels = [_Level(j, join, self.aliases, exprs)
-                       for j, join in enumerate(select.get("joins", []))]
+        self.columns = {s.alias: list(s.columns) for s in sources}
+        self.levels = [_Level(j, join, self.aliases, exprs) for j, join in enumerate(select.joins)]
         unstored = [i for i, s in enumerate(self.stored) if not s]
         self.first_stream = unstored[0] if unstored else len(sources)
 

@@ -28,69 +28,53 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Optional, Sequence
 
+from ccl.plan.model import Matching
+from ccl.syntax import nodes as n
 from runtime.engine.changes import Change
 from runtime.engine.expr import Expressions, SplashError
 from runtime.engine.join import null_filled
+from runtime.engine.parts import conjuncts, field_ref
 from runtime.engine.stages import truth
 
 __all__ = ["Matcher"]
 
 
-def _steps(pattern: Mapping) -> Optional[list[tuple[bool, Mapping]]]:
+def _steps(pattern: n.Node) -> Optional[list[tuple[bool, n.Node]]]:
     """(negated, tree) per step of the ``,`` sequence: a negated step is ``!alias``; a positive
     one a tree of aliases under ``&&`` and ``||``. None for a negation inside ``&&``/``||``."""
-    node = pattern.get("node")
-    if node == "PatternOp" and pattern["op"] == ",":
-        left, right = _steps(pattern["left"]), _steps(pattern["right"])
+    if isinstance(pattern, n.PatternOp) and pattern.op == ",":
+        left, right = _steps(pattern.left), _steps(pattern.right)
         return left + right if left is not None and right is not None else None
-    if node == "PatternNot":
-        return [(True, pattern["operand"])] if pattern["operand"].get("node") == "PatternRef" else None
+    if isinstance(pattern, n.PatternNot):
+        return [(True, pattern.operand)] if isinstance(pattern.operand, n.PatternRef) else None
     return [(False, pattern)] if _positive(pattern) else None
 
 
-def _positive(tree: Mapping) -> bool:
-    if tree.get("node") == "PatternRef":
+def _positive(tree: n.Node) -> bool:
+    if isinstance(tree, n.PatternRef):
         return True
-    return (tree.get("node") == "PatternOp" and tree["op"] in ("&&", "||")
-            and _positive(tree["left"]) and _positive(tree["right"]))
+    return (isinstance(tree, n.PatternOp) and tree.op in ("&&", "||")
+            and _positive(tree.left) and _positive(tree.right))
 
 
-def _refs(tree: Mapping) -> list[str]:
-    if tree.get("node") == "PatternRef":
-        return [tree["name"]["name"]]
-    return _refs(tree["left"]) + _refs(tree["right"])
+def _refs(tree: n.Node) -> list[str]:
+    if isinstance(tree, n.PatternRef):
+        return [tree.name.name]
+    return _refs(tree.left) + _refs(tree.right)  # type: ignore[attr-defined]
 
 
-def _satisfied(tree: Mapping, bound: Mapping) -> bool:
-    if tree.get("node") == "PatternRef":
-        return tree["name"]["name"] in bound
-    left, right = _satisfied(tree["left"], bound), _satisfied(tree["right"], bound)
-    return left and right if tree["op"] == "&&" else left or right
+def _satisfied(tree: n.Node, bound: Mapping) -> bool:
+    if isinstance(tree, n.PatternRef):
+        return tree.name.name in bound
+    left, right = _satisfied(tree.left, bound), _satisfied(tree.right, bound)  # type: ignore[attr-defined]
+    return left and right if tree.op == "&&" else left or right  # type: ignore[attr-defined]
 
 
-def _conjuncts(expr: Optional[Mapping]) -> list[Mapping]:
-    if expr is None:
-        return []
-    if expr.get("node") == "Binary" and expr.get("op") == "and":
-        return _conjuncts(expr["left"]) + _conjuncts(expr["right"])
-    return [expr]
+def _aliases(expr: n.Node, known: set[str]) -> set[str]:
+    return {x.name.name for x in expr.walk() if isinstance(x, n.Var) and x.name.name in known}
 
 
-def _aliases(expr: object, known: set[str]) -> set[str]:
-    found: set[str] = set()
-    stack = [expr]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Mapping):
-            if x.get("node") == "Var" and x["name"]["name"] in known:
-                found.add(x["name"]["name"])
-            stack.extend(x.values())
-        elif isinstance(x, list):
-            stack.extend(x)
-    return found
-
-
-def _shared_columns(conds: Sequence[Mapping], aliases: Sequence[str]) -> dict[str, str]:
+def _shared_columns(conds: Sequence[n.Node], aliases: Sequence[str]) -> dict[str, str]:
     """alias -> column when ON's equalities (under AND) make one column of every alias equal
     (``T1.id = T2.id``): partials then never meet events of another value of it. Else {}."""
     parent: dict[tuple, tuple] = {}
@@ -100,10 +84,10 @@ def _shared_columns(conds: Sequence[Mapping], aliases: Sequence[str]) -> dict[st
             x = parent[x]
         return x
     for c in conds:
-        sides = [(x["base"]["name"]["name"], x["field"]["name"]) for x in (c.get("left"), c.get("right"))
-                 if isinstance(x, Mapping) and x.get("node") == "FieldAccess"
-                 and x["base"].get("node") == "Var"]
-        if c.get("node") == "Binary" and c.get("op") == "=" and len(sides) == 2:
+        if not isinstance(c, n.Binary):
+            continue
+        sides = [ref for ref in (field_ref(c.left), field_ref(c.right)) if ref is not None]
+        if c.op == "=" and len(sides) == 2:
             parent[find(sides[0])] = find(sides[1])
     classes: dict[tuple, dict[str, str]] = {}
     for member in list(parent):
@@ -114,21 +98,21 @@ def _shared_columns(conds: Sequence[Mapping], aliases: Sequence[str]) -> dict[st
 class Matcher:
     """The MATCHING clause of one select (no state; see the module docstring)."""
 
-    def __init__(self, matching: Mapping, exprs: Expressions, aliases: Sequence[str],
+    def __init__(self, matching: Matching, exprs: Expressions, aliases: Sequence[str],
                  elements: Sequence[str], columns: Mapping[str, Sequence[str]]) -> None:
-        self.millis = int(matching.get("millis") or 0)
+        self.millis = int(matching.millis or 0)
         self.aliases = list(aliases)
         self.elements = list(elements)
         self.columns = columns  # for the null row of an unbound (negated, other ||) alias
-        self.steps = _steps(matching["pattern"])
+        self.steps = _steps(matching.pattern)
         # per step: the negated alias, or the aliases a positive step binds
-        self.refs = [[tree["name"]["name"]] if neg else _refs(tree) for neg, tree in self.steps or []]
+        self.refs = [_refs(tree) for _, tree in self.steps or []]
         known = set(aliases)
-        conjuncts = _conjuncts(matching.get("on"))
+        on = conjuncts(matching.on)
         self.conds: list[tuple[frozenset[str], Callable]] = [
-            (frozenset(_aliases(c, known)), exprs.compile(c)) for c in conjuncts]
+            (frozenset(_aliases(c, known)), exprs.compile(c)) for c in on]
         # partials are kept by the value of a column all aliases share through ON, when there is one
-        self.bucket_by = _shared_columns(conjuncts, self.aliases)
+        self.bucket_by = _shared_columns(on, self.aliases)
 
     def initial_state(self) -> dict:
         # bucket value -> partials: [start ms, step index, {alias: row}, [(element, seq) bound]];

@@ -15,8 +15,12 @@ before every value (after them with DESC), NaN after every number.
 """
 from __future__ import annotations
 
+from dataclasses import fields, replace
 from functools import cmp_to_key
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
+
+from ccl.plan.model import Select
+from ccl.syntax import nodes as n
 
 from runtime.engine.aggregate import ARGS, SINCE, TOUCHED, Aggregator, Rows, nan_largest, plain_rows
 from runtime.engine.changes import Change
@@ -31,51 +35,46 @@ ORDER, INPUT = 3, 4
 _NONE: Mapping[tuple, list] = {}
 
 
-def is_ranked(select: Mapping) -> bool:
+def is_ranked(select: Select) -> bool:
     """Whether a select's aggregation needs group order: GROUP ORDER BY, or rank() in GROUP
     FILTER."""
-    return bool(select.get("group_order_by")) or _calls_rank(select.get("group_filter"))
+    return bool(select.group_order_by) or _calls_rank(select.group_filter)
 
 
 def _is_rank(expr: Any) -> bool:
-    return (isinstance(expr, Mapping) and expr.get("node") == "Call"
-            and str(expr["func"]["name"]).lower() == "rank" and not expr.get("library"))
+    return (isinstance(expr, n.Call) and str(expr.func.name).lower() == "rank"
+            and not expr.library)
 
 
 def _calls_rank(expr: Any) -> bool:
-    if _is_rank(expr):
-        return True
-    if isinstance(expr, Mapping):
-        return any(_calls_rank(v) for v in expr.values())
-    if isinstance(expr, list):
-        return any(_calls_rank(v) for v in expr)
-    return False
+    return isinstance(expr, n.Node) and any(_is_rank(x) for x in expr.walk())
 
 
 def _rank_as_variable(expr: Any) -> Any:
-    """``expr`` (plan JSON) with each ``rank()`` call made a read of the variable RANK."""
+    """``expr`` (a plan tree, not changed) with each ``rank()`` call made a read of the variable
+    RANK."""
     if _is_rank(expr):
-        return {"node": "Var", "name": {"node": "Ident", "name": RANK}}
-    if isinstance(expr, Mapping):
-        return {k: _rank_as_variable(v) for k, v in expr.items()}
-    if isinstance(expr, list):
-        return [_rank_as_variable(v) for v in expr]
+        return n.Var(n.Ident(RANK))
+    if isinstance(expr, n.Node):
+        return replace(expr, **{f.name: _rank_as_variable(getattr(expr, f.name))
+                                for f in fields(expr) if f.name != "span"})
+    if isinstance(expr, (list, tuple)):
+        return type(expr)(_rank_as_variable(v) for v in expr)
     return expr
 
 
 def _rank_limit(expr: Any) -> Optional[int]:
     """How many rows can pass when GROUP FILTER is exactly ``rank() < n`` (n - 1), ``rank() <= n``
     (n) or the same turned round (``n > rank()``), with an integer literal; else None."""
-    if not isinstance(expr, Mapping) or expr.get("node") != "Binary":
+    if not isinstance(expr, n.Binary):
         return None
-    op, left, right = expr["op"], expr["left"], expr["right"]
+    op, left, right = expr.op, expr.left, expr.right
     if _calls_rank(right) and not _calls_rank(left):
         op, left, right = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op), right, left
-    if (op not in ("<", "<=") or not _is_rank(left) or not isinstance(right, Mapping)
-            or right.get("node") != "Literal" or right.get("kind") != "integer"):
+    if (op not in ("<", "<=") or not _is_rank(left) or not isinstance(right, n.Literal)
+            or right.kind != "integer"):
         return None
-    return max(int(right["value"]) + (op == "<=") - 1, 0)  # ranks count from 1
-
+    return max(int(right.value) + (op == "<=") - 1, 0)  # ranks count from 1  # type: ignore[call-overload]
 
 
 def _compare(a: object, b: object) -> int:
@@ -91,20 +90,20 @@ class RankedAggregator(Aggregator):
     touched, args, order values, input rows]``; ``n`` counts the rows GROUP FILTER lets through
     (the group has an output row when it is not 0); the group is forgotten when it has no rows."""
 
-    def __init__(self, select: dict, exprs: Expressions, columns: list[list[str]],
+    def __init__(self, select: Select, exprs: Expressions, columns: Sequence[Sequence[str]],
                  key: list[str], insert_only: bool = False) -> None:
         """``insert_only``: the input only ever inserts (a stream without FROM KEEP)."""
-        filter_expr = select.get("group_filter")
-        super().__init__({**select, "group_filter": None}, exprs, columns, key, retracting=True)
+        filter_expr = select.group_filter
+        super().__init__(replace(select, group_filter=None), exprs, columns, key, retracting=True)
         self.group_filter = (exprs.compile(_rank_as_variable(filter_expr))
                              if filter_expr is not None else None)
-        orders = select.get("group_order_by") or []
-        self.order_by = [exprs.compile(o["expr"]) for o in orders]
-        self.descending = [bool(o.get("descending")) for o in orders]
-        self.null_columns = referenced_columns([filter_expr, [o["expr"] for o in orders],
-                                                select.get("having"), select.get("group_by"),
-                                                [it["expr"] for it in select.get("items") or []],
-                                                [s.get("args") for s in select.get("aggregates") or []]])
+        orders = select.group_order_by
+        self.order_by = [exprs.compile(o.expr) for o in orders]
+        self.descending = [bool(o.descending) for o in orders]
+        self.null_columns = referenced_columns([filter_expr, [o.expr for o in orders],
+                                                select.having, select.group_by,
+                                                [it.expr for it in select.items],
+                                                [s.args for s in select.aggregates]])
         self._sort_key = cmp_to_key(self._compare_rows)
         # With inserts only, ranks never fall: under GROUP FILTER rank() < n a row ranked n or
         # more is out for good, and the group keeps its first n rows only.

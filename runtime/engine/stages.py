@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Optional, Sequence
 
+from ccl.plan.model import Element, Keep, Select
 from runtime.engine.changes import Change
 from runtime.engine.expr import Compiled, Expressions, coerce_row
+from runtime.engine.parts import column_pairs
 from runtime.engine.store import Store
 
 STRICT_KEEPS = (None, "all")
@@ -58,21 +60,21 @@ def apply_to_window(store: Store, store_state: dict, strict: bool, name: str, op
 class InputStage:
     """An input window, stream or delta stream: applies the raw rows the runtime delivers."""
 
-    def __init__(self, element: Mapping, exprs: Expressions) -> None:
-        self.name: str = element["name"]
-        self.kind: str = element["kind"]
-        self.columns = element["columns"]
-        self.key: list[str] = list(element.get("key") or [])
-        keep = element.get("keep")
-        self.store: Optional[Store] = (Store(keep, element.get("aging")) if self.kind == "window"
+    def __init__(self, element: Element, exprs: Expressions) -> None:
+        self.name: str = element.name
+        self.kind: str = element.kind
+        self.columns = column_pairs(element.columns)
+        self.key: list[str] = list(element.key)
+        keep = element.keep
+        self.store: Optional[Store] = (Store(keep, element.aging) if self.kind == "window"
                                        else None)
-        self.strict: bool = (keep or {}).get("kind") in STRICT_KEEPS
-        where = element.get("input_where")
+        self.strict: bool = (keep.kind if keep is not None else None) in STRICT_KEEPS
+        where = element.input_where
         self.where: Optional[Compiled] = exprs.compile(where) if where else None
-        auto = element.get("autogenerate") or None
-        self.auto_columns: list[str] = list(auto["columns"]) if auto else []
-        self.auto_start: Optional[Compiled] = (exprs.compile(auto["start"])
-                                               if auto and auto.get("start") else None)
+        auto = element.autogenerate
+        self.auto_columns: list[str] = list(auto.columns) if auto else []
+        self.auto_start: Optional[Compiled] = (exprs.compile(auto.start)
+                                               if auto and auto.start else None)
 
     def initial_state(self) -> dict:
         """The window's rows and the AUTOGENERATE counters."""
@@ -139,10 +141,10 @@ class SourceStage:
     stream source is not stored unless it has a FROM-level KEEP; its rows are identified by seq.
     """
 
-    def __init__(self, source: Mapping, keep: Optional[Mapping]) -> None:
-        self.kind: str = source["kind"]
-        self.columns = source["columns"]
-        self.key: list[str] = list(source.get("key") or []) if self.kind != "stream" else []
+    def __init__(self, source: Element, keep: Optional[Keep]) -> None:
+        self.kind: str = source.kind
+        self.columns = column_pairs(source.columns)
+        self.key: list[str] = list(source.key) if self.kind != "stream" else []
         self.store: Optional[Store] = (Store(keep) if self.kind != "stream" or keep else None)
 
     @property
@@ -227,10 +229,10 @@ def consolidate(changes: Sequence[Change]) -> list[Change]:
 class Projection:
     """The select list of a select without aggregation: rows by alias -> output row."""
 
-    def __init__(self, select: Mapping, exprs: Expressions, columns: Sequence[Sequence[str]],
+    def __init__(self, select: Select, exprs: Expressions, columns: Sequence[Sequence[str]],
                  key: Sequence[str], keyed: bool,
                  extra: Optional[Callable[[Mapping], Mapping[str, object]]] = None) -> None:
-        self.items = [(item["name"], exprs.compile(item["expr"])) for item in select["items"]]
+        self.items = [(item.name, exprs.compile(item.expr)) for item in select.items]
         self.columns = columns
         self.key = list(key)
         self.keyed = keyed
@@ -263,10 +265,10 @@ class OutputStage:
     KEEP, where a change is resolved leniently (as an upsert; a delete of a missing key is nothing).
     """
 
-    def __init__(self, element: Mapping) -> None:
-        self.kind: str = element["kind"]
-        self.key: list[str] = list(element.get("key") or [])
-        self.store: Optional[Store] = (Store(element.get("keep"), element.get("aging"))
+    def __init__(self, element: Element) -> None:
+        self.kind: str = element.kind
+        self.key: list[str] = list(element.key)
+        self.store: Optional[Store] = (Store(element.keep, element.aging)
                                        if self.kind == "window" else None)
 
     def initial_state(self) -> Optional[dict]:

@@ -12,28 +12,29 @@ from __future__ import annotations
 import datetime as dt
 from typing import Mapping, Optional
 
+from ccl.plan.model import Aging, Keep
 from runtime.engine.changes import Change
 
 COUNT_KINDS = ("rows", "every_rows", "last")
+_KEEP_ALL = Keep("all")
 
 
 class Store:
-    """Rows by key under the KEEP policy ``keep`` (a plan ``keep`` dict, or ``None`` = keep all)."""
+    """Rows by key under the KEEP policy ``keep`` (the plan's :class:`Keep`, or ``None`` = keep
+    all)."""
 
-    def __init__(self, keep: Optional[Mapping[str, object]],
-                 aging: Optional[Mapping[str, object]] = None) -> None:
-        """``aging``: the plan's AGES policy of the window (``{"millis", "column", "times",
-        "start"}``), or None."""
-        self.aging = dict(aging) if aging else None
-        keep = dict(keep or {"kind": "all"})
-        self.kind: str = str(keep.get("kind") or "all")
-        self.count: int = 1 if self.kind == "last" else int(keep.get("count") or 0)
+    def __init__(self, keep: Optional[Keep], aging: Optional[Aging] = None) -> None:
+        """``aging``: the plan's AGES policy of the window, or None."""
+        self.aging = aging
+        keep = keep if keep is not None else _KEEP_ALL
+        self.kind: str = keep.kind or "all"
+        self.count: int = 1 if self.kind == "last" else int(keep.count or 0)
         # ROWS SLACK s: up to count + s - 1 rows; the row that would make count + s purges the
         # oldest s, leaving count (ESP: "no more than N + S rows ... purges S rows"; default 1)
-        self.slack: int = max(int(keep.get("slack") or 1), 1) if self.kind == "rows" else 1
-        self.millis: int = int(keep.get("millis") or 0)
+        self.slack: int = max(int(keep.slack or 1), 1) if self.kind == "rows" else 1
+        self.millis: int = int(keep.millis or 0)
         # PER applies to row-count policies; a sliding time window expires each row on its own.
-        self.per: list[str] = list(keep.get("per") or []) if self.kind in COUNT_KINDS else []
+        self.per: list[str] = list(keep.per) if self.kind in COUNT_KINDS else []
         # row keys by PER group serve the row-count policies only: other windows do not keep them
         # (a KEEP ALL window would hold every key twice)
         self.grouped: bool = self.kind in COUNT_KINDS
@@ -141,10 +142,10 @@ class Store:
         """A row inserted or updated: its age is 0 again and its aging starts over, from now or
         from its start column."""
         aging = self.aging
-        row = {**row, aging["column"]: 0}
-        start = _millis(row.get(aging["start"])) if aging.get("start") else None
-        if aging["times"] > 0:
-            state.setdefault("ages", {})[key] = [(now_ms if start is None else start) + aging["millis"], 0]
+        row = {**row, aging.column: 0}
+        start = _millis(row.get(aging.start)) if aging.start else None
+        if aging.times > 0:
+            state.setdefault("ages", {})[key] = [(now_ms if start is None else start) + aging.millis, 0]
         return row
 
     def _age(self, state: dict, now_ms: int, seq: int) -> list[Change]:
@@ -156,15 +157,15 @@ class Store:
         for key, (due, age) in list(ages.items()):
             if due > now_ms:
                 continue
-            periods = (now_ms - due) // aging["millis"] + 1
-            age = min(age + periods, aging["times"])
+            periods = (now_ms - due) // aging.millis + 1
+            age = min(age + periods, aging.times)
             old = state["rows"][key]
-            new = state["rows"][key] = {**old, aging["column"]: age}
+            new = state["rows"][key] = {**old, aging.column: age}
             out.append(Change("u", key, old, new, seq))
-            if age >= aging["times"]:
+            if age >= aging.times:
                 del ages[key]
             else:
-                ages[key] = [due + periods * aging["millis"], age]
+                ages[key] = [due + periods * aging.millis, age]
         return out
 
     def _group(self, row: Mapping[str, object]) -> tuple:

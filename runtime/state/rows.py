@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any, Iterator, Optional
 
+from ccl.plan.model import Element
+
 from .store import BucketStore
 
 # What a run directory's run.json says (``state_store``) of the keyed state in the store: 4 =
@@ -49,13 +51,13 @@ _JOIN_PARTS = ("src", "acc", "lidx", "ridx", "lcnt", "rcnt")
 _JOIN_INDEXES = ("lidx", "ridx")
 
 
-def uses_window_store(element: dict) -> bool:
+def uses_window_store(element: Element) -> bool:
     """Whether the keyed state (window rows and times, aggregate groups) of the per-instance
     element ``element`` (a plan element) lives in the bucket's state store when
     runtime/arrow_state.py runs it: the plan's decision (``physical.window_store``,
     ``ccl.plan.decisions.window_store``), read as it is. (The one run-time fact kept: an element
     whose built engine holds no windows or groups opens no store, runtime/arrow_state.py.)"""
-    return bool(element["physical"]["window_store"])
+    return element.physical is not None and element.physical.window_store
 
 
 class StoredRows(MutableMapping):

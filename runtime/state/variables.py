@@ -63,6 +63,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
+from ccl.plan.model import Element
 from ccl.splash.caches import EventCache
 from ccl.splash.types import Type
 from ccl.splash.values import Dictionary, Vector
@@ -74,14 +75,14 @@ _ABSENT = object()
 _NOT_SCALAR = frozenset(("record", "dictionary", "vector", "eventcache", "any", "null"))
 
 
-def uses_variable_store(element: dict) -> bool:
+def uses_variable_store(element: Element) -> bool:
     """Whether the dictionaries and event caches of ``element`` (a plan element: a Flex, or a
     derived element with DECLARE or global DECLARE items) live in the bucket's state store when
     runtime/arrow_state.py runs it (the elements it runs; elsewhere they run on
     transformWithState, whose state stays pickled). Whether it has any is a fact of its built
     engine (:func:`holds_stored_variables`)."""
-    physical = element.get("physical", {})
-    return bool(physical.get("arrow") or physical.get("uses_time"))
+    physical = element.physical
+    return physical is not None and (physical.arrow or physical.uses_time)
 
 
 def storable(value: object) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
+from ccl.plan.model import Element, Plan
 from runtime.engine.columnar import ColumnarAggregation
 from runtime.engine.kernels.join import JoinKernel
 from runtime.engine.kernels.keep import KeepKernel
@@ -34,7 +35,7 @@ AGGREGATIONS: dict[str, type] = {"aggregation": ColumnarAggregation,
 KERNELS: dict[str, type] = {"join": JoinKernel, "keep": KeepKernel}
 
 
-def make_kernel(element: dict, engine: Any, plan: dict,
+def make_kernel(element: Element, engine: Any, plan: Plan,
                 first_ports: frozenset[int] = frozenset()) -> Optional[Any]:
     """The kernel the plan names for ``element`` (``physical.kernel``) over ``engine``, or None
     when it names none (the engine runs the element row by row).
@@ -46,16 +47,16 @@ def make_kernel(element: dict, engine: Any, plan: dict,
     are the same, rather than failing the run. What the compiler cannot know is checked by the
     kernel as it runs, per batch and instance (an instance whose state or rows it cannot take goes
     back to the engine for that batch)."""
-    name = element["physical"]["kernel"]
+    name = element.physical.kernel if element.physical is not None else None
     if name is None:
         return None
     kernel = AGGREGATIONS.get(name) or KERNELS.get(name)
     if kernel is None:
-        raise ValueError(f"{element['name']}: the plan names the kernel {name!r}, which this "
+        raise ValueError(f"{element.name}: the plan names the kernel {name!r}, which this "
                          f"runtime does not have: run `ccl compile` again")
     try:
         return kernel(engine, plan) if name in AGGREGATIONS else kernel(engine, plan, first_ports)
     except ValueError as exc:
         log.warning("the plan's %s kernel cannot run %s (%s): the engine runs it row by row",
-                    name, element["name"], exc)
+                    name, element.name, exc)
         return None

@@ -46,6 +46,7 @@ from runtime.engine.columnar import BucketRows, InstanceRun, RowChanges
 from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import SplashError, coerce_column
 from runtime.engine.join import null_filled
+from runtime.engine.parts import field_ref
 from runtime.engine.stages import RowRefused, consolidate, truth
 
 __all__ = ["JoinKernel"]
@@ -79,19 +80,19 @@ class JoinKernel:
         self.aliases = list(sel.aliases)
         self.levels = joiner.levels
         types = [{c: str(t).strip().lower() for c, t in src.columns} for src in sel.sources]
-        spec = engine.element["query"]["selects"][0]
+        spec = engine.element.query.selects[0]
         position = {alias: k for k, alias in enumerate(self.aliases)}
 
-        def value(expr: dict, compiled: Callable) -> _Value:
-            ref = _plain_column(expr)
+        def value(expr: object, compiled: Callable) -> _Value:
+            ref = field_ref(expr)
             if ref is not None and ref[0] in position and ref[1] in types[position[ref[0]]]:
                 k = position[ref[0]]
                 return _Value(compiled, k, ref[1], types[k][ref[1]])
             return _Value(compiled, None, None, None)
-        self.where = value(spec["where"], sel.where) if spec.get("where") else None
+        self.where = value(spec.where, sel.where) if spec.where else None
         # the projection's row: each output column from the last item of its name (or null)
-        items = {name: value(item["expr"], f)
-                 for item, (name, f) in zip(spec["items"], sel.projection.items)}
+        items = {name: value(item.expr, f)
+                 for item, (name, f) in zip(spec.items, sel.projection.items)}
         self.outputs = [(name, ctype, items.get(name)) for name, ctype in engine.columns]
         # per level: where each equated value comes from, (source index, column)
         self.eq = [[(position[a], c) for a, c in lv.eq_left] for lv in self.levels]
@@ -525,14 +526,6 @@ def _arrow_holds(arrow_type: Any, ctype: Optional[str]) -> bool:
               "long": lambda: (t.is_integer(arrow_type) and not t.is_uint64(arrow_type))}
     check = checks.get(ctype or "")
     return check is not None and bool(check())
-
-
-def _plain_column(expr: Optional[dict]) -> Optional[tuple[str, str]]:
-    """``(alias, column)`` when ``expr`` (plan JSON) is ``alias.column``."""
-    if (isinstance(expr, dict) and expr.get("node") == "FieldAccess"
-            and (expr.get("base") or {}).get("node") == "Var"):
-        return expr["base"]["name"]["name"], expr["field"]["name"]
-    return None
 
 
 def _finish_sequence_numbers(states: dict[int, dict], inst: np.ndarray, seq: np.ndarray,

@@ -35,6 +35,7 @@ from runtime.engine.changes import OPS
 from runtime.engine.columnar import BucketRows, InstanceRun, RowChanges
 from runtime.engine.element import Engine
 from runtime.engine.expr import SplashError, coerce_column
+from runtime.engine.parts import plain_column
 from runtime.engine.store import COUNT_KINDS
 from runtime.engine.stages import truth
 
@@ -62,16 +63,16 @@ class KeepKernel:
         self.store = store
         self.alias = sel.aliases[0]
         source_types = {c: t for c, t in sel.sources[0].columns}
-        spec = engine.element["query"]["selects"][0]
+        spec = engine.element.query.selects[0]
 
-        def column(expr: dict) -> Optional[str]:
-            col = _plain_column(expr, self.alias)
+        def column(expr: object) -> Optional[str]:
+            col = plain_column(expr, self.alias)
             return col if col in source_types else None
         self.where: Optional[tuple[Optional[str], Callable]] = (
-            (column(spec["where"]), sel.where) if spec.get("where") is not None else None)  # type: ignore[assignment]
+            (column(spec.where), sel.where) if spec.where is not None else None)  # type: ignore[assignment]
         # (column or None, the engine's compiled expression) per select item, in item order
-        self.items = [(column(item["expr"]), compiled)
-                      for item, (_, compiled) in zip(spec["items"], sel.projection.items)]
+        self.items = [(column(item.expr), compiled)
+                      for item, (_, compiled) in zip(spec.items, sel.projection.items)]
         self.readers = {c: _reader(t) for c, t in source_types.items()}
         # the output columns in order, each with the (last) item of its name (coerce_row's values.get)
         by_name = {name: i for i, (name, _) in enumerate(sel.projection.items)}
@@ -469,15 +470,6 @@ def _raise_seqs(states: dict[int, dict], inst: np.ndarray, seq: np.ndarray) -> N
         state = states[i]
         if state["seq"] is None or largest > state["seq"]:
             state["seq"] = largest
-
-
-def _plain_column(expr: Optional[dict], alias: str) -> Optional[str]:
-    """The column name when ``expr`` (plan JSON) is ``alias.column``."""
-    if (isinstance(expr, dict) and expr.get("node") == "FieldAccess"
-            and (expr.get("base") or {}).get("node") == "Var"
-            and expr["base"]["name"]["name"] == alias):
-        return expr["field"]["name"]
-    return None
 
 
 # Column type -> the Python type whose values are already in SPLASH form for it (as

@@ -52,16 +52,18 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
-from ccl.plan.lowering import plain_column
 from ccl.plan.lowering.columnar import PLAIN_TYPES
+from ccl.plan.model import Plan, Select
 from ccl.splash import as_type
 from ccl.splash.convert import PLAIN_KINDS
 from ccl.splash.values import Long
+from ccl.syntax.nodes import Star, Var
 from runtime.engine.aggregate import Aggregator, plain_rows
 from runtime.engine.changes import OPS, Bad, Change, Output, same_row
 from runtime.engine.columnar import BucketRows, InstanceRun, RowChanges
 from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import SplashError, coerce_column, splash_value
+from runtime.engine.parts import plain_column
 from runtime.engine.stages import RowRefused, consolidate, key_of, truth
 
 __all__ = ["WindowAggregation"]
@@ -102,7 +104,7 @@ class WindowAggregation:
     delta stream) over whole buckets; see the module docstring. Same interface as
     :class:`runtime.engine.columnar.ColumnarAggregation`."""
 
-    def __init__(self, engine: Engine, plan: dict) -> None:
+    def __init__(self, engine: Engine, plan: Plan) -> None:
         sel = engine.selects[0]
         if (engine.declared is not None or sel.aggregator is None or len(sel.sources) != 1
                 or sel.joiner is not None or sel.matcher is not None or sel.grouped_cache
@@ -115,30 +117,30 @@ class WindowAggregation:
         self.agg = sel.aggregator
         self.source = sel.sources[0]
         self.alias = sel.aliases[0]
-        self.per_row = engine.element["physical"]["columnar"] == "rows"
+        self.per_row = engine.element.physical.columnar == "rows"
         types = {c: t.strip().lower() for c, t in self.source.columns}
-        spec = engine.element["query"]["selects"][0]
+        spec = engine.element.query.selects[0]
 
-        def plain(expr: Optional[dict]) -> Optional[str]:
+        def plain(expr: object) -> Optional[str]:
             col = plain_column(expr, self.alias)
             return col if types.get(col) in PLAIN_TYPES else None
 
-        def column(expr: Optional[dict]) -> Optional[tuple[str, Optional[Callable]]]:
+        def column(expr: object) -> Optional[tuple[str, Optional[Callable]]]:
             # a column read as it is, or (a long) made a SPLASH value as the engine makes it
             col = plain_column(expr, self.alias)
             kind = types.get(col)
             return None if col is None or not (kind in PLAIN_TYPES or kind in _READERS) \
                 else (col, _READERS.get(kind))  # type: ignore[arg-type]
         self.where = sel.where
-        self.where_col = plain(spec.get("where"))
+        self.where_col = plain(spec.where)
         self.filter = self.agg.group_filter
-        self.filter_col = plain(spec.get("group_filter"))
-        self.group_cols = [column(e) for e in spec.get("group_by") or []]
+        self.filter_col = plain(spec.group_filter)
+        self.group_cols = [column(e) for e in spec.group_by]
         # per aggregate: its argument columns when every argument is a plain column and the
         # engine checks nothing; else None (the engine's ``values``)
         self.arg_cols: list[Optional[list[tuple[str, Optional[Callable]]]]] = []
-        for agg_spec, agg in zip(spec["aggregates"], self.agg.aggregates):
-            exprs = [a for a in agg_spec.get("args") or [] if a.get("node") != "Star"]
+        for agg_spec, agg in zip(spec.aggregates, self.agg.aggregates):
+            exprs = [a for a in agg_spec.args if not isinstance(a, Star)]
             cols = [column(e) for e in exprs]
             # (an aggregate the engine does not compute refuses its rows through ``values``)
             simple = (agg.check is None
@@ -151,18 +153,18 @@ class WindowAggregation:
                       for i, (fn, agg) in enumerate(zip(self.inline, self.agg.aggregates))]
         # the select items when each is an aggregate or a plain column, with no HAVING: the
         # output row is read off as the engine's expressions give it
-        names = {a["name"]: i for i, a in enumerate(spec["aggregates"])}
+        names = {a.name: i for i, a in enumerate(spec.aggregates)}
         items: Optional[dict[str, tuple[bool, Any, Optional[Callable]]]] = {}
-        for item in spec["items"]:
-            expr, col = item["expr"], column(item["expr"])
-            if expr.get("node") == "Var" and expr["name"]["name"] in names:
-                items[item["name"]] = (True, names[expr["name"]["name"]], None)  # type: ignore[index]
+        for item in spec.items:
+            expr, col = item.expr, column(item.expr)
+            if isinstance(expr, Var) and expr.name.name in names:
+                items[item.name] = (True, names[expr.name.name], None)  # type: ignore[index]
             elif col is not None:
-                items[item["name"]] = (False, col[0], col[1])  # type: ignore[index]
+                items[item.name] = (False, col[0], col[1])  # type: ignore[index]
             else:
                 items = None
                 break
-        if spec.get("having") is not None or items is None or set(items) != {c for c, _ in self.agg.columns}:
+        if spec.having is not None or items is None or set(items) != {c for c, _ in self.agg.columns}:
             self.items = None
         else:  # per output column, in order: how to read it and how the engine casts it
             self.items = []
@@ -208,7 +210,7 @@ class WindowAggregation:
         self.output_row: Callable[[dict], Optional[dict]] = (
             self._output_row if self.items is not None else self.agg.output_row)
 
-    def _rows_cannot_fail(self, spec: dict, types: dict[str, str]) -> bool:
+    def _rows_cannot_fail(self, spec: Select, types: dict[str, str]) -> bool:
         """Whether batch mode may compute each touched group's output row once per batch, not
         after every row: the engine's output rows in between can neither fail (a bad record) nor
         differ in what the batch leaves. So: select items that are aggregates and plain columns,
@@ -219,7 +221,7 @@ class WindowAggregation:
         if self.items is None or any(fn is None for fn in self.inline):
             return False
         out_types = {c: t.strip().lower() for c, t in self.agg.columns}
-        items = {it["name"]: it["expr"] for it in spec["items"]}
+        items = {it.name: it.expr for it in spec.items}
         for name, is_agg, ref, *_ in self.items:
             kind = out_types[name]
             if not is_agg:
@@ -238,7 +240,7 @@ class WindowAggregation:
                 fits = source is not None and source == kind
             if not fits:
                 return False
-        for expr in spec.get("group_by") or []:
+        for expr in spec.group_by:
             col = plain_column(expr, self.alias)
             shown = [name for name, e in items.items() if e == expr]
             if (types.get(col) not in ("string", "integer", "long", "boolean")
