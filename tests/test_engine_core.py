@@ -462,7 +462,7 @@ def test_join_output_row_from_zero_to_minus_zero_is_an_update():
     sel = select([("a", "l"), ("b", "r")], [("k", "a.k"), ("v", "a.v * b.v")],
                  joins=[{"kind": "inner", "on": expr("a.k = b.k")}])
     d = element("j", "window", kf, ("k",), query={"selects": [sel]})
-    eng = Engine(d, plan(left, right, d))
+    eng = Engine(*typed_parts(d, plan(left, right, d)))
     out, _ = run(eng, [ev("i", 1, 0, k="a", v=0.0), ev("i", 2, 1, k="a", v=1.0),
                        ev("u", 3, 0, k="a", v=-0.0), ev("u", 4, 0, k="a", v=-0.0),
                        ev("u", 5, 1, k="a", v=-1.0)])

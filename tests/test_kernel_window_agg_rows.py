@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ccl.plan.model import Aggregate
 from runtime.engine.aggregate import _Aggregate
 from runtime.engine.expr import Expressions
 from runtime.engine.kernels.window_agg import _extreme
@@ -141,7 +142,7 @@ def test_the_extreme_recomputed_is_the_engines(values):
     ``_extreme_remove`` (NaN largest, the first of equal ones: 0.0 or -0.0, which NaN)."""
     stored = {(k,): [k, k, [[], [v]]] for k, v in enumerate(values)}
     for fn in ("min", "max"):
-        engine = _Aggregate(1, {"name": "m", "fn": fn, "args": []}, Expressions({}, {}))
+        engine = _Aggregate(1, Aggregate("m", fn, (), False), Expressions({}, {}))
         leaving = float("nan")  # (the extreme that left: NaN equals NaN)
         want = engine.remove(leaving, [leaving], 0, 0, stored)
         got = _extreme(stored, 1, fn == "max")
