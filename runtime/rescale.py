@@ -43,7 +43,7 @@ import re
 import shutil
 from typing import Any, Optional
 
-from ccl.plan.codec import plan_from_json
+from ccl.plan.codec import element_from_json, plan_from_json
 from ccl.plan.model import Plan
 from ccl.splash.caches import EventCache
 from ccl.splash.values import Dictionary
@@ -568,7 +568,8 @@ def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element:
     root = rows_root(state_dir)
     stored = os.path.isdir(root) and read_layout(root) is not None
     # a Flex whose dictionaries and caches the store keeps (runtime/arrow_state.py _stored)
-    in_vars = not uses_window_store(element) and uses_variable_store(element)
+    typed = element_from_json(element)  # (the state layer reads the typed plan)
+    in_vars = not uses_window_store(typed) and uses_variable_store(typed)
     into: dict[int, dict] = {}
     counts: dict = {}  # (a join's) equated values of its rows, for _recount
     due: list[int] = []
