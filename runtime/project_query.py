@@ -116,9 +116,9 @@ def project_listing(spark: SparkSession, plan: Plan, options: RunOptions,
 
 
 class BatchGuard:
-    """Between the batches of a query (the project's, or an element's) and whoever stops it: a
-    batch runs holding the lock, and once :meth:`stop` has taken it no batch runs (one Spark
-    starts meanwhile does nothing and runs again, whole, when the checkpoint is resumed)."""
+    """Between the batches of the project's query and whoever stops it: a batch runs holding the
+    lock, and once :meth:`stop` has taken it no batch runs (one Spark starts meanwhile does
+    nothing and runs again, whole, when the checkpoint is resumed)."""
 
     def __init__(self, ticker: Optional["Ticker"] = None) -> None:
         self._lock = threading.Lock()
@@ -130,16 +130,6 @@ class BatchGuard:
         """Held while a batch runs; gives whether it may run."""
         with self._lock:
             yield not self._stopped
-
-    def guarded(self, write: Callable[[Any, int], Any]) -> Callable[[Any, int], bool]:
-        """``write`` (a foreachBatch function) run under this guard: it gives whether the batch
-        ran (False: refused, the query is stopping; nothing was written)."""
-        def run(df: Any, batch_id: int) -> bool:
-            with self.batch() as runs:
-                if runs:
-                    write(df, batch_id)
-            return runs
-        return run
 
     def stop(self, query: Any, bound: float) -> None:
         """Stop ``query`` between two batches (waiting at most ``bound`` seconds for the one

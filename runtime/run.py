@@ -33,7 +33,7 @@ from .run_setup import (RunError, RunLayout, RunOptions, atomic_json, auto_bucke
                         prepare_run_dir)
 
 
-# per query id, the guard of its batches (runtime.project_query.BatchGuard)
+# per query id, the guard of the project's query (runtime.project_query.BatchGuard)
 _GUARDS: dict[str, BatchGuard] = {}
 IDLE_POLL = "100 milliseconds"  # trigger of until-idle queries that cannot use availableNow
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
@@ -108,11 +108,8 @@ def _start_query(spark: SparkSession, plan: Plan, element: Element,
             transform = arrow_transform(plan, element, dirs, layout.buckets)
             write = (lambda df, batch_id, write=write: write(transform(df, batch_id), batch_id))
     name = f"ccl:{element.name}"
-    guard = BatchGuard()
-    query = _started(spark, frame, timed_batches(guard.guarded(write), dirs, name),
-                     dirs.of("queries", element.name), name, options, _uses_time(element))
-    _GUARDS[str(query.id)] = guard
-    return query
+    return _started(spark, frame, timed_batches(write, dirs, name), dirs.of("queries", element.name),
+                    name, options, _uses_time(element))
 
 
 def _uses_time(element: Element) -> bool:
@@ -308,19 +305,20 @@ def _stop_when_idle(query: StreamingQuery, stop: Optional[threading.Event] = Non
 
 
 def _stop_between_batches(query: StreamingQuery, bound: float = 10.0) -> None:
-    """Stop ``query`` while no batch is running (waiting at most ``bound`` seconds, then for the
-    batch it cut short: :meth:`BatchGuard.stop`): a stop that interrupts a batch (a RocksDB
-    commit, say) can kill Spark's stream thread with a StackOverflowError printed on stderr,
-    although nothing is lost; and a batch cut short leaves some of its files written and others
-    not (an input's changelog without its counters, which a derived query may read before it
-    stops: the outputs' counts disagreed). It runs again, whole, when the checkpoint is resumed.
-    Every query has its guard (:data:`_GUARDS`), which tells when its batch runs: watching
-    Spark's ``isTriggerActive`` let a batch start between the look and the stop."""
+    """Stop ``query`` while no batch is running (waiting at most ``bound`` seconds): a stop that
+    interrupts a batch (a RocksDB commit, say) can kill Spark's stream thread with a
+    StackOverflowError printed on stderr, although nothing is lost; and a batch of the project's
+    query cut short would leave some of its elements' files written and others not in this run's
+    outputs (the batch runs again, whole, when the checkpoint is resumed). The project's query
+    tells when its batch runs (its guard, :data:`_GUARDS`); the others are watched."""
     guard = _GUARDS.pop(str(query.id), None)
-    if guard is None:
-        query.stop()
-    else:
+    if guard is not None:
         guard.stop(query, bound)
+        return
+    deadline = time.monotonic() + bound
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.005)
+    query.stop()
 
 
 def _run_until_stopped(spark: SparkSession, plan: Plan, options: RunOptions,
