@@ -242,15 +242,17 @@ def element_writer(element: Element, dirs: RunDirs, plan: Plan, layout: RunLayou
         counts = df.groupBy(KIND, INST, OP).agg(F.count(F.lit(1)).alias("n"), F.sum(SEQ).alias("s"),
                                                 F.sum(SUB).alias("u")).toArrow().to_pylist()
         rows_out, rows_in, instances = _counters(counts, native)
+        bad = (write_bad(df.where(F.col(KIND) == "bad"), name,
+                         dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id)
+               if any(r[KIND] == "bad" for r in counts) else {})
+        # the counters before the changelog: a derived query reads the changelog as soon as it
+        # is there, even when a stop cuts this batch short (it runs again on resume)
+        atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
+                    {"rows_in": rows_in, "rows_out": rows_out, "bad": bad, "instances": instances})
         if rows_out and name not in layout.unrecorded:
             data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
                                                          *[column(c) for c in cols])
             _single_parquet(data, dirs.batch_file("changelog", name, batch_id, "parquet"))
-        bad = (write_bad(df.where(F.col(KIND) == "bad"), name,
-                         dirs.batch_file("bad", name, batch_id, "jsonl"), errors, batch_id)
-               if any(r[KIND] == "bad" for r in counts) else {})
-        atomic_json(dirs.batch_file("stats", name, batch_id, "json"),
-                    {"rows_in": rows_in, "rows_out": rows_out, "bad": bad, "instances": instances})
         return df, bool(rows_out)
     return write
 

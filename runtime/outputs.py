@@ -9,8 +9,9 @@
   the Spark version and the wall time; per query its micro-batches' count, total and slowest
   seconds (``batches``, from ``RUN/batches/QUERY/batch-N.json``).
 
-They hold the batches that ran to their end (:func:`last_complete`): a batch a stop cut short has
-written the files of some elements and not of others, and runs again, whole, from the checkpoint.
+They hold the project query's batches that ran to their end (:func:`last_complete`): a batch a
+stop cut short has written the files of some elements and not of others, and runs again, whole,
+from the checkpoint.
 """
 from __future__ import annotations
 
@@ -44,18 +45,16 @@ OUTPUT_ADAPTERS = ("toolkit_file_csv_output", "dsv_out", "toolkit_file_csv_outpu
 
 
 def last_complete(dirs: RunDirs, plan: Plan, layout: RunLayout) -> dict[str, int]:
-    """Per element, the last batch of the query that runs it which ran to its end (the query's
-    ``RUN/batches/QUERY/batch-N.json``, written once the batch has written all its files:
-    runtime.run.timed_batches); elements whose query recorded no batch are left out."""
-    producer = {consumer: name for name, consumers in layout.fused.items() for consumer in consumers}
-    project = set(layout.project)
-    last: dict[str, int] = {}
-    for e in plan.elements:
-        query = PROJECT_QUERY if e.name in project else f"ccl:{producer.get(e.name, e.name)}"
-        done = [_batch_of(path) for path in dirs.batch_files(BATCHES, "json", query)]
-        if done:
-            last[e.name] = max(done)
-    return last
+    """Per element of the project's query, the last batch of that query which ran to its end
+    (``RUN/batches/QUERY/batch-N.json``, written once the batch has written all its files:
+    runtime.run.timed_batches). A stop waits for the batch running (its guard), so only a batch
+    that outlasted the bound is left out. The element queries' batches are all counted: a
+    derived query may already have read a batch cut short of its source's, whose counters are
+    written before its changelog (runtime.batch_writers.element_writer)."""
+    done = [_batch_of(path) for path in dirs.batch_files(BATCHES, "json", PROJECT_QUERY)]
+    if not done:
+        return {}
+    return {name: max(done) for name in layout.project}
 
 
 def _batch_of(path: str) -> int:
