@@ -317,22 +317,13 @@ def join_kernel(element: Element, plan: Plan) -> bool:
     if len(set(aliases)) != len(aliases):
         return False
     for j, join in enumerate(joins):
-        parts = _conjuncts(join.on)
+        parts = n.conjuncts(join.on)
         if join.kind not in ("inner", "left") \
                 or not parts or not all(_equates(p, aliases[: j + 1], aliases[j + 1]) for p in parts):
             return False
     names = {_partitions_var(element)}
     exprs = [sel.where] + [it.expr for it in sel.items]
     return all(_pure(n.to_json(e), tuple(aliases), names, FUNCTIONS) for e in exprs if e is not None)
-
-
-def _conjuncts(expr: Optional[n.Node]) -> list[n.Node]:
-    """The operands of a tree of ANDs (``[]`` for no expression)."""
-    if expr is None:
-        return []
-    if isinstance(expr, n.Binary) and expr.op == "and":
-        return _conjuncts(expr.left) + _conjuncts(expr.right)
-    return [expr]
 
 
 def _equates(part: n.Node, left: list[str], right: str) -> bool:

@@ -150,13 +150,6 @@ def group_positions(element: Element) -> list[int]:
     return [grouped.index(c) for c in element.partition.specs[0].columns]
 
 
-def _conjuncts(expr: object) -> list:
-    """The operands of a tree of ANDs (as runtime/engine/join.py splits an ON condition)."""
-    if isinstance(expr, n.Binary) and expr.op == "and":
-        return _conjuncts(expr.left) + _conjuncts(expr.right)
-    return [expr]
-
-
 def _equality(part: object, aliases: set[str]) -> Optional[tuple[tuple[str, str], tuple[str, str]]]:
     """``((alias, col), (alias, col))`` when ``part`` is ``a.x = b.y`` over ``aliases``."""
     if not (isinstance(part, n.Binary) and part.op == "="):
@@ -232,7 +225,7 @@ def _why_not_join(element: Element, plan: Plan, select: Select) -> Optional[str]
         if join.kind not in ("inner", "left", "right", "full"):
             return f"its join is {join.kind}: which rows it keeps is not known by key"
         only_equal, equalities = True, 0
-        for conj in _conjuncts(join.on):
+        for conj in n.conjuncts(join.on):
             pair = _equality(conj, set(aliases))
             if pair is None:
                 if not (isinstance(conj, n.Literal) and conj.value is True):

@@ -351,6 +351,16 @@ class Binary(Node):
     temporal: Optional[str] = field(default=None, compare=False)
 
 
+def conjuncts(expr: Optional[Node]) -> list[Node]:
+    """The operands of a tree of ANDs (none for no expression): the parts of a join's ON or a
+    MATCHING condition that the planner, the rescale check and the engine each read."""
+    if expr is None:
+        return []
+    if isinstance(expr, Binary) and expr.op == "and":
+        return conjuncts(expr.left) + conjuncts(expr.right)
+    return [expr]
+
+
 @dataclass
 class InList(Node):
     expr: "Expr"

@@ -20,7 +20,7 @@ from ccl.plan.model import Join, Select
 from ccl.syntax import nodes as n
 from runtime.engine.changes import Change, same_row
 from runtime.engine.expr import Compiled, Expressions
-from runtime.engine.parts import conjuncts, field_ref
+from runtime.engine.parts import field_ref
 
 JoinedRow = dict  # alias -> row (column -> value) or None for the missing side of an outer join
 
@@ -87,7 +87,7 @@ class _Level:
         self.eq_left: list[tuple[str, str]] = []   # (alias, column) on the left side
         self.eq_right: list[str] = []              # matching column of the right source
         residual = []
-        for part in conjuncts(join.on):
+        for part in n.conjuncts(join.on):
             if not self._equality(part):
                 if not _is_true(part):
                     residual.append(part)

@@ -33,7 +33,7 @@ from ccl.syntax import nodes as n
 from runtime.engine.changes import Change
 from runtime.engine.expr import Expressions, SplashError
 from runtime.engine.join import null_filled
-from runtime.engine.parts import conjuncts, field_ref
+from runtime.engine.parts import field_ref
 from runtime.engine.stages import truth
 
 __all__ = ["Matcher"]
@@ -108,7 +108,7 @@ class Matcher:
         # per step: the negated alias, or the aliases a positive step binds
         self.refs = [_refs(tree) for _, tree in self.steps or []]
         known = set(aliases)
-        on = conjuncts(matching.on)
+        on = n.conjuncts(matching.on)
         self.conds: list[tuple[frozenset[str], Callable]] = [
             (frozenset(_aliases(c, known)), exprs.compile(c)) for c in on]
         # partials are kept by the value of a column all aliases share through ON, when there is one

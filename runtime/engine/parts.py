@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 from ccl.plan.model import Column, Element
 from ccl.syntax import nodes as n
 
-__all__ = ["column_pairs", "conjuncts", "field_ref", "partitions_variable", "plain_column"]
+__all__ = ["column_pairs", "field_ref", "partitions_variable", "plain_column"]
 
 
 def column_pairs(columns: Sequence[Column]) -> list[tuple[str, str]]:
@@ -41,12 +41,3 @@ def plain_column(expr: object, alias: str) -> Optional[str]:
     """The column name when ``expr`` is ``alias.column``, else None."""
     ref = field_ref(expr)
     return ref[1] if ref is not None and ref[0] == alias else None
-
-
-def conjuncts(expr: Optional[n.Node]) -> list[n.Node]:
-    """The operands of a tree of ANDs (none for no expression)."""
-    if expr is None:
-        return []
-    if isinstance(expr, n.Binary) and expr.op == "and":
-        return conjuncts(expr.left) + conjuncts(expr.right)
-    return [expr]
