@@ -44,7 +44,7 @@ log = logging.getLogger("ccl.runtime")
 OUTPUT_ADAPTERS = ("toolkit_file_csv_output", "dsv_out", "toolkit_file_csv_output_adapter")
 
 
-def last_complete(dirs: RunDirs, plan: Plan, layout: RunLayout) -> dict[str, int]:
+def last_complete(dirs: RunDirs, layout: RunLayout) -> dict[str, int]:
     """Per element of the project's query, the last batch of that query which ran to its end
     (``RUN/batches/QUERY/batch-N.json``, written once the batch has written all its files:
     runtime.run.timed_batches). A stop waits for the batch running (its guard), so only a batch
@@ -203,7 +203,7 @@ def write_outputs(spark: SparkSession, plan: Plan, dirs: RunDirs, layout: RunLay
     """Write the output directory (and output adapters' files) from the batches that ran to their
     end; return the ``_run.json`` data."""
     os.makedirs(out_dir, exist_ok=True)
-    upto = last_complete(dirs, plan, layout)
+    upto = last_complete(dirs, layout)
     report = {"project": plan.project, "spark_version": spark.version,
               "wall_seconds": round(wall_seconds, 3), "elements": {}, **(extra or {})}
     conflicts: list[dict] = []

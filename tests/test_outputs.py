@@ -50,21 +50,19 @@ def test_no_changelog_gives_no_rows(tmp_path):
 
 
 def test_outputs_hold_only_the_batches_that_ran_to_their_end(tmp_path):
-    """A batch a stop cut short wrote the files of some elements and not of others: the outputs
-    count each element's batches up to the last one its query finished (its batch record), so
-    an input's rows and its readers' counts agree; an element whose query recorded no batch keeps
-    every file."""
+    """A batch of the project's query a stop cut short wrote the files of some elements and not
+    of others: the outputs count its elements' batches up to the last one the query finished
+    (its batch record), so an input's rows and its readers' counts agree; an element outside the
+    project's query keeps every file."""
     import json
     import os
 
-    from ccl.plan.model import Plan
     from runtime.run_dir import BATCHES, PROJECT_QUERY
     from runtime.run_setup import RunLayout
 
     dirs = RunDirs(str(tmp_path))
     other = element_from_json({"name": "x", "kind": "stream", "role": "output",
                                "columns": [["v", "integer"]]})
-    plan = Plan("p", "p.ccl", {}, (), (ELEMENT, other), ())
     layout = RunLayout(buckets=1, fused={}, unrecorded=frozenset(), project=("w",))
 
     def stats(name: str, batch: int) -> None:
@@ -82,7 +80,7 @@ def test_outputs_hold_only_the_batches_that_ran_to_their_end(tmp_path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
             json.dump({"start": 0, "seconds": 0.1}, f)
-    upto = outputs.last_complete(dirs, plan, layout)
+    upto = outputs.last_complete(dirs, layout)
     assert upto == {"w": 1}
     assert outputs.element_stats(dirs, ELEMENT, upto.get("w"))["rows_in"] == 20
     assert outputs.element_stats(dirs, other, upto.get("x"))["rows_in"] == 30
