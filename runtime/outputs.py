@@ -21,7 +21,8 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Optional
+from json.encoder import encode_basestring_ascii
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -206,7 +207,7 @@ def write_outputs(spark: SparkSession, plan: Plan, dirs: RunDirs, layout: RunLay
     upto = last_complete(dirs, layout)
     report = {"project": plan.project, "spark_version": spark.version,
               "wall_seconds": round(wall_seconds, 3), "elements": {}, **(extra or {})}
-    conflicts: list[dict] = []
+    conflicts: list[str] = []
     outputs = [e for e in plan.elements if e.role == "output"]
     args = [[dirs] * len(outputs), outputs, [out_dir] * len(outputs),
             [upto.get(e.name) for e in outputs]]
@@ -217,7 +218,7 @@ def write_outputs(spark: SparkSession, plan: Plan, dirs: RunDirs, layout: RunLay
     for e in plan.elements:
         stats = report["elements"][e.name] = element_stats(dirs, e, upto.get(e.name))
         if e.role == "output":
-            replaced = [_conflict(e, row) for row in records(replaced_of[e.name])]
+            replaced = conflict_lines(e, replaced_of[e.name])
             if replaced:
                 stats["bad_records"][CONFLICT] = len(replaced)
                 log.warning("%s: %d row(s) of keys another instance held too; the later change "
@@ -296,19 +297,59 @@ def _write_adapter(plan: Plan, dirs: RunDirs, adapter: Adapter, path: str,
                      stream_name=element.name if fmt.stream_opcode else None)
 
 
-def _conflict(element: Element, row: dict) -> dict:
-    """The bad record of a window row that a change of another instance replaced."""
-    return {"element": element.name, "reason": CONFLICT, "batch": row[BATCH],
-            "instance": row[INST], "row": {c.name: row[c.name] for c in element.columns}}
+def conflict_lines(element: Element, tables: Iterable[pa.Table]) -> list[str]:
+    """The bad records (JSON lines, as ``json.dumps(record, default=str, sort_keys=True)`` writes
+    them) of window rows that a change of another instance replaced, in :data:`ORDER`. Built a
+    column at a time: a ROUNDROBIN window over many keys has a record for most of its rows."""
+    names = sorted(c.name for c in element.columns)
+    template = ('{"batch": %s, "element": ' + json.dumps(element.name) + ', "instance": %s, '
+                '"reason": ' + json.dumps(CONFLICT) + ', "row": {'
+                + ", ".join(json.dumps(name) + ": %s" for name in names) + "}}\n")
+    lines: list[str] = []
+    for table in sorted_tables(tables):
+        texts = [_json_texts(table.column(name)) for name in (BATCH, INST, *names)]
+        lines += [template % parts for parts in zip(*texts)]
+    return lines
 
 
-def _merge_bad_records(dirs: RunDirs, plan: Plan, target: str, extra: list[dict],
+_FLOAT_TEXT = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}  # json.dumps's words
+
+
+def _json_texts(column: pa.ChunkedArray) -> list[str]:
+    """Each value of ``column`` as ``json.dumps(value, default=str)`` writes it."""
+    kind = column.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        encode: Callable[[Any], str] = encode_basestring_ascii
+    elif pa.types.is_integer(kind):
+        encode = int.__repr__
+    elif pa.types.is_boolean(kind):
+        encode = _bool_text
+    elif pa.types.is_floating(kind):
+        encode = _float_text
+    else:
+        encode = _any_text
+    return ["null" if v is None else encode(v) for v in column.to_pylist()]
+
+
+def _bool_text(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _float_text(value: float) -> str:
+    text = float.__repr__(value)
+    return _FLOAT_TEXT.get(text, text)
+
+
+def _any_text(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+def _merge_bad_records(dirs: RunDirs, plan: Plan, target: str, extra: list[str],
                        upto: dict[str, int]) -> None:
     with open(target + ".tmp", "w", encoding="utf-8") as out:
         for e in plan.elements:
             for _, path in _batch_paths(dirs.of("bad", e.name), "batch-*.jsonl", upto.get(e.name)):
                 with open(path, encoding="utf-8") as f:
                     out.write(f.read())
-        for record in extra:
-            out.write(json.dumps(record, default=str, sort_keys=True) + "\n")
+        out.writelines(extra)
     os.replace(target + ".tmp", target)

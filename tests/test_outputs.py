@@ -87,3 +87,48 @@ def test_outputs_hold_only_the_batches_that_ran_to_their_end(tmp_path):
     kept = outputs.final_rows(dirs, ELEMENT, upto["w"]).tables[0].column("k").to_pylist()
     assert sorted(kept) == ["k0", "k1"]
     assert outputs.element_stats(dirs, ELEMENT)["rows_in"] == 30  # live readers: every file
+
+
+_TYPES = ["string", "integer", "long", "float", "boolean", "timestamp", "money(4)", "binary"]
+_CONFLICTED = element_from_json({"name": "w", "kind": "window", "role": "output", "key": ["c0"],
+                                 "columns": [[f"c{i}", t] for i, t in enumerate(_TYPES)]})
+
+
+def _conflict_rows():
+    import datetime
+
+    from hypothesis import strategies as st
+
+    values = [st.text(), st.integers(-2**31, 2**31 - 1), st.integers(-2**63, 2**63 - 1),
+              st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
+              st.datetimes(datetime.datetime(1, 1, 2), timezones=st.just(datetime.timezone.utc)),
+              st.decimals(-10**13, 10**13, places=4, allow_nan=False), st.binary(max_size=4)]
+    row = st.tuples(st.integers(0, 9), st.integers(0, 65535), st.integers(0, 2**40),
+                    *[st.none() | v for v in values])
+    return st.lists(row, max_size=30)
+
+
+def test_conflict_lines_are_json_dumps_of_each_record():
+    """The conflict bad records, built a column at a time, are the lines ``json.dumps(record,
+    default=str, sort_keys=True)`` gives for each row's record (NaN, infinities, -0.0, nulls,
+    escapes, non-ASCII text, timestamps, money, binary), in batch and sequence order."""
+    import json
+
+    from hypothesis import given, settings
+
+    schema = outputs._arrow_schema(_CONFLICTED)
+    names = [c.name for c in _CONFLICTED.columns]
+
+    @settings(max_examples=150, deadline=None)
+    @given(_conflict_rows())
+    def check(rows):
+        table = pa.Table.from_pylist(
+            [dict(zip(["__batch", "__inst", "__seq", "__sub", "__op", *names], (b, i, s, 0, "i", *v)))
+             for b, i, s, *v in rows], schema=schema)
+        expected = [json.dumps({"element": "w", "reason": outputs.CONFLICT, "batch": r["__batch"],
+                                "instance": r["__inst"], "row": {n: r[n] for n in names}},
+                               default=str, sort_keys=True) + "\n"
+                    for r in outputs.records([table])]
+        assert outputs.conflict_lines(_CONFLICTED, [table]) == expected
+
+    check()
