@@ -33,7 +33,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ccl.plan.codec import plan_to_json  # noqa: E402
 from ccl.plan.planner import plan_project  # noqa: E402
 from ccl.plan.rescale import rescale_moves  # noqa: E402
 from runtime.rescale import rescale_run  # noqa: E402
@@ -123,8 +122,8 @@ def main() -> None:
         spark = get_session("local[2]", app_name="bench-rescale", shuffle_partitions=2)
         checkpoint = os.path.join(work, "ck")
         _run(spark, path, args.first, inputs, checkpoint, os.path.join(work, "out"))
-        old = plan_to_json(plan_project(path, params={"PARTS": str(args.first)})[0])
-        new = plan_to_json(plan_project(path, params={"PARTS": str(args.then)})[0])
+        old = plan_project(path, params={"PARTS": str(args.first)})[0]
+        new = plan_project(path, params={"PARTS": str(args.then)})[0]
         moves, refused = rescale_moves(old, new)
         assert not refused, refused
         moved, rerun = [], []

@@ -532,14 +532,14 @@ def run_one(cand: str, held: int, batch: int, batches: int, d: str,
 def _rebucket_times(state: str, next_batch: int, buckets: int) -> dict:
     """groupby, store: the seconds to move the groups of the store to ``buckets`` buckets by
     group, and back to 8 by instance."""
+    from ccl.plan.model import GroupSpread
     from runtime.arrow_state import rows_root
     from runtime.rebucket import group_router
     from runtime.state import rebucket
     from runtime.state.store import rebucket_keys
 
     root = rows_root(state)
-    route = group_router({"columns": ["Account"], "types": ["string"], "items": ["Account"]},
-                         buckets)
+    route = group_router(GroupSpread(("Account",), ("string",), ("Account",)), buckets)
     t = time.perf_counter()
     _, counts = rebucket_keys(root, 8, buckets, route, next_batch)
     by_group = time.perf_counter() - t

@@ -28,7 +28,8 @@ import os
 import shutil
 from typing import Any, Callable, Optional
 
-from ccl.plan.model import Plan
+from ccl.plan.codec import PlanFormatError, spread_from_json, spread_to_json
+from ccl.plan.model import GroupSpread, Plan
 
 from .arrow_state import load_states, newest_batches, rows_root, save_states, saved_deadline
 from .project_query import query_dir
@@ -82,16 +83,16 @@ def rebucket_run(dirs: RunDirs, plan: Plan, layout: RunLayout, buckets: int) -> 
     elements = stateful(plan, layout)
     atomic_json(journal, {"from": layout.buckets, "to": buckets, "batch": last_commit(dirs),
                           "elements": elements, "swapping": False,
-                          "groups": {name: group_spec(plan, name) for name in elements
-                                     if name in layout.by_group}})
+                          "groups": {name: spread_to_json(group_spec(plan, name))
+                                     for name in elements if name in layout.by_group}})
     finish_rebucket(dirs)
 
 
-def group_spec(plan: Plan, name: str) -> dict:
+def group_spec(plan: Plan, name: str) -> GroupSpread:
     """How the rows of the ``by_group`` aggregation ``name`` of ``plan`` find their bucket: its
     group columns (source columns, in GROUP BY order; ccl/plan/physical.py group_columns), their
-    types, and the output columns that hold them (the select items that are those columns). Data
-    (lists of names), as the journals that carry it hold it."""
+    types, and the output columns that hold them (the select items that are those columns). The
+    journals that carry it hold its JSON form (ccl/plan/codec.py ``spread_to_json``)."""
     element = plan.element(name)
     sel = element.query.selects[0]  # type: ignore[union-attr]
     source = plan.element(sel.sources[0].element)
@@ -99,10 +100,10 @@ def group_spec(plan: Plan, name: str) -> dict:
     columns = list(element.physical.group_columns)  # type: ignore[union-attr,arg-type]
     # (the GROUP BY expressions are plain columns: compared as trees, as their JSON forms were)
     items = [next(it.name for it in sel.items if it.expr == expr) for expr in sel.group_by]
-    return {"columns": columns, "types": [types[c] for c in columns], "items": items}
+    return GroupSpread(tuple(columns), tuple(types[c] for c in columns), tuple(items))
 
 
-def group_router(spec: dict, buckets: int) -> Callable[[str, tuple, Callable[[], Any]], int]:
+def group_router(spec: GroupSpread, buckets: int) -> Callable[[str, tuple, Callable[[], Any]], int]:
     """The bucket among ``buckets`` of a stored value of a ``by_group`` aggregation (namespace,
     key with the instance first, a loader of the value; runtime/state/rows.py), as
     runtime/topology.py sends its rows: ``pmod(hash(instance, group values...), buckets)``. The
@@ -111,8 +112,8 @@ def group_router(spec: dict, buckets: int) -> Callable[[str, tuple, Callable[[],
     (``w.output``) and the group columns of a source window's row (``w.selects.*``). Raises
     RunError for another part. A group's bucket is computed once (its group, output key and row
     share it)."""
-    types = ["integer"] + list(spec["types"])
-    columns, items = list(spec["columns"]), list(spec["items"])
+    types = ["integer"] + list(spec.types)
+    columns, items = list(spec.columns), list(spec.items)
     known: dict[tuple, int] = {}
 
     def route(ns: str, key: tuple, load: Callable[[], Any]) -> int:
@@ -146,7 +147,11 @@ def finish_rebucket(dirs: RunDirs) -> None:
     except FileNotFoundError:
         return
     old, new, batch = int(job["from"]), int(job["to"]), int(job["batch"])
-    groups = job.get("groups") or {}
+    try:
+        groups = {name: spread_from_json(g) for name, g in (job.get("groups") or {}).items()}
+    except PlanFormatError as exc:
+        raise RunError(f"the run directory {dirs.root} holds a move to other buckets that this "
+                       f"ccl cannot read ({journal}: {exc})") from None
     if not job["swapping"]:
         for name in job["elements"]:
             if name in groups:
@@ -188,7 +193,7 @@ def _build(state_dir: str, old: int, new: int, batch: int) -> None:
             rebucket(entry.path, old, new, lambda instance: instance % new, batch + 1)
 
 
-def _build_grouped(state_dir: str, old: int, new: int, batch: int, spec: dict) -> None:
+def _build_grouped(state_dir: str, old: int, new: int, batch: int, spec: GroupSpread) -> None:
     """:func:`_build` for a ``by_group`` aggregation: each group's values (in the store, or in
     the pickled states where no store holds them) go to the bucket :func:`group_router` gives,
     and each new bucket gets, per instance it holds groups of, the instance state with the

@@ -27,8 +27,12 @@ module carries the moves out, as the state is after the last batch the project's
 - a window's changelog: its rows' ``__inst`` is recomputed too, so that the window's final
   contents (runtime/outputs.py, the last change of each key per instance) see one instance per key.
 
+The plans and moves are typed (ccl/plan/model.py ``Plan``, ``Move``): the checkpoint's plan is
+decoded where it is read (:func:`checkpoint_plan`), the journal's moves and plan where the journal
+is read (:func:`finish_rescale`).
+
 Crash-safe as runtime/rebucket.py: a journal (``RUN/rescale.json``, holding the moves and the new
-plan) is written first; the new directories are built beside the old ones (``NAME.rescale``);
+plan in their JSON forms, ccl/plan/codec.py) is written first; the new directories are built beside the old ones (``NAME.rescale``);
 then each is swapped in (old renamed aside, new renamed in, old removed: a step that may be done
 again) and ``plan.json`` replaced by the new plan. A run that finds the journal finishes (or
 redoes) the move before anything else (:func:`finish_rescale`).
@@ -36,6 +40,7 @@ redoes) the move before anything else (:func:`finish_rescale`).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import glob
 import json
 import os
@@ -43,15 +48,16 @@ import re
 import shutil
 from typing import Any, Optional
 
-from ccl.plan.codec import element_from_json, plan_from_json
-from ccl.plan.model import Plan
+from ccl.plan.codec import (PlanFormatError, move_from_json, move_to_json, plan_from_json,
+                            plan_to_json)
+from ccl.plan.model import Element, HashPort, JoinMove, Move, Plan
 from ccl.splash.caches import EventCache
 from ccl.splash.values import Dictionary
 
 from .arrow_state import load_states, newest_batches, rows_root, save_states, saved_deadline
 from .processor import INST
 from .rebucket import JOURNAL as REBUCKET_JOURNAL, group_router, group_spec, last_commit
-from .run_dir import PLAN_FILE, RunDirs, why_not_resumable
+from .run_dir import PLAN_FILE, RunDirs, saved_plan, saved_run_plan, why_not_continued
 from .run_setup import RunError, atomic_json, layout_of
 from .spark_hash import spark_pmod_hash, spark_pmod_hash_columns
 from .state import variables
@@ -64,29 +70,47 @@ NEW = ".rescale"  # suffix of the directory where an element's new files are bui
 OLD = ".rescale-old"  # suffix of the old directory while it is swapped out
 
 
-def counts_of(plan: dict, like: dict) -> dict:
+def checkpoint_plan(root: str) -> Optional[Plan]:
+    """The plan the run directory ``root`` was begun with, decoded (None: none was begun there);
+    RunError, saying why, when its ``plan.json`` is not a plan this ccl reads."""
+    saved = saved_plan(root)
+    if saved is None:
+        return None
+    try:
+        return saved_run_plan(saved)
+    except PlanFormatError as exc:
+        raise RunError(f"the run directory {root} cannot be rescaled: its {PLAN_FILE} is not a "
+                       f"plan this ccl reads ({exc})") from None
+
+
+def counts_of(plan: Plan, like: Plan) -> Plan:
     """``plan`` with the instance (and PARTITIONS) counts of the plan ``like``, element by
     element: what the resume check compares with the checkpoint's plan, everything but the
     counts being the same."""
-    counts = {e["name"]: e["physical"]["instances"] for e in like.get("elements", [])}
-    out = copy.deepcopy(plan)
-    for e in out["elements"]:
-        if e["name"] in counts:
-            e["physical"]["instances"] = counts[e["name"]]
-            for p in (e.get("partition"), e.get("module_partition")):
-                if p:
-                    p["count"] = counts[e["name"]]
-    return out
+    counts = {e.name: e.physical.instances for e in like.elements if e.physical is not None}
+
+    def counted(e: Element) -> Element:
+        count = counts.get(e.name)
+        if count is None:
+            return e
+        return dataclasses.replace(
+            e, physical=None if e.physical is None else dataclasses.replace(e.physical,
+                                                                            instances=count),
+            partition=None if e.partition is None else dataclasses.replace(e.partition,
+                                                                          count=count),
+            module_partition=None if e.module_partition is None else dataclasses.replace(
+                e.module_partition, count=count))
+    return dataclasses.replace(plan, elements=tuple(counted(e) for e in plan.elements))
 
 
-def rescale_run(root: str, old: dict, new: dict, moves: dict[str, dict]) -> None:
-    """Move the state of the run directory ``root`` (begun with the JSON plan ``old``) to the
+def rescale_run(root: str, old: Plan, new: Plan, moves: dict[str, Move]) -> None:
+    """Move the state of the run directory ``root`` (begun with the plan ``old``) to the
     instance counts of ``new``, as ``moves`` (:func:`ccl.plan.rescale.rescale_moves`, whose
     refusals the caller has reported) says, and make ``new`` its plan. RunError when the
     directory cannot go on with ``new`` for another reason than the counts, or holds state the
     moves cannot place."""
     finish_rescale(root)
-    problem = why_not_resumable(root, old, counts_of(new, old))
+    problem = why_not_continued(root, saved_plan(root) or {}, counts_of(new, old))
     if problem:
         raise RunError(f"the run directory {root} cannot be rescaled: {problem}")
     if os.path.exists(os.path.join(root, REBUCKET_JOURNAL)):
@@ -94,49 +118,57 @@ def rescale_run(root: str, old: dict, new: dict, moves: dict[str, dict]) -> None
                        f"once (ccl run --checkpoint) before rescaling it")
     dirs = RunDirs(root)
     layout = layout_of(root)
-    typed: Optional[Plan] = None  # (decoded when a move needs it: the journal keeps the JSON)
+    planned: dict[str, Move] = {}
     for name, move in moves.items():
-        if move["store"] != "none" and name not in layout.project:
+        if move.store != "none" and name not in layout.project:
             raise RunError(f"the run directory {root} cannot be rescaled: element '{name}' runs "
                            f"in a query of its own, whose state is not moved")
-        if move["store"] == "engine" and name in layout.by_group:
-            if move.get("groups") is None or move.get("join") is not None:
+        if move.store == "engine" and name in layout.by_group:
+            if move.groups is None or move.join is not None:
                 raise RunError(f"the run directory {root} cannot be rescaled: element '{name}' "
                                f"spreads each instance's groups over several buckets")
             # (each group then goes, within its new instance, to the bucket the runtime sends
             # its rows to)
-            typed = typed or plan_from_json(new)
-            move["spread"] = group_spec(typed, name)
+            move = dataclasses.replace(move, spread=group_spec(new, name))
+        planned[name] = move
     atomic_json(os.path.join(root, JOURNAL),
-                {"batch": last_commit(dirs), "buckets": layout.buckets, "moves": moves,
-                 "plan": new, "swapping": False})
+                {"batch": last_commit(dirs), "buckets": layout.buckets,
+                 "moves": {name: move_to_json(move) for name, move in planned.items()},
+                 "plan": plan_to_json(new), "swapping": False})
     finish_rescale(root)
 
 
 def finish_rescale(root: str) -> None:
     """Carry out (or finish, after a crash) the move the journal of ``root`` describes; nothing
-    when there is none."""
+    when there is none. RunError when the journal is not one this ccl reads."""
     journal = os.path.join(root, JOURNAL)
     try:
         with open(journal, encoding="utf-8") as f:
             job = json.load(f)
     except FileNotFoundError:
         return
+    except ValueError as exc:
+        raise _unreadable(root, f"not JSON: {exc}") from None
+    try:
+        moves = {str(name): move_from_json(m) for name, m in job["moves"].items()}
+        plan = plan_from_json(job["plan"])
+        elements = {name: plan.element(name) for name in moves}
+        batch, buckets = int(job["batch"]), int(job["buckets"])
+        swapping = bool(job["swapping"])
+    except (PlanFormatError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        why = f"missing {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise _unreadable(root, why) from None
     dirs = RunDirs(root)
-    moves: dict[str, dict] = job["moves"]
-    plan = job["plan"]
-    elements = {e["name"]: e for e in plan["elements"]}
-    batch = int(job["batch"])
-    if not job["swapping"]:
+    if not swapping:
         for name, move in moves.items():
-            if move["store"] == "none" or batch < 0:
+            if move.store == "none" or batch < 0:
                 continue
-            if move["store"] == "engine":
-                _build_engine(dirs.of("state", name), move, batch, int(job["buckets"]),
-                              elements[name])
+            element = elements[name]
+            if move.store == "engine":
+                _build_engine(dirs.of("state", name), move, batch, buckets, element)
             else:
                 _build_native(dirs.of("native", name), move, batch)
-            if elements[name]["kind"] == "window":
+            if element.kind == "window":
                 _build_changelog(dirs.of("changelog", name), move)
         job["swapping"] = True
         atomic_json(journal, job)
@@ -145,9 +177,17 @@ def finish_rescale(root: str) -> None:
             swap_dir(dirs.of(what, name))
     hidden = os.path.join(root, PLAN_FILE + ".tmp")
     with open(hidden, "w", encoding="utf-8") as f:  # as run_setup.prepare_run_dir writes it
-        json.dump(plan, f, indent=1, sort_keys=True)
+        json.dump(job["plan"], f, indent=1, sort_keys=True)
     os.replace(hidden, os.path.join(root, PLAN_FILE))
     os.remove(journal)
+
+
+def _unreadable(root: str, why: str) -> RunError:
+    """The error for a rescale journal of ``root`` this ccl cannot read (``why``)."""
+    return RunError(f"the run directory {root} holds a move to other instance counts that this "
+                    f"ccl cannot read ({os.path.join(root, JOURNAL)}: {why}): finish it with the "
+                    f"ccl that began it (ccl run --checkpoint), or start from a new checkpoint "
+                    f"directory")
 
 
 def swap_dir(path: str) -> None:
@@ -175,10 +215,10 @@ def _hasher(types: list[str], count: int) -> Any:
     return instance
 
 
-def _router(move: dict, columns: list[str]) -> Any:
+def _router(move: Move, columns: list[str]) -> Any:
     """The new instance of a key over ``columns`` (which include every hash output column)."""
-    positions = [columns.index(out) for out, _, _ in move["hash"]]
-    instance = _hasher([t for _, _, t in move["hash"]], int(move["to"]))
+    positions = [columns.index(h.output) for h in move.hash]
+    instance = _hasher([h.type for h in move.hash], move.after)
     return lambda key: instance(tuple(key[p] for p in positions))
 
 
@@ -231,31 +271,32 @@ def _plain_variables(states: dict[int, dict]) -> None:
                 value.buckets = {k: value.buckets[k] for k in list(value.buckets)}
 
 
-def _split_flex(name: str, state: dict, move: dict, target: Any) -> None:
+def _split_flex(name: str, state: dict, move: Move, target: Any) -> None:
     """Add the keyed state of old Flex instance state ``state`` to the new instances
     ``target(j)`` gives: each dictionary entry and event cache bucket where the hash of its key
     (the hash columns) places it, each input mirror row where its port places it."""
-    flex, count = move["flex"], int(move["to"])
+    flex, count = move.flex, move.after
+    assert flex is not None
     for var, value in (state.get("vars") or {}).items():
-        how = flex["vars"].get(var)
+        how = flex.vars.get(var)
         if how is None:
             raise RunError(f"element '{name}' keeps variable {var} per instance")
-        if how["kind"] == "dictionary":
-            instance = _hasher([how["type"]], count)
+        if how.kind == "dictionary":
+            instance = _hasher([how.type], count)
             for k, v in value.items():
                 target(instance((k,)))["vars"][var][k] = v
             continue
-        instance = _hasher(how["types"], count)
+        instance = _hasher(list(how.types), count)
         for key, entries in value.buckets.items():
-            j = instance(tuple(key[p] for p in how["positions"]))
+            j = instance(tuple(key[p] for p in how.positions))
             cache = target(j)["vars"][var]
             cache.buckets[key] = entries
             cache.now_ms = max(cache.now_ms, value.now_ms)
-    ports = list(flex["ports"].values())
+    ports = list(flex.ports.values())
     for i, mirror in enumerate(state.get("sources") or []):
         if mirror is None:
             continue
-        cols, instance = ports[i]["columns"], _hasher(ports[i]["types"], count)
+        cols, instance = ports[i].columns, _hasher(list(ports[i].types), count)
         for key, row in mirror["rows"].items():
             j = instance(tuple(row.get(c) for c in cols))
             target(j)["sources"][i]["rows"][key] = row
@@ -263,7 +304,7 @@ def _split_flex(name: str, state: dict, move: dict, target: Any) -> None:
                 target(j)["sources"][i]["times"][key] = mirror["times"][key]
 
 
-def _skeleton(state: dict, join: Optional[dict]) -> dict:
+def _skeleton(state: dict, join: Optional[JoinMove]) -> dict:
     """A new instance's state made from the old instance state ``state``: its fields without the
     output window's rows and, for a join, without the select's rows (sources and join stores)."""
     skeleton = copy.deepcopy({k: v for k, v in state.items()
@@ -288,29 +329,29 @@ def _skeleton(state: dict, join: Optional[dict]) -> dict:
     return skeleton
 
 
-def _split(name: str, inst: int, state: dict, move: dict, element: dict,
+def _split(name: str, inst: int, state: dict, move: Move, element: Element,
            into: dict[int, dict], counts: Optional[dict] = None) -> None:
     """Add the window rows, times and PER groups of old instance ``inst``'s ``state`` to the new
     instances' states in ``into`` (made from ``state``'s skeleton as needed); for a join, its
     sources' and join's rows too (:func:`_split_join`, which notes in ``counts`` what
     :func:`_recount` needs)."""
-    if state.get("vars") and move.get("flex") is None:
+    if state.get("vars") and move.flex is None:
         raise RunError(f"element '{name}' keeps variables per instance, which cannot be split")
     window = state.get("output")
-    join = move.get("join")
+    join = move.join
     for owner, field, ns, _ in stored_parts(state, inst):
-        if (owner is not window and owner[field] and join is None and move.get("flex") is None
-                and move.get("groups") is None):
+        if (owner is not window and owner[field] and join is None and move.flex is None
+                and move.groups is None):
             raise RunError(f"element '{name}' holds state ({ns}) that is not keyed by the hash "
                            f"columns")
     if window is not None and window.get("bucket") is not None:
         raise RunError(f"element '{name}' keeps a KEEP EVERY bucket per instance")
-    by_key = _router(move, list(element["key"])) if move["hash"] else None
-    per = list((element.get("keep") or {}).get("per") or [])
+    by_key = _router(move, list(element.key)) if move.hash else None
+    per = list(element.keep.per) if element.keep is not None else []
     by_group = _router(move, per) if per else None
 
     # (an aggregation's skeleton is without its aggregates' and sources' entries too)
-    shape = _bare(state, inst) if move.get("groups") is not None else state
+    shape = _bare(state, inst) if move.groups is not None else state
 
     def target(j: int) -> dict:
         if j not in into:
@@ -320,14 +361,14 @@ def _split(name: str, inst: int, state: dict, move: dict, element: dict,
             into[j]["seq"] = state["seq"]
         return into[j]
 
-    if move.get("groups") is not None:
+    if move.groups is not None:
         if join is not None:  # (a join that aggregates: its ports' rows as a join's)
             _split_join(name, state, move, target, counts if counts is not None else {})
         _split_groups(name, inst, state, move, target, joined=join is not None)
         return
     if join is not None:
         _split_join(name, state, move, target, counts if counts is not None else {})
-    if move.get("flex") is not None:
+    if move.flex is not None:
         _split_flex(name, state, move, target)
     if window is None:
         return
@@ -346,15 +387,15 @@ def _split(name: str, inst: int, state: dict, move: dict, element: dict,
         target(j)["output"]["groups"][gkey] = keys
 
 
-def _group_route(move: dict) -> Any:
+def _group_route(move: Move) -> Any:
     """The new instance of an entry ``(namespace, key, value)`` of an aggregation's state: the
-    hash of its hash column values, which an aggregate's group key holds at ``move["groups"]``
+    hash of its hash column values, which an aggregate's group key holds at ``move.groups``
     (an input or output key's value is its group key), an output row in the hash output
     columns and a source row in the hash source columns."""
-    positions = list(move["groups"])
-    outs = [out for out, _, _ in move["hash"]]
-    sources = [src for _, src, _ in move["hash"]]
-    instance = _hasher([t for _, _, t in move["hash"]], int(move["to"]))
+    positions = list(move.groups or ())
+    outs = [h.output for h in move.hash]
+    sources = [h.source for h in move.hash]
+    instance = _hasher([h.type for h in move.hash], move.after)
 
     def route(ns: str, key: tuple, value: Any) -> int:
         if ns.startswith("a."):
@@ -373,7 +414,7 @@ def _part_id(ns: str, kind: type) -> tuple:
     return (ns.rsplit(".t", 1)[0], "t") if kind is StoredTimes else (ns, "")
 
 
-def _split_groups(name: str, inst: int, state: dict, move: dict, target: Any,
+def _split_groups(name: str, inst: int, state: dict, move: Move, target: Any,
                   joined: bool = False) -> None:
     """Add every stored entry of the old aggregation instance state ``state`` (its aggregates'
     groups, input and output keys, its output window's and source windows' rows and times) to
@@ -446,20 +487,20 @@ def _spread(into: dict[int, dict], route: Any) -> dict[int, dict[int, dict]]:
     return per_bucket
 
 
-def _join_routes(move: dict) -> tuple[list, Any]:
+def _join_routes(move: Move) -> tuple[list, Any]:
     """Per source of a join, a function giving the new instances of one of its rows (a hashed
     port: the one its hash chooses; a broadcast port: all); and the function that gives those of
     a joined row of sources ``0..j`` (the first hashed source present in it; all when its
     sources are broadcast ones only)."""
-    ports = move["join"]["ports"]
-    aliases = move["join"]["aliases"]
-    count = int(move["to"])
+    assert move.join is not None
+    ports, aliases = move.join.ports, move.join.aliases
+    count = move.after
     everywhere = list(range(count))
 
-    def port_route(port: Optional[dict]) -> Any:
+    def port_route(port: Optional[HashPort]) -> Any:
         if port is None:
             return lambda row: everywhere
-        cols, instance = port["columns"], _hasher(port["types"], count)
+        cols, instance = port.columns, _hasher(list(port.types), count)
         return lambda row: [instance(tuple(row.get(c) for c in cols))]
 
     routes = [port_route(p) for p in ports]
@@ -474,7 +515,7 @@ def _join_routes(move: dict) -> tuple[list, Any]:
     return routes, joined
 
 
-def _split_join(name: str, state: dict, move: dict, target: Any, counts: dict) -> None:
+def _split_join(name: str, state: dict, move: Move, target: Any, counts: dict) -> None:
     """Add the rows of old instance state ``state``'s join (its sources' mirrors, the Joiner's
     per-source and per-level stores, equality indexes and match counts: runtime/engine/join.py)
     to the new instances ``target(j)`` gives, each row where its port places it. The equated
@@ -535,11 +576,12 @@ def _split_join(name: str, state: dict, move: dict, target: Any, counts: dict) -
                 place("rcnt", level, key, n, routes[level + 1](stores["src"][level + 1][key]))
 
 
-def _recount(move: dict, into: dict[int, dict], counts: dict) -> None:
+def _recount(move: Move, into: dict[int, dict], counts: dict) -> None:
     """The match counts of the broadcast rows of each level that joins them with hashed rows,
     counted in each new instance from its equality indexes (ccl/plan/rescale.py allows such a
     level only when its ON is column equalities alone: a row's matches are its index entry)."""
-    ports = move["join"]["ports"]
+    assert move.join is not None
+    ports = move.join.ports
     for state in into.values():
         stores = state["selects"][0]["join"]
         for level in range(len(stores["acc"])):
@@ -557,19 +599,19 @@ def _recount(move: dict, into: dict[int, dict], counts: dict) -> None:
                     if key in vals and ridx.get(vals[key])}
 
 
-def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element: dict) -> None:
+def _build_engine(state_dir: str, move: Move, batch: int, buckets: int,
+                  element: Element) -> None:
     """The new state directory of the per-instance element ``element`` (``state_dir + NEW``), as
     the state is after ``batch``: state files and, where the old one had them, stores of
     ``buckets`` buckets."""
-    name = element["name"]
+    name = element.name
     target = state_dir + NEW
     shutil.rmtree(target, ignore_errors=True)  # a build a crash cut short
     os.makedirs(target)
     root = rows_root(state_dir)
     stored = os.path.isdir(root) and read_layout(root) is not None
     # a Flex whose dictionaries and caches the store keeps (runtime/arrow_state.py _stored)
-    typed = element_from_json(element)  # (the state layer reads the typed plan)
-    in_vars = not uses_window_store(typed) and uses_variable_store(typed)
+    in_vars = not uses_window_store(element) and uses_variable_store(element)
     into: dict[int, dict] = {}
     counts: dict = {}  # (a join's) equated values of its rows, for _recount
     due: list[int] = []
@@ -592,11 +634,11 @@ def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element:
             _materialize(states, None)
         for inst, state in sorted(states.items()):
             _split(name, inst, state, move, element, into, counts)
-    if move.get("join") is not None:
+    if move.join is not None:
         _recount(move, into, counts)
     per_bucket: dict[int, dict[int, dict]] = {}
-    if move.get("spread") is not None:
-        per_bucket = _spread(into, group_router(move["spread"], buckets))
+    if move.spread is not None:
+        per_bucket = _spread(into, group_router(move.spread, buckets))
     else:
         for inst, state in into.items():
             per_bucket.setdefault(inst % buckets, {})[inst] = state
@@ -617,7 +659,7 @@ def _build_engine(state_dir: str, move: dict, batch: int, buckets: int, element:
             store.commit(batch)
 
 
-def _rewritten(path: str, target: str, move: dict, columns: list[str]) -> None:
+def _rewritten(path: str, target: str, move: Move, columns: list[str]) -> None:
     """The Parquet file ``path`` written to ``target`` with its ``__inst`` recomputed from the
     ``columns`` of each row (one per hash column)."""
     import pyarrow as pa
@@ -628,7 +670,7 @@ def _rewritten(path: str, target: str, move: dict, columns: list[str]) -> None:
         return
     import pyarrow.compute as pc
     hashed = spark_pmod_hash_columns([table.column(c).combine_chunks() for c in columns],
-                                     [t for _, _, t in move["hash"]], int(move["to"]))
+                                     [h.type for h in move.hash], move.after)
     field = table.schema.field(INST)
     was = table.column(INST)
     new = pc.if_else(pc.is_null(was), pa.scalar(None, field.type),
@@ -637,7 +679,7 @@ def _rewritten(path: str, target: str, move: dict, columns: list[str]) -> None:
     pq.write_table(table, target)
 
 
-def _build_native(state_dir: str, move: dict, batch: int) -> None:
+def _build_native(state_dir: str, move: Move, batch: int) -> None:
     """The new snapshot directory of a Spark group-by aggregation: its snapshot of ``batch``
     (the newest up to it) with every group's ``__inst`` recomputed from its group columns."""
     target = state_dir + NEW
@@ -647,10 +689,10 @@ def _build_native(state_dir: str, move: dict, batch: int) -> None:
     kept = [p for p in snapshots if int(re.findall(r"\d+", os.path.basename(p))[0]) <= batch]
     if kept:
         _rewritten(kept[-1], os.path.join(target, os.path.basename(kept[-1])), move,
-                   [src for _, src, _ in move["hash"]])
+                   [h.source for h in move.hash])
 
 
-def _build_changelog(changelog_dir: str, move: dict) -> None:
+def _build_changelog(changelog_dir: str, move: Move) -> None:
     """A window's changelog with each row's ``__inst`` the instance its key now has."""
     if not os.path.isdir(changelog_dir):
         return
@@ -660,6 +702,6 @@ def _build_changelog(changelog_dir: str, move: dict) -> None:
     for entry in sorted(os.scandir(changelog_dir), key=lambda e: e.name):
         if entry.name.startswith("batch-") and entry.name.endswith(".parquet"):
             _rewritten(entry.path, os.path.join(target, entry.name), move,
-                       [out for out, _, _ in move["hash"]])
+                       [h.output for h in move.hash])
         elif entry.is_file() and not entry.name.startswith("."):
             shutil.copyfile(entry.path, os.path.join(target, entry.name))

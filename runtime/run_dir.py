@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from ccl.plan.codec import PlanFormatError, plan_from_json
+from ccl.plan.codec import PlanFormatError, plan_from_json, plan_version
 from ccl.plan.model import PLAN_VERSION, Element, Plan
 
 from .file_names import file_name
@@ -71,7 +71,7 @@ def saved_plan(root: str) -> Optional[dict]:
 def older_layout(root: str, saved: dict) -> Optional[str]:
     """Why the run directory ``root``, begun with the plan ``saved``, is of a layout this runtime
     does not read (one sentence without the remedy); None when it reads it."""
-    version = saved.get("version")
+    version = plan_version(saved)
     if version not in READABLE_VERSIONS or not os.path.exists(os.path.join(root, RUN_FILE)):
         return (f"it was written by an older ccl (plan version {version!r}), whose layout this "
                 f"ccl does not read")
@@ -107,8 +107,7 @@ def saved_run_plan(saved: dict) -> Plan:
 
 
 def why_not_resumable(root: str, old: dict, new: dict) -> Optional[str]:
-    """:func:`why_not_continued` for a new plan in its JSON form (``ccl deploy``'s ``.ccx``,
-    runtime/rescale.py's plan with the checkpoint's counts)."""
+    """:func:`why_not_continued` for a new plan in its JSON form (``ccl deploy``'s ``.ccx``)."""
     return why_not_continued(root, old, plan_from_json(new))
 
 

@@ -227,3 +227,20 @@ def test_a_group_move_cut_short_after_the_stores_switched_is_finished(spark, tmp
     assert job["swapping"] is False and set(job["groups"]) == {"w", "x"}
     monkeypatch.undo()
     assert _grouped_outputs(run(split, 3)) == expected
+
+
+def test_a_journal_whose_group_spread_does_not_decode_is_refused_saying_so(tmp_path):
+    """The spread of a ``by_group`` aggregation in RUN/rebucket.json is decoded with the plan's
+    codec: one that is not a spread stops the run with a RunError naming the journal, which
+    stays in place."""
+    from runtime.rebucket import finish_rebucket
+    from runtime.run_dir import RunDirs
+    from runtime.run_setup import RunError
+    journal = tmp_path / "rebucket.json"
+    journal.write_text(json.dumps({"from": 2, "to": 3, "batch": 0, "elements": ["W"],
+                                   "swapping": False, "groups": {"W": {"columns": ["k"]}}}))
+    with pytest.raises(RunError, match="holds a move to other buckets that this ccl cannot read "
+                                       r".*rebucket.json: not a valid group spread: missing "
+                                       "'types'"):
+        finish_rebucket(RunDirs(str(tmp_path)))
+    assert journal.exists()

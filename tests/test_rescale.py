@@ -3,6 +3,7 @@ runtime/rescale.py moves): resuming after the move gives the outputs of a run th
 count from the start; what would change results is refused, naming the element and the reason."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -10,7 +11,8 @@ import re
 
 import pytest
 
-from ccl.plan.codec import plan_from_json, plan_to_json
+from ccl.plan.codec import PlanFormatError, move_from_json, move_to_json, plan_to_json
+from ccl.plan.model import Move, Plan
 from ccl.plan.planner import plan_project
 from ccl.plan.rescale import rescale_moves, why_not_rescaled
 from runtime.spark_hash import spark_pmod_hash
@@ -31,10 +33,15 @@ def _outputs(out) -> dict:
             "Totals": sorted((r["Sym"], r["Qty"], r["N"]) for r in out.rows("Totals"))}
 
 
-def _plan(path: str, parts: int) -> dict:
+def _plan(path: str, parts: int) -> Plan:
     plan, diags = plan_project(path, params={"PARTS": str(parts)})
     assert plan is not None, [str(d) for d in diags]
-    return plan_to_json(plan)
+    return plan
+
+
+def _json(moves: dict[str, Move]) -> dict[str, dict]:
+    """The moves in the JSON form the journal holds (runtime/rescale.py ``RUN/rescale.json``)."""
+    return {name: move_to_json(move) for name, move in moves.items()}
 
 
 def _instances(run: str, element: str) -> set[int]:
@@ -207,7 +214,7 @@ REFUSED = {
 }
 
 
-def _plans(tmp_path, body: str) -> tuple[dict, dict]:
+def _plans(tmp_path, body: str) -> tuple[Plan, Plan]:
     path = tmp_path / "p.ccl"
     path.write_text(HEAD + body)
     return _plan(str(path), 2), _plan(str(path), 3)
@@ -237,10 +244,10 @@ def test_hash_on_the_state_key_is_allowed_and_unchanged_counts_need_nothing(tmp_
     moves, refused = rescale_moves(old, new)
     assert refused == []
     assert set(moves) == {"W", "T"}  # S keeps its count
-    assert moves["W"]["hash"] == [["Sym", "Sym", "string"]] and moves["W"]["store"] == "engine"
-    typed = plan_from_json(new)
+    assert _json(moves)["W"]["hash"] == [["Sym", "Sym", "string"]]
+    assert moves["W"].store == "engine"
     # a stateless ROUNDROBIN filter holds nothing per instance: its count may change
-    assert not typed.element("S").stateful and why_not_rescaled(typed.element("S"), typed) is None
+    assert not new.element("S").stateful and why_not_rescaled(new.element("S"), new) is None
 
 
 def test_ccl_rescale_refuses_without_touching_the_checkpoint(tmp_path):
@@ -248,7 +255,7 @@ def test_ccl_rescale_refuses_without_touching_the_checkpoint(tmp_path):
     old, _ = _plans(tmp_path, REFUSED["keep_rows"][0])
     checkpoint = tmp_path / "ck"
     checkpoint.mkdir()
-    (checkpoint / "plan.json").write_text(json.dumps(old, indent=1, sort_keys=True))
+    (checkpoint / "plan.json").write_text(json.dumps(plan_to_json(old), indent=1, sort_keys=True))
     before = (checkpoint / "plan.json").read_text()
     code, out, err = ccl("rescale", str(checkpoint), "--param", "PARTS=3")
     assert code == 1
@@ -265,7 +272,7 @@ def test_ccl_run_rescale_refuses_before_spark_starts(tmp_path):
     old, _ = _plans(tmp_path, REFUSED["roundrobin"][0])
     checkpoint = tmp_path / "ck"
     checkpoint.mkdir()
-    (checkpoint / "plan.json").write_text(json.dumps(old, indent=1, sort_keys=True))
+    (checkpoint / "plan.json").write_text(json.dumps(plan_to_json(old), indent=1, sort_keys=True))
     project = str(tmp_path / "p.ccl")
     code, _, err = ccl("run", project, "--checkpoint", str(checkpoint), "--param", "PARTS=3",
                        "--rescale", "--until-idle", "--output-dir", str(tmp_path / "out"))
@@ -361,10 +368,11 @@ def test_a_join_on_its_hash_columns_with_a_broadcast_input_is_allowed(tmp_path):
     old, new = _plans(tmp_path, body)
     moves, refused = rescale_moves(old, new)
     assert refused == []
-    assert moves["S"]["join"]["ports"][1] is None  # Names: broadcast
-    assert moves["S"]["hash"] == []  # a stream keeps no output rows
-    assert [p["alias"] for p in moves["W"]["join"]["ports"]] == ["p", "n"]
-    assert moves["W"]["hash"] == [["Sym", "Sym", "string"]]
+    as_json = _json(moves)
+    assert as_json["S"]["join"]["ports"][1] is None  # Names: broadcast
+    assert as_json["S"]["hash"] == []  # a stream keeps no output rows
+    assert [p["alias"] for p in as_json["W"]["join"]["ports"]] == ["p", "n"]
+    assert as_json["W"]["hash"] == [["Sym", "Sym", "string"]]
 
 
 JOIN_GROUP_PROJECT = """
@@ -392,10 +400,11 @@ def test_joins_that_aggregate_by_their_hash_columns_are_allowed(tmp_path):
     path.write_text(JOIN_GROUP_PROJECT)
     moves, refused = rescale_moves(_plan(str(path), 4), _plan(str(path), 7))
     assert refused == []
-    assert {n: (m["store"], m["groups"], m["hash"]) for n, m in moves.items()} == {
+    assert {n: (m["store"], m["groups"], m["hash"]) for n, m in _json(moves).items()} == {
         "Best": ("engine", [0], [["Sym", "Sym", "string"]]),
         "PerVenue": ("engine", [1], [["Sym", "Sym", "string"]])}
-    assert moves["PerVenue"]["join"]["ports"][1] is None  # Venues: broadcast
+    assert moves["PerVenue"].join is not None
+    assert moves["PerVenue"].join.ports[1] is None  # Venues: broadcast
 
 
 @pytest.mark.parametrize("first,then", [(4, 7), (7, 2)])
@@ -474,8 +483,8 @@ def test_flex_keyed_by_its_hash_column_is_allowed_and_example2_is_refused(tmp_pa
     path.write_text(FLEX_PROJECT)
     moves, refused = rescale_moves(_plan(str(path), 2), _plan(str(path), 3))
     assert refused == []
-    assert moves["Seen"]["hash"] == [["Sym", "Sym", "string"]]
-    assert moves["Seen"]["flex"]["vars"] == {
+    assert _json(moves)["Seen"]["hash"] == [["Sym", "Sym", "string"]]
+    assert _json(moves)["Seen"]["flex"]["vars"] == {
         "seen": {"kind": "dictionary", "type": "string"},
         "total": {"kind": "dictionary", "type": "string"},
         "recent": {"kind": "cache", "positions": [0], "types": ["string"]}}
@@ -645,21 +654,38 @@ def test_engine_aggregations_grouped_by_the_hash_columns_are_allowed(tmp_path):
     path = tmp_path / "p.ccl"
     path.write_text(GROUP_PROJECT)
     old, new = _plan(str(path), 4), _plan(str(path), 7)
-    assert {e["name"]: e["physical"]["path"] for e in new["elements"]
-            if e["name"] in ("W", "X", "Y")} == dict.fromkeys("WXY", "per-instance")
+    assert {e.name: e.physical.path for e in new.elements if e.physical is not None
+            and e.name in ("W", "X", "Y")} == dict.fromkeys("WXY", "per-instance")
     moves, refused = rescale_moves(old, new)
     assert refused == []
-    assert {n: (m["store"], m["groups"], m["hash"]) for n, m in moves.items()} == {
+    assert {n: (m["store"], m["groups"], m["hash"]) for n, m in _json(moves).items()} == {
         "W": ("engine", [0], [["k", "k", "string"]]),
         "X": ("engine", [0], [["k", "k", "string"]]),
         "Y": ("engine", [1], [["k", "k", "string"]])}
 
 
+# The moves of GROUP_PROJECT from 3 to 5 instances in the journal (RUN/rescale.json) as the code
+# before the typed moves (main at c76e8b0) wrote them: a journal a crash left behind is finished by
+# the next run, which may be of this ccl.
+GROUP_MOVES_3_TO_5 = {
+    "W": {"from": 3, "to": 5, "store": "engine", "hash": [["k", "k", "string"]], "groups": [0],
+          "spread": {"columns": ["k", "j"], "types": ["string", "long"], "items": ["k", "j"]}},
+    "X": {"from": 3, "to": 5, "store": "engine", "hash": [["k", "k", "string"]], "groups": [0],
+          "spread": {"columns": ["k"], "types": ["string"], "items": ["k"]}},
+    "Y": {"from": 3, "to": 5, "store": "engine", "hash": [["k", "k", "string"]], "groups": [1]}}
+
+
+@pytest.mark.parametrize("written_by", ["this ccl", "the ccl before typed moves"])
 def test_an_engine_aggregation_rescale_cut_short_is_finished_by_the_next_run(
-        spark, tmp_path, monkeypatch):
-    """A crash when the built directories are to be swapped in: the journal (with how a
-    ``by_group`` aggregation's groups find their buckets) makes the next run finish the move."""
+        spark, tmp_path, monkeypatch, written_by):
+    """A crash when the built directories are to be swapped in (or, for a journal of the ccl
+    before the moves were typed, before they were built): the journal (with how a ``by_group``
+    aggregation's groups find their buckets) makes the next run finish the move. This ccl writes
+    the journal the earlier one wrote."""
     import runtime.rescale as rs
+    from runtime.rebucket import last_commit
+    from runtime.run_dir import RunDirs
+    from runtime.run_setup import layout_of
 
     def inputs(root) -> dict:
         return {"S": str(root / "in" / "s"), "U": str(root / "in" / "u")}
@@ -674,16 +700,107 @@ def test_an_engine_aggregation_rescale_cut_short_is_finished_by_the_next_run(
     old, new = _plan(str(split / "p.ccl"), 3), _plan(str(split / "p.ccl"), 5)
     moves, refused = rescale_moves(old, new)
     assert refused == [] and set(moves) == {"W", "X", "Y"}
-
-    def killed(path: str) -> None:
-        raise KeyboardInterrupt("killed")
-    monkeypatch.setattr(rs, "swap_dir", killed)
-    with pytest.raises(KeyboardInterrupt):
-        rs.rescale_run(run, old, new, moves)
-    job = json.loads(open(os.path.join(run, "rescale.json")).read())
-    assert job["moves"]["X"]["spread"]["columns"] == ["k"] and "spread" not in job["moves"]["Y"]
-    monkeypatch.undo()
+    journal = os.path.join(run, "rescale.json")
+    if written_by == "this ccl":
+        def killed(path: str) -> None:
+            raise KeyboardInterrupt("killed")
+        monkeypatch.setattr(rs, "swap_dir", killed)
+        with pytest.raises(KeyboardInterrupt):
+            rs.rescale_run(run, old, new, moves)
+        job = json.loads(open(journal).read())
+        assert job["moves"] == GROUP_MOVES_3_TO_5 and job["swapping"] is True
+        monkeypatch.undo()
+    else:
+        with open(journal, "w", encoding="utf-8") as f:
+            json.dump({"batch": last_commit(RunDirs(run)), "buckets": layout_of(run).buckets,
+                       "moves": GROUP_MOVES_3_TO_5, "plan": plan_to_json(new),
+                       "swapping": False}, f)
     _group_files(str(split / "in"), 2)
     got = run_project(spark, split, GROUP_PROJECT, inputs(split), params={"PARTS": "5"})
     assert _group_outputs(got) == expected
-    assert not os.path.exists(os.path.join(run, "rescale.json"))
+    assert not os.path.exists(journal)
+    assert json.loads(open(os.path.join(run, "plan.json")).read()) == plan_to_json(new)
+
+
+def test_moves_come_back_equal_from_their_journal_form(tmp_path):
+    """Every move of the projects above (joins, Flex, aggregations, nothing kept) comes back
+    from its JSON form equal, and the journal the ccl before typed moves wrote decodes to the
+    moves this ccl makes."""
+    from runtime.rebucket import group_spec
+    from tests.rescale_projects import PROJECT as PLAIN
+    path = tmp_path / "p.ccl"
+    stateless = HEAD + """CREATE OUTPUT STREAM S PARTITION BY Trades ROUNDROBIN PARTITIONS PARTS
+        AS SELECT * FROM Trades WHERE Trades.Qty > 1;"""
+    stores = []
+    for text in (PLAIN, FLEX_PROJECT, FLEX_WINDOW_PROJECT, JOIN_PROJECT, JOIN_GROUP_PROJECT,
+                 GROUP_PROJECT, stateless):
+        path.write_text(text)
+        moves, refused = rescale_moves(_plan(str(path), 4), _plan(str(path), 7))
+        assert refused == [] and moves
+        for move in moves.values():
+            assert move_from_json(json.loads(json.dumps(move_to_json(move)))) == move
+            stores.append((move.store, move.join is not None, move.flex is not None))
+    assert {("none", False, False), ("native", False, False), ("engine", False, False),
+            ("engine", True, False), ("engine", False, True)} <= set(stores)
+    path.write_text(GROUP_PROJECT)
+    new = _plan(str(path), 5)
+    moves, _ = rescale_moves(_plan(str(path), 3), new)
+    spread = {name: dataclasses.replace(moves[name], spread=group_spec(new, name))
+              for name in ("W", "X")}
+    assert {name: move_from_json(m) for name, m in GROUP_MOVES_3_TO_5.items()} == {**moves,
+                                                                                  **spread}
+
+
+@pytest.mark.parametrize("bad,why", [
+    ([], "an object is expected, not list"),
+    ({"from": 2, "to": 3, "store": "disk", "hash": []}, "a store 'disk' is not known"),
+    ({"from": 2, "store": "none", "hash": []}, "missing 'to'"),
+    ({"from": 2, "to": 3, "store": "engine", "hash": [["k", "k"]]}, "not enough values"),
+    ({"from": 2, "to": 3, "store": "engine", "hash": [], "flex": {"ports": {}, "outputs": [],
+      "vars": {"v": {"kind": "counter"}}}}, "a Flex variable kept as 'counter' is not known"),
+])
+def test_a_malformed_move_is_a_format_error_of_one_line(bad, why):
+    with pytest.raises(PlanFormatError, match=f"^not a valid move: .*{re.escape(why)}") as info:
+        move_from_json(bad)
+    assert "\n" not in str(info.value)
+
+
+def test_a_journal_or_checkpoint_plan_this_ccl_cannot_read_is_refused_saying_so(tmp_path):
+    """A rescale journal whose moves or plan do not decode stops the run with a RunError naming
+    the journal, which stays in place; ``ccl rescale`` of a checkpoint whose plan.json does not
+    decode says so, without a traceback, and moves nothing."""
+    from runtime.rescale import finish_rescale
+    from runtime.run_setup import RunError
+    path = tmp_path / "p.ccl"
+    path.write_text(GROUP_PROJECT)
+    new = plan_to_json(_plan(str(path), 5))
+    run = tmp_path / "run"
+    run.mkdir()
+    journal = run / "rescale.json"
+    for job, why in (
+            ({"batch": 0, "buckets": 2, "moves": {"W": {"from": 3, "store": "engine"}},
+              "plan": new, "swapping": False}, "not a valid move: missing 'to'"),
+            ({"batch": 0, "buckets": 2, "moves": GROUP_MOVES_3_TO_5,
+              "plan": {**new, "version": 2}, "swapping": False},
+             "plan version 2 is not supported"),
+            ({"batch": 0, "buckets": 2, "moves": {"Nowhere": GROUP_MOVES_3_TO_5["Y"]},
+              "plan": new, "swapping": True}, "missing 'Nowhere'"),
+            ({"batch": 0, "moves": {}, "plan": new, "swapping": True}, "missing 'buckets'"),
+            ([], "list indices must be integers")):
+        journal.write_text(json.dumps(job))
+        with pytest.raises(RunError, match="holds a move to other instance counts that this ccl "
+                                           "cannot read") as info:
+            finish_rescale(str(run))
+        assert why in str(info.value) and journal.exists()
+    journal.write_text("{")
+    with pytest.raises(RunError, match="rescale.json: not JSON"):
+        finish_rescale(str(run))
+    journal.unlink()
+    checkpoint = tmp_path / "ck"
+    checkpoint.mkdir()
+    broken = {**new, "elements": [{"name": "W"}]}
+    (checkpoint / "plan.json").write_text(json.dumps(broken))
+    code, out, err = ccl("rescale", str(checkpoint), "--file", str(path), "--param", "PARTS=3")
+    assert code == 1 and "Traceback" not in err, err
+    assert "plan.json is not a plan this ccl reads (not a valid plan: missing 'kind')" in err
+    assert json.loads((checkpoint / "plan.json").read_text()) == broken

@@ -699,7 +699,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.rescale:
         if not run_dir:
             raise UsageError("--rescale moves the state of a checkpoint: give --checkpoint DIR")
-        code = _rescale(run_dir, plan_to_json(plan), out, err)
+        code = _rescale(run_dir, plan, out, err)
         if code is not None:
             return code
     scratch = tempfile.mkdtemp(prefix="ccl-run-") if run_dir is None else None
@@ -1260,7 +1260,6 @@ def cmd_subscribe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_rescale(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`ccl rescale`: move a checkpoint's state to the instance counts of new parameter values."""
-    from ..plan.codec import plan_to_json
     from ..plan.planner import PlanError, build_plan
     from runtime.run_dir import saved_plan
 
@@ -1284,7 +1283,7 @@ def cmd_rescale(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except PlanError as exc:
         err.write(f"{exc}\n")
         return EXIT_ERRORS
-    code = _rescale(args.checkpoint, plan_to_json(plan), out, err)
+    code = _rescale(args.checkpoint, plan, out, err)
     return EXIT_OK if code is None else code
 
 
@@ -1300,17 +1299,20 @@ def _project_of(checkpoint: str, name: str) -> str:
     return name
 
 
-def _rescale(run_dir: str, new: dict, out: TextIO, err: TextIO) -> Optional[int]:
-    """Move the state of the checkpoint ``run_dir`` to the instance counts of the JSON plan
-    ``new`` (ccl/plan/rescale.py decides, runtime/rescale.py moves); the exit code when it is
-    refused, else None."""
+def _rescale(run_dir: str, new: "Plan", out: TextIO, err: TextIO) -> Optional[int]:
+    """Move the state of the checkpoint ``run_dir`` to the instance counts of the plan ``new``
+    (ccl/plan/rescale.py decides, runtime/rescale.py moves); the exit code when it is refused,
+    else None."""
     from ..plan.rescale import rescale_moves
-    from runtime.rescale import rescale_run
-    from runtime.run_dir import saved_plan
+    from runtime.rescale import checkpoint_plan, rescale_run
     from runtime.run_setup import RunError
     from runtime.state.store import StateError
 
-    old = saved_plan(run_dir)
+    try:
+        old = checkpoint_plan(run_dir)
+    except RunError as exc:
+        err.write(f"ccl rescale: {exc}\n")
+        return EXIT_ERRORS
     if old is None:
         out.write(f"{run_dir}: no checkpoint yet; nothing to move\n")
         return None
@@ -1330,7 +1332,7 @@ def _rescale(run_dir: str, new: dict, out: TextIO, err: TextIO) -> Optional[int]
         err.write(f"ccl rescale: {exc}\n")
         return EXIT_ERRORS
     for name, move in moves.items():
-        out.write(f"{name}: {move['from']} -> {move['to']} instances\n")
+        out.write(f"{name}: {move.before} -> {move.after} instances\n")
     return None
 
 

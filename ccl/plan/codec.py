@@ -10,11 +10,13 @@ from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from ..syntax import nodes as n
 from .model import (KERNELS, PLAN_FORMAT, PLAN_VERSION, Adapter, Aggregate, Aging, Autogenerate,
-                    Column, Element, Flex, Handler, Item, Join, Keep, Matching, NativeAggregation,
+                    Column, Element, Flex, FlexMove, FlexVariable, GroupSpread, Handler, HashColumn,
+                    HashPort, Item, Join, JoinMove, Keep, Matching, Move, NativeAggregation,
                     NativeFilter, OrderItem, Partition, PartitionSpec, Physical, Plan, Query, Select,
                     Source)
 
-__all__ = ["PlanFormatError", "plan_from_json", "plan_to_json"]
+__all__ = ["PlanFormatError", "move_from_json", "move_to_json", "plan_from_json", "plan_to_json",
+           "plan_version", "spread_from_json", "spread_to_json"]
 
 T = TypeVar("T")
 
@@ -261,11 +263,27 @@ def element_from_json(d: Mapping) -> Element:
         physical=physical_from_json(d.get("physical")))
 
 
+def _decoded(what: str, decode: Callable[[], T]) -> T:
+    """``decode()``, its errors on malformed data (PlanFormatError too) raised as one
+    PlanFormatError of one line."""
+    try:
+        return decode()
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # (PlanFormatError too)
+        why = f"missing {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise PlanFormatError(f"not a valid {what}: {why}") from None
+
+
+def _mapping(value: object) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise PlanFormatError(f"an object is expected, not {type(value).__name__}")
+    return value
+
+
 def check_header(data: object, versions: tuple[int, ...] = (PLAN_VERSION,)) -> None:
     """Refuse data that is not a ``ccl-plan`` of one of ``versions`` (one-line message)."""
     if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
         raise PlanFormatError(f"not a compiled CCL plan (format {PLAN_FORMAT!r} expected)")
-    version = data.get("version")
+    version = plan_version(data)
     if version not in versions:
         raise PlanFormatError(
             f"plan version {version!r} is not supported (this ccl reads version {PLAN_VERSION}): "
@@ -282,7 +300,8 @@ def plan_from_json(data: object, versions: tuple[int, ...] = (PLAN_VERSION,)) ->
     with the added decisions at their defaults."""
     check_header(data, versions)
     assert isinstance(data, dict)
-    try:
+
+    def decode() -> Plan:
         return Plan(
             project=str(data.get("project", "")), file=str(data.get("file", "")),
             parameters=dict(data.get("parameters") or {}),
@@ -293,6 +312,107 @@ def plan_from_json(data: object, versions: tuple[int, ...] = (PLAN_VERSION,)) ->
                                    dict(a.get("properties") or {}))
                            for a in _list(data.get("adapters"))),
             native_operators=bool(data.get("native_operators", True)))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # (PlanFormatError too)
-        what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
-        raise PlanFormatError(f"not a valid plan: {what}") from None
+    return _decoded("plan", decode)
+
+
+def plan_version(data: object) -> object:
+    """The version the JSON form ``data`` says it is of (None when it says none), read before it
+    is decoded: which versions a reader accepts is its own question (runtime/run_dir.py)."""
+    return data.get("version") if isinstance(data, dict) else None
+
+
+# --- moves to other instance counts (the journal of runtime/rescale.py) ---------------------------
+#
+# A move's JSON form is what ``RUN/rescale.json`` (and, for a spread, ``RUN/rebucket.json``) holds
+# while a run directory's state moves: a journal a crash left behind is finished by the next run,
+# perhaps of a newer ccl, so the form stays as it is.
+
+
+def spread_to_json(s: GroupSpread) -> dict:
+    """The JSON form of a :class:`GroupSpread`."""
+    return {"columns": list(s.columns), "types": list(s.types), "items": list(s.items)}
+
+
+def _port_to_json(p: Optional[HashPort]) -> Optional[dict]:
+    if p is None:
+        return None
+    out: dict[str, Any] = {} if p.alias is None else {"alias": p.alias}
+    return {**out, "columns": list(p.columns), "types": list(p.types)}
+
+
+def _variable_to_json(v: FlexVariable) -> dict:
+    if v.kind == "dictionary":
+        return {"kind": v.kind, "type": v.type}
+    return {"kind": v.kind, "positions": list(v.positions), "types": list(v.types)}
+
+
+def move_to_json(m: Move) -> dict:
+    """The JSON form of a :class:`Move` (the parts it does not have left out)."""
+    out: dict[str, Any] = {"from": m.before, "to": m.after, "store": m.store,
+                           "hash": [[h.output, h.source, h.type] for h in m.hash]}
+    if m.groups is not None:
+        out["groups"] = list(m.groups)
+    if m.join is not None:
+        out["join"] = {"ports": [_port_to_json(p) for p in m.join.ports],
+                       "aliases": list(m.join.aliases)}
+    if m.flex is not None:
+        out["flex"] = {"ports": {k: _port_to_json(p) for k, p in m.flex.ports.items()},
+                       "vars": {k: _variable_to_json(v) for k, v in m.flex.vars.items()},
+                       "outputs": list(m.flex.outputs)}
+    if m.spread is not None:
+        out["spread"] = spread_to_json(m.spread)
+    return out
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(str(v) for v in _list(value))
+
+
+def _port_from_json(d: object) -> Optional[HashPort]:
+    if d is None:
+        return None
+    port = _mapping(d)
+    return HashPort(_strings(port["columns"]), _strings(port["types"]),
+                    None if port.get("alias") is None else str(port["alias"]))
+
+
+def _variable_from_json(d: Mapping) -> FlexVariable:
+    if d["kind"] == "dictionary":
+        return FlexVariable("dictionary", type=str(d["type"]))
+    if d["kind"] == "cache":
+        return FlexVariable("cache", positions=tuple(int(p) for p in _list(d["positions"])),
+                            types=_strings(d["types"]))
+    raise PlanFormatError(f"a Flex variable kept as {d['kind']!r} is not known")
+
+
+def spread_from_json(d: object) -> GroupSpread:
+    """The :class:`GroupSpread` :func:`spread_to_json` wrote; PlanFormatError otherwise."""
+    def decode() -> GroupSpread:
+        spec = _mapping(d)
+        return GroupSpread(_strings(spec["columns"]), _strings(spec["types"]),
+                           _strings(spec["items"]))
+    return _decoded("group spread", decode)
+
+
+def move_from_json(d: object) -> Move:
+    """The :class:`Move` :func:`move_to_json` wrote; PlanFormatError otherwise."""
+    def decode() -> Move:
+        m = _mapping(d)
+        if m["store"] not in ("engine", "native", "none"):
+            raise PlanFormatError(f"a store {m['store']!r} is not known")
+        join = None if m.get("join") is None else _mapping(m["join"])
+        flex = None if m.get("flex") is None else _mapping(m["flex"])
+        return Move(
+            before=int(m["from"]), after=int(m["to"]), store=str(m["store"]),
+            hash=tuple(HashColumn(str(o), str(s), str(t)) for o, s, t in _list(m["hash"])),
+            groups=None if m.get("groups") is None else tuple(int(g) for g in _list(m["groups"])),
+            join=None if join is None else JoinMove(
+                tuple(_port_from_json(p) for p in _list(join["ports"])), _strings(join["aliases"])),
+            flex=None if flex is None else FlexMove(
+                {str(k): _port_from_json(p)  # type: ignore[misc]
+                 for k, p in _mapping(flex["ports"]).items()},
+                {str(k): _variable_from_json(_mapping(v))
+                 for k, v in _mapping(flex["vars"]).items()},
+                _strings(flex["outputs"])),
+            spread=None if m.get("spread") is None else spread_from_json(m["spread"]))
+    return _decoded("move", decode)

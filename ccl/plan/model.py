@@ -353,3 +353,87 @@ class Plan:
             if e.name == name:
                 return e
         raise KeyError(name)
+
+
+# --- moves of a checkpoint to other instance counts (ccl/plan/rescale.py, runtime/rescale.py) -----
+
+
+@dataclass(frozen=True, slots=True)
+class HashColumn:
+    """A hash column of a move: the output column that holds it as it is, the source column and
+    its type (by which Spark's hash places it)."""
+
+    output: str
+    source: str
+    type: str
+
+
+@dataclass(frozen=True, slots=True)
+class HashPort:
+    """How the rows of one source find their instance: its HASH columns and their types;
+    ``alias`` the source's alias in a join's select (None for a Flex's input)."""
+
+    columns: tuple[str, ...]
+    types: tuple[str, ...]
+    alias: Optional[str] = None
+
+
+@dataclass(frozen=True, slots=True)
+class JoinMove:
+    """The sources of a join, in FROM order: each one's port (None: a broadcast input, whose rows
+    every instance holds) and alias."""
+
+    ports: tuple[Optional[HashPort], ...]
+    aliases: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FlexVariable:
+    """How a Flex variable is keyed by the hash columns: a ``dictionary`` keyed by one hash
+    column of ``type``, or an event ``cache`` whose bucket key holds the hash columns at
+    ``positions`` (of ``types``)."""
+
+    kind: str
+    type: Optional[str] = None
+    positions: tuple[int, ...] = ()
+    types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FlexMove:
+    """How a Flex's state is keyed: the port of each input (in input order), each variable's
+    keying, and the output column of each hash column (a window's)."""
+
+    ports: Mapping[str, HashPort]
+    vars: Mapping[str, FlexVariable]
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSpread:
+    """How the rows of an aggregation whose groups spread over buckets (``by_group``) find their
+    bucket: its group columns (source columns, GROUP BY order), their types and the output
+    columns (select items) that hold them."""
+
+    columns: tuple[str, ...]
+    types: tuple[str, ...]
+    items: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """The move of one element's state from ``before`` to ``after`` instances: where its state
+    is (``store``: ``engine``, the per-instance engine's; ``native``, a Spark group-by's
+    snapshot; ``none``: nothing kept), its hash columns, and as the element needs: where the
+    hash columns sit in an aggregation's group key (``groups``), a join's ports, a Flex's
+    keying, and the buckets an aggregation's groups spread over (``spread``, added by the
+    runtime, which knows the run's layout)."""
+
+    before: int
+    after: int
+    store: str
+    hash: tuple[HashColumn, ...] = ()
+    groups: Optional[tuple[int, ...]] = None
+    join: Optional[JoinMove] = None
+    flex: Optional[FlexMove] = None
+    spread: Optional[GroupSpread] = None

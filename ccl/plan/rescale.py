@@ -9,8 +9,8 @@ for a join that aggregates its groups too; for a Flex, its dictionaries and even
 :func:`flex_state`). Everything else is refused here,
 naming the reason (:func:`why_not_rescaled`), before any file is touched.
 
-Reads the typed plan (ccl/plan/model.py; :func:`rescale_moves` decodes the JSON form a run
-directory's ``plan.json`` holds), without Spark; the moves it gives are JSON, for the journal.
+Reads the typed plan (ccl/plan/model.py), without Spark; the moves it gives are typed too
+(:class:`~ccl.plan.model.Move`), and ccl/plan/codec.py writes them into the runtime's journal.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import dataclasses
 from typing import Any, Optional
 
 from ..syntax import nodes as n
-from .codec import plan_from_json
-from .model import Element, Plan, Select
+from .model import (Element, FlexMove, FlexVariable, HashColumn, HashPort, JoinMove, Move, Plan,
+                    Select)
 
 # KEEP kinds whose retention is counted per instance unless PER groups it by the hash columns
 _COUNTED = ("rows", "last")
@@ -165,17 +165,17 @@ def _equality(part: object, aliases: set[str]) -> Optional[tuple[tuple[str, str]
     return sides[0], sides[1]
 
 
-def join_ports(element: Element, plan: Plan) -> list[Optional[dict]] | str:
+def join_ports(element: Element, plan: Plan) -> list[Optional[HashPort]] | str:
     """Per source of the element's one select, in FROM order, how its rows are placed: its HASH
-    columns and their types (``{"alias", "columns", "types"}``), or None for a broadcast input
-    (every instance holds all its rows); or why the sources cannot be placed so."""
+    columns and their types (with its alias), or None for a broadcast input (every instance holds
+    all its rows); or why the sources cannot be placed so."""
     assert element.query is not None and element.partition is not None
     select = element.query.selects[0]
     specs: dict[str, list] = {}
     for spec in element.partition.specs:
         specs.setdefault(spec.input, []).append(spec)
     broadcast = set(element.partition.broadcast)
-    ports: list[Optional[dict]] = []
+    ports: list[Optional[HashPort]] = []
     for src in select.sources:
         by = specs.get(src.element) or []
         if len(by) > 1:
@@ -187,8 +187,8 @@ def join_ports(element: Element, plan: Plan) -> list[Optional[dict]] | str:
             ports.append(None)
             continue
         types = _source_types(plan, src.element)
-        ports.append({"alias": src.alias, "columns": list(by[0].columns),
-                      "types": [types.get(c, "string") for c in by[0].columns]})
+        ports.append(HashPort(tuple(by[0].columns),
+                              tuple(types.get(c, "string") for c in by[0].columns), src.alias))
     return ports
 
 
@@ -214,7 +214,7 @@ def _why_not_join(element: Element, plan: Plan, select: Select) -> Optional[str]
     if not hashed:
         return "none of its join's sources is HASH partitioned"
     # every hashed source's k-th hash column equated (through the ON equalities) with the others'
-    parent = {(a, c): (a, c) for p in hashed for a, c in [(p["alias"], col) for col in p["columns"]]}
+    parent = {(p.alias, col): (p.alias, col) for p in hashed for col in p.columns}
 
     def find(x):
         while parent.setdefault(x, x) != x:
@@ -237,17 +237,17 @@ def _why_not_join(element: Element, plan: Plan, select: Select) -> Optional[str]
         levels.append((join.kind, only_equal and equalities > 0))
     first = hashed[0]
     for p in hashed[1:]:
-        if len(p["columns"]) != len(first["columns"]):
-            return (f"its sources {first['alias']} and {p['alias']} are hashed on different "
+        if len(p.columns) != len(first.columns):
+            return (f"its sources {first.alias} and {p.alias} are hashed on different "
                     f"numbers of columns: matching rows can be in different instances")
-        for k, col in enumerate(p["columns"]):
-            if find((p["alias"], col)) != find((first["alias"], first["columns"][k])):
-                return (f"its ON does not equate the hash column {col} of {p['alias']} with "
-                        f"{first['columns'][k]} of {first['alias']}: matching rows can be in "
+        for k, col in enumerate(p.columns):
+            if find((p.alias, col)) != find((first.alias, first.columns[k])):
+                return (f"its ON does not equate the hash column {col} of {p.alias} with "
+                        f"{first.columns[k]} of {first.alias}: matching rows can be in "
                         f"different instances")
-            if p["types"][k] != first["types"][k]:
-                return (f"the hash columns {first['alias']}.{first['columns'][k]} and "
-                        f"{p['alias']}.{col} have different types, which hash differently")
+            if p.types[k] != first.types[k]:
+                return (f"the hash columns {first.alias}.{first.columns[k]} and "
+                        f"{p.alias}.{col} have different types, which hash differently")
     # which aliases every row of each level's left side holds (outer joins null-extend)
     present = {aliases[0]}
     for j, (kind, only_equal) in enumerate(levels):
@@ -312,13 +312,13 @@ def always_present(select: Select) -> set[str]:
     return present
 
 
-def _present_hashed(ports: list[Optional[dict]], present: set[str]) -> list[dict]:
+def _present_hashed(ports: list[Optional[HashPort]], present: set[str]) -> list[HashPort]:
     """The hashed ports among ``ports`` whose alias every joined row holds (``present``: an
     outer join null-extends the others, whose hash columns may then be null)."""
-    return [p for p in ports if p is not None and p["alias"] in present]
+    return [p for p in ports if p is not None and p.alias in present]
 
 
-def _join_group_positions(select: Select, ports: list[Optional[dict]],
+def _join_group_positions(select: Select, ports: list[Optional[HashPort]],
                           present: set[str]) -> list[int] | str:
     """Where each hash column sits in the group key of a join that aggregates (GROUP BY order,
     as runtime/engine/aggregate.py keys its groups): the k-th hash column as a plain column of a
@@ -328,7 +328,7 @@ def _join_group_positions(select: Select, ports: list[Optional[dict]],
     grouped = [_plain_column_of(g, hashed) for g in select.group_by]
     first = next(p for p in ports if p is not None)
     positions = []
-    for k, col in enumerate(first["columns"]):
+    for k, col in enumerate(first.columns):
         at = [i for i, found in enumerate(grouped) if found is not None and found[1] == k]
         if not at:
             return (f"its GROUP BY does not include the hash column {col} of a source every "
@@ -337,17 +337,17 @@ def _join_group_positions(select: Select, ports: list[Optional[dict]],
     return positions
 
 
-def _plain_column_of(expr: object, hashed: list[dict]) -> Optional[tuple[str, int]]:
+def _plain_column_of(expr: object, hashed: list[HashPort]) -> Optional[tuple[str, int]]:
     """(alias, k) when ``expr`` reads the k-th hash column of one of the ``hashed`` ports as it
     is, else None."""
     for p in hashed:
-        col = _plain_column(expr, {p["alias"]})
-        if col is not None and col in p["columns"]:
-            return p["alias"], p["columns"].index(col)
+        col = _plain_column(expr, {p.alias})  # type: ignore[arg-type]
+        if col is not None and col in p.columns:
+            return p.alias, p.columns.index(col)  # type: ignore[return-value]
     return None
 
 
-def _join_outputs(element: Element, select: Select, ports: list[Optional[dict]],
+def _join_outputs(element: Element, select: Select, ports: list[Optional[HashPort]],
                   present: set[str]) -> list[tuple[str, str]] | str:
     """(output column, hash column) per hash column, each output column the hash column as it
     is of a hashed source every joined row holds (``present``; any such source: the ON equates
@@ -359,11 +359,11 @@ def _join_outputs(element: Element, select: Select, ports: list[Optional[dict]],
         return ("no HASH partitioned source is in every joined row (an outer join "
                 "null-extends them), so its rows' keys do not give the instance")
     out = []
-    for k, col in enumerate(hashed[0]["columns"]):
+    for k, col in enumerate(hashed[0].columns):
         found = None
         for item in select.items:
             for p in hashed:
-                if _plain_column(item.expr, {p["alias"]}) == p["columns"][k]:
+                if _plain_column(item.expr, {p.alias}) == p.columns[k]:  # type: ignore[arg-type]
                     found = found or item.name
         if found is None:
             if element.kind == "stream":
@@ -429,15 +429,15 @@ def _output_values(node: object) -> list:
     return found
 
 
-def flex_state(element: Element, plan: Plan) -> dict | str:
+def flex_state(element: Element, plan: Plan) -> FlexMove | str:
     """How the state of a partitioned Flex is keyed by its hash columns, for the move: ``ports``
-    (input element -> its hash ``columns`` and ``types``), ``vars`` (variable -> ``{"kind":
-    "dictionary", "type"}`` for a dictionary whose every use is ``d[In.col]`` (or ``remove(d,
-    In.col)``) with ``col`` its row handler's one hash column, or ``{"kind": "cache",
-    "positions", "types"}`` for an event cache whose key includes its source's hash columns, used
-    in that source's handlers only and never re-keyed by ``keyCache``) and ``outputs`` (the
-    output column that every ``output`` of a window gives each hash column as it is); or why the
-    state is not so keyed."""
+    (input element -> its hash columns and their types), ``vars`` (variable -> a ``dictionary``
+    keyed by a column of ``type``, for a dictionary whose every use is ``d[In.col]`` (or
+    ``remove(d, In.col)``) with ``col`` its row handler's one hash column, or a ``cache`` with
+    the ``positions`` and ``types`` of the hash columns in its key, for an event cache whose key
+    includes its source's hash columns, used in that source's handlers only and never re-keyed by
+    ``keyCache``) and ``outputs`` (the output column that every ``output`` of a window gives each
+    hash column as it is); or why the state is not so keyed."""
     flex = element.flex
     assert flex is not None and element.partition is not None
     specs: dict[str, Any] = {}
@@ -446,14 +446,14 @@ def flex_state(element: Element, plan: Plan) -> dict | str:
             return f"its input {spec.input} is partitioned twice"
         specs[spec.input] = spec
     names = dict(zip(flex.inputs, flex.input_names))
-    ports: dict[str, dict] = {}
+    ports: dict[str, HashPort] = {}
     for source in flex.inputs:
         if source not in specs:
             return (f"its input {source} is broadcast: every instance runs its handler on all "
                     f"of its rows, changing its own variables")
         types = _source_types(plan, source)
-        ports[source] = {"columns": list(specs[source].columns),
-                         "types": [types.get(c, "string") for c in specs[source].columns]}
+        ports[source] = HashPort(tuple(specs[source].columns),
+                                 tuple(types.get(c, "string") for c in specs[source].columns))
     handlers = flex.handlers
     for h in handlers:
         if h.event != "row":
@@ -462,7 +462,7 @@ def flex_state(element: Element, plan: Plan) -> dict | str:
             return f"its {what} handler runs once per instance, not per key"
     declared = flex.declare or element.declare
     functions = [d for d in declared if not isinstance(d, n.VarDecl)]
-    keyed: dict[str, dict] = {}
+    keyed: dict[str, FlexVariable] = {}
     for decl in declared:
         if not isinstance(decl, n.VarDecl):
             continue
@@ -476,12 +476,12 @@ def flex_state(element: Element, plan: Plan) -> dict | str:
     if element.kind == "window":
         first = next(iter(ports.values()))
         columns = _columns(element)
-        for k in range(len(first["columns"])):
+        for k in range(len(first.columns)):
             found: set[Optional[str]] = set()
             for h in handlers:
                 source = h.source or ""
                 port = ports[source]
-                col = port["columns"][k] if k < len(port["columns"]) else None
+                col = port.columns[k] if k < len(port.columns) else None
                 own = {source, names.get(source, source)}
                 for value in _output_values(h.body):
                     if _name_of(value) in own:  # the input row itself
@@ -494,17 +494,17 @@ def flex_state(element: Element, plan: Plan) -> dict | str:
                         found.add(None)
             if None in found or len(found) != 1:
                 return (f"not every output of its window passes the hash column "
-                        f"{first['columns'][k]} through as one of its columns, so its rows are "
+                        f"{first.columns[k]} through as one of its columns, so its rows are "
                         f"not keyed by it")
             outputs.append(found.pop())  # type: ignore[arg-type]
     problem = _why_not_keyed_output(element, outputs)
     if problem:
         return problem
-    return {"ports": ports, "vars": keyed, "outputs": outputs}
+    return FlexMove(ports, keyed, tuple(outputs))
 
 
-def _keyed_variable(var: str, vtype: n.Node, handlers: tuple, functions: list, ports: dict,
-                    names: dict) -> dict | str:
+def _keyed_variable(var: str, vtype: n.Node, handlers: tuple, functions: list,
+                    ports: dict[str, HashPort], names: dict) -> FlexVariable | str:
     """How the Flex variable ``var`` of type ``vtype`` is keyed (see :func:`flex_state`), or why
     it is not."""
     if not _uses_only(functions, var, lambda node: False):
@@ -516,7 +516,7 @@ def _keyed_variable(var: str, vtype: n.Node, handlers: tuple, functions: list, p
             return f"its event cache {var} is over {source}, which is not one of its inputs"
         keys = [k.name for k in vtype.keys or []]
         port = ports[source]
-        if not all(c in keys for c in port["columns"]):
+        if not all(c in keys for c in port.columns):
             return (f"its event cache {var} is keyed by ({', '.join(keys) or 'nothing'}), not by "
                     f"the hash columns of {source}: a bucket's rows are in several instances")
 
@@ -533,13 +533,13 @@ def _keyed_variable(var: str, vtype: n.Node, handlers: tuple, functions: list, p
             if not _uses_only(h.body, var, read_here):
                 return (f"its event cache {var} is moved to another bucket (keyCache), which may "
                         f"live in another instance")
-        return {"kind": "cache", "positions": [keys.index(c) for c in port["columns"]],
-                "types": port["types"]}
+        return FlexVariable("cache", positions=tuple(keys.index(c) for c in port.columns),
+                            types=port.types)
     if isinstance(vtype, n.DictType):
         for h in handlers:
             port = ports[h.source]
             own = {h.source, names.get(h.source, h.source)}
-            col = port["columns"][0] if len(port["columns"]) == 1 else None
+            col = port.columns[0] if len(port.columns) == 1 else None
 
             def by_key(node: n.Node) -> bool:
                 """``d[In.col]`` or ``remove(d, In.col)``."""
@@ -552,11 +552,11 @@ def _keyed_variable(var: str, vtype: n.Node, handlers: tuple, functions: list, p
             if not _uses_only(h.body, var, by_key):
                 return (f"its dictionary {var} is used by another key than the hash column of "
                         f"the row (or whole), so its entries are not kept by key")
-        types = {tuple(p["columns"]): p["types"] for p in ports.values()}
+        types = {p.columns: p.types for p in ports.values()}
         key_types = {t[0] for t in types.values() if len(t) == 1}
         if len(key_types) != 1:
             return f"its dictionary {var} is keyed by hash columns of different types"
-        return {"kind": "dictionary", "type": key_types.pop()}
+        return FlexVariable("dictionary", type=key_types.pop())
     return (f"its variable {var} is kept per instance (a counter or other value not keyed by the "
             f"partition key), so it cannot be split between instances")
 
@@ -580,65 +580,66 @@ def _hash_outputs(select: Select, spec: Any) -> list[tuple[str, str]] | str:
     return out
 
 
-def rescale_moves(old: dict, new: dict) -> tuple[dict[str, dict], list[str]]:
-    """The moves that take the run directory begun with the JSON plan ``old`` to the JSON plan
-    ``new`` (element name -> ``from``/``to`` instance counts, ``store`` (``native``: a Spark
-    group-by snapshot, ``engine``: per-instance engine state, ``none``: nothing kept) and
-    ``hash``: per hash column its output column, source column and type; for an aggregation
-    the per-instance engine runs, ``groups``: where the hash columns sit in its group key), and
-    the refusals (``element 'X': reason``) of the elements whose count changes but whose state
-    cannot move. ``new`` is read as the typed plan; of ``old`` only the instance counts."""
-    before = {e["name"]: e["physical"]["instances"] for e in old.get("elements", [])}
-    plan = plan_from_json(new)
-    moves: dict[str, dict] = {}
+def rescale_moves(old: Plan, new: Plan) -> tuple[dict[str, Move], list[str]]:
+    """The moves that take the run directory begun with the plan ``old`` to the plan ``new``
+    (element name -> its :class:`~ccl.plan.model.Move`), and the refusals (``element 'X':
+    reason``) of the elements whose count changes but whose state cannot move. Of ``old`` only
+    the instance counts are read."""
+    before = {e.name: _instances(e) for e in old.elements}
+    moves: dict[str, Move] = {}
     refused: list[str] = []
-    for e in plan.elements:
-        was = before.get(e.name)
-        count = e.physical.instances if e.physical is not None else 1
+    for e in new.elements:
+        was, count = before.get(e.name), _instances(e)
         if was is None or was == count:
             continue
-        problem = why_not_rescaled(e, plan)
+        problem = why_not_rescaled(e, new)
         if problem:
             refused.append(f"element '{e.name}': {problem}")
             continue
-        move: dict[str, Any] = {"from": was, "to": count, "store": "none", "hash": []}
-        moves[e.name] = move
-        if not e.stateful or e.partition is None:
-            continue
-        move["store"] = "engine"
-        if e.flex is not None:
-            keyed = flex_state(e, plan)
-            assert not isinstance(keyed, str)  # (why_not_rescaled said so)
-            first = next(iter(keyed["ports"].values()))
-            move["hash"] = [[out, first["columns"][k], first["types"][k]]
-                            for k, out in enumerate(keyed["outputs"])]
-            move["flex"] = keyed
-            continue
-        assert e.query is not None
-        select = e.query.selects[0]
-        aggregates = bool(select.group_by or select.aggregates)
-        if select.joins or len(select.sources) != 1:
-            ports = join_ports(e, plan)
-            assert not isinstance(ports, str)  # (why_not_rescaled said so)
-            first = next(p for p in ports if p is not None)
-            present = always_present(select)
-            hashed = _join_outputs(e, select, ports, present)
-            assert not isinstance(hashed, str)
-            # (the k-th hash column of every hashed port has one type: why_not_rescaled)
-            move["hash"] = [[out, src, first["types"][k]] for k, (out, src) in enumerate(hashed)]
-            move["join"] = {"ports": ports, "aliases": [s.alias for s in select.sources]}
-            if aggregates:
-                groups = _join_group_positions(select, ports, present)
-                assert not isinstance(groups, str)
-                move["groups"] = groups
-            continue
-        spec = e.partition.specs[0]
-        types = _source_types(plan, spec.input)
-        hashed = _hash_outputs(select, spec)
-        assert not isinstance(hashed, str)  # (why_not_rescaled said so)
-        move["hash"] = [[out, src, types.get(src, "string")] for out, src in hashed]
-        if e.physical is not None and e.physical.native == "aggregation":
-            move["store"] = "native"
-        elif aggregates:
-            move["groups"] = group_positions(e)
+        moves[e.name] = _move(e, new, was, count)
     return moves, refused
+
+
+def _instances(element: Element) -> int:
+    return element.physical.instances if element.physical is not None else 1
+
+
+def _move(e: Element, plan: Plan, was: int, count: int) -> Move:
+    """The move of element ``e`` of ``plan`` (one :func:`why_not_rescaled` lets move) from
+    ``was`` to ``count`` instances."""
+    if not e.stateful or e.partition is None:
+        return Move(was, count, "none")
+    if e.flex is not None:
+        keyed = flex_state(e, plan)
+        assert not isinstance(keyed, str)  # (why_not_rescaled said so)
+        first = next(iter(keyed.ports.values()))
+        return Move(was, count, "engine",
+                    tuple(HashColumn(out, first.columns[k], first.types[k])
+                          for k, out in enumerate(keyed.outputs)), flex=keyed)
+    assert e.query is not None
+    select = e.query.selects[0]
+    aggregates = bool(select.group_by or select.aggregates)
+    if select.joins or len(select.sources) != 1:
+        ports = join_ports(e, plan)
+        assert not isinstance(ports, str)  # (why_not_rescaled said so)
+        first = next(p for p in ports if p is not None)
+        present = always_present(select)
+        hashed = _join_outputs(e, select, ports, present)
+        assert not isinstance(hashed, str)
+        groups = _join_group_positions(select, ports, present) if aggregates else None
+        assert not isinstance(groups, str)
+        # (the k-th hash column of every hashed port has one type: why_not_rescaled)
+        return Move(was, count, "engine",
+                    tuple(HashColumn(out, src, first.types[k])
+                          for k, (out, src) in enumerate(hashed)),
+                    groups=None if groups is None else tuple(groups),
+                    join=JoinMove(tuple(ports), tuple(s.alias for s in select.sources)))
+    spec = e.partition.specs[0]
+    types = _source_types(plan, spec.input)
+    hashed = _hash_outputs(select, spec)
+    assert not isinstance(hashed, str)  # (why_not_rescaled said so)
+    columns = tuple(HashColumn(out, src, types.get(src, "string")) for out, src in hashed)
+    if e.physical is not None and e.physical.native == "aggregation":
+        return Move(was, count, "native", columns)
+    return Move(was, count, "engine", columns,
+                groups=tuple(group_positions(e)) if aggregates else None)
