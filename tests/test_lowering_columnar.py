@@ -98,3 +98,15 @@ def test_the_folds_the_kernel_takes_are_the_walks(tmp_path):
     # count(distinct) and sum(distinct) by the engine's add; max of distinct values is max
     assert lowered.folds == [None, None, "integer"]
     assert BucketRun(json.dumps(plan), "W").columnar.kinds == lowered.folds
+
+
+@pytest.mark.parametrize("group, mode", [("S.v + 1.0d1", "batch"), ("S.v + 1.00d2", None)])
+def test_a_key_is_its_group_by_expression_as_the_plan_writes_it(tmp_path, group, mode):
+    """The key column's expression must be the GROUP BY's as the plan writes it: a money literal
+    of another scale is another expression (the trees' equality alone would take it)."""
+    query = (f"SELECT S.v + 1.0d1 g, count(*) c FROM S GROUP BY {group}", "PRIMARY KEY (g)")
+    typed = plan_from_json(_plan(tmp_path, query, False)[0])
+    assert columnar_aggregation(typed.element("W"), typed) == mode
+    if mode is None:
+        with pytest.raises(Unsupported, match="its key is not its GROUP BY"):
+            lower_columnar(typed.element("W"), typed, False, FUNCTIONS, Nothing())

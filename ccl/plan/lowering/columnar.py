@@ -11,7 +11,8 @@ the engine's expressions.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from decimal import Decimal
 from typing import Any, Generic, Mapping, Optional, Protocol, TypeVar, Union
 
 from ...syntax import nodes as n
@@ -58,6 +59,20 @@ def pure(expr: n.Node, alias: Union[str, tuple[str, ...]], names: set, builtins:
     # (a Cast's type is no expression)
     parts = (expr.expr,) if isinstance(expr, n.Cast) else expr.children()
     return all(pure(p, alias, names, builtins) for p in parts)
+
+
+def _same(a: object, b: object) -> bool:
+    """Whether two trees (or values in them) are the same expression as the plan writes it: node
+    equality, and also a money literal's scale and ``Binary.temporal`` (which node equality leaves
+    out: ``1.0d1`` equals ``1.00d2``)."""
+    if isinstance(a, n.Node) or isinstance(b, n.Node):
+        return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name))
+                                          for f in fields(a) if f.name != "span")  # type: ignore[arg-type]
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, Decimal) and isinstance(b, Decimal):
+        return format(a, "f") == format(b, "f")
+    return a is b or a == b
 
 
 def partitions_var(element: Element) -> str:
@@ -134,7 +149,8 @@ def lower_columnar(element: Element, plan: Plan, observed: bool, builtins: Mappi
     # that no two groups ever show a row under one key (where the engine's order of rows decides)
     items = {it.name: it.expr for it in sel.items}
     keyed = [items.get(k) for k in element.key]
-    if any(e not in sel.group_by for e in keyed) or any(g not in keyed for g in sel.group_by):
+    if (any(not any(_same(e, g) for g in sel.group_by) for e in keyed)
+            or any(not any(_same(g, e) for e in keyed) for g in sel.group_by)):
         raise Unsupported("its key is not its GROUP BY")
     alias = sel.sources[0].alias
     aggregates = sel.aggregates
