@@ -26,7 +26,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ccl.plan.model import Element, Partition, Plan
-from ccl.syntax import nodes as n_
 
 from .engine.changes import OPS
 from .topology import is_input, ports_of
@@ -89,7 +88,7 @@ def native_stream(element: Element, source: Element, frame: pa.Table) -> Optiona
             or frame.column(WHY).null_count != frame.num_rows):
         return None
     n = frame.num_rows
-    passes = (condition_mask(n_.to_json(spec.where), spec.alias, dict(columns_of(source)), frame)
+    passes = (condition_mask(spec.where, spec.alias, dict(columns_of(source)), frame)
               if spec.where is not None else pa.array(np.ones(n, bool)))
     if passes is None:
         return None

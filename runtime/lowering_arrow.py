@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ccl.plan.lowering.condition import lower_where
+from ccl.syntax import nodes as n
 
 
 class _HasNaN(Exception):
@@ -52,9 +53,9 @@ class ArrowCondition:
         return fn(left, right)
 
 
-def condition_mask(expr: dict, alias: str, types: Mapping[str, str], table: pa.Table
+def condition_mask(expr: n.Node, alias: str, types: Mapping[str, str], table: pa.Table
                    ) -> Optional[pa.Array]:
-    """Whether each row of ``table`` passes the WHERE ``expr`` (plan JSON, over the columns of
+    """Whether each row of ``table`` passes the WHERE ``expr`` (a tree, over the columns of
     ``alias`` of CCL ``types``): true, or false for false and null; None when a float column
     holds a NaN (see the module's docstring)."""
     try:

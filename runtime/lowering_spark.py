@@ -13,6 +13,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from ccl.plan.lowering.condition import lower_where
+from ccl.syntax import nodes as n
 
 from .types import column
 
@@ -44,8 +45,8 @@ class SparkCondition:
         return {"<": left.__lt__, "<=": left.__le__, ">": left.__gt__, ">=": left.__ge__}[op](right)
 
 
-def condition_column(expr: dict, alias: str, types: Mapping[str, str]) -> Column:
-    """A native stream's WHERE (plan JSON, over the columns of ``alias`` of CCL ``types``) as a
+def condition_column(expr: n.Node, alias: str, types: Mapping[str, str]) -> Column:
+    """A native stream's WHERE (a tree, over the columns of ``alias`` of CCL ``types``) as a
     Spark Column; raises ccl.plan.lowering.Unsupported when it is outside the subset (a plan whose
     ``filter`` the planner did not accept)."""
     return lower_where(expr, alias, types, SparkCondition())

@@ -8,7 +8,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ccl.plan.model import Element
-from ccl.syntax import nodes as n
 
 from .bad_records import info_column
 from .built_once import once
@@ -62,7 +61,7 @@ def _native_stream_columns(element: Element, source: Element) -> list[Column]:
     assert element.physical is not None and element.physical.filter is not None
     spec = element.physical.filter
     why = F.col(WHY)
-    passes = (F.coalesce(condition_column(n.to_json(spec.where), spec.alias,
+    passes = (F.coalesce(condition_column(spec.where, spec.alias,
                                           dict(columns_of(source))),
                          F.lit(False)) if spec.where is not None else F.lit(True))
     kind = (F.when(why.isNotNull(), F.lit("bad")).when(F.col(OP).isin("d", "s"), F.lit("skip"))

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ccl.plan.codec import plan_from_json
+from ccl.syntax import nodes
 from runtime import arrow_frames
 from runtime.frames import changelog_frame, frame_layout
 from runtime.native_stages import native_frame, native_input
@@ -192,10 +193,8 @@ def test_a_nan_compared_is_left_to_spark(plan):
     by_name = {e["name"]: e for e in plan["elements"]}
     frame = arrow_frames.input_frame(_parsed(by_name["S"], path_rows, ["i"]))
     from runtime.lowering_arrow import condition_mask
-    where = {"node": "Binary", "op": ">", "left": {"node": "FieldAccess",
-             "base": {"node": "Var", "name": {"node": "Ident", "name": "x"}},
-             "field": {"node": "Ident", "name": "f"}},
-             "right": {"node": "Literal", "kind": "float", "value": 1.0}}
+    where = nodes.Binary(">", nodes.FieldAccess(nodes.Var(nodes.Ident("x")), nodes.Ident("f")),
+                         nodes.Literal("float", 1.0))
     assert condition_mask(where, "x", {"f": "float"}, frame) is None
     assert condition_mask(where, "x", {"f": "float"},
                           arrow_frames.input_frame(_parsed(by_name["S"], [(1, "a", 2.0, 1, True)],

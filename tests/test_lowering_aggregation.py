@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from ccl.plan.lowering import Unsupported
 from ccl.plan.lowering.aggregation import aggregate_call, lower_aggregate
 from ccl.plan.codec import element_from_json, plan_from_json
+from ccl.plan.model import Aggregate
 from ccl.plan.physical import native_aggregation
 from planned import plan_json
 from runtime.native_agg import SparkAggregation, output_values
@@ -43,10 +44,10 @@ def _plan(tmp_path, calls):
 
 
 def _spark_builds(element) -> bool:
-    sel = element["query"]["selects"][0]
+    sel = element_from_json(element).query.selects[0]
     try:
-        for i, a in enumerate(sel["aggregates"]):
-            fn, col = aggregate_call(a, sel["sources"][0]["alias"])
+        for i, a in enumerate(sel.aggregates):
+            fn, col = aggregate_call(a, sel.sources[0].alias)
             lower_aggregate(i, fn, col, SparkAggregation())
     except Unsupported:
         return False
@@ -98,6 +99,6 @@ def test_the_checker_accepts_what_spark_builds_and_merged_batches_give_the_whole
 @pytest.mark.parametrize("fn", ["median", "first", "vwap"])
 def test_an_aggregate_the_native_path_lacks_is_refused_by_both(fn):
     with pytest.raises(Unsupported, match=fn):
-        aggregate_call({"fn": fn, "args": [], "distinct": False}, "s")
+        aggregate_call(Aggregate("__agg0", fn, (), False), "s")
     with pytest.raises(Unsupported, match=fn):
         lower_aggregate(0, fn, "px", SparkAggregation())

@@ -75,7 +75,7 @@ def test_the_checker_takes_what_the_kernel_builds(tmp_path, query, observed):
     with pytest.raises(ValueError, match="not a stream aggregation the columnar path runs"):
         ColumnarAggregation(engine, built[1])
     with pytest.raises(Unsupported):
-        lower_columnar(element, plan, observed, FUNCTIONS, Nothing())
+        lower_columnar(*built, observed, FUNCTIONS, Nothing())
 
 
 def test_a_plain_column_shown_row_by_row_must_be_read_as_arrow_gives_it(tmp_path):
@@ -85,16 +85,28 @@ def test_a_plain_column_shown_row_by_row_must_be_read_as_arrow_gives_it(tmp_path
     query = OTHERS["a long shown as it is"]
     typed = plan_from_json(_plan(tmp_path, query, False)[0])
     assert columnar_aggregation(typed.element("W"), typed) == "batch"
-    plan, element = _plan(tmp_path, query, True)
-    typed = plan_from_json(plan)
+    typed = plan_from_json(_plan(tmp_path, query, True)[0])
     assert columnar_aggregation(typed.element("W"), typed) is None
     with pytest.raises(Unsupported, match="one by one"):
-        lower_columnar(element, plan, True, FUNCTIONS, Nothing())
+        lower_columnar(typed.element("W"), typed, True, FUNCTIONS, Nothing())
 
 
 def test_the_folds_the_kernel_takes_are_the_walks(tmp_path):
-    plan, element = _plan(tmp_path, OTHERS["distinct"], False)
-    lowered = lower_columnar(element, plan, False, FUNCTIONS, Nothing())
+    plan = _plan(tmp_path, OTHERS["distinct"], False)[0]
+    typed = plan_from_json(plan)
+    lowered = lower_columnar(typed.element("W"), typed, False, FUNCTIONS, Nothing())
     # count(distinct) and sum(distinct) by the engine's add; max of distinct values is max
     assert lowered.folds == [None, None, "integer"]
     assert BucketRun(json.dumps(plan), "W").columnar.kinds == lowered.folds
+
+
+@pytest.mark.parametrize("group, mode", [("S.v + 1.0d1", "batch"), ("S.v + 1.00d2", None)])
+def test_a_key_is_its_group_by_expression_as_the_plan_writes_it(tmp_path, group, mode):
+    """The key column's expression must be the GROUP BY's as the plan writes it: a money literal
+    of another scale is another expression (the trees' equality alone would take it)."""
+    query = (f"SELECT S.v + 1.0d1 g, count(*) c FROM S GROUP BY {group}", "PRIMARY KEY (g)")
+    typed = plan_from_json(_plan(tmp_path, query, False)[0])
+    assert columnar_aggregation(typed.element("W"), typed) == mode
+    if mode is None:
+        with pytest.raises(Unsupported, match="its key is not its GROUP BY"):
+            lower_columnar(typed.element("W"), typed, False, FUNCTIONS, Nothing())

@@ -16,6 +16,7 @@ from ccl.plan.codec import plan_from_json
 from ccl.plan.lowering import Unsupported
 from ccl.plan.lowering.condition import why_not_condition
 from ccl.plan.physical import condition_kind, native_filter
+from ccl.syntax import nodes as n
 from planned import plan_json
 from runtime.engine.expr import Expressions
 from runtime.engine.stages import truth
@@ -29,22 +30,19 @@ ALIAS = "s"
 
 
 def _field(name):
-    return {"node": "FieldAccess", "base": {"node": "Var", "name": {"node": "Ident", "name": ALIAS}},
-            "field": {"node": "Ident", "name": name}}
+    return n.FieldAccess(n.Var(n.Ident(ALIAS)), n.Ident(name))
 
 
 def _binary(op, left, right):
-    return {"node": "Binary", "op": op, "left": left, "right": right, "temporal": None}
+    return n.Binary(op, left, right)
 
 
 def _literal(kind, value):
-    return {"node": "Literal", "kind": kind, "value": value}
+    return n.Literal(kind, value)
 
 
 def _true_test(cond):
-    return {"node": "Case", "subject": None,
-            "whens": [{"node": "WhenThen", "when": cond, "then": _literal("boolean", True)}],
-            "default": _literal("boolean", False)}
+    return n.Case(None, [n.WhenThen(cond, _literal("boolean", True))], _literal("boolean", False))
 
 
 leaves = st.one_of(
@@ -60,7 +58,7 @@ def _extend(children):
     return st.one_of(
         st.builds(_binary, st.sampled_from(["=", "!=", "<>", "<", "<=", ">", ">="]), children, children),
         st.builds(_binary, st.sampled_from(["and", "or"]), children, children),
-        children.map(lambda c: {"node": "Unary", "op": "not", "operand": c}),
+        children.map(lambda c: n.Unary("not", c)),
         children.map(_true_test),
         st.builds(_binary, st.sampled_from(["+", "like"]), children, children))
 
@@ -135,8 +133,7 @@ def test_the_corpus_conditions(spark, tmp_path, where):
     path.write_text(SRC + f"create output stream a as select s.sym from s {where};")
     plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
-    element = next(e for e in plan["elements"] if e["name"] == "a")
-    expr = element["query"]["selects"][0]["where"]
-    accepted = _check(spark, [expr])
     typed = plan_from_json(plan)
+    expr = typed.element("a").query.selects[0].where
+    accepted = _check(spark, [expr])
     assert bool(accepted) == (native_filter(typed.element("a"), typed) is not None)

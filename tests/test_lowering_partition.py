@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import strategies
 from ccl.plan.lowering.partition import column_kinds as plan_kinds
+from ccl.plan.model import Column
 from ccl.plan.partition_functions import why_not_compilable
 from ccl.splash.interpreter import PartitionFunction
 from ccl.splash.types import scalar
@@ -54,7 +55,8 @@ def _lowering(block, kinds, count):
 def _check(spark, block_list, columns, rows, count):
     df = spark.createDataFrame(rows, struct(columns))
     kinds = column_kinds(df.schema)
-    assert kinds == plan_kinds(columns)  # the checker sees the columns as the runtime does
+    # the checker sees the columns as the runtime does
+    assert kinds == plan_kinds([Column(name, ctype) for name, ctype in columns])
     built = []
     for block in block_list:
         why, col, refused = _lowering(block, kinds, count)

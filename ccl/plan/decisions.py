@@ -135,7 +135,7 @@ def _compiled_specs(partition: Optional[Partition], plan: Plan) -> Optional[Part
     for spec in partition.specs:
         if spec.method == "custom" and spec.block is not None:
             source = next((e for e in plan.elements if e.name == spec.input), None)
-            columns = [[c.name, c.type] for c in source.columns] if source is not None else []
+            columns = source.columns if source is not None else ()
             why = why_not_compilable(spec.block, spec.alias or spec.input, column_kinds(columns),
                                      partition.partitions_var or "")
             spec = replace(spec, compiled=why is None, why=why)

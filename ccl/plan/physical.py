@@ -1,6 +1,6 @@
 """The rules of how the runtime executes each planned element: the native Spark path or the
 per-instance path, over the typed plan (:mod:`ccl.plan.model`; the lowerings they call walk
-an element's JSON form, as the runtime's backends do). Only the compiler applies them
+it too, as the runtime's backends do). Only the compiler applies them
 (ccl/plan/decisions.py); the plan stores the results, which ``ccl explain`` prints and the runtime
 reads.
 """
@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Callable, Iterable, Mapping, Optional
 
 from ..syntax import nodes as n
-from .codec import element_to_json
-from .lowering import Nothing, Unsupported
+from .lowering import Nothing, Unsupported, plain_column
 from .lowering.aggregation import NATIVE_AGGREGATES, aggregate_call, lower_aggregate
-from .lowering.columnar import lower_columnar
+from .lowering.columnar import lower_columnar, partitions_var
 from .lowering.columnar import pure as _pure
 from .lowering.condition import lower_condition
 from .model import (NATIVE, PER_INSTANCE, Adapter, Element, Keep, NativeAggregation, NativeFilter,
@@ -114,21 +113,6 @@ def _source_kind(element: Element, plan: Plan) -> str:
     return plan.element(element.query.selects[0].sources[0].element).read_as  # type: ignore[union-attr]
 
 
-def _column(expr: Optional[n.Node], alias: str) -> Optional[str]:
-    """The column name when ``expr`` is ``alias.column`` (:func:`ccl.plan.lowering.plain_column`
-    of a tree)."""
-    if (isinstance(expr, n.FieldAccess) and isinstance(expr.base, n.Var)
-            and expr.base.name.name == alias):
-        return expr.field.name
-    return None
-
-
-def _partitions_var(element: Element) -> str:
-    """The name the element's expressions read its partition count by."""
-    return ((element.partition.partitions_var if element.partition is not None else "")
-            or f"{element.name.split('.')[-1]}_partitions")
-
-
 # Input adapter types whose files the runtime reads (ESP's delimited-file, XML list and JSON file
 # input adapters), and those whose records runtime/adapters receives (from a socket, an MQTT broker
 # or a database) into the element's inbox directory. An element with another kind of adapter
@@ -206,21 +190,20 @@ def aggregation_spec(element: Element, plan: Plan) -> Optional[NativeAggregation
     sel, alias, src = found
     if sel.where is not None or not sel.group_by or not sel.aggregates:
         return None
-    group_cols = [_column(g, alias) for g in sel.group_by]
+    group_cols = [plain_column(g, alias) for g in sel.group_by]
     if None in group_cols:
         return None
     aggs: dict[str, tuple[str, Optional[str]]] = {}
     for i, a in enumerate(sel.aggregates):
-        call = {"fn": a.fn, "args": n.to_json(list(a.args)), "distinct": a.distinct}
         try:  # the walk runtime/native_agg.py builds the Spark aggregates with
-            aggs[a.name] = aggregate_call(call, alias)
+            aggs[a.name] = aggregate_call(a, alias)
             lower_aggregate(i, *aggs[a.name], backend=Nothing())
         except Unsupported:
             return None
     groups, aggregates = [], []
     for item in sel.items:
         expr = item.expr
-        col = _column(expr, alias)
+        col = plain_column(expr, alias)
         if col is not None and col in group_cols:
             groups.append((item.name, col))
         elif isinstance(expr, n.Var) and expr.name.name in aggs:
@@ -237,8 +220,7 @@ def aggregation_spec(element: Element, plan: Plan) -> Optional[NativeAggregation
 def columnar_aggregation(element: Element, plan: Plan) -> Optional[str]:
     """How the per-instance path may run ``element`` a bucket of rows at a time, a column at a
     time (runtime/engine/columnar.py), or None: the walk the kernel is built with
-    (ccl/plan/lowering/columnar.py, :func:`lower_columnar`, over the element's JSON form), which
-    takes
+    (ccl/plan/lowering/columnar.py, :func:`lower_columnar`), which takes
 
     - ``"batch"`` when nothing observes its changes one by one (:func:`changes_observed`): one
       change per group per micro-batch, all its readers see;
@@ -260,12 +242,9 @@ def columnar_aggregation(element: Element, plan: Plan) -> Optional[str]:
     query = element.query
     if element.kind != "window" or query is None or len(query.selects) != 1:
         return None  # (not an aggregation of one select: no need to look at its readers)
-    source = _find(plan, query.selects[0].sources[0].element) if query.selects[0].sources else None
-    # the walk reads the element and its source (the one element of the plan it looks up)
-    sources = {"elements": [element_to_json(source)] if source is not None else []}
     observed = changes_observed(element.name, plan) is not None
     try:
-        return lower_columnar(element_to_json(element), sources, observed, FUNCTIONS, Nothing()).mode
+        return lower_columnar(element, plan, observed, FUNCTIONS, Nothing()).mode
     except Unsupported:
         return None
 
@@ -321,9 +300,9 @@ def join_kernel(element: Element, plan: Plan) -> bool:
         if join.kind not in ("inner", "left") \
                 or not parts or not all(_equates(p, aliases[: j + 1], aliases[j + 1]) for p in parts):
             return False
-    names = {_partitions_var(element)}
+    names = {partitions_var(element)}
     exprs = [sel.where] + [it.expr for it in sel.items]
-    return all(_pure(n.to_json(e), tuple(aliases), names, FUNCTIONS) for e in exprs if e is not None)
+    return all(_pure(e, tuple(aliases), names, FUNCTIONS) for e in exprs if e is not None)
 
 
 def _equates(part: n.Node, left: list[str], right: str) -> bool:
@@ -333,7 +312,7 @@ def _equates(part: n.Node, left: list[str], right: str) -> bool:
         return False
     found = []
     for side in (part.left, part.right):
-        alias = next((a for a in left + [right] if _column(side, a) is not None), None)
+        alias = next((a for a in left + [right] if plain_column(side, a) is not None), None)
         found.append(alias)
     return None not in found and sorted([found[0] == right, found[1] == right]) == [False, True]
 
@@ -371,9 +350,9 @@ def keep_kernel(element: Element, plan: Plan) -> bool:
     if any(c not in columns for c in element.key + keep.per):
         return False
     alias = sel.sources[0].alias
-    names = {_partitions_var(element)}
+    names = {partitions_var(element)}
     exprs = [sel.where] + [it.expr for it in sel.items]
-    return all(_pure(n.to_json(e), alias, names, FUNCTIONS) for e in exprs if e is not None)
+    return all(_pure(e, alias, names, FUNCTIONS) for e in exprs if e is not None)
 
 
 # (name, rule) of each columnar kernel, in the order they are tried.
@@ -405,7 +384,7 @@ def group_columns(element: Element, plan: Plan, columnar: object = _UNKNOWN) -> 
     out_types = {c.name: str(c.type).strip().lower() for c in element.columns}
     columns = []
     for expr in sel.group_by:
-        col = _column(expr, alias)
+        col = plain_column(expr, alias)
         item = next((it.name for it in sel.items if it.expr == expr), None)
         if (col is None or types.get(col) not in _SPREAD_TYPES or out_types.get(item) != types[col]  # type: ignore[arg-type]
                 or (keyed and col not in src.key)):
@@ -443,13 +422,13 @@ def changes_observed(name: str, plan: Plan, _seen: frozenset = frozenset()) -> O
     return None
 
 
-def condition_kind(expr: object, alias: str, types: Mapping[str, str]) -> Optional[str]:
-    """The type of ``expr`` (a tree, or plan JSON) when it is in the subset whose Spark meaning is
+def condition_kind(expr: n.Node, alias: str, types: Mapping[str, str]) -> Optional[str]:
+    """The type of ``expr`` (a tree) when it is in the subset whose Spark meaning is
     SPLASH's meaning (ccl/plan/lowering/condition.py, the walk the runtime builds the Spark Column
     with: plain columns of ``alias`` and literals of integer/long/float/string/boolean, compared
     and combined with AND/OR/NOT); else None."""
     try:
-        return lower_condition(n.to_json(expr), alias, types, Nothing())[0]
+        return lower_condition(expr, alias, types, Nothing())[0]
     except Unsupported:
         return None
 
@@ -473,7 +452,7 @@ def native_filter(element: Element, plan: Plan) -> Optional[NativeFilter]:
     out_types = {c.name: c.type for c in element.columns}
     items = []
     for item in sel.items:
-        col = _column(item.expr, alias)
+        col = plain_column(item.expr, alias)
         if col is None or types.get(col) != out_types.get(item.name):
             return None
         items.append((item.name, col))

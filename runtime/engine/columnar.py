@@ -48,7 +48,6 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ccl.plan.codec import element_to_json, plan_to_json
 from ccl.plan.lowering import Unsupported
 from ccl.plan.lowering.columnar import lower_columnar
 from ccl.plan.model import Plan
@@ -122,9 +121,7 @@ class ColumnarAggregation:
         # the engine's compiled expressions
         try:
             per_row = engine.element.physical.columnar == "rows"
-            # (the compiler's walk reads the plan's JSON form: made once, for it alone)
-            lowered = lower_columnar(element_to_json(engine.element), plan_to_json(plan), per_row,
-                                     FUNCTIONS,
+            lowered = lower_columnar(engine.element, plan, per_row, FUNCTIONS,
                                      _EngineOperands(sel.where, self.agg, self.alias))
         except Unsupported as exc:
             raise ValueError(f"{engine.name}: not a stream aggregation the columnar path runs: "

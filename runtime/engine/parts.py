@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from ccl.plan.lowering.columnar import partitions_var
 from ccl.plan.model import Column, Element
 from ccl.syntax import nodes as n
 
-__all__ = ["column_pairs", "field_ref", "partitions_variable", "plain_column"]
+__all__ = ["column_pairs", "field_ref", "partitions_variable"]
 
 
 def column_pairs(columns: Sequence[Column]) -> list[tuple[str, str]]:
@@ -24,9 +25,7 @@ def partitions_variable(element: Element) -> dict[str, int]:
     """``{<target>_partitions: its instance count}``, the constant an element's expressions may
     read (the name the PARTITION clause gives, else the element's own; 1 when unpartitioned)."""
     partition = element.partition
-    name = (partition.partitions_var if partition is not None else "") \
-        or f"{element.name.split('.')[-1]}_partitions"
-    return {name: int(partition.count if partition is not None else 0) or 1}
+    return {partitions_var(element): int(partition.count if partition is not None else 0) or 1}
 
 
 def field_ref(expr: object) -> Optional[tuple[str, str]]:
@@ -35,9 +34,3 @@ def field_ref(expr: object) -> Optional[tuple[str, str]]:
     if isinstance(expr, n.FieldAccess) and isinstance(expr.base, n.Var):
         return expr.base.name.name, expr.field.name
     return None
-
-
-def plain_column(expr: object, alias: str) -> Optional[str]:
-    """The column name when ``expr`` is ``alias.column``, else None."""
-    ref = field_ref(expr)
-    return ref[1] if ref is not None and ref[0] == alias else None

@@ -1,14 +1,20 @@
 """One lowering per fast path: a walk that decides what a fast path supports and calls a
 *backend* to build each piece of it (docs/plan.md, "Lowerings").
 
+The walks take the typed plan (:mod:`ccl.plan.model`: an ``Element``, a ``Select``, a ``Plan``)
+and its expressions as syntax trees (:mod:`ccl.syntax.nodes`), read by attribute and node class.
+
 The compiler runs a walk with a backend that builds nothing, to decide and record why not; the
 runtime runs the very same walk with a backend that builds Spark Columns (or the columnar kernel's
 parts), so that the checker and the translator cannot disagree. These modules import neither
-Spark nor the rest of the compiler: the runtime may import them (tests/test_layers.py).
+Spark nor the rest of the compiler (only the plan's types and the syntax trees): the runtime may
+import them (tests/test_layers.py).
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
+
+from ...syntax import nodes as n
 
 
 class Unsupported(Exception):
@@ -16,13 +22,12 @@ class Unsupported(Exception):
 
 
 def plain_column(expr: object, alias: str) -> Optional[str]:
-    """The column name when ``expr`` (plan JSON) is ``alias.column``."""
-    if not isinstance(expr, Mapping) or expr.get("node") != "FieldAccess":
-        return None
-    base = expr.get("base") or {}
-    if base.get("node") != "Var" or base.get("name", {}).get("name") != alias:
-        return None
-    return expr["field"]["name"]
+    """The column name when ``expr`` (a tree) is ``alias.column``
+    (``FieldAccess(Var(alias), column)``), else None."""
+    if (isinstance(expr, n.FieldAccess) and isinstance(expr.base, n.Var)
+            and expr.base.name.name == alias):
+        return expr.field.name
+    return None
 
 
 class Nothing:

@@ -4,16 +4,20 @@
 A native aggregation folds each micro-batch into *partials* per (instance, group) with Spark's
 group-by, merges them into the group's partials of the earlier batches, and reads each
 aggregate's value off its group's partials. :data:`PARTIALS` says which aggregates lower and
-into which partials; :func:`lower_aggregate` walks one aggregate (plan JSON) or says why it does
-not lower, and has an :class:`AggregationBackend` build its partials over a batch, their merging
-and its value. The compiler's checker (``ccl.plan.physical.native_aggregation``) builds nothing;
-the runtime's (runtime/native_agg.py) builds Spark Columns.
+into which partials; :func:`aggregate_call` reads one aggregate of the typed plan (an
+:class:`~ccl.plan.model.Aggregate`, its arguments trees) and :func:`lower_aggregate` walks it, or
+says why it does not lower, and has an :class:`AggregationBackend` build its partials over a
+batch, their merging and its value. The compiler's checker
+(``ccl.plan.physical.native_aggregation``) builds nothing; the runtime's (runtime/native_agg.py)
+builds Spark Columns.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Generic, Mapping, Optional, Protocol, TypeVar
 
+from ...syntax import nodes as n
+from ..model import Aggregate
 from . import Unsupported, plain_column
 
 C = TypeVar("C")
@@ -63,15 +67,15 @@ class LoweredAggregate(Generic[C]):
     value: C
 
 
-def aggregate_call(agg: Mapping, alias: str) -> tuple[str, Optional[str]]:
-    """``(fn, column)`` of an aggregate call of a select (plan JSON) over the columns of ``alias``,
-    or :class:`Unsupported`: one of :data:`NATIVE_AGGREGATES` (not DISTINCT) of one plain column,
-    or ``count(*)``."""
-    args = [x for x in agg.get("args") or [] if x.get("node") != "Star"]  # count(*)
-    fn = agg["fn"]
+def aggregate_call(agg: Aggregate, alias: str) -> tuple[str, Optional[str]]:
+    """``(fn, column)`` of an aggregate call of a select over the columns of ``alias``, or
+    :class:`Unsupported`: one of :data:`NATIVE_AGGREGATES` (not DISTINCT) of one plain column, or
+    ``count(*)``."""
+    args = [x for x in agg.args if not isinstance(x, n.Star)]  # count(*)
+    fn = agg.fn
     if fn not in PARTIALS:
         raise Unsupported(f"the aggregate {fn}")
-    if agg.get("distinct"):
+    if agg.distinct:
         raise Unsupported(f"{fn}(DISTINCT ...)")
     if len(args) > 1 or (not args and fn != "count"):
         raise Unsupported(f"{fn}() of {len(args)} arguments")

@@ -11,10 +11,12 @@ the engine's expressions.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from decimal import Decimal
 from typing import Any, Generic, Mapping, Optional, Protocol, TypeVar, Union
 
-from ..model import READ_AS
+from ...syntax import nodes as n
+from ..model import Element, Plan
 from . import Unsupported, plain_column
 
 C = TypeVar("C")
@@ -25,8 +27,10 @@ C = TypeVar("C")
 IMPURE_FUNCTIONS = frozenset(("getdate", "getrowid", "nextval", "now", "random", "rank",
                               "sysbigdatetime", "sysdate", "sysseconddate", "systimestamp",
                               "uniqueval"))
-_PURE_NODES = ("Literal", "Interval", "IntervalPart", "Unary", "Binary", "Case", "WhenThen",
-               "InList", "Star", "Cast")
+# The nodes an expression folded a group at a time may hold besides columns, variables and calls
+# (their parts are checked in turn).
+_PURE_NODES = (n.Literal, n.Interval, n.IntervalPart, n.Unary, n.Binary, n.Case, n.WhenThen,
+               n.InList, n.Star, n.Cast)
 
 # Column types whose values, as Arrow gives them to Python, the engine's expressions read
 # unchanged (runtime.engine.expr: values already in SPLASH form): read straight off the column.
@@ -38,27 +42,44 @@ NUMPY_TYPES = ("integer", "float")
 _DISTINCT_MATTERS = ("count", "sum", "avg")
 
 
-def pure(expr: object, alias: Union[str, tuple[str, ...]], names: set, builtins: Mapping) -> bool:
-    """Whether ``expr`` (plan JSON) reads only columns of ``alias`` (or of any of several) and
+def pure(expr: n.Node, alias: Union[str, tuple[str, ...]], names: set, builtins: Mapping) -> bool:
+    """Whether ``expr`` (a tree) reads only columns of ``alias`` (or of any of several) and
     ``names`` and calls only built-in functions (``builtins``) not in :data:`IMPURE_FUNCTIONS`."""
-    if isinstance(expr, list):
-        return all(pure(e, alias, names, builtins) for e in expr)
-    if not isinstance(expr, Mapping):
-        return True
-    node = expr.get("node")
-    if node == "FieldAccess":
+    if isinstance(expr, n.FieldAccess):
         return any(plain_column(expr, a) is not None for a in ((alias,) if isinstance(alias, str) else alias))
-    if node == "Var":
-        return expr["name"]["name"] in names
-    if node == "Call":
-        fn = str(expr["func"]["name"]).lower()
-        if fn in IMPURE_FUNCTIONS or fn not in builtins or expr.get("library"):
+    if isinstance(expr, n.Var):
+        return expr.name.name in names
+    if isinstance(expr, n.Call):
+        fn = str(expr.func.name).lower()
+        if fn in IMPURE_FUNCTIONS or fn not in builtins or expr.library:
             return False
-        return pure(expr.get("args"), alias, names, builtins)
-    if node not in _PURE_NODES:
+        return all(pure(a, alias, names, builtins) for a in expr.args)
+    if not isinstance(expr, _PURE_NODES):
         return False
-    return all(pure(v, alias, names, builtins) for k, v in expr.items()
-               if k not in ("node", "type"))  # (a Cast's type is no expression)
+    # (a Cast's type is no expression)
+    parts = (expr.expr,) if isinstance(expr, n.Cast) else expr.children()
+    return all(pure(p, alias, names, builtins) for p in parts)
+
+
+def _same(a: object, b: object) -> bool:
+    """Whether two trees (or values in them) are the same expression as the plan writes it: node
+    equality, and also a money literal's scale and ``Binary.temporal`` (which node equality leaves
+    out: ``1.0d1`` equals ``1.00d2``)."""
+    if isinstance(a, n.Node) or isinstance(b, n.Node):
+        return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name))
+                                          for f in fields(a) if f.name != "span")  # type: ignore[arg-type]
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, Decimal) and isinstance(b, Decimal):
+        return format(a, "f") == format(b, "f")
+    return a is b or a == b
+
+
+def partitions_var(element: Element) -> str:
+    """The name the element's expressions read its partition count by (``<target>_partitions``
+    unless its PARTITION clause names it)."""
+    return ((element.partition.partitions_var if element.partition is not None else "")
+            or f"{element.name.split('.')[-1]}_partitions")
 
 
 class ColumnarBackend(Protocol[C]):
@@ -94,10 +115,11 @@ class ColumnarLowering(Generic[C]):
 COLUMNAR_SOURCES = ("stream", "window", "delta stream")
 
 
-def lower_columnar(element: Mapping, plan: Mapping, observed: bool, builtins: Mapping,
+def lower_columnar(element: Element, plan: Plan, observed: bool, builtins: Mapping,
                    backend: ColumnarBackend[C]) -> ColumnarLowering[C]:
-    """``element`` (plan JSON) as the columnar kernel runs it, in ``rows`` mode when its changes
-    are ``observed`` one by one (else ``batch``), or :class:`Unsupported` with why not.
+    """``element`` (of ``plan``, whose elements it looks its source up in) as the columnar kernel
+    runs it, in ``rows`` mode when its changes are ``observed`` one by one (else ``batch``), or
+    :class:`Unsupported` with why not.
 
     It must be a window with KEEP ALL (or no KEEP, no AGES, no DECLARE) aggregating one stream,
     window or delta stream (:data:`COLUMNAR_SOURCES`; no join, FROM KEEP, MATCHING or GROUP ORDER
@@ -108,72 +130,70 @@ def lower_columnar(element: Mapping, plan: Mapping, observed: bool, builtins: Ma
     whose value depends on their arguments alone (not :data:`IMPURE_FUNCTIONS`). In rows mode
     its select items must be aggregates and plain columns of :data:`PLAIN_TYPES`, with no HAVING.
     """
-    query = element.get("query")
-    if element.get("kind") != "window" or not query or len(query["selects"]) != 1:
+    query = element.query
+    if element.kind != "window" or query is None or len(query.selects) != 1:
         raise Unsupported("not a window of one select")
-    if element.get("flex") or element.get("declare") or element.get("aging") \
-            or (element.get("keep") or {"kind": "all"})["kind"] != "all":
+    if (element.flex is not None or element.declare or element.aging is not None
+            or (element.keep is not None and element.keep.kind != "all")):
         raise Unsupported("Flex, DECLARE, AGES or a KEEP other than ALL")
-    sel = query["selects"][0]
-    if (len(sel["sources"]) != 1 or sel.get("joins") or sel.get("matching")
-            or sel.get("group_order_by") or sel["sources"][0].get("keep")):
+    sel = query.selects[0]
+    if (len(sel.sources) != 1 or sel.joins or sel.matching is not None
+            or sel.group_order_by or sel.sources[0].keep is not None):
         raise Unsupported("a join, MATCHING, GROUP ORDER BY or FROM KEEP")
-    if not (sel.get("aggregates") or sel.get("group_by")):
+    if not (sel.aggregates or sel.group_by):
         raise Unsupported("no aggregation")
-    src = next((e for e in plan["elements"] if e["name"] == sel["sources"][0]["element"]), None)
-    if (src is None or READ_AS.get(src.get("kind"), src.get("kind")) not in COLUMNAR_SOURCES
-            or src.get("kind") == "reference"):
+    src = next((e for e in plan.elements if e.name == sel.sources[0].element), None)
+    if src is None or src.read_as not in COLUMNAR_SOURCES or src.kind == "reference":
         raise Unsupported("its source is no stream, window or delta stream")
     # the window's key must be the group's: key columns are GROUP BY expressions, all of them, so
     # that no two groups ever show a row under one key (where the engine's order of rows decides)
-    items = {it["name"]: it["expr"] for it in sel["items"]}
-    keyed = [items.get(k) for k in element.get("key") or []]
-    if any(e not in sel["group_by"] for e in keyed) or any(g not in keyed for g in sel["group_by"]):
+    items = {it.name: it.expr for it in sel.items}
+    keyed = [items.get(k) for k in element.key]
+    if (any(not any(_same(e, g) for g in sel.group_by) for e in keyed)
+            or any(not any(_same(g, e) for e in keyed) for g in sel.group_by)):
         raise Unsupported("its key is not its GROUP BY")
-    alias = sel["sources"][0]["alias"]
-    partition = element.get("partition") or {}
-    aggregates = sel["aggregates"] or []
-    agg_names = {a["name"]: i for i, a in enumerate(aggregates)}
-    names = set(agg_names) | {partition.get("partitions_var")
-                              or f"{element['name'].split('.')[-1]}_partitions"}
-    exprs = ([sel.get("where"), sel.get("group_filter"), sel.get("having")] + list(sel["group_by"] or [])
-             + [it["expr"] for it in sel["items"]] + [a for g in aggregates for a in g["args"]])
+    alias = sel.sources[0].alias
+    aggregates = sel.aggregates
+    agg_names = {a.name: i for i, a in enumerate(aggregates)}
+    names = set(agg_names) | {partitions_var(element)}
+    exprs = ([sel.where, sel.group_filter, sel.having] + list(sel.group_by)
+             + [it.expr for it in sel.items] + [a for g in aggregates for a in g.args])
     if not all(pure(e, alias, names, builtins) for e in exprs if e is not None):
         raise Unsupported("an expression reads more than the source's columns or calls an impure function")
-    types = {c: str(t).strip().lower() for c, t in src["columns"]}
+    types = {c.name: str(c.type).strip().lower() for c in src.columns}
 
     def read(expr: object) -> Optional[str]:
         col = plain_column(expr, alias)
         return col if types.get(col) in PLAIN_TYPES else None  # type: ignore[arg-type]
 
     plain: Optional[list[tuple[str, bool, Any]]] = []
-    for item in sel["items"]:
-        expr = item["expr"]
-        if expr.get("node") == "Var" and expr["name"]["name"] in agg_names:
-            plain.append((item["name"], True, agg_names[expr["name"]["name"]]))  # type: ignore[union-attr]
+    for item in sel.items:
+        expr = item.expr
+        if isinstance(expr, n.Var) and expr.name.name in agg_names:
+            plain.append((item.name, True, agg_names[expr.name.name]))  # type: ignore[union-attr]
         elif read(expr) is not None:
-            plain.append((item["name"], False, read(expr)))  # type: ignore[union-attr]
+            plain.append((item.name, False, read(expr)))  # type: ignore[union-attr]
         else:
             plain = None
             break
-    if sel.get("having") is not None:
+    if sel.having is not None:
         plain = None
     if observed and plain is None:
         raise Unsupported("its changes are read one by one, and a select item is neither an "
                           "aggregate nor a plain column, or there is a HAVING")
     arguments, folds = [], []
     for i, agg in enumerate(aggregates):
-        args = [a for a in agg.get("args") or [] if a.get("node") != "Star"]
+        args = [a for a in agg.args if not isinstance(a, n.Star)]
         arguments.append([backend.operand("argument", (i, j), read(a)) for j, a in enumerate(args)])
-        fn = str(agg["fn"]).lower()
+        fn = str(agg.fn).lower()
         kind = types.get(plain_column(args[0], alias)) if len(args) == 1 else None  # type: ignore[arg-type]
-        fast = (fn in FAST_AGGREGATES and not (agg.get("distinct") and fn in _DISTINCT_MATTERS)
+        fast = (fn in FAST_AGGREGATES and not (agg.distinct and fn in _DISTINCT_MATTERS)
                 and (not args or kind in NUMPY_TYPES or (fn == "count" and kind is not None)))
         folds.append(None if not fast else "count" if not args or fn == "count" else kind)
     return ColumnarLowering(
         mode="rows" if observed else "batch", alias=alias,
-        where=backend.operand("where", (), read(sel["where"])) if sel.get("where") is not None else None,
-        group_filter=(backend.operand("group_filter", (), read(sel["group_filter"]))
-                      if sel.get("group_filter") is not None else None),
-        group_by=[backend.operand("group_by", (i,), read(e)) for i, e in enumerate(sel["group_by"] or [])],
+        where=backend.operand("where", (), read(sel.where)) if sel.where is not None else None,
+        group_filter=(backend.operand("group_filter", (), read(sel.group_filter))
+                      if sel.group_filter is not None else None),
+        group_by=[backend.operand("group_by", (i,), read(e)) for i, e in enumerate(sel.group_by)],
         arguments=arguments, items=plain, folds=folds)

@@ -1,4 +1,4 @@
-"""The lowering of a native stream's WHERE (plan JSON) to a Spark Column.
+"""The lowering of a native stream's WHERE (a tree of the typed plan) to a Spark Column.
 
 The subset is the one whose Spark meaning is SPLASH's meaning: plain columns of the source and
 literals of integer/long/float/string/boolean, compared (numbers with numbers, strings with
@@ -11,8 +11,9 @@ compiler's checker (``ccl.plan.physical.condition_kind``) builds nothing, the ru
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional, Protocol, TypeVar
+from typing import Mapping, Optional, Protocol, TypeGuard, TypeVar
 
+from ...syntax import nodes as n
 from . import Nothing, Unsupported, plain_column
 
 C = TypeVar("C")
@@ -44,27 +45,27 @@ class ConditionBackend(Protocol[C]):
         """A comparison (:data:`COMPARISONS`; null when either side is)."""
 
 
-def is_true_test(expr: Mapping) -> bool:
+_TRUE, _FALSE = n.Literal("boolean", True), n.Literal("boolean", False)
+
+
+def is_true_test(expr: n.Node) -> TypeGuard[n.Case]:
     """Whether ``expr`` is ``CASE WHEN c THEN true ELSE false END`` (true when c is true, false when
     it is false or null: a splitter branch's test)."""
-    whens = expr.get("whens") or []
-    return (expr.get("node") == "Case" and expr.get("subject") is None and len(whens) == 1
-            and whens[0]["then"] == {"node": "Literal", "kind": "boolean", "value": True}
-            and expr.get("default") == {"node": "Literal", "kind": "boolean", "value": False})
+    return (isinstance(expr, n.Case) and expr.subject is None and len(expr.whens) == 1
+            and expr.whens[0].then == _TRUE and expr.default == _FALSE)
 
 
-def lower_condition(expr: object, alias: str, types: Mapping[str, str],
+def lower_condition(expr: Optional[n.Node], alias: str, types: Mapping[str, str],
                     backend: ConditionBackend[C]) -> tuple[str, C]:
-    """``(kind, built)`` of ``expr`` (plan JSON) over the columns of ``alias`` (``types``: each
+    """``(kind, built)`` of ``expr`` (a tree) over the columns of ``alias`` (``types``: each
     column's CCL type), or :class:`Unsupported` with the reason it is outside the subset."""
-    if not isinstance(expr, Mapping):
+    if not isinstance(expr, n.Node):
         raise Unsupported("no expression")
-    node = expr.get("node")
-    if node == "Literal":
-        if expr["kind"] not in COMPARABLE:
-            raise Unsupported(f"a {expr['kind']} literal")
-        return expr["kind"], backend.literal(expr["value"], expr["kind"])
-    if node == "FieldAccess":
+    if isinstance(expr, n.Literal):
+        if expr.kind not in COMPARABLE:
+            raise Unsupported(f"a {expr.kind} literal")
+        return expr.kind, backend.literal(expr.value, expr.kind)
+    if isinstance(expr, n.FieldAccess):
         col = plain_column(expr, alias)
         if col is None:
             raise Unsupported("a field of something other than the source row")
@@ -72,26 +73,27 @@ def lower_condition(expr: object, alias: str, types: Mapping[str, str],
         if kind not in COMPARABLE:
             raise Unsupported(f"column {col} of type {kind}")
         return kind, backend.column(col, kind)
-    if node == "Unary" and expr["op"] == "not":
-        return "boolean", backend.not_(lower_where(expr["operand"], alias, types, backend))
+    if isinstance(expr, n.Unary) and expr.op == "not":
+        return "boolean", backend.not_(lower_where(expr.operand, alias, types, backend))
     if is_true_test(expr):
-        return "boolean", backend.true_test(lower_where(expr["whens"][0]["when"], alias, types, backend))
-    if node == "Binary":
-        op = expr["op"]
+        return "boolean", backend.true_test(lower_where(expr.whens[0].when, alias, types, backend))
+    if isinstance(expr, n.Binary):
+        op = expr.op
         if op in ("and", "or"):
-            left = lower_where(expr["left"], alias, types, backend)
-            return "boolean", backend.logic(op, left, lower_where(expr["right"], alias, types, backend))
+            left = lower_where(expr.left, alias, types, backend)
+            return "boolean", backend.logic(op, left, lower_where(expr.right, alias, types, backend))
         if op in COMPARISONS:
-            lkind, left = lower_condition(expr["left"], alias, types, backend)
-            rkind, right = lower_condition(expr["right"], alias, types, backend)
+            lkind, left = lower_condition(expr.left, alias, types, backend)
+            rkind, right = lower_condition(expr.right, alias, types, backend)
             if lkind != rkind and not (lkind in NUMBERS and rkind in NUMBERS):
                 raise Unsupported(f"a comparison of {lkind} with {rkind}")
             return "boolean", backend.compare(op, left, right)
         raise Unsupported(f"the operator {op}")
-    raise Unsupported(f"a {node} expression")
+    raise Unsupported(f"a {type(expr).__name__} expression")
 
 
-def lower_where(expr: object, alias: str, types: Mapping[str, str], backend: ConditionBackend[C]) -> C:
+def lower_where(expr: Optional[n.Node], alias: str, types: Mapping[str, str],
+                backend: ConditionBackend[C]) -> C:
     """:func:`lower_condition` of a WHERE: ``expr`` must be a boolean."""
     kind, built = lower_condition(expr, alias, types, backend)
     if kind != "boolean":
@@ -99,7 +101,8 @@ def lower_where(expr: object, alias: str, types: Mapping[str, str], backend: Con
     return built
 
 
-def why_not_condition(expr: object, alias: str, types: Mapping[str, str]) -> Optional[str]:
+def why_not_condition(expr: Optional[n.Node], alias: str,
+                      types: Mapping[str, str]) -> Optional[str]:
     """None when ``expr`` is a condition in the subset, else why not."""
     try:
         lower_where(expr, alias, types, Nothing())

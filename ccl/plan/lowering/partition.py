@@ -15,9 +15,10 @@ Arrow UDF.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, Iterable, Mapping, Optional, Protocol, Sequence, TypeVar
+from typing import Generic, Iterable, Mapping, Optional, Protocol, TypeVar
 
 from ...syntax import nodes as n
+from ..model import Column
 from . import Unsupported
 
 C = TypeVar("C")
@@ -40,16 +41,16 @@ _KIND_OF_TYPE = {"integer": "integer", "long": "long", "float": "float", "string
                  "bigdatetime": None, "binary": None}
 
 
-def column_kinds(columns: Iterable[Sequence[str]]) -> dict[str, str]:
-    """The kind of each column of a plan's ``[[name, type], ...]`` a block may lower with (as the
-    runtime's ``column_kinds`` gives them from the Spark schema of those columns)."""
+def column_kinds(columns: Iterable[Column]) -> dict[str, str]:
+    """The kind of each of a plan element's ``columns`` a block may lower with (as the runtime's
+    ``column_kinds`` gives them from the Spark schema of those columns)."""
     out = {}
-    for name, ctype in columns:
-        text = str(ctype).strip().lower()
+    for column in columns:
+        text = str(column.type).strip().lower()
         kind = (_KIND_OF_TYPE[text] if text in _KIND_OF_TYPE
                 else None if text.startswith(("money", "decimal")) else "string")
         if kind is not None:
-            out[name] = kind
+            out[column.name] = kind
     return out
 
 

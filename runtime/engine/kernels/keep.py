@@ -28,6 +28,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ccl.plan.lowering import plain_column
 from ccl.splash import as_type
 from ccl.splash.convert import PLAIN_KINDS, from_python
 from ccl.splash.values import Long
@@ -35,7 +36,6 @@ from runtime.engine.changes import OPS
 from runtime.engine.columnar import BucketRows, InstanceRun, RowChanges
 from runtime.engine.element import Engine
 from runtime.engine.expr import SplashError, coerce_column
-from runtime.engine.parts import plain_column
 from runtime.engine.store import COUNT_KINDS
 from runtime.engine.stages import truth
 

@@ -52,6 +52,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
+from ccl.plan.lowering import plain_column
 from ccl.plan.lowering.columnar import PLAIN_TYPES
 from ccl.plan.model import Plan, Select
 from ccl.splash import as_type
@@ -63,7 +64,6 @@ from runtime.engine.changes import OPS, Bad, Change, Output, same_row
 from runtime.engine.columnar import BucketRows, InstanceRun, RowChanges
 from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import SplashError, coerce_column, splash_value
-from runtime.engine.parts import plain_column
 from runtime.engine.stages import RowRefused, consolidate, key_of, truth
 
 __all__ = ["WindowAggregation"]
