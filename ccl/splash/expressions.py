@@ -192,19 +192,22 @@ class ExpressionCompiler:
                 container = cell.value if cell is not None else base_ev(m, f)
                 if iname is None:
                     index = index_ev(m, f)
-                else:  # an index ``X.field`` read as index_ev (ev_outer_field) does, without its call
-                    cell = m.globals.get(iname)
-                    if cell is not None:
-                        src = cell.value
-                    else:
-                        sources = f.sources
-                        src = sources.get(iname) if sources is not None else None
-                        if src is None:
-                            src = ibase(m, f)
-                    index = src.get(ifield, MISSING) if isinstance(src, Record) else MISSING
-                    if index is MISSING:
-                        index = field_of(src, ifield)
-                # get_element's common case, without its call: a dictionary, a key of its key kind
+                    # get_element's common case, without its call: a dictionary, a key of its kind
+                    if type(container) is Dictionary and SAME_KIND.get(type(index)) == container.key.name:
+                        return container.get(index)
+                    return get_element(container, index)
+                # an index ``X.field`` read as index_ev (ev_outer_field) does, without its call
+                cell = m.globals.get(iname)
+                if cell is not None:
+                    src = cell.value
+                else:
+                    sources = f.sources
+                    src = sources.get(iname) if sources is not None else None
+                    if src is None:
+                        src = ibase(m, f)
+                index = src.get(ifield, MISSING) if isinstance(src, Record) else MISSING
+                if index is MISSING:
+                    index = field_of(src, ifield)
                 if type(container) is Dictionary and SAME_KIND.get(type(index)) == container.key.name:
                     return container.get(index)
                 return get_element(container, index)
