@@ -491,24 +491,18 @@ class FlexEngine:
             out.append(Bad(f"output: {e}", seq, port, row))
 
 
-def cast_steps(columns: Sequence[Sequence[str]]) -> tuple:
-    """The columns (name, CCL type text) as :func:`_cast_row` reads them: their names; the Python
-    type of each column's values kept as they are, in two forms (a long column's values as Long,
-    or as plain ints), or None when a column has none (every value then goes value by value); the
-    integer and long columns (index, range of the plain ints taken, and the type a long's are
-    made); and per column the steps of the value by value cast (:func:`_cast_values`)."""
+def cast_steps(columns: Sequence[Sequence[str]]) -> list[tuple]:
+    """Per column (name, CCL type text): its name, type, whether its values are carried as text (a
+    column of no known type), the one Python type whose values are kept as they are, and for an
+    integer or long column the range of plain ints taken (and the type a long's are made), for
+    :func:`_cast_row`."""
     steps = []
     for name, text in columns:
         t = as_type(text)
         lo, hi = _INT_RANGES.get(t.name, (0, 0))  # (0, 0): no int taken on the fast path
         steps.append((name, t, t.name in ("any", "null"), _EXACT.get(t.name), lo, hi,
                       Long if t.name == "long" else None))
-    exact = tuple(int if t.name == "integer" else _EXACT.get(t.name) for _, t, *_ in steps)
-    plain = tuple(int if t.name == "long" else k for (_, t, *_), k in zip(steps, exact))
-    whole = None not in exact
-    ints = tuple((i, lo, hi, make) for i, (_, _, _, _, lo, hi, make) in enumerate(steps) if hi)
-    return (tuple(name for name, *_ in steps), exact if whole else None, plain if whole else None,
-            ints, steps)
+    return steps
 
 
 # Column kind -> the one Python type whose values the cast gives back as they are, whatever the
@@ -519,29 +513,10 @@ _EXACT = {kind: python for python, kind in SAME_KIND.items() if kind != "integer
 _INT_RANGES = {"integer": (-2**31, 2**31), "long": (-2**63, 2**63)}
 
 
-def _cast_row(values: Mapping[str, object], steps: tuple) -> dict[str, object]:
+def _cast_row(values: Mapping[str, object], steps: list[tuple]) -> dict[str, object]:
     """What :func:`runtime.engine.expr.coerce_row` gives for ``values`` (``steps``: the columns'
     :func:`cast_steps`): values cast to the column types, in column order (missing columns null),
     a value that already has its column's kind kept as it is."""
-    names, exact, plain, ints, by_value = steps
-    row = list(map(values.get, names))
-    kinds = tuple(map(type, row))
-    # the common case first, the whole row at once: every value of its column's Python type (a
-    # long column's all Longs or all plain ints), the ints in their columns' ranges
-    if kinds == exact or kinds == plain:
-        for i, lo, hi, make in ints:
-            v = row[i]
-            if type(v) is int:
-                if not lo <= v < hi:  # type: ignore[operator]
-                    return _cast_values(values, by_value)
-                if make is not None:
-                    row[i] = make(v)
-        return dict(zip(names, row))
-    return _cast_values(values, by_value)
-
-
-def _cast_values(values: Mapping[str, object], steps: list[tuple]) -> dict[str, object]:
-    """:func:`_cast_row` value by value (``steps``: the last item of :func:`cast_steps`)."""
     get = values.get
     row = {}
     for name, ctype, as_text, exact, lo, hi, make in steps:
