@@ -7,6 +7,8 @@ import math
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ccl.splash import Long, SplashError
 from runtime.engine.changes import Bad, Emit, Event
@@ -48,6 +50,37 @@ def test_cast_row_is_coerce_row(column):
             assert got == expected
     missing = _cast_row({}, cast_steps(COLUMNS))  # missing columns are null, in column order
     assert list(missing) == [c for c, _ in COLUMNS] and set(missing.values()) == {None}
+
+
+# per column type, values of its own Python type (its same-kind and int-range cases), in and out of range
+_FITTING = {"integer": st.integers(-2**31 - 2, 2**31 + 1), "long": st.integers(-2**63 - 1, 2**63)
+            | st.builds(Long, st.integers(-2**63, 2**63 - 1)),
+            "float": st.floats(), "string": st.text(max_size=3), "boolean": st.booleans()}
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data(), st.lists(st.sampled_from(COLUMNS[:5]) | st.sampled_from(COLUMNS), min_size=1, max_size=6))
+def test_cast_row_of_generated_rows_is_coerce_row(data, chosen):
+    """_cast_row gives what coerce_row gives for rows of several columns, most values of their
+    column's Python type (its fast path), some not, some missing: the same values of the same
+    types in the same column order, or the same error."""
+    columns, values = [], {}
+    for k, (_, ctype) in enumerate(chosen):
+        columns.append([f"c{k}", ctype])
+        fitting = _FITTING.get(ctype)
+        how = data.draw(st.sampled_from(["fitting"] * 6 + ["any", "missing"]))
+        if how == "fitting" and fitting is not None:
+            values[f"c{k}"] = data.draw(fitting)
+        elif how != "missing":  # a missing column is null
+            values[f"c{k}"] = data.draw(st.sampled_from(VALUES))
+    got = outcome(_cast_row, values, cast_steps(columns))
+    expected = outcome(coerce_row, values, columns)
+    assert got[0] == expected[0], (columns, values, got, expected)
+    if got[0] == "ok":
+        assert list(got[1]) == list(expected[1]), (columns, values)
+        assert all(same(got[1][c], expected[1][c]) for c in got[1]), (columns, values, got, expected)
+    else:
+        assert got == expected
 
 
 FLEX = """

@@ -515,3 +515,46 @@ def test_names_resolve_to_locals_globals_and_rows_in_that_order():
     assert ret("return priceW;") == 7                            # a global hides an input row
     assert ret("vector(integer) v := new vector(integer); push_back(v, 4); integer s := 0; "
                "for (g in v) { s := s + g * 100; } return s + g;") == 401   # the loop's g ends with it
+
+
+# --- dictionary reads and writes with their common case inline (against get/set_element) ---------
+
+_KEY_VALUE_TYPES = ["integer", "long", "float", "string", "boolean", "money(2)", "interval"]
+_ANY_VALUES = st.sampled_from([None, 0, 1, -1, 2**31, -2**31 - 1, 2**40, 2**63, Long(5), 1.5, -0.0,
+                               float("nan"), "7", "x", "", True, False, Decimal("1.5")])
+
+
+def _items(d: dict) -> list:
+    """A dictionary's entries, comparable with NaN and -0.0 (type and repr of key and value)."""
+    return [(type(k), repr(k), type(v), repr(v)) for k, v in d.items()]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_KEY_VALUE_TYPES), st.sampled_from(_KEY_VALUE_TYPES), _ANY_VALUES, _ANY_VALUES,
+       st.booleans())
+def test_dictionary_index_of_an_input_field_is_get_and_set_element(kt, vt, key, value, plain_index):
+    """``d[S.k] := S.v`` and ``d[S.k]`` of a global dictionary (read and written inline in their
+    common case: a key and value of the dictionary's kinds) do what get_element and set_element do:
+    the same entries, the same value back, the same errors."""
+    from ccl.splash import Dictionary, as_type
+    from ccl.splash.machine import get_element, set_element
+    read = "d[coalesce(priceW.k, priceW.k)]" if plain_index else "d[priceW.k]"
+    decl = declare_globals(declare(f"dictionary({kt}, {vt}) d := new dictionary({kt}, {vt});"))
+    interp = Interpreter(decl)
+    store = interp.initial_values()
+    interp.bind(store)
+    row = {"k": key, "v": value}
+    try:
+        got = ("ok", interp.run_block(block(f"d[priceW.k] := priceW.v; return {read};"),
+                                      {"priceW": row}).value)
+    except SplashError as e:
+        got = ("error", e.reason)
+    expected_d = Dictionary(key=as_type(kt), value=as_type(vt))
+    try:
+        rec = interp.input_record("priceW", row)
+        set_element(expected_d, rec["k"], rec["v"])
+        expected = ("ok", get_element(expected_d, rec["k"]))
+    except SplashError as e:
+        expected = ("error", e.reason)
+    assert (got[0], type(got[1]), repr(got[1])) == (expected[0], type(expected[1]), repr(expected[1]))
+    assert _items(store["d"]) == _items(expected_d)

@@ -278,7 +278,7 @@ def _set_opcode(ctx: CallContext, r: object, code: object) -> object:
         return None
     if not isinstance(r, Record):
         raise SplashError(f"setOpcode() needs a record, not {a_kind(r)}")
-    if not is_integral(code) or code not in _OPCODE_VALUES:
+    if (type(code) is not int and not is_integral(code)) or code not in _OPCODE_VALUES:
         raise SplashError(f"setOpcode(): {code!r} is not an opcode (insert, update, delete, upsert, "
                           "safedelete)")
     r.opcode = int(code)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from .expressions import MISSING, ExpressionCompiler, field_of, local_names
 from .machine import (BREAK, CONTINUE, RETURN, Cell, ExitSignal, Expr, Frame, Function, Machine, Stmt,
                       fail, find_cell, set_element)
 from .operators import comparison, truth
-from .values import Record, SplashError, a_kind, stored_key
+from .values import Dictionary, Record, SplashError, a_kind, stored_key
 from .windows import WindowView, window_rows
 
 
@@ -452,7 +452,13 @@ class Compiler(ExpressionCompiler):
                         value = field_of(src, vfield)
                 else:
                     value = value_ev(m, f)
-                set_element(container, index, value)
+                # set_element's common case, without its call: a dictionary, a key and a value
+                # (or null) of its kinds
+                if (type(container) is Dictionary and SAME_KIND.get(type(index)) == container.key.name
+                        and (value is None or SAME_KIND.get(type(value)) == container.value.name)):
+                    container[index] = value
+                else:
+                    set_element(container, index, value)
             return run_index
         return fail("this expression cannot be assigned to")  # type: ignore[return-value]
 

@@ -12,7 +12,7 @@ from ..syntax import nodes as n
 from .types import Type
 from .builtins import is_null, lookup
 from .caches import AGGREGATES, EventCache, aggregate, cache_names, nth_value
-from .convert import cast
+from .convert import SAME_KIND, cast
 from .machine import OPCODES, Cell, Expr, Frame, Function, Machine, fail, find_cell, get_element
 from .operators import (PY_COMPARE, arithmetic, comparison, in_list, like, logical_and, logical_not,
                         logical_or, negate, plus, temporal_number, truth)
@@ -191,7 +191,11 @@ class ExpressionCompiler:
                 cell = m.globals.get(name)  # a global container, without base_ev's call
                 container = cell.value if cell is not None else base_ev(m, f)
                 if iname is None:
-                    return get_element(container, index_ev(m, f))
+                    index = index_ev(m, f)
+                    # get_element's common case, without its call: a dictionary, a key of its kind
+                    if type(container) is Dictionary and SAME_KIND.get(type(index)) == container.key.name:
+                        return container.get(index)
+                    return get_element(container, index)
                 # an index ``X.field`` read as index_ev (ev_outer_field) does, without its call
                 cell = m.globals.get(iname)
                 if cell is not None:
@@ -202,7 +206,11 @@ class ExpressionCompiler:
                     if src is None:
                         src = ibase(m, f)
                 index = src.get(ifield, MISSING) if isinstance(src, Record) else MISSING
-                return get_element(container, index if index is not MISSING else field_of(src, ifield))
+                if index is MISSING:
+                    index = field_of(src, ifield)
+                if type(container) is Dictionary and SAME_KIND.get(type(index)) == container.key.name:
+                    return container.get(index)
+                return get_element(container, index)
             return ev_outer_index
 
         def ev(m: Machine, f: Frame) -> object:

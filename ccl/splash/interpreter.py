@@ -247,10 +247,10 @@ class Interpreter:
         if splash_form and type(row) is dict:
             dict.update(rec, row)
             # the attributes set below, as one dict (cheaper than an attribute at a time)
-            rec.__dict__ = {"types": types, "key_fields": key_fields if type(key_fields) is tuple
-                            else tuple(key_fields), "readonly": True, "source": src}
-            if opcode is not None:
-                rec.opcode = opcode
+            keys = key_fields if type(key_fields) is tuple else tuple(key_fields)
+            rec.__dict__ = ({"types": types, "key_fields": keys, "readonly": True, "source": src}
+                            if opcode is None else {"types": types, "key_fields": keys,
+                                                    "readonly": True, "source": src, "opcode": opcode})
             return rec
         if not isinstance(row, dict) and not isinstance(row, Mapping):
             raise SplashError(f"the row of '{src}' is not a mapping of columns to values")
@@ -347,9 +347,10 @@ class Session:
                     else interp._compile(block, lambda: interp.compiler.unit(block)))
             self._block, self._body = block, body
         m, cells = self.machine, self.cells
-        for name, v, t in self.fresh:
-            if name in cells:
-                cells[name] = Cell(copy.deepcopy(v), t, True)
+        if self.fresh:
+            for name, v, t in self.fresh:
+                if name in cells:
+                    cells[name] = Cell(copy.deepcopy(v), t, True)
         m.steps, m.depth, m._now, m.row_id, m.emit = 0, 0, None, interp.row_id, output
         m.emit_copies = copies
         m.globals = {**cells, **extra} if extra else cells
