@@ -53,6 +53,7 @@ from .frames import changelog_frame, changelog_schema, frame_layout
 from .json_plan import engine_plan_text
 from .native_stages import native_frame, native_input
 from .processor import INST, KIND, BucketRun
+from .quiet import REFUSED
 from .run_dir import RunDirs
 from .run_setup import (CLUSTER_COLLECT_BYTES, LOCAL_COLLECT_BYTES, RunError, RunLayout, RunOptions,
                         atomic_json, element_files)
@@ -115,42 +116,75 @@ def project_listing(spark: SparkSession, plan: Plan, options: RunOptions,
     return union
 
 
+class BatchRefused(Exception):
+    """What a batch that starts once its query's stop has begun raises (:class:`BatchGuard`):
+    Spark then ends the query without writing the batch to its commit log, so the batch runs
+    again, whole, when the checkpoint is resumed. Had the batch returned, Spark would have
+    committed it with nothing written: its rows lost."""
+
+
 class BatchGuard:
-    """Between the batches of the project's query and whoever stops it: a batch runs holding the
-    lock, and once :meth:`stop` has taken it no batch runs (one Spark starts meanwhile does
-    nothing and runs again, whole, when the checkpoint is resumed)."""
+    """Between the batches of a query (the project's, or an element's) and whoever stops it. A
+    batch runs inside :meth:`batch`; :meth:`stop` refuses every batch from then on, waits for
+    the one running, and only then stops the query, holding no lock meanwhile: a batch Spark
+    starts while ``query.stop()`` waits for its stream thread raises :class:`BatchRefused` at
+    once (it neither waits for the stop, which would wait for it, nor returns, which would
+    commit it). :attr:`refused` then tells the stopper that the query's error is its own stop's
+    doing."""
 
     def __init__(self, ticker: Optional["Ticker"] = None) -> None:
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._running = False
         self._stopped = False
+        self.refused = False  # a batch was refused: the query ended with BatchRefused
         self.ticker = ticker  # stopped with the query
 
     @contextlib.contextmanager
-    def batch(self) -> Iterator[bool]:
-        """Held while a batch runs; gives whether it may run."""
-        with self._lock:
-            yield not self._stopped
+    def batch(self) -> Iterator[None]:
+        """Around a batch; raises :class:`BatchRefused` once the stop has begun."""
+        with self._cond:
+            if self._stopped:
+                self.refused = True
+                raise BatchRefused(REFUSED)
+            self._running = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running = False
+                self._cond.notify_all()
+
+    def guarded(self, write: Callable[[Any, int], Any]) -> Callable[[Any, int], None]:
+        """``write`` (a foreachBatch function) run as a batch of this guard."""
+        def run(df: Any, batch_id: int) -> None:
+            with self.batch():
+                write(df, batch_id)
+        return run
 
     def stop(self, query: Any, bound: float) -> None:
         """Stop ``query`` between two batches (waiting at most ``bound`` seconds for the one
         running). A batch still running then is cut short: its Python side goes on writing
         after ``query.stop()`` returns, so this waits for it (``bound`` seconds more) before the
         caller reads the run directory, and says in one line when it could not."""
-        held = self._lock.acquire(timeout=bound)
-        self._stopped = True
-        try:
-            if self.ticker is not None:
-                self.ticker.stop()
-            query.stop()
-        finally:
-            if held:
-                self._lock.release()
-        if not held:
-            if self._lock.acquire(timeout=bound):
-                self._lock.release()
-            else:
-                log.warning("the project's batch in flight did not end within %.0f s of the stop; "
-                            "the outputs hold the batches before it", 2 * bound)
+        idle = self._refuse(bound)
+        if self.ticker is not None:
+            self.ticker.stop()
+        query.stop()
+        if not idle and not self._idle(bound):
+            log.warning("the batch in flight of query %s did not end within %.0f s of the stop; "
+                        "the outputs hold the batches before it", query.name, 2 * bound)
+
+    def _refuse(self, bound: float) -> bool:
+        """Refuse every batch from now on; whether the one running (if any) ended within
+        ``bound`` seconds."""
+        with self._cond:
+            self._stopped = True
+        return self._idle(bound)
+
+    def _idle(self, bound: float) -> bool:
+        """Whether no batch runs, waiting at most ``bound`` seconds for the one running."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._running, bound)
 
 
 class Ticker:
@@ -264,11 +298,11 @@ class Deadlines:
 
 def project_batch(plan: Plan, options: RunOptions, dirs: RunDirs,
                   layout: RunLayout,
-                  guard: Optional[BatchGuard] = None) -> Callable[[DataFrame, int], bool]:
+                  guard: Optional[BatchGuard] = None) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of the project's query: one batch of the listing of
     :func:`project_listing` through every stage, in dependency order, under ``guard`` (whose
-    ticker, if any, is armed after each batch with the earliest deadline of the timed stages).
-    It gives False for a batch the guard refused (the query is stopping): it wrote nothing."""
+    ticker, if any, is armed after each batch with the earliest deadline of the timed stages;
+    a batch it refuses, the query stopping, writes nothing and raises BatchRefused)."""
     from .inputs.file_input import batch_rows, file_numbers, input_format, rows_here
     from .inputs.listing import Arrivals
 
@@ -315,16 +349,14 @@ def project_batch(plan: Plan, options: RunOptions, dirs: RunDirs,
     seen_ticks: list[str] = []  # the tick files of the batch before (committed: removed)
     arrivals = Arrivals(dirs.arrivals)
 
-    def run(listing: DataFrame, batch_id: int) -> bool:
+    def run(listing: DataFrame, batch_id: int) -> None:
         if guard is None:
             batch(listing, batch_id)
-            return True
-        with guard.batch() as runs:
-            if runs:
-                batch(listing, batch_id)
-                if guard.ticker is not None:
-                    guard.ticker.arm(_next_tick(deadlines.earliest(batch_id + 1), clock[0]))
-        return runs
+            return
+        with guard.batch():
+            batch(listing, batch_id)
+            if guard.ticker is not None:
+                guard.ticker.arm(_next_tick(deadlines.earliest(batch_id + 1), clock[0]))
 
     def batch(listing: DataFrame, batch_id: int) -> None:
         spark = listing.sparkSession

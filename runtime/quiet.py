@@ -42,6 +42,15 @@ _STOPPED_BATCH = re.compile(
     rb"|BlockManager: (Putting block \S+ failed due to exception|Block \S+ could not be removed)"
     rb"|RocksDB: Error recursively deleting local dir"
     rb"|Shell: Interrupted while joining on))")
+# The error Spark logs for a query that a batch refused at the stop ended (the refusal is how the
+# stop keeps Spark from committing a batch it did not run: runtime.project_query.BatchGuard):
+# held from its first line until the refusal's message shows it is one (dropped with the rest of
+# the printed exception) or its first stack frame shows it is not (printed as it came).
+REFUSED = "ccl: batch refused, its query is stopping"  # the message of BatchRefused
+_QUERY_ERROR = re.compile(rb"(\d\d/\d\d/\d\d \d\d:\d\d:\d\d )?ERROR \S+: Query ccl:\S* "
+                          rb"\[id = [^\]]*\] terminated with error$")
+_HELD_ENDS = re.compile(rb"(\tat |\r|\d\d/\d\d/\d\d \d\d:\d\d:\d\d )")
+_HELD_MOST = 500  # lines held at most (a Python traceback in an exception's message)
 _STACK_LINE = re.compile(rb"(\s+(at |\.\.\. \d+ more)|java\.lang\.InterruptedException$|Caused by: )")
 # The JVM's own warning about the Vector API module Spark adds: nothing a user can act on.
 _STARTUP = re.compile(rb"^WARNING: Using incubator modules: ")
@@ -74,6 +83,9 @@ def copy_filtered(source: int, target: int, quiet: bool = False,
 def _filter(source: int, target: int, quiet: bool, muted: Callable[[], bool]) -> None:
     pending, dropped, trace = b"", False, False
     open_line = False  # what was written ends in the middle of a line (our status line)
+    held: list[bytes] = []  # a query's error, until it shows whether a refused batch ended it
+    refusal = False  # dropping the rest of such an error
+    marker = REFUSED.encode()
     while True:
         chunk = os.read(source, 65536)
         if not chunk:
@@ -86,14 +98,31 @@ def _filter(source: int, target: int, quiet: bool, muted: Callable[[], bool]) ->
             if not line.startswith(_OURS) and (muted() or _PYTHON_ERROR.match(line)
                                                and _becomes(muted, _SETTLE)):
                 continue
+            if refusal and (not line or line[:1].isspace() or line.startswith(b"Caused by: ")
+                            or marker in line):
+                continue
+            refusal = False
+            if held:
+                if marker in line:
+                    held, refusal = [], True
+                    continue
+                if not (line.startswith(_OURS) or _HELD_ENDS.match(line)
+                        or len(held) >= _HELD_MOST):
+                    held.append(line + b"\n")
+                    continue
+                out += held
+                held = []
+            error = _QUERY_ERROR.search(line)
+            if error:
+                _end_status_line(out, open_line, line[:error.start()])
+                held = [line[error.start():] + b"\n"]
+                continue
             if trace and _STACK_LINE.match(line):
                 continue
             stopped = _STOPPED_BATCH.search(line)
             trace = stopped is not None
             if stopped:
-                written = b"".join(out)
-                if stopped.start() or (not written.endswith(b"\n") if written else open_line):
-                    out.append(line[:stopped.start()] + b"\n")  # end our status line
+                _end_status_line(out, open_line, line[:stopped.start()])
                 continue
             found = _NOISE.search(line)
             if found:  # it may follow text that has no newline yet (our status line): keep that
@@ -107,15 +136,27 @@ def _filter(source: int, target: int, quiet: bool, muted: Callable[[], bool]) ->
                 continue
             dropped = False
             out.append(line + b"\n")
-        if pending and not trace and not _maybe_noise(pending.rsplit(b"\r", 1)[-1]):
+        if (pending and not (trace or held or refusal)
+                and not _maybe_noise(pending.rsplit(b"\r", 1)[-1])):
             out.append(pending)
             pending, dropped = b"", False
         data = b"".join(out)
         if data:
             os.write(target, data)
             open_line = not data.endswith(b"\n")
+    if held:  # an error that never showed what it was: as it came
+        os.write(target, b"".join(held))
     if pending and not _NOISE.search(pending):
         os.write(target, pending)
+
+
+def _end_status_line(out: list[bytes], open_line: bool, head: bytes) -> None:
+    """Before a line left out whose start ``head`` (our status line, when not empty) is kept:
+    ``head`` and a newline, when there is one or what was written (``out``, else before it:
+    ``open_line``) ends in the middle of a line."""
+    written = b"".join(out)
+    if head or (not written.endswith(b"\n") if written else open_line):
+        out.append(head + b"\n")
 
 
 def _becomes(condition: Callable[[], bool], within: float) -> bool:

@@ -33,7 +33,7 @@ from .run_setup import (RunError, RunLayout, RunOptions, atomic_json, auto_bucke
                         prepare_run_dir)
 
 
-# per query id, the guard of the project's query (runtime.project_query.BatchGuard)
+# per query id, the guard of its batches (runtime.project_query.BatchGuard), until it has stopped
 _GUARDS: dict[str, BatchGuard] = {}
 IDLE_POLL = "100 milliseconds"  # trigger of until-idle queries that cannot use availableNow
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
@@ -108,8 +108,9 @@ def _start_query(spark: SparkSession, plan: Plan, element: Element,
             transform = arrow_transform(plan, element, dirs, layout.buckets)
             write = (lambda df, batch_id, write=write: write(transform(df, batch_id), batch_id))
     name = f"ccl:{element.name}"
-    return _started(spark, frame, timed_batches(write, dirs, name), dirs.of("queries", element.name),
-                    name, options, _uses_time(element))
+    guard = BatchGuard()
+    return _started(spark, frame, timed_batches(guard.guarded(write), dirs, name),
+                    dirs.of("queries", element.name), name, options, _uses_time(element), guard)
 
 
 def _uses_time(element: Element) -> bool:
@@ -134,9 +135,8 @@ def _start_project(spark: SparkSession, plan: Plan, options: RunOptions,
         guard = BatchGuard(ticker)
         write = timed_batches(project_batch(plan, options, dirs, layout, guard), dirs,
                               PROJECT_QUERY)
-        query = _started(spark, listing, write,
-                         query_dir(dirs), PROJECT_QUERY, options, False, options.poll_interval)
-        _GUARDS[str(query.id)] = guard
+        query = _started(spark, listing, write, query_dir(dirs), PROJECT_QUERY, options, False,
+                         guard, options.poll_interval)
         if ticker is not None:  # the timers the saved states hold
             ticker.start().arm(Deadlines(plan, dirs, timed).earliest(sys.maxsize))
         return query
@@ -145,10 +145,19 @@ def _start_project(spark: SparkSession, plan: Plan, options: RunOptions,
 
 
 def _started(spark: SparkSession, frame: DataFrame, write: Callable[[DataFrame, int], None],
-             checkpoint: str, name: str, options: RunOptions, timed: bool,
+             checkpoint: str, name: str, options: RunOptions, timed: bool, guard: BatchGuard,
              interval: Optional[str] = None) -> StreamingQuery:
-    """The query writing ``frame`` through ``write``, started with the trigger of the run
-    (``interval``, else the run's trigger interval, when it runs until stopped)."""
+    """The query writing ``frame`` through ``write`` (whose batches run under ``guard``, kept in
+    :data:`_GUARDS` for its stop), started with the trigger of the run (``interval``, else the
+    run's trigger interval, when it runs until stopped)."""
+    query = _start_writer(spark, frame, write, checkpoint, name, options, timed, interval)
+    _GUARDS[str(query.id)] = guard
+    return query
+
+
+def _start_writer(spark: SparkSession, frame: DataFrame, write: Callable[[DataFrame, int], None],
+                  checkpoint: str, name: str, options: RunOptions, timed: bool,
+                  interval: Optional[str]) -> StreamingQuery:
     writer = (frame.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
               .queryName(name))
     if options.until_idle and not timed:
@@ -168,17 +177,16 @@ def _started(spark: SparkSession, frame: DataFrame, write: Callable[[DataFrame, 
     return writer.start()
 
 
-def timed_batches(write: Callable[[DataFrame, int], Optional[bool]], dirs: RunDirs,
+def timed_batches(write: Callable[[DataFrame, int], None], dirs: RunDirs,
                   query: str) -> Callable[[DataFrame, int], None]:
     """``write`` that also records when each batch of ``query`` ran, once it has written all its
     files: ``RUN_DIR/batches/QUERY/batch-N.json`` with ``start`` (epoch seconds) and ``seconds``
     (the batch function's wall time), which the run report draws as latency and throughput, and
-    runtime/outputs.py takes as the batch being complete. Nothing for a batch ``write`` refused
-    (it gave False)."""
+    runtime/outputs.py takes as the batch being complete. Nothing for a batch ``write`` raised
+    on (one its guard refused, say)."""
     def write_timed(df: DataFrame, batch_id: int) -> None:
         start, began = time.time(), time.monotonic()
-        if write(df, batch_id) is False:
-            return
+        write(df, batch_id)
         atomic_json(dirs.batch_file(BATCHES, query, batch_id, "json"),
                     {"start": round(start, 3), "seconds": round(time.monotonic() - began, 4)})
     return write_timed
@@ -280,7 +288,8 @@ def _run_until_idle(spark: SparkSession, plan: Plan, options: RunOptions,
                 if stop.is_set():
                     _stop_between_batches(query)
         except StreamingQueryException as exc:
-            raise _failure(element.name if element else None, exc) from None
+            if not _refused(query):
+                raise _failure(element.name if element else None, exc) from None
         finally:
             _GUARDS.pop(str(query.id), None)
 
@@ -307,18 +316,19 @@ def _stop_when_idle(query: StreamingQuery, stop: Optional[threading.Event] = Non
 def _stop_between_batches(query: StreamingQuery, bound: float = 10.0) -> None:
     """Stop ``query`` while no batch is running (waiting at most ``bound`` seconds): a stop that
     interrupts a batch (a RocksDB commit, say) can kill Spark's stream thread with a
-    StackOverflowError printed on stderr, although nothing is lost; and a batch of the project's
-    query cut short would leave some of its elements' files written and others not in this run's
-    outputs (the batch runs again, whole, when the checkpoint is resumed). The project's query
-    tells when its batch runs (its guard, :data:`_GUARDS`); the others are watched."""
-    guard = _GUARDS.pop(str(query.id), None)
-    if guard is not None:
-        guard.stop(query, bound)
-        return
-    deadline = time.monotonic() + bound
-    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
-        time.sleep(0.005)
-    query.stop()
+    StackOverflowError printed on stderr, although nothing is lost; and a batch cut short leaves
+    some of its files written and others not (the batch runs again, whole, when the checkpoint
+    is resumed). Its guard (:data:`_GUARDS`) knows when a batch runs and refuses those Spark
+    starts once the stop has begun, so that none can start between a look and the stop (they
+    end the query with an error that :func:`_refused` tells from a failure)."""
+    _GUARDS[str(query.id)].stop(query, bound)
+
+
+def _refused(query: StreamingQuery) -> bool:
+    """Whether ``query`` ended because its guard refused a batch at a stop asked for: a clean
+    stop, not a failure (Spark ends a query at its first error: no batch ran after that one)."""
+    guard = _GUARDS.get(str(query.id))
+    return guard is not None and guard.refused
 
 
 def _run_until_stopped(spark: SparkSession, plan: Plan, options: RunOptions,
@@ -377,6 +387,8 @@ def _drain_and_stop(plan: Plan, queries: dict[str, StreamingQuery], bound: float
                 _stop_between_batches(q, bound)
         except Exception:  # stopping is best effort; the checkpoint stays usable
             pass
+    for q in queries.values():
+        _GUARDS.pop(str(q.id), None)
 
 
 def _quietly(call: Callable[[], object]) -> None:

@@ -294,26 +294,27 @@ def test_rows_of_different_inputs_are_processed_in_the_order_their_files_arrived
 def test_a_stop_that_cuts_a_batch_short_waits_for_its_files(caplog):
     """The guard stops the query between two batches; when the batch running outlasts the bound,
     the query is stopped under it, and the stop then waits for the batch's Python side (which
-    goes on writing files) before the caller reads the run directory; a batch refused after the
-    stop runs nothing."""
+    goes on writing files) before the caller reads the run directory; a batch after the stop is
+    refused before it runs anything."""
     import threading
     import time
 
-    from runtime.project_query import BatchGuard
+    from runtime.project_query import BatchGuard, BatchRefused
 
     guard = BatchGuard()
     events: list[str] = []
     inside, stopped = threading.Event(), threading.Event()
 
     def batch() -> None:
-        with guard.batch() as runs:
+        with guard.batch():
             inside.set()
-            if runs:
-                stopped.wait(30)  # outlasts the bound: the query is stopped under it
-                time.sleep(0.05)
-                events.append("batch wrote its files")
+            stopped.wait(30)  # outlasts the bound: the query is stopped under it
+            time.sleep(0.05)
+            events.append("batch wrote its files")
 
     class Query:
+        name = "ccl:project"
+
         def stop(self) -> None:
             events.append("query stopped")
             stopped.set()
@@ -325,8 +326,68 @@ def test_a_stop_that_cuts_a_batch_short_waits_for_its_files(caplog):
     events.append("stop returned")
     running.join()
     assert events == ["query stopped", "batch wrote its files", "stop returned"]
-    with guard.batch() as runs:
-        assert not runs
+    assert not guard.refused
+    with pytest.raises(BatchRefused):
+        with guard.batch():
+            events.append("refused batch ran")
+    assert guard.refused and events[-1] == "stop returned"
+
+
+class _StreamQuery:
+    """A query whose stop, like Spark's, interrupts its stream thread and waits for it: the
+    stream thread starts a batch (the foreachBatch function ``write``) as the stop begins, and
+    an exception from the function ends the query without committing the batch."""
+
+    name = "ccl:trades"
+
+    def __init__(self, write) -> None:
+        import threading
+
+        self.write = write
+        self.committed: list[int] = []
+        self.error: Exception | None = None
+        self.stream = threading.Thread(target=self._batch, args=(1,), daemon=True)
+
+    def _batch(self, batch_id: int) -> None:
+        try:
+            self.write(None, batch_id)
+            self.committed.append(batch_id)
+        except Exception as exc:  # the query ends with it, the batch not committed
+            self.error = exc
+
+    def stop(self) -> None:
+        self.stream.start()
+        self.stream.join(10)
+
+
+def test_a_batch_that_starts_while_the_query_stops_is_refused_not_waited_for():
+    """The old guard held its lock across query.stop(): a batch Spark started meanwhile blocked
+    on it in the Python callback while query.stop() waited for the stream thread: a deadlock
+    (it hung the group-SIGTERM run of element queries). Now such a batch raises BatchRefused at
+    once, so Spark does not commit it (it runs again from the checkpoint), and the stopper
+    knows the query's error is its own stop's doing."""
+    from runtime.project_query import BatchGuard, BatchRefused
+
+    guard = BatchGuard()
+    wrote: list[int] = []
+    query = _StreamQuery(guard.guarded(lambda df, batch_id: wrote.append(batch_id)))
+    guard.stop(query, bound=1.0)
+    assert not query.stream.is_alive(), "the stop hung on the batch it let start"
+    assert isinstance(query.error, BatchRefused) and guard.refused
+    assert wrote == [] and query.committed == []
+
+
+def test_a_failed_batch_is_not_taken_for_a_refused_one():
+    from runtime.project_query import BatchGuard
+
+    guard = BatchGuard()
+    with pytest.raises(ZeroDivisionError):
+        with guard.batch():
+            1 / 0
+    assert not guard.refused
+    query = _StreamQuery(guard.guarded(lambda df, batch_id: None))
+    guard.stop(query, bound=1.0)
+    assert guard.refused and query.committed == []
 
 
 def test_writes_behind_run_in_order_and_wait_raises_the_first_failure():

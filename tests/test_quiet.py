@@ -103,3 +103,44 @@ def test_warnings_of_a_batch_cancelled_at_the_stop_are_dropped_others_kept():
         b"\tat a.B.c(B.java:1)\n"])
     assert got == (b"26/11/26 14:11:05 WARN TaskSetManager: Lost task 1.0 in stage 3.0: "
                    b"java.io.IOException\n\tat a.B.c(B.java:1)\n")
+
+
+def _query_error(name: bytes, python_error: bytes) -> bytes:
+    """What Spark logs when a query's foreachBatch function raised ``python_error``."""
+    traceback = (b"Traceback (most recent call last):\n"
+                 b'  File "/x/py4j/clientserver.py", line 644, in _call_proxy\n'
+                 b"    return_value = getattr(self.pool[obj_id], method)(*params)\n"
+                 b"                   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+                 b'  File "/x/runtime/project_query.py", line 150, in batch\n'
+                 + python_error + b"\n")
+    return (b"26/11/27 12:06:36 ERROR MicroBatchExecution: Query " + name
+            + b" [id = 0d8c, runId = f900] terminated with error\n"
+            b"org.apache.spark.sql.execution.streaming.sources.ForeachBatchUserFuncException: "
+            b"[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function "
+            b"in foreach batch sink. Reason: An exception was raised by the Python Proxy. Return "
+            b"Message: " + traceback + b" SQLSTATE: 39000\n"
+            b"\tat org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink.callBatchWriter"
+            b"(ForeachBatchSink.scala:60)\n"
+            b"\tat org.apache.spark.sql.execution.streaming.runtime.StreamExecution$$anon$1.run("
+            b"StreamExecution.scala:236)\n"
+            b"Caused by: py4j.Py4JException: An exception was raised by the Python Proxy. Return "
+            b"Message: " + traceback + b"\n"
+            b"\tat py4j.Protocol.getReturnValue(Protocol.java:476)\n\t... 34 more\n")
+
+
+def test_the_error_of_a_batch_refused_at_the_stop_is_dropped_a_failure_is_kept_whole():
+    """A batch Spark starts once the stop has begun raises BatchRefused (so that Spark does not
+    commit it), and Spark logs the query's end as an error, the Python traceback in it: left
+    out, the status line before it ended, the lines after it kept. A query that failed is
+    printed as it came."""
+    from runtime.quiet import REFUSED
+
+    refused = _query_error(b"ccl:project", b"runtime.project_query.BatchRefused: " + REFUSED.encode())
+    failed = _query_error(b"ccl:trades", b"ZeroDivisionError: division by zero")
+    after = b"26/11/27 12:06:37 WARN Other: kept\nthe project's batch in flight did not end\n"
+    assert _through([b"\rbatches 3  rows 150   ", refused[:700], refused[700:], after]) == (
+        b"\rbatches 3  rows 150   \n" + after)
+    assert _through([failed[:300], failed[300:], after]) == failed + after
+    assert _through([refused + failed + b"ccl run: element 'trades' stopped\n"]) == (
+        failed + b"ccl run: element 'trades' stopped\n")
+    assert _through([failed.split(b"\tat ")[0]]) == failed.split(b"\tat ")[0]  # never decided

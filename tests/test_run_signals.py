@@ -1,12 +1,16 @@
 """Stopping a continuous `ccl run` the way a service manager does (SIGTERM to its whole process
 group), and what `ccl run` prints at the default log level."""
+import glob
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from runner_e2e import RunOutput, run_project, write_rows
 from test_run_restart import PROJECT, _batches, totals_of
@@ -73,6 +77,87 @@ def test_sigterm_to_the_process_group_writes_the_outputs_and_resumes_exactly(spa
     assert sorted(int(r["id"]) for r in resumed.rows("big")) == [i for i, _, q in rows if q > 50]
     assert _totals(resumed) == totals_of(rows)
     assert resumed.stats("trades")["rows_in"] == len(rows)
+
+
+@pytest.mark.parametrize("files_per_batch", [None, 1])
+def test_a_batch_spark_starts_once_the_stop_has_begun_runs_again_on_resume(
+        spark, tmp_path, monkeypatch, files_per_batch):
+    """The stop refuses every batch from its start (runtime.project_query.BatchGuard): one that
+    Spark starts then (here: for a file fed once the stop has begun) raises, and Spark ends the
+    query without committing it. The run ends cleanly with the outputs of the batches before,
+    and the run resumed from the checkpoint runs it again: every row once. The old guard let
+    such a batch return without running anything, and Spark committed it: its rows were lost.
+    The project's query (no file limit), and the element queries (one file a batch) alike."""
+    import runtime.run as run_module
+    from ccl.plan.planner import plan_project
+    from runtime.project_query import BatchGuard
+    from runtime.run_setup import RunOptions
+
+    rows = [(i, "ABCDEFG"[i % 7], (i * 37) % 100) for i in range(300)]
+    data = tmp_path / "in"
+
+    def feed(f: int) -> None:  # written aside and renamed: a reader never sees half a file
+        write_rows(str(data / f".trades-{f}.csv"), ["id", "sym", "qty"], rows[f * 50:(f + 1) * 50])
+        os.replace(data / f".trades-{f}.csv", data / f"trades-{f}.csv")
+
+    raced = threading.Event()
+
+    class Racing(BatchGuard):
+        def _refuse(self, bound: float) -> bool:
+            idle = super()._refuse(bound)
+            if not raced.is_set():  # the first query stopped: the project's, or the input's
+                raced.set()
+                feed(2)
+                deadline = time.monotonic() + 120
+                while not self.refused and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            return idle
+    monkeypatch.setattr(run_module, "BatchGuard", Racing)
+
+    for f in range(2):
+        feed(f)
+    (tmp_path / "p.ccl").write_text(PROJECT)
+    plan, diags = plan_project(str(tmp_path / "p.ccl"))
+    assert plan is not None, [str(d) for d in diags]
+    run_dir = str(tmp_path / "ckpt")
+    options = RunOptions(inputs={"trades": str(data)}, base_dir=str(tmp_path), run_dir=run_dir,
+                         until_idle=False, buckets=2, trigger_interval="200 milliseconds",
+                         max_files_per_batch=files_per_batch)
+    stop, done = threading.Event(), []
+    runner = threading.Thread(target=lambda: done.append(
+        run_module.run_plan(spark, plan, options, str(tmp_path / "out1"), stop=stop)))
+    runner.start()
+    deadline = time.monotonic() + 240
+    while _rows_in(run_dir) < 100 and runner.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _rows_in(run_dir) == 100, "the first two files were not read before the deadline"
+    stop.set()
+    runner.join(240)
+    assert not runner.is_alive(), "the stop hung"
+    assert done, "the run failed (its error is above)"
+    assert done[0].report["elements"]["trades"]["rows_in"] == 100
+    checkpoint = os.path.join(run_dir, "project_query" if files_per_batch is None
+                              else os.path.join("queries", "trades"))
+    offsets, commits = (max(int(n) for n in os.listdir(os.path.join(checkpoint, d)) if n.isdigit())
+                        for d in ("offsets", "commits"))
+    assert offsets == commits + 1, "the refused batch was committed"
+
+    for f in range(3, 6):
+        feed(f)
+    resumed = run_project(spark, tmp_path, PROJECT, {"trades": str(data)}, checkpoint=run_dir,
+                          max_files_per_batch=files_per_batch)
+    assert sorted(int(r["id"]) for r in resumed.rows("big")) == [i for i, _, q in rows if q > 50]
+    assert _totals(resumed) == totals_of(rows)
+    assert resumed.stats("trades")["rows_in"] == len(rows)
+
+
+def _rows_in(run_dir: str) -> int:
+    """The rows the run has read so far (its input's counters)."""
+    total = 0
+    for path in glob.glob(os.path.join(run_dir, "stats", "trades", "batch-*.json")):
+        with open(path, encoding="utf-8") as f:
+            total += json.load(f)["rows_in"]
+    return total
 
 
 def _totals(out: RunOutput) -> dict[str, tuple[int, int]]:
