@@ -491,6 +491,15 @@ class BucketStore:
         """Remove ``key`` (nothing when absent)."""
         self._set(b"d" + self._prefix(ns) + encode_key(key), None)
 
+    def delete_all(self, ns: str, inst: int, keys: Iterable[tuple]) -> None:
+        """:meth:`delete` of every key of ``keys`` under ``(inst, *key)`` (the instance's prefix
+        encoded once)."""
+        if self._batch is None:
+            raise StateError(f"bucket {self.bucket}: a write outside a batch (begin first)")
+        head = b"d" + self._prefix(ns) + encode_key((inst,))
+        self._pending.update(dict.fromkeys([head + encode_items(key) for key in keys]))
+        self._sorted = None
+
     def scan(self, ns: str, prefix: tuple = ()) -> Iterator[tuple[tuple, Any]]:
         """(key, value) of the keys of ``ns`` starting with the items ``prefix`` (``(instance,)``:
         one instance's), in key order. The scan sees the batch's writes made before it started."""
