@@ -22,7 +22,8 @@ held, and a batch reads only the entries its events touch:
   kept in that cache (the engine may still change a row object it stored, as with the pickled
   dict);
 - :func:`detach` writes the changed entries to the store (the caller commits it with the batch
-  id) and puts the counts back. Instances new in the batch hold plain dicts: they go to the store
+  id; an entry set and removed again within the batch, which the store never held, writes
+  nothing) and puts the counts back. Instances new in the batch hold plain dicts: they go to the store
   whole.
 """
 from __future__ import annotations
@@ -72,6 +73,9 @@ class StoredRows(MutableMapping):
         self._empty = size == 0  # nothing committed: a key not in the cache is absent
         self._cache: dict[tuple, Any] = {}  # key -> value, or _ABSENT
         self._dirty: set[tuple] = set()
+        # keys found absent in the store (committed, or deleted by a flush): a key set and
+        # deleted again within the batch (a KEEP's row evicted by a later row) writes nothing
+        self._unstored: set[tuple] = set()
 
     def get(self, key: tuple, default: Any = None) -> Any:  # type: ignore[override]
         """The value under ``key`` (read from the store once per batch), or ``default``."""
@@ -79,6 +83,8 @@ class StoredRows(MutableMapping):
         if row is None:
             row = _ABSENT if self._empty else self._store.get(self._ns, (self._inst, *key), _ABSENT)
             self._cache[key] = row
+            if row is _ABSENT:
+                self._unstored.add(key)
         return default if row is _ABSENT else row
 
     def prefetch(self, keys: list[tuple]) -> None:
@@ -92,6 +98,7 @@ class StoredRows(MutableMapping):
             inst = self._inst
             values = self._store.get_many(self._ns, [(inst, *k) for k in unread], _ABSENT)
             cache.update(zip(unread, values))
+            self._unstored.update([k for k, v in zip(unread, values) if v is _ABSENT])
 
     def __getitem__(self, key: tuple) -> Any:
         row = self.get(key, _ABSENT)
@@ -137,21 +144,35 @@ class StoredRows(MutableMapping):
         return iter(self._dirty)
 
     def flush(self) -> None:
-        """Give the values changed so far to the store (pending until its commit)."""
-        self._write((key, self._cache[key]) for key in self._changed())
+        """Give the values changed so far to the store (pending until its commit); a key deleted
+        that the store does not hold is left out."""
+        cache, unstored = self._cache, self._unstored
+        changes = []
+        for key in self._changed():
+            row = cache[key]
+            if row is _ABSENT:
+                if key in unstored:
+                    continue
+                unstored.add(key)
+            else:
+                unstored.discard(key)
+            changes.append((key, row))
+        self._write(changes)
 
     def _write(self, changes: Iterator[tuple[tuple, Any]]) -> None:
         """Give the store the (key, value) ``changes`` (``_ABSENT``: deleted): the values in one
-        :meth:`~runtime.state.store.BucketStore.put_all`, not a call per value."""
-        store, ns, inst = self._store, self._ns, self._inst
-        values = []
+        :meth:`~runtime.state.store.BucketStore.put_all` and the deletions in one
+        :meth:`~runtime.state.store.BucketStore.delete_all`, not a call per key."""
+        values, gone = [], []
         for key, row in changes:
             if row is _ABSENT:
-                store.delete(ns, (inst, *key))
+                gone.append(key)
             else:
                 values.append((key, row))
+        if gone:
+            self._store.delete_all(self._ns, self._inst, gone)
         if values:  # (nothing committed when the batch began: the keys are new, no seek)
-            store.put_all(ns, inst, values, absent=self._empty)
+            self._store.put_all(self._ns, self._inst, values, absent=self._empty)
 
 
 class StoredGroups(StoredRows):

@@ -318,24 +318,31 @@ class BucketStore:
         wb = _write_batch()
         put, delete = wb.put, wb.delete
         added: list[bytes] = []  # keys absent before the batch: their undo records in one value
+        # (a raw value is never empty: ``raw[0]`` is its header byte, 0 untimed, read without
+        # the slice ``raw[:1]`` makes; most keys of a batch are new: their branch comes first)
         for dkey, new in self._pending.items():
             old = prior[dkey]
+            if old is None:
+                if new is None:
+                    continue
+                added.append(dkey)
+                put(dkey, new)
+                if new[0]:
+                    put(_index_key(dkey, new), b"")
+                continue
             if new == old:
                 continue
-            if old is None:
-                added.append(_L.pack(len(dkey)))
-                added.append(dkey)
-            else:
-                put(undo + dkey, old)
-                if old[:1] != _UNTIMED:
-                    delete(_index_key(dkey, old))
+            put(undo + dkey, old)
+            if old[0]:
+                delete(_index_key(dkey, old))
             if new is None:
                 delete(dkey)
             else:
                 put(dkey, new)
-                if new[:1] != _UNTIMED:
+                if new[0]:
                     put(_index_key(dkey, new), b"")
-        put(undo, b"".join(added))
+        pack = _L.pack
+        put(undo, b"".join([pack(len(k)) + k for k in added]))
         for p, low in self._low_pending.items():
             mkey = _LOW + p
             old = db.get(mkey)
@@ -483,6 +490,15 @@ class BucketStore:
     def delete(self, ns: str, key: tuple) -> None:
         """Remove ``key`` (nothing when absent)."""
         self._set(b"d" + self._prefix(ns) + encode_key(key), None)
+
+    def delete_all(self, ns: str, inst: int, keys: Iterable[tuple]) -> None:
+        """:meth:`delete` of every key of ``keys`` under ``(inst, *key)`` (the instance's prefix
+        encoded once)."""
+        if self._batch is None:
+            raise StateError(f"bucket {self.bucket}: a write outside a batch (begin first)")
+        head = b"d" + self._prefix(ns) + encode_key((inst,))
+        self._pending.update(dict.fromkeys([head + encode_items(key) for key in keys]))
+        self._sorted = None
 
     def scan(self, ns: str, prefix: tuple = ()) -> Iterator[tuple[tuple, Any]]:
         """(key, value) of the keys of ``ns`` starting with the items ``prefix`` (``(instance,)``:

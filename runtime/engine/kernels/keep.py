@@ -23,6 +23,7 @@ or the kernel can run an instance's next batch.
 """
 from __future__ import annotations
 
+from itertools import islice
 from operator import itemgetter
 from typing import Any, Callable, Optional
 
@@ -256,6 +257,9 @@ class KeepKernel:
             inst = int(inst_at[s])
             state = states[inst]["output"]
             ls, le = live_bounds[2 * i], live_bounds[2 * i + 1]
+            fetch = getattr(state["rows"], "prefetch", None)
+            if fetch is not None and le > ls:  # rows in the state store: one read for the batch
+                fetch(_touched(state["groups"], entries[ls:le]))
             if shared[e - 1] == shared[s] and bad_bounds[2 * i] == bad_bounds[2 * i + 1]:
                 # no bad record, no transaction of several rows: the inserting rows in order
                 run(state, entries[ls:le], live_seqs[ls:le], inst, 0, emit)
@@ -400,6 +404,21 @@ class KeepKernel:
             members.pop(key, None)
             if not members:
                 del groups[group]
+
+
+def _touched(groups: dict, entries: list[tuple]) -> list[tuple]:
+    """The row keys the upserts of ``entries`` (``(row, key, group)``) read from the window:
+    their own keys, and the oldest members of each group they join, as many as join it (the
+    rows a KEEP evicts first; a KEEP with SLACK may evict more, read one by one)."""
+    joining: dict[tuple, int] = {}
+    for _, _, group in entries:
+        joining[group] = joining.get(group, 0) + 1
+    keys = [key for _, key, _ in entries]
+    for group, count in joining.items():
+        members = groups.get(group)
+        if members:
+            keys.extend(islice(members, count))
+    return keys
 
 
 def _long(values: list) -> list:
