@@ -141,17 +141,21 @@ def summary(events: list[dict]) -> str:
 def cpu_summary(events: list[dict], spent: dict[str, float]) -> str:
     """The run's CPU seconds by process (bench/project.py's ``process_cpu``) and by step: the
     driver's steps by name (each step's own thread CPU; steps that call other timed steps count
-    them too), the buckets' and the outputs' in the workers, and what of the workers' CPU is
-    neither (taking buckets in, handing them back)."""
+    them too) and the buckets it ran itself, the buckets' and the outputs' in the workers, and
+    what of the workers' CPU is neither (taking buckets in, handing them back, pyarrow's own
+    threads)."""
     steps: dict[str, float] = {}
     for e in events:
         if e["kind"] == "driver":
             name = e["name"].split(" ")[0] if e["name"] != "stage files (behind)" else e["name"]
             steps[name] = steps.get(name, 0.0) + e["cpu"]
-    buckets = sum(e["cpu"] for e in events if e["kind"] == "bucket")
+    main = int(os.environ[MAIN])
+    buckets = sum(e["cpu"] for e in events if e["kind"] == "bucket" and e["pid"] != main)
+    here = sum(e["cpu"] for e in events if e["kind"] == "bucket" and e["pid"] == main)
     outputs = sum(e["cpu"] for e in events if e["kind"] == "output")
     lines = ["CPU s by process: " + ", ".join(f"{k} {v:.2f}" for k, v in spent.items()),
-             "driver steps (thread CPU): " + ", ".join(f"{k} {v:.2f}" for k, v in steps.items()),
+             "driver steps (thread CPU): " + ", ".join(f"{k} {v:.2f}" for k, v in steps.items())
+             + f"; buckets run on the driver {here:.2f}",
              f"pool: buckets {buckets:.2f}, outputs {outputs:.2f}, the rest "
              f"{spent.get('pool', 0.0) - buckets - outputs:.2f}"]
     return "\n".join(lines)
