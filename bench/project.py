@@ -29,7 +29,9 @@ Prints each job's time (its fastest run), trades/s, the ratios to the passthroug
 filter, the time each element adds (the join's over the filter), and the CPU seconds the run took
 (its least): of this process and every process under it (the JVM, the bucket pool's workers,
 Spark's Python workers, each with its reaped children's), from /proc, which on a shared machine
-varies less than the time; ``--json FILE`` writes the same as data.
+varies less than the time; each run's line on stderr splits it by process (``driver``: this
+Python process, ``jvm``, ``pool``: the bucket pool's workers, ``other``). ``--json FILE`` writes
+the same as data.
 """
 from __future__ import annotations
 
@@ -144,35 +146,52 @@ def generate(directory: str, rows: int, instruments: int, files: int) -> str:
     return trades
 
 
-def tree_cpu_seconds() -> float:
-    """CPU seconds (user and system) of this process and its live descendants, each with the
-    children it reaped; NaN without /proc."""
+def _processes() -> dict[int, tuple[int, int, str]]:
+    """Every process of /proc: pid -> (parent pid, CPU ticks with its reaped children's, command
+    line); empty without /proc."""
+    found: dict[int, tuple[int, int, str]] = {}
     try:
-        tick = os.sysconf("SC_CLK_TCK")
-        parent: dict[int, int] = {}
-        spent: dict[int, int] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    text = f.read()
-            except OSError:  # gone meanwhile
-                continue
-            fields = text[text.rfind(")") + 2:].split()
-            parent[int(entry)] = int(fields[1])
-            spent[int(entry)] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-    except (OSError, ValueError):
-        return float("nan")
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                text = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        fields = text[text.rfind(")") + 2:].split()
+        found[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]), command)
+    return found
+
+
+def process_cpu() -> dict[str, float]:
+    """CPU seconds (user and system, each process with the children it reaped) of this process
+    (``driver``) and its live descendants by kind: ``jvm`` (Java), ``pool`` (the bucket pool's
+    spawned workers), ``other`` (Spark's Python workers and anything else); empty without /proc."""
+    procs = _processes()
+    if not procs:
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
-    for pid, ppid in parent.items():
+    for pid, (ppid, _, _) in procs.items():
         children.setdefault(ppid, []).append(pid)
-    total, todo = 0, [os.getpid()]
+    kinds = {"driver": 0.0, "jvm": 0.0, "pool": 0.0, "other": 0.0}
+    todo = [os.getpid()]
     while todo:
         pid = todo.pop()
-        total += spent.get(pid, 0)
         todo += children.get(pid, [])
-    return total / tick
+        if pid not in procs:
+            continue
+        command = procs[pid][2]
+        kind = ("driver" if pid == os.getpid() else "jvm" if "java" in command.split(" ")[0]
+                else "pool" if "multiprocessing" in command else "other")
+        kinds[kind] += procs[pid][1] / tick
+    return kinds
 
 
 def _timed(start: Callable[[], object]) -> float:
@@ -243,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [name for name in jobs if not only or name in only]
     times: dict[str, list[float]] = {name: [] for name in chosen}
     cpus: dict[str, list[float]] = {name: [] for name in chosen}
+    kinds: dict[str, list[dict[str, float]]] = {name: [] for name in chosen}
     try:
         warm = os.path.join(root, "warm")
         generate(os.path.join(warm, "data"), 2000, min(args.instruments, 100), 2)
@@ -255,11 +275,14 @@ def main(argv: list[str] | None = None) -> int:
             for name in chosen:
                 work = os.path.join(root, f"{name}-{attempt}")
                 os.makedirs(work)
-                cpu = tree_cpu_seconds()
+                before = process_cpu()
                 times[name].append(jobs[name](work))
-                cpus[name].append(tree_cpu_seconds() - cpu)
+                spent = {k: v - before.get(k, 0.0) for k, v in process_cpu().items()}
+                cpus[name].append(sum(spent.values()) if spent else float("nan"))
+                kinds[name].append(spent)
                 shutil.rmtree(work, ignore_errors=True)
-                print(f"  {name} run {attempt + 1}: {times[name][-1]:.2f} s, {cpus[name][-1]:.2f} CPU s",
+                print(f"  {name} run {attempt + 1}: {times[name][-1]:.2f} s, {cpus[name][-1]:.2f} CPU s ("
+                      + ", ".join(f"{k} {v:.2f}" for k, v in spent.items()) + ")",
                       file=sys.stderr, flush=True)
     finally:
         spark.stop()
@@ -289,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         results.append({"job": name, "seconds": seconds, "runs": times[name],
                         "median_seconds": statistics.median(times[name]), "rows_per_second": rate,
                         "ratio_to_passthrough": ratio, "ratio_to_filter": to_filter,
-                        "adds_seconds": adds, "cpu_seconds": min(cpus[name]), "cpu_runs": cpus[name]})
+                        "adds_seconds": adds, "cpu_seconds": min(cpus[name]), "cpu_runs": cpus[name],
+                        "cpu_by_process": kinds[name]})
         previous = name
     print("load average (1, 5, 15 min) at the end: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     if args.json:

@@ -48,19 +48,53 @@ def timed_bucket(runner_args: tuple, part: Any) -> Any:
     return out
 
 
+def timed_output(*args: Any) -> Any:
+    """``runtime.outputs.write_output``, its time recorded (in a worker, or on the driver)."""
+    import runtime.outputs as outputs
+
+    began, cpu = time.time(), time.thread_time()
+    try:
+        return _ORIGINAL_OUTPUT(*args) if _ORIGINAL_OUTPUT else outputs.write_output(*args)
+    finally:
+        _record("driver" if os.environ.get(MAIN) == str(os.getpid()) else "output",
+                f"write_output {args[1].name}", began, cpu=time.thread_time() - cpu)
+
+
+_ORIGINAL_OUTPUT = None
+MAIN = "CCL_TIMELINE_MAIN"  # the environment variable naming the driver's pid
+
+
 def _timed_step(module: Any, attr: str) -> None:
-    """Wrap ``module.attr`` so that each call is recorded with the element it ran for."""
+    """Wrap ``module.attr`` so that each call is recorded with the element it ran for and the
+    CPU of the thread that ran it."""
     step = getattr(module, attr)
 
     @functools.wraps(step)
     def timed(*args: Any, **kwargs: Any) -> Any:
-        began = time.time()
+        began, cpu = time.time(), time.thread_time()
         try:
             return step(*args, **kwargs)
         finally:
             element = next((a.name for a in args if isinstance(getattr(a, "name", None), str)), "")
-            _record("driver", f"{attr} {element}".strip(), began)
+            _record("driver", f"{attr} {element}".strip(), began, cpu=time.thread_time() - cpu)
     setattr(module, attr, timed)
+
+
+def _timed_writes(behind: Any) -> None:
+    """Record each write a batch's stage hands to ``runtime.project_query.WriteBehind`` (its
+    thread's CPU)."""
+    submit = behind.submit
+
+    @functools.wraps(submit)
+    def timed_submit(self: Any, write: Any) -> None:
+        def timed_write() -> None:
+            began, cpu = time.time(), time.thread_time()
+            try:
+                write()
+            finally:
+                _record("driver", "stage files (behind)", began, cpu=time.thread_time() - cpu)
+        submit(self, timed_write)
+    behind.submit = timed_submit
 
 
 def instrument() -> None:
@@ -68,10 +102,16 @@ def instrument() -> None:
     import runtime.arrow_frames as arrow_frames
     import runtime.bucket_pool as bucket_pool
     import runtime.inputs.file_input as file_input
+    import runtime.outputs as outputs
     import runtime.project_query as project_query
     import runtime.run as run
 
+    global _ORIGINAL_OUTPUT
+    os.environ[MAIN] = str(os.getpid())
     bucket_pool.run_bucket = timed_bucket
+    _ORIGINAL_OUTPUT = outputs.write_output
+    outputs.write_output = timed_output
+    _timed_writes(project_query.WriteBehind)
     for module, attr in [(project_query, "_stage_table"), (project_query, "_written"),
                          (arrow_frames, "processor_input"), (project_query, "run_buckets"),
                          (file_input, "rows_here"), (run, "write_outputs")]:
@@ -96,6 +136,29 @@ def summary(events: list[dict]) -> str:
     return (f"batch {end - start:.2f} s: both workers busy {busy[2]:.2f} s, one {busy[1]:.2f} s, "
             f"none {busy[0]:.2f} s; outputs after the query {written:.2f} s; buckets' CPU "
             f"{sum(e['cpu'] for e in buckets):.2f} s")
+
+
+def cpu_summary(events: list[dict], spent: dict[str, float]) -> str:
+    """The run's CPU seconds by process (bench/project.py's ``process_cpu``) and by step: the
+    driver's steps by name (each step's own thread CPU; steps that call other timed steps count
+    them too) and the buckets it ran itself, the buckets' and the outputs' in the workers, and
+    what of the workers' CPU is neither (taking buckets in, handing them back, pyarrow's own
+    threads)."""
+    steps: dict[str, float] = {}
+    for e in events:
+        if e["kind"] == "driver":
+            name = e["name"].split(" ")[0] if e["name"] != "stage files (behind)" else e["name"]
+            steps[name] = steps.get(name, 0.0) + e["cpu"]
+    main = int(os.environ[MAIN])
+    buckets = sum(e["cpu"] for e in events if e["kind"] == "bucket" and e["pid"] != main)
+    here = sum(e["cpu"] for e in events if e["kind"] == "bucket" and e["pid"] == main)
+    outputs = sum(e["cpu"] for e in events if e["kind"] == "output")
+    lines = ["CPU s by process: " + ", ".join(f"{k} {v:.2f}" for k, v in spent.items()),
+             "driver steps (thread CPU): " + ", ".join(f"{k} {v:.2f}" for k, v in steps.items())
+             + f"; buckets run on the driver {here:.2f}",
+             f"pool: buckets {buckets:.2f}, outputs {outputs:.2f}, the rest "
+             f"{spent.get('pool', 0.0) - buckets - outputs:.2f}"]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,8 +187,10 @@ def main(argv: list[str] | None = None) -> int:
                 os.remove(path)
             work = os.path.join(root, f"run{k}")
             os.makedirs(work)
+            before = project.process_cpu()
             began = time.time()
             seconds = project.compiled(spark, data, work, args.elements)
+            spent = {k: v - before.get(k, 0.0) for k, v in project.process_cpu().items()}
             print(f"run {k + 1}: {seconds:.2f} s", file=sys.stderr, flush=True)
         events: list[dict] = []
         for path in glob.glob(os.path.join(os.environ[LOG_DIR], "*.jsonl")):
@@ -133,10 +198,12 @@ def main(argv: list[str] | None = None) -> int:
                 events += [json.loads(line) for line in f]
         events.sort(key=lambda e: e["t0"])
         for e in events:
-            what = (f"{e['name']} bucket {e['bucket']}: {e['rows']} rows in, {e['out']} out, "
-                    f"{e['cpu']:.2f} CPU s" if e["kind"] == "bucket" else e["name"])
-            print(f"{e['pid']:>7} {e['t0'] - began:7.3f} {e['t1'] - began:7.3f}  {what}")
+            what = (f"{e['name']} bucket {e['bucket']}: {e['rows']} rows in, {e['out']} out"
+                    if e["kind"] == "bucket" else e["name"])
+            print(f"{e['pid']:>7} {e['t0'] - began:7.3f} {e['t1'] - began:7.3f}  {what}, "
+                  f"{e['cpu']:.3f} CPU s")
         print(f"run {args.runs}: {seconds:.2f} s; " + summary(events))
+        print(cpu_summary(events, spent))
         print("load average (1, 5, 15 min) at the end: "
               + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     finally:

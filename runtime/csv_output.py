@@ -147,8 +147,13 @@ def write_csv_tables(path: str, columns: list[list[str]], tables: Iterable[Any],
             if not rows:
                 continue
             have = set(table.schema.names)
-            fields = [_column_text(table.column(n), t, fmt) if n in have else [""] * rows
-                      for n, t, fmt in zip(names, types, formatters)]
+            texts = [_column_arrow(table.column(n), t, fmt) if n in have else None
+                     for n, t, fmt in zip(names, types, formatters)]
+            if stream_name is None and not (opcodes and header) and _plain(texts, delimiter):
+                _write_joined(f, texts, delimiter)
+                count += rows
+                continue
+            fields = [x.to_pylist() if x is not None else [""] * rows for x in texts]
             if stream_name is not None or (opcodes and header):
                 ops = ([op or "i" for op in table.column("__op").to_pylist()] if "__op" in have
                        else ["i"] * rows)
@@ -159,26 +164,74 @@ def write_csv_tables(path: str, columns: list[list[str]], tables: Iterable[Any],
     return count
 
 
-def _column_text(column: Any, ccl_type: str, fmt: Callable[[Any], str]) -> list[str]:
-    """The CSV text of each value of an Arrow ``column`` of ``ccl_type`` (as ``fmt`` gives it):
-    integers, booleans and strings through pyarrow, where its text is exactly
-    :func:`format_value`'s, everything else value by value."""
+def _column_arrow(column: Any, ccl_type: str, fmt: Callable[[Any], str]) -> Any:
+    """The CSV text of each value of an Arrow ``column`` of ``ccl_type`` (as ``fmt`` gives it), as
+    an Arrow string array without nulls: integers, booleans and strings through pyarrow, where
+    its text is exactly :func:`format_value`'s, everything else value by value."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     kind = column.type
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if pa.types.is_boolean(kind) or (pa.types.is_integer(kind) and ccl_type in _DIGITS):
         # Arrow writes integers in digits and booleans as true/false, as str() and format_value do
-        return pc.fill_null(pc.cast(column, pa.string()), "").to_pylist()
+        return pc.fill_null(pc.cast(column, pa.string()), "")
     if ccl_type == "string" and (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-        return pc.fill_null(column, "").to_pylist()
+        return pc.fill_null(column, "").cast(pa.string())
     if ccl_type == "float" and pa.types.is_float64(kind):
         return _float_text(column, fmt)
-    return list(map(fmt, column.to_pylist()))
+    return pa.array(list(map(fmt, column.to_pylist())), pa.string())
 
 
-def _float_text(column: Any, fmt: Callable[[Any], str]) -> list[str]:
-    """The text of each value of a float64 ``column``: Python's ``repr`` (``fmt``'s text). Arrow's
+def _plain(texts: list[Any], delimiter: str) -> bool:
+    """Whether the lines of ``texts`` (the columns' text, None: a column written empty) can be
+    joined as they are: at least one column, no field with a character that may need quoting,
+    and no empty field alone on its line (which the csv module writes as ``""``). The text's
+    UTF-8 bytes are searched: a character's encoding matches only that character."""
+    import numpy as np
+
+    if not texts or (len(texts) == 1 and texts[0] is None):
+        return False
+    specials = [c.encode("utf-8") for c in {delimiter, '"', "\n", "\r"}]
+    for text in texts:
+        if text is None:
+            continue
+        offsets = np.frombuffer(text.buffers()[1], np.int32)[text.offset:text.offset + len(text) + 1]
+        if len(texts) == 1 and (np.diff(offsets) == 0).any():
+            return False
+        data = text.buffers()[2]
+        if data is None:
+            continue
+        raw = memoryview(data)[offsets[0]:offsets[-1]].tobytes()
+        if any(special in raw for special in specials):
+            return False
+    return True
+
+
+SLICE_ROWS = 100_000  # lines joined in Arrow at a time (bounds the joined text's size)
+
+
+def _write_joined(f: Any, texts: list[Any], delimiter: str) -> None:
+    """Write the lines of ``texts`` (see :func:`_plain`, which they pass) to ``f``: each row's
+    fields joined with ``delimiter`` and a line feed, in Arrow, the text written as it lies in
+    the joined array's buffer (no Python string per value or line)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = len(next(t for t in texts if t is not None))
+    for start in range(0, rows, SLICE_ROWS):
+        parts = [t.slice(start, SLICE_ROWS) if t is not None else pa.scalar("") for t in texts]
+        lines = pc.binary_join_element_wise(*parts, delimiter) if len(parts) > 1 else parts[0]
+        lines = pc.binary_join_element_wise(lines, pa.scalar(""), "\n")  # each line and "\n"
+        offsets = np.frombuffer(lines.buffers()[1], np.int32)[lines.offset:lines.offset
+                                                              + len(lines) + 1]
+        f.write(memoryview(lines.buffers()[2])[offsets[0]:offsets[-1]].tobytes().decode("utf-8"))
+
+
+def _float_text(column: Any, fmt: Callable[[Any], str]) -> Any:
+    """The text of each value of a float64 ``column`` (an Arrow string array): Python's ``repr``
+    (``fmt``'s text). Arrow's
     cast to string writes the same shortest digits, in plain notation when it does not use an
     exponent, but without ``.0`` on a whole number (``100`` for ``100.0``): its text is used, with
     that ``.0`` added, for the values Python writes in plain notation (0, and magnitudes from 1e-4
@@ -195,12 +248,14 @@ def _float_text(column: Any, fmt: Callable[[Any], str]) -> list[str]:
                            pc.and_(pc.greater_equal(magnitude, 1e-4), pc.less(magnitude, 1e16))))
     plain = pc.fill_null(plain, False)
     whole = pc.invert(pc.match_substring(text, "."))
-    out = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text).to_pylist()
+    out = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
     others = np.flatnonzero(~plain.to_numpy(zero_copy_only=False))
-    if len(others):
-        for i in others.tolist():
-            out[i] = fmt(column[i].as_py())
-    return out
+    if not len(others):
+        return out
+    listed = out.to_pylist()
+    for i in others.tolist():
+        listed[i] = fmt(column[i].as_py())
+    return pa.array(listed, pa.string())
 
 
 _DIGITS = frozenset({"integer", "long", "interval"})  # types format_value writes an int of as str(v)

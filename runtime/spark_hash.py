@@ -270,6 +270,45 @@ def _bytes_np(h: np.ndarray, offsets: np.ndarray, data: np.ndarray) -> np.ndarra
     return _fmix_np(h, lengths)
 
 
+def _bytes_column_np(h: np.ndarray, column: Any) -> np.ndarray:
+    """``hashUnsafeBytes`` of every value of ``column`` (an Arrow string or binary array, nulls
+    hashed as their empty slot: the caller keeps ``h`` for them) seeded by ``h``."""
+    offsets = np.frombuffer(column.buffers()[1], np.int32)[column.offset:column.offset
+                                                            + len(column) + 1]
+    data = (np.frombuffer(column.buffers()[2], np.uint8) if column.buffers()[2] is not None
+            else np.zeros(0, np.uint8))
+    return _bytes_np(h, offsets, data)
+
+
+def _distinct_bytes_np(h: np.ndarray, column: Any) -> Optional[np.ndarray]:
+    """:func:`_bytes_column_np` computed once per distinct (running hash, value) pair and spread
+    to the rows: a column of few distinct values (a symbol, a name) costs a hash per distinct
+    value instead of per row. None when the pairs are not at most half the rows (the caller
+    hashes every row)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(column)
+    encoded = pc.dictionary_encode(column)
+    values = encoded.dictionary
+    if 2 * len(values) > n:
+        return None
+    if not len(values):  # every value null: the caller keeps h
+        return h
+    # a null's index is filled with 0: its hash is computed and then dropped by the caller
+    index = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False)
+    if (h == h[0]).all():  # one seed (the first column): the values are the pairs
+        return _bytes_column_np(np.full(len(values), h[0], np.uint32), values)[index]
+    pairs = pc.dictionary_encode(pa.array((h.astype(np.uint64) << np.uint64(32))
+                                          | index.astype(np.uint64)))
+    distinct = pairs.dictionary.to_numpy()
+    if 2 * len(distinct) > n:
+        return None
+    seeds = (distinct >> np.uint64(32)).astype(np.uint32)
+    picked = values.take(pa.array(distinct & np.uint64(_M)))
+    return _bytes_column_np(seeds, picked)[pairs.indices.to_numpy()]
+
+
 def _column_np(h: np.ndarray, column: Any, ccl_type: str) -> np.ndarray:
     """The running hashes ``h`` after the column ``column`` (an Arrow array or a Python list)."""
     import pyarrow as pa
@@ -302,11 +341,9 @@ def _column_np(h: np.ndarray, column: Any, ccl_type: str) -> np.ndarray:
         out = _long_np(h, raw[0:2 * len(column):2])  # the low 8 bytes: the unscaled long
     elif text in ("string", "binary"):
         column = column.cast(arrow_type)
-        offsets = np.frombuffer(column.buffers()[1], np.int32)[column.offset:column.offset
-                                                                + len(column) + 1]
-        data = (np.frombuffer(column.buffers()[2], np.uint8) if column.buffers()[2] is not None
-                else np.zeros(0, np.uint8))
-        out = _bytes_np(h, offsets, data)
+        out = _distinct_bytes_np(h, column)
+        if out is None:
+            out = _bytes_column_np(h, column)
     else:
         if text == "boolean" and column.type != arrow_type:
             column = column.cast(pa.int32())

@@ -172,12 +172,16 @@ def _column_strategies():
     ]
 
 
-def test_tables_write_the_same_bytes_as_rows_on_generated_columns(tmp_path):
+def test_tables_write_the_same_bytes_as_rows_on_generated_columns(tmp_path, monkeypatch):
+    """Also with the joined lines written a few rows at a time (``SLICE_ROWS`` 4: tables of
+    up to 6 rows, in one slice or two)."""
     import pyarrow as pa
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
+    from runtime import csv_output
     from runtime.csv_output import write_csv_tables
+    monkeypatch.setattr(csv_output, "SLICE_ROWS", 4)
     kinds = _column_strategies()
 
     @st.composite

@@ -162,3 +162,46 @@ def test_wrong_lengths_are_refused():
         spark_hash([1, 2], ["integer"])
     with pytest.raises(ValueError):
         spark_hash_columns([[1, 2], [1]], ["integer", "integer"])
+
+
+_plain_texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)  # Arrow's UTF-8
+_pool_values = {
+    "string": st.lists(st.one_of(st.none(), _plain_texts), min_size=1, max_size=4),
+    "binary": st.lists(st.one_of(st.none(), st.binary(max_size=9)), min_size=1, max_size=4),
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), kind=st.sampled_from(["string", "binary"]), n=st.integers(1, 60),
+       before=st.sampled_from(["none", "integer", "string"]), sliced=st.integers(0, 3),
+       chunked=st.booleans())
+def test_columns_of_few_distinct_values_hash_as_row_by_row(data, kind, n, before, sliced, chunked):
+    """A string or binary column of few distinct values (drawn from a pool of 1-4, nulls among
+    them, so each value repeats: hashed once per distinct (running hash, value) pair and spread
+    to its rows) and one of many (every row hashed): ``spark_hash_columns`` gives ``spark_hash``
+    row by row, alone and after another column (a running hash that varies per row, or a
+    constant one), over sliced and chunked Arrow arrays and over lists."""
+    import pyarrow as pa
+
+    pool = data.draw(_pool_values[kind])
+    few = data.draw(st.booleans())
+    values = data.draw(st.lists(st.sampled_from(pool) if few else
+                                st.one_of(st.none(), _plain_texts if kind == "string" else
+                                          st.binary(max_size=9)), min_size=n, max_size=n))
+    columns, types = [values], [kind]
+    if before == "integer":
+        columns.insert(0, data.draw(st.lists(st.one_of(st.none(), st.integers(0, 3)),
+                                             min_size=n, max_size=n)))
+        types.insert(0, "integer")
+    elif before == "string":
+        columns.insert(0, data.draw(st.lists(st.sampled_from(["x", "yz", None]),
+                                             min_size=n, max_size=n)))
+        types.insert(0, "string")
+    want = [spark_hash(list(row), types) for row in zip(*columns)]
+    assert spark_hash_columns(columns, types).tolist() == want
+    arrow_types = {"integer": pa.int32(), "string": pa.string(), "binary": pa.binary()}
+    padded = [pa.array([None] * sliced + list(c) + [c[0]], arrow_types[t]).slice(sliced, n)
+              for c, t in zip(columns, types)]
+    if chunked:
+        padded = [pa.chunked_array([a.slice(0, n // 2), a.slice(n // 2)]) for a in padded]
+    assert spark_hash_columns(padded, types).tolist() == want
