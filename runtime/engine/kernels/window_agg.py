@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from math import copysign
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -90,13 +90,10 @@ _R_ACC, _R_SUM, _R_AVG, _R_ENGINE, _R_COLUMN = range(5)
 _PLAIN = {kind: python for python, kind in PLAIN_KINDS.items()}
 
 
-def _long(v: int) -> Long:
-    """A long column's value as the engine's expressions read it (``from_python(v, long)``)."""
-    return Long(v)
-
-
-# Column types (besides the plain ones) whose non-null values are read by a function.
-_READERS: dict[str, Callable[[Any], Any]] = {"long": _long}
+# Column types (besides the plain ones) whose non-null values are read by a function: a long
+# as the engine's expressions read it (``from_python(v, long)``, the class itself: no call of a
+# Python function per value).
+_READERS: dict[str, Callable[[Any], Any]] = {"long": Long}
 
 
 class WindowAggregation:
@@ -945,15 +942,13 @@ class _Net:
         return [o for _, _, o in entries]
 
 
-def _transactions(seqs: list[int], ports: list[int]) -> Iterator[tuple[int, int]]:
+def _transactions(seqs: list[int], ports: list[int]) -> list[tuple[int, int]]:
     """The engine's transactions of an instance's rows in order: each run of rows sharing a
-    sequence number and port, as ``(start, stop)``."""
+    sequence number and port, as ``(start, stop)`` (found by NumPy: the numbers are the bucket's
+    64-bit ``__seq`` and ``__port``)."""
     n = len(seqs)
-    start = 0
-    while start < n:
-        seq, port = seqs[start], ports[start]
-        stop = start + 1
-        while stop < n and seqs[stop] == seq and ports[stop] == port:
-            stop += 1
-        yield start, stop
-        start = stop
+    if n < 2:
+        return [(0, n)] if n else []
+    s, p = np.array(seqs, dtype=np.int64), np.array(ports, dtype=np.int64)
+    cuts = (np.flatnonzero((s[1:] != s[:-1]) | (p[1:] != p[:-1])) + 1).tolist()
+    return list(zip([0, *cuts], [*cuts, n]))
