@@ -145,7 +145,7 @@ def test_the_transactions_are_the_runs_of_a_sequence_number_and_port(rows):
         if k == len(rows) or rows[k] != rows[k - 1]:
             want.append((start, k))
             start = k
-    assert _transactions(seqs, ports) == want
+    assert list(_transactions(seqs, ports)) == want
 
 
 def test_a_group_row_that_changes_and_comes_back_in_one_transaction(tmp_path):

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from math import copysign
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -942,13 +942,16 @@ class _Net:
         return [o for _, _, o in entries]
 
 
-def _transactions(seqs: list[int], ports: list[int]) -> list[tuple[int, int]]:
+def _transactions(seqs: list[int], ports: list[int]) -> Iterator[tuple[int, int]]:
     """The engine's transactions of an instance's rows in order: each run of rows sharing a
-    sequence number and port, as ``(start, stop)`` (found by NumPy: the numbers are the bucket's
-    64-bit ``__seq`` and ``__port``)."""
+    sequence number and port, as ``(start, stop)`` (a Python loop: NumPy's arrays cost more than
+    the whole loop for an instance's batch of a few hundred rows or less)."""
     n = len(seqs)
-    if n < 2:
-        return [(0, n)] if n else []
-    s, p = np.array(seqs, dtype=np.int64), np.array(ports, dtype=np.int64)
-    cuts = (np.flatnonzero((s[1:] != s[:-1]) | (p[1:] != p[:-1])) + 1).tolist()
-    return list(zip([0, *cuts], [*cuts, n]))
+    start = 0
+    while start < n:
+        seq, port = seqs[start], ports[start]
+        stop = start + 1
+        while stop < n and seqs[stop] == seq and ports[stop] == port:
+            stop += 1
+        yield start, stop
+        start = stop
