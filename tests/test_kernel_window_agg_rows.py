@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from ccl.plan.model import Aggregate
 from runtime.engine.aggregate import _Aggregate
 from runtime.engine.expr import Expressions
-from runtime.engine.kernels.window_agg import _extreme
+from runtime.engine.kernels.window_agg import _extreme, _transactions
 from runtime.processor import received_rows
 from test_engine_columnar import outputs, same
 from test_kernel_window_agg import (QUERIES, SOURCES, assert_rows_mode_is_the_engine, batches,
-                                    bucket_run, narrow_row, same_state, table, with_found)
+                                    bucket_run, narrow_row, row, same_state, table, with_found)
 
 FAST = {
     **{name: QUERIES[name] for name in ("count sum avg max", "min max with retraction",
@@ -29,6 +29,9 @@ FAST = {
                                   "sum(S.p) sp FROM S GROUP BY S.v, S.k"),
     # the group's last row shown: a removed row's values until another comes
     "last row columns": "SELECT S.k, S.p p, S.v v, max(S.v) m, min(S.v) l FROM S GROUP BY S.k",
+    # long arguments (read as the engine's Long): extremes, a count, an average
+    "long arguments": ("SELECT S.k, max(S.n) mn, min(S.n) ln, count(S.n) cn, avg(S.n) an, "
+                       "sum(S.p) sp FROM S GROUP BY S.k"),
 }
 # rows mode on the engine's per-change path (the kernel's slow lane): float groups (NaN, zeros
 # of both signs as keys), the engine's other aggregates, a failing argument, WHERE and GROUP
@@ -112,6 +115,37 @@ long_transactions = st.lists(
 @given(data=long_transactions)
 def test_fast_rows_mode_merges_long_transactions_as_the_engine(tmp_path, source, name, data):
     assert_rows_mode_is_the_engine(bucket_run(tmp_path, FAST[name], "rows", source), data)
+
+
+# transactions of several changes over the wide rows (more keys and groups, NaN, infinities,
+# both zeros, nulls, longs far from 32 bits), in two instances
+wide_transactions = st.lists(
+    st.lists(st.tuples(st.integers(0, 1), st.sampled_from(["i", "i", "u", "p", "d", "s", "x"]),
+                       st.just(None), row, st.sampled_from([True, True, False])),
+             max_size=30),
+    min_size=1, max_size=3)
+
+
+@pytest.mark.parametrize("name", list(FAST))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=wide_transactions)
+def test_fast_rows_mode_gives_the_engine_on_wide_transactions(tmp_path, name, data):
+    assert_rows_mode_is_the_engine(bucket_run(tmp_path, FAST[name], "rows"), data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from([0, 1, 2**62, -2**63, 2**63 - 1]),
+                               st.integers(0, 2)), max_size=12))
+def test_the_transactions_are_the_runs_of_a_sequence_number_and_port(rows):
+    """``_transactions``: each maximal run of rows sharing a sequence number and a port, in
+    order (64-bit numbers at both ends of the range)."""
+    seqs, ports = [r[0] for r in rows], [r[1] for r in rows]
+    want, start = [], 0
+    for k in range(1, len(rows) + 1):
+        if k == len(rows) or rows[k] != rows[k - 1]:
+            want.append((start, k))
+            start = k
+    assert list(_transactions(seqs, ports)) == want
 
 
 def test_a_group_row_that_changes_and_comes_back_in_one_transaction(tmp_path):

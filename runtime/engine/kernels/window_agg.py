@@ -90,13 +90,10 @@ _R_ACC, _R_SUM, _R_AVG, _R_ENGINE, _R_COLUMN = range(5)
 _PLAIN = {kind: python for python, kind in PLAIN_KINDS.items()}
 
 
-def _long(v: int) -> Long:
-    """A long column's value as the engine's expressions read it (``from_python(v, long)``)."""
-    return Long(v)
-
-
-# Column types (besides the plain ones) whose non-null values are read by a function.
-_READERS: dict[str, Callable[[Any], Any]] = {"long": _long}
+# Column types (besides the plain ones) whose non-null values are read by a function: a long
+# as the engine's expressions read it (``from_python(v, long)``, the class itself: no call of a
+# Python function per value).
+_READERS: dict[str, Callable[[Any], Any]] = {"long": Long}
 
 
 class WindowAggregation:
@@ -947,7 +944,8 @@ class _Net:
 
 def _transactions(seqs: list[int], ports: list[int]) -> Iterator[tuple[int, int]]:
     """The engine's transactions of an instance's rows in order: each run of rows sharing a
-    sequence number and port, as ``(start, stop)``."""
+    sequence number and port, as ``(start, stop)`` (a Python loop: NumPy's arrays cost more than
+    the whole loop for an instance's batch of a few hundred rows or less)."""
     n = len(seqs)
     start = 0
     while start < n:
