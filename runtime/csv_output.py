@@ -196,13 +196,9 @@ def _plain(texts: list[Any], delimiter: str) -> bool:
     for text in texts:
         if text is None:
             continue
-        offsets = np.frombuffer(text.buffers()[1], np.int32)[text.offset:text.offset + len(text) + 1]
+        offsets, raw = _utf8_of(text)
         if len(texts) == 1 and (np.diff(offsets) == 0).any():
             return False
-        data = text.buffers()[2]
-        if data is None:
-            continue
-        raw = memoryview(data)[offsets[0]:offsets[-1]].tobytes()
         if any(special in raw for special in specials):
             return False
     return True
@@ -215,7 +211,6 @@ def _write_joined(f: Any, texts: list[Any], delimiter: str) -> None:
     """Write the lines of ``texts`` (see :func:`_plain`, which they pass) to ``f``: each row's
     fields joined with ``delimiter`` and a line feed, in Arrow, the text written as it lies in
     the joined array's buffer (no Python string per value or line)."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -224,9 +219,17 @@ def _write_joined(f: Any, texts: list[Any], delimiter: str) -> None:
         parts = [t.slice(start, SLICE_ROWS) if t is not None else pa.scalar("") for t in texts]
         lines = pc.binary_join_element_wise(*parts, delimiter) if len(parts) > 1 else parts[0]
         lines = pc.binary_join_element_wise(lines, pa.scalar(""), "\n")  # each line and "\n"
-        offsets = np.frombuffer(lines.buffers()[1], np.int32)[lines.offset:lines.offset
-                                                              + len(lines) + 1]
-        f.write(memoryview(lines.buffers()[2])[offsets[0]:offsets[-1]].tobytes().decode("utf-8"))
+        f.write(_utf8_of(lines)[1].decode("utf-8"))
+
+
+def _utf8_of(text: Any) -> tuple[Any, bytes]:
+    """The value offsets (a NumPy array, one more than the values) of an Arrow string array and
+    the UTF-8 bytes its values span."""
+    import numpy as np
+
+    offsets = np.frombuffer(text.buffers()[1], np.int32)[text.offset:text.offset + len(text) + 1]
+    data = text.buffers()[2]
+    return offsets, b"" if data is None else memoryview(data)[offsets[0]:offsets[-1]].tobytes()
 
 
 def _float_text(column: Any, fmt: Callable[[Any], str]) -> Any:

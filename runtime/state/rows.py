@@ -29,7 +29,7 @@ held, and a batch reads only the entries its events touch:
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from typing import Any, Iterator, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 from ccl.plan.model import Element
 
@@ -159,7 +159,7 @@ class StoredRows(MutableMapping):
             changes.append((key, row))
         self._write(changes)
 
-    def _write(self, changes: Iterator[tuple[tuple, Any]]) -> None:
+    def _write(self, changes: Iterable[tuple[tuple, Any]]) -> None:
         """Give the store the (key, value) ``changes`` (``_ABSENT``: deleted): the values in one
         :meth:`~runtime.state.store.BucketStore.put_all` and the deletions in one
         :meth:`~runtime.state.store.BucketStore.delete_all`, not a call per key."""
