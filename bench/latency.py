@@ -198,6 +198,12 @@ def query_batches(run_dir: str) -> dict[str, list[Batch]]:
 PROJECT_QUERY = "(project)"  # the name shown for the project's one query (RUN/project_query)
 
 
+def _first_query_batches(batches: dict[str, list[Batch]]) -> list[Batch]:
+    """The batches of the query that reads the input files: the project's one query, or the
+    input element's own query where a run has no project query."""
+    return batches.get(PROJECT_QUERY) or batches.get("Trades", [])
+
+
 def _query_dirs(run_dir: str) -> list[str]:
     """The Spark checkpoints of a run: the project's query and the elements' own queries."""
     own = os.path.join(run_dir, "project_query")
@@ -442,14 +448,13 @@ def measure(mode: str, hops: int, events: int, empty: int, timeout: float, start
             print(f"  {hops}-hop {mode} event {n + 1}/{WARM_EVENTS + events}: "
                   + (f"{ev.latency:.3f} s" if seen is not None else "LOST"), file=sys.stderr, flush=True)
         # empty micro-batches: files with a header only; the input query's next batch reads them
-        first_query = "Trades"
         empty_error = None
         for _ in range(empty):
             published, _ = target.publish(write_event(staging, k, 0, header_only=True))
             k += 1
             deadline = time.monotonic() + timeout
             while (not any(b.start >= published - LISTING
-                           for b in query_batches(target.run_dir).get(first_query, []))
+                           for b in _first_query_batches(query_batches(target.run_dir)))
                    and time.monotonic() < deadline and target.alive()):
                 time.sleep(0.02)
             if not target.alive() or _query_failed(target):
@@ -474,7 +479,7 @@ def measure(mode: str, hops: int, events: int, empty: int, timeout: float, start
         for q, _, seconds in ev.hops:
             one_row[q].append(seconds)
     # (the last event's batch commits after its change is visible: it is not one of these)
-    empty_batches = [b.seconds for b in batches.get(PROJECT_QUERY, batches.get("Trades", []))
+    empty_batches = [b.seconds for b in _first_query_batches(batches)
                      if empties and b.start >= empties[0] - LISTING]
     result = {
         "mode": mode, "hops": hops, "element": element, "events": events,
