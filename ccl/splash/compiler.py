@@ -8,11 +8,15 @@ from ..syntax import nodes as n
 from .types import ANY, Type
 from .convert import SAME_KIND, coerce
 from .expressions import MISSING, ExpressionCompiler, field_of, local_names
-from .machine import (BREAK, CONTINUE, RETURN, Cell, ExitSignal, Expr, Frame, Function, Machine, Stmt,
-                      fail, find_cell, set_element)
+from .builtins import lookup
+from .machine import (BREAK, CONTINUE, OPCODES, RETURN, Cell, ExitSignal, Expr, Frame, Function, Machine,
+                      Stmt, fail, find_cell, set_element)
 from .operators import comparison, truth
 from .values import Dictionary, Record, SplashError, a_kind, stored_key
 from .windows import WindowView, window_rows
+
+
+set_opcode = lookup("setopcode").fn  # type: ignore[union-attr]
 
 
 class Compiler(ExpressionCompiler):
@@ -130,6 +134,10 @@ class Compiler(ExpressionCompiler):
         return fail(what.get(type(s).__name__, f"unsupported statement {type(s).__name__}"))  # type: ignore[return-value]
 
     def _output(self, s: n.OutputStmt) -> Stmt:
+        if self.builtin_call(s.value, "setopcode", 2):
+            fused = self._output_opcode(s.value)  # type: ignore[arg-type]
+            if fused is not None:
+                return fused
         ev = self.expr(s.value)
         fresh = self._fresh_record(s.value)
 
@@ -146,6 +154,56 @@ class Compiler(ExpressionCompiler):
             # and an emit that copies what it keeps needs none)
             m.emit(value if fresh or m.emit_copies else value.copy_record())
         return run
+
+    def _output_opcode(self, call: n.Call) -> Optional[Stmt]:
+        """``output setOpcode(r, insert);`` (ESP's idiom: an opcode name no scope holds) as one
+        closure: what the output statement, the call, its two argument closures and setOpcode do,
+        with their steps, lookups and errors, in that order. None for any other second argument."""
+        rec_node, code_node = call.args
+        code_name, local = self.var_operand(code_node)
+        code = OPCODES.get(code_name.lower()) if code_name is not None else None
+        if code is None:
+            return None
+        rec_ev = self.expr(rec_node)
+        rname, _ = self.var_operand(rec_node)
+        fresh = self._fresh_record(call)
+
+        def run_output_opcode(m: Machine, f: Frame) -> None:
+            m.steps += 1  # the output statement's step, then the call's
+            if m.steps > m.limit:
+                m.exhausted()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
+            if rname is not None:  # the record read as its closure (ev_outer) reads it
+                cell = m.globals.get(rname)
+                if cell is not None:
+                    rec = cell.value
+                else:
+                    sources = f.sources
+                    rec = sources.get(rname) if sources is not None else None
+                    if rec is None:
+                        rec = rec_ev(m, f)
+            else:
+                rec = rec_ev(m, f)
+            cell = m.globals.get(code_name)  # the opcode's name, as ev_outer reads it
+            if cell is not None:
+                c = cell.value
+            else:
+                sources = f.sources
+                c = sources.get(code_name) if sources is not None else None
+                if c is None:
+                    c = code
+            if c is code and isinstance(rec, Record):  # what setOpcode does with an opcode
+                rec.opcode = code
+            else:
+                rec = set_opcode(m, rec, c)  # its checks and errors
+            if m.emit is None:
+                raise SplashError("output is only allowed in a Flex handler")
+            if not isinstance(rec, Record):
+                raise SplashError(f"output needs a record, not {a_kind(rec)}")
+            m.emit(rec if fresh or m.emit_copies else rec.copy_record())
+        return run_output_opcode
 
     def _fresh_record(self, e: n.Node) -> bool:
         """Whether ``e`` always gives a record made by itself that nothing else refers to: a
@@ -199,9 +257,24 @@ class Compiler(ExpressionCompiler):
         return run
 
     def _if(self, s: n.If, loops: int, switches: int) -> Stmt:
-        cond = self.expr(s.cond)
         then = self._nested(s.then, loops, switches)
         otherwise = self._nested(s.otherwise, loops, switches) if s.otherwise is not None else None
+        if self.builtin_call(s.cond, "isnull", 1):
+            arg = self.expr(s.cond.args[0])  # type: ignore[attr-defined]
+
+            def run_if_isnull(m: Machine, f: Frame) -> Optional[str]:
+                # ``if (isnull(x))``: the if's step, then the call's (call_isnull's test inline)
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
+                if arg(m, f) is None:
+                    return then(m, f)
+                return otherwise(m, f) if otherwise is not None else None
+            return run_if_isnull
+        cond = self.expr(s.cond)
 
         def run(m: Machine, f: Frame) -> Optional[str]:
             m.steps += 1

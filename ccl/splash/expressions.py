@@ -73,6 +73,10 @@ class ExpressionCompiler:
         # The names the code being compiled can put in its frame's scopes (see local_names), or
         # None when not known: any other name is looked up in the globals and input rows only.
         self.locals: Optional[frozenset[str]] = None
+        # Whether simple statements and operands are compiled fused (fewer closures: a statement
+        # reads its parts inline). False compiles one closure per node, the reference the
+        # generated tests compare the fused forms with.
+        self.fuse = True
 
     def type(self, spec: n.Node) -> Type:
         """The type a type node names."""
@@ -90,6 +94,25 @@ class ExpressionCompiler:
                 and e.base.name.name not in self.locals):
             return e.base.name.name, e.field.name, self.expr(e.base)
         return None, "", _no_expr
+
+    def var_operand(self, e: n.Node) -> tuple[Optional[str], Optional[str]]:
+        """``(outer, local)``: the name of ``e`` when it is a variable that no scope of the frame can
+        hold (``outer``: a global, an input row) or that one can (``local``), for closures that
+        read it inline when found at once (a global's cell; the innermost scope's) and through
+        its closure otherwise; ``(None, None)`` for anything else, or when not fusing."""
+        if not self.fuse or not isinstance(e, n.Var) or self.locals is None:
+            return None, None
+        name = e.name.name
+        return (None, name) if name in self.locals else (name, None)
+
+    def builtin_call(self, e: n.Node, name: str, nargs: int) -> bool:
+        """Whether ``e`` is a call of the built-in ``name`` (lower case) with ``nargs`` plain
+        arguments, which no project function of that name replaces (a fused closure may then do
+        what its call does)."""
+        return (self.fuse and isinstance(e, n.Call) and e.library is None and not e.distinct
+                and len(e.args) == nargs and e.func.name.lower() == name
+                and e.func.name not in self.function_defs
+                and not any(isinstance(a, n.Star) for a in e.args))
 
     def constant(self, e: n.Node) -> object:
         """The value of ``e`` when it is a literal that compiles to a constant, else ``MISSING``
@@ -411,6 +434,11 @@ class ExpressionCompiler:
         lname, lfield, lbase = self.outer_field(e.left)
         rname, rfield, rbase = self.outer_field(e.right)
         lconst, rconst = self.constant(e.left), self.constant(e.right)
+        # a variable operand: read from its cell when found at once, else through its closure
+        louter, llocal = self.var_operand(e.left)
+        router, rlocal = self.var_operand(e.right)
+        lvar = louter is not None or llocal is not None
+        rvar = router is not None or rlocal is not None
         if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
             py_compare = PY_COMPARE[op]
 
@@ -431,6 +459,13 @@ class ExpressionCompiler:
                     a = x if x is not MISSING else field_of(a, lfield)
                 elif lconst is not MISSING:
                     a = lconst
+                elif lvar:
+                    if louter is not None:
+                        cell = m.globals.get(louter)
+                    else:
+                        scopes = f.scopes
+                        cell = scopes[-1].get(llocal) if scopes else None
+                    a = cell.value if cell is not None else left(m, f)
                 else:
                     a = left(m, f)
                 if rname is not None:
@@ -446,6 +481,13 @@ class ExpressionCompiler:
                     b = x if x is not MISSING else field_of(b, rfield)
                 elif rconst is not MISSING:
                     b = rconst
+                elif rvar:
+                    if router is not None:
+                        cell = m.globals.get(router)
+                    else:
+                        scopes = f.scopes
+                        cell = scopes[-1].get(rlocal) if scopes else None
+                    b = cell.value if cell is not None else right(m, f)
                 else:
                     b = right(m, f)
                 ta = type(a)
@@ -473,6 +515,13 @@ class ExpressionCompiler:
                     a = x if x is not MISSING else field_of(a, lfield)
                 elif lconst is not MISSING:
                     a = lconst
+                elif lvar:
+                    if louter is not None:
+                        cell = m.globals.get(louter)
+                    else:
+                        scopes = f.scopes
+                        cell = scopes[-1].get(llocal) if scopes else None
+                    a = cell.value if cell is not None else left(m, f)
                 else:
                     a = left(m, f)
                 if rname is not None:
@@ -488,6 +537,13 @@ class ExpressionCompiler:
                     b = x if x is not MISSING else field_of(b, rfield)
                 elif rconst is not MISSING:
                     b = rconst
+                elif rvar:
+                    if router is not None:
+                        cell = m.globals.get(router)
+                    else:
+                        scopes = f.scopes
+                        cell = scopes[-1].get(rlocal) if scopes else None
+                    b = cell.value if cell is not None else right(m, f)
                 else:
                     b = right(m, f)
                 ta, tb = type(a), type(b)

@@ -1,0 +1,108 @@
+"""The fused closures of ccl/splash (``Compiler.fuse``): ``output setOpcode(r, <opcode>);`` as one
+closure, ``if (isnull(x))`` with the call's test inline, and variable operands of comparisons and
+``+ - *`` read from their cell. Generated handler bodies are run by a fused and an unfused
+(one closure per node: the reference) interpreter, each in a session over the same rows: every run
+must give the same outcome or error, the same records output (values and opcodes), the same
+variables, and use the same number of steps."""
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ccl.splash import Interpreter, SplashError
+from ccl.splash.interpreter import declare_state
+from test_splash_interpreter import block, declare
+
+TYPES = {"k": "string", "v": "float", "i": "integer"}
+DECLARE = """
+    integer n := 0;
+    float x := 1.5;
+    typeof(priceW) rec;
+    dictionary(string, float) d;
+    integer upsert := 3;
+"""
+ROWS = [{"k": "A", "v": 1.5, "i": 2}, {"k": "B", "v": None, "i": -1}, {"k": None, "v": -0.0, "i": None},
+        {"k": "A", "v": 2.0**40, "i": 2**31 - 1}]
+
+# operands: globals, the input row's fields, locals (li in the handler's scope, lz in an inner
+# one), literals, an opcode name, an unknown name, null
+OPERANDS = ["n", "x", "priceW.v", "priceW.i", "li", "lf", "lz", "1", "2.5", "insert", "nosuch", "null",
+            "2147483647", "upsert", "priceW"]
+RECORDS = ["rec", "priceW", "lrec", "[k = priceW.k; | v = 1.0; i = n;]", "null", "n", "nosuch", "insert",
+           "d"]
+OPCODES = ["insert", "update", "delete", "upsert", "safedelete", "Delete", "n", "3", "2", "li", "null",
+           "priceW"]
+
+
+def statements(depth: int) -> st.SearchStrategy[str]:
+    operand = st.sampled_from(OPERANDS)
+    arith = st.builds(lambda a, op, b: f"{a} {op} {b}", operand, st.sampled_from("+-*"), operand)
+    compare = st.builds(lambda a, op, b: f"{a} {op} {b}", operand,
+                        st.sampled_from(["=", "!=", "<", "<=", ">", ">="]), operand)
+    simple = st.one_of(
+        st.builds(lambda r, o: f"output setOpcode({r}, {o});", st.sampled_from(RECORDS),
+                  st.sampled_from(OPCODES)),
+        st.builds(lambda t, e: f"{t} := {e};", st.sampled_from(["n", "x", "li", "lf"]), arith),
+        st.builds(lambda e: f"d[priceW.k] := {e};", st.sampled_from(["x", "priceW.v", "lf"])),
+        st.builds(lambda f, e: f"rec.{f} := {e};", st.sampled_from(["v", "i"]), arith),
+        st.builds(lambda e: f"if ({e}) {{ n := n + 1; }}", compare),
+        st.just("output rec;"),
+    )
+    if depth == 0:
+        return simple
+    inner = st.lists(statements(depth - 1), min_size=1, max_size=3).map(" ".join)
+    nested = st.one_of(
+        st.builds(lambda e, a, b: f"if (isnull({e})) {{ {a} }} else {{ {b} }}",
+                  st.sampled_from(["d[priceW.k]", "priceW.v", "x", "li", "lz", "nosuch", "rec.v"]),
+                  inner, inner),
+        st.builds(lambda e, a: f"if (isnull({e})) {{ integer lz := 4; {a} }}",
+                  st.sampled_from(["priceW.i", "lf", "lz"]), inner),
+        st.builds(lambda c, a: f"if ({c}) {{ integer lz := 5; {a} }} else {{ {a} }}", compare, inner),
+    )
+    return st.one_of(simple, nested)
+
+
+def interpreter(fuse: bool, budget: int) -> Interpreter:
+    decl, _ = declare_state(declare(DECLARE), source_types={"priceW": TYPES})
+    interp = Interpreter(decl, source_types={"priceW": TYPES}, budget=budget)
+    interp.compiler.fuse = fuse
+    return interp
+
+
+def runs(fuse: bool, body: str, budget: int) -> list:
+    """Per row: the outcome or error, the records output with their opcodes, the variables after
+    the run and the steps it used."""
+    interp = interpreter(fuse, budget)
+    store = interp.initial_values()
+    session = interp.session(store)
+    code = block("integer li := 2; float lf := 0.5; typeof(priceW) lrec; " + body)
+    got = []
+    for row in ROWS:
+        out: list = []
+        rec = interp.input_record("priceW", row, 1, ("k",), True)
+        try:
+            r = session.run(code, {"priceW": rec}, None, out.append, copies=False)
+            result: tuple = ("ok", r.returned, r.value)
+        except SplashError as e:
+            result = ("error", e.reason)
+        got.append((result, [(dict(o), o.opcode) for o in out], repr(store), store["rec"].opcode,
+                    session.machine.steps if result[0] == "ok" else None))
+    return got
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(statements(2), min_size=1, max_size=5).map(" ".join),
+       st.sampled_from([100_000, 3, 8, 20]))
+def test_fused_closures_run_as_one_closure_per_node(body, budget):
+    assert runs(True, body, budget) == runs(False, body, budget), body
+
+
+def test_the_fused_forms_are_compiled():
+    """The test above compares something: these bodies compile to the fused closures."""
+    interp = interpreter(True, 100)
+    names = []
+    for code in ["output setOpcode(rec, insert);", "if (isnull(x)) { n := 1; }", "n := n + li;"]:
+        interp.compiler.locals = frozenset(["li"])
+        stmt = interp.compiler.stmt(block(code).stmts[0], 0, 0)
+        names.append(stmt.__name__)
+    assert names[:2] == ["run_output_opcode", "run_if_isnull"], names
