@@ -106,3 +106,53 @@ def test_the_fused_forms_are_compiled():
         stmt = interp.compiler.stmt(block(code).stmts[0], 0, 0)
         names.append(stmt.__name__)
     assert names[:2] == ["run_output_opcode", "run_if_isnull"], names
+
+
+# --- input records of Interpreter.input_class (runtime/engine/flex.py makes its input records so) ---
+
+ROW_VALUES = st.fixed_dictionaries({}, optional={"k": st.none() | st.text(max_size=2),
+                                                 "v": st.none() | st.floats(allow_nan=False),
+                                                 "i": st.none() | st.integers(-2**31, 2**31 - 1)})
+
+
+def observed(rec) -> tuple:  # type: ignore[no-untyped-def]
+    """What code and the engine can see of an input record."""
+    import copy
+    import pickle
+    copied = rec.copy_record()
+    back = pickle.loads(pickle.dumps(rec))
+    deep = copy.deepcopy(rec)
+    return (list(rec.items()), rec.types, rec.key_fields, rec.readonly, rec.source, rec.opcode,
+            isinstance(rec, type(back)), [(type(x).__name__, list(x.items()), x.types, x.key_fields,
+                                          x.readonly, x.source, x.opcode)
+                                         for x in (copied, back, deep)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(ROW_VALUES, st.sampled_from([None, 1, 3, 5]), st.sampled_from([(), ("k",), ("k", "i")]),
+       st.sampled_from([None, "delete", "upsert"]))
+def test_records_of_an_input_class_are_input_records(row, code, keys, set_to):
+    from ccl.splash.interpreter import new_input
+    interp = interpreter(True, 1000)
+    made = interp.input_record("priceW", row, code, keys, True)
+    rec = new_input(interp.input_class("priceW", keys, code))
+    dict.update(rec, row)
+    assert observed(rec) == observed(made)
+    # the record in code: read, its opcode set (its own, not its class's), assigned to (refused),
+    # stored (copied) and output
+    body = block("integer was := getOpcode(priceW); rec := priceW; "
+                 + (f"output setOpcode(priceW, {set_to}); " if set_to else "output priceW; ")
+                 + "return was;")
+    got = []
+    for r in (rec, made):
+        store = interp.initial_values()
+        out: list = []
+        result = interp.session(store).run(body, {"priceW": r}, None, out.append)
+        got.append((result.value, [(list(o.items()), o.opcode) for o in out], list(store["rec"].items()),
+                    store["rec"].opcode, r.opcode))
+        try:
+            interp.session(store).run(block("priceW.k := 'z';"), {"priceW": r})
+        except SplashError as e:
+            got.append(e.reason)
+    assert got[0:2] == got[2:4], got
+    assert new_input(interp.input_class("priceW", keys, code)).opcode == code  # the class's kept

@@ -35,6 +35,16 @@ class InputRecord(Record):
 
 
 _new_input = InputRecord.__new__
+new_input = _new_input  # (for the classes of input_class too)
+
+
+def _reduce_input(rec: InputRecord) -> tuple:
+    """How pickle and copy write a record of an :meth:`Interpreter.input_class` class (made at
+    run time, so not importable): as the plain input record it stands for."""
+    state = {"types": rec.types, "key_fields": rec.key_fields, "readonly": True, "source": rec.source}
+    if rec.opcode is not None:
+        state["opcode"] = rec.opcode
+    return (_new_input, (InputRecord,), state, None, iter(dict.items(rec)))
 
 
 @dataclass
@@ -99,6 +109,7 @@ class Interpreter:
                              for src, cols in (source_types or {}).items()}
         # source -> (column types, the plain Python type of each column): see input_record
         self._input_types: dict[str, tuple[dict[str, Type], dict[str, Optional[type]]]] = {}
+        self._input_classes: dict[tuple, type] = {}  # see input_class
         self.compiler = Compiler(dict(functions), dict(typedefs or {}), self.source_types)
         consts = set(constants)
         self._globals = {name: (from_python(v, types.get(name, ANY)), types.get(name, ANY), name in consts)
@@ -238,11 +249,7 @@ class Interpreter:
         per call, since ``setOpcode`` may change it. ``splash_form``: the caller vouches that
         ``row`` is a dict whose values are already in SPLASH form for their column types (an
         engine's rows cast to the source's columns), so they are taken as they are."""
-        found = self._input_types.get(src)
-        if found is None:
-            types = dict(self.source_types.get(src, {}))
-            found = self._input_types[src] = (types, {c: _PLAIN_TYPE.get(t.name) for c, t in types.items()})
-        types, plain = found
+        types, plain = self._input_types_of(src)
         rec = _new_input(InputRecord)  # InputRecord(...) without __init__ (values.copy_record)
         if splash_form and type(row) is dict:
             dict.update(rec, row)
@@ -270,10 +277,35 @@ class Interpreter:
             rec.opcode = opcode
         return rec
 
+    def _input_types_of(self, src: str) -> tuple[dict[str, Type], dict[str, Optional[type]]]:
+        """The column types of input ``src`` and each column's plain Python type (made once)."""
+        found = self._input_types.get(src)
+        if found is None:
+            types = dict(self.source_types.get(src, {}))
+            found = self._input_types[src] = (types, {c: _PLAIN_TYPE.get(t.name) for c, t in types.items()})
+        return found
+
+    def input_class(self, src: str, key_fields: Sequence[str] = (),
+                    opcode: Optional[int] = None) -> type:
+        """A subclass of the input records' class holding, as class attributes, what
+        :meth:`input_record` sets on each record of ``src`` (types, key fields, read-only, source,
+        opcode): ``rec = new_input(cls); dict.update(rec, row)`` is then ``input_record(src, row,
+        opcode, key_fields, True)`` without an attribute dict per record (``setOpcode`` still sets
+        the record's own opcode). Made once per (source, key fields, opcode)."""
+        keys = tuple(key_fields)
+        found = self._input_classes.get((src, keys, opcode))
+        if found is None:
+            attrs = {"types": self._input_types_of(src)[0], "key_fields": keys, "readonly": True,
+                     "source": src, "__reduce__": _reduce_input}
+            if opcode is not None:
+                attrs["opcode"] = opcode
+            found = self._input_classes[(src, keys, opcode)] = type("InputRecord", (InputRecord,), attrs)
+        return found
+
     def _rows(self, sources: Mapping[str, Mapping[str, object]]) -> dict[str, Record]:
         rows = {}
         for src, row in sources.items():
-            if type(row) is InputRecord and row.source == src:  # type: ignore[attr-defined]
+            if isinstance(row, InputRecord) and row.source == src:  # type: ignore[attr-defined]
                 rows[src] = row  # made by input_record
                 continue
             rows[src] = self.input_record(src, row, getattr(row, "opcode", None),

@@ -15,7 +15,7 @@ from ccl.syntax import nodes as n
 from ccl.plan.model import READ_AS, Element, Handler, Keep, Plan
 from ccl.splash import Interpreter, Long, Record, SplashError, as_type
 from ccl.splash.convert import SAME_KIND, cast, to_text
-from ccl.splash.interpreter import Session
+from ccl.splash.interpreter import Session, new_input
 from ccl.splash.machine import Cell
 from ccl.splash.windows import WindowView
 from runtime.engine.cache import Declared
@@ -99,6 +99,10 @@ class FlexEngine:
             s.key if s.kind != "stream" and s.store is not None and s.store.kind == "all"
             and s.store.aging is None else None for s in self.sources]
         self.source_keys = [tuple(elements[p].key) for p in self.inputs]
+        # per port and opcode: the class of its input records (Interpreter.input_class), whose
+        # records are made without an attribute dict each
+        self.input_classes = [{code: self.interp.input_class(w, keys, code) for code in (1, 3, 5)}
+                              for w, keys in zip(self.input_names, self.source_keys)]
         self.port_caches = [self.declared.caches_of([w, p])
                             for p, w in zip(self.inputs, self.input_names)]
         handlers = [_Handler(h) for h in flex.handlers]
@@ -194,9 +198,9 @@ class FlexEngine:
         nports = len(self.ports)
         casts, sources, fast = self.source_casts, self.sources, self.plain_mirror
         streams, simple, handlers = self.plain_stream, self.simple_ports, self.on_row
-        names, keys = self.input_names, self.source_keys
+        names, classes = self.input_names, self.input_classes
         source_states = state["sources"]
-        input_record, run = self.interp.input_record, session.run
+        run, update = session.run, dict.update
         emitted: list[tuple] = []  # one run's outputs (cleared before each)
         take = self._taker(emitted)
         to_stream = self.kind == "stream"
@@ -236,9 +240,12 @@ class FlexEngine:
                 continue
             # what _change and _session_run do, for a port without event caches, <input>_old
             # or window views
-            name, code = names[port], _LETTER_CODES[op]
+            name, cls = names[port], classes[port][_LETTER_CODES[op]]
             for h in handlers[port]:
-                rec = input_record(name, row_in, code, keys[port], True)
+                # what input_record(name, row_in, code, keys, True) gives (row_in: a plain dict
+                # of cast values), one per run since setOpcode may change its opcode
+                rec = new_input(cls)
+                update(rec, row_in)
                 emitted.clear()
                 try:
                     run(h.body, {name: rec}, None, take, True)
@@ -338,11 +345,16 @@ class FlexEngine:
         if op != "u":
             old = None
         keys, interp = self.source_keys[port], self.interp
+        cls = self.input_classes[port][_LETTER_CODES[op]] if type(row) is dict else None
         for h in self.on_row[port]:
             # records made here once, not converted again by the interpreter (one per run:
             # setOpcode may change the input's record); the rows are the source stage's,
             # already cast to the input's columns
-            rec = interp.input_record(name, row, _LETTER_CODES[op], keys, True)
+            if cls is not None:  # what input_record gives, without an attribute dict
+                rec = new_input(cls)
+                dict.update(rec, row)
+            else:
+                rec = interp.input_record(name, row, _LETTER_CODES[op], keys, True)
             if old_name is None:
                 if session is not None and not self.windows:  # the common case, without _run
                     self._session_run(state, h, {name: rec}, None, seq, port, now_ms, values,
