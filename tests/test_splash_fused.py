@@ -1,6 +1,6 @@
 """The fused closures of ccl/splash (``Compiler.fuse``): ``output setOpcode(r, <opcode>);`` as one
-closure, ``if (isnull(x))`` with the call's test inline, and variable operands of comparisons and
-``+ - *`` read from their cell. Generated handler bodies are run by a fused and an unfused
+closure, ``if (isnull(x))`` and ``if (a < b)`` with the call's or comparison's work inline, and
+variable operands of comparisons and ``+ - *`` read from their cell. Generated handler bodies are run by a fused and an unfused
 (one closure per node: the reference) interpreter, each in a session over the same rows: every run
 must give the same outcome or error, the same records output (values and opcodes), the same
 variables, and use the same number of steps."""
@@ -101,11 +101,12 @@ def test_the_fused_forms_are_compiled():
     """The test above compares something: these bodies compile to the fused closures."""
     interp = interpreter(True, 100)
     names = []
-    for code in ["output setOpcode(rec, insert);", "if (isnull(x)) { n := 1; }", "n := n + li;"]:
+    for code in ["output setOpcode(rec, insert);", "if (isnull(x)) { n := 1; }",
+                 "if (priceW.v > li) { n := 1; }", "n := n + li;"]:
         interp.compiler.locals = frozenset(["li"])
         stmt = interp.compiler.stmt(block(code).stmts[0], 0, 0)
         names.append(stmt.__name__)
-    assert names[:2] == ["run_output_opcode", "run_if_isnull"], names
+    assert names[:3] == ["run_output_opcode", "run_if_isnull", "run_if_compare"], names
 
 
 # --- input records of Interpreter.input_class (runtime/engine/flex.py makes its input records so) ---

@@ -7,7 +7,7 @@ from typing import Optional
 from ..syntax import nodes as n
 from .types import ANY, Type
 from .convert import SAME_KIND, coerce
-from .expressions import MISSING, ExpressionCompiler, field_of, local_names
+from .expressions import COMPARISONS, MISSING, ExpressionCompiler, field_of, local_names
 from .builtins import lookup
 from .machine import (BREAK, CONTINUE, OPCODES, RETURN, Cell, ExitSignal, Expr, Frame, Function, Machine,
                       Stmt, fail, find_cell, set_element)
@@ -257,10 +257,17 @@ class Compiler(ExpressionCompiler):
         return run
 
     def _if(self, s: n.If, loops: int, switches: int) -> Stmt:
-        then = self._nested(s.then, loops, switches)
-        otherwise = self._nested(s.otherwise, loops, switches) if s.otherwise is not None else None
-        if self.builtin_call(s.cond, "isnull", 1):
-            arg = self.expr(s.cond.args[0])  # type: ignore[attr-defined]
+        def branches() -> tuple[Stmt, Optional[Stmt]]:
+            return (self._nested(s.then, loops, switches),
+                    self._nested(s.otherwise, loops, switches) if s.otherwise is not None else None)
+
+        cond_node = s.cond
+        if (self.fuse and isinstance(cond_node, n.Binary) and cond_node.op in COMPARISONS
+                and cond_node.temporal is None):
+            return self.compare_if(cond_node, branches)  # type: ignore[arg-type,return-value]
+        if self.builtin_call(cond_node, "isnull", 1):
+            arg = self.expr(cond_node.args[0])  # type: ignore[attr-defined]
+            then, otherwise = branches()
 
             def run_if_isnull(m: Machine, f: Frame) -> Optional[str]:
                 # ``if (isnull(x))``: the if's step, then the call's (call_isnull's test inline)
@@ -275,6 +282,7 @@ class Compiler(ExpressionCompiler):
                 return otherwise(m, f) if otherwise is not None else None
             return run_if_isnull
         cond = self.expr(s.cond)
+        then, otherwise = branches()
 
         def run(m: Machine, f: Frame) -> Optional[str]:
             m.steps += 1

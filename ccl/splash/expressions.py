@@ -6,7 +6,7 @@ wrong argument count) is an error only when, and if, it is reached.
 from __future__ import annotations
 
 import operator
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from ..syntax import nodes as n
 from .types import Type
@@ -21,6 +21,7 @@ from .values import (LONG_MAX, LONG_MIN, MONEY_PRECISION, Dictionary, Long, Reco
 from .windows import WindowView
 
 MISSING = object()  # a field a record lacks (a value no expression gives)
+COMPARISONS = ("=", "!=", "<>", "<", "<=", ">", ">=")
 
 
 def _no_expr(m: Machine, f: Frame) -> object:
@@ -429,17 +430,9 @@ class ExpressionCompiler:
                     m.exhausted()
                 return temporal_number(op, left(m, f), right(m, f), temporal)
             return run_temporal
-        # an operand that is ``X.field`` of an input row or global, or a literal, is read inline
-        # (as ev_outer_field does, or its constant) instead of through its closure
-        lname, lfield, lbase = self.outer_field(e.left)
-        rname, rfield, rbase = self.outer_field(e.right)
-        lconst, rconst = self.constant(e.left), self.constant(e.right)
-        # a variable operand: read from its cell when found at once, else through its closure
-        louter, llocal = self.var_operand(e.left)
-        router, rlocal = self.var_operand(e.right)
-        lvar = louter is not None or llocal is not None
-        rvar = router is not None or rlocal is not None
-        if op in ("=", "!=", "<>", "<", "<=", ">", ">="):
+        (lname, lfield, lbase, lconst, louter, llocal, lvar, rname, rfield, rbase, rconst, router,
+         rlocal, rvar) = self._operands(e)
+        if op in COMPARISONS:
             py_compare = PY_COMPARE[op]
 
             def run_compare(m: Machine, f: Frame) -> Optional[bool]:
@@ -563,6 +556,92 @@ class ExpressionCompiler:
                 m.exhausted()
             return arithmetic(op, left(m, f), right(m, f))
         return run_arith
+
+    def _operands(self, e: n.Binary) -> tuple:
+        """How a binary operator's closure reads its operands inline, left then right: an operand
+        that is ``X.field`` of an input row or global (``name, field, base_ev``, as
+        ev_outer_field reads it) or a literal (its constant) is read instead of through its
+        closure; a variable (``outer`` or ``local`` name, and a flag) is read from its cell when
+        found at once."""
+        lname, lfield, lbase = self.outer_field(e.left)
+        rname, rfield, rbase = self.outer_field(e.right)
+        louter, llocal = self.var_operand(e.left)
+        router, rlocal = self.var_operand(e.right)
+        return (lname, lfield, lbase, self.constant(e.left), louter, llocal,
+                louter is not None or llocal is not None,
+                rname, rfield, rbase, self.constant(e.right), router, rlocal,
+                router is not None or rlocal is not None)
+
+    def compare_if(self, e: n.Binary, branches: Callable[[], tuple[Expr, Optional[Expr]]]) -> Expr:
+        """``if (a <op> b) then else otherwise`` (a comparison, not temporal) as one closure: the
+        if's step and test around what ``run_compare`` of :meth:`_e_Binary` does, inline.
+        ``branches`` compiles the two branches, after the condition (as the if compiles them)."""
+        left, right, op = self.expr(e.left), self.expr(e.right), e.op
+        (lname, lfield, lbase, lconst, louter, llocal, lvar, rname, rfield, rbase, rconst, router,
+         rlocal, rvar) = self._operands(e)
+        py_compare = PY_COMPARE[op]
+        then, otherwise = branches()
+
+        def run_if_compare(m: Machine, f: Frame) -> object:
+            m.steps += 1  # the if's step, then the comparison's
+            if m.steps > m.limit:
+                m.exhausted()
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
+            if lname is not None:  # the operands read as run_compare reads them
+                cell = m.globals.get(lname)
+                if cell is not None:
+                    a = cell.value
+                else:
+                    sources = f.sources
+                    a = sources.get(lname) if sources is not None else None
+                    if a is None:
+                        a = lbase(m, f)
+                x = a.get(lfield, MISSING) if isinstance(a, Record) else MISSING
+                a = x if x is not MISSING else field_of(a, lfield)
+            elif lconst is not MISSING:
+                a = lconst
+            elif lvar:
+                if louter is not None:
+                    cell = m.globals.get(louter)
+                else:
+                    scopes = f.scopes
+                    cell = scopes[-1].get(llocal) if scopes else None
+                a = cell.value if cell is not None else left(m, f)
+            else:
+                a = left(m, f)
+            if rname is not None:
+                cell = m.globals.get(rname)
+                if cell is not None:
+                    b = cell.value
+                else:
+                    sources = f.sources
+                    b = sources.get(rname) if sources is not None else None
+                    if b is None:
+                        b = rbase(m, f)
+                x = b.get(rfield, MISSING) if isinstance(b, Record) else MISSING
+                b = x if x is not MISSING else field_of(b, rfield)
+            elif rconst is not MISSING:
+                b = rconst
+            elif rvar:
+                if router is not None:
+                    cell = m.globals.get(router)
+                else:
+                    scopes = f.scopes
+                    cell = scopes[-1].get(rlocal) if scopes else None
+                b = cell.value if cell is not None else right(m, f)
+            else:
+                b = right(m, f)
+            ta = type(a)
+            if ta is type(b) and (ta is str or ta is int or (ta is float and a == a and b == b)):
+                c = py_compare(a, b)
+            else:
+                c = comparison(op, a, b)
+            if c is True or (c is not None and c is not False and truth(c)):
+                return then(m, f)
+            return otherwise(m, f) if otherwise is not None else None
+        return run_if_compare
 
     def _e_InList(self, e: n.InList) -> Expr:
         ev, items, negated = self.expr(e.expr), [self.expr(i) for i in e.items], e.negated
