@@ -420,6 +420,55 @@ class Session:
             if old_limit < needed:
                 sys.setrecursionlimit(old_limit)
 
+    def run_plain(self, block: n.Block, rows: dict[str, Record],
+                  output: Callable[[Record], None]) -> Outcome:
+        """``run(block, rows, None, output, copies=True)`` for a caller that has raised the
+        recursion limit to the interpreter's ``needed_recursion_limit`` for its runs (an engine's
+        batch) and gives ``rows`` as a dict: the same run, its set-up without what those make
+        unneeded (the limit's test, the extra cells' merge, the rows' copy)."""
+        interp = self.interp
+        if block is self._block:
+            body = self._body
+        else:
+            found = interp._compiled.get(id(block))
+            body = (found[1] if found is not None and found[0] is block
+                    else interp._compile(block, lambda: interp.compiler.unit(block)))
+            self._block, self._body = block, body
+        m, cells = self.machine, self.cells
+        if self.fresh:
+            for name, v, t in self.fresh:
+                if name in cells:
+                    cells[name] = Cell(copy.deepcopy(v), t, True)
+        m.steps = m.depth = 0
+        m._now = None
+        m.row_id = interp.row_id
+        m.emit = output
+        m.emit_copies = True
+        m.globals = cells
+        frame = self.frame
+        if frame.scopes:  # (a failed run may have left scopes on it)
+            frame.scopes.clear()
+        frame.sources = rows
+        try:
+            signal = body(m, frame)
+            return Outcome(True, frame.ret) if signal == RETURN else _RAN_OUT
+        except ExitSignal:
+            return _RAN_OUT
+        except SplashError:
+            raise
+        except RecursionError:
+            raise SplashError("code nested too deeply") from None
+        except Exception as e:  # a bug of the interpreter must still not escape as such
+            raise SplashError(f"internal error: {type(e).__name__}: {e}") from None
+        finally:
+            frame.sources = frame.ret = None
+            if len(cells) == self.count:  # _write_back's common case
+                store = self.store
+                for name, cell in self.writable:
+                    store[name] = cell.value
+            else:
+                self._write_back(cells, None)
+
     def _writable(self) -> None:
         """The cells Interpreter._write_back would write back, of the globals as they are now."""
         store, declared = self.store, self.interp._globals

@@ -200,7 +200,8 @@ class FlexEngine:
         streams, simple, handlers = self.plain_stream, self.simple_ports, self.on_row
         names, classes = self.input_names, self.input_classes
         source_states = state["sources"]
-        run, update = session.run, dict.update
+        # (process() raised the recursion limit for the batch, as run_plain needs)
+        run, update = session.run_plain, dict.update
         emitted: list[tuple] = []  # one run's outputs (cleared before each)
         take = self._taker(emitted)
         to_stream = self.kind == "stream"
@@ -248,7 +249,7 @@ class FlexEngine:
                 update(rec, row_in)
                 emitted.clear()
                 try:
-                    run(h.body, {name: rec}, None, take, True)
+                    run(h.body, {name: rec}, take)
                 except SplashError as e:
                     out.append(Bad(e.reason, seq, port, dict(event.values)))
                     continue
