@@ -45,7 +45,8 @@ def statements(depth: int) -> st.SearchStrategy[str]:
     simple = st.one_of(
         st.builds(lambda r, o: f"output setOpcode({r}, {o});", st.sampled_from(RECORDS),
                   st.sampled_from(OPCODES)),
-        st.builds(lambda t, e: f"{t} := {e};", st.sampled_from(["n", "x", "li", "lf"]), arith),
+        st.builds(lambda t, e: f"{t} := {e};",
+                  st.sampled_from(["n", "x", "li", "lf"] * 3 + ["lz", "priceW", "pd", "nosuch", "rec"]), arith),
         st.builds(lambda e: f"d[priceW.k] := {e};", st.sampled_from(["x", "priceW.v", "lf"])),
         st.builds(lambda f, e: f"rec.{f} := {e};", st.sampled_from(["v", "i"]), arith),
         st.builds(lambda e: f"if ({e}) {{ n := n + 1; }}", compare),
@@ -106,7 +107,7 @@ def runs(fuse: bool, body: str, budget: int, how: str) -> list:
         except SplashError as e:
             result = ("error", e.reason)
         # (with copies, a record output may change later in the run: compared as output)
-        got.append((result, out_seen, repr(store), store["rec"].opcode,
+        got.append((result, out_seen, repr(store), getattr(store["rec"], "opcode", None),
                     session.machine.steps if result[0] == "ok" else None))
     return got
 
@@ -126,11 +127,11 @@ def test_the_fused_forms_are_compiled():
     interp = interpreter(True, 100)
     names = []
     for code in ["output setOpcode(rec, insert);", "if (isnull(x)) { n := 1; }",
-                 "if (priceW.v > li) { n := 1; }", "n := n + li;"]:
+                 "if (priceW.v > li) { n := 1; }", "n := n + li;", "n := n;"]:
         interp.compiler.locals = frozenset(["li"])
         stmt = interp.compiler.stmt(block(code).stmts[0], 0, 0)
         names.append(stmt.__name__)
-    assert names[:3] == ["run_output_opcode", "run_if_isnull", "run_if_compare"], names
+    assert names == ["run_output_opcode", "run_if_isnull", "run_if_compare", "run_var_arith", "run_var"], names
 
 
 # --- input records of Interpreter.input_class (runtime/engine/flex.py makes its input records so) ---

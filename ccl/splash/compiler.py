@@ -7,11 +7,11 @@ from typing import Optional
 from ..syntax import nodes as n
 from .types import ANY, Type
 from .convert import SAME_KIND, coerce
-from .expressions import COMPARISONS, MISSING, ExpressionCompiler, field_of, local_names
+from .expressions import COMPARISONS, MISSING, PLAIN_OPS, ExpressionCompiler, field_of, local_names
 from .builtins import lookup
 from .machine import (BREAK, CONTINUE, OPCODES, RETURN, Cell, ExitSignal, Expr, Frame, Function, Machine,
                       Stmt, fail, find_cell, set_element)
-from .operators import comparison, truth
+from .operators import arithmetic, comparison, truth
 from .values import Dictionary, Record, SplashError, a_kind, stored_key
 from .windows import WindowView, window_rows
 
@@ -401,8 +401,12 @@ class Compiler(ExpressionCompiler):
     # --- assignment ------------------------------------------------------------------------------
 
     def _assign(self, s: n.Assign) -> Stmt:
-        value_ev = self.expr(s.value)
         target = s.target
+        value = s.value
+        if (self.fuse and isinstance(target, n.Var) and isinstance(value, n.Binary)
+                and value.op in PLAIN_OPS and value.temporal is None):
+            return self._assign_arith(target.name.name, value)
+        value_ev = self.expr(s.value)
         if isinstance(target, n.Var):
             name = target.name.name
 
@@ -542,5 +546,97 @@ class Compiler(ExpressionCompiler):
                     set_element(container, index, value)
             return run_index
         return fail("this expression cannot be assigned to")  # type: ignore[return-value]
+
+    def _assign_arith(self, name: str, e: n.Binary) -> Stmt:
+        """``x := a + b`` (``+ - *``) as one closure: what ``run_var`` does around what
+        ``run_plain_arith`` of the value does, inline (the variable found and checked, then the
+        operator's step, its operands and result, then the value stored)."""
+        left, right, op = self.expr(e.left), self.expr(e.right), e.op
+        (lname, lfield, lbase, lconst, louter, llocal, lvar, rname, rfield, rbase, rconst, router,
+         rlocal, rvar) = self._operands(e)
+        plain_op = PLAIN_OPS[op]
+        outer = self.locals is not None and name not in self.locals
+
+        def run_var_arith(m: Machine, f: Frame) -> None:
+            m.steps += 1
+            if m.steps > m.limit:
+                m.exhausted()
+            if outer:  # the variable, as run_var finds and checks it
+                cell = m.globals.get(name)
+            else:
+                scopes = f.scopes
+                cell = scopes[-1].get(name) if scopes else None
+                if cell is None:
+                    cell = find_cell(m, f, name)
+            if cell is None:
+                if f.sources is not None and name in f.sources:
+                    raise SplashError(f"the input row '{name}' cannot be assigned")
+                raise SplashError(f"unknown variable '{name}'")
+            if cell.const:
+                raise SplashError(f"parameter '{name}' cannot be assigned")
+            m.steps += 1  # the operator's step, its operands read as run_plain_arith reads them
+            if m.steps > m.limit:
+                m.exhausted()
+            if lname is not None:
+                c = m.globals.get(lname)
+                if c is not None:
+                    a = c.value
+                else:
+                    sources = f.sources
+                    a = sources.get(lname) if sources is not None else None
+                    if a is None:
+                        a = lbase(m, f)
+                x = a.get(lfield, MISSING) if isinstance(a, Record) else MISSING
+                a = x if x is not MISSING else field_of(a, lfield)
+            elif lconst is not MISSING:
+                a = lconst
+            elif lvar:
+                if louter is not None:
+                    c = m.globals.get(louter)
+                else:
+                    scopes = f.scopes
+                    c = scopes[-1].get(llocal) if scopes else None
+                a = c.value if c is not None else left(m, f)
+            else:
+                a = left(m, f)
+            if rname is not None:
+                c = m.globals.get(rname)
+                if c is not None:
+                    b = c.value
+                else:
+                    sources = f.sources
+                    b = sources.get(rname) if sources is not None else None
+                    if b is None:
+                        b = rbase(m, f)
+                x = b.get(rfield, MISSING) if isinstance(b, Record) else MISSING
+                b = x if x is not MISSING else field_of(b, rfield)
+            elif rconst is not MISSING:
+                b = rconst
+            elif rvar:
+                if router is not None:
+                    c = m.globals.get(router)
+                else:
+                    scopes = f.scopes
+                    c = scopes[-1].get(rlocal) if scopes else None
+                b = c.value if c is not None else right(m, f)
+            else:
+                b = right(m, f)
+            ta, tb = type(a), type(b)
+            value: object = MISSING
+            if (ta is float or ta is int) and (tb is float or tb is int):
+                if ta is int and tb is int:
+                    r = plain_op(a, b)
+                    if -2147483648 <= r <= 2147483647:
+                        value = r
+                else:
+                    value = plain_op(float(a), float(b))
+            if value is MISSING:
+                value = arithmetic(op, a, b)
+            t = cell.type  # stored as run_var stores it
+            if value is None or SAME_KIND.get(type(value)) == t.name or t.name in ("any", "null"):
+                cell.value = value
+            else:
+                cell.value = coerce(value, t, f"variable '{name}'")
+        return run_var_arith
 
     # --- expressions -----------------------------------------------------------------------------

@@ -30,7 +30,7 @@ def _no_expr(m: Machine, f: Frame) -> object:
 
 # + - * of floats (or a float and an integer): arithmetic() gives what these do on the floats
 # (IEEE, no wrapping, no null); of two (32-bit) integers too when the result fits
-_PLAIN_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+PLAIN_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 new_record = Record.__new__
 
 
@@ -489,7 +489,7 @@ class ExpressionCompiler:
                     return py_compare(a, b)
                 return comparison(op, a, b)
             return run_compare
-        plain_op = _PLAIN_OPS.get(op)
+        plain_op = PLAIN_OPS.get(op)
         if plain_op is not None:
             def run_plain_arith(m: Machine, f: Frame) -> object:
                 m.steps += 1
