@@ -7,7 +7,9 @@ the engine row by row, alternating in one process.
 Builds the shape's plan (bench/shapes.py ``SHAPES``), one bucket of ``--rows`` generated trades
 (bench/project.py's generator, every row an insert on port 0 of the element, spread over 4
 instances by symbol) and runs it through ``BucketRun.process_table`` on fresh states: once with
-the kernel the plan names (``kernel``) and once with the kernel taken away (``engine``), in turn,
+the kernel the plan names (``kernel``), once with the kernel taken away (``engine``) and once
+with that engine's calls, CASE and casts evaluated by the SPLASH interpreter per row, as before
+they had direct closures (``interp.``), in turn,
 ``--rounds`` times, timing each with ``time.thread_time`` (the cycle collector paused). Prints
 the least and the median µs per row of each, and the outputs' equality. The element must read the
 trades directly (its first source is Trades)."""
@@ -31,6 +33,7 @@ import project as bench_project  # noqa: E402
 import shapes as bench_shapes  # noqa: E402
 from ccl.plan.codec import plan_to_json  # noqa: E402
 from ccl.plan.planner import plan_project  # noqa: E402
+from ccl.syntax import nodes as n  # noqa: E402
 from runtime.processor import BucketRun  # noqa: E402
 
 
@@ -76,6 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(plan_to_json(plan))
     runs = {"kernel": BucketRun(text, name), "engine": BucketRun(text, name)}
     runs["engine"].kernel = runs["engine"].columnar = None
+    # the engine as it was before calls, CASE and casts had direct closures (runtime/engine/expr.py)
+    from runtime.engine.expr import Expressions
+    saved = Expressions._call, Expressions._case, Expressions._direct
+    Expressions._call = Expressions._case = lambda self, node: None  # type: ignore[method-assign]
+    Expressions._direct = (lambda self, node: None if isinstance(node, n.Cast)  # type: ignore[method-assign]
+                           else saved[2](self, node))
+    try:
+        runs["interp."] = BucketRun(text, name)
+    finally:
+        Expressions._call, Expressions._case, Expressions._direct = saved  # type: ignore[method-assign]
+    runs["interp."].kernel = runs["interp."].columnar = None
     print(f"{args.shape}/{name}: plan's kernel {plan.element(name).physical.kernel}")
     table = bucket(args.rows, args.instruments)
     spent: dict[str, list[float]] = {k: [] for k in runs}
@@ -94,7 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     for how, s in spent.items():
         print(f"{how:>7}: least {min(s) / args.rows * 1e6:6.2f} µs/row, median "
               f"{statistics.median(s) / args.rows * 1e6:6.2f} µs/row ({outs[how].num_rows} output rows)")
-    same = outs["kernel"].sort_by([("__inst", "ascending"), ("__seq", "ascending"),
+    same = all(outs[k].sort_by([("__inst", "ascending"), ("__seq", "ascending"),
+                                ("__sub", "ascending"), ("__kind", "ascending")]).equals(
+        outs["interp."].sort_by([("__inst", "ascending"), ("__seq", "ascending"),
+                                 ("__sub", "ascending"), ("__kind", "ascending")])) for k in ("kernel",)) and \
+        outs["kernel"].sort_by([("__inst", "ascending"), ("__seq", "ascending"),
                                    ("__sub", "ascending"), ("__kind", "ascending")]).equals(
         outs["engine"].sort_by([("__inst", "ascending"), ("__seq", "ascending"),
                                 ("__sub", "ascending"), ("__kind", "ascending")]))
