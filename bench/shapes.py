@@ -26,7 +26,7 @@ import shutil
 import statistics
 import sys
 import tempfile
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
                 kinds[name].append(spent)
                 shutil.rmtree(work, ignore_errors=True)
                 print(f"  {name} run {attempt + 1}: {times[name][-1]:.2f} s, {cpus[name][-1]:.2f} CPU s ("
-                      + ", ".join(f"{k} {v:.2f}" for k, v in spent.items()) + f"), load "
+                      + ", ".join(f"{k} {v:.2f}" for k, v in spent.items()) + "), load "
                       + ", ".join(f"{x:.1f}" for x in os.getloadavg()), file=sys.stderr, flush=True)
     finally:
         spark.stop()

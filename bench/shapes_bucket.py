@@ -37,8 +37,9 @@ from ccl.syntax import nodes as n  # noqa: E402
 from runtime.processor import BucketRun  # noqa: E402
 
 
-def bucket(rows: int, instruments: int) -> pa.Table:
-    """``rows`` generated trades as one bucket of port-0 inserts (the processor's input table)."""
+def bucket(rows: int, instruments: int, ports: int = 1) -> pa.Table:
+    """``rows`` generated trades as one bucket of inserts (the processor's input table), each on
+    ports ``0..ports-1`` (a self-join reads the trades on each of its ports)."""
     with tempfile.TemporaryDirectory() as d:
         bench_project.generate(d, rows, instruments, 1)
         import pyarrow.csv as pcsv
@@ -50,13 +51,16 @@ def bucket(rows: int, instruments: int) -> pa.Table:
     inst = [hash(s) % 4 for s in syms]
     values = pa.StructArray.from_arrays([t.column(c).combine_chunks() for c in t.column_names],
                                         names=t.column_names)
-    return pa.table({"__port": pa.array([0] * n, pa.int32()),
-                     "__seq": pa.array(range(1, n + 1), pa.int64()),
-                     "__sub": pa.array([0] * n, pa.int64()), "__src": pa.array([0] * n, pa.int32()),
-                     "__op": pa.array(["i"] * n, pa.string()), "__inst": pa.array(inst, pa.int32()),
-                     "__why": pa.array([None] * n, pa.string()),
-                     "__raw": pa.array([None] * n, pa.string()), "__p0": values,
-                     "__bucket": pa.array([0] * n, pa.int32())})
+    empty = pa.nulls(n, values.type)
+    tables = [pa.table({"__port": pa.array([p] * n, pa.int32()),
+                        "__seq": pa.array(range(1, n + 1), pa.int64()),
+                        "__sub": pa.array([0] * n, pa.int64()), "__src": pa.array([0] * n, pa.int32()),
+                        "__op": pa.array(["i"] * n, pa.string()), "__inst": pa.array(inst, pa.int32()),
+                        "__why": pa.array([None] * n, pa.string()),
+                        "__raw": pa.array([None] * n, pa.string()),
+                        **{f"__p{q}": values if q == p else empty for q in range(ports)},
+                        "__bucket": pa.array([0] * n, pa.int32())}) for p in range(ports)]
+    return pa.concat_tables(tables)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--instruments", type=int, default=2_000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--ports", type=int, default=1, help="each trade on this many ports (a self-join's)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "p.ccl")
@@ -91,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         Expressions._call, Expressions._case, Expressions._direct = saved  # type: ignore[method-assign]
     runs["interp."].kernel = runs["interp."].columnar = None
     print(f"{args.shape}/{name}: plan's kernel {plan.element(name).physical.kernel}")
-    table = bucket(args.rows, args.instruments)
+    table = bucket(args.rows, args.instruments, args.ports)
     spent: dict[str, list[float]] = {k: [] for k in runs}
     outs = {}
     gc.disable()
