@@ -229,13 +229,28 @@ def test_joins_of_a_stream_with_windows_take_the_join_kernel(tmp_path, body):
     "create output stream a as select s.sym from s keep 2 rows inner join w on s.sym = w.sym;",
     # an aggregate, a function whose value is not its arguments'
     "create output stream a as select s.sym, w.px, getrowid(s) r from s inner join w on s.sym = w.sym;",
-    # one source: no join
-    "create output stream a as select s.sym from s where s.q > 1 and upper(s.venue) = 'X';",
 ])
 def test_other_shapes_do_not_take_the_join_kernel(tmp_path, body):
     from ccl.plan.physical import join_kernel
     e, plan = _element(tmp_path, WIN2 + body)
     assert not join_kernel(e, plan) and e.physical.kernel is None
+
+
+def test_one_stream_without_a_join_takes_the_select_kernel(tmp_path):
+    """A filter or projection of one stream that the native stream path does not take runs on
+    the join kernel with no window (``select``); not a window's rows, a FROM KEEP, an impure
+    function, an aggregate."""
+    from ccl.plan.physical import join_kernel, select_kernel
+    e, plan = _element(tmp_path, WIN2 + "create output stream a as select s.sym, s.px * 2 p2 "
+                       "from s where s.q > 1 and upper(s.venue) = 'X';")
+    assert select_kernel(e, plan) and not join_kernel(e, plan) and e.physical.kernel == "select"
+    for body in ["create output stream a as select w.sym, w.px * 2 p from w;",
+                 "create output stream a as select s.sym, s.px * 2 p from s keep 2 rows;",
+                 "create output stream a as select s.sym, getrowid(s) r from s;",
+                 "create output window a primary key deduced as select s.sym, count(*) c from s "
+                 "group by s.sym;"]:
+        e, plan = _element(tmp_path, WIN2 + body)
+        assert not select_kernel(e, plan) and e.physical.kernel != "select", body
 @pytest.mark.parametrize("body", [
     "create output window a primary key (sym, q) keep 20 rows per (sym) as select * from s;",
     "create output window a primary key (q) keep 3 rows as select s.q, s.sym from s where s.px > 1.0;",

@@ -305,6 +305,34 @@ def join_kernel(element: Element, plan: Plan) -> bool:
     return all(_pure(e, tuple(aliases), names, FUNCTIONS) for e in exprs if e is not None)
 
 
+def select_kernel(element: Element, plan: Plan) -> bool:
+    """Whether the join kernel, with no window to join (runtime/engine/kernels/join.py), runs
+    ``element``: a stream (no KEEP, AGES, DECLARE or Flex) defined by one select of one stream
+    (no FROM KEEP, join, MATCHING, GROUP BY or aggregate) whose WHERE and select items read only
+    the source's columns and ``<target>_partitions`` and call only built-in functions whose value
+    depends on their arguments alone: a filter or projection the native stream path does not take
+    (arithmetic, function calls, CASE, casts)."""
+    from ..splash.functions_data import FUNCTIONS
+
+    query = element.query
+    if (element.kind != "stream" or query is None or len(query.selects) != 1
+            or element.flex is not None or element.declare or element.aging is not None
+            or element.keep is not None):
+        return False
+    sel = query.selects[0]
+    if (len(sel.sources) != 1 or sel.joins or sel.matching is not None
+            or sel.group_by or sel.aggregates or sel.having is not None
+            or sel.group_filter is not None or sel.group_order_by
+            or sel.sources[0].keep is not None):
+        return False
+    src = _find(plan, sel.sources[0].element)
+    if src is None or src.read_as != "stream":
+        return False
+    names = {partitions_var(element)}
+    exprs = [sel.where] + [it.expr for it in sel.items]
+    return all(_pure(e, (sel.sources[0].alias,), names, FUNCTIONS) for e in exprs if e is not None)
+
+
 def _equates(part: n.Node, left: list[str], right: str) -> bool:
     """Whether ``part`` is ``a.x = b.y`` with one side a column of ``right`` and the other a column
     of one of the ``left`` aliases (the engine's hash join takes it; runtime/engine/join.py)."""
@@ -357,7 +385,8 @@ def keep_kernel(element: Element, plan: Plan) -> bool:
 
 # (name, rule) of each columnar kernel, in the order they are tried.
 _KERNELS: list[tuple[str, Callable[[Element, Plan], bool]]] = [("join", join_kernel),
-                                                               ("keep", keep_kernel)]
+                                                               ("keep", keep_kernel),
+                                                               ("select", select_kernel)]
 
 
 # Column types whose values Spark's hash() tells apart as Python's equality does (not float: 0.0

@@ -9,11 +9,14 @@ from __future__ import annotations
 import functools
 from typing import Callable, Mapping, Optional, Sequence
 
+from ccl.plan.lowering.columnar import IMPURE_FUNCTIONS
 from ccl.syntax import nodes as n
 from ccl.splash import Declarations, Interpreter, SplashError, as_type
+from ccl.splash.builtins import lookup
+from ccl.splash.machine import Machine
 from ccl.splash.convert import PLAIN_KINDS, cast, from_python, to_text
 from ccl.splash.operators import (arithmetic, comparison, like, logical_and, logical_not, logical_or,
-                                  negate, plus, temporal_number)
+                                  negate, plus, temporal_number, truth)
 from runtime.engine.trees import tree
 
 Rows = Mapping[str, Mapping[str, object]]
@@ -41,6 +44,7 @@ class Expressions:
         types = {alias: {name: t for name, t in cols} for alias, cols in (source_types or {}).items()}
         self._types = {alias: {c: _type(t) for c, t in cols.items()} for alias, cols in types.items()}
         self._shadowing = set(variables or {}) | set(declarations.values if declarations else ())
+        self._ctx: Optional[Machine] = None
         if declarations is not None:
             # Plan globals and the element's local DECLARE (runtime/engine/cache.py): variables
             # read from the instance's store once bound (see bind), functions callable.
@@ -68,7 +72,7 @@ class Expressions:
         direct = self._direct(node)
         if direct is None:
             return self._interpreted(node)
-        if not isinstance(node, (n.Unary, n.Binary)):
+        if not isinstance(node, (n.Unary, n.Binary, n.Call, n.Case, n.Cast)):
             return direct  # a leaf: raises nothing but SplashError
 
         def guarded(rows: Rows, variables: Mapping[str, object] = {}) -> object:
@@ -92,7 +96,8 @@ class Expressions:
     def _direct(self, node: n.Node) -> Optional[Compiled]:
         """``node`` as Python closures calling SPLASH's own operators, without setting up an
         interpreter call per row (which converts every column of every row into a SPLASH record):
-        literals, columns of a source, bound variables, and unary and binary operators over them.
+        literals, columns of a source, bound variables, and unary and binary operators, casts,
+        CASE and calls of pure built-in functions over them.
         None for anything else (the interpreter evaluates the whole expression)."""
         if isinstance(node, n.Literal):
             try:
@@ -129,7 +134,96 @@ class Expressions:
             return lambda rows, variables={}: unary(operand(rows, variables))
         if isinstance(node, n.Binary):
             return self._binary(node)
+        if isinstance(node, n.Call):
+            return self._call(node)
+        if isinstance(node, n.Case):
+            return self._case(node)
+        if isinstance(node, n.Cast):
+            try:
+                t = self._interp.compiler.type(node.type)
+            except Exception:  # the interpreter says why
+                return None
+            operand = self._direct(node.expr)
+            if operand is None or t.name == "any":  # type: ignore[attr-defined]
+                return None
+            return lambda rows, variables={}: cast(operand(rows, variables), t)
         return None
+
+    def _call(self, node: n.Call) -> Optional[Compiled]:
+        """A call of a built-in function whose value depends on its arguments alone, over direct
+        arguments: the interpreter's call (ccl/splash/expressions.py ``_e_Call``: arguments
+        evaluated in order, null for a strict function given a null, coalesce lazily) without
+        its per-row set-up. None for user functions, clocks, counters, containers, caches and
+        the like."""
+        name = node.func.name
+        if (node.library is not None or node.distinct or not node.args
+                or any(isinstance(a, n.Star) for a in node.args)
+                or name in self._interp.compiler.function_defs):
+            return None
+        builtin = lookup(name)
+        if builtin is None and name.lower() in ("max", "min") and len(node.args) > 1:
+            builtin = lookup(name.lower() + "of")
+        if builtin is None or builtin.name in _NOT_DIRECT or name.lower() in _NOT_DIRECT:
+            return None
+        if len(node.args) < builtin.min_args or (builtin.max_args is not None
+                                                 and len(node.args) > builtin.max_args):
+            return None
+        args = [self._direct(a) for a in node.args]
+        if any(a is None for a in args):
+            return None
+        fn, strict, ctx = builtin.fn, builtin.strict, self._context()
+        if builtin.name in ("coalesce", "firstnonnull"):
+            def first(rows: Rows, variables: Mapping[str, object] = {}) -> object:
+                for a in args:
+                    value = a(rows, variables)  # type: ignore[misc]
+                    if value is not None:
+                        return value
+                return None
+            return first
+        if len(args) == 1:
+            arg = args[0]
+
+            def call_1(rows: Rows, variables: Mapping[str, object] = {}) -> object:
+                value = arg(rows, variables)  # type: ignore[misc]
+                if strict and value is None:
+                    return None
+                return fn(ctx, value)
+            return call_1
+
+        def call(rows: Rows, variables: Mapping[str, object] = {}) -> object:
+            values = [a(rows, variables) for a in args]  # type: ignore[misc]
+            if strict and None in values:
+                return None
+            return fn(ctx, *values)
+        return call
+
+    def _case(self, node: n.Case) -> Optional[Compiled]:
+        """``CASE [subject] WHEN ... THEN ... [ELSE ...] END`` over direct parts, as the interpreter
+        runs it (the subject compared with ``=``, the first hit's value, the ELSE or null)."""
+        subject = self._direct(node.subject) if node.subject is not None else None
+        whens = [(self._direct(w.when), self._direct(w.then)) for w in node.whens]
+        default = self._direct(node.default) if node.default is not None else None
+        if ((node.subject is not None and subject is None) or (node.default is not None and default is None)
+                or any(w is None or t is None for w, t in whens)):
+            return None
+
+        def run(rows: Rows, variables: Mapping[str, object] = {}) -> object:
+            value = subject(rows, variables) if subject is not None else None
+            for when, then in whens:
+                hit = (comparison("=", value, when(rows, variables)) if subject is not None  # type: ignore[misc]
+                       else truth(when(rows, variables)))  # type: ignore[misc]
+                if hit:
+                    return then(rows, variables)  # type: ignore[misc]
+            return default(rows, variables) if default is not None else None
+        return run
+
+    def _context(self) -> Machine:
+        """The call context built-ins get: one per Expressions (the functions called directly
+        read none of it: no clock, counter, row id or output)."""
+        if self._ctx is None:
+            interp = self._interp
+            self._ctx = Machine(interp.budget, interp.max_depth, {}, interp.clock, None)
+        return self._ctx
 
     def _binary(self, node: n.Binary) -> Optional[Compiled]:
         left, right, op = self._direct(node.left), self._direct(node.right), node.op
@@ -166,6 +260,15 @@ def _type(text: str) -> object:
 
 
 _UNARY = {"-": negate, "+": plus, "not": logical_not}
+
+# Built-ins never called directly (``Expressions._call``): their value is not their arguments'
+# alone (clocks, counters, the row id, random), or they read or change containers, caches,
+# iterators, opcodes or the output.
+_NOT_DIRECT = IMPURE_FUNCTIONS | frozenset((
+    "size", "push_back", "resize", "remove", "clear", "print", "getopcode", "setopcode",
+    "cachesize", "getcache", "deletecache", "insertcache", "keycache", "insertintocache",
+    "getiterator", "getnext", "resetiterator", "deleteiterator", "recorddatatostring",
+    "recorddatatorecord"))
 
 # Column type -> the Python type whose values are already in SPLASH form for it (from_python and
 # cast return them unchanged): a hot path that skips both.

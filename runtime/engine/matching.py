@@ -95,6 +95,27 @@ def _shared_columns(conds: Sequence[n.Node], aliases: Sequence[str]) -> dict[str
     return next((cols for cols in classes.values() if set(aliases) <= set(cols)), {})
 
 
+# Column types whose non-null values are equal in Python (a bucket's dictionary key) exactly when
+# SPLASH's ``=`` holds for them (not floats: NaN; not money or times: mixed representations).
+_EXACT_TYPES = ("string", "integer", "long", "boolean")
+
+
+def _implied(cond: n.Node, bucket_by: Mapping[str, str], types: Mapping[str, Mapping]) -> bool:
+    """Whether ``cond`` is ``A.c = B.d`` for two aliases whose bucket columns these are, of one type
+    of :data:`_EXACT_TYPES`: every partial of a non-null bucket value (its rows and the event
+    meeting it all hold that value there) satisfies it."""
+    if not (isinstance(cond, n.Binary) and cond.op == "="):
+        return False
+    left, right = field_ref(cond.left), field_ref(cond.right)
+    if left is None or right is None or left[0] == right[0]:
+        return False
+    if bucket_by.get(left[0]) != left[1] or bucket_by.get(right[0]) != right[1]:
+        return False
+    lt, rt = types.get(left[0], {}).get(left[1]), types.get(right[0], {}).get(right[1])
+    name = getattr(lt, "name", None)
+    return name in _EXACT_TYPES and getattr(rt, "name", None) == name
+
+
 class Matcher:
     """The MATCHING clause of one select (no state; see the module docstring)."""
 
@@ -113,6 +134,18 @@ class Matcher:
             (frozenset(_aliases(c, known)), exprs.compile(c)) for c in on]
         # partials are kept by the value of a column all aliases share through ON, when there is one
         self.bucket_by = _shared_columns(on, self.aliases)
+        # per alias, the ON conjuncts an event of it tests (those reading it), and the same without
+        # the equalities of bucket columns that partials of a non-null bucket value satisfy
+        # (:func:`_implied`)
+        types = getattr(exprs, "_types", {})
+        self._conds_of = {a: [(needs, test) for needs, test in self.conds if a in needs]
+                          for a in self.aliases}
+        self._bucket_conds_of = {
+            a: [(needs, test) for (needs, test), c in zip(self.conds, on)
+                if a in needs and not _implied(c, self.bucket_by, types)]
+            for a in self.aliases}
+        # per step index, :meth:`_waiting`'s answer (it depends on the index alone)
+        self._waits = [self._waiting(k) for k in range(len(self.steps or []) + 1)]
 
     def initial_state(self) -> dict:
         # bucket value -> partials: [start ms, step index, {alias: row}, [(element, seq) bound]];
@@ -122,11 +155,16 @@ class Matcher:
     def _rows(self, bound: Mapping[str, Mapping]) -> dict[str, Mapping]:
         return null_filled({a: bound.get(a) for a in self.aliases}, self.columns)
 
-    def _holds(self, bound: Mapping[str, Mapping], alias: str) -> bool:
-        names = set(bound)
-        rows = self._rows(bound)
-        return all(truth(test(rows)) for needs, test in self.conds
-                   if alias in needs and needs <= names)
+    def _holds(self, bound: Mapping[str, Mapping], alias: str,
+               conds: Optional[list[tuple[frozenset[str], Callable]]] = None) -> bool:
+        """Whether every ON conjunct reading ``alias`` and only aliases ``bound`` holds, in ON's
+        order (``conds``: those of ``alias``, by default all). A conjunct reads only bound rows, so
+        the unbound aliases' null rows are not made."""
+        names = bound.keys()
+        for needs, test in (self._conds_of[alias] if conds is None else conds):
+            if needs <= names and not truth(test(bound)):
+                return False
+        return True
 
     def _row(self, bound: Mapping[str, Mapping], seq: int) -> Change:
         return Change("i", None, None, self._rows(bound), seq)
@@ -159,17 +197,21 @@ class Matcher:
         column = self.bucket_by.get(alias)
         bucket = row.get(column) if column is not None else None
         kept: list[list] = []
+        conds = self._conds_of[alias] if bucket is None else self._bucket_conds_of[alias]
+        waits, refs = self._waits, self.refs
         for partial in state["partial"].get(bucket, []):
-            guards, nxt = self._waiting(partial[1])
+            guards, nxt = waits[partial[1]]
             bound, ids = partial[2], partial[3]
-            if alias in guards and ident not in ids and self._holds({**bound, alias: row}, alias):
-                continue  # a negated event: this partial cannot complete
-            if (nxt is not None and alias in self.refs[nxt] and alias not in bound
-                    and ident not in ids and self._holds({**bound, alias: row}, alias)):
-                extended = self._bind(partial, nxt, alias, row, ident)
-                if not self._complete(extended, change.seq, out, timed_out=False):
-                    kept.append(extended)
-                continue
+            negates = alias in guards
+            extends = nxt is not None and alias in refs[nxt] and alias not in bound
+            if (negates or extends) and ident not in ids:
+                if self._holds({**bound, alias: row}, alias, conds):
+                    if negates:
+                        continue  # a negated event: this partial cannot complete
+                    extended = self._bind(partial, nxt, alias, row, ident)
+                    if not self._complete(extended, change.seq, out, timed_out=False):
+                        kept.append(extended)
+                    continue
             kept.append(partial)
         negated, _tree = self.steps[0]
         if not negated and alias in self.refs[0] and self._holds({alias: row}, alias):

@@ -31,8 +31,9 @@ log = logging.getLogger(__name__)
 # the aggregations, made as ``Kernel(engine, plan)`` and run as ``run(states, rows, now)``, ...
 AGGREGATIONS: dict[str, type] = {"aggregation": ColumnarAggregation,
                                  "window_aggregation": WindowAggregation}
-# ... and the other kernels (see the module docstring)
-KERNELS: dict[str, type] = {"join": JoinKernel, "keep": KeepKernel}
+# ... and the other kernels (see the module docstring; ``select``, one stream without a join, is
+# the join kernel with no window)
+KERNELS: dict[str, type] = {"join": JoinKernel, "keep": KeepKernel, "select": JoinKernel}
 
 
 def make_kernel(element: Element, engine: Any, plan: Plan,

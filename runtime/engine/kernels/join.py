@@ -6,7 +6,10 @@ items and WHERE over the sources' columns (pure built-in functions only). In the
 (runtime/engine/element.py, runtime/engine/join.py) such a join keeps the windows' rows (the
 select's source mirrors and the Joiner's stores and hash indexes); a stream row is a transient
 insert joined with what the windows hold when it comes, and a window change only changes the
-stores.
+stores. With no window (``ccl.plan.physical.select_kernel``, the plan's ``select`` kernel: a
+stream selecting from one stream with a WHERE or items the native stream path does not take),
+each stream insert is its one joined row: the same evaluation a column at a time, the same bad
+records and transaction merging (the engine keys a stream row by its sequence number alone).
 
 The kernel takes a bucket's rows in BucketRun's order (instance, then the ports of ``first_ports``
 first, sequence number, source, sub-number, port) and, on the engine's own state:
@@ -69,16 +72,20 @@ class JoinKernel:
             raise ValueError(f"{engine.name} is not a join the join kernel runs")
         sel = engine.selects[0]
         joiner = sel.joiner
-        if (joiner is None or sel.aggregator is not None or sel.matcher is not None
-                or sel.projection is None or sel.projection.extra is not None
-                or sel.refused is not None or joiner.stored[0] or not all(joiner.stored[1:])
-                or any(lv.kind not in ("inner", "left") or lv.residual or not lv.eq_left
-                       for lv in joiner.levels)):
+        # no joiner: one unstored stream source, each insert its one "joined" row
+        alone = (joiner is None and len(sel.sources) == 1 and sel.sources[0].kind == "stream"
+                 and sel.sources[0].store is None)
+        if (not alone and joiner is None) or sel.aggregator is not None or sel.matcher is not None \
+                or sel.projection is None or sel.projection.extra is not None \
+                or sel.refused is not None or (joiner is not None and (
+                    joiner.stored[0] or not all(joiner.stored[1:])
+                    or any(lv.kind not in ("inner", "left") or lv.residual or not lv.eq_left
+                           for lv in joiner.levels))):
             raise ValueError(f"{engine.name} is not a join the join kernel runs")
         self.engine, self.sel, self.joiner = engine, sel, joiner
         self.first_ports = first_ports
         self.aliases = list(sel.aliases)
-        self.levels = joiner.levels
+        self.levels = joiner.levels if joiner is not None else []
         types = [{c: str(t).strip().lower() for c, t in src.columns} for src in sel.sources]
         spec = engine.element.query.selects[0]
         position = {alias: k for k, alias in enumerate(self.aliases)}
@@ -165,6 +172,8 @@ class JoinKernel:
         """Whether ``state`` has the shape the engine's initial state has for this element."""
         try:
             join = state["selects"][0]["join"]
+            if self.joiner is None:
+                return len(state["selects"]) == 1 and "seq" in state and join is None
             return (len(state["selects"]) == 1 and "seq" in state
                     and len(join["ridx"]) == len(self.levels) and len(join["src"]) == len(self.aliases)
                     and all(isinstance(x, (dict, MutableMapping))
@@ -184,7 +193,7 @@ class JoinKernel:
         levels, eq = self.levels, self.eq
         single = (len(levels) == 1 and len(eq[0]) == 1)
         column = eq_values[eq[0][0][1]] if single else None
-        keeps = levels[0].left_keeps
+        keeps = levels[0].left_keeps if levels else False
         at, rights, keys = found.at, found.rights, found.keys
         current, ridx, src, state = None, None, None, None
         for e, i in enumerate(inst_l):
@@ -193,9 +202,13 @@ class JoinKernel:
             if i != current:
                 current, state = i, states[i]
                 join = state["selects"][0]["join"]
-                ridx, src = join["ridx"], join["src"]
+                if join is not None:
+                    ridx, src = join["ridx"], join["src"]
             if not join_l[e]:
                 self._other(state, e, ports, events, seq, port, ops, extra, now)
+                continue
+            if not levels:  # no window: the stream row is its own joined row
+                at.append(e)
                 continue
             if single:  # one window, one equated stream column: the usual enrichment
                 v = column[e]  # type: ignore[index]
@@ -302,7 +315,8 @@ class JoinKernel:
         for j, e in enumerate(found.at):
             if e in wanted:
                 rows_of.setdefault(e, []).append(j)
-        sel, columns = self.sel, self.joiner.columns
+        sel = self.sel
+        columns = self.joiner.columns if self.joiner is not None else None
         for e in redo:
             joined = rows_of[e]
             s = int(seq[e])
@@ -312,7 +326,8 @@ class JoinKernel:
                 for lv, level in enumerate(self.levels):
                     new[level.right_alias] = found.rights[lv][j]
                 key = ((s,),) + tuple(found.keys[lv][j] for lv in range(len(self.levels)))
-                changes.append(Change("i", key, None, null_filled(new, columns), s))
+                changes.append(Change("i", key, None,
+                                      null_filled(new, columns) if columns is not None else new, s))
             try:
                 out = sel.finish({}, changes)
             except (SplashError, RowRefused) as ex:
@@ -493,6 +508,8 @@ class _Reader:
         if self._rows is None:
             self._rows = self.stream.to_pylist()
         rows = {self.kernel.aliases[0]: self._rows[j]}
+        if self.kernel.joiner is None:
+            return rows
         for lv, level in enumerate(self.kernel.levels):
             rows[level.right_alias] = self.found.rights[lv][j]
         return null_filled(rows, self.kernel.joiner.columns)

@@ -1,0 +1,129 @@
+"""CPU of one bench/shapes.py element over one bucket of trades, with its plan's kernel and with
+the engine row by row, alternating in one process.
+
+    python bench/shapes_bucket.py [--shape derived] [--element NAME] [--rows 100000]
+                                  [--instruments 2000] [--rounds 5]
+
+Builds the shape's plan (bench/shapes.py ``SHAPES``), one bucket of ``--rows`` generated trades
+(bench/project.py's generator, every row an insert on port 0 of the element, spread over 4
+instances by symbol) and runs it through ``BucketRun.process_table`` on fresh states: once with
+the kernel the plan names (``kernel``), once with the kernel taken away (``engine``) and once
+with that engine's calls, CASE and casts evaluated by the SPLASH interpreter per row, as before
+they had direct closures (``interp.``), in turn,
+``--rounds`` times, timing each with ``time.thread_time`` (the cycle collector paused). Prints
+the least and the median µs per row of each, and the outputs' equality. The element must read the
+trades directly (its first source is Trades)."""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import pyarrow as pa  # noqa: E402
+
+import project as bench_project  # noqa: E402
+import shapes as bench_shapes  # noqa: E402
+from ccl.plan.codec import plan_to_json  # noqa: E402
+from ccl.plan.planner import plan_project  # noqa: E402
+from ccl.syntax import nodes as n  # noqa: E402
+from runtime.processor import BucketRun  # noqa: E402
+
+
+def bucket(rows: int, instruments: int, ports: int = 1) -> pa.Table:
+    """``rows`` generated trades as one bucket of inserts (the processor's input table), each on
+    ports ``0..ports-1`` (a self-join reads the trades on each of its ports)."""
+    with tempfile.TemporaryDirectory() as d:
+        bench_project.generate(d, rows, instruments, 1)
+        import pyarrow.csv as pcsv
+        t = pcsv.read_csv(os.path.join(d, "trades", "part000.csv"), convert_options=pcsv.ConvertOptions(
+            column_types={"TradeId": pa.int64(), "Sym": pa.string(), "Price": pa.float64(),
+                          "Qty": pa.int32()}))
+    n = t.num_rows
+    syms = t.column("Sym").to_pylist()
+    inst = [hash(s) % 4 for s in syms]
+    values = pa.StructArray.from_arrays([t.column(c).combine_chunks() for c in t.column_names],
+                                        names=t.column_names)
+    empty = pa.nulls(n, values.type)
+    tables = [pa.table({"__port": pa.array([p] * n, pa.int32()),
+                        "__seq": pa.array(range(1, n + 1), pa.int64()),
+                        "__sub": pa.array([0] * n, pa.int64()), "__src": pa.array([0] * n, pa.int32()),
+                        "__op": pa.array(["i"] * n, pa.string()), "__inst": pa.array(inst, pa.int32()),
+                        "__why": pa.array([None] * n, pa.string()),
+                        "__raw": pa.array([None] * n, pa.string()),
+                        **{f"__p{q}": values if q == p else empty for q in range(ports)},
+                        "__bucket": pa.array([0] * n, pa.int32())}) for p in range(ports)]
+    return pa.concat_tables(tables)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Time the element both ways; exit code 0."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", default="derived", choices=list(bench_shapes.SHAPES))
+    ap.add_argument("--element", help="the element (default: the shape's first derived element)")
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--instruments", type=int, default=2_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--ports", type=int, default=1, help="each trade on this many ports (a self-join's)")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "p.ccl")
+        with open(path, "w") as f:
+            f.write(bench_shapes.shape_text(args.shape))
+        plan, diags = plan_project(path)
+        if plan is None:
+            raise SystemExit("\n".join(str(x) for x in diags))
+    name = args.element or next(e.name for e in plan.elements if e.role != "input")
+    text = json.dumps(plan_to_json(plan))
+    runs = {"kernel": BucketRun(text, name), "engine": BucketRun(text, name)}
+    runs["engine"].kernel = runs["engine"].columnar = None
+    # the engine as it was before calls, CASE and casts had direct closures (runtime/engine/expr.py)
+    from runtime.engine.expr import Expressions
+    saved = Expressions._call, Expressions._case, Expressions._direct
+    Expressions._call = Expressions._case = lambda self, node: None  # type: ignore[method-assign]
+    Expressions._direct = (lambda self, node: None if isinstance(node, n.Cast)  # type: ignore[method-assign]
+                           else saved[2](self, node))
+    try:
+        runs["interp."] = BucketRun(text, name)
+    finally:
+        Expressions._call, Expressions._case, Expressions._direct = saved  # type: ignore[method-assign]
+    runs["interp."].kernel = runs["interp."].columnar = None
+    print(f"{args.shape}/{name}: plan's kernel {plan.element(name).physical.kernel}")
+    table = bucket(args.rows, args.instruments, args.ports)
+    spent: dict[str, list[float]] = {k: [] for k in runs}
+    outs = {}
+    gc.disable()
+    try:
+        for _ in range(args.rounds):
+            for how, run in runs.items():
+                began = time.thread_time()
+                out = run.process_table({}, table, 0)
+                spent[how].append(time.thread_time() - began)
+                outs[how] = out
+                gc.collect()
+    finally:
+        gc.enable()
+    for how, s in spent.items():
+        print(f"{how:>7}: least {min(s) / args.rows * 1e6:6.2f} µs/row, median "
+              f"{statistics.median(s) / args.rows * 1e6:6.2f} µs/row ({outs[how].num_rows} output rows)")
+    same = all(outs[k].sort_by([("__inst", "ascending"), ("__seq", "ascending"),
+                                ("__sub", "ascending"), ("__kind", "ascending")]).equals(
+        outs["interp."].sort_by([("__inst", "ascending"), ("__seq", "ascending"),
+                                 ("__sub", "ascending"), ("__kind", "ascending")])) for k in ("kernel",)) and \
+        outs["kernel"].sort_by([("__inst", "ascending"), ("__seq", "ascending"),
+                                   ("__sub", "ascending"), ("__kind", "ascending")]).equals(
+        outs["engine"].sort_by([("__inst", "ascending"), ("__seq", "ascending"),
+                                ("__sub", "ascending"), ("__kind", "ascending")]))
+    print(f"outputs equal: {same}; load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
