@@ -81,23 +81,20 @@ class StoreStats:
 
 def read_layout(root: str) -> Optional[Layout]:
     """The layout of the state root ``root``, or ``None`` when it has none yet."""
+    return _read_layout(root)[0]
+
+
+def _read_layout(root: str) -> tuple[Optional[Layout], Optional[int]]:
+    """The layout of ``root`` and the format its ``layout.json`` says (None, None: none yet)."""
     try:
         with open(os.path.join(root, LAYOUT)) as f:
             data = json.load(f)
     except FileNotFoundError:
-        return None
+        return None, None
     if data.get("format") not in _READS:
         raise StateError(f"{root}: state format {data.get('format')!r}, this runtime reads "
                          f"formats {', '.join(map(str, _READS))}; start from a new run directory")
-    return Layout(int(data["buckets"]), int(data["generation"]))
-
-
-def _format(root: str) -> Optional[int]:
-    try:
-        with open(os.path.join(root, LAYOUT)) as f:
-            return json.load(f).get("format")
-    except FileNotFoundError:
-        return None
+    return Layout(int(data["buckets"]), int(data["generation"])), data["format"]
 
 
 def _write_layout(root: str, layout: Layout) -> None:
@@ -117,14 +114,14 @@ def create(root: str, buckets: int) -> Layout:
     :func:`rebucket` moves the state first."""
     if buckets < 1:
         raise StateError(f"a state root needs at least one bucket, not {buckets}")
-    layout = read_layout(root)
+    layout, form = _read_layout(root)
     if layout is None:
         layout = Layout(buckets, 1)
         _write_layout(root, layout)
     elif layout.buckets != buckets:
         raise StateError(f"{root}: the state is in {layout.buckets} buckets, this run has "
                          f"{buckets}: rebucket it first (runtime.state.rebucket)")
-    elif _format(root) != FORMAT:
+    elif form != FORMAT:
         # this runtime writes values a runtime of the older format cannot read: it now refuses
         # the root by its format, with a message, instead of failing on a value
         _write_layout(root, layout)
@@ -233,11 +230,13 @@ class BucketStore:
         """Open ``bucket`` of the state root ``root`` (made by :func:`create`). Open it in the task
         that uses it and close it at the task's end: RocksDB locks its directory, and the bucket's
         next batch may run in another Python worker."""
-        layout = read_layout(root)
+        layout, form = _read_layout(root)
         if layout is None:
             raise StateError(f"{root} is not a state root (no {LAYOUT}): runtime.state.create")
         if not 0 <= bucket < layout.buckets:
             raise StateError(f"{root}: no bucket {bucket}, the state has {layout.buckets}")
+        if form != FORMAT:  # (as create does: a task may come first)
+            _write_layout(root, layout)
         path = layout.bucket_dir(root, bucket)
         os.makedirs(path, exist_ok=True)
         return cls(_open_db(path), path, bucket)
