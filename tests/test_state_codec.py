@@ -212,3 +212,28 @@ def test_what_cannot_be_read_is_refused_with_a_message(tmp_path):
         _load(b"\x04" + ValueCodec().encode(1))
     with pytest.raises(StateError, match="does not decode"):
         _load(b"\x02" + pickle.dumps(Long(1), 3)[:-2])
+
+
+class _FromProtocol4:
+    """A value only pickle protocols 4 and later write (the codec writes protocol 3)."""
+
+    def __reduce_ex__(self, protocol):
+        if protocol < 4:
+            raise pickle.PicklingError("protocol 4 or later")
+        return (_FromProtocol4, ())
+
+    def __eq__(self, other):
+        return type(other) is _FromProtocol4
+
+
+def test_what_the_codec_cannot_write_goes_as_a_plain_pickle(tmp_path):
+    root = str(tmp_path / "s")
+    create(root, 1)
+    with BucketStore.open(root, 0) as s:
+        s.begin(0)
+        s.put_all("a", 0, [((0,), Long(1)), ((1,), [_FromProtocol4(), Long(2)])])
+        s.put_all("a", 1, [((0,), Long(3))])
+        s.commit(0)
+        assert [raw[0] for _, raw in s.committed_data()] == [0, 0, 2]
+        assert s.get_many("a", [(0, 0), (0, 1), (1, 0)]) == [Long(1), [_FromProtocol4(), 2], 3]
+        assert type(s.get("a", (0, 1))[1]) is Long

@@ -406,6 +406,19 @@ class BucketStore:
             coded = self._coded_ns[p] = holds_classes(value)
         return coded
 
+    def _encode(self, p: bytes, values: list, at: bytes = b"") -> list[bytes]:
+        """The stored bytes of ``values`` of namespace prefix ``p``: the header (timed when
+        ``at``, the encoded time, is given) and the value in the codec or a plain pickle."""
+        if values and self._coded(p, values[0]):
+            try:
+                h = (b"\x03" if at else _UNTIMED_CODED) + at
+                return [h + b for b in self._codec().encode_all(values)]
+            except Exception:  # (what the codec's protocol 3 cannot write: a plain pickle)
+                pass
+        h = (b"\x01" if at else _UNTIMED) + at
+        dumps = pickle.dumps
+        return [h + dumps(value, 5) for value in values]
+
     def _codec(self) -> ValueCodec:
         if self._codec_of is None:
             self._codec_of = ValueCodec()
@@ -413,9 +426,15 @@ class BucketStore:
 
     def _load(self, raw: bytes) -> Any:
         """The value of the stored bytes ``raw``."""
-        if raw[0] < 2:
-            return pickle.loads(raw[9:] if raw[0] else raw[1:])
-        return _load(raw, self._codec())
+        h = raw[0]
+        if h < 2:
+            return pickle.loads(raw[9:] if h else raw[1:])
+        if h > 3:
+            return _load(raw)  # (refused, with the reason)
+        try:
+            return (self._codec_of or self._codec()).decode(raw[9:] if h & 1 else raw[1:])
+        except CodecError as e:
+            raise StateError(f"{self.path}: {e}") from None
 
     def _raw(self, dkey: bytes) -> Optional[bytes]:
         if dkey in self._pending:
@@ -473,10 +492,7 @@ class BucketStore:
         dkey = b"d" + p + encode_key(key)
         if absent and dkey not in self._prior and dkey not in self._pending:
             self._prior[dkey] = None
-        if self._coded(p, value):
-            self._set(dkey, _UNTIMED_CODED + self._codec().encode(value))
-        else:
-            self._set(dkey, _UNTIMED + pickle.dumps(value, protocol=5))
+        self._set(dkey, self._encode(p, [value])[0])
 
     def put_all(self, ns: str, inst: int, items: Iterable[tuple[tuple, Any]],
                 absent: Optional[bool] = None) -> None:
@@ -496,13 +512,7 @@ class BucketStore:
             return
         # (a tuple's encoding is its items' concatenated: encode_key((inst, *key)))
         dkeys = [head + encode_items(key) for key, _ in pairs]
-        if self._coded(p, pairs[0][1]):
-            h = _UNTIMED_CODED
-            raws = [h + b for b in self._codec().encode_all([value for _, value in pairs])]
-        else:
-            dumps, h = pickle.dumps, _UNTIMED
-            raws = [h + dumps(value, 5) for _, value in pairs]
-        self._pending.update(zip(dkeys, raws))
+        self._pending.update(zip(dkeys, self._encode(p, [value for _, value in pairs])))
         # the instance holds nothing committed in ns (an instance new in the batch): no key is
         # read for its undo record at commit (one seek here instead)
         if absent if absent is not None else not self._holds(head):
@@ -523,10 +533,7 @@ class BucketStore:
         a key put again moves in the index to its new time."""
         p = self._prefix(ns)
         dkey = b"d" + p + encode_key(key)
-        if self._coded(p, value):
-            self._set(dkey, b"\x03" + _time(at_millis) + self._codec().encode(value))
-        else:
-            self._set(dkey, b"\x01" + _time(at_millis) + pickle.dumps(value, protocol=5))
+        self._set(dkey, self._encode(p, [value], _time(at_millis))[0])
         self._timed.setdefault(p, set()).add(dkey)
         low = self._low_of(p)
         if low is not None and at_millis < low:
