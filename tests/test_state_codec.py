@@ -59,21 +59,23 @@ def _values():
 
 
 def _same_value(a, b) -> bool:
-    """tests/test_state_store.py ``_same``, record keys and sets compared by content."""
+    """tests/test_state_store.py ``_same`` (NaN equal to NaN, -0.0 not 0.0, same types all the
+    way down), through record keys, sets and the attributes of records, vectors and
+    dictionaries."""
     if type(a) is not type(b):
         return False
     if isinstance(a, RecordKey):
         return _same_value(a.record, b.record) and _same_value(a.ident, b.ident)
     if isinstance(a, (set, frozenset)):
         return a == b
-    if isinstance(a, Record):
-        return _same(a, b) and a.opcode == b.opcode and a.types == b.types and \
-            a.key_fields == b.key_fields and all(_same_value(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and len(a) == len(b):
-        return all(_same_value(x, y) for x, y in zip(a, b)) and _same(a, b)
-    if isinstance(a, dict) and type(a) is dict:
-        return list(a) == list(b) and all(_same_value(a[k], b[k]) for k in a)
-    return _same(a, b)
+    if isinstance(a, (list, tuple)):
+        same = len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    elif isinstance(a, dict):  # (keys holding a NaN: compared in order, not looked up)
+        same = _same_value(list(a), list(b)) and \
+            all(_same_value(x, y) for x, y in zip(a.values(), b.values()))
+    else:
+        return _same(a, b)
+    return same and getattr(a, "__dict__", None) == getattr(b, "__dict__", None)
 
 
 def _sharing(v, seen=None) -> list:

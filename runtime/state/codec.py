@@ -16,8 +16,7 @@ every value pickle takes still round-trips, objects shared within one value stay
 class not in the table is written by name as before.
 
 The table is part of the format: a value written with it is read with the same table, in the
-same order. Another table is another codec number (the store's header byte,
-:func:`codec_of`).
+same order. Another table is another codec number (the store's header byte).
 """
 from __future__ import annotations
 
@@ -88,7 +87,8 @@ class _Sink:
 class ValueCodec:
     """Values to bytes and back with the class table :data:`PRESET_V1` preset in the pickle memo
     (see the module docstring). One per store: its pickler and unpickler are reused, value
-    after value, and are not shared between threads."""
+    after value, and are not shared between threads (the unpickler's memo keeps the objects of
+    the last values read until later values take their places: a store's, for a task)."""
 
     def __init__(self, preset: tuple = PRESET_V1) -> None:
         template = pickle.Pickler(io.BytesIO(), _PROTOCOL)
@@ -133,6 +133,8 @@ class ValueCodec:
             for value in values:
                 p.memo = memo
                 dump(value)
+            if len(out) != len(values):  # (protocol 3 writes a value in one call)
+                raise CodecError("the pickler wrote a value in parts")
             return out[:]
         finally:
             out.clear()
