@@ -8,8 +8,9 @@ Layout of a state root (docs/runtime.md, "The state store")::
 Keys inside a bucket's RocksDB (one key space, the first byte says what a key is):
 
 - ``d NS 0x00 KEY``: a value; ``NS`` the namespace (ASCII), ``KEY`` :func:`runtime.state.keys.encode_key`
-  of (instance, key values...). The value is a header byte (0: untimed, 1: timed, then the time as
-  8 ordered bytes) and the pickled Python value.
+  of (instance, key values...). The value is a header byte (bit 0: timed, then the time as 8
+  ordered bytes follows; bits 1-7: the codec of the rest, 0 a plain pickle of protocol 5, 1
+  :class:`runtime.state.codec.ValueCodec`) and the Python value's bytes.
 - ``t NS 0x00 TIME KEY``: the time index of timed values (empty value), in time order per namespace.
 - ``u BATCH dKEY`` (or ``u BATCH mlowNS``): the undo record of a key batch ``BATCH`` changed: its
   value before the batch (empty: it was absent); ``u BATCH`` alone marks that the batch's undo
@@ -35,15 +36,20 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
+from .codec import CodecError, ValueCodec, holds_classes
 from .keys import decode_instance, decode_key, encode_items, encode_key
 
-FORMAT = 1
+# 2: values may be in the codec (header 2 or 3), which a runtime of format 1 cannot read; a root
+# of format 1 is read as it is and marked 2 by create
+FORMAT = 2
+_READS = (1, 2)
 KEEP_UNDO = 2  # batches that can be rolled back: a replay is of the last one, rarely two
 LAYOUT = "layout.json"
 _Q = struct.Struct(">Q")
 _L = struct.Struct(">I")
 _SIGN = 1 << 63
 _UNTIMED = b"\x00"
+_UNTIMED_CODED = b"\x02"  # the header of an untimed value in the codec (timed: 3)
 _HISTORY = b"mhistory"
 _LOW = b"mlow"  # + namespace prefix: no time index entry of the namespace is older
 _ABSENT = b""
@@ -75,15 +81,20 @@ class StoreStats:
 
 def read_layout(root: str) -> Optional[Layout]:
     """The layout of the state root ``root``, or ``None`` when it has none yet."""
+    return _read_layout(root)[0]
+
+
+def _read_layout(root: str) -> tuple[Optional[Layout], Optional[int]]:
+    """The layout of ``root`` and the format its ``layout.json`` says (None, None: none yet)."""
     try:
         with open(os.path.join(root, LAYOUT)) as f:
             data = json.load(f)
     except FileNotFoundError:
-        return None
-    if data.get("format") != FORMAT:
+        return None, None
+    if data.get("format") not in _READS:
         raise StateError(f"{root}: state format {data.get('format')!r}, this runtime reads "
-                         f"format {FORMAT}; start from a new run directory")
-    return Layout(int(data["buckets"]), int(data["generation"]))
+                         f"formats {', '.join(map(str, _READS))}; start from a new run directory")
+    return Layout(int(data["buckets"]), int(data["generation"])), data["format"]
 
 
 def _write_layout(root: str, layout: Layout) -> None:
@@ -103,13 +114,17 @@ def create(root: str, buckets: int) -> Layout:
     :func:`rebucket` moves the state first."""
     if buckets < 1:
         raise StateError(f"a state root needs at least one bucket, not {buckets}")
-    layout = read_layout(root)
+    layout, form = _read_layout(root)
     if layout is None:
         layout = Layout(buckets, 1)
         _write_layout(root, layout)
     elif layout.buckets != buckets:
         raise StateError(f"{root}: the state is in {layout.buckets} buckets, this run has "
                          f"{buckets}: rebucket it first (runtime.state.rebucket)")
+    elif form != FORMAT:
+        # this runtime writes values a runtime of the older format cannot read: it now refuses
+        # the root by its format, with a message, instead of failing on a value
+        _write_layout(root, layout)
     _remove_strays(root, layout)
     return layout
 
@@ -205,17 +220,23 @@ class BucketStore:
         self._low: dict[bytes, Optional[int]] = {}
         self._low_pending: dict[bytes, int] = {}
         self._ns: dict[str, bytes] = {}
+        # namespace prefix -> whether its values are written with the codec (decided by the
+        # first value written in it, see _coded)
+        self._coded_ns: dict[bytes, bool] = {}
+        self._codec_of: Optional[ValueCodec] = None
 
     @classmethod
     def open(cls, root: str, bucket: int) -> "BucketStore":
         """Open ``bucket`` of the state root ``root`` (made by :func:`create`). Open it in the task
         that uses it and close it at the task's end: RocksDB locks its directory, and the bucket's
         next batch may run in another Python worker."""
-        layout = read_layout(root)
+        layout, form = _read_layout(root)
         if layout is None:
             raise StateError(f"{root} is not a state root (no {LAYOUT}): runtime.state.create")
         if not 0 <= bucket < layout.buckets:
             raise StateError(f"{root}: no bucket {bucket}, the state has {layout.buckets}")
+        if form != FORMAT:  # (as create does: a task may come first)
+            _write_layout(root, layout)
         path = layout.bucket_dir(root, bucket)
         os.makedirs(path, exist_ok=True)
         return cls(_open_db(path), path, bucket)
@@ -289,13 +310,13 @@ class BucketStore:
         for dkey, now in zip(keys, db.get(keys) if keys else []):
             old = before[dkey]
             value = dkey[:1] == b"d"  # else a meta key (a low-time mark): no index entry
-            if value and now is not None and now[:1] != _UNTIMED:
+            if value and now is not None and now[0] & 1:
                 wb.delete(_index_key(dkey, now))
             if old == _ABSENT:
                 wb.delete(dkey)
             else:
                 wb.put(dkey, old)
-                if value and old[:1] != _UNTIMED:
+                if value and old[0] & 1:
                     wb.put(_index_key(dkey, old), b"")
         wb.delete_range(first, b"v")
         history = [h for h in self._history if h < batch_id]
@@ -318,7 +339,7 @@ class BucketStore:
         wb = _write_batch()
         put, delete = wb.put, wb.delete
         added: list[bytes] = []  # keys absent before the batch: their undo records in one value
-        # (a raw value is never empty: ``raw[0]`` is its header byte, 0 untimed, read without
+        # (a raw value is never empty: ``raw[0]`` is its header byte, bit 0 timed, read without
         # the slice ``raw[:1]`` makes; most keys of a batch are new: their branch comes first)
         for dkey, new in self._pending.items():
             old = prior[dkey]
@@ -327,19 +348,19 @@ class BucketStore:
                     continue
                 added.append(dkey)
                 put(dkey, new)
-                if new[0]:
+                if new[0] & 1:
                     put(_index_key(dkey, new), b"")
                 continue
             if new == old:
                 continue
             put(undo + dkey, old)
-            if old[0]:
+            if old[0] & 1:
                 delete(_index_key(dkey, old))
             if new is None:
                 delete(dkey)
             else:
                 put(dkey, new)
-                if new[0]:
+                if new[0] & 1:
                     put(_index_key(dkey, new), b"")
         pack = _L.pack
         put(undo, b"".join([pack(len(k)) + k for k in added]))
@@ -372,6 +393,49 @@ class BucketStore:
             p = self._ns[ns] = ns.encode() + b"\x00"
         return p
 
+    def _coded(self, p: bytes, value: Any) -> bool:
+        """Whether values of namespace prefix ``p`` are written with the codec: those whose first
+        value (``value``, when not decided yet) holds objects a plain pickle writes by class
+        reference (a ``Long``, a money value, a date, a record...). The values of one namespace
+        are of one kind (rows of one window, groups of one aggregate); a plain pickle is cheaper
+        for plain values (no codec call per value), the codec for the others."""
+        coded = self._coded_ns.get(p)
+        if coded is None:
+            if value is None:  # (a time KEEP's times: decided by nothing)
+                return False
+            coded = self._coded_ns[p] = holds_classes(value)
+        return coded
+
+    def _encode(self, p: bytes, values: list, at: bytes = b"") -> list[bytes]:
+        """The stored bytes of ``values`` of namespace prefix ``p``: the header (timed when
+        ``at``, the encoded time, is given) and the value in the codec or a plain pickle."""
+        if values and self._coded(p, values[0]):
+            try:
+                h = (b"\x03" if at else _UNTIMED_CODED) + at
+                return [h + b for b in self._codec().encode_all(values)]
+            except Exception:  # (what the codec's protocol 3 cannot write: a plain pickle)
+                pass
+        h = (b"\x01" if at else _UNTIMED) + at
+        dumps = pickle.dumps
+        return [h + dumps(value, 5) for value in values]
+
+    def _codec(self) -> ValueCodec:
+        if self._codec_of is None:
+            self._codec_of = ValueCodec()
+        return self._codec_of
+
+    def _load(self, raw: bytes) -> Any:
+        """The value of the stored bytes ``raw``."""
+        h = raw[0]
+        if h < 2:
+            return pickle.loads(raw[9:] if h else raw[1:])
+        if h > 3:
+            return _load(raw)  # (refused, with the reason)
+        try:
+            return (self._codec_of or self._codec()).decode(raw[9:] if h & 1 else raw[1:])
+        except CodecError as e:
+            raise StateError(f"{self.path}: {e}") from None
+
     def _raw(self, dkey: bytes) -> Optional[bytes]:
         if dkey in self._pending:
             return self._pending[dkey]
@@ -398,7 +462,7 @@ class BucketStore:
     def get(self, ns: str, key: tuple, default: Any = None) -> Any:
         """The value under ``key`` in namespace ``ns``, or ``default``."""
         raw = self._raw(b"d" + self._prefix(ns) + encode_key(key))
-        return default if raw is None else _load(raw)
+        return default if raw is None else self._load(raw)
 
     def get_many(self, ns: str, keys: Sequence[tuple], default: Any = None) -> list[Any]:
         """The values under ``keys`` (one RocksDB multi-get for those the batch did not write)."""
@@ -406,16 +470,17 @@ class BucketStore:
         dkeys = [p + encode_key(k) for k in keys]
         self._committed(dkeys)
         pending, prior = self._pending, self._prior
+        load = self._load
         out = []
         for k in dkeys:
             raw = pending[k] if k in pending else prior[k]
-            out.append(default if raw is None else _load(raw))
+            out.append(default if raw is None else load(raw))
         return out
 
     def time_of(self, ns: str, key: tuple) -> Optional[int]:
         """The time a timed value under ``key`` was put with (``None``: absent or untimed)."""
         raw = self._raw(b"d" + self._prefix(ns) + encode_key(key))
-        if raw is None or raw[:1] == _UNTIMED:
+        if raw is None or not raw[0] & 1:
             return None
         return _Q.unpack_from(raw, 1)[0] - _SIGN
 
@@ -423,10 +488,11 @@ class BucketStore:
         """Store ``value`` under ``key`` (out of the time index if it was timed). ``absent``: the
         caller knows the key held nothing before the batch (a key numbered past all the keys it
         stored), so :meth:`commit` need not read it for its undo record."""
-        dkey = b"d" + self._prefix(ns) + encode_key(key)
+        p = self._prefix(ns)
+        dkey = b"d" + p + encode_key(key)
         if absent and dkey not in self._prior and dkey not in self._pending:
             self._prior[dkey] = None
-        self._set(dkey, _UNTIMED + pickle.dumps(value, protocol=5))
+        self._set(dkey, self._encode(p, [value])[0])
 
     def put_all(self, ns: str, inst: int, items: Iterable[tuple[tuple, Any]],
                 absent: Optional[bool] = None) -> None:
@@ -437,14 +503,16 @@ class BucketStore:
         it holds some); None: found out by one seek."""
         if self._batch is None:
             raise StateError(f"bucket {self.bucket}: a write outside a batch (begin first)")
-        head = b"d" + self._prefix(ns) + encode_key((inst,))
-        dumps = pickle.dumps
+        p = self._prefix(ns)
+        head = b"d" + p + encode_key((inst,))
         # comprehensions, not a loop of statements per entry: a third of this function's time
         # was the loop's own (bench/project_cpu.py's one batch writes every entry here)
         pairs = items if isinstance(items, list) else list(items)
+        if not pairs:
+            return
         # (a tuple's encoding is its items' concatenated: encode_key((inst, *key)))
         dkeys = [head + encode_items(key) for key, _ in pairs]
-        self._pending.update(zip(dkeys, [_UNTIMED + dumps(value, 5) for _, value in pairs]))
+        self._pending.update(zip(dkeys, self._encode(p, [value for _, value in pairs])))
         # the instance holds nothing committed in ns (an instance new in the batch): no key is
         # read for its undo record at commit (one seek here instead)
         if absent if absent is not None else not self._holds(head):
@@ -465,7 +533,7 @@ class BucketStore:
         a key put again moves in the index to its new time."""
         p = self._prefix(ns)
         dkey = b"d" + p + encode_key(key)
-        self._set(dkey, b"\x01" + _time(at_millis) + pickle.dumps(value, protocol=5))
+        self._set(dkey, self._encode(p, [value], _time(at_millis))[0])
         self._timed.setdefault(p, set()).add(dkey)
         low = self._low_of(p)
         if low is not None and at_millis < low:
@@ -504,7 +572,7 @@ class BucketStore:
         """(key, value) of the keys of ``ns`` starting with the items ``prefix`` (``(instance,)``:
         one instance's), in key order. The scan sees the batch's writes made before it started."""
         for dkey, raw in self._range(b"d" + self._prefix(ns), encode_items(prefix)):
-            yield decode_key(dkey[dkey.index(b"\x00", 1) + 1:]), _load(raw)
+            yield decode_key(dkey[dkey.index(b"\x00", 1) + 1:]), self._load(raw)
 
     def committed_data(self) -> Iterator[tuple[bytes, bytes]]:
         """Every committed data entry (its key, ``d`` tag included, and raw value) in key order,
@@ -566,7 +634,7 @@ class BucketStore:
         out = []
         for dkey, (_, ek) in zip(dkeys, found):
             raw = self._pending[dkey] if dkey in self._pending else self._prior[dkey]
-            out.append((decode_key(ek), _load(raw)))
+            out.append((decode_key(ek), self._load(raw)))
             self._set(dkey, None)
         low = self._low_of(p)
         if low is None or before_millis > low:  # nothing older than the bound is left
@@ -600,7 +668,7 @@ class BucketStore:
         del it
         for dkey in self._timed.get(p, ()):
             raw = self._pending.get(dkey)
-            if raw is not None and raw[:1] != _UNTIMED and (bound is None or raw[1:9] < bound):
+            if raw is not None and raw[0] & 1 and (bound is None or raw[1:9] < bound):
                 found.append((raw[1:9], dkey[len(p) + 1:]))
         return found
 
@@ -623,7 +691,7 @@ class BucketStore:
         del it
         for dkey in self._timed.get(p, ()):
             raw = self._pending.get(dkey)
-            if raw is not None and raw[:1] != _UNTIMED and (best is None or raw[1:9] < best):
+            if raw is not None and raw[0] & 1 and (best is None or raw[1:9] < best):
                 best = raw[1:9]
         return None if best is None else _Q.unpack(best)[0] - _SIGN
 
@@ -649,8 +717,19 @@ class BucketStore:
         return StoreStats(self.version, int(keys), disk_bytes(self.path))
 
 
-def _load(raw: bytes) -> Any:
-    return pickle.loads(raw[1:] if raw[:1] == _UNTIMED else raw[9:])
+def _load(raw: bytes, codec: Optional[ValueCodec] = None) -> Any:
+    """The value of the raw stored bytes ``raw`` (header byte included); ``codec``: the codec to
+    read a value in the codec with (a new one when None)."""
+    h = raw[0]
+    if h < 2:  # a plain pickle (every value a runtime of layout format 1 wrote)
+        return pickle.loads(raw[9:] if h else raw[1:])
+    if h > 3:
+        raise StateError(f"a state value of codec {h >> 1}: this runtime reads codecs 0 and 1 "
+                         "(written by a newer runtime?)")
+    try:
+        return (codec or ValueCodec()).decode(raw[9:] if h & 1 else raw[1:])
+    except CodecError as e:
+        raise StateError(str(e)) from None
 
 
 def disk_bytes(path: str) -> int:
@@ -690,12 +769,13 @@ def rebucket_keys(root: str, old_buckets: int, new_buckets: int,
     the number of values moved there: what the bucket's pickled instance states count in place
     of each stored part (runtime/state/rows.py)."""
     counts: dict[tuple[int, str, int], int] = {}
+    codec = ValueCodec()
 
     def place(dkey: bytes, raw: bytes) -> int:
         cut = dkey.index(b"\x00", 1)
         ns = dkey[1:cut].decode()
         key = decode_key(dkey[cut + 1:])
-        nb = route(ns, key, lambda: _load(raw))
+        nb = route(ns, key, lambda: _load(raw, codec))
         at = (nb, ns, key[0])
         counts[at] = counts.get(at, 0) + 1
         return nb
@@ -750,7 +830,7 @@ def _move(root: str, old_buckets: int, new_buckets: int, place: Callable[[bytes,
                                          f"0..{new_buckets - 1}")
                     wb = batches[nb]
                     wb.put(dkey, raw)
-                    if raw[:1] != _UNTIMED:
+                    if raw[0] & 1:
                         wb.put(_index_key(dkey, raw), b"")
                     sizes[nb] += 1
                     if sizes[nb] >= _WRITE_CHUNK:
