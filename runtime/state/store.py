@@ -186,7 +186,16 @@ def release_held(path: Optional[str] = None) -> None:
         stores = [store for store, _ in _HELD.values()
                   if path is None or store.path == os.path.abspath(path)]
         for store in stores:
-            store.close()  # (drops it from _HELD)
+            _drop(store)
+
+
+def _drop(store: "BucketStore") -> None:
+    """Close a kept store (dropping it from _HELD) whose directory may be gone: RocksDB's close
+    then fails to flush, and nothing of it is read again."""
+    try:
+        store.close()
+    except Exception:  # rocksdict raises a plain Exception with RocksDB's status text
+        store._db = None
 
 
 def _inode(path: str) -> int:
@@ -265,7 +274,7 @@ class BucketStore:
                 if store._db is not None and store._batch is None and not store._pending \
                         and _inode(store.path) == inode:
                     return store
-                store.close()
+                _drop(store)
             store = cls.open(root, bucket)
             store._held = key
             _HELD[key] = (store, _inode(store.path))
