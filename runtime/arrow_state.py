@@ -35,7 +35,7 @@ from .spark_hash import spark_hash_int
 from .state import variables
 from .state.rows import attach, detach, holds_stored_state, uses_window_store
 from .state.variables import holds_stored_variables, uses_variable_store
-from .state.store import BucketStore, create, read_layout, release_held
+from .state.store import BucketStore, create, kept, read_layout, release_held
 
 BUCKET = "__bucket"
 GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
@@ -172,9 +172,11 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
                         (runner.next_deadline(states),) if timed else None)
             return out
         root = rows_root(state_dir)
-        if read_layout(root) is None:  # (a bucket run without prepare_rows: tests)
-            create(root, bucket + 1)
-        store = BucketStore.held(root, bucket) if keep_open else BucketStore.open(root, bucket)
+        store = kept(root, bucket) if keep_open else None
+        if store is None:
+            if read_layout(root) is None:  # (a bucket run without prepare_rows: tests)
+                create(root, bucket + 1)
+            store = BucketStore.held(root, bucket) if keep_open else BucketStore.open(root, bucket)
         try:
             store.begin(batch_id)
             if "rows" in what:

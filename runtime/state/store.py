@@ -198,6 +198,21 @@ def _drop(store: "BucketStore") -> None:
         store._db = None
 
 
+def kept(root: str, bucket: int) -> Optional["BucketStore"]:
+    """The store of ``bucket`` of the state root ``root`` that :meth:`BucketStore.held` keeps open
+    in this process, when it has one that can begin a batch (none in a batch, its directory the
+    one it opened: not removed and made again)."""
+    held = _HELD.get((os.path.abspath(root), bucket))
+    if held is None:
+        return None
+    store, inode = held
+    if store._db is not None and store._batch is None and not store._pending \
+            and _inode(store.path) == inode:
+        return store
+    _drop(store)
+    return None
+
+
 def _inode(path: str) -> int:
     try:
         return os.stat(path).st_ino
@@ -268,13 +283,9 @@ class BucketStore:
         opens the store again). Opening the bucket again in this process closes the kept one."""
         key = (os.path.abspath(root), bucket)
         with _HELD_LOCK:
-            held = _HELD.get(key)
-            if held is not None:
-                store, inode = held
-                if store._db is not None and store._batch is None and not store._pending \
-                        and _inode(store.path) == inode:
-                    return store
-                _drop(store)
+            store = kept(root, bucket)
+            if store is not None:
+                return store
             store = cls.open(root, bucket)
             store._held = key
             _HELD[key] = (store, _inode(store.path))
