@@ -6,12 +6,15 @@
 
 Real-time use means batches of a few rows. ``capture`` runs the whole project (join with the
 broadcast Instruments window, ``KEEP 20 ROWS PER (Sym)``, the GROUP BY aggregate, the Flex; 4
-instances each) with ``ccl run --until-idle`` semantics (``plan_project`` + ``run_plan``) on
-generated trades in one file per batch (``max_files_per_batch`` 1): first one file of
-``--prefill`` trades (the windows filled; not counted), then ``--batches`` files of each size of
-``--sizes`` trades. Every call of the small batch's bucket path (``runtime.bucket_pool.run_buckets``,
-the processor input of one element's batch, as ``ccl run`` hands it over on the driver) is
-recorded with its arguments into FILE (pickled Arrow tables).
+instances each, 8 buckets) on generated trades, one batch per trade file: first the instruments
+and ``--prefill`` trades (the windows filled; not counted), then ``--batches`` batches of each
+size of ``--sizes`` trades. Each batch goes through what ``ccl run``'s project query does with a
+small batch on the driver (runtime/project_query.py, without Spark: the input parsed by
+``rows_here``, ``arrow_frames.native_input``, then per element ``arrow_frames.processor_input``
+and ``runtime.bucket_pool.run_buckets``, its rows handed on as ``changelog_frame``); every
+``run_buckets`` call (one element's batch) is recorded with its arguments into FILE (pickled
+Arrow tables). (Through ``run_plan`` and Spark, one small batch took seconds of Spark's own
+scheduling on this machine: 10 batches in 7 minutes.)
 
 ``replay`` runs those calls again, in order, in this process (no Spark: the code ``ccl run`` runs
 for a small batch, ``run_buckets`` with ``runtime.arrow_state.bucket_runner`` per bucket, the

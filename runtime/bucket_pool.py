@@ -14,6 +14,12 @@ engines it built, as Spark's Python workers do). Its workers ignore SIGINT, whic
 sends to the whole process group: the driver stops the run and ends them. A worker that dies
 (killed, out of memory) breaks the pool; the batch then runs its buckets here, and the next batch
 makes a new pool.
+
+A bucket run here, in the driver's process, keeps its state store open for its next batch
+(``runtime.state.store.BucketStore.held``: opening and closing a bucket's RocksDB cost more than a
+small batch's own work); the stores are released before the pool or Spark runs buckets, and at a
+run's start and end (``release_held``). The pool's workers open and close them per task, as
+Spark's workers do: a bucket does not always go to the same worker.
 """
 from __future__ import annotations
 

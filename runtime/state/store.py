@@ -263,7 +263,9 @@ class BucketStore:
     def open(cls, root: str, bucket: int) -> "BucketStore":
         """Open ``bucket`` of the state root ``root`` (made by :func:`create`). Open it in the task
         that uses it and close it at the task's end: RocksDB locks its directory, and the bucket's
-        next batch may run in another Python worker."""
+        next batch may run in another Python worker (:meth:`held` for the driver's small
+        batches, which keeps it open). A store :meth:`held` keeps open in this process is closed
+        first."""
         layout = read_layout(root)
         if layout is None:
             raise StateError(f"{root} is not a state root (no {LAYOUT}): runtime.state.create")
