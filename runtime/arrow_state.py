@@ -35,7 +35,7 @@ from .spark_hash import spark_hash_int
 from .state import variables
 from .state.rows import attach, detach, holds_stored_state, uses_window_store
 from .state.variables import holds_stored_variables, uses_variable_store
-from .state.store import BucketStore, create, read_layout
+from .state.store import BucketStore, create, kept, read_layout, release_held
 
 BUCKET = "__bucket"
 GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
@@ -136,7 +136,8 @@ def prepare_rows(state_dir: str, element: Element, buckets: int) -> None:
 
 
 def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int], state_dir: str,
-                  batch_id: int, now: int, timed: bool = False) -> Callable[[Any, Any], Any]:
+                  batch_id: int, now: int, timed: bool = False, *,
+                  keep_open: bool = False) -> Callable[[Any, Any], Any]:
     """The ``applyInArrow`` function of one batch (it travels to the executors pickled): a
     bucket's rows (the processor's input layout, runtime/topology.py processor_input) in, its output
     rows (:func:`runtime.processor.output_schema`) out. An element whose window rows and groups
@@ -146,7 +147,10 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
     rolls the store back to the state before it (the undo records) and reads the state file
     before it.
     With ``timed`` (an element with timers), rows of instance :data:`MARK` are dropped, and after
-    the rows every instance of the bucket expires what is due at ``now``."""
+    the rows every instance of the bucket expires what is due at ``now``. With ``keep_open`` the
+    bucket's store stays open in this process for its next batch (``BucketStore.held``: for the
+    driver's small batches; whoever hands the bucket to another process releases it first,
+    ``runtime.state.store.release_held``)."""
     def run(key: Any, table: Any) -> Any:
         with gc_paused():
             return _run(key, table)
@@ -168,9 +172,12 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
                         (runner.next_deadline(states),) if timed else None)
             return out
         root = rows_root(state_dir)
-        if read_layout(root) is None:  # (a bucket run without prepare_rows: tests)
-            create(root, bucket + 1)
-        with BucketStore.open(root, bucket) as store:
+        store = kept(root, bucket) if keep_open else None
+        if store is None:
+            if read_layout(root) is None:  # (a bucket run without prepare_rows: tests)
+                create(root, bucket + 1)
+            store = BucketStore.held(root, bucket) if keep_open else BucketStore.open(root, bucket)
+        try:
             store.begin(batch_id)
             if "rows" in what:
                 attach(states, store)
@@ -184,6 +191,11 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
                 variables.detach(states, store, attached)
             save_states(state_dir, bucket, batch_id, states, deadline)
             store.commit(batch_id)
+        except BaseException:
+            store.close()  # a kept store too: its batch's changes dropped, opened again next time
+            raise
+        if not keep_open:
+            store.close()
         return out
     return run
 
@@ -225,6 +237,7 @@ def bucket_rows(proc_in: DataFrame, group: Column, plan_text: str, element: Elem
     """The processor output rows of one batch of ``proc_in`` (with ``__bucket``), its buckets
     grouped by ``group`` (:func:`bucket_group`)."""
     runner = bucket_runner(plan_text, element.name, first_ports, state_dir, batch_id, now, timed)
+    release_held()  # Spark's Python workers open the buckets' stores: not held here
     return proc_in.groupBy(group.alias(GROUP)).applyInArrow(runner, output_schema(element))
 
 

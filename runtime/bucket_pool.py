@@ -14,6 +14,12 @@ engines it built, as Spark's Python workers do). Its workers ignore SIGINT, whic
 sends to the whole process group: the driver stops the run and ends them. A worker that dies
 (killed, out of memory) breaks the pool; the batch then runs its buckets here, and the next batch
 makes a new pool.
+
+A bucket run here, in the driver's process, keeps its state store open for its next batch
+(``runtime.state.store.BucketStore.held``: opening and closing a bucket's RocksDB cost more than a
+small batch's own work); the stores are released before the pool or Spark runs buckets, and at a
+run's start and end (``release_held``). The pool's workers open and close them per task, as
+Spark's workers do: a bucket does not always go to the same worker.
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ from ccl.plan.model import Element
 
 from .arrow_state import BUCKET, bucket_runner
 from .processor import output_schema
+from .state.store import release_held
 
 # The fewest bytes of an input row (a CSV line of a few short fields): a batch of fewer bytes than
 # parallel_rows rows of it cannot need the pool.
@@ -59,9 +66,12 @@ def run_buckets(runner_args: tuple, proc_in: Any, element: Element, workers: int
         return to_arrow_schema(output_schema(element), timezone="UTC").empty_table()
     outs = None
     if workers > 1 and len(parts) > 1 and proc_in.num_rows >= parallel_rows:
+        release_held()  # the workers open the buckets' stores: none may stay open here
         outs = _in_pool(runner_args, parts, workers)
     if outs is None:
-        outs = [run_bucket(runner_args, part) for part in parts]
+        # here, in the process that runs every small batch: each bucket's store stays open
+        # for its next batch (released before a pool or Spark runs the buckets)
+        outs = [bucket_runner(*runner_args, keep_open=True)(None, part) for part in parts]
     return pa.concat_tables(outs) if len(outs) > 1 else outs[0]
 
 

@@ -29,6 +29,7 @@ from .project_query import (BatchGuard, Deadlines, Ticker, project_batch, projec
 from .run_dir import BATCHES, PROJECT_QUERY, RunDirs
 from .rebucket import finish_rebucket, rebucket_run, why_not_rebucketed
 from .rescale import finish_rescale
+from .state.store import release_held
 from .run_setup import (RunError, RunLayout, RunOptions, atomic_json, auto_buckets, layout_of,
                         prepare_run_dir)
 
@@ -233,6 +234,7 @@ def run_plan(spark: SparkSession, plan: Plan, options: RunOptions, out_dir: str,
     by the caller's signal handlers while Spark was starting (a stop asked for then is carried
     out as soon as the queries are up)."""
     began = time.monotonic()
+    release_held()  # (kept by an earlier run in this process: the state may move now)
     output_adapters(plan, options.base_dir)  # refused now rather than when the run ends
     _checked(check_adapters, plan, options.base_dir)
     if options.run_dir is None:  # the socket adapters' inboxes are in the run directory
@@ -261,6 +263,7 @@ def run_plan(spark: SparkSession, plan: Plan, options: RunOptions, out_dir: str,
             else:
                 _run_until_stopped(spark, plan, options, dirs, layout, status, stop)
     finally:
+        release_held()  # the buckets' stores the driver's small batches kept open
         adapters.stop()  # outputs get the last batches; inputs' last records wait in the inboxes
     report = write_outputs(spark, plan, dirs, layout, out_dir, options.base_dir,
                            time.monotonic() - began)

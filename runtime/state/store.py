@@ -32,6 +32,7 @@ import os
 import pickle
 import shutil
 import struct
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
@@ -139,6 +140,7 @@ def _remove_strays(root: str, layout: Layout) -> None:
 
 
 def _open_db(path: str) -> Any:
+    release_held(path)  # this process's own kept handle would hold RocksDB's lock
     from rocksdict import BlockBasedOptions, Options, Rdict, WriteOptions
     opt = Options(raw_mode=True)
     opt.create_if_missing(True)
@@ -183,6 +185,56 @@ def _next_prefix(prefix: bytes) -> bytes:
     return p[:-1] + bytes([p[-1] + 1]) if p else b"\xff" * (len(prefix) + 1)
 
 
+# Stores kept open in this process between batches (BucketStore.held): (state root, bucket) ->
+# (store, the inode of its directory when it was opened, to tell a directory removed and made again)
+_HELD: dict[tuple[str, int], tuple["BucketStore", int]] = {}
+_HELD_LOCK = threading.RLock()
+
+
+def release_held(path: Optional[str] = None) -> None:
+    """Close the stores :meth:`BucketStore.held` keeps open in this process (``path``: only the
+    one of that bucket directory). Before another process may open them (a pool worker, Spark's
+    Python workers: RocksDB locks a store's directory), and at a run's end."""
+    if not _HELD:
+        return
+    with _HELD_LOCK:
+        stores = [store for store, _ in _HELD.values()
+                  if path is None or store.path == os.path.abspath(path)]
+        for store in stores:
+            _drop(store)
+
+
+def _drop(store: "BucketStore") -> None:
+    """Close a kept store (dropping it from _HELD) whose directory may be gone: RocksDB's close
+    then fails to flush, and nothing of it is read again."""
+    try:
+        store.close()
+    except Exception:  # rocksdict raises a plain Exception with RocksDB's status text
+        store._db = None
+
+
+def kept(root: str, bucket: int) -> Optional["BucketStore"]:
+    """The store of ``bucket`` of the state root ``root`` that :meth:`BucketStore.held` keeps open
+    in this process, when it has one that can begin a batch (none in a batch, its directory the
+    one it opened: not removed and made again)."""
+    held = _HELD.get((os.path.abspath(root), bucket))
+    if held is None:
+        return None
+    store, inode = held
+    if store._db is not None and store._batch is None and not store._pending \
+            and _inode(store.path) == inode:
+        return store
+    _drop(store)
+    return None
+
+
+def _inode(path: str) -> int:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return -1
+
+
 class BucketStore:
     """One bucket's state store, open for one task (see :meth:`open`).
 
@@ -224,12 +276,15 @@ class BucketStore:
         # first value written in it, see _coded)
         self._coded_ns: dict[bytes, bool] = {}
         self._codec_of: Optional[ValueCodec] = None
+        self._held: Optional[tuple[str, int]] = None  # its key in _HELD when kept open there
 
     @classmethod
     def open(cls, root: str, bucket: int) -> "BucketStore":
         """Open ``bucket`` of the state root ``root`` (made by :func:`create`). Open it in the task
         that uses it and close it at the task's end: RocksDB locks its directory, and the bucket's
-        next batch may run in another Python worker."""
+        next batch may run in another Python worker (:meth:`held` for the driver's small
+        batches, which keeps it open). A store :meth:`held` keeps open in this process is closed
+        first."""
         layout, form = _read_layout(root)
         if layout is None:
             raise StateError(f"{root} is not a state root (no {LAYOUT}): runtime.state.create")
@@ -237,12 +292,35 @@ class BucketStore:
             raise StateError(f"{root}: no bucket {bucket}, the state has {layout.buckets}")
         if form != FORMAT:  # (as create does: a task may come first)
             _write_layout(root, layout)
-        path = layout.bucket_dir(root, bucket)
+        path = os.path.abspath(layout.bucket_dir(root, bucket))
         os.makedirs(path, exist_ok=True)
         return cls(_open_db(path), path, bucket)
 
+    @classmethod
+    def held(cls, root: str, bucket: int) -> "BucketStore":
+        """:meth:`open`, the store then kept open in this process for the bucket's next batches
+        (opening and closing RocksDB cost 20-60 ms elapsed and 5-10 ms of CPU a batch, more than
+        a small batch's own work). Only for a process that runs all of the bucket's batches until
+        :func:`release_held` (the driver running small batches: runtime/bucket_pool.py);
+        :meth:`close` it when a batch fails (its uncommitted changes dropped: the next batch
+        opens the store again). Opening the bucket again in this process closes the kept one."""
+        key = (os.path.abspath(root), bucket)
+        with _HELD_LOCK:
+            store = kept(root, bucket)
+            if store is not None:
+                return store
+            store = cls.open(root, bucket)
+            store._held = key
+            _HELD[key] = (store, _inode(store.path))
+            return store
+
     def close(self) -> None:
         """Close the store; changes not committed are dropped."""
+        if self._held is not None:
+            with _HELD_LOCK:
+                if _HELD.get(self._held, (None,))[0] is self:
+                    del _HELD[self._held]
+            self._held = None
         if self._db is not None:
             self._db.close()
             self._db = None
