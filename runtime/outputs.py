@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
@@ -153,44 +154,63 @@ def final_rows(dirs: RunDirs, element: Element, upto: Optional[int] = None) -> C
     held = contents if contents is not None else last_changes(dirs, element, upto)
     if not element.key or physical is None or physical.instances == 1:
         return Contents([held])
-    table, positions = _last_positions(held, list(element.key))
-    kept = pc.is_in(pa.array(range(table.num_rows), pa.int64()), value_set=positions)
-    return Contents([table.take(positions)], [table.filter(pc.invert(kept))])
+    order, last = _last_of_keys(held, list(element.key))
+    others = np.ones(held.num_rows, bool)
+    others[last] = False
+    return Contents([held.take(order[last])], [held.take(order[others])])
 
 
 def last_changes(dirs: RunDirs, element: Element, upto: Optional[int] = None) -> pa.Table:
     """A window's rows now in each instance, from its changelog (up to batch ``upto``; None: all):
-    the last change of each key per instance, unless it is a delete. The changelog is read chunk
-    by chunk, keeping the last change of each key."""
+    the last change of each key per instance, unless it is a delete, in :data:`ORDER`. The
+    changelog is read chunk by chunk, keeping the last change of each key."""
     key = [INST, *element.key] if element.key else [INST, SEQ]
     latest: Optional[pa.Table] = None
     for chunk in changelog_chunks(dirs, element, upto):
-        table, positions = _last_positions(chunk if latest is None else pa.concat_tables([latest, chunk]), key)
-        latest = table.take(positions)
+        table = chunk if latest is None else pa.concat_tables([latest, chunk])
+        order, last = _last_of_keys(table, key)
+        latest = table.take(order[last])
     if latest is None:
         return _arrow_schema(element).empty_table()
     return latest.filter(pc.not_equal(latest.column(OP), "d"))
 
 
-def _last_positions(table: pa.Table, key: list[str]) -> tuple[pa.Table, pa.Array]:
-    """``table`` sorted in :data:`ORDER` and the positions of the last row of each ``key`` in it;
-    float keys compared as Spark groups them (-0.0 is 0.0, every NaN one value)."""
-    table = table.take(pc.sort_indices(table, [(c, "ascending") for c in ORDER]))
-    keyed = pa.table({"__i": pa.array(range(table.num_rows), pa.int64())})
+def _last_of_keys(table: pa.Table, key: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``order``, the positions of ``table``'s rows in :data:`ORDER` (:func:`order_of`), and
+    ``last``, the ranks in that order of the last row of each ``key``, ascending: so
+    ``table.take(order[last])`` is the last row of each key, in :data:`ORDER`. Float keys are
+    compared as Spark groups them (-0.0 is 0.0, every NaN one value). Only the key columns and
+    each row's rank are grouped; no column but the order's is sorted."""
+    order = order_of(table)
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    keyed = pa.table({"__r": rank})
     for i, name in enumerate(key):
         values = table.column(name)
         if pa.types.is_floating(values.type):
             values = pc.if_else(pc.is_nan(values), float("nan"), pc.add(values, 0.0))
         keyed = keyed.append_column(f"__k{i}", values)
     last = keyed.group_by([f"__k{i}" for i in range(len(key))], use_threads=False).aggregate(
-        [("__i", "max")])
-    return table, last.column("__i_max").combine_chunks()
+        [("__r", "max")])
+    return order, np.sort(last.column("__r_max").to_numpy())
+
+
+def order_of(table: pa.Table) -> np.ndarray:
+    """The positions of ``table``'s rows sorted in :data:`ORDER`, stably (rows with equal order
+    keep theirs), as Arrow's ``sort_indices`` gives them: by NumPy's lexsort when the order's
+    columns have no null (about twice as fast), else by Arrow."""
+    columns = [table.column(c) for c in ORDER]
+    if any(c.null_count for c in columns):
+        return pc.sort_indices(table, [(c, "ascending") for c in ORDER]).to_numpy()
+    return np.lexsort([c.to_numpy() for c in reversed(columns)])
 
 
 def sorted_tables(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
-    """Each of ``tables`` sorted in :data:`ORDER`."""
+    """Each of ``tables`` sorted in :data:`ORDER` (one already in order as it is)."""
     for table in tables:
-        yield table.sort_by([(c, "ascending") for c in ORDER])
+        order = order_of(table)
+        in_order = bool((order[1:] > order[:-1]).all()) if len(order) > 1 else True
+        yield table if in_order else table.take(order)
 
 
 def records(tables: Iterable[pa.Table]) -> Iterator[dict]:
