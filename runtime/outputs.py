@@ -31,13 +31,15 @@ from pyspark.sql import SparkSession
 
 from ccl.plan.model import Adapter, Element, Plan
 
+from .appended import appends, copy_appended
 from .bucket_pool import map_if_running
+from .changelog_order import order_of, sorted_tables
 from .csv_output import write_csv_tables
 from .inputs.formats import CsvFormat, adapter_properties
 from .frames import changelog_schema
 from .run_dir import BATCHES, PROJECT_QUERY, RunDirs
 from .native_agg import final_contents
-from .processor import BATCH, INST, OP, SEQ, SUB
+from .processor import BATCH, INST, OP, SEQ
 from .run_setup import RunError, RunLayout
 from .types import columns_of
 
@@ -118,9 +120,6 @@ def changelog_chunks(dirs: RunDirs, element: Element, upto: Optional[int] = None
             chunk, size = [], 0
 
 
-ORDER = (BATCH, SEQ, INST, SUB)  # the order in which an element produced its changelog rows
-
-
 def _arrow_schema(element: Element) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
     return to_arrow_schema(changelog_schema(columns_of(element)), timezone="UTC")
@@ -195,24 +194,6 @@ def _last_of_keys(table: pa.Table, key: list[str]) -> tuple[np.ndarray, np.ndarr
     return order, np.sort(last.column("__r_max").to_numpy())
 
 
-def order_of(table: pa.Table) -> np.ndarray:
-    """The positions of ``table``'s rows sorted in :data:`ORDER`, stably (rows with equal order
-    keep theirs), as Arrow's ``sort_indices`` gives them: by NumPy's lexsort when the order's
-    columns have no null (about twice as fast), else by Arrow."""
-    columns = [table.column(c) for c in ORDER]
-    if any(c.null_count for c in columns):
-        return pc.sort_indices(table, [(c, "ascending") for c in ORDER]).to_numpy()
-    return np.lexsort([c.to_numpy() for c in reversed(columns)])
-
-
-def sorted_tables(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
-    """Each of ``tables`` sorted in :data:`ORDER` (one already in order as it is)."""
-    for table in tables:
-        order = order_of(table)
-        in_order = bool((order[1:] > order[:-1]).all()) if len(order) > 1 else True
-        yield table if in_order else table.take(order)
-
-
 def records(tables: Iterable[pa.Table]) -> Iterator[dict]:
     """The rows of ``tables`` as dicts, in the order of :func:`sorted_tables`."""
     for table in sorted_tables(tables):
@@ -256,11 +237,18 @@ def write_outputs(spark: SparkSession, plan: Plan, dirs: RunDirs, layout: RunLay
 def write_output(dirs: RunDirs, element: Element, out_dir: str,
                  upto: Optional[int] = None) -> list[pa.Table]:
     """Write ``NAME.csv`` of output element ``element`` from its batches up to ``upto`` (None:
-    all); the rows of keys another instance held too (:attr:`Contents.replaced`). The output
+    all); the rows of keys another instance held too (:attr:`Contents.replaced`). A stream's
+    file is copied from its lines appended as its batches were written (runtime/appended.py)
+    when they are those of its changelog, else made from the changelog. The output
     elements' files are independent: with the bucket pool running (a large batch started it),
     :func:`write_outputs` writes them side by side in its processes."""
+    path = os.path.join(out_dir, element.name + ".csv")
+    if appends(element):
+        files = _batch_paths(dirs.of("changelog", element.name), "batch-*.parquet", upto)
+        if copy_appended(dirs, element, path, files, upto):
+            return []
     contents = final_rows(dirs, element, upto)
-    write_csv_tables(os.path.join(out_dir, element.name + ".csv"), columns_of(element),
+    write_csv_tables(path, columns_of(element),
                      sorted_tables(contents.tables), opcodes=element.kind == "delta stream")
     return contents.replaced
 

@@ -8,6 +8,7 @@ import pytest
 
 from ccl.plan.codec import element_from_json
 from runtime import outputs
+from runtime.changelog_order import ORDER
 from runtime.run_dir import RunDirs
 
 ELEMENT = element_from_json({"name": "w", "kind": "window", "role": "output", "key": ["k", "x"],
@@ -137,7 +138,7 @@ def test_conflict_lines_are_json_dumps_of_each_record():
 def _reference_last_positions(table: pa.Table, key: list[str]):
     """runtime/outputs.py's ``_last_positions`` before the ranks: the whole table sorted in ORDER,
     then the position of each key's last row in it (the reference of the generated test below)."""
-    table = table.take(pa.compute.sort_indices(table, [(c, "ascending") for c in outputs.ORDER]))
+    table = table.take(pa.compute.sort_indices(table, [(c, "ascending") for c in ORDER]))
     keyed = pa.table({"__i": pa.array(range(table.num_rows), pa.int64())})
     for i, name in enumerate(key):
         values = table.column(name)
@@ -185,7 +186,6 @@ def test_final_rows_of_a_window_match_the_whole_sort():
     never share a sequence and sub-number: where they did, the rows' order would have followed
     the keys' hash groups before.)"""
     import dataclasses
-    import os
     import shutil
     import tempfile
 
@@ -243,6 +243,6 @@ def test_sorted_tables_sort_stably_as_arrow_does():
                           "__sub": pa.array([r[3] for r in rows], pa.int64()),
                           "n": pa.array(range(len(rows)), pa.int64())})
         got = _rows(outputs.sorted_tables([table]))
-        assert got == _rows([table.sort_by([(c, "ascending") for c in outputs.ORDER])])
+        assert got == _rows([table.sort_by([(c, "ascending") for c in ORDER])])
 
     check()
