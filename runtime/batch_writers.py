@@ -16,6 +16,7 @@ from pyspark.sql import types as T
 
 from ccl.plan.model import Element, Physical, Plan
 
+from .appended import append_batch, appends
 from .arrow_state import bucket_group, bucket_rows, prepare_rows, prune
 from .bad_records import error_writer, why_info, write_bad, write_bad_infos
 from .built_once import once
@@ -234,6 +235,7 @@ def element_writer(element: Element, dirs: RunDirs, plan: Plan, layout: RunLayou
     cols = [c.name for c in element.columns]
     native = _physical(element).native
     errors = error_writer(element, plan, dirs)
+    appended = appends(element)
 
     def write(df: DataFrame, batch_id: int) -> tuple[DataFrame, bool]:
         df = df.persist()
@@ -253,6 +255,8 @@ def element_writer(element: Element, dirs: RunDirs, plan: Plan, layout: RunLayou
             data = df.where(F.col(KIND) == "row").select(F.lit(batch_id).alias(BATCH), INST, SEQ, SUB, OP,
                                                          *[column(c) for c in cols])
             _single_parquet(data, dirs.batch_file("changelog", name, batch_id, "parquet"))
+            if appended:
+                append_batch(dirs, element, batch_id)
         return df, bool(rows_out)
     return write
 
@@ -276,6 +280,7 @@ def table_writer(element: Element, dirs: RunDirs, plan: Plan, layout: RunLayout,
     native = _physical(element).native
     errors = error_writer(element, plan, dirs)
     schema = to_arrow_schema(changelog_schema(columns_of(element)), timezone="UTC")
+    appended = appends(element)
 
     def write(table: Any, batch_id: int) -> Optional[Any]:
         kept = table.filter(pc.equal(table.column(KIND), "row"))
@@ -297,6 +302,8 @@ def table_writer(element: Element, dirs: RunDirs, plan: Plan, layout: RunLayout,
         rows_out, rows_in, instances = _counters(counts, native)
         if rows is not None and name not in layout.unrecorded:
             write_atomically(dirs.batch_file("changelog", name, batch_id, "parquet"), rows)
+            if appended:
+                append_batch(dirs, element, batch_id, rows)
         infos = (table.filter(pc.equal(table.column(KIND), "bad")).column(INFO).to_pylist()
                  if any(r[KIND] == "bad" for r in counts) else [])
         bad = write_bad_infos(infos, name, dirs.batch_file("bad", name, batch_id, "jsonl"), errors,

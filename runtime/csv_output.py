@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import io
 import math
 import os
 import re
@@ -130,37 +131,60 @@ def write_csv_tables(path: str, columns: list[list[str]], tables: Iterable[Any],
     name (and ``__op``): the same file, each column formatted as a whole (pyarrow casts where they
     give the same text as :func:`format_value`) and the lines joined as text, with the csv module
     writing only the lines with a field that may need quoting."""
+    if stream_name is not None:
+        header = False
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        if header:
+            f.write(csv_header(columns, delimiter=delimiter, opcodes=opcodes))
+        count = write_csv_rows(f, columns, tables, delimiter=delimiter, opcodes=opcodes,
+                               header=header, stream_name=stream_name)
+    os.replace(tmp, path)
+    return count
+
+
+def csv_header(columns: list[list[str]], *, delimiter: str = ",", opcodes: bool = False) -> str:
+    """The header line :func:`write_csv_tables` writes (``ESP_OPS`` first with ``opcodes``)."""
+    out = io.StringIO()
+    csv.writer(out, delimiter=delimiter, lineterminator="\n").writerow(
+        (["ESP_OPS"] if opcodes else []) + [c[0] for c in columns])
+    return out.getvalue()
+
+
+def write_csv_rows(f: Any, columns: list[list[str]], tables: Iterable[Any], *,
+                   delimiter: str = ",", opcodes: bool = False, header: bool = True,
+                   stream_name: str | None = None) -> int:
+    """The lines of :func:`write_csv_tables` after its header (written to the open text file
+    ``f``, opened with ``newline=""``); returns the number of rows. Each row's line depends on
+    that row only: the lines of tables written one after another are those of the tables
+    written at once. ``header`` and ``stream_name`` as for :func:`write_csv_tables` (the
+    ``ESP_OPS`` field is written only with a header)."""
     names = [c[0] for c in columns]
     types = [c[1].strip().lower() for c in columns]
     formatters = [value_formatter(t) for t in types]
     if stream_name is not None:
         header = False
-    tmp = path + ".tmp"
     count = 0
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f, delimiter=delimiter, lineterminator="\n")
-        quoted = csv.writer(f, delimiter=delimiter, lineterminator="\n", quoting=csv.QUOTE_ALL)
-        if header:
-            writer.writerow((["ESP_OPS"] if opcodes else []) + names)
-        for table in tables:
-            rows = table.num_rows
-            if not rows:
-                continue
-            have = set(table.schema.names)
-            texts = [_column_arrow(table.column(n), t, fmt) if n in have else None
-                     for n, t, fmt in zip(names, types, formatters)]
-            if stream_name is None and not (opcodes and header) and _plain(texts, delimiter):
-                _write_joined(f, texts, delimiter)
-                count += rows
-                continue
-            fields = [x.to_pylist() if x is not None else [""] * rows for x in texts]
-            if stream_name is not None or (opcodes and header):
-                ops = ([op or "i" for op in table.column("__op").to_pylist()] if "__op" in have
-                       else ["i"] * rows)
-                fields[:0] = [[stream_name] * rows, ops] if stream_name is not None else [ops]
-            _write_lines(f, fields, rows, delimiter, writer, quoted)
+    writer = csv.writer(f, delimiter=delimiter, lineterminator="\n")
+    quoted = csv.writer(f, delimiter=delimiter, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    for table in tables:
+        rows = table.num_rows
+        if not rows:
+            continue
+        have = set(table.schema.names)
+        texts = [_column_arrow(table.column(n), t, fmt) if n in have else None
+                 for n, t, fmt in zip(names, types, formatters)]
+        if stream_name is None and not (opcodes and header) and _plain(texts, delimiter):
+            _write_joined(f, texts, delimiter)
             count += rows
-    os.replace(tmp, path)
+            continue
+        fields = [x.to_pylist() if x is not None else [""] * rows for x in texts]
+        if stream_name is not None or (opcodes and header):
+            ops = ([op or "i" for op in table.column("__op").to_pylist()] if "__op" in have
+                   else ["i"] * rows)
+            fields[:0] = [[stream_name] * rows, ops] if stream_name is not None else [ops]
+        _write_lines(f, fields, rows, delimiter, writer, quoted)
+        count += rows
     return count
 
 

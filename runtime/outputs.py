@@ -24,19 +24,22 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from ccl.plan.model import Adapter, Element, Plan
 
+from .appended import appends, copy_appended
 from .bucket_pool import map_if_running
+from .changelog_order import order_of, sorted_tables
 from .csv_output import write_csv_tables
 from .inputs.formats import CsvFormat, adapter_properties
 from .frames import changelog_schema
 from .run_dir import BATCHES, PROJECT_QUERY, RunDirs
 from .native_agg import final_contents
-from .processor import BATCH, INST, OP, SEQ, SUB
+from .processor import BATCH, INST, OP, SEQ
 from .run_setup import RunError, RunLayout
 from .types import columns_of
 
@@ -117,9 +120,6 @@ def changelog_chunks(dirs: RunDirs, element: Element, upto: Optional[int] = None
             chunk, size = [], 0
 
 
-ORDER = (BATCH, SEQ, INST, SUB)  # the order in which an element produced its changelog rows
-
-
 def _arrow_schema(element: Element) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
     return to_arrow_schema(changelog_schema(columns_of(element)), timezone="UTC")
@@ -153,44 +153,45 @@ def final_rows(dirs: RunDirs, element: Element, upto: Optional[int] = None) -> C
     held = contents if contents is not None else last_changes(dirs, element, upto)
     if not element.key or physical is None or physical.instances == 1:
         return Contents([held])
-    table, positions = _last_positions(held, list(element.key))
-    kept = pc.is_in(pa.array(range(table.num_rows), pa.int64()), value_set=positions)
-    return Contents([table.take(positions)], [table.filter(pc.invert(kept))])
+    order, last = _last_of_keys(held, list(element.key))
+    others = np.ones(held.num_rows, bool)
+    others[last] = False
+    return Contents([held.take(order[last])], [held.take(order[others])])
 
 
 def last_changes(dirs: RunDirs, element: Element, upto: Optional[int] = None) -> pa.Table:
     """A window's rows now in each instance, from its changelog (up to batch ``upto``; None: all):
-    the last change of each key per instance, unless it is a delete. The changelog is read chunk
-    by chunk, keeping the last change of each key."""
+    the last change of each key per instance, unless it is a delete, in :data:`ORDER`. The
+    changelog is read chunk by chunk, keeping the last change of each key."""
     key = [INST, *element.key] if element.key else [INST, SEQ]
     latest: Optional[pa.Table] = None
     for chunk in changelog_chunks(dirs, element, upto):
-        table, positions = _last_positions(chunk if latest is None else pa.concat_tables([latest, chunk]), key)
-        latest = table.take(positions)
+        table = chunk if latest is None else pa.concat_tables([latest, chunk])
+        order, last = _last_of_keys(table, key)
+        latest = table.take(order[last])
     if latest is None:
         return _arrow_schema(element).empty_table()
     return latest.filter(pc.not_equal(latest.column(OP), "d"))
 
 
-def _last_positions(table: pa.Table, key: list[str]) -> tuple[pa.Table, pa.Array]:
-    """``table`` sorted in :data:`ORDER` and the positions of the last row of each ``key`` in it;
-    float keys compared as Spark groups them (-0.0 is 0.0, every NaN one value)."""
-    table = table.take(pc.sort_indices(table, [(c, "ascending") for c in ORDER]))
-    keyed = pa.table({"__i": pa.array(range(table.num_rows), pa.int64())})
+def _last_of_keys(table: pa.Table, key: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``order``, the positions of ``table``'s rows in :data:`ORDER` (:func:`order_of`), and
+    ``last``, the ranks in that order of the last row of each ``key``, ascending: so
+    ``table.take(order[last])`` is the last row of each key, in :data:`ORDER`. Float keys are
+    compared as Spark groups them (-0.0 is 0.0, every NaN one value). Only the key columns and
+    each row's rank are grouped; no column but the order's is sorted."""
+    order = order_of(table)
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    keyed = pa.table({"__r": rank})
     for i, name in enumerate(key):
         values = table.column(name)
         if pa.types.is_floating(values.type):
             values = pc.if_else(pc.is_nan(values), float("nan"), pc.add(values, 0.0))
         keyed = keyed.append_column(f"__k{i}", values)
     last = keyed.group_by([f"__k{i}" for i in range(len(key))], use_threads=False).aggregate(
-        [("__i", "max")])
-    return table, last.column("__i_max").combine_chunks()
-
-
-def sorted_tables(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
-    """Each of ``tables`` sorted in :data:`ORDER`."""
-    for table in tables:
-        yield table.sort_by([(c, "ascending") for c in ORDER])
+        [("__r", "max")])
+    return order, np.sort(last.column("__r_max").to_numpy())
 
 
 def records(tables: Iterable[pa.Table]) -> Iterator[dict]:
@@ -236,11 +237,18 @@ def write_outputs(spark: SparkSession, plan: Plan, dirs: RunDirs, layout: RunLay
 def write_output(dirs: RunDirs, element: Element, out_dir: str,
                  upto: Optional[int] = None) -> list[pa.Table]:
     """Write ``NAME.csv`` of output element ``element`` from its batches up to ``upto`` (None:
-    all); the rows of keys another instance held too (:attr:`Contents.replaced`). The output
+    all); the rows of keys another instance held too (:attr:`Contents.replaced`). A stream's
+    file is copied from its lines appended as its batches were written (runtime/appended.py)
+    when they are those of its changelog, else made from the changelog. The output
     elements' files are independent: with the bucket pool running (a large batch started it),
     :func:`write_outputs` writes them side by side in its processes."""
+    path = os.path.join(out_dir, element.name + ".csv")
+    if appends(element):
+        files = _batch_paths(dirs.of("changelog", element.name), "batch-*.parquet", upto)
+        if copy_appended(dirs, element, path, files, upto):
+            return []
     contents = final_rows(dirs, element, upto)
-    write_csv_tables(os.path.join(out_dir, element.name + ".csv"), columns_of(element),
+    write_csv_tables(path, columns_of(element),
                      sorted_tables(contents.tables), opcodes=element.kind == "delta stream")
     return contents.replaced
 

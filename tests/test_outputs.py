@@ -8,6 +8,7 @@ import pytest
 
 from ccl.plan.codec import element_from_json
 from runtime import outputs
+from runtime.changelog_order import ORDER
 from runtime.run_dir import RunDirs
 
 ELEMENT = element_from_json({"name": "w", "kind": "window", "role": "output", "key": ["k", "x"],
@@ -130,5 +131,118 @@ def test_conflict_lines_are_json_dumps_of_each_record():
                                default=str, sort_keys=True) + "\n"
                     for r in outputs.records([table])]
         assert outputs.conflict_lines(_CONFLICTED, [table]) == expected
+
+    check()
+
+
+def _reference_last_positions(table: pa.Table, key: list[str]):
+    """runtime/outputs.py's ``_last_positions`` before the ranks: the whole table sorted in ORDER,
+    then the position of each key's last row in it (the reference of the generated test below)."""
+    table = table.take(pa.compute.sort_indices(table, [(c, "ascending") for c in ORDER]))
+    keyed = pa.table({"__i": pa.array(range(table.num_rows), pa.int64())})
+    for i, name in enumerate(key):
+        values = table.column(name)
+        if pa.types.is_floating(values.type):
+            values = pa.compute.if_else(pa.compute.is_nan(values), float("nan"),
+                                        pa.compute.add(values, 0.0))
+        keyed = keyed.append_column(f"__k{i}", values)
+    last = keyed.group_by([f"__k{i}" for i in range(len(key))], use_threads=False).aggregate(
+        [("__i", "max")])
+    return table, last.column("__i_max").combine_chunks()
+
+
+def _reference_final_rows(dirs: RunDirs, element) -> outputs.Contents:
+    """A window's ``final_rows`` as it was computed before the ranks (the whole changelog sorted
+    per chunk, every table sorted again)."""
+    import pyarrow.compute as pc
+
+    key = ["__inst", *element.key]
+    latest = None
+    for chunk in outputs.changelog_chunks(dirs, element):
+        table, positions = _reference_last_positions(
+            chunk if latest is None else pa.concat_tables([latest, chunk]), key)
+        latest = table.take(positions)
+    if latest is None:
+        latest = outputs._arrow_schema(element).empty_table()
+    held = latest.filter(pc.not_equal(latest.column("__op"), "d"))
+    if element.physical.instances == 1:
+        return outputs.Contents([held])
+    table, positions = _reference_last_positions(held, list(element.key))
+    kept = pc.is_in(pa.array(range(table.num_rows), pa.int64()), value_set=positions)
+    return outputs.Contents([table.take(positions)], [table.filter(pc.invert(kept))])
+
+
+def _rows(tables) -> list[str]:
+    """The rows of ``tables`` as text (NaN equal to NaN, -0.0 not to 0.0)."""
+    return [repr(r) for t in tables for r in t.to_pylist()]
+
+
+def test_final_rows_of_a_window_match_the_whole_sort():
+    """A window's final contents and the rows another instance's later change replaced, from the
+    ranks of the order's columns (runtime/outputs.py ``_last_of_keys``), are those of sorting the
+    whole changelog as before: same rows, same order (the tables as ``sorted_tables`` gives them,
+    and in ORDER already), on generated changelogs of several batches and instances, read a batch
+    at a time or at once, with float keys (-0.0, NaN), null keys and deletes. (Two rows of a batch and instance
+    never share a sequence and sub-number: where they did, the rows' order would have followed
+    the keys' hash groups before.)"""
+    import dataclasses
+    import shutil
+    import tempfile
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ccl.plan.model import Physical
+
+    change = st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(0, 2),
+                       st.sampled_from("iuud"), st.sampled_from(["a", "b", None]),
+                       st.sampled_from([0.0, -0.0, 1.5, float("nan"), None]), st.integers(0, 99))
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.lists(change, max_size=12), min_size=1, max_size=4), st.integers(1, 3),
+           st.booleans())
+    def check(batches, instances, one_chunk):
+        element = dataclasses.replace(ELEMENT, physical=Physical("per-instance", "test",
+                                                                 instances=instances))
+        root = tempfile.mkdtemp()
+        try:
+            dirs = RunDirs(root)
+            for b, rows in enumerate(batches):
+                # a row's place (instance, sequence and sub-number) is its own in its batch
+                placed = {(i % instances, s, u): (op, k, x, v) for i, s, u, op, k, x, v in rows}
+                if placed:
+                    _write(dirs, b, [(*place, *rest) for place, rest in placed.items()])
+            outputs.CHUNK_BYTES = 64 << 20 if one_chunk else 1
+            got, want = outputs.final_rows(dirs, element), _reference_final_rows(dirs, element)
+            for mine, theirs in ((got.tables, want.tables), (got.replaced, want.replaced)):
+                ours = _rows(outputs.sorted_tables(mine))
+                assert ours == _rows(outputs.sorted_tables(theirs))
+                assert ours == _rows(mine)  # in ORDER already
+        finally:
+            outputs.CHUNK_BYTES = 64 << 20
+            shutil.rmtree(root)
+
+    check()
+
+
+def test_sorted_tables_sort_stably_as_arrow_does():
+    """``sorted_tables`` (NumPy's lexsort, Arrow's sort when an order column has nulls) gives the
+    rows in the order of Arrow's stable sort, equal order keys in their table's order."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    row = st.tuples(st.integers(0, 2), st.integers(0, 3) | st.none(), st.integers(0, 2),
+                    st.integers(0, 2))
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(row, max_size=30))
+    def check(rows):
+        table = pa.table({"__batch": pa.array([r[0] for r in rows], pa.int64()),
+                          "__seq": pa.array([r[1] for r in rows], pa.int64()),
+                          "__inst": pa.array([r[2] for r in rows], pa.int32()),
+                          "__sub": pa.array([r[3] for r in rows], pa.int64()),
+                          "n": pa.array(range(len(rows)), pa.int64())})
+        got = _rows(outputs.sorted_tables([table]))
+        assert got == _rows([table.sort_by([(c, "ascending") for c in ORDER])])
 
     check()
