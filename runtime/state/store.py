@@ -351,6 +351,9 @@ class BucketStore:
                              "is open")
         self._prior.clear()  # reads before begin may be of a version the rollback replaces
         self._low.clear()
+        # decided again per batch, so that a store kept open between batches (held) writes the
+        # bytes one opened per batch writes
+        self._coded_ns.clear()
         if self._history and self._history[-1] >= batch_id:
             self._rollback(batch_id)
         self._batch = batch_id
@@ -473,7 +476,7 @@ class BucketStore:
 
     def _coded(self, p: bytes, value: Any) -> bool:
         """Whether values of namespace prefix ``p`` are written with the codec: those whose first
-        value (``value``, when not decided yet) holds objects a plain pickle writes by class
+        value in the batch (``value``, when not decided yet) holds objects a plain pickle writes by class
         reference (a ``Long``, a money value, a date, a record...). The values of one namespace
         are of one kind (rows of one window, groups of one aggregate); a plain pickle is cheaper
         for plain values (no codec call per value), the codec for the others."""
