@@ -65,6 +65,7 @@ log = logging.getLogger("ccl.runtime")
 INPUT = "__input"  # the listing's column: the position of the input among the query's stages
 TICKS = -1  # the listing's INPUT of the tick files (``RUN/ticks``)
 COLLECT_ROWS = 5_000  # see _collected
+SCAN_ROWS = 5_000  # see _spark_frames
 
 
 def query_dir(dirs: RunDirs) -> str:
@@ -659,11 +660,62 @@ def _stage_table(spark: SparkSession, plan: Plan, element: Element, frames: list
         out = transform(proc_in, batch_id) if proc_in is not None else None
     if out is not None:
         return out
-    spark_frames = [None if t is None else spark.createDataFrame(t) for t in frames]
     rows = sum(t.num_rows for t in frames if t is not None)
-    out = _stage_rows(plan, element, spark_frames, batch_id, dirs, layout, write, transform, True,
-                      rows)
+    with _spark_frames(spark, element, frames, dirs, batch_id) as spark_frames:
+        out = _stage_rows(plan, element, spark_frames, batch_id, dirs, layout, write, transform,
+                          True, rows)
     return _collected(out, rows) if isinstance(out, DataFrame) else out
+
+
+@contextlib.contextmanager
+def _spark_frames(spark: SparkSession, element: Element, frames: list[Optional[Any]],
+                  dirs: RunDirs, batch_id: int) -> Iterator[list[Optional[DataFrame]]]:
+    """``frames`` (Arrow tables, None for a port without rows) as Spark frames, for a stage that
+    runs Spark's expressions over a small batch.
+
+    ``createDataFrame`` makes a local relation: the driver's JVM turns every row into a Spark row,
+    then runs the projections over them one row at a time, interpreted (ConvertToLocalRelation),
+    on one thread. A native aggregation's table beyond :data:`SCAN_ROWS` rows is written as a
+    Parquet file instead (by pyarrow, a column at a time), which Spark's tasks scan: 200,000 rows
+    cost 2-3 s of the driver JVM's CPU the other way (docs/runtime.md, the HASH job's drop). The
+    files are removed when the stage is done. Only for a native aggregation, whose rows Spark
+    groups: its result does not depend on how the scan splits the rows, where a stage that hands
+    its rows on must keep their order."""
+    import pyarrow.parquet as pq
+
+    scanned = _physical(element).native == "aggregation"
+    paths: list[str] = []
+    try:
+        out: list[Optional[DataFrame]] = []
+        for i, t in enumerate(frames):
+            if t is None:
+                out.append(None)
+            elif scanned and t.num_rows > SCAN_ROWS and _scannable(t.schema):
+                from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+                schema = from_arrow_schema(t.schema)
+                path = dirs.batch_file("staged", element.name, batch_id, f"{i}.parquet")
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                paths.append(path)
+                # the types createDataFrame gives the table (timestamps in UTC)
+                pq.write_table(t.cast(to_arrow_schema(schema, timezone="UTC")), path)
+                out.append(spark.read.schema(schema).parquet(path))
+            else:
+                out.append(spark.createDataFrame(t))
+        yield out
+    finally:
+        for path in paths:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+
+
+def _scannable(schema: Any) -> bool:
+    """Whether every column of the Arrow ``schema`` reads back from Parquet as Spark's
+    ``createDataFrame`` would take it (flat columns of these types)."""
+    import pyarrow.types as pt
+    return all(pt.is_string(t) or pt.is_large_string(t) or pt.is_signed_integer(t)
+               or pt.is_float32(t) or pt.is_float64(t) or pt.is_boolean(t) or pt.is_date32(t)
+               or pt.is_decimal(t) or pt.is_binary(t) or (pt.is_timestamp(t) and t.unit == "us")
+               for t in (f.type for f in schema))
 
 
 def _written(element: Element, out: Union[DataFrame, Any, None], batch_id: int, write: Callable,

@@ -8,6 +8,8 @@ import random
 from concurrent.futures import wait
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from tests.runner_e2e import run_project, write_rows
 
@@ -455,3 +457,51 @@ def test_outputs_written_in_the_pool_are_those_written_here(spark, tmp_path, mon
     assert files["here"] == files["pool"]
     assert {"SymStats.csv", "Big.csv", "_run.json"} <= set(files["pool"])
     assert files["pool"]["Big.csv"].count(b"\n") > 1
+
+
+NATIVE_AGG = """
+CREATE INPUT STREAM S SCHEMA (K string, P float, V integer);
+CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED PARTITION BY S HASH(K) PARTITIONS 3
+AS SELECT S.K K, max(S.P) Hi, min(S.P) Lo, sum(S.V) Vol, count(*) N, avg(S.P) Mean, sum(S.P) Total
+   FROM S GROUP BY S.K;
+"""
+# halves up to 1000: every sum of them is exact, whatever order Spark adds them in
+_ROW = st.tuples(st.sampled_from(["a", "b", "c", "", None, "d,e"]),
+                 st.one_of(st.integers(-2000, 2000).map(lambda n: str(n / 2)), st.just("x"),
+                           st.none()),
+                 st.one_of(st.integers(-10**6, 10**6).map(str), st.just("1.5"), st.none()))
+
+
+_GOOD = ("a", "1.0", "1")  # a file's first row: every batch aggregates a row
+
+
+@given(files=st.lists(st.lists(_ROW, max_size=40).map(lambda rows: [_GOOD, *rows]),
+                      min_size=1, max_size=3))
+@settings(max_examples=5, deadline=None, phases=[Phase.explicit, Phase.generate],
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_native_aggregation_scans_a_small_batch_from_parquet_with_the_same_results(
+        spark, tmp_path_factory, monkeypatch, files):
+    """A small batch's rows reach a native aggregation as a Parquet file Spark scans
+    (project_query._spark_frames) or as a local relation: the same rows, counters and bad records,
+    batch after batch (each file a run of its own, resumed: the snapshot merges)."""
+    from runtime import project_query
+
+    tmp = tmp_path_factory.mktemp("scan")
+    scanned: list[bool] = []
+    real = project_query._scannable
+
+    def spied(schema):
+        scanned.append(real(schema))
+        return scanned[-1]
+    monkeypatch.setattr(project_query, "_scannable", spied)
+    runs = {}
+    for how, limit in (("scan", 0), ("local", 10 ** 12)):
+        monkeypatch.setattr(project_query, "SCAN_ROWS", limit)
+        data = os.path.join(str(tmp), how + "-in")
+        for f, rows in enumerate(files):
+            write_rows(os.path.join(data, f"s{f}.csv"), ["K", "P", "V"], rows)
+            out = run_project(spark, tmp / how, NATIVE_AGG, {"S": data},
+                              checkpoint=os.path.join(str(tmp), how, "run"))
+        runs[how] = (out.rows("W"), out.report["elements"], sorted(map(str, out.bad_records())))
+    assert len(scanned) == len(files) and all(scanned)  # the scan route, in the "scan" runs only
+    assert runs["scan"] == runs["local"]
