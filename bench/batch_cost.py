@@ -25,7 +25,6 @@ directory of the run.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import re
