@@ -7,6 +7,8 @@ import os
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ccl.plan.model import Column, Element
 from runner_e2e import run_project
@@ -221,3 +223,62 @@ def test_files_are_numbered_in_the_order_they_arrived_across_inputs(tmp_path):
     again = Arrivals(str(tmp_path / "arrivals"))
     assert again.numbers([("B", str(b), ["x.csv", "y.csv"])]) == {"B": {"x.csv": 0, "y.csv": 3}}
     assert arrivals.numbers([("B", str(b), ["y.csv"])]) == {"B": {"y.csv": 3}}
+
+
+def _listed(spark, tmp_path, spec: FileSpec, name: str) -> list[str]:
+    """The local paths Spark's file source (:func:`file_stream`) lists for ``spec`` in one
+    query run until idle."""
+    import shutil
+
+    from runtime.inputs.file_input import file_stream, local_path
+
+    seen: list[str] = []
+    checkpoint = tmp_path / f"ck-{name}"
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    query = (file_stream(spark, spec).writeStream
+             .foreachBatch(lambda df, _: seen.extend(r[0] for r in df.collect()))
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination()
+    return sorted(local_path(p) for p in seen)
+
+
+_NAMES = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"),
+                 min_size=1, max_size=12).filter(lambda n: n not in (".", "..")
+                                                 and not n.startswith((".", "_")))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=_NAMES, others=st.lists(_NAMES, max_size=3))
+def test_one_named_file_is_listed_alone(spark, tmp_path, name, others):
+    """An input bound to one file lists that file only (runtime.inputs.file_input.listed_path):
+    what the reference, its directory listed and filtered by read_paths, reads; nothing of the
+    rest of the directory (before, every file under it was listed at every poll, a checkpoint
+    beside the file included, and the files a batch wrote there ran another batch)."""
+    from runtime.inputs.file_input import read_paths
+
+    import pathlib
+    import tempfile
+
+    d = pathlib.Path(tempfile.mkdtemp(dir=tmp_path))
+    (d / "sub").mkdir()
+    for n in {name, *others}:
+        (d / n).write_text("k,v\n")
+    (d / "sub" / name).write_text("k,v\n")
+    spec = FileSpec(str(d), name, None)
+    listed = _listed(spark, tmp_path, spec, d.name)
+    reference = read_paths(spec, ["file:" + str(p) for p in d.rglob("*") if p.is_file()])
+    assert read_paths(spec, listed) == sorted(reference) == [str(d / name)]
+    if any(c.isascii() and c.isalnum() for c in name) and ":" not in name:  # else its directory
+        assert listed == [str(d / name)]
+
+
+def test_a_named_file_that_comes_later_is_listed_then(spark, tmp_path):
+    """The glob of one file matches nothing while the file is not there: the query starts (Spark
+    refuses a missing path that is no glob) and lists the file once it is."""
+    d = tmp_path / "in"
+    d.mkdir()
+    spec = FileSpec(str(d), "ref.csv", None)
+    assert _listed(spark, tmp_path, spec, "later") == []
+    (d / "ref.csv").write_text("k,v\n")
+    (d / "other.csv").write_text("k,v\n")
+    assert _listed(spark, tmp_path, spec, "later") == [str(d / "ref.csv")]

@@ -71,7 +71,25 @@ def file_stream(spark: SparkSession, files: FileSpec, max_files: Optional[int] =
               .option("recursiveFileLookup", True))
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)
-    return reader.load(_glob_escaped(os.path.abspath(files.dir))).select("path")
+    return reader.load(listed_path(files)).select("path")
+
+
+def listed_path(files: FileSpec) -> str:
+    """What Spark's file source lists for ``files``: its directory, or for one named file a glob
+    matching that file only. Listing the file's directory instead listed everything under it at
+    every poll, and took every file written there as new: a run whose checkpoint was beside the
+    file (``--input Ref=ref.csv --checkpoint ck``) ran one more batch after each batch, for the
+    files that batch wrote. A glob, not the file's path: Spark refuses to start on a path that does
+    not exist, and the file may come later."""
+    directory = _glob_escaped(os.path.abspath(files.dir))
+    name = files.file
+    at = next((i for i, c in enumerate(name or "") if c.isascii() and c.isalnum()), None)
+    # no character to make a one-letter class of, or a colon (Hadoop's glob takes ``0:`` for a
+    # URI scheme and fails the query): the directory
+    if name is None or at is None or ":" in name:
+        return directory
+    return (directory + "/" + _glob_escaped(name[:at]) + "[" + name[at] + "]"
+            + _glob_escaped(name[at + 1:]))
 
 
 def _glob_escaped(path: str) -> str:
