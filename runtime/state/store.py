@@ -273,7 +273,7 @@ class BucketStore:
         self._low_pending: dict[bytes, int] = {}
         self._ns: dict[str, bytes] = {}
         # namespace prefix -> whether its values are written with the codec (decided by the
-        # first value written in it, see _coded)
+        # first value written in it in the batch, see _coded)
         self._coded_ns: dict[bytes, bool] = {}
         self._codec_of: Optional[ValueCodec] = None
         self._held: Optional[tuple[str, int]] = None  # its key in _HELD when kept open there
