@@ -477,7 +477,7 @@ _GOOD = ("a", "1.0", "1")  # a file's first row: every batch aggregates a row
 
 @given(files=st.lists(st.lists(_ROW, max_size=40).map(lambda rows: [_GOOD, *rows]),
                       min_size=1, max_size=3))
-@settings(max_examples=5, deadline=None, phases=[Phase.explicit, Phase.generate],
+@settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_a_native_aggregation_scans_a_small_batch_from_parquet_with_the_same_results(
         spark, tmp_path_factory, monkeypatch, files):
