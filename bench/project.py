@@ -210,6 +210,20 @@ def passthrough(spark, data: str, work: str) -> float:
                   .option("checkpointLocation", os.path.join(work, "ck")).start())
 
 
+def run_until_idle(spark, plan, data: str, work: str) -> tuple[float, dict]:
+    """``plan`` run until idle on the trades and instruments of ``data`` (run directory and
+    outputs under ``work``): its seconds and the run report's elements."""
+    options = RunOptions(inputs={"Trades": os.path.join(data, "trades"),
+                                 "Instruments": os.path.join(data, "instruments.csv")},
+                         base_dir=work, run_dir=os.path.join(work, "run"), until_idle=True)
+    result = {}
+
+    def go() -> None:
+        result["run"] = run_plan(spark, plan, options, os.path.join(work, "out"))
+    seconds = _timed(go)
+    return seconds, result["run"].report["elements"]
+
+
 def compiled(spark, data: str, work: str, elements: int) -> float:
     """A prefix of the project (``elements`` derived elements; 0: ``FILTER``) run until idle;
     its seconds."""
@@ -219,15 +233,7 @@ def compiled(spark, data: str, work: str, elements: int) -> float:
     plan, diags = plan_project(path)
     if plan is None:
         raise SystemExit("\n".join(str(d) for d in diags))
-    options = RunOptions(inputs={"Trades": os.path.join(data, "trades"),
-                                 "Instruments": os.path.join(data, "instruments.csv")},
-                         base_dir=work, run_dir=os.path.join(work, "run"), until_idle=True)
-    result = {}
-
-    def go() -> None:
-        result["run"] = run_plan(spark, plan, options, os.path.join(work, "out"))
-    seconds = _timed(go)
-    report = result["run"].report["elements"]
+    seconds, report = run_until_idle(spark, plan, data, work)
     # every derived element saw rows (the join matched): a broken prefix is not timed as fast
     assert all(stats["rows_in"] > 0 for name, stats in report.items() if name != "Instruments"), report
     return seconds

@@ -33,8 +33,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import project as bench_project  # noqa: E402  (bench/project.py: trades, passthrough, CPU)
 from ccl.plan.planner import plan_project  # noqa: E402
-from runtime.run import run_plan  # noqa: E402
-from runtime.run_setup import RunOptions  # noqa: E402
 
 INPUTS = bench_project.INPUTS
 H4 = "PARTITION BY {src} HASH(Sym) PARTITIONS 4"
@@ -203,16 +201,7 @@ def paths(plan: Any) -> str:
 
 def run_shape(spark: Any, data: str, work: str, name: str) -> float:
     """The shape run until idle on ``data``; its seconds."""
-    plan = _plan(work, name)
-    options = RunOptions(inputs={"Trades": os.path.join(data, "trades"),
-                                 "Instruments": os.path.join(data, "instruments.csv")},
-                         base_dir=work, run_dir=os.path.join(work, "run"), until_idle=True)
-    result = {}
-
-    def go() -> None:
-        result["run"] = run_plan(spark, plan, options, os.path.join(work, "out"))
-    seconds = bench_project._timed(go)
-    report = result["run"].report["elements"]
+    seconds, report = bench_project.run_until_idle(spark, _plan(work, name), data, work)
     assert report, name
     return seconds
 
