@@ -371,18 +371,10 @@ class Session:
         are passed as they are instead of as copies. The outcome of a block that did not return is
         one shared object: not to be changed."""
         interp = self.interp
-        if block is self._block:
-            body = self._body
-        else:
-            found = interp._compiled.get(id(block))
-            body = (found[1] if found is not None and found[0] is block
-                    else interp._compile(block, lambda: interp.compiler.unit(block)))
-            self._block, self._body = block, body
+        body = self._body if block is self._block else self._compiled(block)
         m, cells = self.machine, self.cells
         if self.fresh:
-            for name, v, t in self.fresh:
-                if name in cells:
-                    cells[name] = Cell(copy.deepcopy(v), t, True)
+            self._refresh()
         m.steps, m.depth, m._now, m.row_id, m.emit = 0, 0, None, interp.row_id, output
         m.emit_copies = copies
         m.globals = {**cells, **extra} if extra else cells
@@ -427,18 +419,10 @@ class Session:
         batch) and gives ``rows`` as a dict: the same run, its set-up without what those make
         unneeded (the limit's test, the extra cells' merge, the rows' copy)."""
         interp = self.interp
-        if block is self._block:
-            body = self._body
-        else:
-            found = interp._compiled.get(id(block))
-            body = (found[1] if found is not None and found[0] is block
-                    else interp._compile(block, lambda: interp.compiler.unit(block)))
-            self._block, self._body = block, body
+        body = self._body if block is self._block else self._compiled(block)
         m, cells = self.machine, self.cells
         if self.fresh:
-            for name, v, t in self.fresh:
-                if name in cells:
-                    cells[name] = Cell(copy.deepcopy(v), t, True)
+            self._refresh()
         m.steps = m.depth = 0
         m._now = None
         m.row_id = interp.row_id
@@ -468,6 +452,23 @@ class Session:
                     store[name] = cell.value
             else:
                 self._write_back(cells, None)
+
+    def _compiled(self, block: n.Block) -> Callable:
+        """The compiled body of ``block`` (compiled once per interpreter), remembered as the
+        session's last block."""
+        interp = self.interp
+        found = interp._compiled.get(id(block))
+        body = (found[1] if found is not None and found[0] is block
+                else interp._compile(block, lambda: interp.compiler.unit(block)))
+        self._block, self._body = block, body
+        return body
+
+    def _refresh(self) -> None:
+        """Copy the read-only containers afresh into the cells, as each run starts with them."""
+        cells = self.cells
+        for name, v, t in self.fresh:
+            if name in cells:
+                cells[name] = Cell(copy.deepcopy(v), t, True)
 
     def _writable(self) -> None:
         """The cells Interpreter._write_back would write back, of the globals as they are now."""
