@@ -38,12 +38,17 @@ from runtime.engine.expr import SplashError, coerce_column
 from runtime.engine.parts import field_ref
 from runtime.engine.stages import RowRefused, consolidate, truth
 from runtime.engine.store import COUNT_KINDS
+from runtime.engine.trees import tree
+from ccl.splash.operators import arithmetic, comparison
+from ccl.splash.values import Long
+from ccl.syntax import nodes as n
 
 __all__ = ["WindowSelectKernel"]
 
 # CCL column type -> the Python type of the values the engine's compiled column read gives back
 # as they are (runtime.engine.expr ``_direct``: an int only within 32 bits)
 _AS_IS = {"integer": int, "float": float, "string": str, "boolean": bool}
+_LONG_RANGE = (-2**63, 2**63)
 _MISSING = object()
 
 
@@ -78,11 +83,14 @@ class WindowSelectKernel:
         types = {c: str(t).strip().lower() for c, t in source.columns}
         spec = engine.element.query.selects[0]
 
-        def reader(expr: object, compiled: Callable) -> tuple[Optional[str], Optional[type], Callable]:
+        shadowed = self.alias in getattr(sel.exprs, "_shadowing", ())
+        self.types = types
+
+        def reader(expr: object, compiled: Callable) -> tuple:
             ref = field_ref(expr)
-            if ref is not None and ref[0] == self.alias and ref[1] in types:
-                return ref[1], _AS_IS.get(types[ref[1]]), compiled
-            return None, None, compiled
+            if ref is not None and ref[0] == self.alias and ref[1] in types and not shadowed:
+                return ref[1], _AS_IS.get(types[ref[1]]), compiled, None
+            return None, None, compiled, None if shadowed else self._vector(tree(expr))
         self.where = reader(spec.where, sel.where) if spec.where is not None else None
         # every select item in order (each is evaluated, as the engine's projection does), and
         # per output column the (last) item of its name, or None (a null column)
@@ -90,6 +98,15 @@ class WindowSelectKernel:
         by_name = {name: k for k, (name, _) in enumerate(sel.projection.items)}
         self.columns = [(name, ctype, by_name.get(name)) for name, ctype in engine.columns]
         self.names = [name for name, _ in engine.columns]
+        # output columns that are a plain source column of their own type, whose values the
+        # engine's read and cast give back as they are (a long as a Long): column -> (source
+        # column, Python type); such an item cannot fail, and is not evaluated otherwise
+        self.direct: dict[int, tuple[str, type]] = {}
+        for c, (name, ctype, k) in enumerate(self.columns):
+            column = self.items[k][0] if k is not None else None
+            kind = str(ctype).strip().lower()
+            if column is not None and types[column] == kind and kind in (*_AS_IS, "long"):
+                self.direct[c] = (column, _AS_IS.get(kind, Long))
 
     # --- a bucket ---------------------------------------------------------------------------
 
@@ -112,8 +129,10 @@ class WindowSelectKernel:
         inst_l, seq_l, port_l = inst.tolist(), seq.tolist(), port.tolist()
         olds, news, bad = self._mirror(states, inst_l, port_l, ops, values, left)
         outputs = self._evaluate(olds, news, bad)
-        changes = self._deliver(states, inst_l, seq_l, port_l, ops, values, olds, news, outputs,
-                                bad, left, now)
+        # the transactions: consecutive events of one instance, sequence number and port
+        cut = (inst[1:] != inst[:-1]) | (seq[1:] != seq[:-1]) | (port[1:] != port[:-1])
+        starts = [0, *(np.flatnonzero(cut) + 1).tolist(), len(events)] if len(events) else [0]
+        changes = self._deliver(states, inst_l, seq_l, starts, values, outputs, bad, left, now)
         arrivals: dict[int, list[int]] = {}
         for i in order[came].tolist():
             arrivals.setdefault(int(rows.inst[i]), []).append(i)
@@ -191,15 +210,24 @@ class WindowSelectKernel:
             passed = [True] * len(rows)
         live = [j for j in range(len(rows)) if passed[j] and j not in failing]
         live_rows = [rows[j] for j in live]
-        values = [self._values(item, live_rows, failing, live) for item in self.items]
-        columns = []
-        for name, ctype, k_item in self.columns:
+        columns: list = [None] * len(self.columns)
+        read: set[int] = set()   # items read directly (they cannot fail)
+        for c, (column_name, kind) in self.direct.items():
+            got = _direct(live_rows, column_name, kind)
+            if got is not None:
+                columns[c] = got
+                read.add(self.columns[c][2])  # type: ignore[arg-type]
+        values = [self._values(item, live_rows, failing, live) if k not in read else None
+                  for k, item in enumerate(self.items)]
+        for c, (name, ctype, k_item) in enumerate(self.columns):
+            if columns[c] is not None:
+                continue
             if k_item is None:
-                columns.append([None] * len(live))
+                columns[c] = [None] * len(live)
                 continue
             column = values[k_item]
             try:
-                columns.append(coerce_column(column, ctype))
+                columns[c] = coerce_column(column, ctype)
             except SplashError:  # rare: find the rows, one by one
                 cast = []
                 for j, v in zip(live, column):
@@ -208,7 +236,7 @@ class WindowSelectKernel:
                     except SplashError:
                         failing.add(j)
                         cast.append(None)
-                columns.append(cast)
+                columns[c] = cast
         out_rows: list = [None] * len(rows)
         names = self.names
         for j, vals in zip(live, zip(*columns) if columns else [()] * len(live)):
@@ -233,19 +261,66 @@ class WindowSelectKernel:
                 outputs[e] = ("i", None, new)
         return outputs
 
+    def _vector(self, node: Any) -> Optional[Callable[[list], Optional[list]]]:
+        """``node`` over a list of rows a column at a time, when it is comparisons and arithmetic
+        (SPLASH's own operators, as the engine's compiled closures call them) of literals and
+        plain columns whose values the engine reads as they are: a function giving the values,
+        or None when a row's column value is not as such a column holds it (or raising when an
+        operator fails: the engine's expressions then run row by row and give the failure);
+        else None."""
+        ref = field_ref(node)
+        if ref is not None:
+            kind = _AS_IS.get(self.types.get(ref[1], "")) if ref[0] == self.alias else None
+            if kind is None:
+                return None
+            column = ref[1]
+            return lambda rows: _direct(rows, column, kind)
+        if isinstance(node, n.Literal):
+            compiled = self.sel.exprs.compile(node)
+            try:
+                value = compiled({})
+            except SplashError:
+                return None
+            return lambda rows: [value] * len(rows)
+        if (isinstance(node, n.Binary) and node.temporal is None
+                and node.op in ("=", "!=", "<>", "<", "<=", ">", ">=", "+", "-", "*", "/", "%")):
+            left, right = self._vector(node.left), self._vector(node.right)
+            if left is None or right is None:
+                return None
+            op = node.op
+            fn = comparison if op in ("=", "!=", "<>", "<", "<=", ">", ">=") else arithmetic
+
+            def run(rows: list) -> Optional[list]:
+                a = left(rows)  # type: ignore[misc]
+                b = right(rows) if a is not None else None  # type: ignore[misc]
+                if b is None:
+                    return None
+                return [fn(op, x, y) for x, y in zip(a, b)]
+            return run
+        return None
+
     def _values(self, spec: tuple, rows: list[dict], failing: set[int],
                 positions: Optional[list[int]] = None) -> list:
         """An expression's values over ``rows`` (a failing row gets None, its position, from
         ``positions`` or its index, added to ``failing``)."""
-        column, kind, compiled = spec
+        column, kind, compiled, vector = spec
         alias = self.alias
+        if vector is not None:
+            try:
+                got = vector(rows)
+            except Exception:  # (a row that fails: the engine's expression says how, below)
+                got = None
+            if got is not None:
+                return got
         if column is not None and kind is not None:
             if kind is int:
                 out = [v if v is None or (type(v) is int and -2**31 <= v < 2**31) else _MISSING
-                       for v in (r.get(column, _MISSING) for r in rows)]
+                       for v in (r.get(column, _MISSING) if type(r) is dict else _MISSING
+                                 for r in rows)]
             else:
                 out = [v if v is None or type(v) is kind else _MISSING
-                       for v in (r.get(column, _MISSING) for r in rows)]
+                       for v in (r.get(column, _MISSING) if type(r) is dict else _MISSING
+                                 for r in rows)]
             if _MISSING not in out:
                 return out
             todo = [k for k, v in enumerate(out) if v is _MISSING]
@@ -281,87 +356,120 @@ class WindowSelectKernel:
     # --- outputs ------------------------------------------------------------------------------
 
     def _deliver(self, states: dict[int, dict], inst_l: list[int], seq_l: list[int],
-                 port_l: list[int], ops: list, values: list[dict], olds: list, news: list,
-                 outputs: list, bad: dict[int, str], left: set[int], now: int) -> RowChanges:
-        """Each transaction's bad records, then its output changes merged by key and through the
-        output stage, in order; the instances' sequence numbers raised as the engine raises them."""
-        out = RowChanges([], [], [], [], [], [])
-        rows_out: list[dict] = []
+                 starts: list[int], values: list[dict], outputs: list, bad: dict[int, str],
+                 left: set[int], now: int) -> RowChanges:
+        """Each transaction's (events ``starts[t]`` to ``starts[t + 1]``) bad records, then its
+        output changes merged by key and through the output stage, in order; the instances'
+        sequence numbers raised as the engine raises them."""
+        emitted: list[tuple] = []   # (instance, seq, sub, op, row)
         key_cols = self.key
+        if len(key_cols) == 1:
+            only = key_cols[0]
+
+            def key_of(row: dict) -> tuple:
+                return (row[only],)
+        else:
+            def key_of(row: dict) -> tuple:
+                return tuple([row[c] for c in key_cols])
         delta = self.engine.kind == "delta stream"
-        n = len(inst_l)
+        inline = self.inline
         current, store, state, sub = None, None, None, 0
-        e = 0
-        while e < n:
+        for t in range(len(starts) - 1):
+            e, end = starts[t], starts[t + 1]
             i = inst_l[e]
             if i in left:
-                e += 1
                 continue
             if i != current:
                 current, state, sub = i, states[i], 0
                 store = state["output"]["rows"] if state["output"] is not None else None
-            s, p = seq_l[e], port_l[e]
-            end = e + 1
-            while end < n and inst_l[end] == i and seq_l[end] == s and port_l[end] == p:
-                end += 1
-            if state["seq"] is None or seq_l[end - 1] > state["seq"]:
-                state["seq"] = max(seq_l[e:end])
-            changes: list[tuple] = []
-            for x in range(e, end):
-                if x in bad:
-                    out.bad.append((i, s, sub, bad[x], dict(values[x])))
-                    sub += 1
-                    continue
-                o = outputs[x]
+            s = seq_l[e]
+            if state["seq"] is None or s > state["seq"]:  # type: ignore[index]
+                state["seq"] = s  # type: ignore[index]
+            if end - e == 1 and e not in bad:
+                o = outputs[e]
                 if o is None:
                     continue
-                if type(o) is tuple:
-                    changes.append(o)
-                else:
-                    changes += o
-            e = end
-            if not changes:
-                continue
-            keyed = [(op, tuple([(new if new is not None else old).get(c) for c in key_cols]), old, new)
-                     for op, old, new in changes]
+                changes = [o] if type(o) is tuple else o
+            else:
+                changes = []
+                for x in range(e, end):
+                    if x in bad:
+                        emitted.append((i, s, sub, None, (bad[x], dict(values[x]))))
+                        sub += 1
+                        continue
+                    o = outputs[x]
+                    if o is None:
+                        continue
+                    if type(o) is tuple:
+                        changes.append(o)
+                    else:
+                        changes += o
+                if not changes:
+                    continue
+            keyed = [(op, key_of(new if new is not None else old), old, new) for op, old, new in changes]
             if len(keyed) > 1 and len({k for _, k, _, _ in keyed}) < len(keyed):
                 keyed = [(c.op, c.key, c.old, c.new)
                          for c in consolidate([Change(op, k, old, new, s) for op, k, old, new in keyed])]
-            if not self.inline:
-                for c in self.engine.deliver(state, [Change(op, k, old, new, s)
+            if not inline:
+                for c in self.engine.deliver(state, [Change(op, k, old, new, s)  # type: ignore[arg-type]
                                                      for op, k, old, new in keyed], now):
                     emit = emit_of(c)
-                    out.inst.append(i)
-                    out.seq.append(emit.seq)
-                    out.sub.append(sub)
-                    out.op.append(emit.op)
-                    rows_out.append(emit.values)
+                    emitted.append((i, emit.seq, sub, emit.op, emit.values))
                     sub += 1
                 continue
             for op, key, old, new in keyed:
-                old_key = tuple([old.get(c) for c in key_cols]) if old is not None else None
-                new_key = key if new is not None else None
+                old_key = key_of(old) if old is not None else None
                 if delta:
-                    if op == "u" and old_key != new_key:
-                        emitted = [("d", old), ("i", new)]
+                    if op == "u" and old_key != key:
+                        emitted.append((i, s, sub, "d", old))
+                        emitted.append((i, s, sub + 1, "i", new))
+                        sub += 2
                     else:
-                        emitted = [(op, old if op == "d" else new)]
-                else:
-                    emitted = []
-                    if old is not None and old_key != new_key:
-                        gone = store.pop(old_key, None)  # type: ignore[union-attr]
-                        if gone is not None:
-                            emitted.append(("d", gone))
-                    if new is not None:
-                        was = store.get(new_key)  # type: ignore[union-attr]
-                        store[new_key] = new  # type: ignore[index]
-                        emitted.append(("i" if was is None else "u", new))
-                for eop, row in emitted:
-                    out.inst.append(i)
-                    out.seq.append(s)
-                    out.sub.append(sub)
-                    out.op.append(eop)
-                    rows_out.append(row)
-                    sub += 1
+                        emitted.append((i, s, sub, op, old if op == "d" else new))
+                        sub += 1
+                    continue
+                if new is None:
+                    gone = store.pop(old_key, None)  # type: ignore[union-attr]
+                    if gone is not None:
+                        emitted.append((i, s, sub, "d", gone))
+                        sub += 1
+                    continue
+                if old is not None and old_key != key:
+                    gone = store.pop(old_key, None)  # type: ignore[union-attr]
+                    if gone is not None:
+                        emitted.append((i, s, sub, "d", gone))
+                        sub += 1
+                was = store.get(key)  # type: ignore[union-attr]
+                store[key] = new  # type: ignore[index]
+                emitted.append((i, s, sub, "i" if was is None else "u", new))
+                sub += 1
+        out = RowChanges([], [], [], [], [], [])
+        rows_out = []
+        for i, s, n, op, row in emitted:
+            if op is None:
+                out.bad.append((i, s, n, row[0], row[1]))
+                continue
+            out.inst.append(i)
+            out.seq.append(s)
+            out.sub.append(n)
+            out.op.append(op)
+            rows_out.append(row)
         out.values = [[r.get(name) for r in rows_out] for name in self.names]
         return out
+
+def _direct(rows: list, column: str, kind: type) -> Optional[list]:
+    """Column ``column`` of ``rows`` as the engine reads and casts it into a column of its own
+    type (``kind``: the Python type of its values, :class:`Long` for a long): the values as they
+    are (a long made a ``Long``), or None when one is not of that type (the engine's read then
+    converts it)."""
+    if kind is Long:
+        low, high = _LONG_RANGE
+        out = [v if v is None else (Long(v) if type(v) is int and low <= v < high else _MISSING)
+               for v in (r.get(column, _MISSING) if type(r) is dict else _MISSING for r in rows)]
+    elif kind is int:
+        out = [v if v is None or (type(v) is int and -2**31 <= v < 2**31) else _MISSING
+               for v in (r.get(column, _MISSING) if type(r) is dict else _MISSING for r in rows)]
+    else:
+        out = [v if v is None or type(v) is kind else _MISSING
+               for v in (r.get(column, _MISSING) if type(r) is dict else _MISSING for r in rows)]
+    return None if _MISSING in out else out
