@@ -27,6 +27,7 @@ the engine's output stage. Either the engine or the kernel can run an instance's
 """
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -462,6 +463,29 @@ def _direct(rows: list, column: str, kind: type) -> Optional[list]:
     type (``kind``: the Python type of its values, :class:`Long` for a long): the values as they
     are (a long made a ``Long``), or None when one is not of that type (the engine's read then
     converts it)."""
+    if rows and set(map(type, rows)) == {dict}:  # the usual case: checked by C loops
+        try:
+            values = list(map(itemgetter(column), rows))
+        except KeyError:
+            values = None
+        if values is not None:
+            types = set(map(type, values))
+            types.discard(type(None))
+            if not types <= {kind if kind is not Long else int}:
+                return _direct_each(rows, column, kind)
+            if kind is int or kind is Long:
+                low, high = (-2**31, 2**31) if kind is int else _LONG_RANGE
+                present = [v for v in values if v is not None] if None in values else values
+                if present and (min(present) < low or max(present) >= high):
+                    return _direct_each(rows, column, kind)
+                if kind is Long:
+                    return [Long(v) if v is not None else None for v in values]
+            return values
+    return _direct_each(rows, column, kind)
+
+
+def _direct_each(rows: list, column: str, kind: type) -> Optional[list]:
+    """:func:`_direct`, value by value."""
     if kind is Long:
         low, high = _LONG_RANGE
         out = [v if v is None else (Long(v) if type(v) is int and low <= v < high else _MISSING)
