@@ -446,13 +446,13 @@ class WindowSelectKernel:
                 sub += 1
         out = RowChanges([], [], [], [], [], [])
         rows_out = []
-        for i, s, n, op, row in emitted:
+        for i, s, number, op, row in emitted:
             if op is None:
-                out.bad.append((i, s, n, row[0], row[1]))
+                out.bad.append((i, s, number, row[0], row[1]))
                 continue
             out.inst.append(i)
             out.seq.append(s)
-            out.sub.append(n)
+            out.sub.append(number)
             out.op.append(op)
             rows_out.append(row)
         out.values = [[r.get(name) for r in rows_out] for name in self.names]
