@@ -295,7 +295,38 @@ def test_other_elements_are_not_for_the_keep_kernel(tmp_path, body):
     from ccl.plan.physical import keep_kernel
     e, plan = _element(tmp_path, body)
     assert not keep_kernel(e, plan)
-    assert e.physical.kernel is None
+    # (a projection of a window is the window_select kernel's)
+    assert e.physical.kernel == ("window_select" if body.endswith("from w;") else None)
+
+
+@pytest.mark.parametrize("body", [
+    "create output window a primary key deduced as select w.sym, w.px * 2.0 p2 from w "
+    "where w.px > 1.0;",
+    "create output window a primary key (sym) keep 3 rows as select * from w;",
+    "create output window a schema (u string, px float) primary key (u) "
+    "as select upper(w.sym) u, w.px px from w;",
+    "create output delta stream a schema (sym string, px float) primary key (sym) "
+    "as select w.sym, w.px from w where w.px > 0.0;",
+])
+def test_a_projection_of_a_window_takes_the_window_select_kernel(tmp_path, body):
+    from ccl.plan.physical import window_select_kernel
+    e, plan = _element(tmp_path, body)
+    assert window_select_kernel(e, plan) and e.physical.kernel == "window_select"
+
+
+@pytest.mark.parametrize("body", [
+    "create output window a primary key (sym) keep 10 seconds as select * from w;",
+    "create output window a primary key (sym) as select * from w keep 2 rows;",
+    "create output window a primary key deduced as select w.sym, now() t from w;",
+    "create output stream a as select w.sym from w;",
+    "create output window a primary key deduced as select w.sym, count(*) n from w group by w.sym;",
+    "create output window a primary key (sym) declare integer c := 0; end as select * from w;",
+    "create output window a primary key (sym) as select * from s;",
+])
+def test_other_elements_are_not_for_the_window_select_kernel(tmp_path, body):
+    from ccl.plan.physical import window_select_kernel
+    e, plan = _element(tmp_path, body)
+    assert not window_select_kernel(e, plan) and e.physical.kernel != "window_select"
 
 
 def test_elements_with_timers_and_their_readers_are_project_stages_decided_by_the_compiler(tmp_path):

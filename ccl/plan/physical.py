@@ -383,10 +383,46 @@ def keep_kernel(element: Element, plan: Plan) -> bool:
     return all(_pure(e, alias, names, FUNCTIONS) for e in exprs if e is not None)
 
 
+def window_select_kernel(element: Element, plan: Plan) -> bool:
+    """Whether runtime/engine/kernels/window_select.py runs ``element``: a window (KEEP ALL, none
+    or a row-count KEEP, no AGES) or delta stream, keyed, defined by one select from one window or
+    delta stream (no FROM KEEP, join, MATCHING, GROUP BY, aggregate, HAVING, GROUP FILTER, DECLARE
+    or Flex) whose WHERE and select items read only the source's columns and
+    ``<target>_partitions`` and call only built-in functions whose value depends on their
+    arguments alone: a projection or filter of a window, which maps each change of the source's
+    rows through pure expressions, one to one."""
+    from ..splash.functions_data import FUNCTIONS
+
+    query = element.query
+    keep = element.keep or Keep("all")
+    if (element.kind not in ("window", "delta stream") or query is None or len(query.selects) != 1
+            or element.flex is not None or element.declare or element.aging is not None
+            or not element.key
+            or (element.kind == "window" and keep.kind not in ("all",) + _COUNT_KEEPS)
+            or (element.kind == "delta stream" and element.keep is not None)):
+        return False
+    sel = query.selects[0]
+    if (len(sel.sources) != 1 or sel.joins or sel.matching is not None
+            or sel.group_by or sel.aggregates or sel.having is not None
+            or sel.group_filter is not None or sel.group_order_by
+            or sel.sources[0].keep is not None):
+        return False
+    src = _find(plan, sel.sources[0].element)
+    if src is None or src.kind not in ("window", "delta stream") or src.read_as != src.kind \
+            or not src.key:
+        return False
+    alias = sel.sources[0].alias
+    names = {partitions_var(element)}
+    exprs = [sel.where] + [it.expr for it in sel.items]
+    return all(_pure(e, alias, names, FUNCTIONS) for e in exprs if e is not None)
+
+
 # (name, rule) of each columnar kernel, in the order they are tried.
 _KERNELS: list[tuple[str, Callable[[Element, Plan], bool]]] = [("join", join_kernel),
                                                                ("keep", keep_kernel),
-                                                               ("select", select_kernel)]
+                                                               ("select", select_kernel),
+                                                               ("window_select",
+                                                                window_select_kernel)]
 
 
 # Column types whose values Spark's hash() tells apart as Python's equality does (not float: 0.0

@@ -21,6 +21,7 @@ from runtime.engine.columnar import ColumnarAggregation
 from runtime.engine.kernels.join import JoinKernel
 from runtime.engine.kernels.keep import KeepKernel
 from runtime.engine.kernels.window_agg import WindowAggregation
+from runtime.engine.kernels.window_select import WindowSelectKernel
 
 __all__ = ["AGGREGATIONS", "KERNELS", "make_kernel"]
 
@@ -32,8 +33,9 @@ log = logging.getLogger(__name__)
 AGGREGATIONS: dict[str, type] = {"aggregation": ColumnarAggregation,
                                  "window_aggregation": WindowAggregation}
 # ... and the other kernels (see the module docstring; ``select``, one stream without a join, is
-# the join kernel with no window)
-KERNELS: dict[str, type] = {"join": JoinKernel, "keep": KeepKernel, "select": JoinKernel}
+# the join kernel with no window; ``window_select`` a projection or filter of a window)
+KERNELS: dict[str, type] = {"join": JoinKernel, "keep": KeepKernel, "select": JoinKernel,
+                            "window_select": WindowSelectKernel}
 
 
 def make_kernel(element: Element, engine: Any, plan: Plan,
