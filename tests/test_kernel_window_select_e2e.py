@@ -45,7 +45,7 @@ def run(spark, tmp_path, inputs: dict, kernels: bool) -> RunOutput:
             if e.physical is not None and e.name in PROJECTED else e for e in plan.elements))
     out_dir = os.path.join(str(tmp_path), "out")
     options = RunOptions(inputs=dict(inputs), base_dir=str(tmp_path), run_dir=os.path.join(str(tmp_path), "run"),
-                         until_idle=True, buckets=2, max_files_per_batch=1)
+                         until_idle=True, buckets=2)
     result = run_plan(spark, plan, options, out_dir)
     return RunOutput(out_dir, result.report, plan_to_json(plan))
 
@@ -54,7 +54,7 @@ def test_projections_of_a_window_give_the_engine_outputs(spark, tmp_path):
     rnd = random.Random(5)
     data = tmp_path / "in"
     trade_id = 0
-    for f in range(3):  # three files, one per micro-batch: Recent fills, then evicts
+    for f in range(3):  # read in one batch of the project's query: Recent fills, then evicts
         rows = []
         for _ in range(50):
             trade_id += 1
