@@ -306,3 +306,25 @@ def test_keep_kernel_time_window_gives_the_engine_changes_and_expiries(tmp_path,
         assert same(sorted(got, key=order), sorted(expected, key=order))
         assert_same_state(by_kernel, by_engine)
         assert kernel.next_deadline(by_kernel) == engine.next_deadline(by_engine)
+
+
+@pytest.mark.parametrize("text, kernel", [
+    (SOURCE + "CREATE WINDOW W PRIMARY KEY DEDUCED AS SELECT S.k, count(*) c "
+     "FROM S KEEP 3 SECONDS GROUP BY S.k;\n", "window_aggregation"),
+    # a row-count FROM KEEP evicts as rows come: not the kernel's
+    (SOURCE + "CREATE WINDOW W PRIMARY KEY DEDUCED AS SELECT S.k, count(*) c "
+     "FROM S KEEP 3 ROWS GROUP BY S.k;\n", None),
+    # a time FROM KEEP over a window (its updates and deletes as well as expiry): not taken
+    ("CREATE INPUT WINDOW S SCHEMA (k string, p float, v integer, n long) PRIMARY KEY (k);\n"
+     "CREATE WINDOW W PRIMARY KEY DEDUCED AS SELECT S.k, count(*) c "
+     "FROM S KEEP 3 SECONDS GROUP BY S.k;\n", None),
+    (SOURCE + "CREATE WINDOW W PRIMARY KEY (k) KEEP 2 MINUTES AS SELECT * FROM S;\n", "keep"),
+])
+def test_the_compiler_names_the_kernel(tmp_path, text, kernel):
+    path = tmp_path / "p.ccl"
+    path.write_text(text)
+    plan, diags = plan_json(str(path))
+    assert plan is not None, [str(d) for d in diags]
+    physical = plan["elements"][1]["physical"]
+    assert physical["kernel"] == kernel
+    assert physical["group_columns"] is None
