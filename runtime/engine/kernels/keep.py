@@ -1,7 +1,10 @@
-"""A window with a row-count KEEP over one stream, run a bucket's micro-batch at a time.
+"""A window with a row-count or sliding time KEEP over one stream, run a bucket's micro-batch at
+a time.
 
 ``ccl.plan.physical.keep_kernel`` picks the elements: a window with ``KEEP n ROWS [SLACK s]``,
-``KEEP LAST`` or ``KEEP EVERY n ROWS`` (each with or without PER) defined by one select from one
+``KEEP LAST`` or ``KEEP EVERY n ROWS`` (each with or without PER), or ``KEEP n SECONDS`` (whose
+expiry at the batch's time, the engine's own ``expire``, comes first in every instance of the
+bucket, and whose upserts set each row's time, with no PER groups), defined by one select from one
 stream, with no aggregation, join, MATCHING, FROM KEEP, AGES, DECLARE or Flex, whose expressions
 are pure. What the engine (runtime/engine/element.py) does with such an element, row by row, is:
 
