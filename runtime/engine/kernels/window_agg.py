@@ -352,11 +352,11 @@ class WindowAggregation:
         fold = self._fold_row
         if expired:  # the engine's expire: one transaction, a failing change's output lost
             seq = expired[0].seq
-            changes: list[Change] = []
+            retracted: list[Change] = []
             for c in expired:
                 try:
                     if deferred is None:
-                        changes += self._apply(agg_state, c)
+                        retracted += self._apply(agg_state, c)
                         continue
                     for gkey in fold(agg_state, c.key, c.old, c.new, c.op, seq):
                         first = deferred.pop(gkey, None) is None
@@ -366,7 +366,7 @@ class WindowAggregation:
                 except SplashError:
                     continue
             if deferred is None:
-                delivered = engine.deliver(state, consolidate(changes), now)
+                delivered = engine.deliver(state, consolidate(retracted), now)
                 if batch is None:
                     out += [emit_of(c) for c in delivered]
                 else:
