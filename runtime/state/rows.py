@@ -1,6 +1,6 @@
 """The keyed state of the engine kept in a bucket's :class:`~runtime.state.store.BucketStore`:
-the rows of its windows, their time KEEP's times, the groups of its aggregates, and a join's
-per-port state.
+the rows of its windows, their time KEEP's times and row-count KEEP's PER groups, the groups of
+its aggregates, a join's per-port state, and a Flex's input mirrors (:func:`mirror_parts`).
 
 An engine's window state (runtime/engine/store.py :meth:`Store.initial_state`) holds its rows by
 key in ``state["rows"]`` and, for a time KEEP, each row's last change time in ``state["times"]``;
