@@ -44,6 +44,8 @@ _RUNS: dict[tuple, BucketRun] = {}  # per Python worker: engines are built once,
 # (id of a BucketRun in _RUNS, what) -> whether its element holds window rows and groups (what:
 # "rows") or dictionaries and event caches (a Flex's or DECLARE's, "vars") that the store keeps
 _HOLDS: dict[tuple[int, str], bool] = {}
+# id of a BucketRun of a Flex in _RUNS -> the input ports whose mirrors the store keeps
+_MIRRORS: dict[int, tuple[int, ...]] = {}
 # ``__inst`` of a marker row: a bucket of an element with timers whose next deadline has come is
 # sent one, so that its instances expire in a batch that brings the bucket no rows
 MARK = -1
@@ -162,6 +164,7 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
             if len(_RUNS) > 64:
                 _RUNS.clear()
                 _HOLDS.clear()
+                _MIRRORS.clear()
             runner = _RUNS[cache_key] = BucketRun(plan_text, element_name, first_ports)
         bucket = table.column(BUCKET)[0].as_py()  # one bucket per group (key: bucket_group)
         states = load_states(state_dir, bucket, batch_id)
@@ -183,12 +186,17 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
                 attach(states, store)
             if "vars" in what:
                 attached = variables.attach(states, store)
+            mirrors = _MIRRORS.get(id(runner)) if "mirrors" in what else None
+            if mirrors:
+                attach(states, store, mirrors)
             out = _processed(runner, states, table, now, timed)
             deadline = (runner.next_deadline(states),) if timed else None  # (from the store)
             if "rows" in what:
                 detach(states, store)
             if "vars" in what:
                 variables.detach(states, store, attached)
+            if mirrors:
+                detach(states, store, mirrors)
             save_states(state_dir, bucket, batch_id, states, deadline)
             store.commit(batch_id)
         except BaseException:
@@ -215,10 +223,18 @@ def _processed(runner: BucketRun, states: dict, table: Any, now: int, timed: boo
 
 def _stored(runner: BucketRun) -> tuple[str, ...]:
     """What of the state of the element of ``runner`` the bucket's state store keeps: "rows"
-    (window rows and aggregate groups) and "vars" (dictionaries and event caches of a Flex or of
-    DECLARE items), or nothing (no store is opened for it)."""
+    (window rows and aggregate groups), "vars" (dictionaries and event caches of a Flex or of
+    DECLARE items) and "mirrors" (a Flex's input mirrors of the ports in ``_MIRRORS``), or
+    nothing (no store is opened for it)."""
     element = runner.element
     kept = []
+    if uses_variable_store(element) and not uses_window_store(element):
+        mirrors = _MIRRORS.get(id(runner))
+        if mirrors is None:
+            of = getattr(runner.engine, "stored_mirrors", None)
+            mirrors = _MIRRORS[id(runner)] = of() if of is not None else ()
+        if mirrors:
+            kept.append("mirrors")
     for what, uses, holds in (("rows", uses_window_store, holds_stored_state),
                               ("vars", uses_variable_store, holds_stored_variables)):
         if not uses(element):

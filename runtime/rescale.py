@@ -237,7 +237,9 @@ def _materialize(states: dict[int, dict], store: Optional[BucketStore]) -> None:
             elif kind is StoredTimes:
                 owner[field] = {key[1:]: t for t, key in store.timed(ns)}
             else:
-                owner[field] = {key[1:]: value for key, value in store.scan(ns, (inst,))}
+                unpack = getattr(kind, "unpack", None)  # (a PER group: stored as a tuple)
+                owner[field] = {key[1:]: value if unpack is None else unpack(value)
+                                for key, value in store.scan(ns, (inst,))}
 
 
 def _empty_window(window: dict) -> dict:
@@ -628,8 +630,9 @@ def _build_engine(state_dir: str, move: Move, batch: int, buckets: int,
                 if in_vars:
                     variables.attach(states, store)
                     _plain_variables(states)
-                else:
-                    _materialize(states, store)
+                # (a Flex's input mirrors too; the new states hold them as dicts, which go to
+                # the store at their next batch)
+                _materialize(states, store)
         else:
             _materialize(states, None)
         for inst, state in sorted(states.items()):

@@ -164,7 +164,7 @@ def _main_raw(value, at=None) -> bytes:
 
 def test_values_written_by_a_runtime_of_format_1_read_update_and_roll_back(tmp_path):
     """A root of layout format 1 whose values are plain pickles (untimed and timed), as main
-    wrote them: read as they were, marked format 2 by create, updated values go to the codec,
+    wrote them: read as they were, marked format 3 (the newest) by create, updated values go to the codec,
     and a replay of the batch restores the old bytes (and their time index)."""
     import rocksdict
 
@@ -186,7 +186,7 @@ def test_values_written_by_a_runtime_of_format_1_read_update_and_roll_back(tmp_p
         db[b"do\x00" + encode_key((0, i))] = _main_raw(row)
     db.close()
     create(str(root), 1)
-    assert json.loads((root / "layout.json").read_text())["format"] == FORMAT == 2
+    assert json.loads((root / "layout.json").read_text())["format"] == FORMAT == 3
     for batch in (1, 1):  # the second: a replay of batch 1
         with BucketStore.open(str(root), 0) as s:
             s.begin(batch)
@@ -207,8 +207,8 @@ def test_values_written_by_a_runtime_of_format_1_read_update_and_roll_back(tmp_p
 def test_what_cannot_be_read_is_refused_with_a_message(tmp_path):
     root = tmp_path / "s"
     root.mkdir()
-    (root / "layout.json").write_text(json.dumps({"format": 3, "buckets": 1, "generation": 1}))
-    with pytest.raises(StateError, match="state format 3, this runtime reads formats 1, 2"):
+    (root / "layout.json").write_text(json.dumps({"format": 4, "buckets": 1, "generation": 1}))
+    with pytest.raises(StateError, match="state format 4, this runtime reads formats 1, 2, 3"):
         BucketStore.open(str(root), 0)
     with pytest.raises(StateError, match="codec 2: this runtime reads codecs 0 and 1"):
         _load(b"\x04" + ValueCodec().encode(1))

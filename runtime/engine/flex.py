@@ -149,6 +149,17 @@ class FlexEngine:
         self.simple_ports = [not caches and old is None and not self.windows
                              for caches, old in zip(self.port_caches, self.old_names)]
 
+    def stored_mirrors(self) -> tuple[int, ...]:
+        """The input ports whose mirror (rows by key, and a row-count KEEP's PER groups) may live
+        in the bucket's state store (runtime/state/rows.py :func:`~runtime.state.rows.mirror_parts`):
+        those the code never walks (no ``W_stream``, ``W_iterator`` or ``for (r in W)`` of
+        them: the store keeps key order, the engine's dict insertion order), without a time or
+        KEEP EVERY interval (whose expiry walks rows in the order of their changes) or AGES."""
+        walked = {port for _, port, _, _ in self.windows if port is not None}
+        return tuple(p for p, s in enumerate(self.sources)
+                     if p not in walked and s.store is not None and s.store.aging is None
+                     and s.store.kind in ("all", "rows", "last", "every_rows"))
+
     # --- the Engine interface ------------------------------------------------------------------
 
     def initial_state(self) -> dict:

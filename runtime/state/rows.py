@@ -1,6 +1,6 @@
 """The keyed state of the engine kept in a bucket's :class:`~runtime.state.store.BucketStore`:
-the rows of its windows, their time KEEP's times, the groups of its aggregates, and a join's
-per-port state.
+the rows of its windows, their time KEEP's times and row-count KEEP's PER groups, the groups of
+its aggregates, a join's per-port state, and a Flex's input mirrors (:func:`mirror_parts`).
 
 An engine's window state (runtime/engine/store.py :meth:`Store.initial_state`) holds its rows by
 key in ``state["rows"]`` and, for a time KEEP, each row's last change time in ``state["times"]``;
@@ -226,6 +226,108 @@ class StoredIndex(StoredGroups):
                      if not _nan(key)])
 
 
+class StoredMembers(StoredIndex):
+    """A row-count KEEP's PER groups (the PER values -> the keys of the group's rows, a dict in
+    order of their last change, runtime/engine/store.py), matched as :class:`StoredIndex` matches
+    (-0.0 finds 0.0; a group holding a NaN finds nothing from another batch, as the pickled
+    dict's key is found by its very NaN object only, so it never reaches the store). The engine
+    and the KEEP kernel change a group's dict in place: every group read is written back. A
+    group is stored as the tuple of its row keys (a dict of ``None`` values pickles larger)."""
+
+    def get(self, key: tuple, default: Any = None) -> Any:  # type: ignore[override]
+        """The row keys of group ``key`` as a dict (read once per batch), or ``default``."""
+        entry = self._cache.get(key, None)
+        if entry is None:
+            if self._empty or _nan(key):
+                entry = _ABSENT
+            else:
+                entry = self._store.get(self._ns, _store_key(self._inst, key), _ABSENT)
+                if entry is not _ABSENT:
+                    entry = dict.fromkeys(entry)
+            self._cache[key] = entry
+            if entry is _ABSENT:
+                self._unstored.add(key)
+        return default if entry is _ABSENT else entry
+
+    def prefetch(self, keys: list[tuple]) -> None:
+        """The groups of ``keys`` not read yet, in one multi-get."""
+        cache = self._cache
+        if self._empty:
+            return
+        unread = list({k: None for k in keys if k not in cache and not _nan(k)})
+        if unread:
+            inst = self._inst
+            values = self._store.get_many(self._ns, [_store_key(inst, k) for k in unread], _ABSENT)
+            cache.update(zip(unread, [v if v is _ABSENT else dict.fromkeys(v) for v in values]))
+            self._unstored.update([k for k, v in zip(unread, values) if v is _ABSENT])
+
+    def flush(self) -> None:
+        """Give the groups changed so far to the store (each as a tuple of its keys), those
+        under a NaN left out."""
+        cache, unstored, inst = self._cache, self._unstored, self._inst
+        changes = []
+        for key in self._changed():
+            if _nan(key):
+                continue
+            members = cache[key]
+            if members is _ABSENT:
+                if key in unstored:  # (a group made and emptied within the batch)
+                    continue
+                unstored.add(key)
+            else:
+                unstored.discard(key)
+                members = tuple(members)
+            changes.append((_store_key(inst, key)[1:], members))
+        self._write(changes)
+
+    @staticmethod
+    def unpack(value: Any) -> dict:
+        """A stored group as the engine's dict."""
+        return dict.fromkeys(value)
+
+
+class StoredMirror(StoredRows):
+    """A Flex's mirror of an input window (its rows by key, runtime/engine/stages.py
+    :class:`SourceStage`), as :class:`StoredRows` with the keys matched as a dict matches them
+    (see :class:`StoredIndex`): -0.0 finds 0.0, and a key holding a NaN finds nothing from
+    another batch, its row kept in the batch's cache only (counted, as the pickled dict kept it
+    where nothing could find it again)."""
+
+    def get(self, key: tuple, default: Any = None) -> Any:  # type: ignore[override]
+        """The row under ``key`` (read from the store once per batch), or ``default``."""
+        row = self._cache.get(key, None)
+        if row is None:
+            nan = _nan(key)
+            row = _ABSENT if self._empty or nan else \
+                self._store.get(self._ns, _store_key(self._inst, key), _ABSENT)
+            self._cache[key] = row
+            if row is _ABSENT and not nan:
+                self._unstored.add(key)
+        return default if row is _ABSENT else row
+
+    def prefetch(self, keys: list[tuple]) -> None:
+        """As :meth:`StoredRows.prefetch` (not used by the Flex: it reads a key at a time)."""
+        for key in keys:
+            self.get(key)
+
+    def flush(self) -> None:
+        """As :meth:`StoredRows.flush`, the keys as stored and those with a NaN left out."""
+        cache, unstored, inst = self._cache, self._unstored, self._inst
+        changes = []
+        for key in self._changed():
+            if _nan(key):
+                continue
+            row = cache[key]
+            if row is _ABSENT:
+                if key in unstored:
+                    continue
+                unstored.add(key)
+            else:
+                unstored.discard(key)
+            changes.append((_store_key(inst, key)[1:], row))
+        self._write(changes)
+
+
 class StoredTimes(MutableMapping):
     """One instance's last-change times of a time KEEP window (key -> epoch ms), in the store's
     time index of a namespace of its own (``ns``): :meth:`pop_due` gives the keys whose time has
@@ -354,6 +456,8 @@ def stored_parts(state: Any, inst: int) -> Iterator[tuple[Any, Any, str, type]]:
             yield part, "rows", ns, StoredRows
             # per instance: the time index is ordered by time, not by instance
             yield part, "times", f"{ns}.t{inst}", StoredTimes
+            # a row-count KEEP's PER groups (other policies keep none: an empty dict)
+            yield part, "groups", f"{ns}.p", StoredMembers
         elif kind == "j":
             for field in _JOIN_PARTS:
                 kind_of = StoredIndex if field in _JOIN_INDEXES else StoredRows
@@ -369,23 +473,43 @@ def holds_stored_state(state: Any) -> bool:
     return any(True for _ in _parts(state))
 
 
-def attach(states: dict[int, dict], store: BucketStore) -> None:
+def mirror_parts(state: Any, inst: int, ports: tuple[int, ...]) -> Iterator[tuple[Any, Any, str, type]]:
+    """:func:`stored_parts` of a Flex instance state kept in the store: the rows and PER groups
+    of the input mirrors of ``ports`` (those runtime/engine/flex.py
+    :meth:`~runtime.engine.flex.FlexEngine.stored_mirrors` names: no code walks their rows, whose
+    order the store does not keep), namespaces ``w.sources.PORT`` and ``w.sources.PORT.p``."""
+    sources = state.get("sources") if isinstance(state, dict) else None
+    for port in ports:
+        mirror = sources[port] if sources is not None and port < len(sources) else None
+        if mirror is None:
+            continue
+        ns = f"w.sources.{port}"
+        yield mirror, "rows", ns, StoredMirror
+        yield mirror, "groups", f"{ns}.p", StoredMembers
+
+
+def attach(states: dict[int, dict], store: BucketStore,
+           mirrors: Optional[tuple[int, ...]] = None) -> None:
     """Put a mapping over ``store`` where the pickled states of a bucket hold a count (see the
-    module docstring)."""
+    module docstring); with ``mirrors``, the parts of a Flex's input mirrors of those ports
+    (:func:`mirror_parts`) instead."""
     for inst, state in states.items():
-        for owner, field, ns, kind in stored_parts(state, inst):
+        parts = stored_parts(state, inst) if mirrors is None else mirror_parts(state, inst, mirrors)
+        for owner, field, ns, kind in parts:
             held = owner[field]
             if type(held) is int:
                 owner[field] = kind(store, ns, inst, held)
 
 
-def detach(states: dict[int, dict], store: BucketStore) -> int:
+def detach(states: dict[int, dict], store: BucketStore,
+           mirrors: Optional[tuple[int, ...]] = None) -> int:
     """Write every stored part's changed entries of the states of a bucket to ``store`` and leave
     a count in their place, ready to be pickled; the number of window rows held in all (for
-    reports)."""
+    reports). ``mirrors``: as for :func:`attach`."""
     held = 0
     for inst, state in states.items():
-        for owner, field, ns, kind in stored_parts(state, inst):
+        parts = stored_parts(state, inst) if mirrors is None else mirror_parts(state, inst, mirrors)
+        for owner, field, ns, kind in parts:
             part = owner[field]
             if isinstance(part, StoredRows):
                 part.flush()
@@ -395,6 +519,12 @@ def detach(states: dict[int, dict], store: BucketStore) -> int:
                 if kind is StoredTimes:
                     for key, millis in part.items():
                         store.put_timed(ns, (inst, *key), None, millis)
+                elif kind is StoredMembers or kind is StoredMirror:
+                    # (as their flush: keys as stored, a NaN's left out, a group as a tuple)
+                    store.put_all(ns, inst, [
+                        (_store_key(inst, key)[1:],
+                         tuple(value) if kind is StoredMembers else value)
+                        for key, value in part.items() if not _nan(key)])
                 else:
                     store.put_all(ns, inst, part.items())
             else:

@@ -42,8 +42,12 @@ from .keys import decode_instance, decode_key, encode_items, encode_key
 
 # 2: values may be in the codec (header 2 or 3), which a runtime of format 1 cannot read; a root
 # of format 1 is read as it is and marked 2 by create
-FORMAT = 2
-_READS = (1, 2)
+# 3: the state files of a root's element hold a count in the place of a row-count KEEP's PER
+# groups and of a Flex's input mirrors, whose entries are in the store (runtime/state/rows.py),
+# which a runtime of format 2 would misread; a root of format 1 or 2 is read as it is (its state
+# files' dicts go to the store at their next batch) and marked 3 by create or open
+FORMAT = 3
+_READS = (1, 2, 3)
 KEEP_UNDO = 2  # batches that can be rolled back: a replay is of the last one, rarely two
 LAYOUT = "layout.json"
 _Q = struct.Struct(">Q")

@@ -282,7 +282,11 @@ class KeepKernel:
             ls, le = live_bounds[2 * i], live_bounds[2 * i + 1]
             fetch = getattr(state["rows"], "prefetch", None)
             if fetch is not None and le > ls:  # rows in the state store: one read for the batch
-                fetch(_touched(state["groups"], entries[ls:le]))
+                groups = state["groups"]
+                fetch_groups = getattr(groups, "prefetch", None)
+                if fetch_groups is not None:  # (the PER groups too: one read for the batch)
+                    fetch_groups([group for _, _, group in entries[ls:le]])
+                fetch(_touched(groups, entries[ls:le]))
             if shared[e - 1] == shared[s] and bad_bounds[2 * i] == bad_bounds[2 * i + 1]:
                 # no bad record, no transaction of several rows: the inserting rows in order
                 run(state, entries[ls:le], live_seqs[ls:le], inst, first, emit)
