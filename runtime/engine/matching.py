@@ -17,8 +17,10 @@ at that point), or aliases combined with ``&&`` (both, in any order) and ``||`` 
 - a partial past its last positive step completes: at once when nothing negated follows, else
   when the interval has passed without a negated event (at the next event or timer);
 - a partial older than the interval is dropped;
-- when ON's equalities make one column of every alias equal, partials are filed by its value, and
-  an event meets only those of its own value.
+- an event meets only the partials whose keys equal its own under ON's equalities that link its
+  alias to aliases bound at their step (columns of one key class, ahead of any conjunct that may
+  raise): the others would fail one of them, as the scan finds. When every such link holds one
+  column shared by all aliases, partials are also stored by its value (the state's buckets).
 
 A completed match is an insert whose row binds every alias (negated ones, and the unmatched side
 of ``||``, are null) for WHERE and the select list. Time is the processing time, as for KEEP. A
