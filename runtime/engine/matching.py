@@ -309,21 +309,32 @@ class Matcher:
 
     # -- the partials in memory ----------------------------------------------------------------
 
+    def _created(self, partial: list) -> tuple:
+        """A partial's place in creation order: its start, its first event, and for a row that
+        started partials on two ports, the ports' order."""
+        first = next(iter(partial[2]), None)
+        return (partial[0], partial[3][0][1] if partial[3] else 0,
+                self.aliases.index(first) if first in self.aliases else 0)
+
     def _partials(self, state: dict) -> _Partials:
-        """``state``'s partials as :class:`_Partials`, filed again when the state was loaded (or
-        written by a matcher with another bucket): in creation order, which is the order of their
-        start and first event (a row starting partials on two ports: the ports' order)."""
+        """``state``'s partials as :class:`_Partials`, filed again when the state was loaded. A
+        bucket keeps its order; buckets this matcher does not keep (a NaN key, or all of them when
+        it keeps none) are merged in creation order."""
         parts = state["partial"]
         if type(parts) is _Partials:
             return parts
-        flat = [p for partials in parts.values() for p in partials]
-        if len(parts) > 1:
-            first = {a: k for k, a in enumerate(self.aliases)}
-            flat.sort(key=lambda p: (p[0], p[3][0][1] if p[3] else 0,
-                                     first.get(next(iter(p[2]), None), 0)))
         fresh = _Partials()
-        for p in flat:
-            self._add(fresh, self._bucket(next(iter(p[2])), p[2][next(iter(p[2]))]) if p[2] else None, p)
+        targets: dict[object, list[list]] = {}
+        for key, partials in parts.items():
+            if key is not None and not self.bucket_by:
+                key = None
+            elif type(key) is float and key != key:
+                key = _NAN
+            targets.setdefault(key, []).append(partials)
+        for key, lists in targets.items():
+            for p in (lists[0] if len(lists) == 1 else
+                      sorted((p for ps in lists for p in ps), key=self._created)):
+                self._add(fresh, key, p)
         state["partial"] = fresh
         return fresh
 
@@ -378,7 +389,7 @@ class Matcher:
         if not partials:
             return []
         if self._scans[alias]:
-            return list(partials.items())
+            return partials.items()  # type: ignore[return-value]  # (changed after the loop)
         found: list[tuple[int, list]] = []
         for p in self._acts[alias]:
             filed = parts.probes.get((bucket, p, alias))
@@ -393,7 +404,7 @@ class Matcher:
                         break
                     key += (v,)  # type: ignore[operator]
             except SplashError:
-                return list(partials.items())  # the scan tests them all (and raises as it does)
+                return partials.items()  # type: ignore[return-value]  # the scan's, raising as it does
             for k in ((key, _ANY) if key is not None else (_ANY,)):
                 hit = filed.get(k)
                 if hit:
@@ -469,8 +480,10 @@ class Matcher:
         if state["oldest"] is None or now_ms - state["oldest"] <= self.millis:
             return out
         parts = self._partials(state)
-        old = sorted((serial, bucket, p) for bucket, partials in parts.items()
-                     for serial, p in partials.items() if now_ms - p[0] > self.millis)
+        old = [(serial, bucket, p) for bucket, partials in parts.items()
+               for serial, p in partials.items() if now_ms - p[0] > self.millis]
+        if len(parts) > 1:
+            old.sort(key=lambda item: self._created(item[2]))
         for serial, bucket, p in old:
             if self._complete(p, seq, out, timed_out=True):
                 self._remove(parts, bucket, serial)
