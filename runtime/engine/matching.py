@@ -331,10 +331,15 @@ class Matcher:
             elif type(key) is float and key != key:
                 key = _NAN
             targets.setdefault(key, []).append(partials)
+        filing = any(self._filed_by)
         for key, lists in targets.items():
-            for p in (lists[0] if len(lists) == 1 else
-                      sorted((p for ps in lists for p in ps), key=self._created)):
-                self._add(fresh, key, p)
+            partials = lists[0] if len(lists) == 1 else sorted(
+                (p for ps in lists for p in ps), key=self._created)
+            filed = fresh[key] = dict(zip(range(fresh.serial, fresh.serial + len(partials)), partials))
+            fresh.serial += len(partials)
+            if filing:
+                for serial, p in filed.items():
+                    self._file(fresh, key, serial, p)
         state["partial"] = fresh
         return fresh
 
