@@ -120,6 +120,10 @@ def test_partials_are_kept_by_the_column_on_equates_across_aliases(tmp_path):
     rows = feed(eng, state, events, now=0)
     assert sorted((r["id"], r["temp"]) for r in rows) == [(k, float(k + 1000)) for k in range(1000)]
     assert len(state["selects"][0]["match"]["partial"]) == 1000  # each id's second reading waits
+    # stored as before: bucket value -> [partials]
+    stored = pickle.loads(pickle.dumps(state))["selects"][0]["match"]["partial"]
+    assert type(stored) is dict and sorted(stored) == list(range(1000))
+    assert all(type(v) is list and len(v) == 1 and v[0][2]["T1"]["id"] == k for k, v in stored.items())
     loose = engine(tmp_path, "create output stream o as select T1.id from T T1, T T2 "
                              "matching [10 seconds: T1, T2] on T1.id < T2.id;\n")
     assert loose.selects[0].matcher.bucket_by == {}

@@ -17,8 +17,10 @@ at that point), or aliases combined with ``&&`` (both, in any order) and ``||`` 
 - a partial past its last positive step completes: at once when nothing negated follows, else
   when the interval has passed without a negated event (at the next event or timer);
 - a partial older than the interval is dropped;
-- when ON's equalities make one column of every alias equal, partials are filed by its value, and
-  an event meets only those of its own value.
+- an event meets only the partials whose keys equal its own under ON's equalities that link its
+  alias to aliases bound at their step (columns of one key class, ahead of any conjunct that may
+  raise): the others would fail one of them, as the scan finds. When every such link holds one
+  column shared by all aliases, partials are also stored by its value (the state's buckets).
 
 A completed match is an insert whose row binds every alias (negated ones, and the unmatched side
 of ``||``, are null) for WHERE and the select list. Time is the processing time, as for KEEP. A
@@ -116,6 +118,64 @@ def _implied(cond: n.Node, bucket_by: Mapping[str, str], types: Mapping[str, Map
     return name in _EXACT_TYPES and getattr(rt, "name", None) == name
 
 
+# Column types whose values the index may file by: per type, its class (columns of one class compare
+# as Python values do once a float's NaN, which SPLASH's ``=`` equates with NaN, is one key); an
+# equality between two columns of one class never raises. Not money or times (mixed representations),
+# not int against float (a long beyond 2**53 equals a float in SPLASH, not in Python).
+_KEY_CLASS = {"string": "string", "integer": "int", "long": "int", "boolean": "boolean", "float": "float"}
+_NAN = ("NaN",)  # a float column's key for NaN (every NaN object is its own dict key)
+_ANY = ("any",)  # a partial's key when a value could not be read: a candidate for every event
+
+
+def _sure(tree: n.Node) -> set[str]:
+    """The aliases every satisfied ``tree`` binds (``||``: those both sides bind)."""
+    if isinstance(tree, n.PatternRef):
+        return {tree.name.name}
+    left, right = _sure(tree.left), _sure(tree.right)  # type: ignore[attr-defined]
+    return left | right if tree.op == "&&" else left & right  # type: ignore[attr-defined]
+
+
+def _key_class(ref: Optional[tuple[str, str]], types: Mapping[str, Mapping]) -> Optional[str]:
+    if ref is None:
+        return None
+    return _KEY_CLASS.get(getattr(types.get(ref[0], {}).get(ref[1]), "name", None))
+
+
+def _safe_equality(cond: n.Node, types: Mapping[str, Mapping]) -> Optional[tuple[tuple, tuple]]:
+    """The two columns of ``cond`` when it is ``P.a = Q.b`` over two columns of one key class (it
+    never raises, and equal keys are what it holds for), else None."""
+    if not (isinstance(cond, n.Binary) and cond.op == "="):
+        return None
+    left, right = field_ref(cond.left), field_ref(cond.right)
+    cls = _key_class(left, types)
+    if cls is None or cls != _key_class(right, types):
+        return None
+    return left, right  # type: ignore[return-value]
+
+
+def _norm(value: object, cls: Optional[str]) -> object:
+    """``value``'s key (None for null): NaN is one key."""
+    if type(value) is float and value != value:
+        return _NAN
+    return value
+
+
+class _Partials(dict):
+    """A state's open partials in memory: bucket value -> {serial: partial}, serials in creation
+    order, with the index of :class:`Matcher`'s probes (``probes``: (bucket, step, alias) -> key ->
+    {serial: partial}). It pickles (and copies) as the stored layout, bucket value -> [partials],
+    so states stay as they were; a loaded state is filed again on its first event."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.serial = 0
+        self.probes: dict[tuple, dict] = {}
+        self.home: dict[int, tuple] = {}  # serial -> the (probe, key) pairs it is filed under
+
+    def __reduce__(self):  # type: ignore[override]
+        return dict, ([(k, list(v.values())) for k, v in self.items()],)
+
+
 class Matcher:
     """The MATCHING clause of one select (no state; see the module docstring)."""
 
@@ -132,25 +192,83 @@ class Matcher:
         on = n.conjuncts(matching.on)
         self.conds: list[tuple[frozenset[str], Callable]] = [
             (frozenset(_aliases(c, known)), exprs.compile(c)) for c in on]
-        # partials are kept by the value of a column all aliases share through ON, when there is one
-        self.bucket_by = _shared_columns(on, self.aliases)
+        types = getattr(exprs, "_types", {})
+        # per step index, :meth:`_waiting`'s answer (it depends on the index alone)
+        self._waits = [self._waiting(k) for k in range(len(self.steps or []) + 1)]
+        self._index_probes(on, types, exprs)
         # per alias, the ON conjuncts an event of it tests (those reading it), and the same without
         # the equalities of bucket columns that partials of a non-null bucket value satisfy
         # (:func:`_implied`)
-        types = getattr(exprs, "_types", {})
         self._conds_of = {a: [(needs, test) for needs, test in self.conds if a in needs]
                           for a in self.aliases}
         self._bucket_conds_of = {
             a: [(needs, test) for (needs, test), c in zip(self.conds, on)
                 if a in needs and not _implied(c, self.bucket_by, types)]
             for a in self.aliases}
-        # per step index, :meth:`_waiting`'s answer (it depends on the index alone)
-        self._waits = [self._waiting(k) for k in range(len(self.steps or []) + 1)]
+
+    def _index_probes(self, on: Sequence[n.Node], types: Mapping[str, Mapping],
+                      exprs: Expressions) -> None:
+        """The equalities an event may look partials up by (their *probes*), and the bucket.
+
+        A partial at step index ``p`` is met by the events of its negated aliases before the next
+        positive step and of that step's aliases (``_acts``). For alias ``X`` at ``p``, the probe
+        is the ON conjuncts ``X.c = Y.d`` (columns of one key class) with ``Y`` bound in every
+        partial at ``p``, among the conjuncts of ``X`` before any that may raise or is not such an
+        equality: a partial whose key differs fails one of them before anything can raise, as the
+        scan would find, so it need not be tested. ``bucket_by`` (the stored layout's key) is kept
+        only when every probe holds its column's equality; else every partial is in bucket None."""
+        steps = self.steps or []
+        surely: list[set[str]] = [set()]
+        for negated, tree in steps:
+            surely.append(surely[-1] | (set() if negated else _sure(tree)))
+        self._acts: dict[str, list[int]] = {a: [] for a in self.aliases}
+        probes: dict[tuple[int, str], list[tuple]] = {}
+        # the step indexes a partial can wait at: past a positive step, or inside one of several
+        # aliases (one bound)
+        at = sorted({t + 1 for t, (neg, _tree) in enumerate(steps) if not neg} | {
+            t for t, (neg, _tree) in enumerate(steps) if not neg and len(self.refs[t]) > 1})
+        for p in at:
+            if p >= len(steps):
+                continue
+            guards, nxt = self._waits[p]
+            for x in dict.fromkeys(guards + (self.refs[nxt] if nxt is not None else [])):
+                self._acts[x].append(p)
+                probe = []
+                for (needs, _test), c in zip(self.conds, on):
+                    if x not in needs:
+                        continue
+                    eq = _safe_equality(c, types)
+                    if eq is None:
+                        break
+                    mine, other = (eq[0], eq[1]) if eq[0][0] == x else (eq[1], eq[0])
+                    if mine[0] == x and other[0] != x and other[0] in surely[p]:
+                        side = (c.left, c.right) if eq[0] is mine else (c.right, c.left)  # type: ignore[attr-defined]
+                        probe.append((mine, other, exprs.compile(side[0]), exprs.compile(side[1])))
+                probes[(p, x)] = probe
+        shared = _shared_columns(on, self.aliases)
+        classes = {_KEY_CLASS.get(getattr(types.get(a, {}).get(c), "name", None))
+                   for a, c in shared.items()}
+        if shared and (len(classes) != 1 or None in classes or not all(
+                any(mine[1] == shared[x] and other[1] == shared[other[0]]
+                    for mine, other, _r, _s in probe) for (_p, x), probe in probes.items())):
+            shared = {}
+        self.bucket_by = shared
+        # per (step index, alias): [(the alias's column reader, the bound alias, its reader)],
+        # without the bucket's own equalities; an alias with an empty probe at any of its steps
+        # scans its bucket (``_scans``)
+        self._probes = {key: [(read_x, other[0], read_y) for mine, other, read_x, read_y in probe
+                              if not (shared and mine[1] == shared[mine[0]]
+                                      and other[1] == shared[other[0]])]
+                        for key, probe in probes.items()}
+        self._scans = {x: any(not self._probes[(p, x)] for p in ps) for x, ps in self._acts.items()}
+        # per step index: the aliases whose probes file a partial there
+        self._filed_by = [[x for x in self.aliases if p in self._acts[x] and not self._scans[x]]
+                          for p in range(len(steps) + 1)]
 
     def initial_state(self) -> dict:
         # bucket value -> partials: [start ms, step index, {alias: row}, [(element, seq) bound]];
         # "oldest": the earliest start of any partial (None: none), so expiry costs nothing until due
-        return {"partial": {}, "oldest": None}
+        return {"partial": _Partials(), "oldest": None}
 
     def _rows(self, bound: Mapping[str, Mapping]) -> dict[str, Mapping]:
         return null_filled({a: bound.get(a) for a in self.aliases}, self.columns)
@@ -185,6 +303,123 @@ class Matcher:
         done = _satisfied(self.steps[step][1], bound)  # type: ignore[index]
         return [partial[0], step + 1 if done else step, bound, partial[3] + [ident]]
 
+    def _bucket(self, alias: str, row: Mapping) -> object:
+        column = self.bucket_by.get(alias)
+        return _norm(row.get(column), None) if column is not None else None
+
+    # -- the partials in memory ----------------------------------------------------------------
+
+    def _created(self, partial: list) -> tuple:
+        """A partial's place in creation order: its start, its first event, and for a row that
+        started partials on two ports, the ports' order."""
+        first = next(iter(partial[2]), None)
+        return (partial[0], partial[3][0][1] if partial[3] else 0,
+                self.aliases.index(first) if first in self.aliases else 0)
+
+    def _partials(self, state: dict) -> _Partials:
+        """``state``'s partials as :class:`_Partials`, filed again when the state was loaded. A
+        bucket keeps its order; buckets this matcher does not keep (a NaN key, or all of them when
+        it keeps none) are merged in creation order."""
+        parts = state["partial"]
+        if type(parts) is _Partials:
+            return parts
+        fresh = _Partials()
+        targets: dict[object, list[list]] = {}
+        for key, partials in parts.items():
+            if key is not None and not self.bucket_by:
+                key = None
+            elif type(key) is float and key != key:
+                key = _NAN
+            targets.setdefault(key, []).append(partials)
+        filing = any(self._filed_by)
+        for key, lists in targets.items():
+            partials = lists[0] if len(lists) == 1 else sorted(
+                (p for ps in lists for p in ps), key=self._created)
+            filed = fresh[key] = dict(zip(range(fresh.serial, fresh.serial + len(partials)), partials))
+            fresh.serial += len(partials)
+            if filing:
+                for serial, p in filed.items():
+                    self._file(fresh, key, serial, p)
+        state["partial"] = fresh
+        return fresh
+
+    def _add(self, parts: _Partials, bucket: object, partial: list) -> None:
+        """File a new ``partial`` at the end of ``bucket`` and under its probes' keys."""
+        serial = parts.serial
+        parts.serial += 1
+        parts.setdefault(bucket, {})[serial] = partial
+        self._file(parts, bucket, serial, partial)
+
+    def _file(self, parts: _Partials, bucket: object, serial: int, partial: list) -> None:
+        homes = []
+        for x in self._filed_by[partial[1]]:
+            key: object = ()
+            try:
+                for _read_x, y, read_y in self._probes[(partial[1], x)]:
+                    v = _norm(read_y({y: partial[2][y]}), None)
+                    if v is None:  # a null never equals: no event of x meets this partial
+                        key = None
+                        break
+                    key += (v,)  # type: ignore[operator]
+            except SplashError:
+                key = _ANY
+            if key is not None:
+                where = (bucket, partial[1], x)
+                parts.probes.setdefault(where, {}).setdefault(key, {})[serial] = partial
+                homes.append((where, key))
+        if homes:
+            parts.home[serial] = homes  # type: ignore[assignment]
+
+    def _unfile(self, parts: _Partials, serial: int) -> None:
+        for where, key in parts.home.pop(serial, ()):
+            filed = parts.probes[where]
+            del filed[key][serial]
+            if not filed[key]:
+                del filed[key]
+                if not filed:
+                    del parts.probes[where]
+
+    def _remove(self, parts: _Partials, bucket: object, serial: int) -> None:
+        self._unfile(parts, serial)
+        partials = parts[bucket]
+        del partials[serial]
+        if not partials:
+            del parts[bucket]
+
+    def _candidates(self, parts: _Partials, bucket: object, alias: str,
+                    row: Mapping) -> list[tuple[int, list]]:
+        """The partials of ``bucket`` an event of ``alias`` may act on, in creation order: those
+        its probes find (and those no key could be read for), or all of the bucket's."""
+        partials = parts.get(bucket)
+        if not partials:
+            return []
+        if self._scans[alias]:
+            return partials.items()  # type: ignore[return-value]  # (changed after the loop)
+        found: list[tuple[int, list]] = []
+        for p in self._acts[alias]:
+            filed = parts.probes.get((bucket, p, alias))
+            if not filed:
+                continue
+            key: object = ()
+            try:
+                for read_x, _y, _read_y in self._probes[(p, alias)]:
+                    v = _norm(read_x({alias: row}), None)
+                    if v is None:
+                        key = None
+                        break
+                    key += (v,)  # type: ignore[operator]
+            except SplashError:
+                return partials.items()  # type: ignore[return-value]  # the scan's, raising as it does
+            for k in ((key, _ANY) if key is not None else (_ANY,)):
+                hit = filed.get(k)
+                if hit:
+                    found.extend(hit.items())
+        if len(found) > 1:  # a probe's partials are in the order they reached their step
+            found.sort(key=lambda item: item[0])
+        return found
+
+    # -- events and the clock ------------------------------------------------------------------
+
     def apply(self, state: dict, index: int, change: Change, now_ms: int) -> list[Change]:
         """The matches an event of source ``index`` completes (and those the clock completed)."""
         if self.steps is None:
@@ -193,13 +428,15 @@ class Matcher:
         row = change.new
         if change.op == "d" or row is None:
             return out
+        parts = self._partials(state)
         alias, ident = self.aliases[index], (self.elements[index], change.seq)
-        column = self.bucket_by.get(alias)
-        bucket = row.get(column) if column is not None else None
-        kept: list[list] = []
+        bucket = self._bucket(alias, row)
         conds = self._conds_of[alias] if bucket is None else self._bucket_conds_of[alias]
         waits, refs = self._waits, self.refs
-        for partial in state["partial"].get(bucket, []):
+        # (serial, the partial replacing it or None): applied once every test has run, so that a
+        # failing condition (a bad record) leaves the partials as they were
+        changed: list[tuple[int, Optional[list]]] = []
+        for serial, partial in self._candidates(parts, bucket, alias, row):
             guards, nxt = waits[partial[1]]
             bound, ids = partial[2], partial[3]
             negates = alias in guards
@@ -207,28 +444,33 @@ class Matcher:
             if (negates or extends) and ident not in ids:
                 if self._holds({**bound, alias: row}, alias, conds):
                     if negates:
-                        continue  # a negated event: this partial cannot complete
+                        changed.append((serial, None))  # a negated event: it cannot complete
+                        continue
                     extended = self._bind(partial, nxt, alias, row, ident)
-                    if not self._complete(extended, change.seq, out, timed_out=False):
-                        kept.append(extended)
-                    continue
-            kept.append(partial)
+                    done = self._complete(extended, change.seq, out, timed_out=False)
+                    changed.append((serial, None if done else extended))
+        started = None
         negated, _tree = self.steps[0]
         if not negated and alias in self.refs[0] and self._holds({alias: row}, alias):
-            partial = self._bind([now_ms, 0, {}, []], 0, alias, row, ident)
-            if not self._complete(partial, change.seq, out, timed_out=False):
-                kept.append(partial)
-                if state["oldest"] is None:
-                    state["oldest"] = now_ms
-        if kept:
-            state["partial"][bucket] = kept
-        else:
-            state["partial"].pop(bucket, None)
+            started = self._bind([now_ms, 0, {}, []], 0, alias, row, ident)
+            if self._complete(started, change.seq, out, timed_out=False):
+                started = None
+        for serial, replaced in changed:
+            if replaced is None:
+                self._remove(parts, bucket, serial)
+            else:  # in the old one's place
+                self._unfile(parts, serial)
+                parts[bucket][serial] = replaced
+                self._file(parts, bucket, serial, replaced)
+        if started is not None:
+            self._add(parts, bucket, started)
+            if state["oldest"] is None:
+                state["oldest"] = now_ms
         return out
 
     def _complete(self, partial: list, seq: int, out: list[Change], timed_out: bool) -> bool:
         """Whether ``partial`` is done (emitting its match when it completed)."""
-        guards, nxt = self._waiting(partial[1])
+        guards, nxt = self._waits[partial[1]]
         if nxt is not None:
             return timed_out  # positive steps left: dropped when timed out
         if guards and not timed_out:
@@ -237,18 +479,20 @@ class Matcher:
         return True
 
     def expire(self, state: dict, now_ms: int, seq: int) -> list[Change]:
-        """Partials older than the interval: completed (only negations left) or dropped."""
+        """Partials older than the interval, in creation order: completed (only negations left) or
+        dropped."""
         out: list[Change] = []
         if state["oldest"] is None or now_ms - state["oldest"] <= self.millis:
             return out
-        for bucket, partials in list(state["partial"].items()):
-            kept = [p for p in partials
-                    if not (now_ms - p[0] > self.millis and self._complete(p, seq, out, timed_out=True))]
-            if kept:
-                state["partial"][bucket] = kept
-            else:
-                del state["partial"][bucket]
-        starts = [p[0] for bucket in state["partial"].values() for p in bucket]
+        parts = self._partials(state)
+        old = [(serial, bucket, p) for bucket, partials in parts.items()
+               for serial, p in partials.items() if now_ms - p[0] > self.millis]
+        if len(parts) > 1:
+            old.sort(key=lambda item: self._created(item[2]))
+        for serial, bucket, p in old:
+            if self._complete(p, seq, out, timed_out=True):
+                self._remove(parts, bucket, serial)
+        starts = [p[0] for partials in parts.values() for p in partials.values()]
         state["oldest"] = min(starts) if starts else None
         return out
 
