@@ -503,7 +503,8 @@ def test_a_native_aggregation_scans_a_small_batch_from_parquet_with_the_same_res
             out = run_project(spark, tmp / how, NATIVE_AGG, {"S": data},
                               checkpoint=os.path.join(str(tmp), how, "run"))
         runs[how] = (out.rows("W"), out.report["elements"], sorted(map(str, out.bad_records())))
-    assert len(scanned) == len(files) and all(scanned)  # the scan route, in the "scan" runs only
+    # the scan route, in the "scan" runs only: W's table every batch, S's too when it has bad rows
+    assert len(scanned) >= len(files) and all(scanned)
     assert runs["scan"] == runs["local"]
 
 
