@@ -664,7 +664,8 @@ def _stage_table(spark: SparkSession, plan: Plan, element: Element, frames: list
     with _spark_frames(spark, element, frames, dirs, batch_id) as spark_frames:
         out = _stage_rows(plan, element, spark_frames, batch_id, dirs, layout, write, transform,
                           True, rows)
-    return _collected(out, rows) if isinstance(out, DataFrame) else out
+        # collected while the files a frame scans are there
+        return _collected(out, rows) if isinstance(out, DataFrame) else out
 
 
 @contextlib.contextmanager
@@ -675,29 +676,38 @@ def _spark_frames(spark: SparkSession, element: Element, frames: list[Optional[A
 
     ``createDataFrame`` makes a local relation: the driver's JVM turns every row into a Spark row,
     then runs the projections over them one row at a time, interpreted (ConvertToLocalRelation),
-    on one thread. A native aggregation's table beyond :data:`SCAN_ROWS` rows is written as a
-    Parquet file instead (by pyarrow, a column at a time), which Spark's tasks scan: 200,000 rows
-    cost 2-3 s of the driver JVM's CPU the other way (docs/runtime.md, the HASH job's drop). The
-    files are removed when the stage is done. Only for a native aggregation, whose rows Spark
-    groups: its result does not depend on how the scan splits the rows, where a stage that hands
-    its rows on must keep their order."""
+    on one thread. A table beyond :data:`SCAN_ROWS` rows is written as a Parquet file instead (by
+    pyarrow, a column at a time), which Spark's tasks scan: 200,000 rows cost 2-3 s of the driver
+    JVM's CPU the other way (docs/runtime.md, the HASH job's drop). The files are removed when the
+    stage is done: the caller collects its result inside the ``with``.
+
+    Row order: a stage that hands its rows on (a filter's output is its changelog, in its
+    source's order) needs them in the table's order, which Spark does not promise for a file it
+    splits between tasks (it orders the splits by size; today a file's equal splits stay in
+    place). So its file is one row group: Parquet's reader gives a row group to the one split
+    holding its middle and the other splits read nothing, so one task reads every row in order
+    (and a union of ports keeps the ports' order). No sort on a sequence column: a second pass,
+    and the rows of a broadcast or of several ports share their sequence numbers.
+    A native aggregation, whose rows Spark groups, gets row groups of the writer's default size,
+    which Spark may read in parallel."""
     import pyarrow.parquet as pq
 
-    scanned = _physical(element).native == "aggregation"
+    ordered = _physical(element).native != "aggregation"
     paths: list[str] = []
     try:
         out: list[Optional[DataFrame]] = []
         for i, t in enumerate(frames):
             if t is None:
                 out.append(None)
-            elif scanned and t.num_rows > SCAN_ROWS and _scannable(t.schema):
+            elif t.num_rows > SCAN_ROWS and _scannable(t.schema):
                 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
                 schema = from_arrow_schema(t.schema)
                 path = dirs.batch_file("staged", element.name, batch_id, f"{i}.parquet")
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 paths.append(path)
                 # the types createDataFrame gives the table (timestamps in UTC)
-                pq.write_table(t.cast(to_arrow_schema(schema, timezone="UTC")), path)
+                pq.write_table(t.cast(to_arrow_schema(schema, timezone="UTC")), path,
+                               row_group_size=t.num_rows if ordered else None)
                 out.append(spark.read.schema(schema).parquet(path))
             else:
                 out.append(spark.createDataFrame(t))
