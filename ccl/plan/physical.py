@@ -316,6 +316,15 @@ def join_kernel(element: Element, plan: Plan) -> bool:
     return all(_pure(e, tuple(aliases), names, FUNCTIONS) for e in exprs if e is not None)
 
 
+def _plain_single_source(sel: Select) -> bool:
+    """Whether select ``sel`` reads one source as it is: no join, MATCHING, aggregation or FROM
+    KEEP."""
+    return not (len(sel.sources) != 1 or sel.joins or sel.matching is not None
+                or sel.group_by or sel.aggregates or sel.having is not None
+                or sel.group_filter is not None or sel.group_order_by
+                or sel.sources[0].keep is not None)
+
+
 def select_kernel(element: Element, plan: Plan) -> bool:
     """Whether the join kernel, with no window to join (runtime/engine/kernels/join.py), runs
     ``element``: a stream (no KEEP, AGES, DECLARE or Flex) defined by one select of one stream
@@ -331,10 +340,7 @@ def select_kernel(element: Element, plan: Plan) -> bool:
             or element.keep is not None):
         return False
     sel = query.selects[0]
-    if (len(sel.sources) != 1 or sel.joins or sel.matching is not None
-            or sel.group_by or sel.aggregates or sel.having is not None
-            or sel.group_filter is not None or sel.group_order_by
-            or sel.sources[0].keep is not None):
+    if not _plain_single_source(sel):
         return False
     src = _find(plan, sel.sources[0].element)
     if src is None or src.read_as != "stream":
@@ -414,10 +420,7 @@ def window_select_kernel(element: Element, plan: Plan) -> bool:
             or (element.kind == "delta stream" and element.keep is not None)):
         return False
     sel = query.selects[0]
-    if (len(sel.sources) != 1 or sel.joins or sel.matching is not None
-            or sel.group_by or sel.aggregates or sel.having is not None
-            or sel.group_filter is not None or sel.group_order_by
-            or sel.sources[0].keep is not None):
+    if not _plain_single_source(sel):
         return False
     src = _find(plan, sel.sources[0].element)
     if src is None or src.kind not in ("window", "delta stream") or src.read_as != src.kind \

@@ -29,7 +29,7 @@ held, and a batch reads only the entries its events touch:
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from ccl.plan.model import Element
 
@@ -161,6 +161,28 @@ class StoredRows(MutableMapping):
             changes.append((key, row))
         self._write(changes)
 
+    def _flush_matched(self, pack: Optional[Callable[[Any], Any]]) -> None:
+        """:meth:`flush` for keys matched as a dict matches them: each value changed so far as
+        ``pack`` makes it (as it is when None), under its stored key (-0.0 as 0.0); a key with a
+        NaN left out, and a deletion of a key the store does not hold (made and removed within
+        the batch)."""
+        cache, unstored, inst = self._cache, self._unstored, self._inst
+        changes = []
+        for key in self._changed():
+            if _nan(key):
+                continue
+            value = cache[key]
+            if value is _ABSENT:
+                if key in unstored:
+                    continue
+                unstored.add(key)
+            else:
+                unstored.discard(key)
+                if pack is not None:
+                    value = pack(value)
+            changes.append((_store_key(inst, key)[1:], value))
+        self._write(changes)
+
     def _write(self, changes: Iterable[tuple[tuple, Any]]) -> None:
         """Give the store the (key, value) ``changes`` (``_ABSENT``: deleted): the values in one
         :meth:`~runtime.state.store.BucketStore.put_all` and the deletions in one
@@ -266,21 +288,7 @@ class StoredMembers(StoredIndex):
     def flush(self) -> None:
         """Give the groups changed so far to the store (each as a tuple of its keys), those
         under a NaN left out."""
-        cache, unstored, inst = self._cache, self._unstored, self._inst
-        changes = []
-        for key in self._changed():
-            if _nan(key):
-                continue
-            members = cache[key]
-            if members is _ABSENT:
-                if key in unstored:  # (a group made and emptied within the batch)
-                    continue
-                unstored.add(key)
-            else:
-                unstored.discard(key)
-                members = tuple(members)
-            changes.append((_store_key(inst, key)[1:], members))
-        self._write(changes)
+        self._flush_matched(tuple)
 
     @staticmethod
     def unpack(value: Any) -> dict:
@@ -314,20 +322,7 @@ class StoredMirror(StoredRows):
 
     def flush(self) -> None:
         """As :meth:`StoredRows.flush`, the keys as stored and those with a NaN left out."""
-        cache, unstored, inst = self._cache, self._unstored, self._inst
-        changes = []
-        for key in self._changed():
-            if _nan(key):
-                continue
-            row = cache[key]
-            if row is _ABSENT:
-                if key in unstored:
-                    continue
-                unstored.add(key)
-            else:
-                unstored.discard(key)
-            changes.append((_store_key(inst, key)[1:], row))
-        self._write(changes)
+        self._flush_matched(None)
 
 
 class StoredTimes(MutableMapping):
