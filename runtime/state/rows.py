@@ -72,9 +72,7 @@ class StoredRows(MutableMapping):
         self._size = size
         self._empty = size == 0  # nothing committed: a key not in the cache is absent
         self._cache: dict[tuple, Any] = {}  # key -> value, or _ABSENT
-        # changed keys in the order first changed (a set's order varies between processes: Python
-        # 3.11 hashes None by address), so the first row written, which picks the codec, is the same
-        self._dirty: dict[tuple, None] = {}
+        self._dirty: set[tuple] = set()
         # keys found absent in the store (committed, or deleted by a flush): a key set and
         # deleted again within the batch (a KEEP's row evicted by a later row) writes nothing
         self._unstored: set[tuple] = set()
@@ -115,7 +113,7 @@ class StoredRows(MutableMapping):
         if self.get(key, _ABSENT) is _ABSENT:
             self._size += 1
         self._cache[key] = row
-        self._dirty[key] = None
+        self._dirty.add(key)
 
     def __delitem__(self, key: tuple) -> None:
         if self.pop(key, _ABSENT) is _ABSENT:
@@ -129,7 +127,7 @@ class StoredRows(MutableMapping):
                 raise KeyError(key)
             return default
         self._cache[key] = _ABSENT
-        self._dirty[key] = None
+        self._dirty.add(key)
         self._size -= 1
         return row
 
