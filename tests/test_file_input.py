@@ -7,7 +7,7 @@ import os
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ccl.plan.model import Column, Element
@@ -249,6 +249,7 @@ _NAMES = st.text(st.characters(blacklist_categories=("Cs",), blacklist_character
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=_NAMES, others=st.lists(_NAMES, max_size=3))
+@example(name="0", others=[":"])  # (the glob failed the query on a name beside it)
 def test_one_named_file_is_listed_alone(spark, tmp_path, name, others):
     """An input bound to one file lists that file only (runtime.inputs.file_input.listed_path):
     what the reference, its directory listed and filtered by read_paths, reads; nothing of the
@@ -268,7 +269,8 @@ def test_one_named_file_is_listed_alone(spark, tmp_path, name, others):
     listed = _listed(spark, tmp_path, spec, d.name)
     reference = read_paths(spec, ["file:" + str(p) for p in d.rglob("*") if p.is_file()])
     assert read_paths(spec, listed) == sorted(reference) == [str(d / name)]
-    if any(c.isascii() and c.isalnum() for c in name) and ":" not in name:  # else its directory
+    if any(c.isascii() and c.isalnum() for c in name) and ":" not in "".join([name, *others]):
+        # (else its directory: Hadoop's glob fails on a name with a colon beside the file)
         assert listed == [str(d / name)]
 
 

@@ -84,12 +84,21 @@ def listed_path(files: FileSpec) -> str:
     directory = _glob_escaped(os.path.abspath(files.dir))
     name = files.file
     at = next((i for i, c in enumerate(name or "") if c.isascii() and c.isalnum()), None)
-    # no character to make a one-letter class of, or a colon (Hadoop's glob takes ``0:`` for a
-    # URI scheme and fails the query): the directory
-    if name is None or at is None or ":" in name:
+    # no character to make a one-letter class of, or a colon in its name or in a name beside it
+    # (Hadoop's glob takes ``0:`` or ``:`` for a URI scheme and fails the query; its directory
+    # listing does not): the directory
+    if name is None or at is None or ":" in name or _colon_beside(files.dir):
         return directory
     return (directory + "/" + _glob_escaped(name[:at]) + "[" + name[at] + "]"
             + _glob_escaped(name[at + 1:]))
+
+
+def _colon_beside(directory: str) -> bool:
+    """Whether ``directory`` holds a name with a colon (a file that comes later is not seen)."""
+    try:
+        return any(":" in entry for entry in os.listdir(directory))
+    except OSError:
+        return False
 
 
 def _glob_escaped(path: str) -> str:
