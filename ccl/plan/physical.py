@@ -274,19 +274,11 @@ def join_kernel(element: Element, plan: Plan) -> bool:
     nothing else; no GROUP BY, aggregate or MATCHING; the select items and WHERE read only the
     sources' columns and ``<target>_partitions`` and call only built-in functions whose value
     depends on their arguments alone (not ``ccl.plan.lowering.columnar.IMPURE_FUNCTIONS``)."""
-    from ..splash.functions_data import FUNCTIONS
-
-    query = element.query
-    if (element.kind != "stream" or query is None or len(query.selects) != 1
-            or element.flex is not None or element.declare or element.aging is not None
-            or element.keep is not None):
+    sel = _one_select(element)
+    if element.kind != "stream" or element.keep is not None or sel is None:
         return False
-    sel = query.selects[0]
     sources, joins = sel.sources, sel.joins
-    if (len(sources) < 2 or len(joins) != len(sources) - 1 or sel.matching is not None
-            or sel.group_by or sel.aggregates or sel.having is not None
-            or sel.group_filter is not None or sel.group_order_by
-            or any(s.keep is not None for s in sources)):
+    if len(sources) < 2 or len(joins) != len(sources) - 1 or not _unaggregated(sel):
         return False
     kinds = {e.name: e.kind for e in plan.elements}
     if kinds.get(sources[0].element) != "stream" \
@@ -300,18 +292,41 @@ def join_kernel(element: Element, plan: Plan) -> bool:
         if join.kind not in ("inner", "left") \
                 or not parts or not all(_equates(p, aliases[: j + 1], aliases[j + 1]) for p in parts):
             return False
-    names = {partitions_var(element)}
-    exprs = [sel.where] + [it.expr for it in sel.items]
-    return all(_pure(e, tuple(aliases), names, FUNCTIONS) for e in exprs if e is not None)
+    return _pure_items(element, sel, tuple(aliases))
+
+
+def _one_select(element: Element) -> Optional[Select]:
+    """The one select defining ``element``, when it has one and no Flex, DECLARE or AGES; else
+    None."""
+    query = element.query
+    if (query is None or len(query.selects) != 1 or element.flex is not None or element.declare
+            or element.aging is not None):
+        return None
+    return query.selects[0]
+
+
+def _unaggregated(sel: Select) -> bool:
+    """Whether select ``sel`` has no MATCHING, GROUP BY, aggregate, HAVING, GROUP FILTER or GROUP
+    ORDER BY, and no FROM KEEP on a source."""
+    return not (sel.matching is not None or sel.group_by or sel.aggregates or sel.having is not None
+                or sel.group_filter is not None or sel.group_order_by
+                or any(s.keep is not None for s in sel.sources))
 
 
 def _plain_single_source(sel: Select) -> bool:
     """Whether select ``sel`` reads one source as it is: no join, MATCHING, aggregation or FROM
     KEEP."""
-    return not (len(sel.sources) != 1 or sel.joins or sel.matching is not None
-                or sel.group_by or sel.aggregates or sel.having is not None
-                or sel.group_filter is not None or sel.group_order_by
-                or sel.sources[0].keep is not None)
+    return len(sel.sources) == 1 and not sel.joins and _unaggregated(sel)
+
+
+def _pure_items(element: Element, sel: Select, aliases: tuple[str, ...]) -> bool:
+    """Whether the WHERE and items of ``sel`` read only columns of ``aliases`` and
+    ``<target>_partitions`` and call only built-ins whose value is their arguments' alone."""
+    from ..splash.functions_data import FUNCTIONS
+
+    names = {partitions_var(element)}
+    exprs = [sel.where] + [it.expr for it in sel.items]
+    return all(_pure(e, aliases, names, FUNCTIONS) for e in exprs if e is not None)
 
 
 def select_kernel(element: Element, plan: Plan) -> bool:
@@ -321,22 +336,14 @@ def select_kernel(element: Element, plan: Plan) -> bool:
     the source's columns and ``<target>_partitions`` and call only built-in functions whose value
     depends on their arguments alone: a filter or projection the native stream path does not take
     (arithmetic, function calls, CASE, casts)."""
-    from ..splash.functions_data import FUNCTIONS
-
-    query = element.query
-    if (element.kind != "stream" or query is None or len(query.selects) != 1
-            or element.flex is not None or element.declare or element.aging is not None
-            or element.keep is not None):
-        return False
-    sel = query.selects[0]
-    if not _plain_single_source(sel):
+    sel = _one_select(element)
+    if element.kind != "stream" or element.keep is not None or sel is None \
+            or not _plain_single_source(sel):
         return False
     src = _find(plan, sel.sources[0].element)
     if src is None or src.read_as != "stream":
         return False
-    names = {partitions_var(element)}
-    exprs = [sel.where] + [it.expr for it in sel.items]
-    return all(_pure(e, (sel.sources[0].alias,), names, FUNCTIONS) for e in exprs if e is not None)
+    return _pure_items(element, sel, (sel.sources[0].alias,))
 
 
 def _equates(part: n.Node, left: list[str], right: str) -> bool:
@@ -363,19 +370,10 @@ def keep_kernel(element: Element, plan: Plan) -> bool:
     KEEP, AGES, DECLARE or Flex, whose key and PER columns are columns of the window, and whose
     WHERE and select items read only the source's columns and ``<target>_partitions`` and call
     only built-in functions whose value depends on their arguments alone."""
-    from ..splash.functions_data import FUNCTIONS
-
-    query = element.query
     keep = element.keep or Keep("all")
-    if (element.kind != "window" or query is None or len(query.selects) != 1
-            or element.flex is not None or element.declare or element.aging is not None
-            or keep.kind not in _COUNT_KEEPS or not element.key):
-        return False
-    sel = query.selects[0]
-    if (len(sel.sources) != 1 or sel.joins or sel.matching is not None
-            or sel.group_order_by or sel.group_by or sel.aggregates
-            or sel.having is not None or sel.group_filter is not None
-            or sel.sources[0].keep is not None):
+    sel = _one_select(element)
+    if (element.kind != "window" or sel is None or keep.kind not in _COUNT_KEEPS
+            or not element.key or not _plain_single_source(sel)):
         return False
     src = _find(plan, sel.sources[0].element)
     if src is None or src.read_as != "stream":
@@ -383,10 +381,7 @@ def keep_kernel(element: Element, plan: Plan) -> bool:
     columns = {c.name for c in element.columns}
     if any(c not in columns for c in element.key + keep.per):
         return False
-    alias = sel.sources[0].alias
-    names = {partitions_var(element)}
-    exprs = [sel.where] + [it.expr for it in sel.items]
-    return all(_pure(e, alias, names, FUNCTIONS) for e in exprs if e is not None)
+    return _pure_items(element, sel, (sel.sources[0].alias,))
 
 
 def window_select_kernel(element: Element, plan: Plan) -> bool:
@@ -397,27 +392,18 @@ def window_select_kernel(element: Element, plan: Plan) -> bool:
     ``<target>_partitions`` and call only built-in functions whose value depends on their
     arguments alone: a projection or filter of a window, which maps each change of the source's
     rows through pure expressions, one to one."""
-    from ..splash.functions_data import FUNCTIONS
-
-    query = element.query
     keep = element.keep or Keep("all")
-    if (element.kind not in ("window", "delta stream") or query is None or len(query.selects) != 1
-            or element.flex is not None or element.declare or element.aging is not None
-            or not element.key
+    sel = _one_select(element)
+    if (element.kind not in ("window", "delta stream") or sel is None or not element.key
             or (element.kind == "window" and keep.kind not in ("all",) + _COUNT_KEEPS)
-            or (element.kind == "delta stream" and element.keep is not None)):
-        return False
-    sel = query.selects[0]
-    if not _plain_single_source(sel):
+            or (element.kind == "delta stream" and element.keep is not None)
+            or not _plain_single_source(sel)):
         return False
     src = _find(plan, sel.sources[0].element)
     if src is None or src.kind not in ("window", "delta stream") or src.read_as != src.kind \
             or not src.key:
         return False
-    alias = sel.sources[0].alias
-    names = {partitions_var(element)}
-    exprs = [sel.where] + [it.expr for it in sel.items]
-    return all(_pure(e, alias, names, FUNCTIONS) for e in exprs if e is not None)
+    return _pure_items(element, sel, (sel.sources[0].alias,))
 
 
 # (name, rule) of each columnar kernel, in the order they are tried.
