@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -48,11 +49,13 @@ def run_project(spark, tmp_path, ccl_text: str, inputs: Mapping[str, str], *,
                 name: str = "p", params: Optional[Mapping[str, str]] = None,
                 checkpoint: Optional[str] = None, max_files_per_batch: Optional[int] = None,
                 native_operators: bool = True, collect_bytes: Optional[int] = None,
-                parallel_rows: Optional[int] = None, buckets: Optional[int] = 2) -> RunOutput:
+                parallel_rows: Optional[int] = None, buckets: Optional[int] = 2,
+                no_kernel: Sequence[str] = ()) -> RunOutput:
     """Write ``ccl_text`` to ``tmp_path/name.ccl``, plan it and run it until idle
     (``collect_bytes``, ``parallel_rows``, ``buckets``: those of :class:`RunOptions`, else their
     defaults;
-    a ``parallel_rows`` runs a small batch's buckets in two driver workers)."""
+    a ``parallel_rows`` runs a small batch's buckets in two driver workers; the elements named in
+    ``no_kernel`` run with their plan's kernel taken out, on the engine row by row)."""
     path = os.path.join(str(tmp_path), name + ".ccl")
     if not os.path.exists(path):
         os.makedirs(str(tmp_path), exist_ok=True)
@@ -60,6 +63,10 @@ def run_project(spark, tmp_path, ccl_text: str, inputs: Mapping[str, str], *,
             f.write(ccl_text)
     plan, diags = plan_project(path, params=dict(params or {}), native_operators=native_operators)
     assert plan is not None, [str(d) for d in diags]
+    if no_kernel:
+        plan = dataclasses.replace(plan, elements=tuple(
+            dataclasses.replace(e, physical=dataclasses.replace(e.physical, kernel=None))
+            if e.physical is not None and e.name in no_kernel else e for e in plan.elements))
     out_dir = os.path.join(str(tmp_path), "out")
     options = RunOptions(inputs=dict(inputs), base_dir=str(tmp_path),
                          run_dir=checkpoint or os.path.join(str(tmp_path), "run"), until_idle=True,

@@ -3,15 +3,9 @@ through runtime.run.run_plan, gives the same output files, bad records and count
 plan run with the kernel taken out (the engine row by row)."""
 from __future__ import annotations
 
-import dataclasses
-import os
 import random
 
-from ccl.plan.planner import plan_project
-from runtime.run_setup import RunOptions
-from runtime.run import run_plan
-from tests.runner_e2e import RunOutput, write_rows
-from ccl.plan.codec import plan_to_json
+from tests.runner_e2e import RunOutput, run_project, write_rows
 
 PROJECT = """
 CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Price float, Qty integer, Code string);
@@ -32,22 +26,14 @@ KEPT = ["Recent", "Big", "LastBySym"]
 
 
 def run(spark, tmp_path, inputs: dict, kernels: bool) -> RunOutput:
-    os.makedirs(str(tmp_path), exist_ok=True)
-    path = os.path.join(str(tmp_path), "p.ccl")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(PROJECT)
-    plan, diags = plan_project(path)
-    assert plan is not None, [str(d) for d in diags]
-    assert [e.physical.kernel for e in plan.elements if e.name in KEPT] == ["keep"] * 3
-    if not kernels:
-        plan = dataclasses.replace(plan, elements=tuple(
-            dataclasses.replace(e, physical=dataclasses.replace(e.physical, kernel=None))
-            if e.physical is not None else e for e in plan.elements))
-    out_dir = os.path.join(str(tmp_path), "out")
-    options = RunOptions(inputs=dict(inputs), base_dir=str(tmp_path), run_dir=os.path.join(str(tmp_path), "run"),
-                         until_idle=True, buckets=2, max_files_per_batch=1)
-    result = run_plan(spark, plan, options, out_dir)
-    return RunOutput(out_dir, result.report, plan_to_json(plan))
+    """The project run until idle, its KEPT elements on their kernel or (``kernels`` False) on
+    the engine."""
+    out = run_project(spark, tmp_path, PROJECT, inputs, max_files_per_batch=1,
+                      no_kernel=() if kernels else KEPT)
+    if kernels:
+        assert [e["physical"]["kernel"] for e in out.plan["elements"] if e["name"] in KEPT] == \
+            ["keep"] * 3
+    return out
 
 
 def test_keep_windows_give_the_engine_outputs(spark, tmp_path):

@@ -3,15 +3,9 @@ PER window (a window and a delta stream), run until idle through runtime.run.run
 same output files, bad records and counts as the same plan run with the kernel taken out."""
 from __future__ import annotations
 
-import dataclasses
-import os
 import random
 
-from ccl.plan.codec import plan_to_json
-from ccl.plan.planner import plan_project
-from runtime.run import run_plan
-from runtime.run_setup import RunOptions
-from tests.runner_e2e import RunOutput, write_rows
+from tests.runner_e2e import RunOutput, run_project, write_rows
 
 PROJECT = """
 CREATE INPUT STREAM Trades SCHEMA (TradeId long, Sym string, Price float, Qty integer, Code string);
@@ -32,22 +26,13 @@ PROJECTED = ["Notional", "Moves"]
 
 
 def run(spark, tmp_path, inputs: dict, kernels: bool) -> RunOutput:
-    os.makedirs(str(tmp_path), exist_ok=True)
-    path = os.path.join(str(tmp_path), "p.ccl")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(PROJECT)
-    plan, diags = plan_project(path)
-    assert plan is not None, [str(d) for d in diags]
-    assert [e.physical.kernel for e in plan.elements if e.name in PROJECTED] == ["window_select"] * 2
-    if not kernels:
-        plan = dataclasses.replace(plan, elements=tuple(
-            dataclasses.replace(e, physical=dataclasses.replace(e.physical, kernel=None))
-            if e.physical is not None and e.name in PROJECTED else e for e in plan.elements))
-    out_dir = os.path.join(str(tmp_path), "out")
-    options = RunOptions(inputs=dict(inputs), base_dir=str(tmp_path), run_dir=os.path.join(str(tmp_path), "run"),
-                         until_idle=True, buckets=2)
-    result = run_plan(spark, plan, options, out_dir)
-    return RunOutput(out_dir, result.report, plan_to_json(plan))
+    """The project run until idle, its PROJECTED elements on their kernel or (``kernels`` False) on
+    the engine."""
+    out = run_project(spark, tmp_path, PROJECT, inputs, no_kernel=() if kernels else PROJECTED)
+    if kernels:
+        assert [e["physical"]["kernel"] for e in out.plan["elements"] if e["name"] in PROJECTED] == \
+            ["window_select"] * 2
+    return out
 
 
 def test_projections_of_a_window_give_the_engine_outputs(spark, tmp_path):
