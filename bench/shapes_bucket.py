@@ -13,7 +13,8 @@ they had direct closures (``interp.``), in turn,
 ``--rounds`` times, timing each with ``time.thread_time`` (the cycle collector paused). Prints
 the least and the median µs per row of each, and the outputs' equality. An element that reads a derived element (*deduced_window*'s Notional reads
 the window Recent) gets that element's changes over the trades as its bucket (made once, by the
-plan's path for it, and not timed)."""
+plan's path for it, and not timed); one that joins derived elements (*copart_join*'s Both) gets
+each source's changes on its port."""
 from __future__ import annotations
 
 import argparse
@@ -64,20 +65,23 @@ def bucket(rows: int, instruments: int, ports: int = 1) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def changes_of(run: BucketRun, table: pa.Table) -> pa.Table:
+def changes_of(run: BucketRun, table: pa.Table, port: int = 0, ports: int = 1) -> pa.Table:
     """The changes ``run``'s element makes of a bucket (its ``row`` outputs) as the bucket of an
-    element reading it on port 0: their instance, sequence and sub-number, opcode and row."""
+    element reading it on ``port`` (of ``ports``): their instance, sequence and sub-number,
+    opcode and row."""
     out = run.process_table({}, table, 0)
     out = out.filter(pa.compute.equal(out.column("__kind"), "row"))
     out = out.sort_by([("__inst", "ascending"), ("__seq", "ascending"), ("__sub", "ascending")])
     n = out.num_rows
     values = pa.StructArray.from_arrays([out.column(c).combine_chunks() for c in run.columns],
                                         names=run.columns)
-    return pa.table({"__port": pa.array([0] * n, pa.int32()), "__seq": out.column("__seq"),
+    return pa.table({"__port": pa.array([port] * n, pa.int32()), "__seq": out.column("__seq"),
                      "__sub": out.column("__sub"), "__src": pa.array([0] * n, pa.int32()),
                      "__op": out.column("__op"), "__inst": out.column("__inst"),
                      "__why": pa.array([None] * n, pa.string()),
-                     "__raw": pa.array([None] * n, pa.string()), "__p0": values,
+                     "__raw": pa.array([None] * n, pa.string()),
+                     **{f"__p{q}": values if q == port else pa.nulls(n, values.type)
+                        for q in range(ports)},
                      "__bucket": pa.array([0] * n, pa.int32())})
 
 
@@ -115,9 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     runs["interp."].kernel = runs["interp."].columnar = None
     print(f"{args.shape}/{name}: plan's kernel {plan.element(name).physical.kernel}")
     table = bucket(args.rows, args.instruments, args.ports)
-    source = plan.element(name).query.selects[0].sources[0].element
-    if plan.element(source).role != "input":
-        table = changes_of(BucketRun(text, source), table)
+    sources = [s.element for s in plan.element(name).query.selects[0].sources]
+    if plan.element(sources[0]).role != "input":
+        # each source's changes on its port (a join of two windows reads both)
+        table = pa.concat_tables([changes_of(BucketRun(text, s), table, p, len(sources))
+                                  for p, s in enumerate(sources)], promote_options="permissive")
     spent: dict[str, list[float]] = {k: [] for k in runs}
     outs = {}
     gc.disable()

@@ -114,6 +114,8 @@ class _Select:
             if state.get("match") is None:  # a state from before MATCHING ran
                 state["match"] = self.matcher.initial_state()
             rows = self.matcher.apply(state["match"], index, change, now_ms)
+        elif self.joiner is not None and not self.joiner.outer:
+            rows = self.joiner.apply(state["join"], index, change)  # (every side present)
         elif self.joiner is not None:
             # WHERE and the select list read nulls from the missing side of an outer join
             rows = [Change(c.op, c.key, _filled(c.old, self.joiner.columns),

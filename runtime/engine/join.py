@@ -110,6 +110,11 @@ class _Level:
 
     def left_values(self, row: JoinedRow) -> Optional[tuple]:
         """The equated values of a left row (None when one is null: it matches nothing)."""
+        if len(self.eq_left) == 1:   # the usual case, without the loop
+            alias, col = self.eq_left[0]
+            src = row.get(alias)
+            value = None if src is None else src.get(col)
+            return None if value is None else (value,)
         values = []
         for alias, col in self.eq_left:
             src = row.get(alias)
@@ -121,7 +126,10 @@ class _Level:
 
     def right_values(self, row: Mapping[str, object]) -> Optional[tuple]:
         """The equated values of a right row (None when one is null)."""
-        values = tuple(row.get(c) for c in self.eq_right)
+        if len(self.eq_right) == 1:
+            value = row.get(self.eq_right[0])
+            return None if value is None else (value,)
+        values = tuple([row.get(c) for c in self.eq_right])
         return None if any(v is None for v in values) else values
 
 
@@ -160,6 +168,8 @@ class Joiner:
                        for i, s in enumerate(sources)]
         self.columns = {s.alias: list(s.columns) for s in sources}
         self.levels = [_Level(j, join, self.aliases, exprs) for j, join in enumerate(select.joins)]
+        # whether a joined row can miss a side (None for an alias): an outer join
+        self.outer = any(lv.left_keeps or lv.right_keeps for lv in self.levels)
         unstored = [i for i, s in enumerate(self.stored) if not s]
         self.first_stream = unstored[0] if unstored else len(sources)
 
@@ -299,13 +309,54 @@ class Joiner:
         """A change of level j's left side: the joined rows it changes, and the right rows whose
         unmatched row appears or goes."""
         level = self.levels[j]
+        if level.residual or not level.eq_left:
+            return self._left_change_scan(state, j, ch, transient)
+        # equalities only: each side's equated values worked out once, the matches read straight
+        # off the index (what _right_matches gives when no residual condition is left)
+        ridx = state["ridx"][j]
+        old_v = level.left_values(ch.old) if ch.old is not None else None
+        new_v = level.left_values(ch.new) if ch.new is not None else None
+        old_m = [] if old_v is None else list(ridx.get(old_v, ()))
+        if transient or ch.old is None or ch.new is None or old_v != new_v:
+            new_m = [] if new_v is None else list(ridx.get(new_v, ()))
+            return self._left_moved(state, level, ch, transient, old_v, new_v, old_m, new_m)
+        # an update whose equated values stay: the same matches (equal tuples find one bucket),
+        # so only the joined rows' values change; each pair shows the same right row, so each is
+        # a change exactly when the left row is one (_same_joined)
+        self._store_left(state, level, ch, old_v, new_v)
+        state["lcnt"][j][ch.key] = len(old_m)
+        if _same_joined(ch.old, ch.new):
+            return []
+        ralias = level.right_alias
+        if old_m:
+            store = state["src"][j + 1]
+            return [Change("u", ch.key + (rk,), {**ch.old, ralias: store[rk]},
+                           {**ch.new, ralias: store[rk]}, ch.seq) for rk in old_m]
+        if level.left_keeps:
+            return [Change("u", ch.key + (None,), {**ch.old, ralias: None},
+                           {**ch.new, ralias: None}, ch.seq)]
+        return []
+
+    def _left_change_scan(self, state: dict, j: int, ch: Change, transient: bool) -> list[Change]:
+        """:meth:`_left_change` for a level with a residual ON condition or no equality."""
+        level = self.levels[j]
         old_m = self._right_matches(state, level, ch.old) if ch.old is not None else []
         new_m = self._right_matches(state, level, ch.new) if ch.new is not None else []
+        old_v = level.left_values(ch.old) if ch.old is not None and level.eq_left else None
+        new_v = level.left_values(ch.new) if ch.new is not None and level.eq_left else None
+        return self._left_moved(state, level, ch, transient, old_v, new_v, old_m, new_m)
+
+    def _left_moved(self, state: dict, level: _Level, ch: Change, transient: bool,
+                    old_v: Optional[tuple], new_v: Optional[tuple], old_m: list[tuple],
+                    new_m: list[tuple]) -> list[Change]:
+        """The outputs of a left change given its matches before and after (and its equated
+        values, for the index)."""
+        j = level.j
         before = self._left_rows(state, level, ch.key, ch.old, old_m)
         after = self._left_rows(state, level, ch.key, ch.new, new_m)
         if transient:
             return _diff({}, after, ch.seq)
-        self._store_left(state, level, ch)
+        self._store_left(state, level, ch, old_v, new_v)
         out = _diff(before, after, ch.seq)
         rcnt, store = state["rcnt"][j], state["src"][j + 1]
         cnt = state["lcnt"][j]
@@ -330,16 +381,46 @@ class Joiner:
     def _right_change(self, state: dict, j: int, ch: Change, transient: bool) -> list[Change]:
         """A change of source j+1 (level j's right side); symmetric to :meth:`_left_change`."""
         level = self.levels[j]
+        eq = bool(level.eq_right)
+        old_v = level.right_values(ch.old) if eq and ch.old is not None else None
+        new_v = level.right_values(ch.new) if eq and ch.new is not None else None
         if not transient and j + 1 > self.first_stream:
-            self._store_right(state, level, ch)   # joined rows involve a stream: store only
+            self._store_right(state, level, ch, old_v, new_v)   # joined rows involve a stream: store only
             return []
-        old_m = self._left_matches(state, level, ch.old) if ch.old is not None else []
-        new_m = self._left_matches(state, level, ch.new) if ch.new is not None else []
+        if level.residual or not eq:
+            old_m = self._left_matches(state, level, ch.old) if ch.old is not None else []
+            new_m = self._left_matches(state, level, ch.new) if ch.new is not None else []
+            return self._right_moved(state, level, ch, transient, old_v, new_v, old_m, new_m)
+        lidx = state["lidx"][j]
+        old_m = [] if old_v is None else list(lidx.get(old_v, ()))
+        if transient or ch.old is None or ch.new is None or old_v != new_v:
+            new_m = [] if new_v is None else list(lidx.get(new_v, ()))
+            return self._right_moved(state, level, ch, transient, old_v, new_v, old_m, new_m)
+        # an update whose equated values stay (see _left_change)
+        self._store_right(state, level, ch, old_v, new_v)
+        state["rcnt"][j][ch.key] = len(old_m)
+        ralias = level.right_alias
+        if _same_joined({ralias: ch.old}, {ralias: ch.new}):
+            return []
+        if old_m:
+            store = state["acc"][j]
+            return [Change("u", lk + (ch.key,), {**store[lk], ralias: ch.old},
+                           {**store[lk], ralias: ch.new}, ch.seq) for lk in old_m]
+        if level.right_keeps:
+            return [Change("u", self._no_left(level) + (ch.key,), self._no_left_row(level, ch.old),
+                           self._no_left_row(level, ch.new), ch.seq)]
+        return []
+
+    def _right_moved(self, state: dict, level: _Level, ch: Change, transient: bool,
+                     old_v: Optional[tuple], new_v: Optional[tuple], old_m: list[tuple],
+                     new_m: list[tuple]) -> list[Change]:
+        """The outputs of a right change given its matches before and after."""
+        j = level.j
         before = self._right_rows(state, level, ch.key, ch.old, old_m)
         after = self._right_rows(state, level, ch.key, ch.new, new_m)
         if transient:
             return _diff({}, after, ch.seq)
-        self._store_right(state, level, ch)
+        self._store_right(state, level, ch, old_v, new_v)
         out = _diff(before, after, ch.seq)
         lcnt, store = state["lcnt"][j], state["acc"][j]
         cnt = state["rcnt"][j]
@@ -361,23 +442,27 @@ class Joiner:
 
     # --- stores -----------------------------------------------------------------------------
 
-    def _store_left(self, state: dict, level: _Level, ch: Change) -> None:
+    def _store_left(self, state: dict, level: _Level, ch: Change, old_v: Optional[tuple],
+                    new_v: Optional[tuple]) -> None:
+        """Store a left change; ``old_v``/``new_v`` its rows' equated values (None: not indexed)."""
         acc, index = state["acc"][level.j], state["lidx"][level.j]
         if ch.old is not None:
-            _index_remove(index, level.left_values(ch.old) if level.eq_left else None, ch.key)
+            _index_remove(index, old_v, ch.key)
         if ch.new is None:
             acc.pop(ch.key, None)
         else:
             acc[ch.key] = ch.new
-            _index_add(index, level.left_values(ch.new) if level.eq_left else None, ch.key)
+            _index_add(index, new_v, ch.key)
 
-    def _store_right(self, state: dict, level: _Level, ch: Change) -> None:
+    def _store_right(self, state: dict, level: _Level, ch: Change, old_v: Optional[tuple],
+                     new_v: Optional[tuple]) -> None:
+        """Store a right change (as :meth:`_store_left`)."""
         index = state["ridx"][level.j]
         if ch.old is not None:
-            _index_remove(index, level.right_values(ch.old) if level.eq_right else None, ch.key)
+            _index_remove(index, old_v, ch.key)
         _store(state["src"][level.j + 1], ch)
         if ch.new is not None:
-            _index_add(index, level.right_values(ch.new) if level.eq_right else None, ch.key)
+            _index_add(index, new_v, ch.key)
 
 
 def _wrap(alias: str, row: Optional[Mapping[str, object]]) -> Optional[JoinedRow]:
