@@ -13,7 +13,9 @@ they had direct closures (``interp.``), in turn,
 ``--rounds`` times, timing each with ``time.thread_time`` (the cycle collector paused). Prints
 the least and the median µs per row of each, and the outputs' equality. An element that reads a derived element (*deduced_window*'s Notional reads
 the window Recent) gets that element's changes over the trades as its bucket (made once, by the
-plan's path for it, and not timed)."""
+plan's path for it, and not timed). A UNION element (*union*'s Edges, the default element of a
+shape that has one) gets each select's source's changes on that select's port, one after the
+other (the instance 0 when the element has one instance)."""
 from __future__ import annotations
 
 import argparse
@@ -81,6 +83,33 @@ def changes_of(run: BucketRun, table: pa.Table) -> pa.Table:
                      "__bucket": pa.array([0] * n, pa.int32())})
 
 
+def union_bucket(text: str, plan, name: str, trades: pa.Table) -> pa.Table:
+    """The bucket of UNION element ``name``: select k's source's rows on port k (the trades for
+    an input, else that element's changes over them), the ports one after the other."""
+    from ccl.plan.physical import instance_count
+    selects = plan.element(name).query.selects
+    sources = []
+    for sel in selects:
+        source = sel.sources[0].element
+        sources.append(trades if plan.element(source).role == "input"
+                       else changes_of(BucketRun(text, source), trades))
+    values = [t.column("__p0").combine_chunks() for t in sources]
+    parts = []
+    for k, t in enumerate(sources):
+        n = t.num_rows
+        cols = {c: t.column(c) for c in ("__seq", "__sub", "__src", "__op", "__inst", "__why", "__raw")}
+        cols["__port"] = pa.array([k] * n, pa.int32())
+        if instance_count(plan.element(name)) == 1:
+            cols["__inst"] = pa.array([0] * n, pa.int32())
+        for q, v in enumerate(values):
+            cols[f"__p{q}"] = v if q == k else pa.nulls(n, v.type)
+        cols["__bucket"] = pa.array([0] * n, pa.int32())
+        parts.append(pa.table(cols))
+    order = ["__port", "__seq", "__sub", "__src", "__op", "__inst", "__why", "__raw",
+             *[f"__p{q}" for q in range(len(values))], "__bucket"]
+    return pa.concat_tables([t.select(order) for t in parts])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Time the element both ways; exit code 0."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -98,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         plan, diags = plan_project(path)
         if plan is None:
             raise SystemExit("\n".join(str(x) for x in diags))
-    name = args.element or next(e.name for e in plan.elements if e.role != "input")
+    derived = [e for e in plan.elements if e.role != "input"]
+    name = args.element or next((e.name for e in derived if len(e.query.selects) > 1),
+                                derived[0].name)
     text = json.dumps(plan_to_json(plan))
     runs = {"kernel": BucketRun(text, name), "engine": BucketRun(text, name)}
     runs["engine"].kernel = runs["engine"].columnar = None
@@ -115,9 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     runs["interp."].kernel = runs["interp."].columnar = None
     print(f"{args.shape}/{name}: plan's kernel {plan.element(name).physical.kernel}")
     table = bucket(args.rows, args.instruments, args.ports)
-    source = plan.element(name).query.selects[0].sources[0].element
-    if plan.element(source).role != "input":
-        table = changes_of(BucketRun(text, source), table)
+    selects = plan.element(name).query.selects
+    if len(selects) > 1:  # a UNION: each select's source on its own port
+        table = union_bucket(text, plan, name, table)
+    else:
+        source = selects[0].sources[0].element
+        if plan.element(source).role != "input":
+            table = changes_of(BucketRun(text, source), table)
     spent: dict[str, list[float]] = {k: [] for k in runs}
     outs = {}
     gc.disable()

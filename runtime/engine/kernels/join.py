@@ -66,11 +66,16 @@ class JoinKernel:
     """The join of ``engine``'s element (one that ``ccl.plan.physical.join_kernel`` takes) over
     whole buckets; see the module docstring."""
 
-    def __init__(self, engine: Engine, plan: dict, first_ports: frozenset[int] = frozenset()) -> None:
+    def __init__(self, engine: Engine, plan: dict, first_ports: frozenset[int] = frozenset(),
+                 select: Optional[int] = None) -> None:
+        # ``select``: run select ``select`` of a UNION (runtime/engine/kernels/union.py runs the
+        # bucket and uses this one's evaluation and outputs); None: the element's one select
         if not isinstance(engine, Engine) or engine.declared is not None or engine.input is not None \
-                or engine.kind != "stream" or len(engine.selects) != 1:
+                or engine.kind != "stream" \
+                or (len(engine.selects) != 1 if select is None else not 0 <= select < len(engine.selects)):
             raise ValueError(f"{engine.name} is not a join the join kernel runs")
-        sel = engine.selects[0]
+        si = select or 0
+        sel = engine.selects[si]
         joiner = sel.joiner
         # no joiner: one unstored stream source, each insert its one "joined" row
         alone = (joiner is None and len(sel.sources) == 1 and sel.sources[0].kind == "stream"
@@ -87,7 +92,7 @@ class JoinKernel:
         self.aliases = list(sel.aliases)
         self.levels = joiner.levels if joiner is not None else []
         types = [{c: str(t).strip().lower() for c, t in src.columns} for src in sel.sources]
-        spec = engine.element.query.selects[0]
+        spec = engine.element.query.selects[si]
         position = {alias: k for k, alias in enumerate(self.aliases)}
 
         def value(expr: object, compiled: Callable) -> _Value:
