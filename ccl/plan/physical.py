@@ -408,7 +408,8 @@ def keep_kernel(element: Element, plan: Plan) -> bool:
 
 def window_select_kernel(element: Element, plan: Plan) -> bool:
     """Whether runtime/engine/kernels/window_select.py runs ``element``: a window (KEEP ALL, none
-    or a row-count KEEP, no AGES) or delta stream, keyed, defined by one select from one window or
+    or a row-count KEEP, no AGES) or delta stream, keyed, or a stream (no KEEP: the window's
+    changes seen as a stream), defined by one select from one window or
     delta stream (no FROM KEEP, join, MATCHING, GROUP BY, aggregate, HAVING, GROUP FILTER, DECLARE
     or Flex) whose WHERE and select items read only the source's columns and
     ``<target>_partitions`` and call only built-in functions whose value depends on their
@@ -416,9 +417,10 @@ def window_select_kernel(element: Element, plan: Plan) -> bool:
     rows through pure expressions, one to one."""
     keep = element.keep or Keep("all")
     sel = _one_select(element)
-    if (element.kind not in ("window", "delta stream") or sel is None or not element.key
+    if (element.kind not in ("window", "delta stream", "stream") or sel is None
+            or (not element.key and element.kind != "stream")
             or (element.kind == "window" and keep.kind not in ("all",) + _COUNT_KEEPS)
-            or (element.kind == "delta stream" and element.keep is not None)
+            or (element.kind != "window" and element.keep is not None)
             or not _plain_single_source(sel)):
         return False
     src = _find(plan, sel.sources[0].element)

@@ -34,7 +34,7 @@ import numpy as np
 
 from runtime.engine.columnar import BucketRows, InstanceRun, RowChanges
 from runtime.engine.element import Engine
-from runtime.engine.kernels.join import _INSERTS, JoinKernel, _finish_sequence_numbers, _Found
+from runtime.engine.kernels.join import INSERTS, JoinKernel, finish_sequence_numbers, Found
 
 __all__ = ["UnionKernel"]
 
@@ -98,12 +98,12 @@ class UnionKernel:
             if i not in states:
                 states[i] = self.engine.initial_state()
         ops = rows.op.take(events)
-        inserts = np.asarray(pc.is_in(ops, value_set=pa.array(list(_INSERTS))).fill_null(False),
+        inserts = np.asarray(pc.is_in(ops, value_set=pa.array(list(INSERTS))).fill_null(False),
                              dtype=bool)
         taken = ~np.isin(inst, list(left)) if left else np.ones(len(events), dtype=bool)
         rowed = inserts & valid & taken   # (valid: on a port of the element)
         extra: dict[int, list] = {}   # event position -> its outputs, when not evaluated rows
-        other = self.parts[0]._other
+        other = self.parts[0].other_row
         for e in np.flatnonzero(~rowed & taken).tolist():
             other(states[int(inst[e])], e, ports, events, seq, port, ops, extra, now)
         emitted_parts, column_parts = [], []
@@ -111,12 +111,12 @@ class UnionKernel:
             at = np.flatnonzero(rowed & (port == k))
             if not len(at):
                 continue
-            found = _Found(0)
+            found = Found(0)
             found.at = at.tolist()
-            columns, live = part._evaluate(found, ports[k].take(events[at]), seq, extra)
+            columns, live = part.evaluate(found, ports[k].take(events[at]), seq, extra)
             emitted_parts.append(at[live])
             column_parts.append(columns)
-        _finish_sequence_numbers(states, inst, seq, left)
+        finish_sequence_numbers(states, inst, seq, left)
         names = len(self.parts[0].outputs)
         if len(emitted_parts) == 1:
             emitted, columns = emitted_parts[0], column_parts[0]
@@ -133,10 +133,10 @@ class UnionKernel:
             emitted, columns = np.zeros(0, dtype=np.int64), [[] for _ in range(names)]
         head = self.parts[0]
         if shared.any():
-            changes = head._merged(_Found(0), columns, np.arange(len(emitted)), emitted, extra,
+            changes = head.merged(Found(0), columns, np.arange(len(emitted)), emitted, extra,
                                    inst, seq, tx, shared)
         else:
-            changes = head._changes(columns, emitted, extra, inst, seq)
+            changes = head.changes_of(columns, emitted, extra, inst, seq)
         arrivals: dict[int, list[int]] = {}
         for i in order[came].tolist():
             arrivals.setdefault(int(rows.inst[i]), []).append(i)
