@@ -136,7 +136,7 @@ def store_plans(tmp_path, source: str, query: str) -> tuple[str, str]:
     return kernel, json.dumps(plan)
 
 
-@pytest.mark.parametrize("query", ["deduced", "key change", "keep rows"])
+@pytest.mark.parametrize("query", ["deduced", "key change", "keep rows", "stream"])
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.lists(st.lists(event, min_size=1, max_size=40), min_size=1, max_size=3))
 def test_kernel_over_the_state_store(tmp_path, query, data):

@@ -1,8 +1,9 @@
 """A projection or filter of a window (or delta stream), run a bucket's micro-batch at a time.
 
 ``ccl.plan.physical.window_select_kernel`` picks the elements: a keyed window (KEEP ALL, none or a
-row-count KEEP) or delta stream defined by one select from one window or delta stream, with pure
-WHERE and select items and nothing else (no join, aggregate, FROM KEEP, DECLARE). What the engine
+row-count KEEP), delta stream or stream (the window's changes as a stream) defined by one select
+from one window or delta stream, with pure WHERE and select items and nothing else (no join,
+aggregate, FROM KEEP, DECLARE). What the engine
 (runtime/engine/element.py) does with such an element, row by row, is:
 
 - an event with an unknown opcode or port is a bad record;
@@ -15,7 +16,10 @@ WHERE and select items and nothing else (no join, aggregate, FROM KEEP, DECLARE)
   bad record (the mirror keeps the change);
 - the changes of one upstream transaction (one sequence number and port) are merged by key
   (``consolidate``) after its bad records, and go through the output stage: a window's store
-  (an update whose key changed deletes the old key first) or a delta stream's pass-through.
+  (an update whose key changed deletes the old key first) or a delta stream's pass-through;
+- a stream's projection evaluates the new row alone (WHERE still reads the old one), its changes
+  are keyed by the source's key, and its output stage makes an insert or update an insert and
+  drops a delete.
 
 The kernel keeps the mirror in one loop over the instance's rows, evaluates WHERE and the items
 over all the bucket's old and new rows a column at a time (a plain column whose values the engine
