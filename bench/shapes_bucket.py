@@ -14,7 +14,9 @@ they had direct closures (``interp.``), in turn,
 the least and the median µs per row of each, and the outputs' equality. An element that reads a derived element (*deduced_window*'s Notional reads
 the window Recent) gets that element's changes over the trades as its bucket (made once, by the
 plan's path for it, and not timed); one that joins derived elements (*copart_join*'s Both) gets
-each source's changes on its port."""
+each source's changes on its port. A UNION element (*union*'s Edges, the default element of a
+shape that has one) gets each select's source's changes on that select's port, one after the
+other (the instance 0 when the element has one instance)."""
 from __future__ import annotations
 
 import argparse
@@ -85,6 +87,33 @@ def changes_of(run: BucketRun, table: pa.Table, port: int = 0, ports: int = 1) -
                      "__bucket": pa.array([0] * n, pa.int32())})
 
 
+def union_bucket(text: str, plan, name: str, trades: pa.Table) -> pa.Table:
+    """The bucket of UNION element ``name``: select k's source's rows on port k (the trades for
+    an input, else that element's changes over them), the ports one after the other."""
+    from ccl.plan.physical import instance_count
+    selects = plan.element(name).query.selects
+    sources = []
+    for sel in selects:
+        source = sel.sources[0].element
+        sources.append(trades if plan.element(source).role == "input"
+                       else changes_of(BucketRun(text, source), trades))
+    values = [t.column("__p0").combine_chunks() for t in sources]
+    parts = []
+    for k, t in enumerate(sources):
+        n = t.num_rows
+        cols = {c: t.column(c) for c in ("__seq", "__sub", "__src", "__op", "__inst", "__why", "__raw")}
+        cols["__port"] = pa.array([k] * n, pa.int32())
+        if instance_count(plan.element(name)) == 1:
+            cols["__inst"] = pa.array([0] * n, pa.int32())
+        for q, v in enumerate(values):
+            cols[f"__p{q}"] = v if q == k else pa.nulls(n, v.type)
+        cols["__bucket"] = pa.array([0] * n, pa.int32())
+        parts.append(pa.table(cols))
+    order = ["__port", "__seq", "__sub", "__src", "__op", "__inst", "__why", "__raw",
+             *[f"__p{q}" for q in range(len(values))], "__bucket"]
+    return pa.concat_tables([t.select(order) for t in parts])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Time the element both ways; exit code 0."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -102,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         plan, diags = plan_project(path)
         if plan is None:
             raise SystemExit("\n".join(str(x) for x in diags))
-    name = args.element or next(e.name for e in plan.elements if e.role != "input")
+    derived = [e for e in plan.elements if e.role != "input"]
+    name = args.element or next((e.name for e in derived if len(e.query.selects) > 1),
+                                derived[0].name)
     text = json.dumps(plan_to_json(plan))
     runs = {"kernel": BucketRun(text, name), "engine": BucketRun(text, name)}
     runs["engine"].kernel = runs["engine"].columnar = None
@@ -119,8 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     runs["interp."].kernel = runs["interp."].columnar = None
     print(f"{args.shape}/{name}: plan's kernel {plan.element(name).physical.kernel}")
     table = bucket(args.rows, args.instruments, args.ports)
-    sources = [s.element for s in plan.element(name).query.selects[0].sources]
-    if plan.element(sources[0]).role != "input":
+    selects = plan.element(name).query.selects
+    sources = [s.element for s in selects[0].sources]
+    if len(selects) > 1:  # a UNION: each select's source on its own port
+        table = union_bucket(text, plan, name, table)
+    elif plan.element(sources[0]).role != "input":
         # each source's changes on its port (a join of two windows reads both)
         table = pa.concat_tables([changes_of(BucketRun(text, s), table, p, len(sources))
                                   for p, s in enumerate(sources)], promote_options="permissive")

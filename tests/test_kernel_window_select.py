@@ -49,6 +49,13 @@ QUERIES = {
     "failing": ("WINDOW W SCHEMA (v integer, k string, q integer) PRIMARY KEY (v, k) "
                 "AS SELECT S.v v, S.k k, cast(integer, CASE WHEN S.v = 1 THEN 'x' ELSE '2' END) q "
                 "FROM S WHERE cast(integer, CASE WHEN S.k = 'c' THEN 'y' ELSE '1' END) = 1"),
+    # the window's changes seen as a stream: WHERE on the old row too (10 / S.v fails for
+    # v = 0), the items on the new row only (a cast of 'x' fails), transactions merged by the
+    # source's key
+    "stream": ("STREAM W SCHEMA (k string, q float, c integer) AS SELECT upper(S.k) k, S.p * 2 q, "
+               "cast(integer, CASE WHEN S.v = 1 THEN 'x' ELSE '2' END) c FROM S "
+               "WHERE 10 / S.v > 1 OR S.p > 0.0"),
+    "plain stream": "STREAM W AS SELECT S.k k, S.v v, S.n n FROM S WHERE S.v > 0",
 }
 CASES = [(s, q) for s in SOURCES for q in QUERIES if not (s == "delta" and q == "plain")]
 
@@ -129,7 +136,7 @@ def store_plans(tmp_path, source: str, query: str) -> tuple[str, str]:
     return kernel, json.dumps(plan)
 
 
-@pytest.mark.parametrize("query", ["deduced", "key change", "keep rows"])
+@pytest.mark.parametrize("query", ["deduced", "key change", "keep rows", "stream"])
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.lists(st.lists(event, min_size=1, max_size=40), min_size=1, max_size=3))
 def test_kernel_over_the_state_store(tmp_path, query, data):
@@ -171,3 +178,22 @@ def test_a_transaction_of_a_keep_eviction_and_its_insert(tmp_path):
         (14, 4, "u", "b")]
     assert states[0]["seq"] == 14
     assert same(engine_outputs(run, {}, t), outputs(run, run.process_table({}, t, 0)))
+
+
+def test_a_stream_of_a_windows_changes_merges_a_transaction_by_the_sources_key(tmp_path):
+    """The window's changes as a stream: within one upstream transaction an insert and a delete
+    of one source key give nothing, a delete and an insert an update (one insert out), as the
+    engine merges them by the source's key; a delete alone gives nothing."""
+    run = bucket_run(tmp_path, "window", "plain stream")
+    a = {"k": "a", "p": 1.0, "v": 1, "n": 5}
+    b = {"k": "b", "p": 1.0, "v": 2, "n": 6}
+    events = [(0, "i", None, a, False), (0, "d", None, a, True),    # i + d: nothing
+              (0, "i", None, b, False), (0, "d", None, b, False),   # (each its own)
+              (0, "i", None, b, False), (0, "d", None, b, False), (0, "i", None, {**b, "n": 7}, True)]
+    t = bucket_table(events, 10, SCHEMA)
+    by_rows: dict = {}
+    expected = engine_outputs(run, by_rows, t)
+    kernel: dict = {}
+    got = outputs(run, run.process_table(kernel, t, 0))
+    assert same(got, expected) and same(kernel, by_rows)
+    assert [r[-1]["n"] for r in got if r[0] == "row"] == [6, 6, 7]

@@ -307,6 +307,8 @@ def test_other_elements_are_not_for_the_keep_kernel(tmp_path, body):
     "as select upper(w.sym) u, w.px px from w;",
     "create output delta stream a schema (sym string, px float) primary key (sym) "
     "as select w.sym, w.px from w where w.px > 0.0;",
+    "create output stream a as select w.sym from w;",
+    "create output stream a as select w.sym, w.px * 2 p from w where w.px > 1.0;",
 ])
 def test_a_projection_of_a_window_takes_the_window_select_kernel(tmp_path, body):
     from ccl.plan.physical import window_select_kernel
@@ -318,7 +320,7 @@ def test_a_projection_of_a_window_takes_the_window_select_kernel(tmp_path, body)
     "create output window a primary key (sym) keep 10 seconds as select * from w;",
     "create output window a primary key (sym) as select * from w keep 2 rows;",
     "create output window a primary key deduced as select w.sym, now() t from w;",
-    "create output stream a as select w.sym from w;",
+    "create output stream a as select w.sym from w keep 2 rows;",
     "create output window a primary key deduced as select w.sym, count(*) n from w group by w.sym;",
     "create output window a primary key (sym) declare integer c := 0; end as select * from w;",
     "create output window a primary key (sym) as select * from s;",

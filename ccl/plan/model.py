@@ -20,8 +20,9 @@ PLAN_VERSION = 4
 # aggregation of a window or delta stream (runtime/engine/kernels/window_agg.py), a stream joined
 # with windows (kernels/join.py), a window with a row-count KEEP over a stream (kernels/keep.py), a
 # stream selecting from one stream without a join (kernels/join.py with no window), a window or
-# delta stream projecting or filtering one window or delta stream (kernels/window_select.py).
-KERNELS = ("aggregation", "window_aggregation", "join", "keep", "select", "window_select")
+# delta stream projecting or filtering one window or delta stream (kernels/window_select.py), a
+# stream defined by a UNION of selects each from one stream (kernels/union.py).
+KERNELS = ("aggregation", "window_aggregation", "join", "keep", "select", "window_select", "union")
 
 # The kind an element has for the elements that read it: an error stream is a stream (inserts
 # only, no key); a reference, whose rows come from a file bound to it, is a window keyed by its

@@ -346,6 +346,28 @@ def select_kernel(element: Element, plan: Plan) -> bool:
     return _pure_items(element, sel, (sel.sources[0].alias,))
 
 
+def union_kernel(element: Element, plan: Plan) -> bool:
+    """Whether runtime/engine/kernels/union.py runs ``element``: a stream (no KEEP, AGES, DECLARE
+    or Flex) defined by a UNION of two or more selects, each from one stream (no FROM KEEP, join,
+    MATCHING, GROUP BY or aggregate) with WHERE and select items that read only that source's
+    columns and ``<target>_partitions`` and call only built-in functions whose value depends on
+    their arguments alone: each port's rows through its own select, as the select kernel runs
+    one."""
+    query = element.query
+    if (element.kind != "stream" or element.keep is not None or query is None
+            or len(query.selects) < 2 or element.flex is not None or element.declare
+            or element.aging is not None):
+        return False
+    for sel in query.selects:
+        if not _plain_single_source(sel):
+            return False
+        src = _find(plan, sel.sources[0].element)
+        if src is None or src.read_as != "stream" \
+                or not _pure_items(element, sel, (sel.sources[0].alias,)):
+            return False
+    return True
+
+
 def _equates(part: n.Node, left: list[str], right: str) -> bool:
     """Whether ``part`` is ``a.x = b.y`` with one side a column of ``right`` and the other a column
     of one of the ``left`` aliases (the engine's hash join takes it; runtime/engine/join.py)."""
@@ -386,7 +408,8 @@ def keep_kernel(element: Element, plan: Plan) -> bool:
 
 def window_select_kernel(element: Element, plan: Plan) -> bool:
     """Whether runtime/engine/kernels/window_select.py runs ``element``: a window (KEEP ALL, none
-    or a row-count KEEP, no AGES) or delta stream, keyed, defined by one select from one window or
+    or a row-count KEEP, no AGES) or delta stream, keyed, or a stream (no KEEP: the window's
+    changes seen as a stream), defined by one select from one window or
     delta stream (no FROM KEEP, join, MATCHING, GROUP BY, aggregate, HAVING, GROUP FILTER, DECLARE
     or Flex) whose WHERE and select items read only the source's columns and
     ``<target>_partitions`` and call only built-in functions whose value depends on their
@@ -394,9 +417,10 @@ def window_select_kernel(element: Element, plan: Plan) -> bool:
     rows through pure expressions, one to one."""
     keep = element.keep or Keep("all")
     sel = _one_select(element)
-    if (element.kind not in ("window", "delta stream") or sel is None or not element.key
+    if (element.kind not in ("window", "delta stream", "stream") or sel is None
+            or (not element.key and element.kind != "stream")
             or (element.kind == "window" and keep.kind not in ("all",) + _COUNT_KEEPS)
-            or (element.kind == "delta stream" and element.keep is not None)
+            or (element.kind != "window" and element.keep is not None)
             or not _plain_single_source(sel)):
         return False
     src = _find(plan, sel.sources[0].element)
@@ -411,7 +435,8 @@ _KERNELS: list[tuple[str, Callable[[Element, Plan], bool]]] = [("join", join_ker
                                                                ("keep", keep_kernel),
                                                                ("select", select_kernel),
                                                                ("window_select",
-                                                                window_select_kernel)]
+                                                                window_select_kernel),
+                                                               ("union", union_kernel)]
 
 
 # Column types whose values Spark's hash() tells apart as Python's equality does (not float: 0.0

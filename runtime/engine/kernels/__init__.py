@@ -20,6 +20,7 @@ from ccl.plan.model import Element, Plan
 from runtime.engine.columnar import ColumnarAggregation
 from runtime.engine.kernels.join import JoinKernel
 from runtime.engine.kernels.keep import KeepKernel
+from runtime.engine.kernels.union import UnionKernel
 from runtime.engine.kernels.window_agg import WindowAggregation
 from runtime.engine.kernels.window_select import WindowSelectKernel
 
@@ -33,9 +34,10 @@ log = logging.getLogger(__name__)
 AGGREGATIONS: dict[str, type] = {"aggregation": ColumnarAggregation,
                                  "window_aggregation": WindowAggregation}
 # ... and the other kernels (see the module docstring; ``select``, one stream without a join, is
-# the join kernel with no window; ``window_select`` a projection or filter of a window)
+# the join kernel with no window; ``window_select`` a projection or filter of a window; ``union``
+# a UNION of streams, each select as the select kernel runs it)
 KERNELS: dict[str, type] = {"join": JoinKernel, "keep": KeepKernel, "select": JoinKernel,
-                            "window_select": WindowSelectKernel}
+                            "window_select": WindowSelectKernel, "union": UnionKernel}
 
 
 def make_kernel(element: Element, engine: Any, plan: Plan,

@@ -54,7 +54,7 @@ from runtime.engine.stages import RowRefused, consolidate, truth
 
 __all__ = ["JoinKernel"]
 
-_INSERTS = ("i", "u", "p")
+INSERTS = ("i", "u", "p")
 # CCL column type -> the Python type of the values the engine's expressions read as they are
 # (runtime.engine.expr: a value of that type, an integer within 32 bits; null is null)
 _AS_IS = {"integer": int, "float": float, "string": str, "boolean": bool}
@@ -66,11 +66,16 @@ class JoinKernel:
     """The join of ``engine``'s element (one that ``ccl.plan.physical.join_kernel`` takes) over
     whole buckets; see the module docstring."""
 
-    def __init__(self, engine: Engine, plan: dict, first_ports: frozenset[int] = frozenset()) -> None:
+    def __init__(self, engine: Engine, plan: dict, first_ports: frozenset[int] = frozenset(),
+                 select: Optional[int] = None) -> None:
+        # ``select``: run select ``select`` of a UNION (runtime/engine/kernels/union.py runs the
+        # bucket and uses this one's evaluation and outputs); None: the element's one select
         if not isinstance(engine, Engine) or engine.declared is not None or engine.input is not None \
-                or engine.kind != "stream" or len(engine.selects) != 1:
+                or engine.kind != "stream" \
+                or (len(engine.selects) != 1 if select is None else not 0 <= select < len(engine.selects)):
             raise ValueError(f"{engine.name} is not a join the join kernel runs")
-        sel = engine.selects[0]
+        si = select or 0
+        sel = engine.selects[si]
         joiner = sel.joiner
         # no joiner: one unstored stream source, each insert its one "joined" row
         alone = (joiner is None and len(sel.sources) == 1 and sel.sources[0].kind == "stream"
@@ -87,7 +92,7 @@ class JoinKernel:
         self.aliases = list(sel.aliases)
         self.levels = joiner.levels if joiner is not None else []
         types = [{c: str(t).strip().lower() for c, t in src.columns} for src in sel.sources]
-        spec = engine.element.query.selects[0]
+        spec = engine.element.query.selects[si]
         position = {alias: k for k, alias in enumerate(self.aliases)}
 
         def value(expr: object, compiled: Callable) -> _Value:
@@ -137,21 +142,21 @@ class JoinKernel:
         ops = rows.op.take(events)
         import pyarrow as pa
         import pyarrow.compute as pc
-        inserts = np.asarray(pc.is_in(ops, value_set=pa.array(list(_INSERTS))).fill_null(False),
+        inserts = np.asarray(pc.is_in(ops, value_set=pa.array(list(INSERTS))).fill_null(False),
                              dtype=bool)
         joining = (port == 0) & inserts & valid0
-        found = _Found(len(self.levels))
+        found = Found(len(self.levels))
         extra: dict[int, list] = {}   # event position -> its outputs, when not joined rows
         self._look_up(states, ports, events, inst, seq, port, ops, joining, left, found, extra,
                       now)
         stream = ports[0].take(events[np.asarray(found.at, dtype=np.int64)])
-        columns, live = self._evaluate(found, stream, seq, extra)
-        _finish_sequence_numbers(states, inst, seq, left)
+        columns, live = self.evaluate(found, stream, seq, extra)
+        finish_sequence_numbers(states, inst, seq, left)
         emitted = np.asarray(found.at, dtype=np.int64)[live]
         if shared.any():
-            changes = self._merged(found, columns, live, emitted, extra, inst, seq, tx, shared)
+            changes = self.merged(found, columns, live, emitted, extra, inst, seq, tx, shared)
         else:
-            changes = self._changes(columns, emitted, extra, inst, seq)
+            changes = self.changes_of(columns, emitted, extra, inst, seq)
         arrivals: dict[int, list[int]] = {}
         for i in order[came].tolist():
             arrivals.setdefault(int(rows.inst[i]), []).append(i)
@@ -183,7 +188,7 @@ class JoinKernel:
 
     def _look_up(self, states: dict[int, dict], ports: list[Any],
                  events: np.ndarray, inst: np.ndarray, seq: np.ndarray, port: np.ndarray, ops: Any,
-                 joining: np.ndarray, left: set[int], found: "_Found", extra: dict[int, list],
+                 joining: np.ndarray, left: set[int], found: "Found", extra: dict[int, list],
                  now: int) -> None:
         """Walk the events in order: a stream insert is looked up in the join's indexes as they
         stand (its joined rows go to ``found``), any other row goes through the engine (its bad
@@ -205,7 +210,7 @@ class JoinKernel:
                 if join is not None:
                     ridx, src = join["ridx"], join["src"]
             if not join_l[e]:
-                self._other(state, e, ports, events, seq, port, ops, extra, now)
+                self.other_row(state, e, ports, events, seq, port, ops, extra, now)
                 continue
             if not levels:  # no window: the stream row is its own joined row
                 at.append(e)
@@ -248,7 +253,7 @@ class JoinKernel:
                     rights[j].append(matched[j])
                     keys[j].append(mkeys[j])
 
-    def _other(self, state: dict, e: int, ports: list[Any], events: np.ndarray,
+    def other_row(self, state: dict, e: int, ports: list[Any], events: np.ndarray,
                seq: np.ndarray, port: np.ndarray, ops: Any, extra: dict[int, list], now: int) -> None:
         """A row that is no stream insert, through the engine (a transaction of its own: rows
         sharing a sequence number on a port other than the stream's change no output)."""
@@ -261,7 +266,7 @@ class JoinKernel:
 
     # --- WHERE and the select items, over all joined rows -----------------------------------
 
-    def _evaluate(self, found: "_Found", stream: Any, seq: np.ndarray, extra: dict[int, list]
+    def evaluate(self, found: "Found", stream: Any, seq: np.ndarray, extra: dict[int, list]
                   ) -> tuple[list[list], np.ndarray]:
         """The output columns of the joined rows that pass WHERE (cast to the element's types)
         and which joined rows those are; a stream row with a failing joined row is run by the
@@ -306,7 +311,7 @@ class JoinKernel:
             columns = [[v for v, k in zip(col, keep.tolist()) if k] for col in columns]
         return columns, live
 
-    def _redo(self, redo: list[int], found: "_Found", reader: "_Reader", seq: np.ndarray,
+    def _redo(self, redo: list[int], found: "Found", reader: "_Reader", seq: np.ndarray,
               extra: dict[int, list]) -> None:
         """Run stream rows (event positions ``redo``) through the engine's WHERE and projection
         on the rows they joined: their outputs, or the engine's bad record."""
@@ -338,7 +343,7 @@ class JoinKernel:
 
     # --- outputs ------------------------------------------------------------------------------
 
-    def _changes(self, columns: list[list], emitted: np.ndarray, extra: dict[int, list],
+    def changes_of(self, columns: list[list], emitted: np.ndarray, extra: dict[int, list],
                  inst: np.ndarray, seq: np.ndarray) -> RowChanges:
         """The outputs in the engine's order (by event position: an event gives joined rows or
         else ``extra`` outputs, never both), numbered within each instance."""
@@ -378,10 +383,10 @@ class JoinKernel:
         return out
 
 
-    def _merged(self, found: "_Found", columns: list[list], live: np.ndarray, emitted: np.ndarray,
+    def merged(self, found: "Found", columns: list[list], live: np.ndarray, emitted: np.ndarray,
                 extra: dict[int, list], inst: np.ndarray, seq: np.ndarray, tx: np.ndarray,
                 shared: np.ndarray) -> RowChanges:
-        """:meth:`_changes` where stream rows share a sequence number: as in the engine, the bad
+        """:meth:`changes_of` where stream rows share a sequence number: as in the engine, the bad
         records of a transaction come first, then its joined rows merged by key (the joined rows'
         keys hold the sequence number, so two rows of a transaction joining the same window rows
         meet on one key: one output, the last one's values at the first one's place)."""
@@ -429,7 +434,7 @@ class JoinKernel:
         return out
 
 
-class _Found:
+class Found:
     """The joined rows of a bucket's stream rows, in the engine's order: per joined row the event
     position of its stream row (``at``), and per join level the window row it matched (None for
     the missing side of a LEFT join) and that row's key."""
@@ -450,9 +455,9 @@ class _Value:
 
 
 class _Reader:
-    """Values of expressions over the joined rows (positions into :class:`_Found`)."""
+    """Values of expressions over the joined rows (positions into :class:`Found`)."""
 
-    def __init__(self, kernel: JoinKernel, found: _Found, stream: Any) -> None:
+    def __init__(self, kernel: JoinKernel, found: Found, stream: Any) -> None:
         self.kernel, self.found, self.stream = kernel, found, stream
         self._rows: Optional[list[dict]] = None
         self._columns: dict[str, list] = {}
@@ -545,7 +550,7 @@ def _arrow_holds(arrow_type: Any, ctype: Optional[str]) -> bool:
     return check is not None and bool(check())
 
 
-def _finish_sequence_numbers(states: dict[int, dict], inst: np.ndarray, seq: np.ndarray,
+def finish_sequence_numbers(states: dict[int, dict], inst: np.ndarray, seq: np.ndarray,
                              left: set[int]) -> None:
     """Raise each run instance's sequence number to its largest event's, as the engine does."""
     if not len(inst):

@@ -1,8 +1,9 @@
 """A projection or filter of a window (or delta stream), run a bucket's micro-batch at a time.
 
 ``ccl.plan.physical.window_select_kernel`` picks the elements: a keyed window (KEEP ALL, none or a
-row-count KEEP) or delta stream defined by one select from one window or delta stream, with pure
-WHERE and select items and nothing else (no join, aggregate, FROM KEEP, DECLARE). What the engine
+row-count KEEP), delta stream or stream (the window's changes as a stream) defined by one select
+from one window or delta stream, with pure WHERE and select items and nothing else (no join,
+aggregate, FROM KEEP, DECLARE). What the engine
 (runtime/engine/element.py) does with such an element, row by row, is:
 
 - an event with an unknown opcode or port is a bad record;
@@ -15,7 +16,10 @@ WHERE and select items and nothing else (no join, aggregate, FROM KEEP, DECLARE)
   bad record (the mirror keeps the change);
 - the changes of one upstream transaction (one sequence number and port) are merged by key
   (``consolidate``) after its bad records, and go through the output stage: a window's store
-  (an update whose key changed deletes the old key first) or a delta stream's pass-through.
+  (an update whose key changed deletes the old key first) or a delta stream's pass-through;
+- a stream's projection evaluates the new row alone (WHERE still reads the old one), its changes
+  are keyed by the source's key, and its output stage makes an insert or update an insert and
+  drops a delete.
 
 The kernel keeps the mirror in one loop over the instance's rows, evaluates WHERE and the items
 over all the bucket's old and new rows a column at a time (a plain column whose values the engine
@@ -51,6 +55,7 @@ __all__ = ["WindowSelectKernel"]
 _AS_IS = {"integer": int, "float": float, "string": str, "boolean": bool}
 _LONG_RANGE = (-2**63, 2**63)
 _MISSING = object()
+_PASSED: dict = {}   # a stream's old row that passed WHERE (its items are not evaluated)
 
 
 class WindowSelectKernel:
@@ -60,7 +65,8 @@ class WindowSelectKernel:
 
     def __init__(self, engine: Engine, plan: Any, first_ports: frozenset[int] = frozenset()) -> None:
         if (not isinstance(engine, Engine) or engine.declared is not None or engine.input is not None
-                or len(engine.selects) != 1 or engine.kind not in ("window", "delta stream")):
+                or len(engine.selects) != 1
+                or engine.kind not in ("window", "delta stream", "stream")):
             raise ValueError(f"{engine.name} is not a projection of a window the kernel runs")
         sel = engine.selects[0]
         store = engine.output.store
@@ -69,8 +75,9 @@ class WindowSelectKernel:
                 or sel.matcher is not None or source is None or sel.refused is not None
                 or source.kind not in ("window", "delta stream") or source.store is None
                 or source.store.kind != "all" or source.store.aging is not None
-                or sel.projection.extra is not None or not sel.projection.keyed
-                or not engine.output.key
+                or sel.projection.extra is not None
+                or sel.projection.keyed != (engine.kind != "stream")
+                or (not engine.output.key) != (engine.kind == "stream")
                 or (engine.kind == "window" and (store is None or store.aging is not None
                                                  or store.kind not in ("all",) + COUNT_KINDS))):
             raise ValueError(f"{engine.name} is not a projection of a window the kernel runs")
@@ -80,7 +87,10 @@ class WindowSelectKernel:
         self.key = list(engine.output.key)
         # a KEEP ALL window's store or a delta stream applied inline; a row-count KEEP by the
         # engine's output stage
-        self.inline = engine.kind == "delta stream" or store.kind == "all"  # type: ignore[union-attr]
+        # a stream (the window's changes seen as a stream): keyed by the source's key, its old rows
+        # only filtered (the engine's projection evaluates a stream's new row alone), inserts out
+        self.stream = engine.kind == "stream"
+        self.inline = engine.kind != "window" or store.kind == "all"  # type: ignore[union-attr]
         types = {c: str(t).strip().lower() for c, t in source.columns}
         spec = engine.element.query.selects[0]
 
@@ -145,7 +155,7 @@ class WindowSelectKernel:
             mirror = state["selects"][0]["sources"][0]
             output = state["output"]
             return (len(state["selects"]) == 1 and "seq" in state and "rows" in mirror
-                    and (output is None) == (self.engine.kind == "delta stream")
+                    and (output is None) == (self.engine.kind != "window")
                     and (output is None or "rows" in output))
         except (KeyError, IndexError, TypeError):
             return False
@@ -209,7 +219,9 @@ class WindowSelectKernel:
             passed = [truth(t) for t in self._values(self.where, rows, failing)]
         else:
             passed = [True] * len(rows)
-        live = [j for j in range(len(rows)) if passed[j] and j not in failing]
+        first_new = len(rows) - sum(1 for r in news if r is not None)
+        live = [j for j in range(first_new if self.stream else 0, len(rows))
+                if passed[j] and j not in failing]
         live_rows = [rows[j] for j in live]
         columns: list = [None] * len(self.columns)
         read: set[int] = set()   # items read directly (they cannot fail)
@@ -254,6 +266,8 @@ class WindowSelectKernel:
                 continue
             old = out_rows[jo] if jo is not None and passed[jo] else None
             new = out_rows[jn] if jn is not None and passed[jn] else None
+            if self.stream and jo is not None and passed[jo]:
+                old = _PASSED  # (a stream's old row is filtered, not projected)
             if old is not None and new is not None:
                 outputs[e] = ("u", old, new)
             elif old is not None:
@@ -386,6 +400,9 @@ class WindowSelectKernel:
             s = seq_l[e]
             if state["seq"] is None or s > state["seq"]:  # type: ignore[index]
                 state["seq"] = s  # type: ignore[index]
+            if self.stream:
+                sub = self._stream(emitted, i, s, sub, e, end, values, outputs, bad)
+                continue
             if end - e == 1 and e not in bad:
                 o = outputs[e]
                 if o is None:
@@ -457,6 +474,35 @@ class WindowSelectKernel:
             rows_out.append(row)
         out.values = [[r.get(name) for r in rows_out] for name in self.names]
         return out
+
+    def _stream(self, emitted: list, i: int, s: int, sub: int, e: int, end: int, values: list,
+                outputs: list, bad: dict[int, str]) -> int:
+        """A stream's part of :meth:`_deliver` for one transaction (events ``e`` to ``end``): its
+        bad records, then its changes keyed by the source's key (the engine keys a stream's
+        projected change so), merged by key, each insert or update an insert; the next
+        sub-number."""
+        keyed = []
+        key_cols = self.source_key
+        for x in range(e, end):
+            if x in bad:
+                emitted.append((i, s, sub, None, (bad[x], dict(values[x]))))
+                sub += 1
+                continue
+            o = outputs[x]
+            if o is None:
+                continue
+            key = tuple([values[x].get(c) for c in key_cols])
+            for op, old, new in ([o] if type(o) is tuple else o):
+                keyed.append((op, key, old, new))
+        if len(keyed) > 1 and len({k for _, k, _, _ in keyed}) < len(keyed):
+            keyed = [(c.op, c.key, c.old, c.new)
+                     for c in consolidate([Change(op, k, old, new, s) for op, k, old, new in keyed])]
+        for op, _, _, new in keyed:
+            if op != "d":
+                emitted.append((i, s, sub, "i", new))
+                sub += 1
+        return sub
+
 
 def _direct(rows: list, column: str, kind: type) -> Optional[list]:
     """Column ``column`` of ``rows`` as the engine reads and casts it into a column of its own
