@@ -307,7 +307,10 @@ class WindowAggregation:
             if name not in read_cols:
                 read_cols[name] = taken.field(name).to_pylist()
             values = read_cols[name]
-            return values if read is None else [v if v is None else read(v) for v in values]
+            if read is None:
+                return values
+            return ([v if v is None else read(v) for v in values] if None in values
+                    else list(map(read, values)))
         gkeys = (list(zip(*[column(c, read) for c, read in self.group_cols]))  # type: ignore[misc]
                  if self.group_cols else [()] * n)
         per_agg = []
@@ -317,8 +320,8 @@ class WindowAggregation:
             elif len(cols) == 1:
                 per_agg.append([[v] for v in column(*cols[0])])
             else:
-                per_agg.append([list(t) for t in zip(*[column(c, read) for c, read in cols])])
-        args = [list(t) for t in zip(*per_agg)] if per_agg else [[] for _ in range(n)]
+                per_agg.append(list(map(list, zip(*[column(c, read) for c, read in cols]))))
+        args = list(map(list, zip(*per_agg))) if per_agg else [[] for _ in range(n)]
         entries: list[Optional[tuple[tuple, list]]] = list(zip(gkeys, args))
         if self.filter is not None:
             passed = column(self.filter_col, None)  # type: ignore[arg-type]
