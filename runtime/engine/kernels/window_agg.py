@@ -307,7 +307,10 @@ class WindowAggregation:
             if name not in read_cols:
                 read_cols[name] = taken.field(name).to_pylist()
             values = read_cols[name]
-            return values if read is None else [v if v is None else read(v) for v in values]
+            if read is None:
+                return values
+            return ([v if v is None else read(v) for v in values] if None in values
+                    else list(map(read, values)))
         gkeys = (list(zip(*[column(c, read) for c, read in self.group_cols]))  # type: ignore[misc]
                  if self.group_cols else [()] * n)
         per_agg = []
@@ -317,8 +320,8 @@ class WindowAggregation:
             elif len(cols) == 1:
                 per_agg.append([[v] for v in column(*cols[0])])
             else:
-                per_agg.append([list(t) for t in zip(*[column(c, read) for c, read in cols])])
-        args = [list(t) for t in zip(*per_agg)] if per_agg else [[] for _ in range(n)]
+                per_agg.append(list(map(list, zip(*[column(c, read) for c, read in cols]))))
+        args = list(map(list, zip(*per_agg))) if per_agg else [[] for _ in range(n)]
         entries: list[Optional[tuple[tuple, list]]] = list(zip(gkeys, args))
         if self.filter is not None:
             passed = column(self.filter_col, None)  # type: ignore[arg-type]
@@ -410,20 +413,25 @@ class WindowAggregation:
         groups = st["groups"]
         wstore, wstate = engine.output.store, state["output"]
         mrows = mirror["rows"]
-        names, key_pos, values_of, fold = (self.names, self.key_pos, self._values, self._fold_row)
+        names, key_pos, values_of = self.names, self.key_pos, self._values
         alias = self.alias
+        inputs, new_group, contribution = st["inputs"], self.agg.new_group, self._contribution
+        aggregates, where_col, extreme = self.agg.aggregates, self.where_col, _extreme
+        cstar, counts, sums, maxes, mins, kinds = self._fold_plan
         shown: dict[tuple, Optional[tuple]] = {}   # touched group -> the row it shows now
         keys: dict[tuple, tuple] = {}              # touched group -> its output key
         window: dict[tuple, Optional[tuple]] = {}  # group -> the window's row, once read or set
         oseq, osub, oop = out.seq, out.sub, out.op
         rows_out: list[tuple] = []  # the changes' rows, made columns at the end
-        for start, stop in _transactions(seqs, ports):
+        n, stop = len(seqs), 0
+        while stop < n:  # (:func:`_transactions` written out)
+            start = stop
             seq, port = seqs[start], ports[start]
+            stop = start + 1
+            while stop < n and seqs[stop] == seq and ports[stop] == port:
+                stop += 1
             if state["seq"] is None or seq > state["seq"]:
                 state["seq"] = seq
-            # the transaction's changes per group, as consolidate merges them: [old, new] or
-            # None (an insert and a delete that cancelled out), in order of first change
-            merged: dict[tuple, Optional[list]] = {}
             # per change of a group: the group, and its accumulators and row (the inputs of its
             # output row, computed below only where needed), None when it emptied; ``one``: the
             # group when every change is of that one group and leaves it non-empty
@@ -451,12 +459,130 @@ class WindowAggregation:
                     was = mrows.get(ikey)
                     mrows[ikey] = row
                     mop, mnew = ("i" if was is None else "u"), row
-                try:
-                    touched = fold(st, ikey, was, mnew, mop, seq,
-                                   entries[j] if entries is not None else _UNSET)
-                except SplashError as e:  # (not with plain columns; the engine's way, still)
-                    out.bad.append((inst, seq, sub, str(e), dict(row)))
-                    sub += 1
+                # the fold (:meth:`_fold_row` written out: WHERE a plain column, the aggregates
+                # count, sum, avg, min and max only, each kind a loop over its indices)
+                old, new = was, mnew
+                if where_col is not None:
+                    old_ok = old is not None and truth(old[where_col])
+                    new_ok = new is not None and truth(new[where_col])
+                    if not old_ok:
+                        if not new_ok:
+                            continue
+                        old, mop = None, "i"
+                    elif not new_ok:
+                        new, mop = None, "d"
+                if mop == "d":
+                    entry = None
+                elif entries is not None:
+                    entry = entries[j]
+                else:
+                    try:
+                        entry = contribution(new)
+                    except SplashError as e:  # (not with plain columns; the engine's way, still)
+                        out.bad.append((inst, seq, sub, str(e), dict(row)))
+                        sub += 1
+                        continue
+                gold = inputs.pop(ikey, None)
+                since, moving = None, False
+                if gold is not None:
+                    moving = entry is not None and entry[0] == gold
+                    group = groups.get(gold)
+                    stored_entry = None if group is None else group["rows"].pop(ikey, None)
+                    if stored_entry is not None:
+                        stored = group["rows"]
+                        since, stouched, args = stored_entry
+                        group["n"] -= 1
+                        accs = group["acc"]
+                        for i in cstar:
+                            accs[i] -= 1
+                        for i in counts:
+                            if args[i][0] is not None:
+                                accs[i] -= 1
+                        for i in sums:
+                            x = args[i][0]
+                            if x is None:
+                                continue
+                            acc = accs[i]
+                            if acc[1] == 1:
+                                accs[i] = [0, 0]
+                                continue
+                            total = acc[0]
+                            t = type(total)
+                            if t is type(x) and (t is float or t is int):
+                                accs[i] = [total - x, acc[1] - 1]
+                            else:  # (a Long's sum, and the like)
+                                accs[i] = aggregates[i].remove(acc, args[i], since, stouched, stored)
+                        for i in maxes:
+                            x = args[i][0]
+                            if x is not None:
+                                acc = accs[i]
+                                if x == acc or (x != x and acc != acc):  # (NaN equals NaN)
+                                    accs[i] = extreme(stored, i, True, kinds[i])
+                        for i in mins:
+                            x = args[i][0]
+                            if x is not None:
+                                acc = accs[i]
+                                if x == acc or (x != x and acc != acc):
+                                    accs[i] = extreme(stored, i, False, kinds[i])
+                        if not moving and old is not None:
+                            group["row"] = ({alias: old} if type(old) is dict
+                                            else plain_rows({alias: old}))
+                if entry is not None:
+                    gkey, args = entry
+                    group = groups.get(gkey)
+                    if group is None:
+                        group = groups[gkey] = new_group()
+                    group["n"] += 1
+                    accs = group["acc"]
+                    for i in cstar:
+                        accs[i] += 1
+                    for i in counts:
+                        if args[i][0] is not None:
+                            accs[i] += 1
+                    for i in sums:
+                        x = args[i][0]
+                        if x is None:
+                            continue
+                        acc = accs[i]
+                        if acc[1] == 0:
+                            accs[i] = [x, 1]
+                            continue
+                        total = acc[0]
+                        t = type(total)
+                        if t is type(x) and (t is float or t is int):
+                            accs[i] = [total + x, acc[1] + 1]
+                        else:  # (a Decimal meeting a float, a Long's sum, and the like)
+                            accs[i] = aggregates[i].add(acc, args[i], since if moving else seq,
+                                                        seq, group["rows"])
+                    for i in maxes:
+                        x = args[i][0]
+                        if x is not None:
+                            acc = accs[i]
+                            if acc is None:
+                                accs[i] = x
+                            elif x != x or acc != acc:  # NaN is larger than every number
+                                if acc == acc:
+                                    accs[i] = x
+                            elif x > acc:
+                                accs[i] = x
+                    for i in mins:
+                        x = args[i][0]
+                        if x is not None:
+                            acc = accs[i]
+                            if acc is None:
+                                accs[i] = x
+                            elif x != x or acc != acc:
+                                if x == x:
+                                    accs[i] = x
+                            elif x < acc:
+                                accs[i] = x
+                    group["row"] = {alias: new}
+                    group["rows"][ikey] = [since if moving else seq, seq, args]
+                    inputs[ikey] = gkey
+                    touched = (gkey,) if gold is None or gold == gkey else (gold, gkey)
+                elif gold is not None:
+                    touched = (gold,)
+                else:
                     continue
                 for gkey in touched:
                     group = groups.get(gkey)
@@ -484,14 +610,28 @@ class WindowAggregation:
                 _, acc, grow = steps[-1]
                 new = tuple(values_of(acc, grow[alias]))
                 if old is None or not (old == new and same_row(old, new)):
+                    # the merged change [old, new], delivered (the loop below, for one group)
                     shown[one] = new
                     if one not in keys:
                         keys[one] = tuple([new[p] for p in key_pos])
-                    merged[one] = [old, new]
-                    steps = []
-                elif len(steps) == 1:
+                    if one in window:
+                        held = window[one]
+                    else:
+                        was = wstore.get(wstate, keys[one])
+                        held = None if was is None else tuple([was[c] for c in names])
+                    window[one] = new
+                    oseq.append(seq)
+                    osub.append(sub)
+                    oop.append("u" if held is not None else "i")
+                    rows_out.append(new)
+                    sub += 1
+                    continue
+                if len(steps) == 1:
                     shown[one] = new
-                    steps = []
+                    continue
+            # the transaction's changes per group, as consolidate merges them: [old, new] or
+            # None (an insert and a delete that cancelled out), in order of first change
+            merged: dict[tuple, Optional[list]] = {}
             for gkey, acc, grow in steps:
                 old = shown[gkey]
                 new = None if acc is None else tuple(values_of(acc, grow[alias]))
@@ -836,6 +976,23 @@ class WindowAggregation:
             steps.append((how, ref, read, ctype, is_long, plain, as_text, kept))
         return steps
 
+    @cached_property
+    def _fold_plan(self) -> tuple[list[int], list[int], list[int], list[int], list[int], list[bool]]:
+        """The fast path's aggregates by how :meth:`_fast_instance` folds them: the indices of
+        count(*), count, sum and avg, max, min; and per aggregate whether its argument may be NaN
+        (a float, or a column of another type: any but integer and long). The fast path has no
+        other aggregate (:meth:`_rows_cannot_fail`), and each aggregate's accumulator is its own,
+        so folding them kind by kind gives what folding them in order gives."""
+        by: dict[int, list[int]] = {code: [] for code in (_COUNT_STAR, _COUNT, _SUM, _MAX, _MIN)}
+        types = {c: t.strip().lower() for c, t in self.source.columns}
+        kinds = []
+        for (i, code, _), cols in zip(self.codes, self.arg_cols):
+            if code == _OTHER:
+                raise ValueError("the fast path folds count, sum, avg, min and max only")
+            by[code].append(i)
+            kinds.append(not cols or types.get(cols[0][0]) not in ("integer", "long"))
+        return by[_COUNT_STAR], by[_COUNT], by[_SUM], by[_MAX], by[_MIN], kinds
+
     def _output_values(self, group: dict) -> list:
         """:meth:`_output_row`'s values, in column order."""
         return self._values(group["acc"], group["row"][self.alias])
@@ -884,13 +1041,18 @@ class WindowAggregation:
         return out
 
 
-def _extreme(stored: dict, i: int, largest: bool) -> Any:
+def _extreme(stored: dict, i: int, largest: bool, may_nan: bool = True) -> Any:
     """The engine's ``_extreme_remove`` recomputation: over a group's stored rows (``[since,
     touched, args]``), the least or largest non-null value of aggregate ``i``'s argument, NaN
-    larger than every number (``nan_largest``), the first of equal ones; None when none."""
-    values = [v for v in [r[2][i][0] for r in stored.values()] if v is not None]
+    larger than every number (``nan_largest``), the first of equal ones; None when none.
+    ``may_nan``: False when the values are integers (no NaN to look for)."""
+    values = [r[2][i][0] for r in stored.values()]
+    if None in values:
+        values = [v for v in values if v is not None]
     if not values:
         return None
+    if not may_nan:
+        return max(values) if largest else min(values)
     numbers = [v for v in values if not (v != v)]
     if len(numbers) == len(values):
         return max(numbers) if largest else min(numbers)
