@@ -573,6 +573,8 @@ class Compiler(ExpressionCompiler):
             else:
                 scopes = f.scopes
                 cell = scopes[-1].get(name) if scopes else None
+                if cell is None and len(scopes) > 1:  # the next scope out, without find_cell's call
+                    cell = scopes[-2].get(name)
                 if cell is None:
                     cell = find_cell(m, f, name)
             if cell is None:
@@ -603,6 +605,8 @@ class Compiler(ExpressionCompiler):
                 else:
                     scopes = f.scopes
                     c = scopes[-1].get(llocal) if scopes else None
+                    if c is None and len(scopes) > 1:  # the next scope out (a loop body's)
+                        c = scopes[-2].get(llocal)
                 a = c.value if c is not None else left(m, f)
             else:
                 a = left(m, f)
@@ -625,6 +629,8 @@ class Compiler(ExpressionCompiler):
                 else:
                     scopes = f.scopes
                     c = scopes[-1].get(rlocal) if scopes else None
+                    if c is None and len(scopes) > 1:  # the next scope out (a loop body's)
+                        c = scopes[-2].get(rlocal)
                 b = c.value if c is not None else right(m, f)
             else:
                 b = right(m, f)
