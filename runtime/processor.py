@@ -70,6 +70,12 @@ def bad_info(reason: str, values: Any) -> str:
     return json.dumps({"reason": reason, "row": values}, default=str, sort_keys=True)
 
 
+# Arrow type (its text) -> the SPLASH kind whose plain Python values to_pylist gives for it
+# (an int32's ints are an integer's range; an int64's, a long's, made Longs by the engine)
+_ARROW_KINDS = {"string": "string", "double": "float", "int32": "integer", "int64": "long",
+                "bool": "boolean"}
+
+
 class BucketRun:
     """The per-instance processing of one element's bucket, shared by both ways of running it:
     a batch's rows of each instance in order, through the element's engine
@@ -191,6 +197,7 @@ class BucketRun:
         raws = meta_column(table, RAW) if why_l.count(None) != n else None
         raw_l = raws.to_pylist() if raws is not None else None
         values = {p: table.column(port_column(p)).to_pylist() for p in set(port_l)}
+        typed = self.typed_ports(table, set(port_l))
         kinds: list = []
         insts: list = []
         seqs: list = []
@@ -223,7 +230,8 @@ class BucketRun:
             state = states.get(i_inst)
             if state is None:
                 state = states[i_inst] = engine.initial_state()
-            outputs = engine.process(state, events, now)
+            outputs = engine.process(state, events, now, typed) if typed else engine.process(
+                state, events, now)
             if all(type(o) is Emit for o in outputs):  # the common case: a column at a time
                 count = len(outputs)
                 kinds += ["row"] * count
@@ -251,6 +259,23 @@ class BucketRun:
                 seqs.append(o.seq)
                 subs.append(i_sub)
         return self.columns_table([kinds, insts, seqs, subs, ops, infos], rows)
+
+    def typed_ports(self, table: Any, ports: set) -> list[bool]:
+        """Per input port of a Flex engine, whether the rows of ``table``'s column of that port
+        (to_pylist's dicts) hold exactly the port's columns in order, each of an Arrow type whose
+        values are those of its SPLASH kind (:meth:`FlexEngine.process`'s ``typed``); [] when
+        none is, or the engine is no Flex."""
+        kinds_of = getattr(self.engine, "source_kinds_of", None)
+        if kinds_of is None:
+            return []
+        typed = [False] * len(kinds_of)
+        for p in ports:
+            if not 0 <= p < len(kinds_of):
+                continue
+            t = table.schema.field(port_column(p)).type
+            fields = [t.field(i) for i in range(t.num_fields)] if hasattr(t, "num_fields") else []
+            typed[p] = [(f.name, _ARROW_KINDS.get(str(f.type))) for f in fields] == kinds_of[p]
+        return typed if any(typed) else []
 
     def table(self, out: list[tuple]) -> Any:
         """Output rows (tuples of :meth:`process`) as an Arrow table of :func:`output_schema`."""

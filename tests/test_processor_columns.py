@@ -107,3 +107,81 @@ def test_process_table_of_an_engine_takes_the_columns(plan_text):
         ("bad", 1, 1, 0, None, None, None),      # came bad, with its line
         ("row", 1, 2, 0, "i", "a", 6)]
     assert json.loads(out[4]["__info"]) == {"reason": "no instance", "row": {"line": "x,y"}}
+
+
+# --- a Flex input whose Arrow columns have its columns' kinds: rows taken without the row cast ---
+
+TYPED_PROJECT = """
+CREATE INPUT WINDOW W SCHEMA (k string, i integer, l long, f float, b boolean) PRIMARY KEY (k);
+CREATE INPUT STREAM S SCHEMA (k string, l long);
+CREATE FLEX F IN W, S
+OUT OUTPUT STREAM O SCHEMA (k string, t long, f float, b boolean)
+BEGIN
+    DECLARE
+        dictionary(string, long) last;
+    END;
+    ON W {
+        long t := W.l * 1000000;
+        if (W.i = 13) { t := W.i * 1000000000; }
+        last[W.k] := W.l;
+        output setOpcode([k = W.k; t = t; f = W.f; b = W.b;], getOpcode(W));
+    };
+    ON S {
+        output [k = S.k; t = S.l + last[S.k]; f = 1.5;];
+    };
+END;
+"""
+W_TYPE = pa.struct([("k", pa.string()), ("i", pa.int32()), ("l", pa.int64()), ("f", pa.float64()),
+                    ("b", pa.bool_())])
+S_TYPES = [pa.struct([("k", pa.string()), ("l", pa.int64())]),   # typed
+           pa.struct([("k", pa.string()), ("l", pa.int32())]),   # an int32 in a long column: cast
+           pa.struct([("l", pa.int64()), ("k", pa.string())])]   # another order: cast
+
+typed_rows = st.lists(st.tuples(
+    st.integers(0, 2),                                   # instance
+    st.integers(0, 1),                                   # port
+    st.sampled_from(["i", "u", "d", "p", "x"]),          # opcode
+    st.integers(1, 5),                                   # seq
+    st.one_of(st.none(), st.tuples(keys, st.sampled_from([None, 0, 13, -2**31, 2**31 - 1]),
+                                   st.sampled_from([None, 0, 5, 2**40, -2**63, 2**63 - 1]),
+                                   st.sampled_from([None, 0.5, -0.0, float("nan")]),
+                                   st.sampled_from([None, True, False])))),
+    min_size=1, max_size=25)
+
+
+def _typed_table(events: list, s_type: pa.DataType) -> pa.Table:
+    n = len(events)
+    w = [dict(zip(["k", "i", "l", "f", "b"], e[4])) if e[1] == 0 and e[4] else None for e in events]
+    s = [{"k": e[4][0], "l": e[4][2] if s_type.field("l").type == pa.int64() else e[4][1]}
+         if e[1] == 1 and e[4] else None for e in events]
+    return pa.table({
+        "__port": pa.array([e[1] for e in events], pa.int32()),
+        "__seq": pa.array([e[3] for e in events], pa.int64()),
+        "__sub": pa.array([0] * n, pa.int64()),
+        "__src": pa.array([0] * n, pa.int32()),
+        "__op": pa.array([e[2] for e in events], pa.string()),
+        "__inst": pa.array([e[0] for e in events], pa.int32()),
+        "__p0": pa.array(w, W_TYPE),
+        "__p1": pa.array(s, s_type)})
+
+
+@pytest.fixture(scope="module")
+def typed_plan_text(tmp_path_factory) -> str:
+    return plan_text_of(tmp_path_factory.mktemp("t"), TYPED_PROJECT)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(typed_rows, min_size=1, max_size=3), s_type=st.sampled_from(S_TYPES))
+def test_typed_ports_skip_the_cast_with_the_same_outputs_and_states(typed_plan_text, batches, s_type):
+    run = BucketRun(typed_plan_text, "O")
+    fast: dict = {}
+    slow: dict = {}
+    for now, events in enumerate(batches):
+        table = _typed_table(events, s_type)
+        assert run.typed_ports(table, {0, 1}) == [True, s_type == S_TYPES[0]]
+        got = run.process_columns(fast, table, now)
+        expected = run.table(run.process(slow, received_rows(table), now))
+        assert got.schema == expected.schema
+        assert repr(got.to_pylist()) == repr(expected.to_pylist())
+        assert repr(fast) == repr(slow)  # (a Long's repr is not an int's)

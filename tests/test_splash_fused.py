@@ -37,6 +37,12 @@ OPCODES = ["insert", "update", "delete", "upsert", "safedelete", "Delete", "n", 
            "priceW"]
 
 
+# reads of lz and li as operands of each fused form (lz shadowed one scope in, li two out)
+READ_LZ = ("lz := lz + li; n := lz + li; n := li - lz; x := lz * 2.5; if (lz > li) { n := n + 1; } "
+           "if (li < lz) { n := n + 2; } if ((lz > li) and (li < lz)) { n := n + 3; } "
+           "n := (lz + li) * 1; n := (li - lz) * 1;")
+
+
 def statements(depth: int) -> st.SearchStrategy[str]:
     operand = st.sampled_from(OPERANDS)
     arith = st.builds(lambda a, op, b: f"{a} {op} {b}", operand, st.sampled_from("+-*"), operand)
@@ -66,6 +72,9 @@ def statements(depth: int) -> st.SearchStrategy[str]:
         st.builds(lambda e, a: f"if (isnull({e})) {{ integer lz := 4; {a} }}",
                   st.sampled_from(["priceW.i", "lf", "lz"]), inner),
         st.builds(lambda c, a: f"if ({c}) {{ integer lz := 5; {a} }} else {{ {a} }}", compare, inner),
+        # a local shadowed one scope in, read from both (operands read the next scope out inline)
+        st.builds(lambda a: (f"if (isnull(null)) {{ integer lz := 4; if (li = 2) {{ integer lz := 6; {a} "
+                             f"{READ_LZ} }} {a} {READ_LZ} }}"), inner),
     )
     return st.one_of(simple, nested)
 

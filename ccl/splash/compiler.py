@@ -13,7 +13,7 @@ from .machine import (BREAK, CONTINUE, OPCODES, RETURN, Cell, ExitSignal, Expr, 
                       Stmt, fail, find_cell, set_element)
 from .operators import arithmetic, comparison, truth
 from .values import Dictionary, Record, SplashError, a_kind, stored_key
-from .windows import WindowView, window_rows
+from .windows import WindowView, window_records, window_rows
 
 
 set_opcode = lookup("setopcode").fn  # type: ignore[union-attr]
@@ -325,6 +325,10 @@ class Compiler(ExpressionCompiler):
         where = [(c.name.name, self.expr(c.value)) for c in s.where]
         # `for (r in W)`: ESP's older form of `for (r in W_stream)`, W naming the window
         stream = f"{s.iterable.name.name}_stream" if isinstance(s.iterable, n.Var) else None
+        columns = tuple(name for name, _ in where)
+        values = [value for _, value in where]
+        # where's columns once each (a repeated one: the dict of window_rows keeps its last value)
+        eager = self.fuse and len(set(columns)) == len(columns)
 
         def run(m: Machine, f: Frame) -> Optional[str]:
             m.steps += 1
@@ -343,7 +347,10 @@ class Compiler(ExpressionCompiler):
             if it is None:
                 return None
             if isinstance(it, WindowView):
-                items = window_rows(it, {name: value(m, f) for name, value in where})
+                if eager and it.splash_form:  # the same records, made at once (window_records)
+                    items = window_records(it, columns, [value(m, f) for value in values])
+                else:
+                    items = window_rows(it, {name: value(m, f) for name, value in where})
                 t: Type = ANY
             elif where:
                 raise SplashError(f"for-in with where needs a window (W_stream), not {a_kind(it)}")
@@ -566,6 +573,8 @@ class Compiler(ExpressionCompiler):
             else:
                 scopes = f.scopes
                 cell = scopes[-1].get(name) if scopes else None
+                if cell is None and len(scopes) > 1:  # the next scope out, without find_cell's call
+                    cell = scopes[-2].get(name)
                 if cell is None:
                     cell = find_cell(m, f, name)
             if cell is None:
@@ -596,6 +605,8 @@ class Compiler(ExpressionCompiler):
                 else:
                     scopes = f.scopes
                     c = scopes[-1].get(llocal) if scopes else None
+                    if c is None and len(scopes) > 1:  # the next scope out (a loop body's)
+                        c = scopes[-2].get(llocal)
                 a = c.value if c is not None else left(m, f)
             else:
                 a = left(m, f)
@@ -618,6 +629,8 @@ class Compiler(ExpressionCompiler):
                 else:
                     scopes = f.scopes
                     c = scopes[-1].get(rlocal) if scopes else None
+                    if c is None and len(scopes) > 1:  # the next scope out (a loop body's)
+                        c = scopes[-2].get(rlocal)
                 b = c.value if c is not None else right(m, f)
             else:
                 b = right(m, f)

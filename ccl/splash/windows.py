@@ -24,7 +24,7 @@ from .values import Record, SplashError, a_kind
 
 _new_record = Record.__new__
 
-__all__ = ["WindowIterator", "WindowView", "window_rows"]
+__all__ = ["WindowIterator", "WindowView", "window_records", "window_rows"]
 
 
 class WindowView:
@@ -45,6 +45,9 @@ class WindowView:
         # column -> value -> the rows holding it (in window order), made on first use: only for a
         # view whose rows do not change while it is used (see :meth:`lasting`)
         self.groups: Optional[dict[str, dict]] = None
+        # where columns (a tuple) -> (the first unknown column or None, the positions of the key
+        # columns in them when they hold the whole key, else None): see window_records
+        self.plans: dict[tuple, tuple] = {}
 
     def lasting(self) -> "WindowView":
         """This view, marked as one that the caller keeps for several handler runs over rows that
@@ -99,7 +102,7 @@ class WindowView:
 
     def by_key(self, probe: object) -> Optional[Record]:
         """``W_stream[probe]``: the row with ``probe``'s key, or null."""
-        if not isinstance(probe, Mapping):
+        if not isinstance(probe, dict) and not isinstance(probe, Mapping):  # (dict's test is cheap)
             raise SplashError(f"{self!r}[...] needs a record with the key of {self.name}, not "
                               f"{a_kind(probe)}")
         missing = [k for k in self.key if k not in probe]
@@ -145,6 +148,46 @@ def window_rows(view: WindowView, equal: Mapping[str, object]) -> Iterator[Recor
     for row in candidates:
         if all(_same(row.get(c), v) for c, v in tests):
             yield view.record(row)
+
+
+def window_records(view: WindowView, columns: tuple, values: list) -> list:
+    """``list(window_rows(view, dict(zip(columns, values))))`` for a view whose rows are in SPLASH
+    form (``splash_form``: making their records cannot fail, so reading them all at once changes
+    nothing the code can see) and ``columns`` without repeats: the same records and errors, with
+    what depends on the columns only (unknown ones, whether they hold the key) found once per
+    view and columns."""
+    plan = view.plans.get(columns)
+    if plan is None:
+        unknown = next((c for c in columns if c not in view.types), None)
+        key = view.key
+        where = {c: i for i, c in enumerate(columns)}
+        positions = tuple(where[k] for k in key) if key and set(key) <= set(columns) else None
+        plan = view.plans[columns] = (unknown, positions)
+    unknown, positions = plan
+    if unknown is not None:
+        raise SplashError(f"{view.name} has no column '{unknown}'")
+    for v in values:
+        if v is None:
+            return []
+    if positions is not None:  # the key: one lookup
+        row = view.rows.get(tuple([values[i] for i in positions]))
+        candidates = [row] if row is not None else []
+    elif columns:
+        candidates = view.candidates(columns[0], values[0])
+    else:
+        candidates = list(view.rows.values())
+    record = view.record
+    if len(columns) == 1:  # one column (the common where): _same inline
+        c, v = columns[0], values[0]
+        v_bool = type(v) is bool
+        out = []
+        for row in candidates:
+            a = row.get(c)
+            if a is not None and a == v and (type(a) is bool) == v_bool:
+                out.append(record(row))
+        return out
+    tests = list(zip(columns, values))
+    return [record(row) for row in candidates if all(_same(row.get(c), v) for c, v in tests)]
 
 
 def _same(a: object, b: object) -> bool:

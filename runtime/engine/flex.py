@@ -92,6 +92,11 @@ class FlexEngine:
         self.sources = [SourceStage(elements[p], k) for p, k in zip(self.inputs, keeps)]
         self.source_kinds = [elements[p].kind for p in self.inputs]
         self.source_casts = [cast_steps(s.columns) for s in self.sources]
+        # per port: its columns' names and SPLASH kinds (for a caller that vouches for its rows'
+        # types: process(typed=...)), and the long columns, whose plain ints the cast makes Longs
+        self.source_kinds_of = [[(name, as_type(text).name) for name, text in s.columns]
+                                for s in self.sources]
+        self._longs = [[c for c, k in kinds if k == "long"] for kinds in self.source_kinds_of]
         self.output_cast = cast_steps(self.columns)
         # per port: the key of a window input mirrored without KEEP or AGES (kept by _events
         # itself on inserts and updates), else None
@@ -170,10 +175,16 @@ class FlexEngine:
                 "output": self.store.initial_state() if self.store else None,
                 "timers": [None] * len(self.every)}
 
-    def process(self, state: dict, events: Sequence[Event], now_ms: int) -> list[Output]:
+    def process(self, state: dict, events: Sequence[Event], now_ms: int,
+                typed: Sequence[bool] = ()) -> list[Output]:
         """Run the handlers for ``events`` in order (one ESP transaction: ON START TRANSACTION
         before the first, ON END TRANSACTION after the last); what is due by ``now_ms`` (EVERY
-        timers, the output window's time KEEP) runs first."""
+        timers, the output window's time KEEP) runs first. ``typed[port]`` True: the caller
+        vouches that every non-empty values dict of that port's events is its own (the engine may
+        keep and change it) and holds exactly the port's columns (:attr:`source_kinds_of`), in
+        order, each value None or of its kind's plain Python type (``str``, ``float``, ``bool``,
+        an ``int`` in a 32-bit range for an integer, any 64-bit ``int`` for a long): its rows then
+        skip the cast, their long columns' ints made Longs as the cast makes them."""
         out: list[Output] = list(self.expire(state, now_ms))
         self._views.clear()
         if not events:
@@ -190,7 +201,7 @@ class FlexEngine:
             for h in self.on_start:
                 out += self._run(state, h, {}, None, first.seq, NO_PORT, now_ms,
                                  "ON START TRANSACTION", session=session)
-            self._events(state, events, now_ms, session, out)
+            self._events(state, events, now_ms, session, out, typed)
             for h in self.on_end:
                 out += self._run(state, h, {}, None, state["seq"], NO_PORT, now_ms,
                                  "ON END TRANSACTION", session=session)
@@ -200,7 +211,7 @@ class FlexEngine:
         return out
 
     def _events(self, state: dict, events: Sequence[Event], now_ms: int, session: Session,
-                out: list[Output]) -> None:
+                out: list[Output], typed: Sequence[bool] = ()) -> None:
         """The events of one batch, their outputs appended to ``out``: what :meth:`_event` does
         per event, with what does not change over the batch looked up once and a window input
         kept without KEEP mirrored here (what SourceStage.apply and Store.upsert do for it,
@@ -216,6 +227,9 @@ class FlexEngine:
         emitted: list[tuple] = []  # one run's outputs (cleared before each)
         take = self._taker(emitted)
         to_stream = self.kind == "stream"
+        # per port: the number of columns of a row taken without the cast (typed), else 0
+        sizes = [len(steps) if i < len(typed) and typed[i] else 0 for i, steps in enumerate(casts)]
+        longs = self._longs
         for event in events:
             seq, op, port = event.seq, event.op, event.port
             if last is None or seq > last:
@@ -223,11 +237,19 @@ class FlexEngine:
             if op not in OPS or not 0 <= port < nports:
                 out += self._event(state, event, now_ms, session)
                 continue
-            try:
-                row_in = _cast_row(event.values, casts[port])
-            except SplashError as e:
-                out.append(Bad(e.reason, seq, port, dict(event.values)))
-                continue
+            values = event.values
+            if sizes[port] and len(values) == sizes[port]:  # typed: what the cast would give
+                row_in = values  # type: ignore[assignment]
+                for c in longs[port]:
+                    v = row_in[c]
+                    if v is not None:
+                        row_in[c] = Long(v)
+            else:
+                try:
+                    row_in = _cast_row(values, casts[port])
+                except SplashError as e:
+                    out.append(Bad(e.reason, seq, port, dict(values)))
+                    continue
             if streams[port]:  # an unstored stream: every row an insert, d/s dropped
                 if op == "d" or op == "s":
                     continue
