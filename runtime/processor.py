@@ -285,8 +285,21 @@ class BucketRun:
         return to_arrow_schema(output_schema(self.element), timezone="UTC")
 
     def expire(self, states: dict[int, dict], now: int) -> list[tuple]:
-        """Output rows of what time-based KEEPs evict at ``now``, in every instance."""
+        """Output rows of what time-based KEEPs evict at ``now``, in every instance (through the
+        columnar kernel when it expires rows itself: a window aggregation of a stream under a
+        time KEEP)."""
         out: list[tuple] = []
+        if getattr(self.columnar, "timed", False):
+            runs, changes = self.columnar.expire(states, now)
+            for run in runs:
+                out.extend(self.emitted(run.inst, run.outputs, EXPIRY_SUB))
+            if changes is not None:
+                names = self.columns
+                out.extend(("row", inst, seq, EXPIRY_SUB + sub, op, None,
+                            dict(zip(names, values)))
+                           for inst, seq, sub, op, *values in zip(
+                               changes.inst, changes.seq, changes.sub, changes.op, *changes.values))
+            return out
         for inst in sorted(states):
             out.extend(self.emitted(inst, self.engine.expire(states[inst], now), EXPIRY_SUB))
         return out
