@@ -3,11 +3,14 @@ aggregation kernel (runtime/engine/kernels/window_agg.py: its rows keyed by sequ
 expired by the batch's time) against the engine row by row, on generated batches: each with its
 own time (ticks with no rows among them), rows of every opcode into the stream (deletes and
 updates are no deletes of a stream), NaN and both zeros, rows that came bad, rows sharing a
-sequence number, three instances. After every batch and its expiry (as runtime/arrow_state.py runs
-a timed bucket: the rows, then every instance's expiry at the batch's time) both leave the same
-state and next deadline; in rows mode the outputs are the engine's, change for change (sequence
-and sub-numbers, the expiry's from 2^40, included); in batch mode they are each window row's net
-change. Through the state store too, the last batch run again as after a crash."""
+sequence number, runs of several events of one group in one batch, three instances. After every
+batch and its expiry (as runtime/arrow_state.py runs a timed bucket: the rows, then every
+instance's expiry at the batch's time) both leave the same state and next deadline, and the
+kernel's outputs are the engine's, change for change (sequence and sub-numbers, the expiry's from
+2^40, included), whether something reads the window's changes or not: under a time KEEP each
+event is its own transaction and gives its own change (the compiler never takes batch mode,
+which gave one change per group per batch). Through the state store too (layout format 3), the
+last batch run again as after a crash."""
 from __future__ import annotations
 
 import json
@@ -22,12 +25,13 @@ from hypothesis import strategies as st
 
 from buckets import bucket_table
 from planned import plan_json, typed
-from runtime.arrow_state import MARK, bucket_runner, load_states, saved_deadline, uses_window_store
+from runtime.arrow_state import (MARK, bucket_runner, load_states, rows_root, saved_deadline,
+                                 uses_window_store)
 from runtime.engine.kernels.window_agg import WindowAggregation
 from runtime.processor import EXPIRY_SUB, BucketRun, received_rows
-from runtime.state.store import BucketStore
-from test_engine_columnar import OBSERVED, outputs, same, window
-from test_kernel_window_agg import canonical, has_nan, key_text, same_row
+from runtime.state.store import FORMAT, BucketStore, _read_layout
+from test_engine_columnar import OBSERVED, outputs, same
+from test_kernel_window_agg import canonical
 
 SOURCE = "CREATE INPUT STREAM S SCHEMA (k string, p float, v integer, n long);\n"
 KEEP = "KEEP 3 SECONDS"
@@ -45,16 +49,13 @@ QUERIES = {
     "failing argument": ("SELECT S.k, sum(cast(integer, CASE WHEN S.v = 1 THEN 'x' ELSE '2' END)) q, "
                          f"count(*) c FROM S {KEEP} GROUP BY S.k"),
 }
-BATCH_QUERIES = {
-    **QUERIES,
+QUERIES.update({
+    # select items that are not aggregates and plain columns, HAVING: the kernel's engine steps
     "having and expressions": ("SELECT upper(S.k) k, max(S.p) - min(S.p) spread, count(*) c "
                                f"FROM S {KEEP} GROUP BY upper(S.k) HAVING count(*) > 1"),
     "failing item": ("SELECT S.k, cast(integer, CASE WHEN count(*) = 2 THEN 'x' ELSE '1' END) q "
                      f"FROM S {KEEP} GROUP BY S.k"),
-}
-# rows mode takes aggregates and plain columns only
-ROWS_QUERIES = ["count sum avg max", "min max with retraction, PER", "filters", "engine aggregates",
-                "float group", "failing argument"]
+})
 
 SCHEMA = pa.struct([("k", pa.string()), ("p", pa.float64()), ("v", pa.int32()), ("n", pa.int64())])
 row = st.fixed_dictionaries({
@@ -67,27 +68,42 @@ event = st.tuples(st.integers(0, 2),
                   st.sampled_from([None] * 9 + ["does not parse"]),
                   row,
                   st.sampled_from([False] * 5 + [True]))  # shares the sequence number before it
+
+
+@st.composite
+def run_of_one_group(draw) -> list:
+    """2 to 8 events of one instance and group (``k``) in a row, each its own transaction: the
+    engine gives a change for each, which a fold per batch does not."""
+    inst, k = draw(st.integers(0, 2)), draw(st.sampled_from([None, "a", "b"]))
+    rows = draw(st.lists(row, min_size=2, max_size=8))
+    return [(inst, "i", None, {**r, "k": k}, False) for r in rows]
+
+
+rows_of_a_batch = st.lists(st.one_of(event.map(lambda e: [e]), run_of_one_group()),
+                           max_size=12).map(lambda parts: [e for part in parts for e in part])
 # batches: (milliseconds since the batch before, its rows; none: a tick)
 batches = st.lists(st.tuples(st.sampled_from([0, 1, 500, 1000, 2999, 3000, 3001, 4000]),
-                             st.lists(event, max_size=25)), min_size=1, max_size=6)
+                             rows_of_a_batch), min_size=1, max_size=6)
 T0 = 1_700_000_000_000
 
 
-def plan_of(tmp_path, query: str, mode: str) -> dict:
+def plan_of(tmp_path, query: str, observed: bool) -> dict:
+    """The plan of window W over S defined by ``query``, its changes written by an output adapter
+    (``observed``) or read by nothing: rows mode either way."""
     path = tmp_path / "p.ccl"
     path.write_text(SOURCE + f"CREATE OUTPUT WINDOW W PRIMARY KEY DEDUCED AS {query};\n"
-                    + (OBSERVED if mode == "rows" else ""))
+                    + (OBSERVED if observed else ""))
     plan, diags = plan_json(str(path))
     assert plan is not None, [str(d) for d in diags]
     physical = plan["elements"][1]["physical"]
     assert (physical["kernel"], physical["columnar"], physical["uses_time"]) == \
-        ("window_aggregation", mode, True)
+        ("window_aggregation", "rows", True)
     return plan
 
 
-def runs(tmp_path, query: str, mode: str) -> tuple[BucketRun, BucketRun]:
+def runs(tmp_path, query: str, observed: bool) -> tuple[BucketRun, BucketRun]:
     """The element run by its kernel, and by the engine alone."""
-    text = json.dumps(plan_of(tmp_path, query, mode))
+    text = json.dumps(plan_of(tmp_path, query, observed))
     kernel, engine = BucketRun(text, "W"), BucketRun(text, "W")
     assert isinstance(kernel.columnar, WindowAggregation) and kernel.columnar.timed
     engine.columnar = None
@@ -118,11 +134,9 @@ def assert_same_state(a: dict, b: dict) -> None:
     assert canonical(a) == canonical(b)
 
 
-@pytest.mark.parametrize("name", ROWS_QUERIES)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=batches)
-def test_rows_mode_gives_the_engine_changes_and_expiries(tmp_path, name, data):
-    kernel, engine = runs(tmp_path, QUERIES[name], "rows")
+def engine_changes(kernel: BucketRun, engine: BucketRun, data: list) -> None:
+    """``data``'s batches through both: the same outputs (sorted only by instance: a change's
+    sub-number is its place), states and next deadlines after each."""
     by_kernel: dict = {}
     by_engine: dict = {}
     now = T0
@@ -135,50 +149,36 @@ def test_rows_mode_gives_the_engine_changes_and_expiries(tmp_path, name, data):
         assert kernel.next_deadline(by_kernel) == engine.next_deadline(by_engine)
 
 
-@pytest.mark.parametrize("name", list(BATCH_QUERIES))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize("observed", [True, False], ids=["observed", "unobserved"])
+@pytest.mark.parametrize("name", list(QUERIES))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=batches)
-def test_batch_mode_gives_the_net_changes_with_the_expiry(tmp_path, name, data):
-    """Same states, next deadlines, bad records and counts; per instance one change per window
-    row that changed in the batch (its expiry included), from its row before to its row after."""
-    kernel, engine = runs(tmp_path, BATCH_QUERIES[name], "batch")
-    key = list(kernel.element.key)
-    by_kernel: dict = {}
-    by_engine: dict = {}
-    now = T0
-    for b, (step, events) in enumerate(data):
-        now += step
-        before = {inst: window(by_kernel, inst) for inst in range(3)}
-        got = timed_batch(kernel, by_kernel, events, 1000 * (b + 1), now, True)
-        expected = timed_batch(engine, by_engine, events, 1000 * (b + 1), now, False)
-        assert_same_state(by_kernel, by_engine)
-        assert kernel.next_deadline(by_kernel) == engine.next_deadline(by_engine)
-        assert sorted(o for o in got if o[0] == "stat") == sorted(o for o in expected if o[0] == "stat")
-        bad = sorted((o[1], o[2], o[5]) for o in expected if o[0] == "bad")
-        assert sorted((o[1], o[2], o[5]) for o in got if o[0] == "bad") == bad
-        for inst in range(3):
-            after = window(by_kernel, inst)
-            changes = [o for o in got if o[0] == "row" and o[1] == inst]
-            if any(has_nan(k) for k in (*before[inst], *after)):
-                assert len(changes) <= len(before[inst]) + len(after)
-                continue
-            old = {key_text(k): v for k, v in before[inst].items()}
-            new = {key_text(k): v for k, v in after.items()}
-            keys = [key_text(tuple(o[6][c] for c in key)) for o in changes]
-            assert len(set(keys)) == len(keys)
-            assert set(keys) == {k for k in old.keys() | new.keys()
-                                 if not same_row(old.get(k), new.get(k))}
-            for o, k in zip(changes, keys):
-                op = "d" if k not in new else "i" if k not in old else "u"
-                assert o[4] == op
-                assert same(o[6], new[k] if op != "d" else old[k])
+def test_the_kernel_gives_the_engine_changes_and_expiries(tmp_path, name, observed, data):
+    """Outputs change for change, whether an output adapter reads W's changes or nothing does
+    (where batch mode folded each group's changes of a batch into one)."""
+    kernel, engine = runs(tmp_path, QUERIES[name], observed)
+    engine_changes(kernel, engine, data)
+
+
+def test_every_event_of_one_group_in_one_batch_gives_its_change(tmp_path):
+    """projects/stock_prices' StockSession (first, last, min, max, count over ``KEEP 8 HOURS``,
+    nothing reading it): 40 events of one symbol in one batch give 40 changes, as the engine's."""
+    query = ("SELECT S.k, first(S.p) o, last(S.p) l, min(S.p) lo, max(S.p) hi, count(*) c "
+             "FROM S KEEP 8 HOURS GROUP BY S.k")
+    kernel, engine = runs(tmp_path, query, False)
+    events = [(0, "i", None, {"k": "a", "p": float(i % 7), "v": i, "n": None}, False)
+              for i in range(40)]
+    got = timed_batch(kernel, {}, events, 1, T0, True)
+    expected = timed_batch(engine, {}, events, 1, T0, False)
+    assert len([o for o in got if o[0] == "row"]) == 40
+    assert same(got, expected)
 
 
 def test_expiry_is_one_transaction_numbered_from_2_40(tmp_path):
     """Rows of one group expire together as one change (the engine's merged transaction), with
     the instance's last sequence number and sub-numbers from 2^40 when the bucket has no rows;
     first in the batch, from 0, when it has."""
-    kernel, _ = runs(tmp_path, QUERIES["count sum avg max"], "rows")
+    kernel, _ = runs(tmp_path, QUERIES["count sum avg max"], True)
     states: dict = {}
     a = {"k": "a", "p": 1.0, "v": 1, "n": None}
     timed_batch(kernel, states, [(0, "i", None, a, False), (0, "i", None, {**a, "v": 2}, False),
@@ -191,10 +191,10 @@ def test_expiry_is_one_transaction_numbered_from_2_40(tmp_path):
     assert kernel.next_deadline(states) == T0 + 6000
 
 
-def store_plans(tmp_path, query: str, mode: str) -> dict[str, str]:
+def store_plans(tmp_path, query: str, observed: bool) -> dict[str, str]:
     """The plan text run by the kernel and by the engine, rows in the bucket's state store, and
     by the engine with its rows in the state file (the pickled layout)."""
-    plan = plan_of(tmp_path, query, mode)
+    plan = plan_of(tmp_path, query, observed)
     assert uses_window_store(typed(plan).element("W"))
     kernel = json.dumps(plan)
     plan["elements"][1]["physical"]["kernel"] = None
@@ -236,17 +236,18 @@ def _decoded(value: bytes) -> object:
     return value
 
 
-@pytest.mark.parametrize("mode", ["rows", "batch"])
+@pytest.mark.parametrize("observed", [True, False], ids=["observed", "unobserved"])
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
           phases=[Phase.explicit, Phase.reuse, Phase.generate])  # (shrinking: minutes)
 @given(data=batches)
-def test_over_the_state_store_and_after_a_crash(tmp_path, mode, data):
+def test_over_the_state_store_and_after_a_crash(tmp_path, observed, data):
     """Batch after batch through runtime/arrow_state.py with timers (rows attached from the state
-    store, expired through its time index, a tick a marker row; the last batch run again as after
-    a crash): the kernel leaves the engine's state file, next deadline and very store entries,
-    and in rows mode gives the engine's outputs (in batch mode the pickled engine's state)."""
+    store of the current layout, format 3, expired through its time index, a tick a marker row;
+    the last batch run again as after a crash): the kernel gives the engine's outputs and leaves
+    its state file (counts where the store holds the parts), next deadline and very store
+    entries."""
     example = uuid.uuid4().hex
-    plans = store_plans(tmp_path, QUERIES["min max with retraction, PER"], mode)
+    plans = store_plans(tmp_path, QUERIES["min max with retraction, PER"], observed)
     dirs = {which: tmp_path / f"{which}{example}" for which in plans}
     now = T0
     times = []
@@ -263,15 +264,20 @@ def test_over_the_state_store_and_after_a_crash(tmp_path, mode, data):
                                 times[batch_id], True)
             got[which] = sorted(run((None,), t).to_pylist(),
                                 key=lambda r: (r["__inst"], r["__kind"] == "stat", r["__sub"] or 0))
-        if mode == "rows":
-            assert same(got["kernel"], got["engine"])
-            assert same(got["kernel"], got["pickled"])
-        assert same(load_states(str(dirs["kernel"]), 0, batch_id + 1),
-                    load_states(str(dirs["engine"]), 0, batch_id + 1))
+        assert same(got["kernel"], got["engine"])
+        assert same(got["kernel"], got["pickled"])
+        states = load_states(str(dirs["kernel"]), 0, batch_id + 1)
+        assert same(states, load_states(str(dirs["engine"]), 0, batch_id + 1))
+        for state in states.values():  # (format 3: the stored parts are counts in the file)
+            sstate = state["selects"][0]
+            assert type(sstate["agg"]["groups"]) is int
+            assert type(sstate["sources"][0]["rows"]) is int
+            assert type(sstate["sources"][0]["groups"]) is int
         assert saved_deadline(str(dirs["kernel"]), 0, batch_id) == \
             saved_deadline(str(dirs["engine"]), 0, batch_id) == \
             saved_deadline(str(dirs["pickled"]), 0, batch_id)
         assert stored(dirs["kernel"]) == stored(dirs["engine"])
+    assert _read_layout(rows_root(str(dirs["kernel"])))[1] == FORMAT == 3
 
 
 # a window with a time KEEP of its own over the stream, no aggregate: the keep kernel

@@ -142,6 +142,11 @@ ROWS_READER = "create output stream o as select a.sym from a;"
     ("s.sym, max(s.px) m, s.q, median(s.px) md", "group filter s.q > 0 group by s.sym", ROWS_READER, "rows"),
     ("s.sym, max(s.px) + 1 m", "group by s.sym", ROWS_READER, None),
     ("s.sym, count(*) n", "group by s.sym having count(*) > 1", ROWS_READER, None),
+    # under a time KEEP every event gives its change: per row, read or not, any items and HAVING
+    ("s.sym, max(s.px) m, count(*) n", "keep 8 hours group by s.sym", "", "rows"),
+    ("s.sym, max(s.px) m", "keep 8 hours group by s.sym", ROWS_READER, "rows"),
+    ("upper(s.sym) sym, max(s.px) - min(s.px) r", "keep 2 seconds group by upper(s.sym) "
+     "having count(*) > 1", "", "rows"),
     # functions whose value is not their arguments', a key that is no GROUP BY expression
     ("s.sym, max(s.px) m, now() t", "group by s.sym", "", None),
     ("s.sym, count(*) n", "where getrowid(s) > 0 group by s.sym", "", None),

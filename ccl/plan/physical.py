@@ -237,7 +237,8 @@ def columnar_aggregation(element: Element, plan: Plan) -> Optional[str]:
       change per group per micro-batch, all its readers see;
     - ``"rows"`` when something does and its select items are its aggregates and plain columns of
       its source (of a type the engine reads as Arrow gives it), with no HAVING: one change per
-      input row, as the engine gives them.
+      input row, as the engine gives them; and always for a time FROM KEEP on a stream (each
+      event its own transaction, its own change), whatever its select items.
 
     It must be a window with KEEP ALL (or no KEEP, no AGES, no DECLARE) aggregating one stream,
     window or delta stream (``ccl.plan.lowering.columnar.COLUMNAR_SOURCES``; no join, FROM KEEP, MATCHING or GROUP ORDER

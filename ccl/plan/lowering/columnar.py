@@ -136,7 +136,9 @@ def lower_columnar(element: Element, plan: Plan, observed: bool, builtins: Mappi
     column is one, and each is a key column), whose expressions read only the source's columns,
     the aggregates and ``<target>_partitions``, and call only built-in functions (``builtins``)
     whose value depends on their arguments alone (not :data:`IMPURE_FUNCTIONS`). In rows mode
-    its select items must be aggregates and plain columns of :data:`PLAIN_TYPES`, with no HAVING.
+    its select items must be aggregates and plain columns of :data:`PLAIN_TYPES`, with no HAVING,
+    except under a time KEEP, which is always in rows mode (the window aggregation kernel gives
+    the engine's change per event, any select items).
     """
     query = element.query
     if element.kind != "window" or query is None or len(query.selects) != 1:
@@ -153,7 +155,8 @@ def lower_columnar(element: Element, plan: Plan, observed: bool, builtins: Mappi
     src = next((e for e in plan.elements if e.name == sel.sources[0].element), None)
     if src is None or src.read_as not in COLUMNAR_SOURCES or src.kind == "reference":
         raise Unsupported("its source is no stream, window or delta stream")
-    if sel.sources[0].keep is not None and not timed_stream(sel.sources[0].keep, src):
+    timed = sel.sources[0].keep is not None
+    if timed and not timed_stream(sel.sources[0].keep, src):
         raise Unsupported("a FROM KEEP other than a time KEEP on a stream")
     # the window's key must be the group's: key columns are GROUP BY expressions, all of them, so
     # that no two groups ever show a row under one key (where the engine's order of rows decides)
@@ -188,7 +191,7 @@ def lower_columnar(element: Element, plan: Plan, observed: bool, builtins: Mappi
             break
     if sel.having is not None:
         plain = None
-    if observed and plain is None:
+    if observed and plain is None and not timed:
         raise Unsupported("its changes are read one by one, and a select item is neither an "
                           "aggregate nor a plain column, or there is a HAVING")
     arguments, folds = [], []
@@ -201,7 +204,9 @@ def lower_columnar(element: Element, plan: Plan, observed: bool, builtins: Mappi
                 and (not args or kind in NUMPY_TYPES or (fn == "count" and kind is not None)))
         folds.append(None if not fast else "count" if not args or fn == "count" else kind)
     return ColumnarLowering(
-        mode="rows" if observed else "batch", alias=alias,
+        # (under a time KEEP every event is its own transaction and gives its own change, which
+        # a fold per batch does not: rows mode, observed or not, any select items)
+        mode="rows" if observed or timed else "batch", alias=alias,
         where=backend.operand("where", (), read(sel.where)) if sel.where is not None else None,
         group_filter=(backend.operand("group_filter", (), read(sel.group_filter))
                       if sel.group_filter is not None else None),

@@ -2,7 +2,9 @@
 bucket's micro-batch at a time.
 
 ``ccl.plan.physical.columnar_aggregation`` picks it (and its mode, as for a stream source:
-runtime/engine/columnar.py) for a KEEP ALL window aggregating one window or delta stream. A row
+runtime/engine/columnar.py) for a KEEP ALL window aggregating one window or delta stream, or a
+stream under a time KEEP (``FROM s KEEP 10 SECONDS``: always in rows mode, each event its own
+transaction and change, the expiry the engine's first transaction of the batch). A row
 that leaves a group takes its contribution away (count and sum subtract, min and max recompute
 from the group's stored rows, as runtime/engine/aggregate.py does), so the batch cannot be folded
 out of order: each instance's rows are applied one after the other, in the engine's order
@@ -122,6 +124,10 @@ class WindowAggregation:
         self.timed = timed
         self.alias = sel.aliases[0]
         self.per_row = engine.element.physical.columnar == "rows"
+        if timed and not self.per_row:
+            # each event under a time KEEP is its own transaction with its own change, which a
+            # fold per batch does not give (the compiler gives such an aggregate rows mode)
+            raise ValueError(f"{engine.name}: an aggregate under a time KEEP runs in rows mode")
         types = {c: t.strip().lower() for c, t in self.source.columns}
         spec = engine.element.query.selects[0]
 
@@ -350,27 +356,14 @@ class WindowAggregation:
         tracks: dict[tuple, list] = {}  # deferred groups whose rows may hold a zero: see _track
         upsert, delete, key = self.source.store.upsert, self.source.store.delete, self.source.key
         fold = self._fold_row
-        if expired:  # the engine's expire: one transaction, a failing change's output lost
-            seq = expired[0].seq
+        if expired:  # the engine's expire (rows mode): one transaction, a failing change's output lost
             retracted: list[Change] = []
             for c in expired:
                 try:
-                    if deferred is None:
-                        retracted += self._apply(agg_state, c)
-                        continue
-                    for gkey in fold(agg_state, c.key, c.old, c.new, c.op, seq):
-                        first = deferred.pop(gkey, None) is None
-                        deferred[gkey] = seq
-                        if self.zero_cols:
-                            self._track(agg_state["groups"][gkey], gkey, first, tracks)
+                    retracted += self._apply(agg_state, c)
                 except SplashError:
                     continue
-            if deferred is None:
-                delivered = engine.deliver(state, consolidate(retracted), now)
-                if batch is None:
-                    out += [emit_of(c) for c in delivered]
-                else:
-                    batch.saw(delivered, len(out))
+            out += [emit_of(c) for c in engine.deliver(state, consolidate(retracted), now)]
         timed = self.timed
         for start, stop in _transactions(seqs, ports):
             seq, port = seqs[start], ports[start]
