@@ -109,6 +109,9 @@ class BucketRun:
         self.order = ((lambda x: (x[3] not in first_ports, *x[:4])) if first_ports
                       else (lambda x: x[:4]))
         self.first_ports = first_ports
+        # runtime/arrow_state.py's: whether the engine's state holds window rows and groups, and
+        # variables, the store may keep, and the input ports whose mirrors it keeps (first use)
+        self.stored: Optional[tuple[bool, bool, tuple[int, ...]]] = None
 
     def process(self, states: dict[int, dict], by_instance: dict[int, list[tuple]],
                 now: int) -> list[tuple]:
