@@ -16,7 +16,9 @@ the window Recent) gets that element's changes over the trades as its bucket (ma
 plan's path for it, and not timed); one that joins derived elements (*copart_join*'s Both) gets
 each source's changes on its port. A UNION element (*union*'s Edges, the default element of a
 shape that has one) gets each select's source's changes on that select's port, one after the
-other (the instance 0 when the element has one instance)."""
+other (the instance 0 when the element has one instance). With ``--expire`` (an element with a
+time KEEP) each run is followed by the expiry of every row (``BucketRun.expire`` at a time past
+the KEEP), timed apart, and the windows the runs leave are compared too."""
 from __future__ import annotations
 
 import argparse
@@ -123,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instruments", type=int, default=2_000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ports", type=int, default=1, help="each trade on this many ports (a self-join's)")
+    ap.add_argument("--columnar", choices=["rows", "batch"],
+                    help="run an aggregation kernel in this mode, whatever the plan says (rows: "
+                         "the changes as if read one by one)")
+    ap.add_argument("--expire", action="store_true",
+                    help="then expire every row (a time KEEP), timed apart")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "p.ccl")
@@ -134,7 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     derived = [e for e in plan.elements if e.role != "input"]
     name = args.element or next((e.name for e in derived if len(e.query.selects) > 1),
                                 derived[0].name)
-    text = json.dumps(plan_to_json(plan))
+    as_json = plan_to_json(plan)
+    if args.columnar:
+        for e in as_json["elements"]:
+            if e["name"] == name and e["physical"]["columnar"] is not None:
+                e["physical"]["columnar"] = args.columnar
+    text = json.dumps(as_json)
     runs = {"kernel": BucketRun(text, name), "engine": BucketRun(text, name)}
     runs["engine"].kernel = runs["engine"].columnar = None
     # the engine as it was before calls, CASE and casts had direct closures (runtime/engine/expr.py)
@@ -159,21 +171,39 @@ def main(argv: list[str] | None = None) -> int:
         table = pa.concat_tables([changes_of(BucketRun(text, s), table, p, len(sources))
                                   for p, s in enumerate(sources)], promote_options="permissive")
     spent: dict[str, list[float]] = {k: [] for k in runs}
+    expiring: dict[str, list[float]] = {k: [] for k in runs}
     outs = {}
+    windows = {}
+    now = 1_700_000_000_000
     gc.disable()
     try:
         for _ in range(args.rounds):
             for how, run in runs.items():
+                states: dict = {}
                 began = time.thread_time()
-                out = run.process_table({}, table, 0)
+                out = run.process_table(states, table, now)
                 spent[how].append(time.thread_time() - began)
                 outs[how] = out
+                if args.expire:
+                    windows[how] = repr(sorted((i, sorted(map(repr, s["output"]["rows"].items())))
+                                               for i, s in states.items()))
+                    began = time.thread_time()
+                    expired = run.expire(states, now + 86_400_000)
+                    expiring[how].append(time.thread_time() - began)
+                    windows[how] += repr(sorted((i, sorted(map(repr, s["output"]["rows"].items())))
+                                                for i, s in states.items())) + str(len(expired))
                 gc.collect()
     finally:
         gc.enable()
     for how, s in spent.items():
         print(f"{how:>7}: least {min(s) / table.num_rows * 1e6:6.2f} µs/row, median "
-              f"{statistics.median(s) / table.num_rows * 1e6:6.2f} µs/row ({outs[how].num_rows} output rows)")
+              f"{statistics.median(s) / table.num_rows * 1e6:6.2f} µs/row ({outs[how].num_rows} output rows)"
+              + (f"; expiry least {min(expiring[how]) / table.num_rows * 1e6:6.2f}, median "
+                 f"{statistics.median(expiring[how]) / table.num_rows * 1e6:6.2f} µs/row"
+                 if args.expire else ""))
+    if args.expire:
+        print(f"windows equal (after the rows, after the expiry): "
+              f"{len(set(windows.values())) == 1}")
     same = all(outs[k].sort_by([("__inst", "ascending"), ("__seq", "ascending"),
                                 ("__sub", "ascending"), ("__kind", "ascending")]).equals(
         outs["interp."].sort_by([("__inst", "ascending"), ("__seq", "ascending"),

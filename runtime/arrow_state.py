@@ -40,12 +40,12 @@ from .state.store import BucketStore, create, kept, read_layout, release_held
 BUCKET = "__bucket"
 GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
 _STATE_FILE = re.compile(r"^b(\d+)-(\d+)\.pkl$")
-_RUNS: dict[tuple, BucketRun] = {}  # per Python worker: engines are built once, not every batch
-# (id of a BucketRun in _RUNS, what) -> whether its element holds window rows and groups (what:
-# "rows") or dictionaries and event caches (a Flex's or DECLARE's, "vars") that the store keeps
-_HOLDS: dict[tuple[int, str], bool] = {}
-# id of a BucketRun of a Flex in _RUNS -> the input ports whose mirrors the store keeps
-_MIRRORS: dict[int, tuple[int, ...]] = {}
+# per Python worker: engines are built once, not every batch (in a Spark worker the task's own
+# copy, which cloudpickle ships with the nested ``_run``: see docs/runtime.md, timekeep2); what
+# each one's store keeps is worked out once too, and kept on the runner itself
+# (``BucketRun.stored``): a map keyed by ``id(runner)`` gave a new runner the answer of a freed
+# one whose id it got (an aggregation then ran on its state file's counts, never attached)
+_RUNS: dict[tuple, BucketRun] = {}
 # ``__inst`` of a marker row: a bucket of an element with timers whose next deadline has come is
 # sent one, so that its instances expire in a batch that brings the bucket no rows
 MARK = -1
@@ -163,8 +163,6 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
         if runner is None:
             if len(_RUNS) > 64:
                 _RUNS.clear()
-                _HOLDS.clear()
-                _MIRRORS.clear()
             runner = _RUNS[cache_key] = BucketRun(plan_text, element_name, first_ports)
         bucket = table.column(BUCKET)[0].as_py()  # one bucket per group (key: bucket_group)
         states = load_states(state_dir, bucket, batch_id)
@@ -186,7 +184,7 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
                 attach(states, store)
             if "vars" in what:
                 attached = variables.attach(states, store)
-            mirrors = _MIRRORS.get(id(runner)) if "mirrors" in what else None
+            mirrors = runner.stored[2] if "mirrors" in what else None  # (set by _stored)
             if mirrors:
                 attach(states, store, mirrors)
             out = _processed(runner, states, table, now, timed)
@@ -224,26 +222,23 @@ def _processed(runner: BucketRun, states: dict, table: Any, now: int, timed: boo
 def _stored(runner: BucketRun) -> tuple[str, ...]:
     """What of the state of the element of ``runner`` the bucket's state store keeps: "rows"
     (window rows and aggregate groups), "vars" (dictionaries and event caches of a Flex or of
-    DECLARE items) and "mirrors" (a Flex's input mirrors of the ports in ``_MIRRORS``), or
-    nothing (no store is opened for it)."""
+    DECLARE items) and "mirrors" (a Flex's input mirrors of the ports in ``runner.stored[2]``),
+    or nothing (no store is opened for it). What the runner's engine holds is worked out once
+    per runner and kept on it (``runner.stored``); the plan's decisions are read every call."""
     element = runner.element
+    if runner.stored is None:
+        initial = runner.engine.initial_state()
+        of = getattr(runner.engine, "stored_mirrors", None)
+        runner.stored = (holds_stored_state(initial), holds_stored_variables(initial),
+                         of() if of is not None else ())
+    holds_rows, holds_vars, mirrors = runner.stored
     kept = []
-    if uses_variable_store(element) and not uses_window_store(element):
-        mirrors = _MIRRORS.get(id(runner))
-        if mirrors is None:
-            of = getattr(runner.engine, "stored_mirrors", None)
-            mirrors = _MIRRORS[id(runner)] = of() if of is not None else ()
-        if mirrors:
-            kept.append("mirrors")
-    for what, uses, holds in (("rows", uses_window_store, holds_stored_state),
-                              ("vars", uses_variable_store, holds_stored_variables)):
-        if not uses(element):
-            continue
-        held = _HOLDS.get((id(runner), what))
-        if held is None:
-            held = _HOLDS[id(runner), what] = holds(runner.engine.initial_state())
-        if held:
-            kept.append(what)
+    if uses_variable_store(element) and not uses_window_store(element) and mirrors:
+        kept.append("mirrors")
+    if uses_window_store(element) and holds_rows:
+        kept.append("rows")
+    if uses_variable_store(element) and holds_vars:
+        kept.append("vars")
     return tuple(kept)
 
 

@@ -115,6 +115,9 @@ class BucketRun:
         self.order = ((lambda x: (x[3] not in first_ports, *x[:4])) if first_ports
                       else (lambda x: x[:4]))
         self.first_ports = first_ports
+        # runtime/arrow_state.py's: whether the engine's state holds window rows and groups, and
+        # variables, the store may keep, and the input ports whose mirrors it keeps (first use)
+        self.stored: Optional[tuple[bool, bool, tuple[int, ...]]] = None
 
     def process(self, states: dict[int, dict], by_instance: dict[int, list[tuple]],
                 now: int) -> list[tuple]:
@@ -310,8 +313,21 @@ class BucketRun:
         return to_arrow_schema(output_schema(self.element), timezone="UTC")
 
     def expire(self, states: dict[int, dict], now: int) -> list[tuple]:
-        """Output rows of what time-based KEEPs evict at ``now``, in every instance."""
+        """Output rows of what time-based KEEPs evict at ``now``, in every instance (through the
+        columnar kernel when it expires rows itself: a window aggregation of a stream under a
+        time KEEP)."""
         out: list[tuple] = []
+        if getattr(self.columnar, "timed", False):
+            runs, changes = self.columnar.expire(states, now)
+            for run in runs:
+                out.extend(self.emitted(run.inst, run.outputs, EXPIRY_SUB))
+            if changes is not None:
+                names = self.columns
+                out.extend(("row", inst, seq, EXPIRY_SUB + sub, op, None,
+                            dict(zip(names, values)))
+                           for inst, seq, sub, op, *values in zip(
+                               changes.inst, changes.seq, changes.sub, changes.op, *changes.values))
+            return out
         for inst in sorted(states):
             out.extend(self.emitted(inst, self.engine.expire(states[inst], now), EXPIRY_SUB))
         return out

@@ -142,6 +142,11 @@ ROWS_READER = "create output stream o as select a.sym from a;"
     ("s.sym, max(s.px) m, s.q, median(s.px) md", "group filter s.q > 0 group by s.sym", ROWS_READER, "rows"),
     ("s.sym, max(s.px) + 1 m", "group by s.sym", ROWS_READER, None),
     ("s.sym, count(*) n", "group by s.sym having count(*) > 1", ROWS_READER, None),
+    # under a time KEEP every event gives its change: per row, read or not, any items and HAVING
+    ("s.sym, max(s.px) m, count(*) n", "keep 8 hours group by s.sym", "", "rows"),
+    ("s.sym, max(s.px) m", "keep 8 hours group by s.sym", ROWS_READER, "rows"),
+    ("upper(s.sym) sym, max(s.px) - min(s.px) r", "keep 2 seconds group by upper(s.sym) "
+     "having count(*) > 1", "", "rows"),
     # functions whose value is not their arguments', a key that is no GROUP BY expression
     ("s.sym, max(s.px) m, now() t", "group by s.sym", "", None),
     ("s.sym, count(*) n", "where getrowid(s) > 0 group by s.sym", "", None),
@@ -261,6 +266,8 @@ def test_one_stream_without_a_join_takes_the_select_kernel(tmp_path):
     "as select s.q, s.px from s where s.q % a_partitions = 0;",
     "create output window a primary key (q) keep 4 rows partition by s hash(sym) partitions 4 "
     "as select * from s;",
+    # a sliding time KEEP (the engine's expiry, then the rows: runtime/engine/kernels/keep.py)
+    "create output window a primary key (q) keep 10 seconds as select * from s;",
 ])
 def test_keep_windows_over_a_stream_run_in_the_keep_kernel(tmp_path, body):
     from ccl.plan.physical import columnar_kernel, keep_kernel
@@ -273,7 +280,6 @@ def test_keep_windows_over_a_stream_run_in_the_keep_kernel(tmp_path, body):
     # no row-count KEEP
     "create output window a primary key (q) as select * from s;",
     "create output window a primary key (q) keep all as select * from s;",
-    "create output window a primary key (q) keep 10 seconds as select * from s;",
     # a window source, a FROM KEEP, a join, an aggregation
     "create output window a primary key (sym) keep 3 rows as select * from w;",
     "create output window a primary key (q) keep 3 rows as select * from s keep 2 rows;",
@@ -385,8 +391,8 @@ def test_explain_prints_the_plans_decisions_as_the_plan_holds_them(tmp_path):
     ("create output window a primary key deduced as select w.sym, count(*) n from w group by w.sym;",
      "a", "window_aggregation", True),
     ("create output window a primary key (sym) keep 3 rows as select s.sym, s.px from s;", "a", "keep", True),
-    # a time KEEP: timers (state in the store in the project's query), no kernel
-    ("create output window a primary key (sym) keep 1 minute as select s.sym, s.px from s;", "a", None, True),
+    # a time KEEP: timers (state in the store in the project's query), the keep kernel
+    ("create output window a primary key (sym) keep 1 minute as select s.sym, s.px from s;", "a", "keep", True),
     # a Flex: its window iterators walk rows in insertion order, not in the store's key order
     ("create flex f in s out output stream a schema (sym string) begin on s { output setOpcode(s, insert); }; "
      "end;", "a", None, False),

@@ -83,10 +83,13 @@ def path_of(element: Element, plan: Optional[Plan] = None,
                               "needs the per-instance engine")
     if columnar is not None and _source_kind(element, plan) != "stream":  # type: ignore[arg-type]
         # (the window kernel: runtime/engine/kernels/window_agg.py)
-        return PER_INSTANCE, (f"aggregation of a {_source_kind(element, plan)}: each bucket's "  # type: ignore[arg-type]
+        timed = element.query.selects[0].sources[0].keep is not None  # type: ignore[union-attr]
+        what = "a stream under a time KEEP" if timed else f"a {_source_kind(element, plan)}"  # type: ignore[arg-type]
+        return PER_INSTANCE, (f"aggregation of {what}: each bucket's "
                               "changes applied as the engine does, without its per-row machinery, "
                               + ("one change per group per batch" if columnar == "batch"
-                                 else "one change per input row"))
+                                 else "one change per input row")
+                              + ("; its expiry too, woken by the project's query" if timed else ""))
     if columnar == "batch":
         return PER_INSTANCE, ("aggregation of a stream whose changes nothing reads one by one: "
                               "each bucket's batch folded a column at a time, one change per group "
@@ -109,8 +112,16 @@ def _find(plan: Plan, name: str) -> Optional[Element]:
 
 
 def _source_kind(element: Element, plan: Plan) -> str:
-    """The kind, as read, of the one source of an aggregation :func:`columnar_aggregation` takes."""
-    return plan.element(element.query.selects[0].sources[0].element).read_as  # type: ignore[union-attr]
+    """The kind, as read, of the one source of an aggregation :func:`columnar_aggregation` takes
+    (``window`` for a stream made one by a FROM-level time KEEP)."""
+    source = element.query.selects[0].sources[0]  # type: ignore[union-attr]
+    return "window" if source.keep is not None else plan.element(source.element).read_as
+
+
+def _aggregates_stream(element: Element, plan: Plan) -> bool:
+    """Whether an aggregation :func:`columnar_aggregation` takes reads a stream's inserts only (no
+    FROM KEEP): the stream aggregation kernel's, not the window aggregation's."""
+    return _source_kind(element, plan) == "stream"
 
 
 # Input adapter types whose files the runtime reads (ESP's delimited-file, XML list and JSON file
@@ -226,7 +237,8 @@ def columnar_aggregation(element: Element, plan: Plan) -> Optional[str]:
       change per group per micro-batch, all its readers see;
     - ``"rows"`` when something does and its select items are its aggregates and plain columns of
       its source (of a type the engine reads as Arrow gives it), with no HAVING: one change per
-      input row, as the engine gives them.
+      input row, as the engine gives them; and always for a time FROM KEEP on a stream (each
+      event its own transaction, its own change), whatever its select items.
 
     It must be a window with KEEP ALL (or no KEEP, no AGES, no DECLARE) aggregating one stream,
     window or delta stream (``ccl.plan.lowering.columnar.COLUMNAR_SOURCES``; no join, FROM KEEP, MATCHING or GROUP ORDER
@@ -259,7 +271,7 @@ def columnar_kernel(element: Element, plan: Plan, columnar: object = _UNKNOWN) -
     ``columnar``: the element's :func:`columnar_aggregation`, when the caller has it already."""
     mode = columnar_aggregation(element, plan) if columnar is _UNKNOWN else columnar
     if mode is not None:
-        return "aggregation" if _source_kind(element, plan) == "stream" else "window_aggregation"
+        return "aggregation" if _aggregates_stream(element, plan) else "window_aggregation"
     for name, takes in _KERNELS:
         if takes(element, plan):
             return name
@@ -387,14 +399,15 @@ _COUNT_KEEPS = ("rows", "last", "every_rows")
 
 def keep_kernel(element: Element, plan: Plan) -> bool:
     """Whether runtime/engine/kernels/keep.py runs ``element``: a window with a row-count KEEP
-    (:data:`_COUNT_KEEPS`, with or without PER) defined by one select from one stream, without
+    (:data:`_COUNT_KEEPS`, with or without PER) or a sliding time KEEP (``KEEP 10 SECONDS``: the
+    engine's expiry first, then the rows' upserts) defined by one select from one stream, without
     aggregation (GROUP BY, aggregates, HAVING, GROUP FILTER, GROUP ORDER BY), join, MATCHING, FROM
     KEEP, AGES, DECLARE or Flex, whose key and PER columns are columns of the window, and whose
     WHERE and select items read only the source's columns and ``<target>_partitions`` and call
     only built-in functions whose value depends on their arguments alone."""
     keep = element.keep or Keep("all")
     sel = _one_select(element)
-    if (element.kind != "window" or sel is None or keep.kind not in _COUNT_KEEPS
+    if (element.kind != "window" or sel is None or keep.kind not in _COUNT_KEEPS + ("time",)
             or not element.key or not _plain_single_source(sel)):
         return False
     src = _find(plan, sel.sources[0].element)
@@ -457,6 +470,8 @@ def group_columns(element: Element, plan: Plan, columnar: object = _UNKNOWN) -> 
         return None
     sel = element.query.selects[0]  # type: ignore[union-attr]
     alias = sel.sources[0].alias
+    if sel.sources[0].keep is not None:
+        return None  # (a time KEEP expires an instance's rows together: one bucket per instance)
     src = plan.element(sel.sources[0].element)
     types = {c.name: str(c.type).strip().lower() for c in src.columns}
     keyed = src.read_as != "stream"

@@ -111,7 +111,8 @@ class ColumnarAggregation:
 
     def __init__(self, engine: Engine, plan: Plan) -> None:
         sel = engine.selects[0]
-        if engine.declared is not None or sel.aggregator is None or len(sel.sources) != 1:
+        if (engine.declared is not None or sel.aggregator is None or len(sel.sources) != 1
+                or sel.sources[0].store is not None):  # (a FROM KEEP: the window aggregation's)
             raise ValueError(f"{engine.name} is not a stream aggregation the columnar path runs")
         self.engine = engine
         self.agg = sel.aggregator

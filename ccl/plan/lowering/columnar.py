@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any, Generic, Mapping, Optional, Protocol, TypeVar, Union
 
 from ...syntax import nodes as n
-from ..model import Element, Plan
+from ..model import Element, Keep, Plan
 from . import Unsupported, plain_column
 
 C = TypeVar("C")
@@ -115,6 +115,14 @@ class ColumnarLowering(Generic[C]):
 COLUMNAR_SOURCES = ("stream", "window", "delta stream")
 
 
+def timed_stream(keep: Optional[Keep], source: Element) -> bool:
+    """Whether a FROM source with ``keep`` reading ``source`` is a stream made a window by a
+    sliding time KEEP (``FROM s KEEP 10 SECONDS``, PER or none: a time KEEP ignores it): the
+    window aggregation kernel (runtime/engine/kernels/window_agg.py) runs an aggregate over it,
+    its rows keyed by sequence number and expired by the batch's time."""
+    return keep is not None and keep.kind == "time" and source.read_as == "stream"
+
+
 def lower_columnar(element: Element, plan: Plan, observed: bool, builtins: Mapping,
                    backend: ColumnarBackend[C]) -> ColumnarLowering[C]:
     """``element`` (of ``plan``, whose elements it looks its source up in) as the columnar kernel
@@ -122,13 +130,15 @@ def lower_columnar(element: Element, plan: Plan, observed: bool, builtins: Mappi
     :class:`Unsupported` with why not.
 
     It must be a window with KEEP ALL (or no KEEP, no AGES, no DECLARE) aggregating one stream,
-    window or delta stream (:data:`COLUMNAR_SOURCES`; no join, FROM KEEP, MATCHING or GROUP ORDER
-    BY; a window's or delta stream's updates and deletes retract: runtime/engine/kernels/
-    window_agg.py), keyed by its GROUP BY expressions (each key
+    window or delta stream (:data:`COLUMNAR_SOURCES`; no join, MATCHING or GROUP ORDER BY, no FROM
+    KEEP but a time KEEP on a stream, :func:`timed_stream`; a window's or delta stream's updates
+    and deletes, and a time KEEP's expiries, retract: runtime/engine/kernels/window_agg.py), keyed by its GROUP BY expressions (each key
     column is one, and each is a key column), whose expressions read only the source's columns,
     the aggregates and ``<target>_partitions``, and call only built-in functions (``builtins``)
     whose value depends on their arguments alone (not :data:`IMPURE_FUNCTIONS`). In rows mode
-    its select items must be aggregates and plain columns of :data:`PLAIN_TYPES`, with no HAVING.
+    its select items must be aggregates and plain columns of :data:`PLAIN_TYPES`, with no HAVING,
+    except under a time KEEP, which is always in rows mode (the window aggregation kernel gives
+    the engine's change per event, any select items).
     """
     query = element.query
     if element.kind != "window" or query is None or len(query.selects) != 1:
@@ -138,13 +148,16 @@ def lower_columnar(element: Element, plan: Plan, observed: bool, builtins: Mappi
         raise Unsupported("Flex, DECLARE, AGES or a KEEP other than ALL")
     sel = query.selects[0]
     if (len(sel.sources) != 1 or sel.joins or sel.matching is not None
-            or sel.group_order_by or sel.sources[0].keep is not None):
-        raise Unsupported("a join, MATCHING, GROUP ORDER BY or FROM KEEP")
+            or sel.group_order_by):
+        raise Unsupported("a join, MATCHING or GROUP ORDER BY")
     if not (sel.aggregates or sel.group_by):
         raise Unsupported("no aggregation")
     src = next((e for e in plan.elements if e.name == sel.sources[0].element), None)
     if src is None or src.read_as not in COLUMNAR_SOURCES or src.kind == "reference":
         raise Unsupported("its source is no stream, window or delta stream")
+    timed = sel.sources[0].keep is not None
+    if timed and not timed_stream(sel.sources[0].keep, src):
+        raise Unsupported("a FROM KEEP other than a time KEEP on a stream")
     # the window's key must be the group's: key columns are GROUP BY expressions, all of them, so
     # that no two groups ever show a row under one key (where the engine's order of rows decides)
     items = {it.name: it.expr for it in sel.items}
@@ -178,7 +191,7 @@ def lower_columnar(element: Element, plan: Plan, observed: bool, builtins: Mappi
             break
     if sel.having is not None:
         plain = None
-    if observed and plain is None:
+    if observed and plain is None and not timed:
         raise Unsupported("its changes are read one by one, and a select item is neither an "
                           "aggregate nor a plain column, or there is a HAVING")
     arguments, folds = [], []
@@ -191,7 +204,9 @@ def lower_columnar(element: Element, plan: Plan, observed: bool, builtins: Mappi
                 and (not args or kind in NUMPY_TYPES or (fn == "count" and kind is not None)))
         folds.append(None if not fast else "count" if not args or fn == "count" else kind)
     return ColumnarLowering(
-        mode="rows" if observed else "batch", alias=alias,
+        # (under a time KEEP every event is its own transaction and gives its own change, which
+        # a fold per batch does not: rows mode, observed or not, any select items)
+        mode="rows" if observed or timed else "batch", alias=alias,
         where=backend.operand("where", (), read(sel.where)) if sel.where is not None else None,
         group_filter=(backend.operand("group_filter", (), read(sel.group_filter))
                       if sel.group_filter is not None else None),

@@ -1,7 +1,10 @@
-"""A window with a row-count KEEP over one stream, run a bucket's micro-batch at a time.
+"""A window with a row-count or sliding time KEEP over one stream, run a bucket's micro-batch at
+a time.
 
 ``ccl.plan.physical.keep_kernel`` picks the elements: a window with ``KEEP n ROWS [SLACK s]``,
-``KEEP LAST`` or ``KEEP EVERY n ROWS`` (each with or without PER) defined by one select from one
+``KEEP LAST`` or ``KEEP EVERY n ROWS`` (each with or without PER), or ``KEEP n SECONDS`` (whose
+expiry at the batch's time, the engine's own ``expire``, comes first in every instance of the
+bucket, and whose upserts set each row's time, with no PER groups), defined by one select from one
 stream, with no aggregation, join, MATCHING, FROM KEEP, AGES, DECLARE or Flex, whose expressions
 are pure. What the engine (runtime/engine/element.py) does with such an element, row by row, is:
 
@@ -58,7 +61,7 @@ class KeepKernel:
                 or sel.matcher is not None or len(sel.sources) != 1 or sel.sources[0].store is not None
                 or sel.sources[0].kind != "stream" or sel.refused is not None
                 or sel.projection.extra is not None or store is None
-                or store.kind not in COUNT_KINDS or store.aging is not None):
+                or store.kind not in COUNT_KINDS + ("time",) or store.aging is not None):
             raise ValueError(f"{engine.name} is not a window over one stream the keep kernel runs")
         self.engine = engine
         self.store = store
@@ -129,7 +132,11 @@ class KeepKernel:
             live = live[keep]
             columns = [[v for v, k in zip(col, keep.tolist()) if k] for col in columns]
         ran = self._started(states, rows)
-        changes = self._apply(states, batch, live, columns, bad)
+        # a time KEEP: what is due at ``now`` leaves every instance of the bucket first (the
+        # engine's ``process``), with the instance's largest sequence number so far
+        expired = ({inst: self.engine.expire(states[inst], now) for inst in ran}
+                   if self.store.kind == "time" else None)
+        changes = self._apply(states, batch, live, columns, bad, expired, now)
         _raise_seqs(states, batch.inst, batch.seq)
         arrivals: dict[int, list[int]] = {}
         for i in order[came_bad].tolist():
@@ -225,9 +232,11 @@ class KeepKernel:
         return ran
 
     def _apply(self, states: dict[int, dict], batch: "_Events", live: np.ndarray,
-               columns: list[list], bad: dict[int, str]) -> RowChanges:
+               columns: list[list], bad: dict[int, str], expired: Optional[dict[int, list]] = None,
+               now: int = 0) -> RowChanges:
         """Every event in order through the window's store: bad records, and each upstream
-        transaction's rows merged by key and upserted (with the evictions of the KEEP)."""
+        transaction's rows merged by key and upserted (with the evictions of the KEEP); under a
+        time KEEP, each instance's ``expired`` deletes (the engine's) first."""
         names, key_at, per_at = self.names, self.key_at, self.per_at
         # each inserting event's output row, key and PER group (from the very objects of the row)
         nulls = [None] * len(live)
@@ -253,9 +262,23 @@ class KeepKernel:
         live_bounds = np.searchsorted(live, [b for bound in bounds for b in bound]).tolist()
         bad_bounds = np.searchsorted(bad_at, [b for bound in bounds for b in bound]).tolist()
         run = self._upsert_all
+        self._now = now
+        # the instances whose expiry is still to be given, in order (before each one's rows)
+        due = sorted(expired, reverse=True) if expired else []
+
+        def expiries(upto: int) -> int:
+            """Give the expiries of the instances up to ``upto``: the number of ``upto``'s."""
+            count = 0
+            while due and due[-1] <= upto:
+                inst = due.pop()
+                for sub, o in enumerate(expired[inst]):  # type: ignore[index]
+                    emit((inst, o.seq, sub, o.op, o.values))
+                count = len(expired[inst]) if inst == upto else 0  # type: ignore[index]
+            return count
         for i, (s, e) in enumerate(bounds):
             inst = int(inst_at[s])
             state = states[inst]["output"]
+            first = expiries(inst)
             ls, le = live_bounds[2 * i], live_bounds[2 * i + 1]
             fetch = getattr(state["rows"], "prefetch", None)
             if fetch is not None and le > ls:  # rows in the state store: one read for the batch
@@ -266,10 +289,11 @@ class KeepKernel:
                 fetch(_touched(groups, entries[ls:le]))
             if shared[e - 1] == shared[s] and bad_bounds[2 * i] == bad_bounds[2 * i + 1]:
                 # no bad record, no transaction of several rows: the inserting rows in order
-                run(state, entries[ls:le], live_seqs[ls:le], inst, 0, emit)
+                run(state, entries[ls:le], live_seqs[ls:le], inst, first, emit)
                 continue
             self._transactions(state, batch, s, e, live[ls:le].tolist(), entries[ls:le], bad,
-                               inst, emit, bads)
+                               inst, emit, bads, first)
+        expiries(2**62)
         if not emits:
             return RowChanges([], [], [], [], [[] for _ in names], bads)
         # (a column at a time: ``zip(*emits)`` makes an iterator per change, twice the time)
@@ -280,13 +304,12 @@ class KeepKernel:
 
     def _transactions(self, state: dict, batch: "_Events", start: int, end: int, live: list[int],
                       entries: list[tuple], bad: dict[int, str], inst: int,
-                      emit: Callable[[tuple], None], bads: list[tuple]) -> None:
+                      emit: Callable[[tuple], None], bads: list[tuple], sub: int = 0) -> None:
         """The events ``start..end`` of one instance as the engine takes them, a transaction at a
         time: its bad records (in order), then its rows merged as ``consolidate`` merges them (the
         last row of each key, in order of the keys' first rows) through the store."""
         entry_of = dict(zip(live, entries))
         seqs, ports = batch.seq[start:end].tolist(), batch.ports[start:end]
-        sub = 0
         p = start
         while p < end:
             seq, port = seqs[p - start], ports[p - start]
@@ -353,6 +376,13 @@ class KeepKernel:
         next sub-number."""
         rows, groups = state["rows"], state["groups"]
         old = rows.get(key)
+        if self.store.kind == "time":  # (Store.upsert: no groups; the row's time now, last)
+            rows[key] = new
+            times = state["times"]
+            times.pop(key, None)
+            times[key] = self._now
+            emit((inst, seq, sub, "i" if old is None else "u", new))
+            return sub + 1
         if old is None:
             sub = self._make_room(state, group, seq, inst, sub, emit)
             rows[key] = new

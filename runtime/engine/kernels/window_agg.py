@@ -2,7 +2,9 @@
 bucket's micro-batch at a time.
 
 ``ccl.plan.physical.columnar_aggregation`` picks it (and its mode, as for a stream source:
-runtime/engine/columnar.py) for a KEEP ALL window aggregating one window or delta stream. A row
+runtime/engine/columnar.py) for a KEEP ALL window aggregating one window or delta stream, or a
+stream under a time KEEP (``FROM s KEEP 10 SECONDS``: always in rows mode, each event its own
+transaction and change, the expiry the engine's first transaction of the batch). A row
 that leaves a group takes its contribution away (count and sum subtract, min and max recompute
 from the group's stored rows, as runtime/engine/aggregate.py does), so the batch cannot be folded
 out of order: each instance's rows are applied one after the other, in the engine's order
@@ -82,6 +84,8 @@ _ROW, _EXTREME, _TOTAL = range(3)
 # up to 2**63); above it the average of a float total is no zero.
 _TINY = 1e-290
 _UNSET = object()  # a contribution not read yet (``WindowAggregation._fold_row``)
+# the opcode of a row a time KEEP expired (:meth:`WindowAggregation._fast_instance`)
+_EXPIRED: Any = object()
 # How an output column's value is read (:attr:`WindowAggregation._steps`): an aggregate whose
 # result is its running value (count, min, max), a sum's, an average's, another aggregate's
 # (the engine's ``result``), a plain column of the group's row.
@@ -103,9 +107,13 @@ class WindowAggregation:
 
     def __init__(self, engine: Engine, plan: Plan) -> None:
         sel = engine.selects[0]
+        # a stream source only under a time KEEP (FROM s KEEP 10 SECONDS): a window of its rows
+        # keyed by sequence number, which expiry deletes
+        timed = _timed(sel.sources[0].store) if len(sel.sources) == 1 else False
         if (engine.declared is not None or sel.aggregator is None or len(sel.sources) != 1
                 or sel.joiner is not None or sel.matcher is not None or sel.grouped_cache
-                or sel.refused is not None or sel.sources[0].kind == "stream"
+                or sel.refused is not None or (sel.sources[0].kind == "stream") != timed
+                or (timed and not _keeps_all(engine.output.store))
                 or type(sel.aggregator) is not Aggregator
                 or not sel.aggregator.retracting or engine.output.kind != "window"):
             raise ValueError(f"{engine.name} is not a window aggregation this kernel runs")
@@ -113,8 +121,13 @@ class WindowAggregation:
         self.select = sel
         self.agg = sel.aggregator
         self.source = sel.sources[0]
+        self.timed = timed
         self.alias = sel.aliases[0]
         self.per_row = engine.element.physical.columnar == "rows"
+        if timed and not self.per_row:
+            # each event under a time KEEP is its own transaction with its own change, which a
+            # fold per batch does not give (the compiler gives such an aggregate rows mode)
+            raise ValueError(f"{engine.name}: an aggregate under a time KEEP runs in rows mode")
         types = {c: t.strip().lower() for c, t in self.source.columns}
         spec = engine.element.query.selects[0]
 
@@ -181,7 +194,8 @@ class WindowAggregation:
                      and (self.where is None or self.where_col is not None)
                      and (self.filter is None or self.filter_col is not None)
                      and all(cols is not None for cols in self.arg_cols)
-                     and _keeps_all(self.source.store) and _keeps_all(engine.output.store))
+                     and (_keeps_all(self.source.store) or timed)
+                     and _keeps_all(engine.output.store))
         # ... whose contributions are read a column at a time (:meth:`_entries`)
         self.lean = ((self.filter is None or self.filter_col is not None)
                      and all(col is not None for col in self.group_cols)
@@ -269,7 +283,9 @@ class WindowAggregation:
         entries = self._entries(taken) if self.fast and self.lean else None
         # ... and the source keys (``key_of`` of each row: null for a column the rows lack)
         ikeys = None
-        if self.fast:
+        if self.fast and self.timed:  # (a stream's rows are keyed by sequence number)
+            ikeys = [(q,) for q in seqs]
+        elif self.fast:
             n, fields = len(values), taken.type
             ikeys = list(zip(*[taken.field(c).to_pylist() if fields.get_field_index(c) >= 0
                                else [None] * n for c in self.source.key])) \
@@ -332,7 +348,8 @@ class WindowAggregation:
                   values: list[dict], now: int) -> list[Output]:
         """One instance's events through :meth:`Engine.process`'s steps: its outputs."""
         engine = self.engine
-        out: list[Output] = list(engine.expire(state, now))
+        expired = self._expired(state, now) if self.timed else []
+        out: list[Output] = [] if self.timed else list(engine.expire(state, now))
         engine._bind(state)
         sstate = state["selects"][0]
         mirror, agg_state = sstate["sources"][0], sstate["agg"]
@@ -342,6 +359,15 @@ class WindowAggregation:
         tracks: dict[tuple, list] = {}  # deferred groups whose rows may hold a zero: see _track
         upsert, delete, key = self.source.store.upsert, self.source.store.delete, self.source.key
         fold = self._fold_row
+        if expired:  # the engine's expire (rows mode): one transaction, a failing change's output lost
+            retracted: list[Change] = []
+            for c in expired:
+                try:
+                    retracted += self._apply(agg_state, c)
+                except SplashError:
+                    continue
+            out += [emit_of(c) for c in engine.deliver(state, consolidate(retracted), now)]
+        timed = self.timed
         for start, stop in _transactions(seqs, ports):
             seq, port = seqs[start], ports[start]
             changes: list[Change] = []
@@ -355,8 +381,13 @@ class WindowAggregation:
                 if port != 0:
                     out.append(Bad(f"no input port {port} on {engine.name}", seq, port, dict(row)))
                     continue
-                done = (delete(mirror, key_of(row, key), seq) if op in ("d", "s")
-                        else upsert(mirror, key_of(row, key), row, seq, now))
+                if timed:  # a stream's rows, by sequence number; its deletes are nothing
+                    if op in ("d", "s"):
+                        continue
+                    done = upsert(mirror, (seq,), row, seq, now)
+                else:
+                    done = (delete(mirror, key_of(row, key), seq) if op in ("d", "s")
+                            else upsert(mirror, key_of(row, key), row, seq, now))
                 try:
                     if deferred is not None:
                         for c in done:
@@ -405,14 +436,29 @@ class WindowAggregation:
         ``ikeys``: the rows' source keys."""
         engine = self.engine
         sub = 0
-        for o in engine.expire(state, now):  # (KEEP ALL on both sides: nothing, in practice)
-            sub = self._put(out, inst, sub, o)
+        # the rows a time KEEP expires come first, as one transaction: rows of opcode _EXPIRED
+        expiring = 0
+        if self.timed:
+            expired = self._expired(state, now)
+            if expired:
+                expiring = len(expired)
+                seqs = [expired[0].seq] * expiring + seqs
+                ports = [0] * expiring + ports
+                ops = [_EXPIRED] * expiring + ops
+                values = [c.old for c in expired] + values
+                ikeys = [c.key for c in expired] + ikeys
+                if entries is not None:
+                    entries = [None] * expiring + entries
+        else:
+            for o in engine.expire(state, now):  # (KEEP ALL on both sides: nothing, in practice)
+                sub = self._put(out, inst, sub, o)
         engine._bind(state)
         sstate = state["selects"][0]
         mirror, st = sstate["sources"][0], sstate["agg"]
         groups = st["groups"]
         wstore, wstate = engine.output.store, state["output"]
         mrows = mirror["rows"]
+        times = mirror["times"] if self.timed else None  # (the time KEEP's last-change times)
         names, key_pos, values_of = self.names, self.key_pos, self._values
         alias = self.alias
         inputs, new_group, contribution = st["inputs"], self.agg.new_group, self._contribution
@@ -427,10 +473,13 @@ class WindowAggregation:
         while stop < n:  # (:func:`_transactions` written out)
             start = stop
             seq, port = seqs[start], ports[start]
-            stop = start + 1
-            while stop < n and seqs[stop] == seq and ports[stop] == port:
-                stop += 1
-            if state["seq"] is None or seq > state["seq"]:
+            if start < expiring:  # the rows a time KEEP expired: one transaction
+                stop = expiring
+            else:
+                stop = start + 1
+                while stop < n and seqs[stop] == seq and ports[stop] == port:
+                    stop += 1
+            if start >= expiring and (state["seq"] is None or seq > state["seq"]):
                 state["seq"] = seq
             # per change of a group: the group, and its accumulators and row (the inputs of its
             # output row, computed below only where needed), None when it emptied; ``one``: the
@@ -439,26 +488,36 @@ class WindowAggregation:
             one: Any = _UNSET
             for j in range(start, stop):
                 op, row = ops[j], values[j]
-                if op not in OPS:
-                    out.bad.append((inst, seq, sub, f"unknown opcode {op!r}", dict(row)))
-                    sub += 1
-                    continue
-                if port != 0:
-                    out.bad.append((inst, seq, sub, f"no input port {port} on {engine.name}",
-                                    dict(row)))
-                    sub += 1
-                    continue
-                # the mirror (KEEP ALL: its rows by key, nothing else) and its one change
-                ikey = ikeys[j]
-                if op == "d" or op == "s":
-                    was = mrows.pop(ikey, None)
-                    if was is None:
-                        continue
-                    mop, mnew = "d", None
+                if op is _EXPIRED:  # (gone from the mirror already)
+                    ikey, was, mop, mnew = ikeys[j], row, "d", None
                 else:
-                    was = mrows.get(ikey)
-                    mrows[ikey] = row
-                    mop, mnew = ("i" if was is None else "u"), row
+                    if op not in OPS:
+                        out.bad.append((inst, seq, sub, f"unknown opcode {op!r}", dict(row)))
+                        sub += 1
+                        continue
+                    if port != 0:
+                        out.bad.append((inst, seq, sub, f"no input port {port} on {engine.name}",
+                                        dict(row)))
+                        sub += 1
+                        continue
+                    # the mirror (KEEP ALL, or a stream's rows under a time KEEP: its rows by key,
+                    # and their times) and its one change
+                    ikey = ikeys[j]
+                    if op == "d" or op == "s":
+                        if times is not None:
+                            continue  # (a stream's deletes are nothing)
+                        was = mrows.pop(ikey, None)
+                        if was is None:
+                            continue
+                        mop, mnew = "d", None
+                    else:
+                        was = mrows.get(ikey)
+                        mrows[ikey] = row
+                        if times is not None:  # (Store.upsert: the row's time now, last in order)
+                            if was is not None:
+                                times.pop(ikey, None)
+                            times[ikey] = now
+                        mop, mnew = ("i" if was is None else "u"), row
                 # the fold (:meth:`_fold_row` written out: WHERE a plain column, the aggregates
                 # count, sum, avg, min and max only, each kind a loop over its indices)
                 old, new = was, mnew
@@ -695,6 +754,33 @@ class WindowAggregation:
                 wstore.upsert(wstate, keys[gkey], dict(zip(names, row)), last, now)
             else:
                 wstore.delete(wstate, keys[gkey], last)
+
+    def _expired(self, state: dict, now: int) -> list[Change]:
+        """:meth:`Engine.expire`'s first step for a stream under a time KEEP: the mirror's rows
+        due at ``now`` deleted (their deletes, in the store's order, with the instance's largest
+        sequence number so far)."""
+        engine = self.engine
+        engine._bind(state)
+        for exprs in engine._exprs:  # (as the engine's: no input row at hand)
+            exprs.set_row_id(None)
+        seq = state["seq"] if state["seq"] is not None else 0
+        return self.source.store.expire(state["selects"][0]["sources"][0], now, seq)
+
+    def expire(self, states: dict[int, dict],
+               now: int) -> tuple[list[InstanceRun], Optional[RowChanges]]:
+        """What :meth:`Engine.expire` gives at ``now`` in every instance of ``states`` (in
+        ascending order), as :meth:`run` gives it: the outputs per instance, or on the fast path
+        the :class:`RowChanges` of all (sub-numbers from 0)."""
+        runs: list[InstanceRun] = []
+        changes = (RowChanges([], [], [], [], [[] for _ in self.names], [])
+                   if self.fast else None)
+        for inst in sorted(states):
+            state = states[inst]
+            if changes is not None:
+                self._fast_instance(inst, state, [], [], [], [], now, changes, None, [])
+            else:
+                runs.append(InstanceRun(inst, self._instance(state, [], [], [], [], now), []))
+        return runs, changes
 
     def _put(self, out: RowChanges, inst: int, sub: int, o: Output) -> int:
         """An engine output ``o`` (an Emit or a Bad) appended to ``out`` as ``sub``: the next sub."""
@@ -1059,6 +1145,11 @@ def _extreme(stored: dict, i: int, largest: bool, may_nan: bool = True) -> Any:
     if largest or not numbers:  # the first NaN
         return next(v for v in values if v != v)
     return min(numbers)
+
+
+def _timed(store: Any) -> bool:
+    """Whether ``store`` (a :class:`Store`, or None) is a sliding time KEEP, unaged."""
+    return store is not None and store.kind == "time" and store.aging is None
 
 
 def _keeps_all(store: Any) -> bool:
