@@ -44,7 +44,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
@@ -78,6 +78,24 @@ class BucketRows:
     op: Any
     why: Any
     values: Any
+
+    def engine_order(self, first_ports: Iterable[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """The rows' positions in the engine's order (by instance, sequence number, source,
+        sub-number and port; within a sequence number the rows of ``first_ports`` first), and
+        for each position whether its row came bad."""
+        first = list(first_ports)
+        keys = [self.port, self.sub, self.src, self.seq]
+        if first:
+            keys.append(~np.isin(self.port, first))
+        order = np.lexsort(keys + [self.inst])
+        return order, np.asarray(self.why.is_valid(), dtype=bool)[order]
+
+    def arrivals(self, positions: np.ndarray) -> dict[int, list[int]]:
+        """The rows at ``positions`` (those that came bad) by instance, in the order given."""
+        found: dict[int, list[int]] = {}
+        for i in positions.tolist():
+            found.setdefault(int(self.inst[i]), []).append(i)
+        return found
 
 
 @dataclass

@@ -117,12 +117,7 @@ class JoinKernel:
         """Apply a bucket's rows (``ports[k]``: the struct array of port ``k``'s values, one per
         row) to the instances' ``states``: the instances run (ascending), those left untouched
         for the engine, and the changes and bad records of the run ones."""
-        first = np.isin(rows.port, list(self.first_ports)) if self.first_ports else None
-        keys = [rows.port, rows.sub, rows.src, rows.seq]
-        if first is not None:
-            keys.append(~first)
-        order = np.lexsort(keys + [rows.inst])
-        came = np.asarray(rows.why.is_valid(), dtype=bool)[order]
+        order, came = rows.engine_order(self.first_ports)
         events = order[~came]
         inst, seq, port = rows.inst[events], rows.seq[events], rows.port[events]
         valid0 = np.asarray(ports[0].is_valid(), dtype=bool)[events]
@@ -157,9 +152,7 @@ class JoinKernel:
             changes = self.merged(found, columns, live, emitted, extra, inst, seq, tx, shared)
         else:
             changes = self.changes_of(columns, emitted, extra, inst, seq)
-        arrivals: dict[int, list[int]] = {}
-        for i in order[came].tolist():
-            arrivals.setdefault(int(rows.inst[i]), []).append(i)
+        arrivals = rows.arrivals(order[came])
         return ([InstanceRun(i, [], arrivals.get(i, [])) for i in ran], sorted(left), changes)
 
     def _left(self, states: dict[int, dict], rows: BucketRows, inst: np.ndarray,

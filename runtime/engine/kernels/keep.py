@@ -114,8 +114,7 @@ class KeepKernel:
         """Apply a bucket's rows to the instances' ``states``: per instance (ascending) the rows that
         came to it bad, the instances left to the engine (none: the kernel takes every one), and
         the changes and bad records, numbered as the engine numbers them."""
-        order = np.lexsort((rows.port, rows.sub, rows.src, rows.seq, rows.inst))
-        came_bad = np.asarray(rows.why.is_valid(), dtype=bool)[order]
+        order, came_bad = rows.engine_order()
         events = order[~came_bad]            # the rows the engine would get, in its order
         batch = _Events(rows, events)
         bad: dict[int, str] = {}
@@ -138,9 +137,7 @@ class KeepKernel:
                    if self.store.kind == "time" else None)
         changes = self._apply(states, batch, live, columns, bad, expired, now)
         _raise_seqs(states, batch.inst, batch.seq)
-        arrivals: dict[int, list[int]] = {}
-        for i in order[came_bad].tolist():
-            arrivals.setdefault(int(rows.inst[i]), []).append(i)
+        arrivals = rows.arrivals(order[came_bad])
         return [InstanceRun(inst, [], arrivals.get(inst, [])) for inst in ran], [], changes
 
     # --- columns -------------------------------------------------------------------------------

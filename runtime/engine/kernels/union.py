@@ -65,12 +65,7 @@ class UnionKernel:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        first = np.isin(rows.port, list(self.first_ports)) if self.first_ports else None
-        keys = [rows.port, rows.sub, rows.src, rows.seq]
-        if first is not None:
-            keys.append(~first)
-        order = np.lexsort(keys + [rows.inst])
-        came = np.asarray(rows.why.is_valid(), dtype=bool)[order]
+        order, came = rows.engine_order(self.first_ports)
         events = order[~came]
         inst, seq, port = rows.inst[events], rows.seq[events], rows.port[events]
         count = len(self.parts)
@@ -137,9 +132,7 @@ class UnionKernel:
                                    inst, seq, tx, shared)
         else:
             changes = head.changes_of(columns, emitted, extra, inst, seq)
-        arrivals: dict[int, list[int]] = {}
-        for i in order[came].tolist():
-            arrivals.setdefault(int(rows.inst[i]), []).append(i)
+        arrivals = rows.arrivals(order[came])
         return ([InstanceRun(i, [], arrivals.get(i, [])) for i in ran], sorted(left), changes)
 
     def _readable(self, state: Any) -> bool:

@@ -267,12 +267,9 @@ class WindowAggregation:
         what it gave, and the instances left to the engine (those with a row without values); the
         changes are the runs' outputs, or on the fast path of rows mode (:attr:`fast`) the
         :class:`RowChanges` of every instance."""
-        order = np.lexsort((rows.port, rows.sub, rows.src, rows.seq, rows.inst))
-        came_bad_mask = np.asarray(rows.why.is_valid(), dtype=bool)
-        arrivals: dict[int, list[int]] = {}
-        for i in order[came_bad_mask[order]].tolist():
-            arrivals.setdefault(int(rows.inst[i]), []).append(i)
-        events = order[~came_bad_mask[order]]
+        order, came_bad = rows.engine_order()
+        arrivals = rows.arrivals(order[came_bad])
+        events = order[~came_bad]
         inst = rows.inst[events]
         seqs = rows.seq[events].tolist()
         ports = rows.port[events].tolist()

@@ -125,8 +125,7 @@ class WindowSelectKernel:
             now: int) -> tuple[list[InstanceRun], list[int], RowChanges]:
         """Apply a bucket's rows to the instances' ``states``: the instances run (ascending), those
         left untouched for the engine, and the changes and bad records of the run ones."""
-        order = np.lexsort([rows.port, rows.sub, rows.src, rows.seq, rows.inst])
-        came = np.asarray(rows.why.is_valid(), dtype=bool)[order]
+        order, came = rows.engine_order()
         events = order[~came]
         inst, seq, port = rows.inst[events], rows.seq[events], rows.port[events]
         left = {i for i in np.unique(rows.inst).tolist()
@@ -144,9 +143,7 @@ class WindowSelectKernel:
         cut = (inst[1:] != inst[:-1]) | (seq[1:] != seq[:-1]) | (port[1:] != port[:-1])
         starts = [0, *(np.flatnonzero(cut) + 1).tolist(), len(events)] if len(events) else [0]
         changes = self._deliver(states, inst_l, seq_l, starts, values, outputs, bad, left, now)
-        arrivals: dict[int, list[int]] = {}
-        for i in order[came].tolist():
-            arrivals.setdefault(int(rows.inst[i]), []).append(i)
+        arrivals = rows.arrivals(order[came])
         return ([InstanceRun(i, [], arrivals.get(i, [])) for i in ran], sorted(left), changes)
 
     def _readable(self, state: Any) -> bool:
