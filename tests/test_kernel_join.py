@@ -106,12 +106,17 @@ def bucket_run(tmp_path, name: str, first: bool) -> BucketRun:
 
 
 def table(windows: list[str], data: list, first_seq: int) -> pa.Table:
+    return ports_table([SCHEMAS[name] for name in ["S", *windows]], data, first_seq)
+
+
+def ports_table(schemas: list, data: list, first_seq: int) -> pa.Table:
+    """A bucket of ``data`` (events as ``random_events`` makes them), port k's values of type
+    ``schemas[k]``, sequence numbers from ``first_seq``."""
     seqs, subs = [], []
     for e in data:  # an event sharing the number before it comes next in its transaction
         shared = e[4] and bool(seqs)
         seqs.append(seqs[-1] if shared else first_seq + len(seqs))
         subs.append(subs[-1] + 1 if shared else 0)
-    names = ["S"] + windows
     columns = {
         "__port": pa.array([e[1][0] for e in data], pa.int32()),
         "__seq": pa.array(seqs, pa.int64()),
@@ -121,9 +126,9 @@ def table(windows: list[str], data: list, first_seq: int) -> pa.Table:
         "__inst": pa.array([e[0] for e in data], pa.int32()),
         "__why": pa.array([e[3] for e in data], pa.string()),
         "__raw": pa.array([None] * len(data), pa.string())}
-    for port, name in enumerate(names):
+    for port, schema in enumerate(schemas):
         columns[f"__p{port}"] = pa.array([e[1][1] if e[1][0] == port else None for e in data],
-                                         SCHEMAS[name])
+                                         schema)
     columns["__bucket"] = pa.array([0] * len(data), pa.int32())
     return pa.table(columns)
 

@@ -20,7 +20,7 @@ from ccl.plan.physical import columnar_kernel, union_kernel
 from planned import plan_json
 from runtime.engine.kernels.union import UnionKernel
 from runtime.processor import BucketRun, bucket_rows, received_rows
-from test_kernel_join import in_order, outputs, same
+from test_kernel_join import in_order, outputs, ports_table, same
 
 SOURCES = """
 CREATE INPUT STREAM S SCHEMA (k string, p float, v integer, n long);
@@ -80,25 +80,7 @@ def bucket_run(tmp_path, name: str) -> BucketRun:
 
 
 def table(sources: list[str], data: list, first_seq: int) -> pa.Table:
-    seqs, subs = [], []
-    for e in data:  # an event sharing the number before it comes next in its transaction
-        shared = e[4] and bool(seqs)
-        seqs.append(seqs[-1] if shared else first_seq + len(seqs))
-        subs.append(subs[-1] + 1 if shared else 0)
-    columns = {
-        "__port": pa.array([e[1][0] for e in data], pa.int32()),
-        "__seq": pa.array(seqs, pa.int64()),
-        "__sub": pa.array(subs, pa.int64()),
-        "__src": pa.array([e[5] for e in data], pa.int32()),
-        "__op": pa.array([e[2] for e in data], pa.string()),
-        "__inst": pa.array([e[0] for e in data], pa.int32()),
-        "__why": pa.array([e[3] for e in data], pa.string()),
-        "__raw": pa.array([None] * len(data), pa.string())}
-    for port, name in enumerate(sources):
-        columns[f"__p{port}"] = pa.array([e[1][1] if e[1][0] == port else None for e in data],
-                                         SCHEMAS[name])
-    columns["__bucket"] = pa.array([0] * len(data), pa.int32())
-    return pa.table(columns)
+    return ports_table([SCHEMAS[name] for name in sources], data, first_seq)
 
 
 def check_batches(run: BucketRun, sources: list[str], batches: list[list]) -> None:
