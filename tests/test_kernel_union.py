@@ -20,7 +20,7 @@ from ccl.plan.physical import columnar_kernel, union_kernel
 from planned import plan_json
 from runtime.engine.kernels.union import UnionKernel
 from runtime.processor import BucketRun, bucket_rows, received_rows
-from test_kernel_join import in_order, outputs, ports_table, same
+from test_kernel_join import ROWS as JOIN_ROWS, floats, in_order, ints, keys, outputs, ports_table, same
 
 SOURCES = """
 CREATE INPUT STREAM S SCHEMA (k string, p float, v integer, n long);
@@ -42,12 +42,8 @@ QUERIES = {
                       ["S", "T"]),
 }
 
-floats = st.sampled_from([None, 0.0, -0.0, 1.5, -2.25, float("nan"), float("inf"), 0.1, 1e308])
-keys = st.sampled_from([None, "a", "a", "b", "B"])
-ints = st.sampled_from([None, 0, 1, 2, -3, 2**31 - 1])
 ROWS = {
-    "S": st.fixed_dictionaries({"k": keys, "p": floats, "v": ints,
-                                "n": st.sampled_from([None, 0, 5, 2**40, -2**62])}),
+    "S": JOIN_ROWS["S"],
     "T": st.fixed_dictionaries({"k": keys, "q": floats, "v": ints}),
 }
 SCHEMAS = {
