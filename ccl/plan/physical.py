@@ -443,13 +443,43 @@ def window_select_kernel(element: Element, plan: Plan) -> bool:
     return _pure_items(element, sel, (sel.sources[0].alias,))
 
 
+def window_join_kernel(element: Element, plan: Plan) -> bool:
+    """Whether runtime/engine/kernels/window_join.py runs ``element``: a keyed window (KEEP ALL,
+    none or a row-count KEEP, no AGES) or delta stream defined by one select (no DECLARE or Flex)
+    joining two or more windows or delta streams (INNER, LEFT, RIGHT or FULL OUTER, any ON; no FROM
+    KEEP, GROUP BY, aggregate or MATCHING) under distinct aliases, whose WHERE and select items
+    read only the sources' columns and ``<target>_partitions`` and call only built-in functions
+    whose value depends on their arguments alone: each change of a source through the engine's
+    Joiner, the joined rows' WHERE and items a column at a time."""
+    keep = element.keep or Keep("all")
+    sel = _one_select(element)
+    if (element.kind not in ("window", "delta stream") or sel is None or not element.key
+            or (element.kind == "window" and keep.kind not in ("all",) + _COUNT_KEEPS)
+            or (element.kind != "window" and element.keep is not None)):
+        return False
+    sources, joins = sel.sources, sel.joins
+    if len(sources) < 2 or len(joins) != len(sources) - 1 or not _unaggregated(sel):
+        return False
+    for s in sources:
+        src = _find(plan, s.element)
+        if src is None or src.kind not in ("window", "delta stream") or src.read_as != src.kind \
+                or not src.key:
+            return False
+    aliases = [s.alias for s in sources]
+    if len(set(aliases)) != len(aliases):
+        return False
+    return _pure_items(element, sel, tuple(aliases))
+
+
 # (name, rule) of each columnar kernel, in the order they are tried.
 _KERNELS: list[tuple[str, Callable[[Element, Plan], bool]]] = [("join", join_kernel),
                                                                ("keep", keep_kernel),
                                                                ("select", select_kernel),
                                                                ("window_select",
                                                                 window_select_kernel),
-                                                               ("union", union_kernel)]
+                                                               ("union", union_kernel),
+                                                               ("window_join",
+                                                                window_join_kernel)]
 
 
 # Column types whose values Spark's hash() tells apart as Python's equality does (not float: 0.0
