@@ -35,11 +35,11 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from runtime.engine.changes import OPS, Change
+from runtime.engine.changes import OPS, Change, same_row
 from runtime.engine.columnar import BucketRows, InstanceRun, RowChanges
 from runtime.engine.element import Engine, emit_of
 from runtime.engine.expr import SplashError, coerce_column
-from runtime.engine.join import _same_joined, null_filled
+from runtime.engine.join import null_filled
 from runtime.engine.parts import field_ref
 from runtime.engine.stages import RowRefused, consolidate, truth
 from runtime.engine.store import COUNT_KINDS
@@ -111,6 +111,8 @@ class WindowJoinKernel:
         # the levels the kernel looks up itself (equalities only): per level, whether it may
         levels = self.joiner.levels
         self.plain_level = [not lv.residual and bool(lv.eq_left) for lv in levels]
+        # the quick path (:meth:`_quick`): two sources joined by equalities only
+        self.quick = self._quick if len(self.aliases) == 2 and self.plain_level[0] else None
         self.filled = self.joiner.outer
 
     # --- a bucket ---------------------------------------------------------------------------
@@ -134,14 +136,17 @@ class WindowJoinKernel:
             if i not in states:
                 states[i] = self.engine.initial_state()
         values: list = [None] * len(events)
+        # per event its source key and (for the index's quick path) its equated values, worked
+        # out a column at a time; each row's dict holds the very objects of both
+        keys: list = [None] * len(events)
+        equated: list = [None] * len(events)
         for k in range(count):
             at = np.flatnonzero(port == k)
             if len(at):
-                for e, v in zip(at.tolist(), ports[k].take(events[at]).to_pylist()):
-                    values[e] = v if v else {}
+                self._port_rows(k, ports[k].take(events[at]), at.tolist(), values, keys, equated)
         ops = rows.op.take(events).to_pylist()
         inst_l, seq_l, port_l = inst.tolist(), seq.tolist(), port.tolist()
-        joined, bad = self._join(states, inst_l, seq_l, port_l, ops, values, left)
+        joined, bad = self._join(states, inst_l, seq_l, port_l, ops, values, keys, equated, left)
         outputs = self._evaluate(joined, bad)
         cut = (inst[1:] != inst[:-1]) | (seq[1:] != seq[:-1]) | (port[1:] != port[:-1])
         starts = [0, *(np.flatnonzero(cut) + 1).tolist(), len(events)] if len(events) else [0]
@@ -162,8 +167,36 @@ class WindowJoinKernel:
         except (KeyError, IndexError, TypeError):
             return False
 
+    def _port_rows(self, k: int, struct: Any, at: list[int], values: list, keys: list,
+                   equated: list) -> None:
+        """Port ``k``'s rows (``struct``, the events at positions ``at``) as the engine takes
+        them (``values``: a dict of the port's columns, ``{}`` for a row without values), with
+        their source keys and, for the quick path, their equated values (None when one is null:
+        the row matches nothing)."""
+        names = [struct.type.field(i).name for i in range(struct.type.num_fields)]
+        columns = [c.to_pylist() for c in struct.flatten()]
+        rows = [dict(zip(names, t)) for t in zip(*columns)] if columns else [{} for _ in at]
+        if struct.null_count:
+            for j in np.flatnonzero(~np.asarray(struct.is_valid(), dtype=bool)).tolist():
+                rows[j] = {}
+        by_name = dict(zip(names, columns))
+        nulls = [None] * len(at)
+
+        def tuples(cols: list[str]) -> list:
+            return list(zip(*[by_name.get(c, nulls) for c in cols]))
+        for e, row in zip(at, rows):
+            values[e] = row
+        for e, key in zip(at, tuples(self.source_keys[k])):
+            keys[e] = key
+        if self.quick is not None and k < 2:
+            level = self.joiner.levels[0]
+            cols = [c for _, c in level.eq_left] if k == 0 else level.eq_right
+            for e, v in zip(at, tuples(cols)):
+                equated[e] = None if None in v else v
+
     def _join(self, states: dict[int, dict], inst_l: list[int], seq_l: list[int],
-              port_l: list[int], ops: list, values: list, left: set[int]) -> tuple[list, dict]:
+              port_l: list[int], ops: list, values: list, keys: list, equated: list,
+              left: set[int]) -> tuple[list, dict]:
         """The mirrors and the Joiner through the bucket's events in order: per event its joined
         changes (a list of ``(op, old joined row, new joined row)``, None for none), and the bad
         records of events with an unknown opcode or a failing source stage (by position)."""
@@ -174,7 +207,7 @@ class WindowJoinKernel:
         sources = sel.sources
         filled = self.filled
         columns = joiner.columns
-        quick = self._quick
+        quick = self.quick
         current, sstate = None, None
         for e in range(n):
             i = inst_l[e]
@@ -189,7 +222,8 @@ class WindowJoinKernel:
                 continue
             k = port_l[e]
             try:
-                got = quick(sstate, k, op, values[e], seq_l[e])
+                got = quick(sstate, k, values[e], keys[e], equated[e]) \
+                    if quick is not None and op != "d" and op != "s" else None
                 if got is None:
                     got = []
                     for change in sources[k].apply(sstate["sources"][k], op, seq_l[e],  # type: ignore[index]
@@ -206,16 +240,14 @@ class WindowJoinKernel:
                 joined[e] = got
         return joined, bad
 
-    def _quick(self, sstate: dict, k: int, op: str, row: dict, seq: int) -> Optional[list]:
+    def _quick(self, sstate: dict, k: int, row: dict, key: tuple,
+               new_v: Optional[tuple]) -> Optional[list]:
         """The joined changes of an update (or upsert) of source ``k``'s stored row whose equated
         values stay, on a level of equalities only, read off the index as the Joiner's own path
         for it does (runtime/engine/join.py ``_left_change``/``_right_change``), with the mirror,
         the Joiner's stores, index and counts changed as they change them; None for any other
-        change (the engine's source stage and Joiner take it)."""
-        if op == "d" or op == "s" or len(self.aliases) != 2 or not self.plain_level[0]:
-            return None
-        key_cols = self.source_keys[k]
-        key = tuple([row.get(c) for c in key_cols])
+        change (the engine's source stage and Joiner take it). ``key`` and ``new_v``: the row's
+        source key and equated values (it is no delete)."""
         jstate = sstate["join"]
         src = jstate["src"][k]
         old = src.get(key)
@@ -226,7 +258,7 @@ class WindowJoinKernel:
         if k == 0:
             wkey = (key,)
             jold, jnew = {level.left_aliases[0]: old}, {level.left_aliases[0]: new}
-            old_v, new_v = level.left_values(jold), level.left_values(jnew)
+            old_v = level.left_values(jold)
             if old_v != new_v:
                 return None
             # the mirror's upsert (its row there does not change what the Joiner does)
@@ -238,7 +270,7 @@ class WindowJoinKernel:
             acc[wkey] = jnew
             matches = [] if old_v is None else list(jstate["ridx"][0].get(old_v, ()))
             jstate["lcnt"][0][wkey] = len(matches)
-            if _same_joined(jold, jnew):
+            if same_row(old, new):   # (the Joiner's _same_joined of the one-source rows)
                 return []
             ralias = level.right_alias
             if matches:
@@ -248,7 +280,7 @@ class WindowJoinKernel:
             if level.left_keeps:
                 return [("u", {**jold, ralias: None}, {**jnew, ralias: None})]
             return []
-        old_v, new_v = level.right_values(old), level.right_values(new)
+        old_v = level.right_values(old)
         if old_v != new_v:
             return None
         # the mirror's upsert (its row there does not change what the Joiner does)
@@ -259,7 +291,7 @@ class WindowJoinKernel:
         matches = [] if old_v is None else list(jstate["lidx"][0].get(old_v, ()))
         jstate["rcnt"][0][key] = len(matches)
         ralias = level.right_alias
-        if _same_joined({ralias: old}, {ralias: new}):
+        if same_row(old, new):
             return []
         if matches:
             acc = jstate["acc"][0]
