@@ -309,18 +309,15 @@ class WindowAggregation:
         runs = []
         changes = (RowChanges([], [], [], [], [[] for _ in self.names], [])
                    if self.fast else None)
-        arrays: Optional[dict] = None
         for i in sorted((set(by_inst) | set(arrivals)) - left):
             state = states.get(i)
             if state is None:
                 state = states[i] = self.engine.initial_state()
             s, e = by_inst.get(i, (0, 0))
             if changes is not None:
-                if self.by_column and e - s >= self.column_min and arrays is None:
-                    arrays = self._arrays(taken)
                 if (self.by_column and e - s >= self.column_min
                         and self._column_instance(i, state, s, e, seqs, ports, ops, values,
-                                                  ikeys, columns, arrays, now, changes)):  # type: ignore[arg-type]
+                                                  ikeys, columns, taken, now, changes)):  # type: ignore[arg-type]
                     runs.append(InstanceRun(i, [], arrivals.get(i, [])))
                     continue
                 self._fast_instance(i, state, seqs[s:e], ports[s:e], ops[s:e], values[s:e], now,
@@ -355,19 +352,6 @@ class WindowAggregation:
                 for cols in self.arg_cols]
         passed = column(self.filter_col, None) if self.filter is not None else None  # type: ignore[arg-type]
         return gkeys, args, passed
-
-    def _arrays(self, taken: Any) -> dict[str, tuple[Any, Any]]:
-        """The aggregates' argument columns of ``taken`` as NumPy arrays: per column its values
-        (integers as int64, floats as float64, 0 for a null) and whether each is null."""
-        out: dict[str, tuple[Any, Any]] = {}
-        for cols in self.arg_cols:
-            for c, _ in cols or []:
-                if c not in out:
-                    field = taken.field(c)
-                    nums = np.asarray(field.fill_null(0).to_numpy(zero_copy_only=False))
-                    out[c] = (nums.astype(np.int64) if nums.dtype.kind in "iu" else nums,
-                              np.asarray(field.is_null().to_numpy(zero_copy_only=False)))
-        return out
 
     def _entries(self, columns: tuple, s: int, e: int) -> list[Optional[tuple[tuple, list]]]:
         """:meth:`_contribution` of rows ``s`` to ``e`` of :meth:`_columns`'s ``columns``."""
@@ -800,7 +784,7 @@ class WindowAggregation:
 
     def _column_instance(self, inst: int, state: dict, s: int, e: int, seqs: list[int],
                          ports: list[int], ops: list[str], values: list[dict], ikeys: list[tuple],
-                         columns: tuple, arrays: dict, now: int, out: RowChanges) -> bool:
+                         columns: tuple, taken: Any, now: int, out: RowChanges) -> bool:
         """:meth:`_fast_instance` of the instance's rows ``s`` to ``e`` (of the bucket's lists)
         folded a column at a time (:attr:`by_column`): the same state and changes. False, the
         state untouched, when the batch has a row the engine refuses (a bad opcode or port) or a
@@ -902,10 +886,12 @@ class WindowAggregation:
             if code == _COUNT_STAR:
                 acc_cols.append(n_after.tolist())
                 continue
-            col = args_all[i][0]
-            nums, nulls = arrays[cols[0][0]]
-            initv = [None if en is None else en[2][i][0] for en in init_entries]
-            null = np.concatenate([nulls[s:e], np.array([v is None for v in initv], bool)])[src_idx]
+            col = args_all[i][0][s:e]
+            pool = np.empty(n + len(keys), object)
+            pool[:n] = col
+            pool[n:] = [None if en is None else en[2][i][0] for en in init_entries]
+            objs = pool[src_idx]
+            null = np.equal(objs, None)
             init_acc = [None if gr is None else gr["acc"][i] for gr in ginit]
             if code == _COUNT:
                 acc_cols.append(seg_cum(np.where(null, 0, sign), np.array(
@@ -917,19 +903,14 @@ class WindowAggregation:
                     return False
                 inits = [[0, 0] if a is None else a for a in init_acc]
                 cnt = seg_cum(np.where(null, 0, sign), np.array([a[1] for a in inits], np.int64))
-                num = np.concatenate([nums[s:e], np.array(
-                    [0 if v is None else v for v in initv], nums.dtype)])[src_idx]
-                sums = self._sums(num, null, sign, cnt, starts, lens, inits)
+                sums = self._sums(objs, null, sign, cnt, starts, lens, inits, kind)
                 if sums is None:
                     return False
                 acc_cols.append(sums)
                 continue
             largest = code == _MAX
-            num = np.concatenate([nums[s:e], np.array(
-                [0 if v is None else v for v in initv], nums.dtype)])[src_idx]
-            acc_cols.append(self._extremes(
-                num, null, ev_add, starts, lens, init_acc, largest, ik, ginit, i,
-                self._types[cols[0][0]] == "float", col, s, initv, src_idx, ev_j))
+            acc_cols.append(self._extremes(objs, null, ev_add, starts, lens, init_acc, largest,
+                                           ev_j, ik, ginit, i, self._types[cols[0][0]] == "float"))
         # the rows the groups show after each event: a removal's the row removed, an addition's
         # its own (a key moving within its group: one step, its addition's)
         rpool = np.empty(n + len(keys), object)
@@ -969,14 +950,14 @@ class WindowAggregation:
                 elif one is not None and one != gkey:
                     one = None
                 if n_list[p] > 0:
-                    steps.append((gkey, p))
+                    steps.append((gkey, [c[p] for c in acc_cols], ev_rows[p]))
                 else:
-                    steps.append((gkey, -1))
+                    steps.append((gkey, None, None))
                     one = None
             if one is not _UNSET and one is not None:
                 old = shown[one]
-                p = steps[-1][1]
-                new = tuple(values_of([c[p] for c in acc_cols], ev_rows[p]))
+                _, acc, grow = steps[-1]
+                new = tuple(values_of(acc, grow))
                 if old is None or not (old == new and same_row(old, new)):
                     shown[one] = new
                     if one not in keys_out:
@@ -997,9 +978,9 @@ class WindowAggregation:
                     shown[one] = new
                     continue
             merged: dict[tuple, Optional[list]] = {}
-            for gkey, p in steps:
+            for gkey, acc, grow in steps:
                 old = shown[gkey]
-                new = None if p < 0 else tuple(values_of([c[p] for c in acc_cols], ev_rows[p]))
+                new = None if acc is None else tuple(values_of(acc, grow))
                 shown[gkey] = new
                 if new is None:
                     if old is None:
@@ -1090,27 +1071,20 @@ class WindowAggregation:
                 if group is not None:
                     group["rows"].pop(k, None)
         mv, pv = moving.tolist(), prev.tolist()
-        left = last_j[contrib[last_j]]
-        lj = left.tolist()
-        at_b = (left + s).tolist()
-        per_agg = [[[args_all[i][0][b]] for b in at_b] if cols else [[] for _ in lj]
-                   for (i, _, _), cols in zip(self.codes, self.arg_cols)]
-        for j, gid, args in zip(lj, gid_c[left].tolist(), zip(*per_agg)):
-            if mv[j]:
-                jj = j
-                while mv[jj]:
-                    if pv[jj] < 0:
-                        since = init_entries[int(kid[jj])][0]  # type: ignore[index]
-                        break
-                    jj = pv[jj]
-                else:
-                    since = sq[jj]
+        for j in last_j[contrib[last_j]].tolist():
+            jj = j
+            while mv[jj]:
+                if pv[jj] < 0:
+                    since = init_entries[int(kid[jj])][0]  # type: ignore[index]
+                    break
+                jj = pv[jj]
             else:
-                since = sq[j]
-            gkey = gkey_of[gid]
-            key = ik[j]
-            groups[gkey]["rows"][key] = [since, sq[j], list(args)]
-            inputs[key] = gkey
+                since = sq[jj]
+            gkey = gkey_of[int(gid_c[j])]
+            args = [[args_all[i][0][s + j]] if cols else [] for (i, _, _), cols in
+                    zip(self.codes, self.arg_cols)]
+            groups[gkey]["rows"][ik[j]] = [since, sq[j], args]
+            inputs[ik[j]] = gkey
         if n:
             top = max(sq)
             if state["seq"] is None or top > state["seq"]:
@@ -1141,19 +1115,19 @@ class WindowAggregation:
                 wstore.delete(wstate, keys[gkey], last)
 
     @staticmethod
-    def _sums(num: Any, null: Any, sign: Any, cnt: Any, starts: Any, lens: Any,
-              inits: list) -> Optional[list]:
+    def _sums(objs: Any, null: Any, sign: Any, cnt: Any, starts: Any, lens: Any, inits: list,
+              kind: type) -> Optional[list]:
         """A sum's (or average's) accumulator ``[total, count]`` after each event (events by
-        group then time; ``num`` their values, ``cnt`` the count after each): the engine's
+        group then time; ``objs`` their values, ``cnt`` the count after each): the engine's
         ``total + x`` / ``total - x`` left to right (``itertools.accumulate``), a run restarted
         at the first value into an empty sum, ``[0, 0]`` where it empties. None when a count
         would go below 0 (a state this fold does not read)."""
-        n_ev = len(num)
+        n_ev = len(objs)
         if n_ev and cnt.min() < 0:
             return None
         nn = ~null
         idx = np.flatnonzero(nn)
-        sv = num[idx]
+        sv = objs[idx]
         neg = sign[idx] < 0
         sv[neg] = -sv[neg]
         gi = np.repeat(np.arange(len(starts)), lens)
@@ -1180,21 +1154,20 @@ class WindowAggregation:
         pool = res + inits
         return [pool[k] for k in pick.tolist()]
 
-    def _extremes(self, num: Any, null: Any, ev_add: Any, starts: Any, lens: Any,
-                  init_acc: list, largest: bool, ik: list, ginit: list, i: int, is_float: bool,
-                  col: list, s: int, initv: list, src_idx: Any, ev_j: Any) -> list:
+    def _extremes(self, objs: Any, null: Any, ev_add: Any, starts: Any, lens: Any,
+                  init_acc: list, largest: bool, ev_j: Any, ik: list, ginit: list, i: int,
+                  is_float: bool) -> list:
         """A min's or max's accumulator after each event (events by group then time): the
         running extreme of the values added, by rank (NaN larger than every number, the first
         of equal values kept, as the engine's ``_add``); a group where a value equal to its
         extreme leaves is replayed event by event over its rows of each moment (the engine's
-        recomputation). ``num``: the events' values (0 for a null), ``col``: the batch's values
-        as objects (from ``s``), ``initv`` the keys' stored ones, ``src_idx`` each event's."""
-        n_ev = len(num)
+        recomputation)."""
+        n_ev = len(objs)
         if not n_ev:
             return []
         nn = ~null
-        dtype = num.dtype
-        filled = num
+        dtype = np.float64 if is_float else np.int64
+        filled = np.where(nn, objs, 0).astype(dtype)
         have = [a is not None for a in init_acc]
         ia = np.array([a if a is not None else 0 for a in init_acc], dtype=dtype)
         uniq = np.unique(np.concatenate([filled[nn], ia[np.array(have, bool)]]))
@@ -1217,19 +1190,16 @@ class WindowAggregation:
         hit = ~ev_add & nn & ((before - base) // w - 1 == rank)
         rel = run - base
         at = (w - 1 - rel % w).tolist()  # 0: the stored extreme, else the event's position + 1
-        srcl = src_idx.tolist()
+        objl = objs.tolist()
         gil = gi.tolist()
-        res = [None if r == 0 else init_acc[g] if a == 0 else col[s + srcl[a - 1]]
+        res = [None if r == 0 else init_acc[g] if a == 0 else objl[a - 1]
                for r, a, g in zip(rel.tolist(), at, gil)]
-        n = len(ik)
         for q in np.unique(gi[hit]).tolist():
             gr = ginit[q]
             members = {} if gr is None else {k: en[2][i][0] for k, en in gr["rows"].items()}
             acc = init_acc[q]
             for ev in range(int(starts[q]), int(starts[q] + lens[q])):
-                src = srcl[ev]
-                x = col[s + src] if src < n else initv[src - n]
-                key = ik[ev_j[ev]]
+                key, x = ik[ev_j[ev]], objl[ev]
                 if ev_add[ev]:
                     members[key] = x
                     if x is not None:
