@@ -84,10 +84,9 @@ def keep_changes(keep: BucketRun, states: dict, batch: list, first_seq: int) -> 
         "__bucket": pa.array([0] * n, pa.int32())})
 
 
-def assert_the_engine(plan: str, data: list, column_min: int = 64) -> None:
+def assert_the_engine(plan: str, data: list) -> None:
     keep, run = BucketRun(plan, "R"), BucketRun(plan, "W")
     assert run.columnar is not None and run.columnar.fast
-    run.columnar.column_min = column_min  # 0: every batch folded a column at a time
     keep_states: dict = {}
     by_rows: dict = {}
     columnar: dict = {}
@@ -105,12 +104,10 @@ def assert_the_engine(plan: str, data: list, column_min: int = 64) -> None:
     assert same(sorted(again, key=order), sorted(got, key=order))
 
 
-@pytest.mark.parametrize("column_min", [64, 0], ids=["by change", "by column"])
 @pytest.mark.parametrize("query", list(QUERIES))
 @pytest.mark.parametrize("keep", list(KEEPS))
 @pytest.mark.parametrize("source", list(SOURCES))
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=batches)
-def test_fast_rows_mode_over_a_keep_window_is_the_engine(tmp_path, source, keep, query, column_min,
-                                                         data):
-    assert_the_engine(plan_of(tmp_path, source, keep, query), data, column_min)
+def test_fast_rows_mode_over_a_keep_window_is_the_engine(tmp_path, source, keep, query, data):
+    assert_the_engine(plan_of(tmp_path, source, keep, query), data)

@@ -49,7 +49,6 @@ to the engine.
 from __future__ import annotations
 
 from functools import cached_property
-from itertools import accumulate
 from math import copysign
 from typing import Any, Callable, Iterator, Optional
 
@@ -84,7 +83,6 @@ _ROW, _EXTREME, _TOTAL = range(3)
 # Below this a total may divide into a zero (|total| / count under the smallest double, any count
 # up to 2**63); above it the average of a float total is no zero.
 _TINY = 1e-290
-_OPSET = frozenset(OPS)
 _UNSET = object()  # a contribution not read yet (``WindowAggregation._fold_row``)
 # the opcode of a row a time KEEP expired (:meth:`WindowAggregation._fast_instance`)
 _EXPIRED: Any = object()
@@ -106,10 +104,6 @@ class WindowAggregation:
     """The aggregation of ``engine`` (an :class:`Engine` whose one select aggregates one window or
     delta stream) over whole buckets; see the module docstring. Same interface as
     :class:`runtime.engine.columnar.ColumnarAggregation`."""
-
-    # rows mode: an instance's batch of at least this many rows is folded a column at a time
-    # (:meth:`_column_instance`), a smaller one change by change
-    column_min = 64
 
     def __init__(self, engine: Engine, plan: Plan) -> None:
         sel = engine.selects[0]
@@ -135,7 +129,6 @@ class WindowAggregation:
             # fold per batch does not give (the compiler gives such an aggregate rows mode)
             raise ValueError(f"{engine.name}: an aggregate under a time KEEP runs in rows mode")
         types = {c: t.strip().lower() for c, t in self.source.columns}
-        self._types = types
         spec = engine.element.query.selects[0]
 
         def plain(expr: object) -> Optional[str]:
@@ -207,14 +200,6 @@ class WindowAggregation:
         self.lean = ((self.filter is None or self.filter_col is not None)
                      and all(col is not None for col in self.group_cols)
                      and all(cols is not None for cols in self.arg_cols))
-        # ... and whose large instance batches may be folded a column at a time
-        # (:meth:`_column_instance`): no WHERE, no time KEEP, count, sum and avg of integers and
-        # floats, min and max of integers, longs and floats
-        self.by_column = self.fast and self.lean and not timed and self.where is None and all(
-            code in (_COUNT_STAR, _COUNT)
-            or (code == _SUM and types.get(cols[0][0]) in ("integer", "float"))
-            or (code in (_MIN, _MAX) and types.get(cols[0][0]) in ("integer", "long", "float"))
-            for (_, code, _), cols in zip(self.codes, self.arg_cols))
         self.names = [name for name, _ in self.agg.columns]
         self.key_pos = [self.names.index(k) for k in self.agg.key]
         # batch mode, deferred: the output columns that may hold 0.0 or -0.0 (floats of a float
@@ -292,7 +277,7 @@ class WindowAggregation:
         taken = rows.values.take(events)
         values = taken.to_pylist()
         # the fast path's contributions of the rows, read a column at a time
-        columns = self._columns(taken) if self.fast and self.lean else None
+        entries = self._entries(taken) if self.fast and self.lean else None
         # ... and the source keys (``key_of`` of each row: null for a column the rows lack)
         ikeys = None
         if self.fast and self.timed:  # (a stream's rows are keyed by sequence number)
@@ -315,14 +300,8 @@ class WindowAggregation:
                 state = states[i] = self.engine.initial_state()
             s, e = by_inst.get(i, (0, 0))
             if changes is not None:
-                if (self.by_column and e - s >= self.column_min
-                        and self._column_instance(i, state, s, e, seqs, ports, ops, values,
-                                                  ikeys, columns, taken, now, changes)):  # type: ignore[arg-type]
-                    runs.append(InstanceRun(i, [], arrivals.get(i, [])))
-                    continue
                 self._fast_instance(i, state, seqs[s:e], ports[s:e], ops[s:e], values[s:e], now,
-                                    changes, self._entries(columns, s, e)
-                                    if columns is not None else None,
+                                    changes, entries[s:e] if entries is not None else None,
                                     ikeys[s:e])  # type: ignore[index]
                 runs.append(InstanceRun(i, [], arrivals.get(i, [])))
                 continue
@@ -330,11 +309,10 @@ class WindowAggregation:
             runs.append(InstanceRun(i, outputs, arrivals.get(i, [])))
         return runs, sorted(left), changes
 
-    def _columns(self, taken: Any) -> tuple[list[tuple], list[list[list]], Optional[list]]:
-        """The GROUP BY values (a tuple per row), each aggregate's argument columns (a list of
-        values per column, read as the engine reads them) and GROUP FILTER's values (None without
-        one) of the rows of ``taken`` (a struct array of source rows), read a column at a time:
-        GROUP FILTER, the GROUP BY values and the arguments are plain columns (:attr:`lean`)."""
+    def _entries(self, taken: Any) -> list[Optional[tuple[tuple, list]]]:
+        """:meth:`_contribution` of each row of ``taken`` (a struct array of source rows), read a
+        column at a time: GROUP FILTER, the GROUP BY values and the arguments are plain columns
+        (:attr:`lean`)."""
         n = len(taken)
         read_cols: dict[str, list] = {}
 
@@ -348,27 +326,19 @@ class WindowAggregation:
                     else list(map(read, values)))
         gkeys = (list(zip(*[column(c, read) for c, read in self.group_cols]))  # type: ignore[misc]
                  if self.group_cols else [()] * n)
-        args = [[column(c, read) for c, read in cols]  # type: ignore[union-attr]
-                for cols in self.arg_cols]
-        passed = column(self.filter_col, None) if self.filter is not None else None  # type: ignore[arg-type]
-        return gkeys, args, passed
-
-    def _entries(self, columns: tuple, s: int, e: int) -> list[Optional[tuple[tuple, list]]]:
-        """:meth:`_contribution` of rows ``s`` to ``e`` of :meth:`_columns`'s ``columns``."""
-        gkeys, args, passed = columns
-        n = e - s
         per_agg = []
-        for cols in args:
+        for cols in self.arg_cols:
             if not cols:
                 per_agg.append([[] for _ in range(n)])
             elif len(cols) == 1:
-                per_agg.append([[v] for v in cols[0][s:e]])
+                per_agg.append([[v] for v in column(*cols[0])])
             else:
-                per_agg.append(list(map(list, zip(*[c[s:e] for c in cols]))))
-        argl = list(map(list, zip(*per_agg))) if per_agg else [[] for _ in range(n)]
-        entries: list[Optional[tuple[tuple, list]]] = list(zip(gkeys[s:e], argl))
-        if passed is not None:
-            entries = [en if p is True else None for en, p in zip(entries, passed[s:e])]
+                per_agg.append(list(map(list, zip(*[column(c, read) for c, read in cols]))))
+        args = list(map(list, zip(*per_agg))) if per_agg else [[] for _ in range(n)]
+        entries: list[Optional[tuple[tuple, list]]] = list(zip(gkeys, args))
+        if self.filter is not None:
+            passed = column(self.filter_col, None)  # type: ignore[arg-type]
+            entries = [e if p is True else None for e, p in zip(entries, passed)]
         return entries
 
     def _instance(self, state: dict, seqs: list[int], ports: list[int], ops: list[str],
@@ -782,441 +752,6 @@ class WindowAggregation:
             else:
                 wstore.delete(wstate, keys[gkey], last)
 
-    def _column_instance(self, inst: int, state: dict, s: int, e: int, seqs: list[int],
-                         ports: list[int], ops: list[str], values: list[dict], ikeys: list[tuple],
-                         columns: tuple, taken: Any, now: int, out: RowChanges) -> bool:
-        """:meth:`_fast_instance` of the instance's rows ``s`` to ``e`` (of the bucket's lists)
-        folded a column at a time (:attr:`by_column`): the same state and changes. False, the
-        state untouched, when the batch has a row the engine refuses (a bad opcode or port) or a
-        state this fold does not read (a sum whose total is not of its column's type, a group
-        that does not hold a row its inputs say it holds); the caller then folds it change by
-        change.
-
-        Each change's previous row of its key is found by key (the batch's previous change of
-        the key, else the state's), so each change is one removal (the key's previous
-        contribution) and one addition (its own): the events. Per group, in the batch's order,
-        count(*) and counts are cumulative sums of +1/-1 from the stored ones; an integer sum
-        too; a float sum is ``itertools.accumulate`` of its signed values from the stored total
-        (the engine's ``total + x`` and ``total - x``, left to right), restarted where the engine
-        restarts it (the first value into an empty sum) and 0 where it empties; min and max are
-        the running extreme of the values added (by rank: NaN largest, the first of equal values
-        kept), and a group where a value equal to its extreme leaves is replayed event by event
-        (the engine's recomputation over the group's rows of that moment). The output changes
-        are then made per transaction as :meth:`_fast_instance` makes them, from each event's
-        accumulators; the mirror, the inputs, the groups' rows and accumulators written once
-        per key and group, in the engine's dict orders."""
-        n = e - s
-        if ports[s:e].count(0) != n or not set(ops[s:e]) <= _OPSET:
-            return False
-        sstate = state["selects"][0]
-        mirror, st = sstate["sources"][0], sstate["agg"]
-        groups, inputs, mrows = st["groups"], st["inputs"], mirror["rows"]
-        gkeys_all, args_all, passed_all = columns
-        ik = ikeys[s:e]
-        vals = values[s:e]
-        sq = seqs[s:e]
-        # the keys and each change's previous change of its key
-        index: dict[tuple, int] = {}
-        kid = np.array([index.setdefault(k, len(index)) for k in ik], dtype=np.int64)
-        keys = list(index)
-        init_rows = [mrows.get(k) for k in keys]
-        init_gk = [inputs.get(k) for k in keys]
-        init_entries = []
-        for g, k in zip(init_gk, keys):
-            if g is None:
-                init_entries.append(None)
-                continue
-            group = groups.get(g)
-            entry = None if group is None else group["rows"].get(k)
-            if entry is None:
-                return False
-            init_entries.append(entry)
-        order = np.argsort(kid, kind="stable")
-        same = kid[order][1:] == kid[order][:-1]
-        prev = np.full(n, -1, np.int64)
-        prev[order[1:][same]] = order[:-1][same]
-        is_last = np.ones(n, bool)
-        is_last[order[:-1][same]] = False
-        first = prev < 0
-        dels = np.array([o == "d" or o == "s" for o in ops[s:e]], bool)
-        init_present = np.array([r is not None for r in init_rows], bool)
-        before = np.where(first, init_present[kid], ~dels[prev])
-        contrib = ~dels
-        if passed_all is not None:
-            contrib &= np.array([p is True for p in passed_all[s:e]], bool)
-        gindex: dict[tuple, int] = {}
-        for g in init_gk:
-            if g is not None:
-                gindex.setdefault(g, len(gindex))
-        gid_row = np.array([gindex.setdefault(g, len(gindex)) for g in gkeys_all[s:e]], np.int64)
-        init_gid = np.array([-1 if g is None else gindex[g] for g in init_gk], np.int64)
-        gid_c = np.where(contrib, gid_row, -1)
-        gold = np.where(first, init_gid[kid], gid_c[prev])
-        rem = gold >= 0
-        moving = contrib & (gid_c == gold)
-        # the events: each change's removal (at 2j) and addition (at 2j + 1), by group then time
-        rj, aj = np.flatnonzero(rem), np.flatnonzero(contrib)
-        ev_j = np.concatenate([rj, aj])
-        ev_add = np.concatenate([np.zeros(len(rj), bool), np.ones(len(aj), bool)])
-        ev_g = np.concatenate([gold[rj], gid_c[aj]])
-        ev_t = 2 * ev_j + ev_add
-        srt = np.lexsort((ev_t, ev_g))
-        ev_j, ev_add, ev_g, ev_t = ev_j[srt], ev_add[srt], ev_g[srt], ev_t[srt]
-        n_ev = len(srt)
-        starts = np.flatnonzero(np.append(True, ev_g[1:] != ev_g[:-1])) if n_ev else \
-            np.zeros(0, np.int64)
-        lens = np.diff(np.append(starts, n_ev))
-        gkey_of = list(gindex)
-        glist = ev_g[starts].tolist()
-        ginit = [groups.get(gkey_of[g]) for g in glist]
-        # the value of each event's row: the change's own (an addition), its previous change's or
-        # the state's (a removal); pooled as the batch's rows then the keys' stored ones
-        src_idx = np.where(ev_add, ev_j, np.where(prev[ev_j] >= 0, prev[ev_j], n + kid[ev_j]))
-        sign = np.where(ev_add, 1, -1)
-
-        def seg_cum(delta: Any, init: Any) -> Any:
-            c = np.cumsum(delta)
-            base = (c[starts] - delta[starts] - init) if n_ev else c[:0]
-            return c - np.repeat(base, lens)
-        n_after = seg_cum(sign, np.array([0 if gr is None else gr["n"] for gr in ginit], np.int64))
-        if n_ev and n_after.min() < 0:
-            return False
-        acc_cols: list[list] = []
-        for (i, code, _), cols in zip(self.codes, self.arg_cols):
-            if code == _COUNT_STAR:
-                acc_cols.append(n_after.tolist())
-                continue
-            col = args_all[i][0][s:e]
-            pool = np.empty(n + len(keys), object)
-            pool[:n] = col
-            pool[n:] = [None if en is None else en[2][i][0] for en in init_entries]
-            objs = pool[src_idx]
-            null = np.equal(objs, None)
-            init_acc = [None if gr is None else gr["acc"][i] for gr in ginit]
-            if code == _COUNT:
-                acc_cols.append(seg_cum(np.where(null, 0, sign), np.array(
-                    [0 if a is None else a for a in init_acc], np.int64)).tolist())
-                continue
-            if code == _SUM:
-                kind = float if self._types[cols[0][0]] == "float" else int
-                if any(a[1] and type(a[0]) is not kind for a in init_acc if a is not None):
-                    return False
-                inits = [[0, 0] if a is None else a for a in init_acc]
-                cnt = seg_cum(np.where(null, 0, sign), np.array([a[1] for a in inits], np.int64))
-                sums = self._sums(objs, null, sign, cnt, starts, lens, inits, kind)
-                if sums is None:
-                    return False
-                acc_cols.append(sums)
-                continue
-            largest = code == _MAX
-            acc_cols.append(self._extremes(objs, null, ev_add, starts, lens, init_acc, largest,
-                                           ev_j, ik, ginit, i, self._types[cols[0][0]] == "float"))
-        # the rows the groups show after each event: a removal's the row removed, an addition's
-        # its own (a key moving within its group: one step, its addition's)
-        rpool = np.empty(n + len(keys), object)
-        rpool[:n] = vals
-        rpool[n:] = init_rows
-        ev_rows = rpool[src_idx].tolist()
-        ev_gk = [gkey_of[g] for g in ev_g.tolist()]
-        chron = np.argsort(ev_t, kind="stable")
-        chron = chron[ev_add[chron] | ~moving[ev_j[chron]]]
-        n_list, ev_jl = n_after.tolist(), ev_j.tolist()
-        # per transaction (the changes sharing a sequence number: one port), its steps
-        names, key_pos, values_of = self.names, self.key_pos, self._values
-        wstore, wstate = self.engine.output.store, state["output"]
-        shown: dict[tuple, Optional[tuple]] = {}
-        for gkey, gr in zip([gkey_of[g] for g in glist], ginit):
-            emitted = None if gr is None else gr["emitted"]
-            shown[gkey] = None if emitted is None else tuple([emitted[c] for c in names])
-        keys_out: dict[tuple, tuple] = {}
-        window: dict[tuple, Optional[tuple]] = {}
-        oseq, osub, oop = out.seq, out.sub, out.op
-        rows_out: list[tuple] = []
-        sub = 0
-        chl = chron.tolist()
-        m, at = len(chl), 0
-        while at < m:
-            seq = sq[ev_jl[chl[at]]]
-            steps: list[tuple] = []
-            one: Any = _UNSET
-            while at < m:
-                p = chl[at]
-                if sq[ev_jl[p]] != seq:
-                    break
-                at += 1
-                gkey = ev_gk[p]
-                if one is _UNSET:
-                    one = gkey
-                elif one is not None and one != gkey:
-                    one = None
-                if n_list[p] > 0:
-                    steps.append((gkey, [c[p] for c in acc_cols], ev_rows[p]))
-                else:
-                    steps.append((gkey, None, None))
-                    one = None
-            if one is not _UNSET and one is not None:
-                old = shown[one]
-                _, acc, grow = steps[-1]
-                new = tuple(values_of(acc, grow))
-                if old is None or not (old == new and same_row(old, new)):
-                    shown[one] = new
-                    if one not in keys_out:
-                        keys_out[one] = tuple([new[q] for q in key_pos])
-                    if one in window:
-                        held = window[one]
-                    else:
-                        was = wstore.get(wstate, keys_out[one])
-                        held = None if was is None else tuple([was[c] for c in names])
-                    window[one] = new
-                    oseq.append(seq)
-                    osub.append(sub)
-                    oop.append("u" if held is not None else "i")
-                    rows_out.append(new)
-                    sub += 1
-                    continue
-                if len(steps) == 1:
-                    shown[one] = new
-                    continue
-            merged: dict[tuple, Optional[list]] = {}
-            for gkey, acc, grow in steps:
-                old = shown[gkey]
-                new = None if acc is None else tuple(values_of(acc, grow))
-                shown[gkey] = new
-                if new is None:
-                    if old is None:
-                        continue
-                elif old is not None and old == new and same_row(old, new):
-                    continue
-                if gkey not in keys_out:
-                    some = new if new is not None else old
-                    keys_out[gkey] = tuple([some[q] for q in key_pos])  # type: ignore[index]
-                found = merged.get(gkey)
-                if found is None:
-                    merged.pop(gkey, None)
-                    merged[gkey] = [old, new]
-                elif found[0] is None and new is None:
-                    merged[gkey] = None
-                else:
-                    found[1] = new
-            for gkey, change in merged.items():
-                if change is None:
-                    continue
-                new = change[1]
-                if gkey in window:
-                    held = window[gkey]
-                else:
-                    was = wstore.get(wstate, keys_out[gkey])
-                    held = None if was is None else tuple([was[c] for c in names])
-                if new is not None:
-                    op, row_out = ("u" if held is not None else "i"), new
-                elif held is not None:
-                    op, row_out = "d", held
-                else:
-                    continue
-                window[gkey] = new
-                oseq.append(seq)
-                osub.append(sub)
-                oop.append(op)
-                rows_out.append(row_out)
-                sub += 1
-        if rows_out:
-            out.inst.extend([inst] * len(rows_out))
-            for q, col in enumerate(out.values):
-                col.extend([r[q] for r in rows_out])
-        # the state: the mirror (a key updated in place keeps its place; one deleted, or new,
-        # goes to the end in the order of its last insertion)
-        last_j = np.flatnonzero(is_last)
-        ins = np.flatnonzero(~dels & ~before)
-        last_ins = np.full(len(keys), -1, np.int64)
-        np.maximum.at(last_ins, kid[ins], ins)
-        present = ~dels[last_j]
-        li = last_ins[kid[last_j]]
-        for j in last_j[~present | (li >= 0)].tolist():
-            mrows.pop(ik[j], None)
-        for j in last_j[present & (li < 0)].tolist():
-            mrows[ik[j]] = vals[j]
-        back = present & (li >= 0)
-        for j in last_j[back][np.argsort(li[back], kind="stable")].tolist():
-            mrows[ik[j]] = vals[j]
-        # the groups: emptied ones dropped (made again, at the end, when filled again)
-        ends = (starts + lens - 1).tolist()
-        emptied = n_after == 0
-        made: list[tuple[int, int]] = []  # (time of its last making, index in glist)
-        for q, (g, gr) in enumerate(zip(glist, ginit)):
-            a, b = starts[q], starts[q] + lens[q]
-            hits = np.flatnonzero(emptied[a:b])
-            if len(hits):
-                if gr is not None:
-                    del groups[gkey_of[g]]
-                if n_list[ends[q]] > 0:
-                    made.append((int(ev_t[a + hits[-1] + 1]), q))
-            elif gr is None:
-                made.append((int(ev_t[a]), q))
-        for _, q in sorted(made):
-            groups[gkey_of[glist[q]]] = self.agg.new_group()
-        for q, (g, gr) in enumerate(zip(glist, ginit)):
-            group = groups.get(gkey_of[g])
-            if group is None:
-                continue
-            p = ends[q]
-            group["n"] = n_list[p]
-            group["acc"] = [[c[p][0], c[p][1]] if type(c[p]) is list else c[p] for c in acc_cols]
-            group["row"] = {self.alias: ev_rows[p]}
-        # touched keys leave their groups' rows and the inputs; the keys left contributing come
-        # back at the end, in the order of their last change
-        for k, g in zip(keys, init_gk):
-            if g is not None:
-                inputs.pop(k, None)
-                group = groups.get(g)
-                if group is not None:
-                    group["rows"].pop(k, None)
-        mv, pv = moving.tolist(), prev.tolist()
-        for j in last_j[contrib[last_j]].tolist():
-            jj = j
-            while mv[jj]:
-                if pv[jj] < 0:
-                    since = init_entries[int(kid[jj])][0]  # type: ignore[index]
-                    break
-                jj = pv[jj]
-            else:
-                since = sq[jj]
-            gkey = gkey_of[int(gid_c[j])]
-            args = [[args_all[i][0][s + j]] if cols else [] for (i, _, _), cols in
-                    zip(self.codes, self.arg_cols)]
-            groups[gkey]["rows"][ik[j]] = [since, sq[j], args]
-            inputs[ik[j]] = gkey
-        if n:
-            top = max(sq)
-            if state["seq"] is None or top > state["seq"]:
-                state["seq"] = top
-        self._written(state, st, shown, keys_out, window, sq[-1] if sq else state["seq"], now)
-        return True
-
-    def _written(self, state: dict, st: dict, shown: dict, keys: dict, window: dict, last: Any,
-                 now: int) -> None:
-        """The end of an instance's batch on the fast path: the rows the touched groups show,
-        their output keys and the window's rows written once per group."""
-        groups, names, outs = st["groups"], self.names, st["out"]
-        wstore, wstate = self.engine.output.store, state["output"]
-        for gkey, row in shown.items():
-            if row is not None:
-                groups[gkey]["emitted"] = dict(zip(names, row))
-            key = keys.get(gkey)
-            if key is None:
-                continue
-            if row is not None:
-                outs[key] = gkey
-            elif outs.get(key) == gkey:
-                del outs[key]
-        for gkey, row in window.items():
-            if row is not None:
-                wstore.upsert(wstate, keys[gkey], dict(zip(names, row)), last, now)
-            else:
-                wstore.delete(wstate, keys[gkey], last)
-
-    @staticmethod
-    def _sums(objs: Any, null: Any, sign: Any, cnt: Any, starts: Any, lens: Any, inits: list,
-              kind: type) -> Optional[list]:
-        """A sum's (or average's) accumulator ``[total, count]`` after each event (events by
-        group then time; ``objs`` their values, ``cnt`` the count after each): the engine's
-        ``total + x`` / ``total - x`` left to right (``itertools.accumulate``), a run restarted
-        at the first value into an empty sum, ``[0, 0]`` where it empties. None when a count
-        would go below 0 (a state this fold does not read)."""
-        n_ev = len(objs)
-        if n_ev and cnt.min() < 0:
-            return None
-        nn = ~null
-        idx = np.flatnonzero(nn)
-        sv = objs[idx]
-        neg = sign[idx] < 0
-        sv[neg] = -sv[neg]
-        gi = np.repeat(np.arange(len(starts)), lens)
-        cnt_nn = cnt[idx]
-        restart = ~neg & (cnt_nn == 1)
-        gnn = gi[idx]
-        run_start = restart | np.append(True, gnn[1:] != gnn[:-1]) if len(idx) else restart
-        svl, gl = sv.tolist(), gnn.tolist()
-        bounds = np.flatnonzero(run_start).tolist() + [len(svl)]
-        rl = restart.tolist()
-        totals: list = []
-        for a, b in zip(bounds, bounds[1:]):
-            if rl[a]:
-                totals.extend(accumulate(svl[a:b]))
-            else:
-                t = list(accumulate(svl[a:b], initial=inits[gl[a]][0]))
-                del t[0]
-                totals.extend(t)
-        res = [[0, 0] if c == 0 else [t, c] for t, c in zip(totals, cnt_nn.tolist())]
-        at = np.maximum.accumulate(np.where(nn, np.arange(n_ev), -1)) if n_ev else idx
-        rank = np.cumsum(nn) - 1
-        use = at >= np.repeat(starts, lens)
-        pick = np.where(use, rank[np.maximum(at, 0)], len(res) + gi)
-        pool = res + inits
-        return [pool[k] for k in pick.tolist()]
-
-    def _extremes(self, objs: Any, null: Any, ev_add: Any, starts: Any, lens: Any,
-                  init_acc: list, largest: bool, ev_j: Any, ik: list, ginit: list, i: int,
-                  is_float: bool) -> list:
-        """A min's or max's accumulator after each event (events by group then time): the
-        running extreme of the values added, by rank (NaN larger than every number, the first
-        of equal values kept, as the engine's ``_add``); a group where a value equal to its
-        extreme leaves is replayed event by event over its rows of each moment (the engine's
-        recomputation)."""
-        n_ev = len(objs)
-        if not n_ev:
-            return []
-        nn = ~null
-        dtype = np.float64 if is_float else np.int64
-        filled = np.where(nn, objs, 0).astype(dtype)
-        have = [a is not None for a in init_acc]
-        ia = np.array([a if a is not None else 0 for a in init_acc], dtype=dtype)
-        uniq = np.unique(np.concatenate([filled[nn], ia[np.array(have, bool)]]))
-        top = len(uniq)
-        rank = np.searchsorted(uniq, filled)
-        irank = np.searchsorted(uniq, ia)
-        if not largest:
-            rank, irank = top - 1 - rank, top - 1 - irank
-        w = n_ev + 2
-        gi = np.repeat(np.arange(len(starts)), lens)
-        gbase = np.arange(len(starts), dtype=np.int64) * ((top + 1) * w)
-        base = gbase[gi]
-        pos = np.arange(n_ev)
-        keys = base + np.where(ev_add & nn, (rank + 1) * w + (n_ev - pos), 0)
-        ikey = gbase + np.where(have, (irank + 1) * w + (w - 1), 0)
-        run = np.maximum(np.maximum.accumulate(keys), np.repeat(ikey, lens))
-        before = np.empty(n_ev, np.int64)
-        before[1:] = run[:-1]
-        before[starts] = ikey
-        hit = ~ev_add & nn & ((before - base) // w - 1 == rank)
-        rel = run - base
-        at = (w - 1 - rel % w).tolist()  # 0: the stored extreme, else the event's position + 1
-        objl = objs.tolist()
-        gil = gi.tolist()
-        res = [None if r == 0 else init_acc[g] if a == 0 else objl[a - 1]
-               for r, a, g in zip(rel.tolist(), at, gil)]
-        for q in np.unique(gi[hit]).tolist():
-            gr = ginit[q]
-            members = {} if gr is None else {k: en[2][i][0] for k, en in gr["rows"].items()}
-            acc = init_acc[q]
-            for ev in range(int(starts[q]), int(starts[q] + lens[q])):
-                key, x = ik[ev_j[ev]], objl[ev]
-                if ev_add[ev]:
-                    members[key] = x
-                    if x is not None:
-                        if acc is None:
-                            acc = x
-                        elif x != x or acc != acc:
-                            if (acc == acc) if largest else (x == x):
-                                acc = x
-                        elif (x > acc) if largest else (x < acc):
-                            acc = x
-                else:
-                    members.pop(key, None)
-                    if x is not None and (x == acc or (x != x and acc != acc)):
-                        acc = _extreme_of(list(members.values()), largest, is_float)
-                res[ev] = acc
-        return res
-
     def _expired(self, state: dict, now: int) -> list[Change]:
         """:meth:`Engine.expire`'s first step for a stream under a time KEEP: the mirror's rows
         due at ``now`` deleted (their deletes, in the store's order, with the instance's largest
@@ -1594,11 +1129,7 @@ def _extreme(stored: dict, i: int, largest: bool, may_nan: bool = True) -> Any:
     touched, args]``), the least or largest non-null value of aggregate ``i``'s argument, NaN
     larger than every number (``nan_largest``), the first of equal ones; None when none.
     ``may_nan``: False when the values are integers (no NaN to look for)."""
-    return _extreme_of([r[2][i][0] for r in stored.values()], largest, may_nan)
-
-
-def _extreme_of(values: list, largest: bool, may_nan: bool = True) -> Any:
-    """:func:`_extreme` over ``values`` (a group's argument values in its rows' order)."""
+    values = [r[2][i][0] for r in stored.values()]
     if None in values:
         values = [v for v in values if v is not None]
     if not values:
