@@ -57,6 +57,13 @@ def statements(depth: int) -> st.SearchStrategy[str]:
         st.builds(lambda f, e: f"rec.{f} := {e};", st.sampled_from(["v", "i"]), arith),
         st.builds(lambda e: f"if ({e}) {{ n := n + 1; }}", compare),
         st.just("output rec;"),
+        # a run of field copies r.a := X.b; (one closure when r and X are no locals)
+        st.builds(lambda r, x, pairs: " ".join(f"{r}.{a} := {x}.{b};" for a, b in pairs),
+                  st.sampled_from(["rec", "rec", "rec", "priceW", "n", "nosuch", "lrec", "d"]),
+                  st.sampled_from(["priceW", "priceW", "priceW", "rec", "n", "nosuch", "insert", "li"]),
+                  st.lists(st.tuples(st.sampled_from(["k", "v", "i", "k", "v", "i", "nosuch"]),
+                                     st.sampled_from(["k", "v", "i", "k", "v", "i", "nosuch"])),
+                           min_size=1, max_size=4)),
         st.just("n := pd['p']; pd['p'] := 7;"),  # a read-only container: fresh per run
         st.just("li := nextval();"),              # a global added by the run
         st.just("return n;"),
@@ -141,6 +148,9 @@ def test_the_fused_forms_are_compiled():
         stmt = interp.compiler.stmt(block(code).stmts[0], 0, 0)
         names.append(stmt.__name__)
     assert names == ["run_output_opcode", "run_if_isnull", "run_if_compare", "run_var_arith", "run_var"], names
+    interp.compiler.locals = frozenset(["li"])
+    copies = interp.compiler.block(block("rec.k := priceW.k; rec.v := priceW.v;"), 0, 0)
+    assert copies.__name__ == "run_field_copies"
 
 
 # --- input records of Interpreter.input_class (runtime/engine/flex.py makes its input records so) ---

@@ -61,7 +61,7 @@ class Compiler(ExpressionCompiler):
 
     def block(self, block: n.Block, loops: int, switches: int) -> Stmt:
         """A block: a new scope around its statements."""
-        stmts = [self.stmt(s, loops, switches) for s in block.stmts]
+        stmts = self._statements(block.stmts, loops, switches)
         if not any(isinstance(x, n.VarDecl) for s in block.stmts for x in s.walk()):
             # Nothing here declares a variable: its scope would stay empty, and an empty scope
             # only makes every name lookup below it longer.
@@ -85,6 +85,87 @@ class Compiler(ExpressionCompiler):
             f.scopes.pop()
             return None
         return run
+
+    def _statements(self, items: list, loops: int, switches: int) -> list[Stmt]:
+        """The statements of a block, a run of two or more field copies ``r.a := X.b;`` of the
+        same names (see :meth:`_field_copies`) as one closure when fusing."""
+        out: list[Stmt] = []
+        i = 0
+        while i < len(items):
+            names = self._field_copy(items[i])
+            j = i + 1
+            if names is not None:
+                while j < len(items) and self._field_copy(items[j]) == names:
+                    j += 1
+            if j - i >= 2:
+                out.append(self._field_copies(items[i:j], names))  # type: ignore[arg-type]
+            else:
+                out.append(self.stmt(items[i], loops, switches))
+            i = j
+        return out
+
+    def _field_copy(self, s: n.Node) -> Optional[tuple[str, str]]:
+        """``(r, X)`` when fusing and ``s`` is ``r.a := X.b;``, both names no scope of the frame
+        can hold (a global record, an input row), else None."""
+        if not (self.fuse and self.locals is not None and isinstance(s, n.Assign)
+                and isinstance(s.target, n.FieldAccess) and isinstance(s.target.base, n.Var)
+                and isinstance(s.value, n.FieldAccess) and isinstance(s.value.base, n.Var)):
+            return None
+        r, x = s.target.base.name.name, s.value.base.name.name
+        if r in self.locals or x in self.locals:
+            return None
+        return r, x
+
+    def _field_copies(self, items: list[n.Assign], names: tuple[str, str]) -> Stmt:
+        """``r.a := X.b; r.c := X.d; ...`` as one closure: ``r`` and ``X`` looked up once (no
+        statement of the run can change what they name), then per statement what ``run_field``
+        does with them: its step, ``X.b`` read, the checks of ``r.a`` decided once per record and
+        value type, the value stored. When ``r`` is no global or ``X`` is no record, each
+        statement's own closure runs instead."""
+        base, vname = names
+        singles = [self._assign(s) for s in items]
+        fields = [(s.target.field.name, s.value.field.name) for s in items]  # type: ignore[union-attr]
+        last: list = [(None, None)] * len(items)  # per statement: record, value type stored last
+        count = len(items)
+
+        def run_field_copies(m: Machine, f: Frame) -> None:
+            cell = m.globals.get(base)
+            c = m.globals.get(vname)
+            if c is not None:
+                src = c.value
+            else:
+                sources = f.sources
+                src = sources.get(vname) if sources is not None else None
+            if cell is None or not isinstance(src, Record):
+                for single in singles:
+                    single(m, f)
+                return
+            rec = cell.value
+            for i in range(count):
+                m.steps += 1
+                if m.steps > m.limit:
+                    m.exhausted()
+                field, vfield = fields[i]
+                value = src.get(vfield, MISSING)
+                if value is MISSING:
+                    value = field_of(src, vfield)
+                seen = last[i]
+                if rec is seen[0] and type(value) is seen[1]:
+                    rec[field] = value  # what the checks below decided for this record and type
+                    continue
+                if not isinstance(rec, Record):
+                    raise SplashError(f"cannot set field '{field}' of {a_kind(rec)}")
+                if rec.readonly:
+                    raise SplashError(f"the input row cannot be assigned (field '{field}')")
+                if field not in rec:
+                    raise SplashError(f"the record has no field '{field}'")
+                t = rec.types.get(field, ANY)
+                if value is None or SAME_KIND.get(type(value)) == t.name or t.name in ("any", "null"):
+                    rec[field] = value
+                    last[i] = (rec, type(value))
+                else:
+                    rec[field] = coerce(value, t, f"field '{field}'")
+        return run_field_copies
 
     def stmt(self, s: n.Node, loops: int, switches: int) -> Stmt:
         """One statement."""

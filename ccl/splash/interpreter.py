@@ -361,6 +361,11 @@ class Session:
         # (name, value, type): read-only containers, copied afresh for each run
         self.fresh = [(name, v, t) for name, v, t, const, mutable in interp._cell_specs
                       if mutable and const]
+        # run_with's globals merged with its extra cells, the extra dict, the merged size and
+        # the size of the globals it was merged from
+        self._merged: Optional[dict[str, Cell]] = None
+        self._merged_extra: Optional[dict[str, Cell]] = None
+        self._merged_size = self._merged_count = 0
 
     def run(self, block: n.Block, rows: Mapping[str, Record],
             extra: Optional[Mapping[str, Cell]] = None,
@@ -452,6 +457,68 @@ class Session:
                     store[name] = cell.value
             else:
                 self._write_back(cells, None)
+
+    def run_with(self, block: n.Block, rows: dict[str, Record], extra: dict[str, Cell],
+                 output: Callable[[Record], None]) -> Outcome:
+        """``run(block, rows, extra, output, copies=True)`` for the caller of :meth:`run_plain`
+        (the recursion limit raised, ``rows`` a dict) that passes the same ``extra`` dict, its
+        cells updated in place, run after run (an engine's window views). The globals merged
+        with it are kept from one run to the next instead of merged per run; when its names
+        shadow a global, a read-only container is copied per run, or a run added a global
+        (nextval's count), this is :meth:`run` itself."""
+        merged = self._merged
+        if (merged is None or self._merged_extra is not extra or len(merged) != self._merged_size
+                or self._merged_count != self.count):
+            merged = self._merge(extra)
+            if merged is None:
+                return self.run(block, rows, extra, output, copies=True)
+        interp = self.interp
+        body = self._body if block is self._block else self._compiled(block)
+        m = self.machine
+        m.steps = m.depth = 0
+        m._now = None
+        m.row_id = interp.row_id
+        m.emit = output
+        m.emit_copies = True
+        m.globals = merged
+        frame = self.frame
+        if frame.scopes:  # (a failed run may have left scopes on it)
+            frame.scopes.clear()
+        frame.sources = rows
+        try:
+            signal = body(m, frame)
+            return Outcome(True, frame.ret) if signal == RETURN else _RAN_OUT
+        except ExitSignal:
+            return _RAN_OUT
+        except SplashError:
+            raise
+        except RecursionError:
+            raise SplashError("code nested too deeply") from None
+        except Exception as e:  # a bug of the interpreter must still not escape as such
+            raise SplashError(f"internal error: {type(e).__name__}: {e}") from None
+        finally:
+            frame.sources = frame.ret = None
+            if len(merged) == self._merged_size:
+                # _write_back's common case: the extra names are no global's (see _merge)
+                store = self.store
+                for name, cell in self.writable:
+                    store[name] = cell.value
+            else:  # a run added a cell (nextval's count): the general write-back, merged anew
+                self._merged = None
+                self._write_back(merged, extra)
+
+    def _merge(self, extra: dict[str, Cell]) -> Optional[dict[str, Cell]]:
+        """The globals merged with ``extra`` for :meth:`run_with`, or None when it must go
+        through :meth:`run` (see there)."""
+        self._merged = None
+        store, declared, cells = self.store, self.interp._globals, self.cells
+        if self.fresh or len(cells) != self.count or any(
+                name in cells or name in store or name in declared or name == SEQUENCE
+                for name in extra):
+            return None
+        merged = self._merged = {**cells, **extra}
+        self._merged_extra, self._merged_size, self._merged_count = extra, len(merged), self.count
+        return merged
 
     def _compiled(self, block: n.Block) -> Callable:
         """The compiled body of ``block`` (compiled once per interpreter), remembered as the

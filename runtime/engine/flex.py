@@ -144,6 +144,11 @@ class FlexEngine:
         # change within one process() or expire() call (dropped at their start and on every
         # change of the port's rows): a where's index made once serves the runs between changes
         self._views: dict[tuple[int, str], WindowView] = {}
+        # (session, extra cells, their slots) of _window_extra: the batch's window cells
+        self._extra: Optional[tuple] = None
+        # whether ON handlers that read window views run through _window_run (False: _run, the
+        # path before it, which the generated tests compare it with)
+        self.window_runs = True
         self.windows = [w for w in self.windows  # those the code names only: made per handler run
                         if any(f"{x}_stream" in named or f"{x}_iterator" in named or x in looped
                                for x in w[0])]
@@ -206,6 +211,7 @@ class FlexEngine:
                 out += self._run(state, h, {}, None, state["seq"], NO_PORT, now_ms,
                                  "ON END TRANSACTION", session=session)
         finally:
+            self._extra = None  # (nothing of the batch's session kept past it)
             if old_limit < needed:
                 sys.setrecursionlimit(old_limit)
         return out
@@ -394,6 +400,10 @@ class FlexEngine:
                     self._session_run(state, h, {name: rec}, None, seq, port, now_ms, values,
                                       session, out)
                     continue
+                if session is not None and self.window_runs:  # views' cells kept for the batch
+                    self._window_run(state, h, {name: rec}, seq, port, now_ms, values, session,
+                                     out)
+                    continue
                 out += self._run(state, h, {name: rec}, None, seq, port, now_ms, None, values,
                                  session)
                 continue
@@ -414,6 +424,57 @@ class FlexEngine:
             return
         for taken in emitted:
             self._emit(state, taken, seq, port, now_ms, out)
+
+    def _window_run(self, state: dict, h: _Handler, rows: dict, seq: int, port: int,
+                    now_ms: int, values: Optional[Mapping], session: Session,
+                    out: list[Output]) -> None:
+        """:meth:`_run` of an ON handler (no ``<input>_old``) in a session, for code that reads
+        window views, its outputs appended to ``out``: the views' cells are the batch's
+        (:meth:`_window_extra`), set for the run, and the session keeps the globals merged with
+        them (:meth:`~ccl.splash.interpreter.Session.run_with`) instead of a merge and a general
+        write-back per run."""
+        emitted: list[tuple] = []
+        try:
+            session.run_with(h.body, rows, self._window_extra(state, session),
+                             self._taker(emitted))
+        except SplashError as e:
+            out.append(Bad(e.reason, seq, port, dict(values or {})))
+            return
+        for taken in emitted:
+            self._emit(state, taken, seq, port, now_ms, out)
+
+    def _window_extra(self, state: dict, session: Session) -> dict[str, Cell]:
+        """What :meth:`_window_cells` gives, as one dict per session whose cells are set for each
+        run: ``W_stream`` the view :meth:`_window_cells` would make (an input's lasting view
+        while its rows do not change), ``W_iterator`` null (as a new cell of each run is)."""
+        found = self._extra
+        if found is None or found[0] is not session:
+            extra: dict[str, Cell] = {}
+            slots = []
+            for names, port, key, types in self.windows:
+                cells = []
+                for name in names:
+                    stream = extra[f"{name}_stream"] = Cell(None, const=True)
+                    it = extra[f"{name}_iterator"] = Cell(None)
+                    cells.append((name, stream, it))
+                slots.append((port, key, types, cells))
+            found = self._extra = (session, extra, slots)
+        views = self._views
+        for port, key, types, cells in found[2]:
+            if port is None:
+                rows = state["output"]["rows"] if self.store is not None else None
+            else:
+                mirror = state["sources"][port]
+                rows = mirror["rows"] if mirror is not None else None
+            for name, stream, it in cells:
+                view = views.get((port, name)) if port is not None else None
+                if view is None or view.rows is not rows:
+                    view = WindowView(name, rows, key, types, True)
+                    if port is not None and rows is not None:
+                        views[(port, name)] = view.lasting()
+                stream.value = view
+                it.value = None
+        return found[1]
 
     def _run(self, state: dict, h: _Handler, rows: Mapping[str, Mapping], old: Optional[tuple],
              seq: int, port: int, now_ms: int, what: Optional[str],
