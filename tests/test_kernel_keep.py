@@ -192,7 +192,7 @@ def held_rows(state_dir, pickled_dir, batch_id: int) -> tuple[list, list]:
 
 
 @pytest.mark.parametrize("name", [n for n in WINDOWS if n != "one row per float"])
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.lists(st.lists(event, min_size=1, max_size=40), min_size=1, max_size=4))  # (Spark sends
 def test_kernel_gives_the_engine_outputs_and_store_over_the_state_store(tmp_path, name, data):  # no empty group)
     """Batch after batch through runtime/arrow_state.py (rows attached from the store, written

@@ -352,7 +352,7 @@ def _run_e2e(spark, tmp_path, trades_dir: str, kernel: bool, text: str):
 @pytest.mark.parametrize("mode", ["rows", "batch"])
 def test_e2e_keep_rows_per_window_feeding_an_aggregate(spark, tmp_path, mode):
     """A KEEP 3 ROWS PER (Sym) window feeding a GROUP BY aggregate, whose changes a stream reads
-    (per-row mode) or not (batch mode), over three micro-batches: the aggregate holds each
+    (per-row mode) or not (batch mode), over two micro-batches: the aggregate holds each
     symbol's last three trades (computed here by hand), and the window kernel gives what the
     engine gives (change for change in per-row mode, which the stream shows)."""
     text = E2E + (MOVES if mode == "rows" else "")
@@ -361,9 +361,9 @@ def test_e2e_keep_rows_per_window_feeding_an_aggregate(spark, tmp_path, mode):
     from tests.runner_e2e import write_rows
     rnd = random.Random(5)
     rows, trade_id = [], 0
-    for f in range(3):
+    for f in range(2):
         batch = []
-        for _ in range(40):
+        for _ in range(50):
             trade_id += 1
             batch.append((trade_id, rnd.choice(["A", "B", "C", "D", "E"]),
                           "" if rnd.random() < 0.1 else f"{rnd.randint(100, 999) / 100:.2f}",

@@ -58,7 +58,7 @@ def test_rows_mode_keeps_the_others_on_the_per_change_path(tmp_path, name):
 
 @pytest.mark.parametrize("source", list(SOURCES))
 @pytest.mark.parametrize("name", list(FAST))
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=batches)
 @with_found
 def test_fast_rows_mode_gives_the_engine_changes_and_state(tmp_path, source, name, data):

@@ -107,7 +107,7 @@ def table(run: BucketRun, data: list, first_seq: int) -> pa.Table:
 
 
 @pytest.mark.parametrize("name", list(QUERIES))
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=batches)
 def test_kernel_gives_the_engine_outputs_and_state(tmp_path, name, data):
     run = bucket_run(tmp_path, name)

@@ -31,7 +31,7 @@ def assert_round_trip(project: n.Project) -> None:
     assert parsed == project, text
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(strategies.statements())
 def test_random_trees_round_trip(stmts):
     assert_round_trip(n.Project(stmts))

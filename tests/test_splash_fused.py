@@ -128,7 +128,7 @@ def runs(fuse: bool, body: str, budget: int, how: str) -> list:
     return got
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(statements(2), min_size=1, max_size=5).map(" ".join),
        st.sampled_from([100_000, 3, 8, 20]))
 def test_fused_closures_run_as_one_closure_per_node(body, budget):
