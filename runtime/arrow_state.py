@@ -40,16 +40,35 @@ from .state.store import BucketStore, create, kept, read_layout, release_held
 BUCKET = "__bucket"
 GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
 _STATE_FILE = re.compile(r"^b(\d+)-(\d+)\.pkl$")
-# per Python worker: engines are built once, not every batch (in a Spark worker the task's own
-# copy, which cloudpickle ships with the nested ``_run``: see docs/runtime.md, timekeep2); what
-# each one's store keeps is worked out once too, and kept on the runner itself
-# (``BucketRun.stored``): a map keyed by ``id(runner)`` gave a new runner the answer of a freed
-# one whose id it got (an aggregation then ran on its state file's counts, never attached)
+# per Python process (the driver, a pool worker, a Spark Python worker that Spark reuses for its
+# next tasks, spark.python.worker.reuse): an element's runner is built once, not per task or
+# batch. Keyed by the plan's whole text, the element and its first ports, so that another plan
+# (or another version of this one), element or port order never gets it; a runner holds nothing
+# of a bucket's state (states come from the state files and the store on every call). Read only
+# through :func:`runner_of`, a module function that cloudpickle pickles by reference: a nested
+# function naming ``_RUNS`` itself shipped a copy of the driver's map with every task (the
+# driver's runners pickled in, a new map unpickled per task). What each runner's store keeps
+# is worked out once too and kept on it (``BucketRun.stored``): a map keyed by ``id(runner)``
+# gave a new runner the answer of a freed one whose id it got.
 _RUNS: dict[tuple, BucketRun] = {}
 # ``__inst`` of a marker row: a bucket of an element with timers whose next deadline has come is
 # sent one, so that its instances expire in a batch that brings the bucket no rows
 MARK = -1
 _DEADLINE = "ccl-deadline"  # the head of an element with timers' state file: (_DEADLINE, deadline)
+_MOST_RUNS = 64  # runners kept per process (a process runs few plans; tests run many)
+
+
+def runner_of(plan_text: str, element_name: str, first_ports: frozenset[int]) -> BucketRun:
+    """The runner of ``element_name`` in the plan ``plan_text`` with ``first_ports`` (see
+    :class:`runtime.processor.BucketRun`), built on the first call in this process and the same
+    object afterwards, whichever task, batch or bucket asks."""
+    key = (plan_text, element_name, first_ports)
+    runner = _RUNS.get(key)
+    if runner is None:
+        if len(_RUNS) >= _MOST_RUNS:
+            _RUNS.clear()
+        runner = _RUNS[key] = BucketRun(plan_text, element_name, first_ports)
+    return runner
 
 
 def state_path(state_dir: str, bucket: int, batch_id: int) -> str:
@@ -158,12 +177,7 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
             return _run(key, table)
 
     def _run(key: Any, table: Any) -> Any:
-        cache_key = (plan_text, element_name, first_ports)
-        runner = _RUNS.get(cache_key)
-        if runner is None:
-            if len(_RUNS) > 64:
-                _RUNS.clear()
-            runner = _RUNS[cache_key] = BucketRun(plan_text, element_name, first_ports)
+        runner = runner_of(plan_text, element_name, first_ports)
         bucket = table.column(BUCKET)[0].as_py()  # one bucket per group (key: bucket_group)
         states = load_states(state_dir, bucket, batch_id)
         what = _stored(runner)

@@ -430,7 +430,8 @@ class ElementProcessor(StatefulProcessor):
         self.first_ports = first_ports
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.run = BucketRun(self.plan_text, self.element_name, self.first_ports)
+        from .arrow_state import runner_of  # (arrow_state imports this module)
+        self.run = runner_of(self.plan_text, self.element_name, self.first_ports)
         self.handle = handle
         self.state = handle.getValueState("instances", T.StructType([T.StructField("blob", T.BinaryType())]))
         self.make_row = Row(*[n for n, _ in META], *self.run.columns)
