@@ -30,7 +30,7 @@ from pyspark.sql import Column, DataFrame
 
 from ccl.plan.model import Element
 
-from .processor import INST, BucketRun, gc_paused, output_schema
+from .processor import INST, BucketRun, gc_paused, output_schema, runner_of
 from .spark_hash import spark_hash_int
 from .state import variables
 from .state.rows import attach, detach, holds_stored_state, uses_window_store
@@ -40,35 +40,15 @@ from .state.store import BucketStore, create, kept, read_layout, release_held
 BUCKET = "__bucket"
 GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
 _STATE_FILE = re.compile(r"^b(\d+)-(\d+)\.pkl$")
-# per Python process (the driver, a pool worker, a Spark Python worker that Spark reuses for its
-# next tasks, spark.python.worker.reuse): an element's runner is built once, not per task or
-# batch. Keyed by the plan's whole text, the element and its first ports, so that another plan
-# (or another version of this one), element or port order never gets it; a runner holds nothing
-# of a bucket's state (states come from the state files and the store on every call). Read only
-# through :func:`runner_of`, a module function that cloudpickle pickles by reference: a nested
-# function naming ``_RUNS`` itself shipped a copy of the driver's map with every task (the
-# driver's runners pickled in, a new map unpickled per task). What each runner's store keeps
-# is worked out once too and kept on it (``BucketRun.stored``): a map keyed by ``id(runner)``
-# gave a new runner the answer of a freed one whose id it got.
-_RUNS: dict[tuple, BucketRun] = {}
+# An element's runner comes from runtime.processor.runner_of (one per process, kept across tasks
+# and batches). What each runner's store keeps is worked out once and kept on it
+# (``BucketRun.stored``): a map keyed by ``id(runner)`` gave a new runner the answer of a freed
+# one whose id it got.
+
 # ``__inst`` of a marker row: a bucket of an element with timers whose next deadline has come is
 # sent one, so that its instances expire in a batch that brings the bucket no rows
 MARK = -1
 _DEADLINE = "ccl-deadline"  # the head of an element with timers' state file: (_DEADLINE, deadline)
-_MOST_RUNS = 64  # runners kept per process (a process runs few plans; tests run many)
-
-
-def runner_of(plan_text: str, element_name: str, first_ports: frozenset[int]) -> BucketRun:
-    """The runner of ``element_name`` in the plan ``plan_text`` with ``first_ports`` (see
-    :class:`runtime.processor.BucketRun`), built on the first call in this process and the same
-    object afterwards, whichever task, batch or bucket asks."""
-    key = (plan_text, element_name, first_ports)
-    runner = _RUNS.get(key)
-    if runner is None:
-        if len(_RUNS) >= _MOST_RUNS:
-            _RUNS.clear()
-        runner = _RUNS[key] = BucketRun(plan_text, element_name, first_ports)
-    return runner
 
 
 def state_path(state_dir: str, bucket: int, batch_id: int) -> str:

@@ -1,7 +1,8 @@
-"""A Spark Python worker keeps an element's runner across tasks (runtime/arrow_state.py
-``runner_of``): tasks shipped as Spark ships them (the ``applyInArrow`` function pickled with
-cloudpickle on the driver, unpickled per task) share the worker's runner, another plan or element
-never does, and what the tasks give equals a runner built afresh for each task."""
+"""A Spark Python worker keeps an element's runner across tasks (runtime/processor.py
+``runner_of``, called by runtime/arrow_state.py's ``bucket_runner``): tasks shipped as Spark ships
+them (the ``applyInArrow`` function pickled with cloudpickle on the driver, unpickled per task)
+share the worker's runner, another plan or element never does, and what the tasks give equals a
+runner built afresh for each task."""
 from __future__ import annotations
 
 import json
@@ -15,7 +16,8 @@ from pyspark import cloudpickle
 from planned import plan_json
 from runtime import arrow_state
 from runtime.arrow_state import bucket_runner, load_states
-from runtime.processor import BucketRun
+from runtime import processor
+from runtime.processor import BucketRun, runner_of
 from runtime.state.store import create, read_layout
 
 PROJECT = """
@@ -73,21 +75,21 @@ def test_tasks_in_one_worker_share_the_runner_and_another_plan_or_element_gets_i
         built.append((plan_text, element_name))
         init(self, plan_text, element_name, first_ports)
     monkeypatch.setattr(BucketRun, "__init__", counted)
-    monkeypatch.setattr(arrow_state, "_RUNS", {})
+    monkeypatch.setattr(processor, "_RUNS", {})
     first, second = plans
     rows = [(0, 1, "a", 5), (2, 2, "b", 6)]
     for batch_id in range(3):  # three batches, two buckets each: six tasks of w
         for bucket in (0, 1):
             _task(first, "w", str(tmp_path / "s1w"), batch_id, _bucket(bucket, rows, 10 * batch_id))
     assert built == [(first, "w")]
-    runner = arrow_state.runner_of(first, "w", frozenset())
+    runner = runner_of(first, "w", frozenset())
     _task(first, "g", str(tmp_path / "s1g"), 0, _bucket(0, rows, 0))
     _task(second, "w", str(tmp_path / "s2w"), 0, _bucket(0, rows, 0))
     _task(second, "g", str(tmp_path / "s2g"), 0, _bucket(0, rows, 0))
     assert built == [(first, "w"), (first, "g"), (second, "w"), (second, "g")]
-    assert arrow_state.runner_of(first, "w", frozenset()) is runner
-    assert arrow_state.runner_of(second, "w", frozenset()) is not runner
-    assert arrow_state.runner_of(first, "w", frozenset({1})) is not runner
+    assert runner_of(first, "w", frozenset()) is runner
+    assert runner_of(second, "w", frozenset()) is not runner
+    assert runner_of(first, "w", frozenset({1})) is not runner
     # a different first ports' order built a runner of its own
     assert built[-1] == (first, "w")
 
@@ -118,9 +120,9 @@ def test_runners_kept_across_tasks_give_what_a_runner_per_task_gives(tmp_path_fa
             kept, fresh = (str(tmp / f"{how}{run}{element}") for how in ("kept", "fresh"))
             ran[worker].add((plan, element))
             for _ in range(2 if again else 1):
-                monkeypatch.setattr(arrow_state, "_RUNS", workers[worker])
+                monkeypatch.setattr(processor, "_RUNS", workers[worker])
                 got = _task(plan, element, kept, batch_id, table)
-                monkeypatch.setattr(arrow_state, "_RUNS", {})
+                monkeypatch.setattr(processor, "_RUNS", {})
                 want = _task(plan, element, fresh, batch_id, table)
                 assert got == want
                 assert load_states(kept, bucket, batch_id + 1) == load_states(fresh, bucket, batch_id + 1)
