@@ -30,7 +30,7 @@ from pyspark.sql import Column, DataFrame
 
 from ccl.plan.model import Element
 
-from .processor import INST, BucketRun, gc_paused, output_schema
+from .processor import INST, BucketRun, gc_paused, output_schema, runner_of
 from .spark_hash import spark_hash_int
 from .state import variables
 from .state.rows import attach, detach, holds_stored_state, uses_window_store
@@ -40,12 +40,11 @@ from .state.store import BucketStore, create, kept, read_layout, release_held
 BUCKET = "__bucket"
 GROUP = "__group"  # what a batch's rows are grouped by: the bucket's spread key
 _STATE_FILE = re.compile(r"^b(\d+)-(\d+)\.pkl$")
-# per Python worker: engines are built once, not every batch (in a Spark worker the task's own
-# copy, which cloudpickle ships with the nested ``_run``: see docs/runtime.md, timekeep2); what
-# each one's store keeps is worked out once too, and kept on the runner itself
+# An element's runner comes from runtime.processor.runner_of (one per process, kept across tasks
+# and batches). What each runner's store keeps is worked out once and kept on it
 # (``BucketRun.stored``): a map keyed by ``id(runner)`` gave a new runner the answer of a freed
-# one whose id it got (an aggregation then ran on its state file's counts, never attached)
-_RUNS: dict[tuple, BucketRun] = {}
+# one whose id it got.
+
 # ``__inst`` of a marker row: a bucket of an element with timers whose next deadline has come is
 # sent one, so that its instances expire in a batch that brings the bucket no rows
 MARK = -1
@@ -158,12 +157,7 @@ def bucket_runner(plan_text: str, element_name: str, first_ports: frozenset[int]
             return _run(key, table)
 
     def _run(key: Any, table: Any) -> Any:
-        cache_key = (plan_text, element_name, first_ports)
-        runner = _RUNS.get(cache_key)
-        if runner is None:
-            if len(_RUNS) > 64:
-                _RUNS.clear()
-            runner = _RUNS[cache_key] = BucketRun(plan_text, element_name, first_ports)
+        runner = runner_of(plan_text, element_name, first_ports)
         bucket = table.column(BUCKET)[0].as_py()  # one bucket per group (key: bucket_group)
         states = load_states(state_dir, bucket, batch_id)
         what = _stored(runner)

@@ -351,6 +351,30 @@ class BucketRun:
 
 _NONE: dict = {}  # the values of an output row that carries none (never changed)
 
+# per Python process (the driver, a pool worker, a Spark Python worker that Spark reuses for its
+# next tasks, spark.python.worker.reuse): an element's runner is built once, not per task or
+# batch. Keyed by the plan's whole text, the element and its first ports, so that another plan
+# (or another version of this one), element or port order never gets it; a runner holds nothing
+# of a bucket's state (states come from the state files and the store on every call). Read only
+# through :func:`runner_of`, a module function that cloudpickle pickles by reference: a nested
+# function naming ``_RUNS`` itself shipped a copy of the driver's map with every task (the
+# driver's runners pickled in, a new map unpickled per task; runtime/arrow_state.py).
+_RUNS: dict[tuple, BucketRun] = {}
+_MOST_RUNS = 64  # runners kept per process (a process runs few plans; tests run many)
+
+
+def runner_of(plan_text: str, element_name: str, first_ports: frozenset[int]) -> BucketRun:
+    """The runner of ``element_name`` in the plan ``plan_text`` with ``first_ports`` (see
+    :class:`runtime.processor.BucketRun`), built on the first call in this process and the same
+    object afterwards, whichever task, batch or bucket asks."""
+    key = (plan_text, element_name, first_ports)
+    runner = _RUNS.get(key)
+    if runner is None:
+        if len(_RUNS) >= _MOST_RUNS:
+            _RUNS.clear()
+        runner = _RUNS[key] = BucketRun(plan_text, element_name, first_ports)
+    return runner
+
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
@@ -430,7 +454,7 @@ class ElementProcessor(StatefulProcessor):
         self.first_ports = first_ports
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.run = BucketRun(self.plan_text, self.element_name, self.first_ports)
+        self.run = runner_of(self.plan_text, self.element_name, self.first_ports)
         self.handle = handle
         self.state = handle.getValueState("instances", T.StructType([T.StructField("blob", T.BinaryType())]))
         self.make_row = Row(*[n for n, _ in META], *self.run.columns)

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from buckets import bucket_table, variable_store_plan
-from runtime import arrow_state
+from runtime import arrow_state, processor
 from runtime.arrow_state import bucket_runner, load_states
 from runtime.state import BucketStore, create
 from runtime.state import rows as rows_module
@@ -222,7 +222,7 @@ def test_state_files_of_the_layout_before_are_continued(tmp_path, monkeypatch, k
         if b < before:
             with monkeypatch.context() as m:
                 m.setattr(rows_module, "stored_parts", parts_before)
-                m.setattr(arrow_state, "_RUNS", {})  # (new runners: what they store worked out anew)
+                m.setattr(processor, "_RUNS", {})  # (new runners: what they store worked out anew)
                 from runtime.engine.flex import FlexEngine
                 m.setattr(FlexEngine, "stored_mirrors", lambda self: ())
                 got = project.run("new", new, b, t)
