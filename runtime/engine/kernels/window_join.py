@@ -43,6 +43,7 @@ from runtime.engine.join import null_filled
 from runtime.engine.parts import field_ref
 from runtime.engine.stages import RowRefused, consolidate, truth
 from runtime.engine.store import COUNT_KINDS
+from runtime.engine.kernels.window_select import row_changes, write_inline
 
 __all__ = ["WindowJoinKernel"]
 
@@ -465,45 +466,8 @@ class WindowJoinKernel:
                     emitted.append((i, emit.seq, sub, emit.op, emit.values))
                     sub += 1
                 continue
-            for op, key, old, new in keyed:
-                old_key = key_of(old) if old is not None else None
-                if delta:
-                    if op == "u" and old_key != key:
-                        emitted.append((i, s, sub, "d", old))
-                        emitted.append((i, s, sub + 1, "i", new))
-                        sub += 2
-                    else:
-                        emitted.append((i, s, sub, op, old if op == "d" else new))
-                        sub += 1
-                    continue
-                if new is None:
-                    gone = store.pop(old_key, None)  # type: ignore[union-attr]
-                    if gone is not None:
-                        emitted.append((i, s, sub, "d", gone))
-                        sub += 1
-                    continue
-                if old is not None and old_key != key:
-                    gone = store.pop(old_key, None)  # type: ignore[union-attr]
-                    if gone is not None:
-                        emitted.append((i, s, sub, "d", gone))
-                        sub += 1
-                was = store.get(key)  # type: ignore[union-attr]
-                store[key] = new  # type: ignore[index]
-                emitted.append((i, s, sub, "i" if was is None else "u", new))
-                sub += 1
-        out = RowChanges([], [], [], [], [], [])
-        rows_out = []
-        for i, s, number, op, row in emitted:
-            if op is None:
-                out.bad.append((i, s, number, row[0], row[1]))
-                continue
-            out.inst.append(i)
-            out.seq.append(s)
-            out.sub.append(number)
-            out.op.append(op)
-            rows_out.append(row)
-        out.values = [[r.get(name) for r in rows_out] for name in self.names]
-        return out
+            sub = write_inline(emitted, store, keyed, i, s, sub, key_of, delta)
+        return row_changes(emitted, self.names)
 
 
 def _index_move(index: Any, old_v: Optional[tuple], new_v: Optional[tuple], key: tuple) -> None:

@@ -432,45 +432,8 @@ class WindowSelectKernel:
                     emitted.append((i, emit.seq, sub, emit.op, emit.values))
                     sub += 1
                 continue
-            for op, key, old, new in keyed:
-                old_key = key_of(old) if old is not None else None
-                if delta:
-                    if op == "u" and old_key != key:
-                        emitted.append((i, s, sub, "d", old))
-                        emitted.append((i, s, sub + 1, "i", new))
-                        sub += 2
-                    else:
-                        emitted.append((i, s, sub, op, old if op == "d" else new))
-                        sub += 1
-                    continue
-                if new is None:
-                    gone = store.pop(old_key, None)  # type: ignore[union-attr]
-                    if gone is not None:
-                        emitted.append((i, s, sub, "d", gone))
-                        sub += 1
-                    continue
-                if old is not None and old_key != key:
-                    gone = store.pop(old_key, None)  # type: ignore[union-attr]
-                    if gone is not None:
-                        emitted.append((i, s, sub, "d", gone))
-                        sub += 1
-                was = store.get(key)  # type: ignore[union-attr]
-                store[key] = new  # type: ignore[index]
-                emitted.append((i, s, sub, "i" if was is None else "u", new))
-                sub += 1
-        out = RowChanges([], [], [], [], [], [])
-        rows_out = []
-        for i, s, number, op, row in emitted:
-            if op is None:
-                out.bad.append((i, s, number, row[0], row[1]))
-                continue
-            out.inst.append(i)
-            out.seq.append(s)
-            out.sub.append(number)
-            out.op.append(op)
-            rows_out.append(row)
-        out.values = [[r.get(name) for r in rows_out] for name in self.names]
-        return out
+            sub = write_inline(emitted, store, keyed, i, s, sub, key_of, delta)
+        return row_changes(emitted, self.names)
 
     def _stream(self, emitted: list, i: int, s: int, sub: int, e: int, end: int, values: list,
                 outputs: list, bad: dict[int, str]) -> int:
@@ -540,3 +503,56 @@ def _direct_each(rows: list, column: str, kind: type) -> Optional[list]:
         out = [v if v is None or type(v) is kind else _MISSING
                for v in (r.get(column, _MISSING) if type(r) is dict else _MISSING for r in rows)]
     return None if _MISSING in out else out
+
+
+def write_inline(emitted: list, store: Optional[dict], keyed: list, i: int, s: int, sub: int,
+                 key_of: Any, delta: bool) -> int:
+    """One transaction's changes ``keyed`` (``(op, key, old, new)``, merged by key) written to an
+    output window's ``store`` as the engine's output stage writes them, or passed on as they are
+    for a delta stream (an update that moves its key a delete and an insert); each output appended
+    to ``emitted`` as ``(instance, seq, sub, op, row)``. Returns the next sub-number."""
+    for op, key, old, new in keyed:
+        old_key = key_of(old) if old is not None else None
+        if delta:
+            if op == "u" and old_key != key:
+                emitted.append((i, s, sub, "d", old))
+                emitted.append((i, s, sub + 1, "i", new))
+                sub += 2
+            else:
+                emitted.append((i, s, sub, op, old if op == "d" else new))
+                sub += 1
+            continue
+        if new is None:
+            gone = store.pop(old_key, None)  # type: ignore[union-attr]
+            if gone is not None:
+                emitted.append((i, s, sub, "d", gone))
+                sub += 1
+            continue
+        if old is not None and old_key != key:
+            gone = store.pop(old_key, None)  # type: ignore[union-attr]
+            if gone is not None:
+                emitted.append((i, s, sub, "d", gone))
+                sub += 1
+        was = store.get(key)  # type: ignore[union-attr]
+        store[key] = new  # type: ignore[index]
+        emitted.append((i, s, sub, "i" if was is None else "u", new))
+        sub += 1
+    return sub
+
+
+def row_changes(emitted: list, names: list[str]) -> RowChanges:
+    """The outputs ``emitted`` (``(instance, seq, sub, op, row)``; ``op`` None for a bad record,
+    its row then ``(reason, values)``) as :class:`RowChanges` with the columns ``names``."""
+    out = RowChanges([], [], [], [], [], [])
+    rows_out = []
+    for i, s, number, op, row in emitted:
+        if op is None:
+            out.bad.append((i, s, number, row[0], row[1]))
+            continue
+        out.inst.append(i)
+        out.seq.append(s)
+        out.sub.append(number)
+        out.op.append(op)
+        rows_out.append(row)
+    out.values = [[r.get(name) for r in rows_out] for name in names]
+    return out
