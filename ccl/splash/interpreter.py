@@ -387,27 +387,9 @@ class Session:
         needed = interp._needed_limit
         if old_limit < needed:
             sys.setrecursionlimit(needed)
-        # one frame for every run (nothing keeps a run's frame past it), reset: a failed run may
-        # have left scopes on it
-        frame = self.frame
-        scopes = frame.scopes
-        if scopes:
-            scopes.clear()
-        frame.sources, frame.ret = rows if type(rows) is dict else dict(rows), None
         try:
-            try:
-                signal = body(m, frame)
-            except ExitSignal:
-                return _RAN_OUT
-            return Outcome(True, frame.ret) if signal == RETURN else _RAN_OUT
-        except SplashError:
-            raise
-        except RecursionError:
-            raise SplashError("code nested too deeply") from None
-        except Exception as e:  # a bug of the interpreter must still not escape as such
-            raise SplashError(f"internal error: {type(e).__name__}: {e}") from None
+            return self._execute(body, rows if type(rows) is dict else dict(rows))
         finally:
-            frame.sources = frame.ret = None  # (nothing of the run kept alive by the session)
             if m.globals is cells and len(cells) == self.count:  # _write_back's common case
                 store = self.store
                 for name, cell in self.writable:
@@ -434,23 +416,9 @@ class Session:
         m.emit = output
         m.emit_copies = True
         m.globals = cells
-        frame = self.frame
-        if frame.scopes:  # (a failed run may have left scopes on it)
-            frame.scopes.clear()
-        frame.sources = rows
         try:
-            signal = body(m, frame)
-            return Outcome(True, frame.ret) if signal == RETURN else _RAN_OUT
-        except ExitSignal:
-            return _RAN_OUT
-        except SplashError:
-            raise
-        except RecursionError:
-            raise SplashError("code nested too deeply") from None
-        except Exception as e:  # a bug of the interpreter must still not escape as such
-            raise SplashError(f"internal error: {type(e).__name__}: {e}") from None
+            return self._execute(body, rows)
         finally:
-            frame.sources = frame.ret = None
             if len(cells) == self.count:  # _write_back's common case
                 store = self.store
                 for name, cell in self.writable:
@@ -481,12 +449,29 @@ class Session:
         m.emit = output
         m.emit_copies = True
         m.globals = merged
+        try:
+            return self._execute(body, rows)
+        finally:
+            if len(merged) == self._merged_size:
+                # _write_back's common case: the extra names are no global's (see _merge)
+                store = self.store
+                for name, cell in self.writable:
+                    store[name] = cell.value
+            else:  # a run added a cell (nextval's count): the general write-back, merged anew
+                self._merged = None
+                self._write_back(merged, extra)
+
+    def _execute(self, body: Callable, rows: dict[str, Record]) -> Outcome:
+        """``body`` run on the session's machine (set up by the caller) over the input ``rows``,
+        in the session's one frame (nothing keeps a run's frame past it; reset here, since a
+        failed run may have left scopes on it): its outcome, or a :class:`SplashError` for any
+        failure, an interpreter's bug included. The frame keeps nothing of the run after it."""
         frame = self.frame
-        if frame.scopes:  # (a failed run may have left scopes on it)
+        if frame.scopes:
             frame.scopes.clear()
         frame.sources = rows
         try:
-            signal = body(m, frame)
+            signal = body(self.machine, frame)
             return Outcome(True, frame.ret) if signal == RETURN else _RAN_OUT
         except ExitSignal:
             return _RAN_OUT
@@ -498,14 +483,6 @@ class Session:
             raise SplashError(f"internal error: {type(e).__name__}: {e}") from None
         finally:
             frame.sources = frame.ret = None
-            if len(merged) == self._merged_size:
-                # _write_back's common case: the extra names are no global's (see _merge)
-                store = self.store
-                for name, cell in self.writable:
-                    store[name] = cell.value
-            else:  # a run added a cell (nextval's count): the general write-back, merged anew
-                self._merged = None
-                self._write_back(merged, extra)
 
     def _merge(self, extra: dict[str, Cell]) -> Optional[dict[str, Cell]]:
         """The globals merged with ``extra`` for :meth:`run_with`, or None when it must go
