@@ -201,6 +201,17 @@ def _batches_of(calls: list[dict]) -> list[tuple[int, list[dict]]]:
     return out
 
 
+def trades_per_batch(calls: list[dict]) -> dict[int, int]:
+    """Per recorded batch id, its trades: the join's rows of its first port (Trades, one
+    instance per trade)."""
+    trades = {}
+    for batch_id, batch in _batches_of(calls):
+        for c in batch:
+            if c["element"] == "Enriched":
+                trades[batch_id] = sum(1 for p in c["table"].column("__port").to_pylist() if p == 0)
+    return trades
+
+
 def replay_once(data: dict, meter: Meter, root: str) -> list[dict]:
     """Every recorded call once, on new state under ``root``; per batch its figures."""
     from runtime import arrow_state
@@ -270,12 +281,7 @@ def replay(path: str, repeat: int) -> dict:
             _finish()
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    # a batch's trades: the join's rows of its first port (Trades, one instance per trade)
-    trades = {}
-    for batch_id, calls in _batches_of(data["calls"]):
-        for c in calls:
-            if c["element"] == "Enriched":
-                trades[batch_id] = sum(1 for p in c["table"].column("__port").to_pylist() if p == 0)
+    trades = trades_per_batch(data["calls"])
     summary: dict[str, Any] = {}
     for size in data["sizes"]:
         figures: dict[str, list[float]] = collections.defaultdict(list)

@@ -106,11 +106,8 @@ def replay(path: str, repeat: int) -> dict:
             runs.append(replay_once(data, root, builds))
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    trades = {}
-    for batch_id, calls in _batches_of_path(data):
-        for c in calls:
-            if c["element"] == "Enriched":
-                trades[batch_id] = sum(1 for p in c["table"].column("__port").to_pylist() if p == 0)
+    from small_batches import trades_per_batch
+    trades = trades_per_batch(data["calls"])
     summary: dict[str, Any] = {}
     for size in data["sizes"]:
         figures: dict[str, list[float]] = collections.defaultdict(list)
@@ -129,11 +126,6 @@ def replay(path: str, repeat: int) -> dict:
         summary[str(size)] = {k: {"least": min(v), "median": statistics.median(v), "runs": v}
                               for k, v in figures.items()}
     return {"summary": summary, "builds": len(builds), "load": os.getloadavg()}
-
-
-def _batches_of_path(data: dict) -> Any:
-    from small_batches import _batches_of
-    return _batches_of(data["calls"])
 
 
 def _print(result: dict, label: str = "") -> None:
