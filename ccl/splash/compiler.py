@@ -19,6 +19,25 @@ from .windows import WindowView, window_records, window_rows
 set_opcode = lookup("setopcode").fn  # type: ignore[union-attr]
 
 
+def store_field(rec: object, field: str, value: object) -> bool:
+    """``rec.field := value`` with the assignment's checks (a record, not an input row, that has
+    the field), the value coerced to the field's type; True when it was stored as it is (null,
+    no declared type, or a value of the field's kind: coerce's own first checks, without its
+    call), so that the next value of this type for the same record needs none of the checks."""
+    if not isinstance(rec, Record):
+        raise SplashError(f"cannot set field '{field}' of {a_kind(rec)}")
+    if rec.readonly:
+        raise SplashError(f"the input row cannot be assigned (field '{field}')")
+    if field not in rec:
+        raise SplashError(f"the record has no field '{field}'")
+    t = rec.types.get(field, ANY)
+    if value is None or SAME_KIND.get(type(value)) == t.name or t.name in ("any", "null"):
+        rec[field] = value
+        return True
+    rec[field] = coerce(value, t, f"field '{field}'")
+    return False
+
+
 class Compiler(ExpressionCompiler):
     """Compiles SPLASH statements and expressions; user functions are compiled on first call."""
 
@@ -153,18 +172,8 @@ class Compiler(ExpressionCompiler):
                 if rec is seen[0] and type(value) is seen[1]:
                     rec[field] = value  # what the checks below decided for this record and type
                     continue
-                if not isinstance(rec, Record):
-                    raise SplashError(f"cannot set field '{field}' of {a_kind(rec)}")
-                if rec.readonly:
-                    raise SplashError(f"the input row cannot be assigned (field '{field}')")
-                if field not in rec:
-                    raise SplashError(f"the record has no field '{field}'")
-                t = rec.types.get(field, ANY)
-                if value is None or SAME_KIND.get(type(value)) == t.name or t.name in ("any", "null"):
-                    rec[field] = value
+                if store_field(rec, field, value):
                     last[i] = (rec, type(value))
-                else:
-                    rec[field] = coerce(value, t, f"field '{field}'")
         return run_field_copies
 
     def stmt(self, s: n.Node, loops: int, switches: int) -> Stmt:
@@ -562,21 +571,10 @@ class Compiler(ExpressionCompiler):
                 if rec is last_rec and type(value) is last_type:
                     rec[field] = value  # what the checks below decided for this record and type
                     return
-                if not isinstance(rec, Record):
-                    raise SplashError(f"cannot set field '{field}' of {a_kind(rec)}")
-                if rec.readonly:
-                    raise SplashError(f"the input row cannot be assigned (field '{field}')")
-                if field not in rec:
-                    raise SplashError(f"the record has no field '{field}'")
-                t = rec.types.get(field, ANY)
-                # coerce's own first checks, without its call: null, no declared type, same kind
-                if value is None or SAME_KIND.get(type(value)) == t.name or t.name in ("any", "null"):
-                    rec[field] = value
+                if store_field(rec, field, value):
                     # A record keeps its fields, types and read-only flag: the next value of this
                     # type for the same record needs none of the checks
                     last_rec, last_type = rec, type(value)
-                else:
-                    rec[field] = coerce(value, t, f"field '{field}'")
             last_rec: object = None  # the record and value type last stored without coercion
             last_type: object = None
             return run_field
