@@ -302,16 +302,7 @@ def test_keep_kernel_time_window_gives_the_engine_changes_and_expiries(tmp_path,
     kernel, engine = BucketRun(text, "W"), BucketRun(text, "W")
     assert kernel.kernel is not None
     engine.kernel = None
-    by_kernel: dict = {}
-    by_engine: dict = {}
-    now = T0
-    for b, (step, events) in enumerate(data):
-        now += step
-        got = timed_batch(kernel, by_kernel, events, 1000 * (b + 1), now, True)
-        expected = timed_batch(engine, by_engine, events, 1000 * (b + 1), now, False)
-        assert same(sorted(got, key=order), sorted(expected, key=order))
-        assert_same_state(by_kernel, by_engine)
-        assert kernel.next_deadline(by_kernel) == engine.next_deadline(by_engine)
+    engine_changes(kernel, engine, data)
 
 
 @pytest.mark.parametrize("text, kernel", [
