@@ -16,6 +16,36 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
     filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), "-XX:TieredStopAtLevel=1"]))
 
+# The files that take longest (end-to-end runs, deploys, kill -9 restarts), slowest first. xdist
+# hands each worker a whole file at a time; by default it queues the files with most tests first,
+# which put these few-test files near the end, where one of them ran while the other worker had
+# nothing left. They go first (setup.cfg: --no-loadscope-reorder), the rest as xdist ordered them.
+SLOWEST_FILES = ["test_run_signals.py", "test_deploy.py", "test_kernel_window_agg.py",
+                 "test_run_restart.py", "test_run_e2e.py", "test_web.py", "test_project_query.py",
+                 "test_kernel_keep.py", "test_held_store.py", "test_adapters_postgres.py",
+                 "test_partition_fn_spark.py", "test_adapters.py", "test_adapters_mqtt.py",
+                 "test_kernel_join_e2e.py", "test_lowering_partition.py",
+                 "test_example_mqtt_positions.py", "test_engine_matching_generated.py",
+                 "test_adapter_secrets.py", "test_report.py", "test_kernel_join.py",
+                 "test_spark_hash.py", "test_kernel_keep_e2e.py", "test_rescale.py",
+                 "test_kernel_time_keep.py", "test_state_containers.py", "test_state_groups.py",
+                 "test_arrow_frames.py", "test_splash_fused.py"]
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """The slowest files first, then the other end-to-end files, then the rest by their number
+    of tests (most first)."""
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.path.name] = counts.get(item.path.name, 0) + 1
+
+    def rank(item) -> tuple:
+        name = item.path.name
+        if name in SLOWEST_FILES:
+            return (SLOWEST_FILES.index(name), False, 0, "")
+        return (len(SLOWEST_FILES), "_e2e" not in name, -counts[name], name)
+    items.sort(key=rank)  # stable: a file's tests keep their order
+
 
 @pytest.fixture(scope="session")
 def spark():
