@@ -77,7 +77,7 @@ class WindowSelectKernel:
         store = engine.output.store
         source = sel.sources[0] if len(sel.sources) == 1 else None
         streamed = (select is not None and source is not None and source.kind == "stream"
-                    and source.store is None and engine.kind != "stream")
+                    and source.store is None)
         if (sel.projection is None or sel.aggregator is not None or sel.joiner is not None
                 or sel.matcher is not None or source is None or sel.refused is not None
                 or not streamed and (source.kind not in ("window", "delta stream")
@@ -347,10 +347,11 @@ class WindowSelectKernel:
 
     def _deliver(self, states: dict[int, dict], inst_l: list[int], seq_l: list[int],
                  starts: list[int], values: list[dict], outputs: list, bad: dict[int, str],
-                 left: set[int], now: int) -> RowChanges:
+                 left: set[int], now: int, source_keys: Optional[list] = None) -> RowChanges:
         """Each transaction's (events ``starts[t]`` to ``starts[t + 1]``) bad records, then its
         output changes merged by key and through the output stage, in order; the instances'
-        sequence numbers raised as the engine raises them."""
+        sequence numbers raised as the engine raises them. ``source_keys``: per event its
+        source's key columns, when they are not all :attr:`source_key` (a UNION's ports)."""
         emitted: list[tuple] = []   # (instance, seq, sub, op, row)
         key_cols = self.key
         if len(key_cols) == 1:
@@ -376,7 +377,8 @@ class WindowSelectKernel:
             if state["seq"] is None or s > state["seq"]:  # type: ignore[index]
                 state["seq"] = s  # type: ignore[index]
             if self.stream:
-                sub = self._stream(emitted, i, s, sub, e, end, values, outputs, bad)
+                sub = self._stream(emitted, i, s, sub, e, end, values, outputs, bad,
+                                   self.source_key if source_keys is None else source_keys[e])
                 continue
             if end - e == 1 and e not in bad:
                 o = outputs[e]
@@ -414,13 +416,12 @@ class WindowSelectKernel:
         return row_changes(emitted, self.names)
 
     def _stream(self, emitted: list, i: int, s: int, sub: int, e: int, end: int, values: list,
-                outputs: list, bad: dict[int, str]) -> int:
+                outputs: list, bad: dict[int, str], key_cols: list[str]) -> int:
         """A stream's part of :meth:`_deliver` for one transaction (events ``e`` to ``end``): its
         bad records, then its changes keyed by the source's key (the engine keys a stream's
         projected change so), merged by key, each insert or update an insert; the next
         sub-number."""
         keyed = []
-        key_cols = self.source_key
         for x in range(e, end):
             if x in bad:
                 emitted.append((i, s, sub, None, (bad[x], dict(values[x]))))

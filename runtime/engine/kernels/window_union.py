@@ -1,9 +1,10 @@
 """A UNION producing a window or delta stream, run a bucket's micro-batch at a time.
 
 ``ccl.plan.physical.window_union_kernel`` picks the elements: a keyed window (KEEP ALL, none or a
-row-count KEEP, no AGES) or delta stream defined by two or more selects, each from one window,
-delta stream or stream (no FROM KEEP, join, MATCHING, aggregate, DECLARE or Flex) with pure WHERE
-and items: each select one the ``window_select`` kernel could take on its own. What the engine
+row-count KEEP, no AGES), delta stream or stream (not a UNION of streams only: the ``union``
+kernel's) defined by two or more selects, each from one window, delta stream or stream (no FROM
+KEEP, join, MATCHING, aggregate, DECLARE or Flex) with pure WHERE and items: each select one the
+``window_select`` kernel could take on its own. What the engine
 (runtime/engine/element.py) does with such an element, row by row:
 
 - port ``k`` is select ``k``'s one source; an event with an unknown opcode or port is a bad
@@ -16,8 +17,9 @@ and items: each select one the ``window_select`` kernel could take on its own. W
   port, so one select), each one's bad records first, then its changes merged by key
   (``consolidate``) and through the one output stage all selects share: a window's store
   resolved leniently (a change of a key another select wrote upserts it, a delete removes it
-  whichever select wrote it; an update whose key changed deletes the old key first) or a delta
-  stream's pass-through.
+  whichever select wrote it; an update whose key changed deletes the old key first), a delta
+  stream's pass-through, or a stream's inserts (a stream's changes are keyed, and a transaction's
+  merged, by the source's key; WHERE reads the old row, the items the new one only).
 
 The kernel runs the mirrors in one loop over the bucket
 (:func:`runtime.engine.kernels.window_select.mirror_changes`), each port's old and new rows through
@@ -44,7 +46,7 @@ class WindowUnionKernel:
 
     def __init__(self, engine: Engine, plan: Any, first_ports: frozenset[int] = frozenset()) -> None:
         if (not isinstance(engine, Engine) or len(engine.selects) < 2
-                or engine.kind not in ("window", "delta stream")
+                or engine.kind not in ("window", "delta stream", "stream")
                 or any(len(sel.sources) != 1 for sel in engine.selects)
                 or engine.ports != [(k, 0) for k in range(len(engine.selects))]):
             raise ValueError(f"{engine.name} is not a union the window_union kernel runs")
@@ -97,8 +99,11 @@ class WindowUnionKernel:
         # the transactions: consecutive events of one instance, sequence number and port
         cut = (inst[1:] != inst[:-1]) | (seq[1:] != seq[:-1]) | (port[1:] != port[:-1])
         starts = [0, *(np.flatnonzero(cut) + 1).tolist(), len(events)] if len(events) else [0]
+        # (a stream merges a transaction's changes by the source's key: its port's)
+        source_keys = ([self.keys[p] or [] if 0 <= p < len(self.keys) else [] for p in port_l]
+                       if self.engine.kind == "stream" else None)
         changes = self.parts[0]._deliver(states, inst_l, seq_l, starts, values, outputs, bad,
-                                         left, now)
+                                         left, now, source_keys)
         arrivals = rows.arrivals(order[came])
         return ([InstanceRun(i, [], arrivals.get(i, [])) for i in ran], sorted(left), changes)
 
