@@ -360,8 +360,8 @@ class WindowSelectKernel:
             def key_of(row: dict) -> tuple:
                 return (row[only],)
         else:
-            def key_of(row: dict) -> tuple:
-                return tuple([row[c] for c in key_cols])
+            # (a tuple of the values, for 2 or more columns; a stream has none)
+            key_of = itemgetter(*key_cols) if key_cols else (lambda row: ())
         delta = self.engine.kind == "delta stream"
         inline = self.inline
         current, store, state, sub = None, None, None, 0
@@ -459,6 +459,10 @@ def mirror_changes(states: dict[int, dict], inst_l: list[int], port_l: list[int]
     ports = len(keys)
     current = None
     mirrors: list = []
+    # per port: its key's getter, whether it gives one value (not a tuple), the key columns
+    getters = [None if cols is None else
+               (itemgetter(*cols) if cols else (lambda row: ()), len(cols) == 1, cols)
+               for cols in keys]
     for e in range(n):
         i = inst_l[e]
         if i in left:
@@ -476,13 +480,16 @@ def mirror_changes(states: dict[int, dict], inst_l: list[int], port_l: list[int]
             bad[e] = f"no input port {p} on {name}"
             continue
         row = values[e]
-        key_cols = keys[p]
-        if key_cols is None:   # a stream source
+        getter = getters[p]
+        if getter is None:   # a stream source
             if op != "d" and op != "s":
                 news[e] = row
             continue
         mirror = mirrors[p]
-        key = tuple([row.get(c) for c in key_cols])
+        try:
+            key = (getter[0](row),) if getter[1] else getter[0](row)
+        except KeyError:   # (a row without values, {}: nulls)
+            key = tuple([row.get(c) for c in getter[2]])
         if op == "d" or op == "s":
             olds[e] = mirror.pop(key, None)
         else:
