@@ -129,7 +129,7 @@ def check_batches(run: BucketRun, sources: list[str], batches: list[list]) -> No
 
 
 @pytest.mark.parametrize("name", list(QUERIES))
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_kernel_gives_the_engine_outputs_and_states(tmp_path, name, data):
     sources = QUERIES[name][1]

@@ -74,15 +74,16 @@ class WindowUnionKernel:
             if i not in states:
                 states[i] = self.engine.initial_state()
         ops = rows.op.take(events).to_pylist()
-        values: list = [{}] * len(events)   # (a row without values, or on no port: {})
+        values: list = [None] * len(events)
         at_port = []
         for k in range(len(self.parts)):
             at = np.flatnonzero(port == k)
             at_port.append(at.tolist())
             if len(at):
                 for e, v in zip(at_port[k], ports[k].take(events[at]).to_pylist()):
-                    if v:
-                        values[e] = v
+                    values[e] = v
+        if None in values:   # a row without values, or on no port: {} (each its own, as the engine's)
+            values = [v if v else {} for v in values]
         inst_l, seq_l, port_l = inst.tolist(), seq.tolist(), port.tolist()
         olds, news, bad = mirror_changes(states, inst_l, port_l, ops, values, left, self.keys,
                                          self.engine.name)
