@@ -147,6 +147,18 @@ CREATE OUTPUT WINDOW Notional PRIMARY KEY DEDUCED PARTITION BY Recent HASH(Sym) 
 AS SELECT r.Sym Sym, r.TradeId TradeId, r.Price * r.Qty Notional FROM Recent r
    WHERE r.Qty > 10;
 """,
+    # regional windows merged (ESP: merging regional windows or partitioned instances' outputs)
+    "union_windows": """
+CREATE WINDOW EastRecent PRIMARY KEY (Sym, TradeId) KEEP 20 ROWS PER (Sym)
+    PARTITION BY Trades HASH(Sym) PARTITIONS 4
+AS SELECT * FROM Trades WHERE Trades.Price < 5000.0;
+CREATE WINDOW WestRecent PRIMARY KEY (Sym, TradeId) KEEP 20 ROWS PER (Sym)
+    PARTITION BY Trades HASH(Sym) PARTITIONS 4
+AS SELECT * FROM Trades WHERE Trades.Price >= 5000.0;
+CREATE OUTPUT WINDOW AllRecent PRIMARY KEY (Sym, TradeId)
+AS SELECT * FROM EastRecent UNION SELECT w.TradeId, w.Sym, w.Price, w.Qty FROM WestRecent w
+   WHERE w.Qty > 10;
+""",
     "agg_of_agg": """
 CREATE WINDOW BySym PRIMARY KEY DEDUCED PARTITION BY Trades HASH(Sym) PARTITIONS 4
 AS SELECT t.Sym Sym, sum(t.Qty) Volume, max(t.Price) Hi FROM Trades t GROUP BY t.Sym;

@@ -22,9 +22,10 @@ PLAN_VERSION = 4
 # stream selecting from one stream without a join (kernels/join.py with no window), a window or
 # delta stream projecting or filtering one window or delta stream (kernels/window_select.py), a
 # stream defined by a UNION of selects each from one stream (kernels/union.py), a window or delta
-# stream joining windows (kernels/window_join.py).
+# stream joining windows (kernels/window_join.py), a window or delta stream defined by a UNION of
+# selects each from one window, delta stream or stream (kernels/window_union.py).
 KERNELS = ("aggregation", "window_aggregation", "join", "keep", "select", "window_select", "union",
-           "window_join")
+           "window_join", "window_union")
 
 # The kind an element has for the elements that read it: an error stream is a stream (inserts
 # only, no key); a reference, whose rows come from a file bound to it, is a window keyed by its

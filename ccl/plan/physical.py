@@ -471,6 +471,41 @@ def window_join_kernel(element: Element, plan: Plan) -> bool:
     return _pure_items(element, sel, tuple(aliases))
 
 
+def window_union_kernel(element: Element, plan: Plan) -> bool:
+    """Whether runtime/engine/kernels/window_union.py runs ``element``: a keyed window (KEEP ALL,
+    none or a row-count KEEP, no AGES), delta stream or stream (no KEEP) defined by a UNION of two
+    or more selects (no DECLARE or Flex), each from one window or delta stream (keyed, read as it
+    is) or stream (no FROM KEEP, join, MATCHING, GROUP BY or aggregate) with WHERE and select
+    items that read only that source's columns and ``<target>_partitions`` and call only built-in
+    functions whose value depends on their arguments alone: each port's changes through its own
+    select, as the window_select kernel runs one, into the one output all selects share. (A
+    stream from streams only is :func:`union_kernel`'s, tried first.)"""
+    keep = element.keep or Keep("all")
+    query = element.query
+    if (element.kind not in ("window", "delta stream", "stream") or query is None
+            or len(query.selects) < 2 or (not element.key and element.kind != "stream")
+            or element.flex is not None or element.declare
+            or element.aging is not None
+            or (element.kind == "window" and keep.kind not in ("all",) + _COUNT_KEEPS)
+            or (element.kind != "window" and element.keep is not None)):
+        return False
+    for sel in query.selects:
+        if not _plain_single_source(sel):
+            return False
+        src = _find(plan, sel.sources[0].element)
+        if src is None or not _pure_items(element, sel, (sel.sources[0].alias,)):
+            return False
+        if src.kind == "stream":
+            if src.read_as != "stream":
+                return False
+        elif src.kind not in ("window", "delta stream") or src.read_as != src.kind or not src.key:
+            return False
+    if element.kind == "stream" and all(_find(plan, sel.sources[0].element).kind == "stream"  # type: ignore[union-attr]
+                                        for sel in query.selects):
+        return False   # (the union kernel's)
+    return True
+
+
 # (name, rule) of each columnar kernel, in the order they are tried.
 _KERNELS: list[tuple[str, Callable[[Element, Plan], bool]]] = [("join", join_kernel),
                                                                ("keep", keep_kernel),
@@ -479,7 +514,9 @@ _KERNELS: list[tuple[str, Callable[[Element, Plan], bool]]] = [("join", join_ker
                                                                 window_select_kernel),
                                                                ("union", union_kernel),
                                                                ("window_join",
-                                                                window_join_kernel)]
+                                                                window_join_kernel),
+                                                               ("window_union",
+                                                                window_union_kernel)]
 
 
 # Column types whose values Spark's hash() tells apart as Python's equality does (not float: 0.0

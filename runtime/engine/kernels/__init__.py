@@ -24,6 +24,7 @@ from runtime.engine.kernels.union import UnionKernel
 from runtime.engine.kernels.window_agg import WindowAggregation
 from runtime.engine.kernels.window_join import WindowJoinKernel
 from runtime.engine.kernels.window_select import WindowSelectKernel
+from runtime.engine.kernels.window_union import WindowUnionKernel
 
 __all__ = ["AGGREGATIONS", "KERNELS", "make_kernel"]
 
@@ -36,10 +37,11 @@ AGGREGATIONS: dict[str, type] = {"aggregation": ColumnarAggregation,
                                  "window_aggregation": WindowAggregation}
 # ... and the other kernels (see the module docstring; ``select``, one stream without a join, is
 # the join kernel with no window; ``window_select`` a projection or filter of a window; ``union``
-# a UNION of streams, each select as the select kernel runs it; ``window_join`` a join of windows)
+# a UNION of streams, each select as the select kernel runs it; ``window_join`` a join of windows;
+# ``window_union`` a UNION into a window or delta stream, each select as window_select runs it)
 KERNELS: dict[str, type] = {"join": JoinKernel, "keep": KeepKernel, "select": JoinKernel,
                             "window_select": WindowSelectKernel, "union": UnionKernel,
-                            "window_join": WindowJoinKernel}
+                            "window_join": WindowJoinKernel, "window_union": WindowUnionKernel}
 
 
 def make_kernel(element: Element, engine: Any, plan: Plan,

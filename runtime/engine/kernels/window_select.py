@@ -48,7 +48,7 @@ from ccl.splash.operators import arithmetic, comparison
 from ccl.splash.values import Long
 from ccl.syntax import nodes as n
 
-__all__ = ["WindowSelectKernel"]
+__all__ = ["WindowSelectKernel", "mirror_changes", "row_changes", "write_inline"]
 
 # CCL column type -> the Python type of the values the engine's compiled column read gives back
 # as they are (runtime.engine.expr ``_direct``: an int only within 32 bits)
@@ -63,18 +63,26 @@ class WindowSelectKernel:
     ``ccl.plan.physical.window_select_kernel`` takes) over whole buckets; see the module
     docstring (one port: ``first_ports`` is not needed)."""
 
-    def __init__(self, engine: Engine, plan: Any, first_ports: frozenset[int] = frozenset()) -> None:
+    def __init__(self, engine: Engine, plan: Any, first_ports: frozenset[int] = frozenset(),
+                 select: Optional[int] = None) -> None:
+        # ``select``: run that select of a UNION (runtime/engine/kernels/window_union.py, which
+        # calls :meth:`_evaluate` per port and :meth:`_deliver` once); its source may also be a
+        # stream (no mirror: each insert a new row)
         if (not isinstance(engine, Engine) or engine.declared is not None or engine.input is not None
-                or len(engine.selects) != 1
+                or len(engine.selects) != 1 and select is None
                 or engine.kind not in ("window", "delta stream", "stream")):
             raise ValueError(f"{engine.name} is not a projection of a window the kernel runs")
-        sel = engine.selects[0]
+        index = select if select is not None else 0
+        sel = engine.selects[index]
         store = engine.output.store
         source = sel.sources[0] if len(sel.sources) == 1 else None
+        streamed = (select is not None and source is not None and source.kind == "stream"
+                    and source.store is None)
         if (sel.projection is None or sel.aggregator is not None or sel.joiner is not None
                 or sel.matcher is not None or source is None or sel.refused is not None
-                or source.kind not in ("window", "delta stream") or source.store is None
-                or source.store.kind != "all" or source.store.aging is not None
+                or not streamed and (source.kind not in ("window", "delta stream")
+                                     or source.store is None or source.store.kind != "all"
+                                     or source.store.aging is not None)
                 or sel.projection.extra is not None
                 or sel.projection.keyed != (engine.kind != "stream")
                 or (not engine.output.key) != (engine.kind == "stream")
@@ -92,7 +100,7 @@ class WindowSelectKernel:
         self.stream = engine.kind == "stream"
         self.inline = engine.kind != "window" or store.kind == "all"  # type: ignore[union-attr]
         types = {c: str(t).strip().lower() for c, t in source.columns}
-        spec = engine.element.query.selects[0]
+        spec = engine.element.query.selects[index]
 
         shadowed = self.alias in getattr(sel.exprs, "_shadowing", ())
         self.types = types
@@ -159,39 +167,9 @@ class WindowSelectKernel:
 
     def _mirror(self, states: dict[int, dict], inst_l: list[int], port_l: list[int], ops: list,
                 values: list[dict], left: set[int]) -> tuple[list, list, dict[int, str]]:
-        """The source's mirror through the bucket's events in order: per event the row it
-        replaces or deletes and its new row (None for none), and the bad records of events with
-        an unknown opcode or port (by event position)."""
-        n = len(inst_l)
-        olds: list = [None] * n
-        news: list = [None] * n
-        bad: dict[int, str] = {}
-        key_cols = self.source_key
-        current, mirror = None, None
-        name = self.engine.name
-        for e in range(n):
-            i = inst_l[e]
-            if i in left:
-                continue
-            if i != current:
-                current = i
-                mirror = states[i]["selects"][0]["sources"][0]["rows"]
-            op = ops[e]
-            if op not in OPS:
-                bad[e] = f"unknown opcode {op!r}"
-                continue
-            if port_l[e] != 0:
-                bad[e] = f"no input port {port_l[e]} on {name}"
-                continue
-            row = values[e]
-            key = tuple([row.get(c) for c in key_cols])
-            if op == "d" or op == "s":
-                olds[e] = mirror.pop(key, None)  # type: ignore[union-attr]
-            else:
-                olds[e] = mirror.get(key)  # type: ignore[union-attr]
-                mirror[key] = row  # type: ignore[index]
-                news[e] = row
-        return olds, news, bad
+        """The source's mirror through the bucket's events in order (:func:`mirror_changes`)."""
+        return mirror_changes(states, inst_l, port_l, ops, values, left, [self.source_key],
+                              self.engine.name)
 
     def _evaluate(self, olds: list, news: list, bad: dict[int, str]) -> list:
         """Per event, its output change as ``(op, old output row, new output row)``, None for no
@@ -369,10 +347,11 @@ class WindowSelectKernel:
 
     def _deliver(self, states: dict[int, dict], inst_l: list[int], seq_l: list[int],
                  starts: list[int], values: list[dict], outputs: list, bad: dict[int, str],
-                 left: set[int], now: int) -> RowChanges:
+                 left: set[int], now: int, source_keys: Optional[list] = None) -> RowChanges:
         """Each transaction's (events ``starts[t]`` to ``starts[t + 1]``) bad records, then its
         output changes merged by key and through the output stage, in order; the instances'
-        sequence numbers raised as the engine raises them."""
+        sequence numbers raised as the engine raises them. ``source_keys``: per event its
+        source's key columns, when they are not all :attr:`source_key` (a UNION's ports)."""
         emitted: list[tuple] = []   # (instance, seq, sub, op, row)
         key_cols = self.key
         if len(key_cols) == 1:
@@ -381,8 +360,8 @@ class WindowSelectKernel:
             def key_of(row: dict) -> tuple:
                 return (row[only],)
         else:
-            def key_of(row: dict) -> tuple:
-                return tuple([row[c] for c in key_cols])
+            # (a tuple of the values, for 2 or more columns; a stream has none)
+            key_of = itemgetter(*key_cols) if key_cols else (lambda row: ())
         delta = self.engine.kind == "delta stream"
         inline = self.inline
         current, store, state, sub = None, None, None, 0
@@ -398,7 +377,8 @@ class WindowSelectKernel:
             if state["seq"] is None or s > state["seq"]:  # type: ignore[index]
                 state["seq"] = s  # type: ignore[index]
             if self.stream:
-                sub = self._stream(emitted, i, s, sub, e, end, values, outputs, bad)
+                sub = self._stream(emitted, i, s, sub, e, end, values, outputs, bad,
+                                   self.source_key if source_keys is None else source_keys[e])
                 continue
             if end - e == 1 and e not in bad:
                 o = outputs[e]
@@ -436,13 +416,12 @@ class WindowSelectKernel:
         return row_changes(emitted, self.names)
 
     def _stream(self, emitted: list, i: int, s: int, sub: int, e: int, end: int, values: list,
-                outputs: list, bad: dict[int, str]) -> int:
+                outputs: list, bad: dict[int, str], key_cols: list[str]) -> int:
         """A stream's part of :meth:`_deliver` for one transaction (events ``e`` to ``end``): its
         bad records, then its changes keyed by the source's key (the engine keys a stream's
         projected change so), merged by key, each insert or update an insert; the next
         sub-number."""
         keyed = []
-        key_cols = self.source_key
         for x in range(e, end):
             if x in bad:
                 emitted.append((i, s, sub, None, (bad[x], dict(values[x]))))
@@ -462,6 +441,62 @@ class WindowSelectKernel:
                 emitted.append((i, s, sub, "i", new))
                 sub += 1
         return sub
+
+
+def mirror_changes(states: dict[int, dict], inst_l: list[int], port_l: list[int], ops: list,
+                   values: list[dict], left: set[int], keys: list[Optional[list[str]]],
+                   name: str) -> tuple[list, list, dict[int, str]]:
+    """The sources' mirrors through the bucket's events in order (port ``k`` is select ``k``'s
+    one source, ``keys[k]`` its key, None for a stream source, which has no mirror): per event
+    the row it replaces or deletes and its new row (None for none), and the bad records of events
+    with an unknown opcode or port (by event position), as the engine's source stage makes them:
+    a delete or safedelete pops the key (a stream source: nothing), anything else stores the row
+    (a stream source: a new row each)."""
+    n = len(inst_l)
+    olds: list = [None] * n
+    news: list = [None] * n
+    bad: dict[int, str] = {}
+    ports = len(keys)
+    current = None
+    mirrors: list = []
+    # per port: its key's getter, whether it gives one value (not a tuple), the key columns
+    getters = [None if cols is None else
+               (itemgetter(*cols) if cols else (lambda row: ()), len(cols) == 1, cols)
+               for cols in keys]
+    for e in range(n):
+        i = inst_l[e]
+        if i in left:
+            continue
+        if i != current:
+            current = i
+            mirrors = [s["sources"][0]["rows"] if s["sources"][0] is not None else None
+                       for s in states[i]["selects"]]
+        op = ops[e]
+        if op not in OPS:
+            bad[e] = f"unknown opcode {op!r}"
+            continue
+        p = port_l[e]
+        if not 0 <= p < ports:
+            bad[e] = f"no input port {p} on {name}"
+            continue
+        row = values[e]
+        getter = getters[p]
+        if getter is None:   # a stream source
+            if op != "d" and op != "s":
+                news[e] = row
+            continue
+        mirror = mirrors[p]
+        try:
+            key = (getter[0](row),) if getter[1] else getter[0](row)
+        except KeyError:   # (a row without values, {}: nulls)
+            key = tuple([row.get(c) for c in getter[2]])
+        if op == "d" or op == "s":
+            olds[e] = mirror.pop(key, None)
+        else:
+            olds[e] = mirror.get(key)
+            mirror[key] = row
+            news[e] = row
+    return olds, news, bad
 
 
 def _direct(rows: list, column: str, kind: type) -> Optional[list]:
