@@ -130,7 +130,8 @@ BEGIN
         float lo := Trades.Price;
         float hi := Trades.Price;
         integer n := 0;
-        for (rec in lastTen) {
+        while (n < cacheSize(lastTen)) {
+            typeof(Trades) rec := getCache(lastTen, n);
             if (rec.Price < lo) { lo := rec.Price; }
             if (rec.Price > hi) { hi := rec.Price; }
             n := n + 1;

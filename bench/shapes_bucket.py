@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         if plan is None:
             raise SystemExit("\n".join(str(x) for x in diags))
     derived = [e for e in plan.elements if e.role != "input"]
-    name = args.element or next((e.name for e in derived if len(e.query.selects) > 1),
+    name = args.element or next((e.name for e in derived
+                                 if e.query is not None and len(e.query.selects) > 1),
                                 derived[0].name)
     as_json = plan_to_json(plan)
     if args.columnar:
@@ -162,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     runs["interp."].kernel = runs["interp."].columnar = None
     print(f"{args.shape}/{name}: plan's kernel {plan.element(name).physical.kernel}")
     table = bucket(args.rows, args.instruments, args.ports)
-    selects = plan.element(name).query.selects
-    sources = [s.element for s in selects[0].sources]
+    query = plan.element(name).query
+    selects = query.selects if query is not None else ()
+    sources = ([s.element for s in selects[0].sources] if selects
+               else [src for _, src in plan.element(name).ports()])  # a Flex: its inputs
     if len(selects) > 1:  # a UNION: each select's source on its own port
         table = union_bucket(text, plan, name, table)
     elif plan.element(sources[0]).role != "input":

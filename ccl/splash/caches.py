@@ -30,6 +30,7 @@ from .values import Record, SplashError, a_kind, is_integral
 
 AGGREGATES = ("count", "sum", "avg", "min", "max", "first", "last", "nth")
 _OP_CODES = {"i": 1, "u": 3, "d": 5, "p": 7, "s": 13}
+_new_record = Record.__new__
 
 
 class EventCache:
@@ -110,10 +111,25 @@ class EventCache:
         return [self._record(e) for e in self.view()]
 
     def _record(self, entry: list) -> Record:
-        rec = Record(entry[0].items(), types=dict(self.columns))
+        # Record(entry[0].items(), types=dict(self.columns)) without __init__, its types dict
+        # made once per cache and shared (records never change their types dict in place)
+        types = self.__dict__.get("_types")
+        if types is None:
+            types = self._types = dict(self.columns)
+        rec = _new_record(Record)
+        dict.update(rec, entry[0])
+        rec.types, rec.key_fields = types, ()
         rec.readonly, rec.source = True, self.source  # type: ignore[attr-defined]
         rec.opcode = _OP_CODES.get(entry[1])
         return rec
+
+    def __getstate__(self) -> dict:
+        """What pickle and copy keep: the declaration and buckets, not the shared types dict."""
+        state = self.__dict__
+        if "_types" in state:
+            state = dict(state)
+            del state["_types"]
+        return state
 
     # --- changes -----------------------------------------------------------------------------
 
@@ -201,7 +217,8 @@ def get_cache(ctx: object, c: object, i: object) -> Optional[Record]:
     cache = need_cache("getCache", c)
     if not is_integral(i):
         raise SplashError(f"getCache() index must be an integer, not {a_kind(i)}")
-    view = cache.view()
+    # an unordered cache's view is its current bucket as it is: indexed without view()'s copy
+    view = cache.view() if cache.order else cache._live(cache.current)
     return cache._record(view[i]) if 0 <= i < len(view) else None  # type: ignore[operator,index]
 
 

@@ -16,6 +16,7 @@ from .values import Dictionary, Record, SplashError, a_kind, stored_key
 from .windows import WindowView, window_records, window_rows
 
 
+_STOP = "#stop"  # what a fused while's test gives when the condition does not hold (no signal)
 set_opcode = lookup("setopcode").fn  # type: ignore[union-attr]
 
 
@@ -391,6 +392,10 @@ class Compiler(ExpressionCompiler):
         return self.block(n.Block([s]), loops, switches)
 
     def _while(self, s: n.While, loops: int) -> Stmt:
+        cond_node = s.cond
+        if (self.fuse and isinstance(cond_node, n.Binary) and cond_node.op in COMPARISONS
+                and cond_node.temporal is None):
+            return self._while_compare(s, cond_node, loops)
         cond = self.expr(s.cond)
         body = self._nested(s.body, loops + 1, 0)
 
@@ -408,6 +413,24 @@ class Compiler(ExpressionCompiler):
                     return signal
         return run
 
+    def _while_compare(self, s: n.While, cond: n.Binary, loops: int) -> Stmt:
+        """``while (a <op> b) body`` (a comparison, not temporal): each round is what
+        ``if (a <op> b) body else <stop>`` fused does (:meth:`compare_if`): the while's step and
+        the comparison's, its operands read inline, the test, then the body."""
+        def stop(m: Machine, f: Frame) -> str:
+            return _STOP
+        test = self.compare_if(cond, lambda: (self._nested(s.body, loops + 1, 0), stop))
+
+        def run_while_compare(m: Machine, f: Frame) -> Optional[str]:
+            while True:
+                signal = test(m, f)
+                if signal is not None:
+                    if signal is _STOP or signal == BREAK:
+                        return None
+                    if signal == RETURN:
+                        return signal
+        return run_while_compare
+
     def _for_in(self, s: n.ForIn, loops: int) -> Stmt:
         var = s.var.name
         iterable = self.expr(s.iterable)
@@ -419,6 +442,7 @@ class Compiler(ExpressionCompiler):
         values = [value for _, value in where]
         # where's columns once each (a repeated one: the dict of window_rows keeps its last value)
         eager = self.fuse and len(set(columns)) == len(columns)
+        fuse = self.fuse
 
         def run(m: Machine, f: Frame) -> Optional[str]:
             m.steps += 1
@@ -450,17 +474,40 @@ class Compiler(ExpressionCompiler):
                 items, t = [stored_key(k) for k in it], getattr(it, "key", ANY)
             else:
                 raise SplashError(f"for-in needs a vector, a dictionary or a window, not {a_kind(it)}")
+            if not fuse:
+                for item in items:
+                    m.steps += 1
+                    if m.steps > m.limit:
+                        m.exhausted()
+                    f.scopes.append({var: Cell(item, t)})
+                    signal = body(m, f)
+                    f.scopes.pop()
+                    if signal == BREAK:
+                        return None
+                    if signal == RETURN:
+                        return signal
+                return None
+            # One scope and cell for the whole loop, the cell given each item in turn: nothing
+            # but the loop variable is ever in that scope (a body that declares has a scope of
+            # its own, see block), no block leaves a scope of its own on the stack when it ends,
+            # and a cell is never kept past its scope, so what the body sees is a fresh cell's.
+            cell = Cell(None, t)
+            scopes = f.scopes
+            scopes.append({var: cell})
             for item in items:
                 m.steps += 1
                 if m.steps > m.limit:
                     m.exhausted()
-                f.scopes.append({var: Cell(item, t)})
+                cell.value = item
                 signal = body(m, f)
-                f.scopes.pop()
-                if signal == BREAK:
-                    return None
-                if signal == RETURN:
-                    return signal
+                if signal is not None:
+                    if signal == BREAK:
+                        scopes.pop()
+                        return None
+                    if signal == RETURN:
+                        scopes.pop()
+                        return signal
+            scopes.pop()
             return None
         return run
 
@@ -508,6 +555,7 @@ class Compiler(ExpressionCompiler):
             name = target.name.name
 
             outer = self.locals is not None and name not in self.locals
+            near = self.fuse
 
             def run_var(m: Machine, f: Frame) -> None:
                 m.steps += 1
@@ -518,6 +566,8 @@ class Compiler(ExpressionCompiler):
                 else:  # find_cell's, the innermost scope first without its call
                     scopes = f.scopes
                     cell = scopes[-1].get(name) if scopes else None
+                    if cell is None and near and len(scopes) > 1:  # the next scope out (a loop body's)
+                        cell = scopes[-2].get(name)
                     if cell is None:
                         cell = find_cell(m, f, name)
                 if cell is None:
@@ -686,7 +736,14 @@ class Compiler(ExpressionCompiler):
                     c = scopes[-1].get(llocal) if scopes else None
                     if c is None and len(scopes) > 1:  # the next scope out (a loop body's)
                         c = scopes[-2].get(llocal)
-                a = c.value if c is not None else left(m, f)
+                if c is None:
+                    a = left(m, f)
+                elif lfield:  # ``r.f`` of a local record, read as field_of reads it
+                    a = c.value
+                    x = a.get(lfield, MISSING) if isinstance(a, Record) else MISSING
+                    a = x if x is not MISSING else field_of(a, lfield)
+                else:
+                    a = c.value
             else:
                 a = left(m, f)
             if rname is not None:
@@ -710,7 +767,14 @@ class Compiler(ExpressionCompiler):
                     c = scopes[-1].get(rlocal) if scopes else None
                     if c is None and len(scopes) > 1:  # the next scope out (a loop body's)
                         c = scopes[-2].get(rlocal)
-                b = c.value if c is not None else right(m, f)
+                if c is None:
+                    b = right(m, f)
+                elif rfield:  # ``r.f`` of a local record, read as field_of reads it
+                    b = c.value
+                    x = b.get(rfield, MISSING) if isinstance(b, Record) else MISSING
+                    b = x if x is not MISSING else field_of(b, rfield)
+                else:
+                    b = c.value
             else:
                 b = right(m, f)
             ta, tb = type(a), type(b)

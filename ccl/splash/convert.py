@@ -350,6 +350,8 @@ def coerce(v: object, t: Type, what: str) -> object:
         return v
     if _SAME_KIND.get(type(v)) == t.name:
         return v  # the value already has the type: what the checks below give back
+    if t.name == "record" and isinstance(v, Record):
+        return v.copy_record()  # what the checks below give a record, without kind()'s tests
     k = kind(v)
     if t.name not in _WIDENS.get(k, ()):
         raise SplashError(f"cannot assign {a_kind(v)} to {what} of type {t}")

@@ -106,6 +106,15 @@ class ExpressionCompiler:
         name = e.name.name
         return (None, name) if name in self.locals else (name, None)
 
+    def local_field(self, e: n.Node) -> tuple[Optional[str], str]:
+        """``(name, field)`` when fusing and ``e`` is ``r.field`` of a name ``r`` a scope of the
+        frame can hold (a loop's record, a local record), for closures that read the record from
+        its cell when found at once and its field inline; ``(None, "")`` otherwise."""
+        if (self.fuse and isinstance(e, n.FieldAccess) and isinstance(e.base, n.Var)
+                and self.locals is not None and e.base.name.name in self.locals):
+            return e.base.name.name, e.field.name
+        return None, ""
+
     def builtin_call(self, e: n.Node, name: str, nargs: int) -> bool:
         """Whether ``e`` is a call of the built-in ``name`` (lower case) with ``nargs`` plain
         arguments, which no project function of that name replaces (a fused closure may then do
@@ -199,6 +208,23 @@ class ExpressionCompiler:
                         return value
                 return field_of(rec, field)
             return ev_outer_field
+
+        local, _ = self.local_field(e)
+        if local is not None:
+            def ev_local_field(m: Machine, f: Frame) -> object:
+                # ``r.field`` of a local (a loop's record): found in the innermost scope or the
+                # next one out without base_ev's call (which still finds it anywhere else)
+                scopes = f.scopes
+                cell = scopes[-1].get(local) if scopes else None
+                if cell is None and len(scopes) > 1:
+                    cell = scopes[-2].get(local)
+                rec = cell.value if cell is not None else base_ev(m, f)
+                if isinstance(rec, Record):
+                    value = rec.get(field, MISSING)
+                    if value is not MISSING:
+                        return value
+                return field_of(rec, field)
+            return ev_local_field
 
         def ev(m: Machine, f: Frame) -> object:
             return field_of(base_ev(m, f), field)
@@ -458,7 +484,16 @@ class ExpressionCompiler:
                     else:
                         scopes = f.scopes
                         cell = scopes[-1].get(llocal) if scopes else None
-                    a = cell.value if cell is not None else left(m, f)
+                        if cell is None and len(scopes) > 1:  # the next scope out (a loop body's)
+                            cell = scopes[-2].get(llocal)
+                    if cell is None:
+                        a = left(m, f)
+                    elif lfield:  # ``r.f`` of a local record, read as field_of reads it
+                        a = cell.value
+                        x = a.get(lfield, MISSING) if isinstance(a, Record) else MISSING
+                        a = x if x is not MISSING else field_of(a, lfield)
+                    else:
+                        a = cell.value
                 else:
                     a = left(m, f)
                 if rname is not None:
@@ -480,7 +515,16 @@ class ExpressionCompiler:
                     else:
                         scopes = f.scopes
                         cell = scopes[-1].get(rlocal) if scopes else None
-                    b = cell.value if cell is not None else right(m, f)
+                        if cell is None and len(scopes) > 1:  # the next scope out (a loop body's)
+                            cell = scopes[-2].get(rlocal)
+                    if cell is None:
+                        b = right(m, f)
+                    elif rfield:  # ``r.f`` of a local record, read as field_of reads it
+                        b = cell.value
+                        x = b.get(rfield, MISSING) if isinstance(b, Record) else MISSING
+                        b = x if x is not MISSING else field_of(b, rfield)
+                    else:
+                        b = cell.value
                 else:
                     b = right(m, f)
                 ta = type(a)
@@ -514,7 +558,16 @@ class ExpressionCompiler:
                     else:
                         scopes = f.scopes
                         cell = scopes[-1].get(llocal) if scopes else None
-                    a = cell.value if cell is not None else left(m, f)
+                        if cell is None and len(scopes) > 1:  # the next scope out (a loop body's)
+                            cell = scopes[-2].get(llocal)
+                    if cell is None:
+                        a = left(m, f)
+                    elif lfield:  # ``r.f`` of a local record, read as field_of reads it
+                        a = cell.value
+                        x = a.get(lfield, MISSING) if isinstance(a, Record) else MISSING
+                        a = x if x is not MISSING else field_of(a, lfield)
+                    else:
+                        a = cell.value
                 else:
                     a = left(m, f)
                 if rname is not None:
@@ -536,7 +589,16 @@ class ExpressionCompiler:
                     else:
                         scopes = f.scopes
                         cell = scopes[-1].get(rlocal) if scopes else None
-                    b = cell.value if cell is not None else right(m, f)
+                        if cell is None and len(scopes) > 1:  # the next scope out (a loop body's)
+                            cell = scopes[-2].get(rlocal)
+                    if cell is None:
+                        b = right(m, f)
+                    elif rfield:  # ``r.f`` of a local record, read as field_of reads it
+                        b = cell.value
+                        x = b.get(rfield, MISSING) if isinstance(b, Record) else MISSING
+                        b = x if x is not MISSING else field_of(b, rfield)
+                    else:
+                        b = cell.value
                 else:
                     b = right(m, f)
                 ta, tb = type(a), type(b)
@@ -567,6 +629,13 @@ class ExpressionCompiler:
         rname, rfield, rbase = self.outer_field(e.right)
         louter, llocal = self.var_operand(e.left)
         router, rlocal = self.var_operand(e.right)
+        # ``r.f`` of a local (a loop's record): read as a local variable operand, then its field
+        lrec, lrf = self.local_field(e.left)
+        rrec, rrf = self.local_field(e.right)
+        if lrec is not None:
+            llocal, lfield = lrec, lrf
+        if rrec is not None:
+            rlocal, rfield = rrec, rrf
         return (lname, lfield, lbase, self.constant(e.left), louter, llocal,
                 louter is not None or llocal is not None,
                 rname, rfield, rbase, self.constant(e.right), router, rlocal,
@@ -608,7 +677,16 @@ class ExpressionCompiler:
                 else:
                     scopes = f.scopes
                     cell = scopes[-1].get(llocal) if scopes else None
-                a = cell.value if cell is not None else left(m, f)
+                    if cell is None and len(scopes) > 1:  # the next scope out (a loop body's)
+                        cell = scopes[-2].get(llocal)
+                if cell is None:
+                    a = left(m, f)
+                elif lfield:  # ``r.f`` of a local record, read as field_of reads it
+                    a = cell.value
+                    x = a.get(lfield, MISSING) if isinstance(a, Record) else MISSING
+                    a = x if x is not MISSING else field_of(a, lfield)
+                else:
+                    a = cell.value
             else:
                 a = left(m, f)
             if rname is not None:
@@ -630,7 +708,16 @@ class ExpressionCompiler:
                 else:
                     scopes = f.scopes
                     cell = scopes[-1].get(rlocal) if scopes else None
-                b = cell.value if cell is not None else right(m, f)
+                    if cell is None and len(scopes) > 1:  # the next scope out (a loop body's)
+                        cell = scopes[-2].get(rlocal)
+                if cell is None:
+                    b = right(m, f)
+                elif rfield:  # ``r.f`` of a local record, read as field_of reads it
+                    b = cell.value
+                    x = b.get(rfield, MISSING) if isinstance(b, Record) else MISSING
+                    b = x if x is not MISSING else field_of(b, rfield)
+                else:
+                    b = cell.value
             else:
                 b = right(m, f)
             ta = type(a)
