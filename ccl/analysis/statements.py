@@ -72,6 +72,11 @@ class StatementChecker:
                 stream = ctx.scope.lookup(s.iterable.name.name + "_stream")
                 if stream is not None and stream.type.name == "window":
                     it = stream.type
+            if it.name == "eventcache":
+                # ESP iterates a cache's bucket with cacheSize() and getCache(), not with for-in;
+                # the runtime refuses it, so every event would be a bad record
+                self.report("CCL2101", s.iterable.span, "for-in needs a vector, a dictionary or a "
+                            "window, not an event cache: read it with cacheSize() and getCache()")
             inner = ctx.with_scope(ctx.scope.child())
             element = ANY
             if it.name in ("vector", "eventcache", "window") and it.args:
