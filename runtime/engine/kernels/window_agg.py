@@ -14,7 +14,9 @@ engine's general machinery:
 
 - the bucket's rows are read once, column by column (opcodes, instances, sequence numbers, and
   each row's values as the engine receives them, whose very objects it stores);
-- the source's mirror is the engine's :class:`Store` on the engine's state; WHERE, GROUP FILTER,
+- the source's mirror is the engine's :class:`Store` on the engine's state, or none where the
+  aggregate needs no old row (``element._mirror_needed``: an upsert is then an update of an
+  unknown old row, found by key in the aggregate's inputs, as the engine does); WHERE, GROUP FILTER,
   the GROUP BY values and the aggregate arguments are read straight from the row when they are
   plain columns of a type the engine reads unchanged (a long made the engine's ``Long``), else
   computed by the engine's compiled expressions, in the engine's order (the first failing one
