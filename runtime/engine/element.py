@@ -15,13 +15,14 @@ from typing import Iterator, Mapping, Optional, Sequence
 
 from ccl.plan.model import Aggregate, Element, Plan, Select
 from ccl.syntax import nodes as n
+from ccl.syntax.nodes import Star
 
-from runtime.engine.aggregate import Aggregator
+from runtime.engine.aggregate import SUPPORTED, Aggregator
 from runtime.engine.cache import Declared
 from runtime.engine.changes import OPS, Bad, Change, Emit, Event, Output
 from runtime.engine.expr import Expressions, SplashError
 from runtime.engine.join import JoinSource, null_filled
-from runtime.engine.parts import column_pairs, partitions_variable
+from runtime.engine.parts import column_pairs, field_ref, partitions_variable
 from runtime.engine.ranked import RankedAggregator, is_ranked
 from runtime.engine.stages import (
     InputStage,
@@ -98,6 +99,10 @@ class _Select:
         else:
             self.projection = Projection(select, exprs, self.columns, key,
                                          keyed=element.kind != "stream")
+        if (self.aggregator is not None and self.joiner is None and self.matcher is None
+                and not cache_aggs and self.refused is None
+                and not _mirror_needed(select, self.aggregator, self.sources, types)):
+            self.sources[0].unmirror()
 
     def initial_state(self) -> dict:
         """This select's part of an instance's state."""
@@ -140,6 +145,92 @@ class _Select:
             return [self.projection.apply(r) for r in rows]
         # the aggregator's rows are already cast to the element's columns
         return [c for r in rows for c in self.aggregator.apply(state["agg"], r)]
+
+
+# Column types whose equal values are the same value (no -0.0 and 0.0, NaN, 1.0 and 1.00 of
+# decimals, time zones): any row of a group shows its GROUP BY columns of these types alike.
+_EXACT = ("string", "integer", "long", "boolean")
+# Column types whose comparisons with each other never raise (``operators.compare``), by class.
+_CLASS = {"string": "string", "integer": "number", "long": "number", "float": "number",
+          "boolean": "boolean"}
+
+
+def _mirror_needed(select: Select, aggregator: Aggregator, sources: Sequence[SourceStage],
+                   types: Mapping[str, Sequence]) -> bool:
+    """Whether the one source of an aggregating select must be mirrored by its key.
+
+    The mirror gives the aggregator the old row of an update or delete. The aggregator finds the
+    key's contribution (its group and arguments) in its own ``inputs``, whatever the opcode, so
+    it reads the old row only to test WHERE on it (which decides nothing then: the key is in
+    ``inputs`` exactly when the row it holds passed WHERE and GROUP FILTER) and to make the row
+    leaving a group that group's ``row``, which the select items and HAVING read. Without the
+    mirror both hold when (1) nothing evaluated on a row before the aggregator's state changes can
+    fail (WHERE, GROUP FILTER, the GROUP BY values and the aggregate arguments: a failure leaves
+    the mirror changed and ``inputs`` not, and the old row then differs from the contribution),
+    and (2) the items and HAVING read, outside aggregate calls, only GROUP BY columns of exact
+    types: every row of a group shows them alike, so the group's ``row`` may stay the row that
+    last entered it. Neither depends on the source's changes being consistent (an insert of a
+    present key, a delete of a missing one, a key moving between instances): such a change is
+    resolved against ``inputs`` as the mirror path resolves it. A FROM-level KEEP, a stream
+    source and a ranked aggregator keep their mirror."""
+    if len(sources) != 1 or type(aggregator) is not Aggregator or not aggregator.retracting:
+        return True
+    source, src = sources[0], select.sources[0]
+    if source.kind == "stream" or src.keep is not None or source.store is None:
+        return True
+    alias = src.alias
+    kinds = {c: str(t).strip().lower() for c, t in types.get(alias, ())}
+
+    def cls(expr: object) -> Optional[str]:
+        """The class of ``expr``'s value when evaluating it can never raise, else None."""
+        ref = field_ref(expr)
+        if ref is not None:
+            return _CLASS.get(kinds.get(ref[1], "")) if ref[0] == alias else None
+        if isinstance(expr, n.Literal):
+            if expr.kind == "null":
+                return "null"
+            return {"integer": "number", "long": "number", "float": "number",
+                    "string": "string", "boolean": "boolean"}.get(expr.kind)
+        if (isinstance(expr, n.Call) and expr.func.name.lower() == "isnull" and expr.library is None
+                and len(expr.args) == 1 and not expr.distinct):  # (``x IS NULL``)
+            return "boolean" if cls(expr.args[0]) is not None else None
+        if isinstance(expr, n.Unary) and expr.op == "not":
+            return "boolean" if cls(expr.operand) in ("boolean", "number", "null") else None
+        if isinstance(expr, n.Binary) and expr.temporal is None:
+            left, right = cls(expr.left), cls(expr.right)
+            if left is None or right is None:
+                return None
+            if expr.op in ("and", "or"):
+                conditions = ("boolean", "number", "null")
+                return "boolean" if left in conditions and right in conditions else None
+            if expr.op in ("=", "!=", "<>", "<", "<=", ">", ">="):
+                return "boolean" if left == right or "null" in (left, right) else None
+        return None
+
+    if select.where is not None and cls(select.where) not in ("boolean", "number", "null"):
+        return True
+    if select.group_filter is not None and cls(select.group_filter) is None:
+        return True
+    if any(cls(e) is None for e in select.group_by):
+        return True
+    for spec, agg in zip(select.aggregates, aggregator.aggregates):
+        if agg.check is not None or agg.fn not in SUPPORTED:
+            return True
+        if any(cls(a) is None for a in spec.args if not isinstance(a, Star)):
+            return True
+    exact = {ref[1] for ref in map(field_ref, select.group_by)
+             if ref is not None and ref[0] == alias and kinds.get(ref[1]) in _EXACT}
+    for expr in [select.having, *[it.expr for it in select.items]]:
+        bases: set[int] = set()  # the Var of each alias.column met (the walk is preorder)
+        for node in (expr.walk() if expr is not None else ()):
+            ref = field_ref(node)
+            if ref is not None:
+                if ref[0] != alias or ref[1] not in exact:
+                    return True
+                bases.add(id(node.base))  # type: ignore[attr-defined]
+            elif isinstance(node, n.Var) and node.name.name == alias and id(node) not in bases:
+                return True  # the row as a whole
+    return False
 
 
 def _cache_aggregates(select: Select, declared: Optional[Declared]) -> list[Aggregate]:

@@ -146,6 +146,16 @@ class SourceStage:
         self.columns = column_pairs(source.columns)
         self.key: list[str] = list(source.key) if self.kind != "stream" else []
         self.store: Optional[Store] = (Store(keep) if self.kind != "stream" or keep else None)
+        # False once :meth:`unmirror` made a window or delta stream source unstored (its reader
+        # does not need old rows: see ``element._mirror_needed``)
+        self.mirrored: bool = self.store is not None
+
+    def unmirror(self) -> None:
+        """Keep no mirror of this window or delta stream source: an upsert becomes an update whose
+        old row is unknown (``None``), a delete or safedelete a delete of the key with no row:
+        the reader (an aggregate) finds what the key held in its own state (its inputs)."""
+        self.store = None
+        self.mirrored = False
 
     @property
     def effective_kind(self) -> str:
@@ -167,6 +177,10 @@ class SourceStage:
                 return [Change("i", (seq,), None, row, seq)]
             return self.store.upsert(state, (seq,), row, seq, now_ms)
         key = key_of(values, self.key)
+        if self.store is None:  # unmirrored: the old row is not known here
+            if op in ("d", "s"):
+                return [Change("d", key, None, None, seq)]
+            return [Change("u", key, None, values if type(values) is dict else dict(values), seq)]
         if op in ("d", "s"):
             return self.store.delete(state, key, seq)
         return self.store.upsert(state, key, values, seq, now_ms)
@@ -184,7 +198,14 @@ def where(change: Change, test: Callable[[Mapping], object]) -> list[Change]:
     """``change`` seen through a filter: (old passes, new passes) decides the op.
 
     update: both pass -> update, only old -> delete of old, only new -> insert, neither -> nothing.
+    An update or delete whose old row is unknown (``None``: an unmirrored source, whose reader
+    finds the old contribution by key) is not tested on it: an update whose new row fails is a
+    delete of the key, a delete stays one.
     """
+    if change.old is None and change.op != "i":
+        if change.op == "d" or truth(test(change.new)):
+            return [change]
+        return [Change("d", change.key, None, None, change.seq)]
     old_ok = change.old is not None and truth(test(change.old))
     new_ok = change.new is not None and truth(test(change.new))
     if old_ok and new_ok:

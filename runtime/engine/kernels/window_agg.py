@@ -14,7 +14,9 @@ engine's general machinery:
 
 - the bucket's rows are read once, column by column (opcodes, instances, sequence numbers, and
   each row's values as the engine receives them, whose very objects it stores);
-- the source's mirror is the engine's :class:`Store` on the engine's state; WHERE, GROUP FILTER,
+- the source's mirror is the engine's :class:`Store` on the engine's state, or none where the
+  aggregate needs no old row (``element._mirror_needed``: an upsert is then an update of an
+  unknown old row, found by key in the aggregate's inputs, as the engine does); WHERE, GROUP FILTER,
   the GROUP BY values and the aggregate arguments are read straight from the row when they are
   plain columns of a type the engine reads unchanged (a long made the engine's ``Long``), else
   computed by the engine's compiled expressions, in the engine's order (the first failing one
@@ -194,7 +196,7 @@ class WindowAggregation:
                      and (self.where is None or self.where_col is not None)
                      and (self.filter is None or self.filter_col is not None)
                      and all(cols is not None for cols in self.arg_cols)
-                     and (_keeps_all(self.source.store) or timed)
+                     and (_keeps_all(self.source.store) or timed or not self.source.mirrored)
                      and _keeps_all(engine.output.store))
         # ... whose contributions are read a column at a time (:meth:`_entries`)
         self.lean = ((self.filter is None or self.filter_col is not None)
@@ -354,7 +356,10 @@ class WindowAggregation:
         batch = None if self.per_row else _Net(engine.output.store, window)
         deferred: Optional[dict[tuple, int]] = {} if self.deferred else None  # group -> last seq
         tracks: dict[tuple, list] = {}  # deferred groups whose rows may hold a zero: see _track
-        upsert, delete, key = self.source.store.upsert, self.source.store.delete, self.source.key
+        mirrored = self.source.mirrored
+        store = self.source.store
+        upsert, delete = (store.upsert, store.delete) if store is not None else (None, None)
+        key = self.source.key
         fold = self._fold_row
         if expired:  # the engine's expire (rows mode): one transaction, a failing change's output lost
             retracted: list[Change] = []
@@ -382,6 +387,8 @@ class WindowAggregation:
                     if op in ("d", "s"):
                         continue
                     done = upsert(mirror, (seq,), row, seq, now)
+                elif not mirrored:
+                    done = self.source.apply(mirror, op, seq, row, now)
                 else:
                     done = (delete(mirror, key_of(row, key), seq) if op in ("d", "s")
                             else upsert(mirror, key_of(row, key), row, seq, now))
@@ -454,7 +461,8 @@ class WindowAggregation:
         mirror, st = sstate["sources"][0], sstate["agg"]
         groups = st["groups"]
         wstore, wstate = engine.output.store, state["output"]
-        mrows = mirror["rows"]
+        # (None: an unmirrored source, the old row unknown; see ``element._mirror_needed``)
+        mrows = mirror["rows"] if self.source.mirrored else None
         times = mirror["times"] if self.timed else None  # (the time KEEP's last-change times)
         names, key_pos, values_of = self.names, self.key_pos, self._values
         alias = self.alias
@@ -500,7 +508,17 @@ class WindowAggregation:
                     # the mirror (KEEP ALL, or a stream's rows under a time KEEP: its rows by key,
                     # and their times) and its one change
                     ikey = ikeys[j]
-                    if op == "d" or op == "s":
+                    if mrows is None:  # unmirrored: an update, or a delete, of unknown old row
+                        was = None
+                        if op == "d" or op == "s":
+                            mop, mnew = "d", None
+                        elif where_col is not None and not truth(row[where_col]):
+                            mop, mnew = "d", None
+                        else:
+                            mop, mnew = "u", row
+                        if mop == "d" and ikey not in inputs:
+                            continue
+                    elif op == "d" or op == "s":
                         if times is not None:
                             continue  # (a stream's deletes are nothing)
                         was = mrows.pop(ikey, None)
@@ -518,7 +536,7 @@ class WindowAggregation:
                 # the fold (:meth:`_fold_row` written out: WHERE a plain column, the aggregates
                 # count, sum, avg, min and max only, each kind a loop over its indices)
                 old, new = was, mnew
-                if where_col is not None:
+                if where_col is not None and mrows is not None:
                     old_ok = old is not None and truth(old[where_col])
                     new_ok = new is not None and truth(new[where_col])
                     if not old_ok:
@@ -890,7 +908,12 @@ class WindowAggregation:
         the source row under ``ikey`` from ``old`` to ``new`` (None for none) with sequence
         number ``seq``: the groups it touched. ``entry``: the contribution of ``new`` when
         already known (:meth:`_entries`)."""
-        if self.where is not None:
+        if self.where is not None and old is None and op != "i":
+            # an unmirrored source's update or delete (``stages.where``): only the new row tested
+            col = self.where_col
+            if op != "d" and not truth(new[col] if col else self.where({self.alias: new})):
+                new, op = None, "d"
+        elif self.where is not None:
             col = self.where_col
             old_ok = old is not None and truth(old[col] if col else self.where({self.alias: old}))
             new_ok = new is not None and truth(new[col] if col else self.where({self.alias: new}))
