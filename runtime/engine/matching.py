@@ -20,7 +20,10 @@ at that point), or aliases combined with ``&&`` (both, in any order) and ``||`` 
 - an event meets only the partials whose keys equal its own under ON's equalities that link its
   alias to aliases bound at their step (columns of one key class, ahead of any conjunct that may
   raise): the others would fail one of them, as the scan finds. When every such link holds one
-  column shared by all aliases, partials are also stored by its value (the state's buckets).
+  column shared by all aliases, partials are also stored by its value (the state's buckets);
+- when the first of the alias's conjuncts that is not such an equality compares a numeric column of
+  it with an expression of aliases bound at the step (``b.x > f(a)``, either side), the partials of
+  a key are also sorted by that expression's value, and an event meets only those it can pass.
 
 A completed match is an insert whose row binds every alias (negated ones, and the unmatched side
 of ``||``, are null) for WHERE and the select list. Time is the processing time, as for KEEP. A
