@@ -20,7 +20,10 @@ at that point), or aliases combined with ``&&`` (both, in any order) and ``||`` 
 - an event meets only the partials whose keys equal its own under ON's equalities that link its
   alias to aliases bound at their step (columns of one key class, ahead of any conjunct that may
   raise): the others would fail one of them, as the scan finds. When every such link holds one
-  column shared by all aliases, partials are also stored by its value (the state's buckets).
+  column shared by all aliases, partials are also stored by its value (the state's buckets);
+- when the first of the alias's conjuncts that is not such an equality compares a numeric column of
+  it with an expression of aliases bound at the step (``b.x > f(a)``, either side), the partials of
+  a key are also sorted by that expression's value, and an event meets only those it can pass.
 
 A completed match is an insert whose row binds every alias (negated ones, and the unmatched side
 of ``||``, are null) for WHERE and the select list. Time is the processing time, as for KEEP. A
@@ -28,9 +31,11 @@ negation inside ``&&``/``||`` is not run: those rows are bad records (``ccl chec
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right, insort
 from typing import Callable, Mapping, Optional, Sequence
 
 from ccl.plan.model import Matching
+from ccl.splash.values import Long
 from ccl.syntax import nodes as n
 from runtime.engine.changes import Change
 from runtime.engine.expr import Expressions, SplashError
@@ -153,6 +158,124 @@ def _safe_equality(cond: n.Node, types: Mapping[str, Mapping]) -> Optional[tuple
     return left, right  # type: ignore[return-value]
 
 
+# Column types an event's side of a range conjunct may have (its values int, Long or float).
+_RANGE_TYPES = ("integer", "long", "float")
+# ``v op x`` as ``x op' v`` (SPLASH's comparison of numbers is antisymmetric, NaN included)
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _range(cond: n.Node, x: str, bound: set[str], exprs: Expressions,
+           types: Mapping[str, Mapping]) -> Optional[tuple[str, Callable, Callable]]:
+    """``(op, read x's column, read the other side)`` when ``cond`` compares a column of alias
+    ``x`` (integer, long or float) by ``< <= > >=`` with an expression over aliases of ``bound``
+    (not ``x``), both compiled direct (the comparison is :func:`comparison`, the other side a
+    function of the bound rows alone): ``op`` as seen from ``x``'s side (``x.c op value``)."""
+    if not (isinstance(cond, n.Binary) and cond.op in _FLIPPED and cond.temporal is None):
+        return None
+    left, right = field_ref(cond.left), field_ref(cond.right)
+    if left is not None and left[0] == x:
+        mine, other, op = cond.left, cond.right, cond.op
+    elif right is not None and right[0] == x:
+        mine, other, op = cond.right, cond.left, _FLIPPED[cond.op]
+    else:
+        return None
+    ref = field_ref(mine)
+    if getattr(types.get(x, {}).get(ref[1]), "name", None) not in _RANGE_TYPES:  # type: ignore[index]
+        return None
+    names = {v.name.name for v in other.walk() if isinstance(v, n.Var)}
+    if (not names or not names <= bound or x in names or names & exprs._shadowing
+            or exprs._direct(cond) is None):
+        return None
+    return op, exprs.compile(mine), exprs.compile(other)
+
+
+def _first(item: tuple) -> object:
+    return item[0]
+
+
+def _as_float(item: tuple) -> float:
+    return float(item[0])
+
+
+class _Ranged:
+    """The serials of one probe key's partials by their value of the bound side of a range
+    conjunct: integers and floats each sorted by (value, serial), NaNs, and ``other`` (the value
+    could not be read or is not an int, long or float: a candidate for every event)."""
+
+    __slots__ = ("ints", "floats", "nans", "other")
+
+    def __init__(self) -> None:
+        self.ints: list[tuple[int, int]] = []
+        self.floats: list[tuple[float, int]] = []
+        self.nans: set[int] = set()
+        self.other: set[int] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self.ints or self.floats or self.nans or self.other)
+
+    def add(self, serial: int, value: object) -> tuple:
+        """File ``serial`` by ``value``; the slot to :meth:`discard` it from."""
+        t = type(value)
+        if t is float:
+            if value != value:
+                self.nans.add(serial)
+                return ("n", None)
+            insort(self.floats, (value, serial))
+            return ("f", value)
+        if t is int or t is Long:
+            insort(self.ints, (value, serial))
+            return ("i", value)
+        self.other.add(serial)
+        return ("o", None)
+
+    def discard(self, serial: int, slot: tuple) -> None:
+        kind, value = slot
+        if kind == "n":
+            self.nans.discard(serial)
+        elif kind == "o":
+            self.other.discard(serial)
+        else:
+            filed = self.ints if kind == "i" else self.floats
+            del filed[bisect_left(filed, (value, serial))]
+
+    def hits(self, op: str, x: object) -> list[int]:
+        """The serials whose value ``v`` may give ``x op v`` (unordered): SPLASH compares numbers
+        as floats when either is a float (NaN equal to NaN and above every other number, -0.0
+        equal to 0.0), integers and longs exactly; a null never passes."""
+        found = list(self.other)
+        tx = type(x)
+        if tx is float:
+            xf = x
+        elif tx is int or tx is Long:
+            xf = float(x)  # type: ignore[arg-type]
+        elif x is None:
+            return found
+        else:  # not a number: every partial, the test decides
+            return found + [s for _v, s in self.ints] + [s for _v, s in self.floats] + list(self.nans)
+        if xf != xf:  # NaN: above every number, equal to NaN
+            if op in (">", ">="):
+                found += [s for _v, s in self.ints] + [s for _v, s in self.floats]
+            if op in (">=", "<="):
+                found += self.nans
+            return found
+        for filed, at, key in ((self.floats, xf, _first),
+                               (self.ints, x, _first) if tx is not float else (self.ints, xf, _as_float)):
+            if not filed:
+                continue
+            if op == ">":
+                part = filed[:bisect_left(filed, at, key=key)]
+            elif op == ">=":
+                part = filed[:bisect_right(filed, at, key=key)]
+            elif op == "<":
+                part = filed[bisect_right(filed, at, key=key):]
+            else:
+                part = filed[bisect_left(filed, at, key=key):]
+            found += [s for _v, s in part]
+        if op in ("<", "<="):
+            found += self.nans
+        return found
+
+
 def _norm(value: object, cls: Optional[str]) -> object:
     """``value``'s key (None for null): NaN is one key."""
     if type(value) is float and value != value:
@@ -223,6 +346,9 @@ class Matcher:
             surely.append(surely[-1] | (set() if negated else _sure(tree)))
         self._acts: dict[str, list[int]] = {a: [] for a in self.aliases}
         probes: dict[tuple[int, str], list[tuple]] = {}
+        # per (step index, alias): the first of the alias's conjuncts that is not a safe equality
+        # when it is a range conjunct over aliases bound at that step (:func:`_range`), else None
+        self._ranges: dict[tuple[int, str], Optional[tuple[str, Callable, Callable]]] = {}
         # the step indexes a partial can wait at: past a positive step, or inside one of several
         # aliases (one bound)
         at = sorted({t + 1 for t, (neg, _tree) in enumerate(steps) if not neg} | {
@@ -234,11 +360,13 @@ class Matcher:
             for x in dict.fromkeys(guards + (self.refs[nxt] if nxt is not None else [])):
                 self._acts[x].append(p)
                 probe = []
+                self._ranges[(p, x)] = None
                 for (needs, _test), c in zip(self.conds, on):
                     if x not in needs:
                         continue
                     eq = _safe_equality(c, types)
                     if eq is None:
+                        self._ranges[(p, x)] = _range(c, x, surely[p], exprs, types)
                         break
                     mine, other = (eq[0], eq[1]) if eq[0][0] == x else (eq[1], eq[0])
                     if mine[0] == x and other[0] != x and other[0] in surely[p]:
@@ -260,7 +388,8 @@ class Matcher:
                               if not (shared and mine[1] == shared[mine[0]]
                                       and other[1] == shared[other[0]])]
                         for key, probe in probes.items()}
-        self._scans = {x: any(not self._probes[(p, x)] for p in ps) for x, ps in self._acts.items()}
+        self._scans = {x: any(not self._probes[(p, x)] and self._ranges[(p, x)] is None for p in ps)
+                       for x, ps in self._acts.items()}
         # per step index: the aliases whose probes file a partial there
         self._filed_by = [[x for x in self.aliases if p in self._acts[x] and not self._scans[x]]
                           for p in range(len(steps) + 1)]
@@ -363,17 +492,36 @@ class Matcher:
                     key += (v,)  # type: ignore[operator]
             except SplashError:
                 key = _ANY
-            if key is not None:
-                where = (bucket, partial[1], x)
+            if key is None:
+                continue
+            where = (bucket, partial[1], x)
+            ranged = self._ranges[(partial[1], x)]
+            if ranged is None:
                 parts.probes.setdefault(where, {}).setdefault(key, {})[serial] = partial
-                homes.append((where, key))
+                homes.append((where, key, None))
+                continue
+            value: object = _ANY
+            if key is not _ANY:
+                try:
+                    value = ranged[2](partial[2])
+                except SplashError:
+                    pass  # filed as "other": the test raises as the scan's does
+                if value is None:  # a null never compares: no event of x meets this partial
+                    continue
+            node = parts.probes.setdefault(where, {}).get(key)
+            if node is None:
+                node = parts.probes[where][key] = _Ranged()
+            homes.append((where, key, node.add(serial, value)))
         if homes:
             parts.home[serial] = homes  # type: ignore[assignment]
 
     def _unfile(self, parts: _Partials, serial: int) -> None:
-        for where, key in parts.home.pop(serial, ()):
+        for where, key, slot in parts.home.pop(serial, ()):
             filed = parts.probes[where]
-            del filed[key][serial]
+            if slot is None:
+                del filed[key][serial]
+            else:
+                filed[key].discard(serial, slot)
             if not filed[key]:
                 del filed[key]
                 if not filed:
@@ -400,6 +548,7 @@ class Matcher:
             filed = parts.probes.get((bucket, p, alias))
             if not filed:
                 continue
+            ranged = self._ranges[(p, alias)]
             key: object = ()
             try:
                 for read_x, _y, _read_y in self._probes[(p, alias)]:
@@ -408,8 +557,15 @@ class Matcher:
                         key = None
                         break
                     key += (v,)  # type: ignore[operator]
+                x = ranged[1]({alias: row}) if ranged is not None else None
             except SplashError:
                 return partials.items()  # type: ignore[return-value]  # the scan's, raising as it does
+            if ranged is not None:
+                for k in ((key, _ANY) if key is not None else (_ANY,)):
+                    hit = filed.get(k)
+                    if hit:
+                        found.extend((s, partials[s]) for s in hit.hits(ranged[0], x))
+                continue
             for k in ((key, _ANY) if key is not None else (_ANY,)):
                 hit = filed.get(k)
                 if hit:
