@@ -77,7 +77,7 @@ def _check(spark, block_list, columns, rows, count):
     return len(built)
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(blocks(), min_size=20, max_size=20), st.sampled_from(SCHEMAS), st.integers(1, 7))
 def test_generated_blocks_over_rows_of_several_kinds(spark, block_list, schema, count):
     _check(spark, block_list, *schema, count)

@@ -118,7 +118,7 @@ rows = st.tuples(st.one_of(st.none(), text), st.one_of(st.none(), text),
                  st.one_of(st.none(), int_values))
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(blocks(), min_size=30, max_size=30), st.lists(rows, min_size=1, max_size=25),
        st.integers(1, 7))
 def test_compiled_blocks_agree_with_the_interpreter(spark, block_list, row_list, count):

@@ -179,7 +179,19 @@ def test_run_prints_only_our_lines_at_the_default_log_level(tmp_path):
         "StockSession: 240 in, 240 out", quiet.stdout.splitlines()[-1]]
     assert quiet.stdout.splitlines()[-1].startswith(f"outputs in {tmp_path / 'quiet'} (")
 
-    loud = subprocess.run([*args, "--output-dir", str(tmp_path / "loud"), "--log-level", "info"],
+    # a project of one input and one output is enough to see Spark's lines (the whole one above
+    # took half a minute more)
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "in.csv").write_text("k,v\na,1\nb,2\n")
+    (tmp_path / "tiny" / "tiny.ccl").write_text(
+        "CREATE INPUT STREAM S SCHEMA (k string, v integer);\n"
+        "ATTACH INPUT ADAPTER f TYPE toolkit_file_csv_input TO S\n"
+        "PROPERTIES dir = '.', file = 'in.csv', hasHeader = TRUE;\n"
+        "CREATE OUTPUT STREAM T AS SELECT * FROM S WHERE S.v > 1;\n")
+    loud = subprocess.run([sys.executable, "-m", "ccl.cli", "run", str(tmp_path / "tiny" / "tiny.ccl"),
+                           "--until-idle", *LOCAL, "--output-dir", str(tmp_path / "loud"),
+                           "--log-level", "info"],
                           env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert loud.returncode == 0, loud.stderr[-3000:]
     assert " INFO " in loud.stderr and "Using incubator modules" in loud.stderr
+    assert "T: 2 in, 1 out" in loud.stdout.splitlines(), loud.stdout
