@@ -55,3 +55,27 @@ def test_every_diagnostic_code_is_documented():
     assert documented == set(CATALOGUE)
     for code in CATALOGUE.values():
         assert f"### {code.code}: {code.title} ({code.severity})" in doc
+
+
+def test_processes_building_the_tables_at_once_never_read_a_half_written_file(tmp_path):
+    """A fresh clone's first processes (two test workers, two `ccl` commands) all build the tables:
+    each writes them atomically, so none imports another's half-written file; a file cut short
+    (written before that) is built again, not raised as a SyntaxError. On a copy of the package."""
+    import shutil
+    shutil.copytree(ROOT / "ccl", tmp_path / "ccl", ignore=shutil.ignore_patterns("__pycache__"))
+    table = tmp_path / "ccl" / "syntax" / "_parsetab.py"
+    build = [sys.executable, "-c", "from ccl.syntax.parser import parse_text; "
+             "print(len(parse_text('CREATE SCHEMA s (a integer);')[0].statements))"]
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    for start in ("absent", "cut short"):
+        if start == "absent":
+            table.unlink(missing_ok=True)
+        else:
+            text = table.read_text()
+            table.write_text(text[: len(text) // 2])
+        procs = [subprocess.Popen(build, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  cwd=tmp_path, env=env) for _ in range(4)]
+        results = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
+        assert results == [(0, "1\n", "")] * 4, start
+        compile(table.read_text(), str(table), "exec")  # whole
+        assert not [p for p in (tmp_path / "ccl" / "syntax").iterdir() if p.name.startswith(".parsetab-")]

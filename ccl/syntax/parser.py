@@ -22,8 +22,13 @@ Grammar notes
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import importlib
 import os
+import shutil
+import sys
+import tempfile
 from decimal import Decimal
 from typing import Optional, Union
 
@@ -93,11 +98,9 @@ class CCLParser:
     )
 
     def __init__(self, **yacc_args) -> None:
-        args = dict(debug=False, write_tables=True, optimize=False,
-                    tabmodule="ccl.syntax._parsetab", outputdir=os.path.dirname(__file__),
-                    errorlog=yacc.NullLogger())
+        args = dict(debug=False, optimize=False, tabmodule=_TABMODULE, errorlog=yacc.NullLogger())
         args.update(yacc_args)
-        self._parser = yacc.yacc(module=self, **args)
+        self._parser = _yacc(self, args)
         self.diagnostics: list[Diagnostic] = []
         self.index: Optional[LineIndex] = None
         self._statements: list = []
@@ -1623,6 +1626,39 @@ def describe_token(tok) -> str:
 
 
 _PARSER: Optional[CCLParser] = None
+
+
+_TABMODULE = "ccl.syntax._parsetab"
+
+
+def _yacc(module: CCLParser, args: dict) -> yacc.LRParser:
+    """PLY's parser for ``module``, its tables read from ccl/syntax/_parsetab.py and, when PLY had
+    to build them, written there atomically: into a directory of their own first, then renamed, so
+    that another process (a second test worker, another ``ccl`` command) never imports a
+    half-written file. A file that does not import (one cut short before this) is built again."""
+    if "write_tables" in args or "outputdir" in args:
+        return yacc.yacc(module=module, **args)
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        importlib.import_module(_TABMODULE)
+    except ImportError:
+        pass
+    except Exception:  # noqa: BLE001 - a broken file (SyntaxError...): PLY would raise it
+        sys.modules.pop(_TABMODULE, None)
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(here, "_parsetab.py"))
+    try:
+        scratch = tempfile.mkdtemp(prefix=".parsetab-", dir=here)
+    except OSError:  # a read-only installation: the tables are built in memory
+        return yacc.yacc(module=module, write_tables=False, **args)
+    try:
+        parser = yacc.yacc(module=module, write_tables=True, outputdir=scratch, **args)
+        built = os.path.join(scratch, "_parsetab.py")
+        if os.path.exists(built):
+            os.replace(built, os.path.join(here, "_parsetab.py"))
+        return parser
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def get_parser() -> CCLParser:
