@@ -375,27 +375,22 @@ class Session:
         keeps nothing of a record it is given past its call (it copies what it keeps), so records
         are passed as they are instead of as copies. The outcome of a block that did not return is
         one shared object: not to be changed."""
-        interp = self.interp
-        body = self._body if block is self._block else self._compiled(block)
-        m, cells = self.machine, self.cells
+        cells = self.cells
         if self.fresh:
             self._refresh()
-        m.steps, m.depth, m._now, m.row_id, m.emit = 0, 0, None, interp.row_id, output
-        m.emit_copies = copies
-        m.globals = {**cells, **extra} if extra else cells
+        merged = {**cells, **extra} if extra else cells
+        body = self._arm(block, output, copies, merged)
         old_limit = sys.getrecursionlimit()
-        needed = interp._needed_limit
+        needed = self.interp._needed_limit
         if old_limit < needed:
             sys.setrecursionlimit(needed)
         try:
             return self._execute(body, rows if type(rows) is dict else dict(rows))
         finally:
-            if m.globals is cells and len(cells) == self.count:  # _write_back's common case
-                store = self.store
-                for name, cell in self.writable:
-                    store[name] = cell.value
+            if merged is cells and len(cells) == self.count:  # _write_back's common case
+                self._store_writable()
             else:
-                self._write_back(m.globals, extra)
+                self._write_back(merged, extra)
             if old_limit < needed:
                 sys.setrecursionlimit(old_limit)
 
@@ -405,24 +400,15 @@ class Session:
         recursion limit to the interpreter's ``needed_recursion_limit`` for its runs (an engine's
         batch) and gives ``rows`` as a dict: the same run, its set-up without what those make
         unneeded (the limit's test, the extra cells' merge, the rows' copy)."""
-        interp = self.interp
-        body = self._body if block is self._block else self._compiled(block)
-        m, cells = self.machine, self.cells
+        cells = self.cells
         if self.fresh:
             self._refresh()
-        m.steps = m.depth = 0
-        m._now = None
-        m.row_id = interp.row_id
-        m.emit = output
-        m.emit_copies = True
-        m.globals = cells
+        body = self._arm(block, output, True, cells)
         try:
             return self._execute(body, rows)
         finally:
             if len(cells) == self.count:  # _write_back's common case
-                store = self.store
-                for name, cell in self.writable:
-                    store[name] = cell.value
+                self._store_writable()
             else:
                 self._write_back(cells, None)
 
@@ -440,26 +426,37 @@ class Session:
             merged = self._merge(extra)
             if merged is None:
                 return self.run(block, rows, extra, output, copies=True)
-        interp = self.interp
-        body = self._body if block is self._block else self._compiled(block)
-        m = self.machine
-        m.steps = m.depth = 0
-        m._now = None
-        m.row_id = interp.row_id
-        m.emit = output
-        m.emit_copies = True
-        m.globals = merged
+        body = self._arm(block, output, True, merged)
         try:
             return self._execute(body, rows)
         finally:
             if len(merged) == self._merged_size:
                 # _write_back's common case: the extra names are no global's (see _merge)
-                store = self.store
-                for name, cell in self.writable:
-                    store[name] = cell.value
+                self._store_writable()
             else:  # a run added a cell (nextval's count): the general write-back, merged anew
                 self._merged = None
                 self._write_back(merged, extra)
+
+    def _arm(self, block: n.Block, output: Optional[Callable[[Record], None]], copies: bool,
+             cells: dict[str, Cell]) -> Callable:
+        """The compiled body of ``block``, the session's machine set for a run of it: steps and
+        depth at 0, no time read yet, emitting to ``output`` (``copies``: see :meth:`run`), with
+        ``cells`` as its globals."""
+        m = self.machine
+        m.steps = m.depth = 0
+        m._now = None
+        m.row_id = self.interp.row_id
+        m.emit = output
+        m.emit_copies = copies
+        m.globals = cells
+        return self._body if block is self._block else self._compiled(block)
+
+    def _store_writable(self) -> None:
+        """:meth:`_write_back`'s common case (no cell added by the run): the writable globals'
+        values into the store."""
+        store = self.store
+        for name, cell in self.writable:
+            store[name] = cell.value
 
     def _execute(self, body: Callable, rows: dict[str, Record]) -> Outcome:
         """``body`` run on the session's machine (set up by the caller) over the input ``rows``,
@@ -525,8 +522,7 @@ class Session:
         """What Interpreter._write_back does, and cells a run added (nextval's count) kept."""
         store, declared = self.store, self.interp._globals
         if run_cells is self.cells and len(run_cells) == self.count:  # no extra cells, none added
-            for name, cell in self.writable:
-                store[name] = cell.value
+            self._store_writable()
             return
         for name, cell in run_cells.items():
             if not cell.const and (name in store or name in declared or name == SEQUENCE):
