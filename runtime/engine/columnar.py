@@ -90,6 +90,23 @@ class BucketRows:
         order = np.lexsort(keys + [self.inst])
         return order, np.asarray(self.why.is_valid(), dtype=bool)[order]
 
+    def instances(self, states: dict[int, dict], readable: Callable[[Any], bool],
+                  initial: Callable[[], dict], left: Iterable[int] = ()) -> tuple[set[int], list[int]]:
+        """The bucket's instances a kernel leaves to the engine (``left``, and those whose state
+        is not ``readable`` by it) and those it runs, ascending, each of the latter given
+        ``initial()`` when it has no state yet."""
+        handed = set(left)
+        present = np.unique(self.inst).tolist()
+        for i in present:
+            state = states.get(i)
+            if state is not None and not readable(state):
+                handed.add(i)
+        ran = [i for i in present if i not in handed]
+        for i in ran:
+            if i not in states:
+                states[i] = initial()
+        return handed, ran
+
     def arrivals(self, positions: np.ndarray) -> dict[int, list[int]]:
         """The rows at ``positions`` (those that came bad) by instance, in the order given."""
         found: dict[int, list[int]] = {}

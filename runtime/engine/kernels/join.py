@@ -129,11 +129,10 @@ class JoinKernel:
         shared = np.zeros(len(events), dtype=bool)
         shared[1:] |= joins_last
         shared[:-1] |= joins_last
-        left = self._left(states, rows, inst, shared & ~valid0)
-        ran = [i for i in np.unique(rows.inst).tolist() if i not in left]
-        for i in ran:
-            if i not in states:
-                states[i] = self.engine.initial_state()
+        # a stream row without values in a transaction of several (the engine would join it in
+        # the transaction) hands its instance back
+        left, ran = rows.instances(states, self._readable, self.engine.initial_state,
+                                   inst[shared & ~valid0].tolist())
         ops = rows.op.take(events)
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -154,17 +153,6 @@ class JoinKernel:
             changes = self.changes_of(columns, emitted, extra, inst, seq)
         arrivals = rows.arrivals(order[came])
         return ([InstanceRun(i, [], arrivals.get(i, [])) for i in ran], sorted(left), changes)
-
-    def _left(self, states: dict[int, dict], rows: BucketRows, inst: np.ndarray,
-              odd: np.ndarray) -> set[int]:
-        """The instances handed back: a stream row without values in a transaction of several
-        (``odd``: the engine would join it in the transaction), or a state the kernel cannot read."""
-        left = set(inst[odd].tolist())
-        for i in np.unique(rows.inst).tolist():
-            state = states.get(i)
-            if state is not None and not self._readable(state):
-                left.add(i)
-        return left
 
     def _readable(self, state: Any) -> bool:
         """Whether ``state`` has the shape the engine's initial state has for this element."""

@@ -83,15 +83,8 @@ class UnionKernel:
         shared = np.zeros(len(events), dtype=bool)
         shared[1:] |= joins_last
         shared[:-1] |= joins_last
-        left = set(inst[shared & ~valid].tolist())
-        for i in np.unique(rows.inst).tolist():
-            state = states.get(i)
-            if state is not None and not self._readable(state):
-                left.add(i)
-        ran = [i for i in np.unique(rows.inst).tolist() if i not in left]
-        for i in ran:
-            if i not in states:
-                states[i] = self.engine.initial_state()
+        left, ran = rows.instances(states, self._readable, self.engine.initial_state,
+                                   inst[shared & ~valid].tolist())
         ops = rows.op.take(events)
         inserts = np.asarray(pc.is_in(ops, value_set=pa.array(list(INSERTS))).fill_null(False),
                              dtype=bool)

@@ -128,14 +128,9 @@ class WindowJoinKernel:
         inst, seq, port = rows.inst[events], rows.seq[events], rows.port[events]
         count = len(self.aliases)
         unknown = (port < 0) | (port >= count)
-        left = set(inst[unknown].tolist())   # (an unknown port: the engine reports it)
-        for i in np.unique(rows.inst).tolist():
-            if states.get(i) is not None and not self._readable(states[i]):
-                left.add(i)
-        ran = [i for i in np.unique(rows.inst).tolist() if i not in left]
-        for i in ran:
-            if i not in states:
-                states[i] = self.engine.initial_state()
+        # (an event on an unknown port: the engine reports it)
+        left, ran = rows.instances(states, self._readable, self.engine.initial_state,
+                                   inst[unknown].tolist())
         values: list = [None] * len(events)
         # per event its source key and (for the index's quick path) its equated values, worked
         # out a column at a time; each row's dict holds the very objects of both

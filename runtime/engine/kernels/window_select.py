@@ -136,12 +136,7 @@ class WindowSelectKernel:
         order, came = rows.engine_order()
         events = order[~came]
         inst, seq, port = rows.inst[events], rows.seq[events], rows.port[events]
-        left = {i for i in np.unique(rows.inst).tolist()
-                if states.get(i) is not None and not self._readable(states[i])}
-        ran = [i for i in np.unique(rows.inst).tolist() if i not in left]
-        for i in ran:
-            if i not in states:
-                states[i] = self.engine.initial_state()
+        left, ran = rows.instances(states, self._readable, self.engine.initial_state)
         ops = rows.op.take(events).to_pylist()
         values = [v if v else {} for v in rows.values.take(events).to_pylist()]
         inst_l, seq_l, port_l = inst.tolist(), seq.tolist(), port.tolist()

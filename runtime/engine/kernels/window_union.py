@@ -67,12 +67,7 @@ class WindowUnionKernel:
         order, came = rows.engine_order(self.first_ports)
         events = order[~came]
         inst, seq, port = rows.inst[events], rows.seq[events], rows.port[events]
-        left = {i for i in np.unique(rows.inst).tolist()
-                if states.get(i) is not None and not self._readable(states[i])}
-        ran = [i for i in np.unique(rows.inst).tolist() if i not in left]
-        for i in ran:
-            if i not in states:
-                states[i] = self.engine.initial_state()
+        left, ran = rows.instances(states, self._readable, self.engine.initial_state)
         ops = rows.op.take(events).to_pylist()
         values: list = [None] * len(events)
         at_port = []
