@@ -146,16 +146,18 @@ class SourceStage:
         self.columns = column_pairs(source.columns)
         self.key: list[str] = list(source.key) if self.kind != "stream" else []
         self.store: Optional[Store] = (Store(keep) if self.kind != "stream" or keep else None)
-        # False once :meth:`unmirror` made a window or delta stream source unstored (its reader
-        # does not need old rows: see ``element._mirror_needed``)
-        self.mirrored: bool = self.store is not None
+
+    @property
+    def mirrored(self) -> bool:
+        """Whether the source's rows are kept (False for an unstored stream, and once
+        :meth:`unmirror` made a window or delta stream source unstored)."""
+        return self.store is not None
 
     def unmirror(self) -> None:
         """Keep no mirror of this window or delta stream source: an upsert becomes an update whose
         old row is unknown (``None``), a delete or safedelete a delete of the key with no row:
         the reader (an aggregate) finds what the key held in its own state (its inputs)."""
         self.store = None
-        self.mirrored = False
 
     @property
     def effective_kind(self) -> str:
